@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what the tests need (only what is missing) and runs the whole suite:
+# type check, unit and integration tests. `.ci/run` calls exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v sipp >/dev/null 2>&1 || need+=(sip-tester)
+command -v softhsm2-util >/dev/null 2>&1 || need+=(softhsm2)
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
+command -v pkcs11-tool >/dev/null 2>&1 || need+=(opensc)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing Debian packages: ${need[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# Native modules (better-sqlite3, pkcs11js) build from source here: no binary is downloaded.
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  npm ci --no-audit --no-fund
+fi
+
+echo "== type check"
+npx tsc --noEmit -p tsconfig.json
+echo "== tests"
+npx vitest run "$@"

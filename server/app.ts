@@ -1,0 +1,265 @@
+import fs from 'node:fs';
+import http from 'node:http';
+import https from 'node:https';
+import path from 'node:path';
+import crypto from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import express, { type NextFunction, type Request, type Response } from 'express';
+import { loadConfig, type CoreConfig } from './config.ts';
+import { openStore, startCheckpoints, type DB } from './store/db.ts';
+import { migrate, sqlMigrations } from './store/migrate.ts';
+import { KeyService, SecretSettings } from './keys.ts';
+import { TenantService } from './tenancy.ts';
+import { UserService, generatePassword } from './users.ts';
+import { AuthService } from './auth.ts';
+import { JobQueue } from './jobs.ts';
+import { EventBus } from './events.ts';
+import { RateLimiter } from './http/rate-limit.ts';
+import { Dispatcher, newRequestId, renderError } from './http/dispatch.ts';
+import { createLogger, type Logger } from './log.ts';
+import { systemClock, type Clock } from './clock.ts';
+import { PluginHost, makePaths, type PluginStatus } from './plugin-host.ts';
+import type { AuditInput, AuditWriter, PluginManifest } from './plugin.ts';
+import { coreRoutes } from './core-routes.ts';
+import { AppError } from './errors.ts';
+import type { Tenant } from './tenancy.ts';
+import type { DestinationStream } from 'pino';
+
+export const CORE_MIGRATIONS = sqlMigrations(import.meta.url);
+
+export interface ApplianceOptions {
+  dataDir?: string;
+  env?: NodeJS.ProcessEnv;
+  /** Highest config layer (CLI flags, tests). */
+  overrides?: Record<string, unknown>;
+  /** Plugins to load; default: every built-in plugin. */
+  plugins?: PluginManifest[];
+  clock?: Clock;
+  logDestination?: DestinationStream;
+  /** The master key from the host process (Electron's OS key store). */
+  masterKey?: Buffer;
+  /** Told once, on the first start, the generated admin password (printed, never logged). */
+  onFirstRun?: (info: { host: string; user: string; password: string }) => void;
+}
+
+/** Everything both the server and the CLI need: store, keys and the core services. */
+export interface CoreServices {
+  config: CoreConfig;
+  db: DB;
+  keys: KeyService;
+  secrets: SecretSettings;
+  tenants: TenantService;
+  users: UserService;
+  auth: AuthService;
+  jobs: JobQueue;
+  events: EventBus;
+  limiter: RateLimiter;
+  clock: Clock;
+  log: Logger;
+  audit: DelegatingAudit;
+}
+
+/** ctx.audit: forwards to the writer the audit plugin provides; logs when there is none. */
+export class DelegatingAudit implements AuditWriter {
+  target: AuditWriter | undefined;
+  constructor(private readonly log: Logger) {}
+  write(tenant: Tenant, entry: AuditInput): void {
+    if (this.target) return this.target.write(tenant, entry);
+    this.log.info({ audit: entry.event, tenant: tenant.host }, 'audit event (no audit plugin)');
+  }
+}
+
+export function openCore(opts: ApplianceOptions): CoreServices {
+  const config = loadConfig({ dataDir: opts.dataDir, env: opts.env, overrides: opts.overrides });
+  const log = createLogger({ level: config.log.level, destination: opts.logDestination });
+  const db = openStore(config.dataDir, { busyTimeoutMs: config.store.busyTimeoutMs });
+  try {
+    migrate(db, 'core', CORE_MIGRATIONS);
+  } catch (e) {
+    db.close();
+    throw e;
+  }
+  const clock = opts.clock ?? systemClock;
+  const keys = KeyService.load(config.dataDir, { env: opts.env, provided: opts.masterKey });
+  const secrets = new SecretSettings(db, keys);
+  const tenants = new TenantService(db);
+  const users = new UserService(db);
+  const auth = new AuthService(db, secrets, (id) => tenants.byId(id)?.isPrimary ?? false);
+  const nodeId = secrets.getOrCreate('node-id', () => crypto.randomBytes(6).toString('hex'));
+  const jobs = new JobQueue(db, clock, log.child({ part: 'jobs' }), { pollMs: config.jobs.pollMs, leaseMs: config.jobs.leaseMs, nodeId });
+  const events = new EventBus(db, clock, log.child({ part: 'events' }));
+  return { config, db, keys, secrets, tenants, users, auth, jobs, events, limiter: new RateLimiter(), clock, log, audit: new DelegatingAudit(log) };
+}
+
+/** First start: primary tenant, first admin with a generated password, admin HMAC secret. */
+export async function bootstrap(core: CoreServices): Promise<{ host: string; user: string; password: string } | undefined> {
+  core.auth.adminSecret();
+  if (core.tenants.list().length) return undefined;
+  const tenant = core.tenants.add(core.config.primaryHost, 'Primary', { primary: true });
+  const password = generatePassword();
+  await core.users.add(tenant, { name: 'admin', role: 'admin', password });
+  return { host: tenant.host, user: 'admin', password };
+}
+
+export async function loadBuiltinPlugins(): Promise<PluginManifest[]> {
+  const { builtinPlugins } = await import('../plugins/index.ts');
+  return builtinPlugins();
+}
+
+export class Appliance {
+  readonly core: CoreServices;
+  readonly host: PluginHost;
+  readonly dispatcher: Dispatcher;
+  readonly app: express.Express;
+  server: http.Server | https.Server | undefined;
+  #stopCheckpoints: (() => void) | undefined;
+  #sockets = new Set<import('node:net').Socket>();
+  #inflight = 0;
+  #stopping: Promise<void> | undefined;
+
+  private constructor(core: CoreServices, plugins: PluginManifest[]) {
+    this.core = core;
+    const paths = makePaths(core.config.dataDir);
+    this.host = new PluginHost(plugins, {
+      core: core.config, db: core.db, tenants: core.tenants, users: core.users, log: core.log, audit: core.audit,
+      events: core.events, jobs: core.jobs, keys: core.keys, secrets: core.secrets, auth: core.auth, rateLimit: core.limiter,
+      clock: core.clock, paths,
+    });
+    this.dispatcher = new Dispatcher({
+      auth: core.auth, limiter: core.limiter, config: core.config, log: core.log,
+      pluginReady: (p) => p === 'core' || this.host.isStarted(p),
+    });
+    this.app = this.buildExpress();
+  }
+
+  /** Opens the store, validates config and loads plugins; does not listen yet. */
+  static async create(opts: ApplianceOptions = {}): Promise<Appliance> {
+    const core = openCore(opts);
+    try {
+      const first = await bootstrap(core);
+      if (first) opts.onFirstRun?.(first);
+      const plugins = opts.plugins ?? (await loadBuiltinPlugins());
+      const disabled = new Set(core.config.disabledPlugins);
+      const a = new Appliance(core, plugins.filter((p) => !disabled.has(p.name)));
+      a.host.configure();
+      a.host.migrateAll();
+      a.host.declareEvents();
+      for (const def of coreRoutes(a.dispatcher, () => a.host)) a.dispatcher.add('core', def);
+      a.host.registerRoutes(a.dispatcher, a.app);
+      core.audit.target = a.host.provided<AuditWriter>('audit');
+      a.dispatcher.seal();
+      a.finishExpress();
+      return a;
+    } catch (e) {
+      core.db.close();
+      throw e;
+    }
+  }
+
+  private buildExpress(): express.Express {
+    const app = express();
+    app.disable('x-powered-by');
+    app.disable('etag');
+    app.set('trust proxy', this.core.config.http.trustProxy);
+    app.set('query parser', 'simple');
+    // First middleware: request id, tenant (resolved once, passed on as a value), access log.
+    app.use((req: Request, res: Response, next: NextFunction) => {
+      const requestId = newRequestId(req.headers['x-request-id']);
+      res.locals.requestId = requestId;
+      res.setHeader('X-Request-Id', requestId);
+      res.setHeader('X-Content-Type-Options', 'nosniff');
+      res.setHeader('Referrer-Policy', 'no-referrer');
+      const log = this.core.log.child({ reqId: requestId });
+      res.locals.log = log;
+      try {
+        res.locals.tenant = this.core.tenants.resolve(req.headers.host);
+      } catch (e) {
+        return renderError(res, e, log, requestId);
+      }
+      const started = process.hrtime.bigint();
+      this.#inflight++;
+      res.on('close', () => {
+        this.#inflight--;
+        // Path only: query strings can carry codes and tokens.
+        log.info({ method: req.method, path: req.path, status: res.statusCode, ms: Number(process.hrtime.bigint() - started) / 1e6, tenant: (res.locals.tenant as Tenant).host }, 'request');
+      });
+      next();
+    });
+    app.use(this.dispatcher.middleware());
+    return app;
+  }
+
+  private finishExpress(): void {
+    this.app.use((req: Request, res: Response) => {
+      renderError(res, new AppError(404, 'not_found', `no endpoint at ${req.method} ${req.path}`), res.locals.log as Logger, res.locals.requestId as string);
+    });
+    this.app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
+      renderError(res, err, (res.locals.log as Logger) ?? this.core.log, (res.locals.requestId as string) ?? '-');
+    });
+  }
+
+  /** Starts plugins, the job queue and the event dispatcher, then listens. */
+  async start(): Promise<{ url: string; port: number }> {
+    const c = this.core;
+    await this.host.startAll();
+    c.jobs.start();
+    c.events.start();
+    this.#stopCheckpoints = startCheckpoints(c.db, c.config.store.checkpointMs, (e) => c.log.warn({ err: e }, 'checkpoint failed'));
+    const tls = c.config.http.tls;
+    const server = tls && tls !== 'auto'
+      ? https.createServer({ cert: fs.readFileSync(path.resolve(c.config.dataDir, tls.cert)), key: fs.readFileSync(path.resolve(c.config.dataDir, tls.key)) }, this.app)
+      : http.createServer(this.app);
+    server.headersTimeout = 20_000;
+    server.requestTimeout = 120_000;
+    server.keepAliveTimeout = 5_000;
+    server.on('connection', (s) => {
+      this.#sockets.add(s);
+      s.on('close', () => this.#sockets.delete(s));
+    });
+    this.server = server;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(c.config.http.port, c.config.http.host, () => resolve());
+    });
+    const port = (server.address() as AddressInfo).port;
+    const hostPart = c.config.http.host.includes(':') ? `[${c.config.http.host}]` : c.config.http.host;
+    const url = `${tls ? 'https' : 'http'}://${hostPart}:${port}`;
+    c.log.info({ url, plugins: this.host.status().map((p) => `${p.name}:${p.state}`) }, 'appliance ready');
+    return { url, port };
+  }
+
+  pluginStatus(): PluginStatus[] {
+    return this.host.status();
+  }
+
+  /** Stop accepting, drain requests, stop jobs and plugins in reverse, checkpoint, close the store. */
+  stop(): Promise<void> {
+    this.#stopping ??= this.doStop();
+    return this.#stopping;
+  }
+
+  private async doStop(): Promise<void> {
+    const c = this.core;
+    const drainMs = c.config.http.drainMs;
+    if (this.server) {
+      const closed = new Promise<void>((r) => this.server!.close(() => r()));
+      this.server.closeIdleConnections?.();
+      const deadline = Date.now() + drainMs;
+      while (this.#inflight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      for (const s of this.#sockets) s.destroy();
+      await closed;
+    }
+    await c.jobs.shutdown(drainMs);
+    c.events.stop();
+    await this.host.stopAll();
+    this.#stopCheckpoints?.();
+    try {
+      c.db.pragma('wal_checkpoint(TRUNCATE)');
+    } catch (e) {
+      c.log.warn({ err: e }, 'final checkpoint failed');
+    }
+    c.db.close();
+    c.log.info('appliance stopped');
+    await new Promise<void>((r) => c.log.flush(() => r()));
+  }
+}

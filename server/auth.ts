@@ -1,0 +1,263 @@
+import crypto from 'node:crypto';
+import type { DB } from './store/db.ts';
+import type { Tenant } from './tenancy.ts';
+import type { Role } from './users.ts';
+import { AuthenticationError, InputError, NotAllowedError, NotFoundError } from './errors.ts';
+import { safeEqual, sha256Hex, type SecretSettings } from './keys.ts';
+
+/** Who is calling, as established by the route's auth policy. */
+export interface Principal {
+  kind: 'user' | 'apiKey' | 'hmac' | 'client' | 'credential';
+  tenantId: string;
+  /** Subject: user id for users and keys, client id for clients. */
+  subject: string;
+  userName?: string;
+  email?: string | null;
+  role?: Role;
+  scopes: string[];
+  clientId?: string;
+  keyId?: string;
+  /** Role admin on the primary tenant (or HMAC on the primary tenant's host). */
+  superAdmin: boolean;
+  /** Raw claims of a bearer token, for plugins that need more than the above. */
+  claims?: Record<string, unknown>;
+}
+
+export type Credential = 'bearer' | 'apiKey' | 'hmac';
+
+/**
+ * A route's auth policy. `public` takes no credentials. `credentials` accepts the listed kinds;
+ * `role` and `superAdmin` narrow who passes (401 when no valid credential, 403 when valid but not
+ * privileged). `custom` hands the request to a verifier a plugin registered (credential tokens).
+ */
+export type AuthPolicy =
+  | { kind: 'public' }
+  | { kind: 'credentials'; accept: Credential[]; role?: Role; superAdmin?: boolean; hmacBucket?: string; scope?: string }
+  | { kind: 'custom'; verifier: string; description: string };
+
+export const policy = {
+  public: { kind: 'public' } as AuthPolicy,
+  /** v1 REST: OIDC bearer or ak_ key, role admin. */
+  v1Admin: { kind: 'credentials', accept: ['bearer', 'apiKey'], role: 'admin' } as AuthPolicy,
+  /** Admin surface: bearer with role admin or the admin HMAC header for `bucket`. */
+  adminOrHmac: (bucket: string): AuthPolicy => ({ kind: 'credentials', accept: ['bearer', 'hmac'], role: 'admin', hmacBucket: bucket }),
+  /** Any signed-in user of the tenant (OIDC bearer). */
+  bearer: (role?: Role): AuthPolicy => ({ kind: 'credentials', accept: ['bearer'], role }),
+  /** Admin OIDC bearer only: ak_ keys and HMAC refused (e.g. minting ak_ keys). */
+  adminBearerOnly: { kind: 'credentials', accept: ['bearer'], role: 'admin' } as AuthPolicy,
+  superAdmin: (bucket?: string): AuthPolicy => ({ kind: 'credentials', accept: bucket ? ['bearer', 'hmac'] : ['bearer'], role: 'admin', superAdmin: true, hmacBucket: bucket }),
+  custom: (verifier: string, description: string): AuthPolicy => ({ kind: 'custom', verifier, description }),
+};
+
+export type BearerVerifier = (token: string, tenant: Tenant) => Promise<Principal | null>;
+export type CustomVerifier = (req: { headers: Record<string, string | string[] | undefined>; tenant: Tenant }) => Promise<Principal | null>;
+
+export interface ApiKeyInfo {
+  id: string;
+  tenantId: string;
+  userId: string;
+  userName: string;
+  name: string;
+  prefix: string;
+  createdAt: string;
+  createdBy: string;
+  lastUsedAt: string | null;
+  revokedAt: string | null;
+}
+
+export const HMAC_HEADER = 'x-service-admin-signature';
+export const ADMIN_SECRET_SETTING = 'admin-hmac-secret';
+
+/** The text the admin HMAC signs: `bucket|Host`, plus `|bodyLen` when the request has a body. */
+export function hmacSigningText(bucket: string, host: string, bodyLen?: number): string {
+  return bodyLen && bodyLen > 0 ? `${bucket}|${host}|${bodyLen}` : `${bucket}|${host}`;
+}
+
+export function signAdminHmac(secret: string, bucket: string, host: string, bodyLen?: number): string {
+  return crypto.createHmac('sha256', secret).update(hmacSigningText(bucket, host, bodyLen)).digest('hex');
+}
+
+/**
+ * Authentication for every route: `ak_` personal API keys (SHA-256 at rest), the admin HMAC
+ * header, a bearer hook the OIDC plugin fills, and named custom verifiers.
+ */
+export class AuthService {
+  #bearer: BearerVerifier | undefined;
+  #custom = new Map<string, CustomVerifier>();
+  #lastUsedWrites = new Map<string, number>();
+
+  constructor(
+    private readonly db: DB,
+    private readonly secrets: SecretSettings,
+    private readonly isPrimaryTenant: (tenantId: string) => boolean,
+    readonly realm = 'sovcomms',
+  ) {}
+
+  setBearerVerifier(v: BearerVerifier): void {
+    this.#bearer = v;
+  }
+
+  registerVerifier(name: string, v: CustomVerifier): void {
+    this.#custom.set(name, v);
+  }
+
+  customVerifier(name: string): CustomVerifier | undefined {
+    return this.#custom.get(name);
+  }
+
+  adminSecret(): string {
+    return this.secrets.getOrCreate(ADMIN_SECRET_SETTING, () => crypto.randomBytes(32).toString('hex'));
+  }
+
+  rotateAdminSecret(): string {
+    const s = crypto.randomBytes(32).toString('hex');
+    this.secrets.set(ADMIN_SECRET_SETTING, s);
+    return s;
+  }
+
+  unauthorized(description: string, code = 'invalid_token'): AuthenticationError {
+    return new AuthenticationError(description, code, this.realm);
+  }
+
+  /** Checks the HMAC header in constant time against `bucket|Host[|bodyLen]`. */
+  verifyHmac(signature: string, bucket: string, host: string, bodyLen: number): boolean {
+    if (!/^[0-9a-fA-F]{64}$/.test(signature)) return false;
+    const expected = signAdminHmac(this.adminSecret(), bucket, host, bodyLen);
+    return crypto.timingSafeEqual(Buffer.from(expected, 'hex'), Buffer.from(signature.toLowerCase(), 'hex'));
+  }
+
+  async verifyBearer(token: string, tenant: Tenant): Promise<Principal | null> {
+    if (token.startsWith('ak_')) return this.verifyApiKey(token, tenant);
+    if (!this.#bearer) return null;
+    return this.#bearer(token, tenant);
+  }
+
+  // ---- ak_ personal API keys -------------------------------------------------------------
+
+  createApiKey(tenant: Tenant, user: { id: string; name: string }, opts: { name?: string; createdBy: string }): { key: string; info: ApiKeyInfo } {
+    const key = 'ak_' + crypto.randomBytes(32).toString('base64url');
+    const id = 'key_' + crypto.randomBytes(6).toString('hex');
+    const name = (opts.name ?? '').slice(0, 100);
+    this.db
+      .prepare('INSERT INTO api_keys (id, tenant_id, user_id, name, hash, prefix, created_at, created_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?)')
+      .run(id, tenant.id, user.id, name, sha256Hex(key), key.slice(0, 10), new Date().toISOString(), opts.createdBy);
+    return { key, info: this.getApiKey(tenant, id)! };
+  }
+
+  getApiKey(tenant: Tenant, id: string): ApiKeyInfo | undefined {
+    const r = this.db
+      .prepare('SELECT k.*, u.name AS user_name FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.tenant_id = ? AND k.id = ?')
+      .get(tenant.id, id) as ApiKeyRow | undefined;
+    return r && toKeyInfo(r);
+  }
+
+  listApiKeys(tenant: Tenant): ApiKeyInfo[] {
+    return (this.db
+      .prepare('SELECT k.*, u.name AS user_name FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.tenant_id = ? ORDER BY k.created_at')
+      .all(tenant.id) as ApiKeyRow[]).map(toKeyInfo);
+  }
+
+  revokeApiKey(tenant: Tenant | null, id: string): ApiKeyInfo {
+    const row = (tenant
+      ? this.db.prepare('SELECT tenant_id FROM api_keys WHERE id = ? AND tenant_id = ?').get(id, tenant.id)
+      : this.db.prepare('SELECT tenant_id FROM api_keys WHERE id = ?').get(id)) as { tenant_id: string } | undefined;
+    if (!row) throw new NotFoundError(`no API key ${id}`);
+    this.db.prepare('UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?').run(new Date().toISOString(), id);
+    const r = this.db.prepare('SELECT k.*, u.name AS user_name FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.id = ?').get(id) as ApiKeyRow;
+    return toKeyInfo(r);
+  }
+
+  private verifyApiKey(key: string, tenant: Tenant): Principal | null {
+    if (key.length > 200 || !/^ak_[A-Za-z0-9_-]+$/.test(key)) return null;
+    // Lookup by hash: the hash is the index, so no comparison leaks timing about the stored key.
+    const r = this.db
+      .prepare(`SELECT k.id, k.tenant_id, k.user_id, k.revoked_at, k.hash, u.name, u.email, u.role, u.status
+                FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.hash = ?`)
+      .get(sha256Hex(key)) as { id: string; tenant_id: string; user_id: string; revoked_at: string | null; hash: string; name: string; email: string | null; role: Role; status: string } | undefined;
+    if (!r || !safeEqual(r.hash, sha256Hex(key))) return null;
+    if (r.revoked_at || r.status === 'disabled' || r.tenant_id !== tenant.id) return null;
+    this.touchKey(r.id);
+    return {
+      kind: 'apiKey', tenantId: r.tenant_id, subject: r.user_id, userName: r.name, email: r.email, role: r.role,
+      scopes: [], keyId: r.id, superAdmin: r.role === 'admin' && this.isPrimaryTenant(r.tenant_id),
+    };
+  }
+
+  /** last_used_at, written at most once a minute per key so auth stays a read on the hot path. */
+  private touchKey(id: string): void {
+    const now = Date.now();
+    if ((this.#lastUsedWrites.get(id) ?? 0) > now - 60_000) return;
+    this.#lastUsedWrites.set(id, now);
+    try {
+      this.db.prepare('UPDATE api_keys SET last_used_at = ? WHERE id = ?').run(new Date(now).toISOString(), id);
+    } catch {
+      // A busy database must not fail the request; the timestamp is informational.
+    }
+  }
+
+  /**
+   * Applies a policy to a request's credentials. Returns the principal, or null for public routes.
+   * Throws 401 (no or bad credential) or 403 (valid but not privileged).
+   */
+  async authenticate(
+    p: AuthPolicy,
+    req: { headers: Record<string, string | string[] | undefined>; tenant: Tenant; rawHost: string; bodyLen: number },
+  ): Promise<Principal | null> {
+    if (p.kind === 'public') return null;
+    if (p.kind === 'custom') {
+      const v = this.#custom.get(p.verifier);
+      if (!v) throw this.unauthorized(`no verifier for ${p.description}`);
+      const principal = await v({ headers: req.headers, tenant: req.tenant });
+      if (!principal) throw this.unauthorized(`a valid ${p.description} is required`);
+      return principal;
+    }
+    let principal: Principal | null = null;
+    const authz = header(req.headers, 'authorization');
+    const sig = header(req.headers, HMAC_HEADER);
+    if (authz !== undefined) {
+      const m = /^Bearer\s+(\S+)\s*$/i.exec(authz);
+      if (!m) throw this.unauthorized('malformed Authorization header: expected "Bearer <token>"', 'invalid_request');
+      const token = m[1]!;
+      const isKey = token.startsWith('ak_');
+      if (isKey && !p.accept.includes('apiKey')) {
+        throw new NotAllowedError('an ak_ API key is not accepted here; use an OIDC bearer token', 'insufficient_scope');
+      }
+      if (!isKey && !p.accept.includes('bearer')) throw this.unauthorized('bearer tokens are not accepted here');
+      principal = await this.verifyBearer(token, req.tenant);
+      if (!principal) throw this.unauthorized(isKey ? 'invalid or revoked API key' : 'invalid, expired or revoked access token');
+    } else if (sig !== undefined && p.accept.includes('hmac') && p.hmacBucket) {
+      if (!this.verifyHmac(sig, p.hmacBucket, req.rawHost, req.bodyLen)) throw this.unauthorized('bad admin signature', 'invalid_signature');
+      principal = { kind: 'hmac', tenantId: req.tenant.id, subject: 'admin-hmac', userName: 'admin-hmac', role: 'admin', scopes: [], superAdmin: req.tenant.isPrimary };
+    } else {
+      throw this.unauthorized(p.accept.includes('hmac') ? 'a bearer token or the admin signature header is required' : 'a bearer token is required');
+    }
+    if (principal.tenantId !== req.tenant.id) throw this.unauthorized('the credential belongs to another tenant');
+    if (p.role === 'admin' && principal.role !== 'admin') throw new NotAllowedError('role admin required');
+    if (p.superAdmin && !principal.superAdmin) throw new NotAllowedError('super-admin required (an admin of the primary tenant)');
+    if (p.scope && principal.kind !== 'hmac' && principal.kind !== 'apiKey' && !principal.scopes.includes(p.scope)) {
+      throw new NotAllowedError(`scope ${p.scope} required`);
+    }
+    return principal;
+  }
+}
+
+interface ApiKeyRow {
+  id: string; tenant_id: string; user_id: string; user_name: string; name: string; prefix: string;
+  created_at: string; created_by: string; last_used_at: string | null; revoked_at: string | null;
+}
+
+function toKeyInfo(r: ApiKeyRow): ApiKeyInfo {
+  return {
+    id: r.id, tenantId: r.tenant_id, userId: r.user_id, userName: r.user_name, name: r.name, prefix: r.prefix,
+    createdAt: r.created_at, createdBy: r.created_by, lastUsedAt: r.last_used_at, revokedAt: r.revoked_at,
+  };
+}
+
+function header(h: Record<string, string | string[] | undefined>, name: string): string | undefined {
+  const v = h[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+export function requireBodyless(len: number): void {
+  if (len > 0) throw new InputError('this endpoint takes no body');
+}

@@ -1,0 +1,425 @@
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { Appliance, openCore, loadBuiltinPlugins, type CoreServices } from './app.ts';
+import { defaultDataDir, loadConfig } from './config.ts';
+import { ConfigError, MigrationError, AppError } from './errors.ts';
+import { PluginHost, makePaths } from './plugin-host.ts';
+import { UsageError, type CliCommand, type CliContext, type PluginManifest } from './plugin.ts';
+import { BUILD } from './build-info.ts';
+import type { Role } from './users.ts';
+
+export interface CliIo {
+  out(line: string): void;
+  err(line: string): void;
+  stdin(): Promise<string>;
+}
+
+const defaultIo: CliIo = {
+  out: (l) => process.stdout.write(l + '\n'),
+  err: (l) => process.stderr.write(l + '\n'),
+  stdin: async () => {
+    const chunks: Buffer[] = [];
+    for await (const c of process.stdin) chunks.push(c as Buffer);
+    return Buffer.concat(chunks).toString('utf8');
+  },
+};
+
+type Options = NonNullable<ParseArgsConfig['options']>;
+
+/** parseArgs with the appliance's conventions: strict, `--data-dir` everywhere, usage errors naming the argument. */
+export function parse(args: string[], options: Options, maxPositionals = Infinity): { values: Record<string, string | boolean | undefined>; positionals: string[] } {
+  try {
+    const r = parseArgs({ args, options: { 'data-dir': { type: 'string' }, ...options }, allowPositionals: true, strict: true }) as {
+      values: Record<string, string | boolean | undefined>; positionals: string[];
+    };
+    if (r.positionals.length > maxPositionals) throw new UsageError(`unexpected argument: ${r.positionals[maxPositionals]}`);
+    return r;
+  } catch (e) {
+    if (e instanceof UsageError) throw e;
+    throw new UsageError((e as Error).message.replace(/\. To specify.*$/s, ''));
+  }
+}
+
+function str(v: unknown): string | undefined {
+  return typeof v === 'string' ? v : undefined;
+}
+
+const CORE_USAGE: Record<string, string[]> = {
+  serve: ['serve [--host H] [--port P] [--tls-cert F --tls-key F | --tls auto]'],
+  tenant: ['tenant add HOST [--name N]', 'tenant list [--json]', 'tenant remove HOST', 'tenant set-primary HOST', 'tenant add-host HOST --tenant HOST'],
+  user: [
+    'user add NAME [--tenant HOST] [--role admin|user] [--email E] [--password P | --password-stdin]',
+    'user list [--tenant HOST] [--json]',
+    'user passwd NAME [--tenant HOST] [--password P | --password-stdin]',
+    'user set-role NAME ROLE [--tenant HOST]',
+  ],
+  apikey: ['apikey create --user NAME [--tenant HOST] [--name LABEL]', 'apikey list [--tenant HOST] [--json]', 'apikey revoke ID'],
+  'admin-secret': ['admin-secret show', 'admin-secret rotate'],
+  migrate: ['migrate'],
+  doctor: ['doctor'],
+};
+
+interface Opened {
+  core: CoreServices;
+  host: PluginHost;
+  plugins: PluginManifest[];
+  ctx(plugin: string | null, io: CliIo): CliContext;
+  close(): void;
+}
+
+/** Opens the store for a CLI command: core and plugin migrations applied, events declared. */
+async function openForCli(dataDir: string, plugins?: PluginManifest[]): Promise<Opened> {
+  const core = openCore({ dataDir });
+  core.auth.adminSecret();
+  const list = plugins ?? (await loadBuiltinPlugins());
+  const disabled = new Set(core.config.disabledPlugins);
+  const paths = makePaths(core.config.dataDir);
+  const host = new PluginHost(list.filter((p) => !disabled.has(p.name)), {
+    core: core.config, db: core.db, tenants: core.tenants, users: core.users, log: core.log, audit: core.audit,
+    events: core.events, jobs: core.jobs, keys: core.keys, secrets: core.secrets, auth: core.auth, rateLimit: core.limiter, clock: core.clock, paths,
+  });
+  try {
+    host.configure();
+    host.migrateAll();
+    host.declareEvents();
+  } catch (e) {
+    core.db.close();
+    throw e;
+  }
+  return {
+    core, host, plugins: list,
+    ctx: (plugin, io) => ({
+      dataDir: core.config.dataDir, core: core.config, config: plugin ? host.context(plugin)?.config : undefined,
+      db: core.db, tenants: core.tenants, users: core.users, auth: core.auth, keys: core.keys, secrets: core.secrets,
+      jobs: core.jobs, events: core.events, audit: core.audit, clock: core.clock, paths, log: core.log,
+      out: io.out, err: io.err, readStdin: io.stdin,
+    }),
+    close: () => core.db.close(),
+  };
+}
+
+async function readPassword(values: Record<string, unknown>, io: CliIo): Promise<string | undefined> {
+  if (values['password-stdin']) {
+    if (values.password !== undefined) throw new UsageError('--password and --password-stdin exclude each other');
+    return (await io.stdin()).replace(/\r?\n$/, '');
+  }
+  return str(values.password);
+}
+
+function table(rows: Record<string, unknown>[], cols: string[]): string[] {
+  const w = cols.map((c) => Math.max(c.length, ...rows.map((r) => String(r[c] ?? '').length)));
+  const line = (vals: string[]) => vals.map((v, i) => v.padEnd(w[i]!)).join('  ').trimEnd();
+  return [line(cols.map((c) => c.toUpperCase())), ...rows.map((r) => line(cols.map((c) => String(r[c] ?? ''))))];
+}
+
+async function cmdServe(args: string[], io: CliIo): Promise<number> {
+  const { values } = parse(args, {
+    host: { type: 'string' }, port: { type: 'string' }, 'tls-cert': { type: 'string' }, 'tls-key': { type: 'string' }, tls: { type: 'string' },
+  }, 0);
+  const http: Record<string, unknown> = {};
+  if (values.host) http.host = values.host;
+  if (values.port !== undefined) {
+    const p = Number(values.port);
+    if (!Number.isInteger(p) || p < 0 || p > 65535) throw new UsageError(`--port: not a port number: ${values.port}`);
+    http.port = p;
+  }
+  if (values['tls-cert'] || values['tls-key']) {
+    if (!values['tls-cert'] || !values['tls-key']) throw new UsageError('--tls-cert and --tls-key go together');
+    http.tls = { cert: path.resolve(String(values['tls-cert'])), key: path.resolve(String(values['tls-key'])) };
+  } else if (values.tls !== undefined) {
+    if (values.tls !== 'auto') throw new UsageError(`--tls: only "auto" is accepted, got ${values.tls}`);
+    http.tls = 'auto';
+  }
+  const appliance = await Appliance.create({
+    dataDir: str(values['data-dir']),
+    overrides: Object.keys(http).length ? { http } : {},
+    onFirstRun: ({ host, user, password }) => {
+      io.out(`First start: primary tenant ${host}, administrator "${user}".`);
+      io.out(`  password: ${password}`);
+      io.out('  (shown once; change it with: sovcomms user passwd admin)');
+    },
+  });
+  const { url } = await appliance.start();
+  io.out(`sovcomms ${BUILD} listening on ${url}`);
+  const parentPort = (process as unknown as { parentPort?: { postMessage(m: unknown): void } }).parentPort;
+  // Same readiness signal headless and under Electron's utilityProcess (actualbudget's idea).
+  parentPort?.postMessage({ type: 'server-started', url });
+  process.send?.({ type: 'server-started', url });
+  await new Promise<void>((resolve) => {
+    const onSignal = (sig: string) => {
+      io.err(`${sig}: stopping`);
+      void appliance.stop().then(resolve, resolve);
+    };
+    process.once('SIGINT', onSignal);
+    process.once('SIGTERM', onSignal);
+  });
+  return 0;
+}
+
+async function cmdTenant(args: string[], io: CliIo, o: Opened): Promise<number> {
+  const [sub, ...rest] = args;
+  const t = o.core.tenants;
+  switch (sub) {
+    case 'add': {
+      const { values, positionals } = parse(rest, { name: { type: 'string' } }, 1);
+      if (!positionals[0]) throw new UsageError('tenant add: HOST is required');
+      const tenant = t.add(positionals[0], str(values.name));
+      io.out(`tenant ${tenant.host} added (id ${tenant.id}${tenant.isPrimary ? ', primary' : ''})`);
+      return 0;
+    }
+    case 'add-host': {
+      const { values, positionals } = parse(rest, { tenant: { type: 'string' } }, 1);
+      if (!positionals[0]) throw new UsageError('tenant add-host: HOST is required');
+      const tenant = t.require(str(values.tenant));
+      t.addHost(tenant.id, positionals[0]);
+      io.out(`host ${positionals[0]} now serves tenant ${tenant.host}`);
+      return 0;
+    }
+    case 'list': {
+      const { values } = parse(rest, { json: { type: 'boolean' } }, 0);
+      const list = t.list().map((x) => ({ id: x.id, host: x.host, name: x.name, primary: x.isPrimary, hosts: x.hosts }));
+      if (values.json) io.out(JSON.stringify(list, null, 2));
+      else for (const l of table(list.map((x) => ({ ...x, primary: x.primary ? 'yes' : '', hosts: x.hosts.join(',') })), ['host', 'name', 'id', 'primary', 'hosts'])) io.out(l);
+      return 0;
+    }
+    case 'remove': {
+      const { positionals } = parse(rest, {}, 1);
+      if (!positionals[0]) throw new UsageError('tenant remove: HOST is required');
+      const removed = t.remove(positionals[0]);
+      io.out(`tenant ${removed.host} removed with all its data`);
+      return 0;
+    }
+    case 'set-primary': {
+      const { positionals } = parse(rest, {}, 1);
+      if (!positionals[0]) throw new UsageError('tenant set-primary: HOST is required');
+      io.out(`tenant ${t.setPrimary(positionals[0]).host} is now primary`);
+      return 0;
+    }
+    default:
+      throw new UsageError(sub ? `tenant: unknown subcommand ${sub}` : 'tenant: subcommand required (add, list, remove, set-primary)');
+  }
+}
+
+async function cmdUser(args: string[], io: CliIo, o: Opened): Promise<number> {
+  const [sub, ...rest] = args;
+  const users = o.core.users;
+  switch (sub) {
+    case 'add': {
+      const { values, positionals } = parse(rest, {
+        tenant: { type: 'string' }, role: { type: 'string' }, email: { type: 'string' }, password: { type: 'string' }, 'password-stdin': { type: 'boolean' },
+      }, 1);
+      if (!positionals[0]) throw new UsageError('user add: NAME is required');
+      const role = str(values.role) ?? 'user';
+      if (role !== 'admin' && role !== 'user') throw new UsageError(`--role: must be admin or user, got ${role}`);
+      const tenant = o.core.tenants.require(str(values.tenant));
+      const password = await readPassword(values, io);
+      const u = await users.add(tenant, { name: positionals[0], role, email: str(values.email) ?? null, password: password ?? null });
+      io.out(`user ${u.name} added to ${tenant.host} (role ${u.role}${u.status === 'invited' ? ', invited: no password yet' : ''})`);
+      return 0;
+    }
+    case 'list': {
+      const { values } = parse(rest, { tenant: { type: 'string' }, json: { type: 'boolean' } }, 0);
+      const tenant = o.core.tenants.require(str(values.tenant));
+      const list = users.list(tenant).map((u) => ({ id: u.id, name: u.name, email: u.email, role: u.role, status: u.status, createdAt: u.createdAt }));
+      if (values.json) io.out(JSON.stringify(list, null, 2));
+      else for (const l of table(list, ['name', 'role', 'status', 'email', 'id'])) io.out(l);
+      return 0;
+    }
+    case 'passwd': {
+      const { values, positionals } = parse(rest, { tenant: { type: 'string' }, password: { type: 'string' }, 'password-stdin': { type: 'boolean' } }, 1);
+      if (!positionals[0]) throw new UsageError('user passwd: NAME is required');
+      const tenant = o.core.tenants.require(str(values.tenant));
+      const password = await readPassword(values, io);
+      if (!password) throw new UsageError('user passwd: --password or --password-stdin is required');
+      await users.setPassword(tenant, positionals[0], password);
+      io.out(`password of ${positionals[0]} changed`);
+      return 0;
+    }
+    case 'set-role': {
+      const { values, positionals } = parse(rest, { tenant: { type: 'string' } }, 2);
+      if (!positionals[0] || !positionals[1]) throw new UsageError('user set-role: NAME and ROLE are required');
+      const role = positionals[1];
+      if (role !== 'admin' && role !== 'user') throw new UsageError(`ROLE: must be admin or user, got ${role}`);
+      const tenant = o.core.tenants.require(str(values.tenant));
+      users.setRole(tenant, positionals[0], role as Role);
+      io.out(`${positionals[0]} is now ${role}`);
+      return 0;
+    }
+    default:
+      throw new UsageError(sub ? `user: unknown subcommand ${sub}` : 'user: subcommand required (add, list, passwd, set-role)');
+  }
+}
+
+async function cmdApiKey(args: string[], io: CliIo, o: Opened): Promise<number> {
+  const [sub, ...rest] = args;
+  switch (sub) {
+    case 'create': {
+      const { values } = parse(rest, { user: { type: 'string' }, tenant: { type: 'string' }, name: { type: 'string' } }, 0);
+      if (!values.user) throw new UsageError('apikey create: --user NAME is required');
+      const tenant = o.core.tenants.require(str(values.tenant));
+      const user = o.core.users.byName(tenant, String(values.user));
+      if (!user) throw new AppError(404, 'not_found', `--user: no user ${values.user} in ${tenant.host}`);
+      const { key, info } = o.core.auth.createApiKey(tenant, user, { name: str(values.name), createdBy: 'cli' });
+      io.out(key);
+      io.err(`API key ${info.id} for ${user.name} (${user.role}) created; the key above is shown once.`);
+      return 0;
+    }
+    case 'list': {
+      const { values } = parse(rest, { tenant: { type: 'string' }, json: { type: 'boolean' } }, 0);
+      const tenant = o.core.tenants.require(str(values.tenant));
+      const list = o.core.auth.listApiKeys(tenant).map((k) => ({ id: k.id, user: k.userName, name: k.name, prefix: k.prefix, createdAt: k.createdAt, lastUsedAt: k.lastUsedAt, revokedAt: k.revokedAt }));
+      if (values.json) io.out(JSON.stringify(list, null, 2));
+      else for (const l of table(list.map((k) => ({ ...k, status: k.revokedAt ? 'revoked' : 'active' })), ['id', 'user', 'name', 'prefix', 'status', 'lastUsedAt'])) io.out(l);
+      return 0;
+    }
+    case 'revoke': {
+      const { positionals } = parse(rest, {}, 1);
+      if (!positionals[0]) throw new UsageError('apikey revoke: ID is required');
+      const k = o.core.auth.revokeApiKey(null, positionals[0]);
+      io.out(`API key ${k.id} revoked`);
+      return 0;
+    }
+    default:
+      throw new UsageError(sub ? `apikey: unknown subcommand ${sub}` : 'apikey: subcommand required (create, list, revoke)');
+  }
+}
+
+async function cmdAdminSecret(args: string[], io: CliIo, o: Opened): Promise<number> {
+  const [sub, ...rest] = args;
+  parse(rest, {}, 0);
+  if (sub === 'show') io.out(o.core.auth.adminSecret());
+  else if (sub === 'rotate') {
+    io.out(o.core.auth.rotateAdminSecret());
+    io.err('admin HMAC secret rotated; signatures made with the old one are refused from now on');
+  } else throw new UsageError(sub ? `admin-secret: unknown subcommand ${sub}` : 'admin-secret: subcommand required (show, rotate)');
+  return 0;
+}
+
+async function cmdDoctor(o: Opened, io: CliIo): Promise<number> {
+  let failures = 0;
+  const ok = (m: string) => io.out(`ok    ${m}`);
+  const warn = (m: string) => io.out(`warn  ${m}`);
+  const fail = (m: string) => { failures++; io.out(`FAIL  ${m}`); };
+  const c = o.core.config;
+  try {
+    fs.accessSync(c.dataDir, fs.constants.W_OK);
+    ok(`data dir ${c.dataDir} is writable`);
+  } catch {
+    fail(`data dir ${c.dataDir} is not writable`);
+  }
+  const keyFile = path.join(c.dataDir, 'master.key');
+  if (o.core.keys.source === 'file') {
+    const mode = fs.statSync(keyFile).mode & 0o777;
+    if (mode & 0o077) fail(`master key ${keyFile} is readable by others (mode ${mode.toString(8)}); chmod 600 it`);
+    else ok('master key file has mode 600');
+  } else ok(`master key from ${o.core.keys.source}`);
+  const integrity = o.core.db.pragma('quick_check', { simple: true });
+  if (integrity === 'ok') ok('database quick_check ok');
+  else fail(`database quick_check: ${String(integrity)}`);
+  const tenants = o.core.tenants.list();
+  if (!tenants.length) warn('no tenants yet: `sovcomms serve` creates the primary tenant on first start');
+  else ok(`${tenants.length} tenant(s), primary ${tenants.find((t) => t.isPrimary)?.host ?? '(none!)'}`);
+  const portFree = await new Promise<boolean>((resolve) => {
+    const s = net.createServer();
+    s.once('error', () => resolve(false));
+    s.listen(c.http.port, c.http.host, () => s.close(() => resolve(true)));
+  });
+  if (portFree) ok(`port ${c.http.host}:${c.http.port} is free`);
+  else warn(`port ${c.http.host}:${c.http.port} is in use (the appliance may already be running)`);
+  for (const [tool, why] of [
+    ['sipp', 'SIP trunk tests (Debian sip-tester)'], ['softhsm2-util', 'HSM tests (Debian softhsm2)'], ['chromium', 'browser tests (Debian chromium)'], ['openssl', 'certificate checks'],
+  ] as const) {
+    try {
+      execFileSync('sh', ['-c', `command -v ${tool}`], { stdio: 'ignore' });
+      ok(`${tool} found`);
+    } catch {
+      warn(`${tool} not found: needed for ${why}`);
+    }
+  }
+  for (const p of o.plugins) ok(`plugin ${p.name} loaded`);
+  return failures ? 1 : 0;
+}
+
+function help(io: CliIo, plugins: PluginManifest[]): void {
+  io.out('usage: sovcomms <command> [options]   (every command takes --data-dir DIR; default ./data or $SOVCOMMS_DATA_DIR)');
+  for (const lines of Object.values(CORE_USAGE)) for (const l of lines) io.out(`  sovcomms ${l}`);
+  for (const p of plugins) for (const c of Object.values(p.cli ?? {})) for (const l of c.usage) io.out(`  sovcomms ${l}`);
+}
+
+/** Runs one CLI invocation; returns the exit code (0 ok, 1 failure, 2 usage). */
+export async function main(argv: string[], io: CliIo = defaultIo, opts: { plugins?: PluginManifest[] } = {}): Promise<number> {
+  const [cmd, ...rest] = argv;
+  try {
+    if (!cmd || cmd === 'help' || cmd === '--help' || cmd === '-h') {
+      help(io, opts.plugins ?? (await loadBuiltinPlugins()));
+      return cmd ? 0 : 2;
+    }
+    if (cmd === '--version' || cmd === 'version') {
+      io.out(BUILD);
+      return 0;
+    }
+    if (cmd === 'serve') return await cmdServe(rest, io);
+    const dataDir = dataDirOf(rest);
+    const plugins = opts.plugins ?? (await loadBuiltinPlugins());
+    const pluginCmd = plugins.map((p) => ({ p, c: p.cli?.[cmd] })).find((x) => x.c);
+    if (!CORE_USAGE[cmd] && !pluginCmd) throw new UsageError(`unknown command: ${cmd} (see sovcomms help)`);
+    if (cmd === 'migrate') loadConfig({ dataDir });
+    const o = await openForCli(dataDir, plugins);
+    try {
+      const args = stripDataDir(rest);
+      switch (cmd) {
+        case 'tenant': return await cmdTenant(args, io, o);
+        case 'user': return await cmdUser(args, io, o);
+        case 'apikey': return await cmdApiKey(args, io, o);
+        case 'admin-secret': return await cmdAdminSecret(args, io, o);
+        case 'migrate': {
+          parse(args, {}, 0);
+          io.out(`database ${path.join(o.core.config.dataDir, 'appliance.db')} is up to date`);
+          return 0;
+        }
+        case 'doctor': parse(args, {}, 0); return await cmdDoctor(o, io);
+        default: return await (pluginCmd!.c as CliCommand).run(args, o.ctx(pluginCmd!.p.name, io));
+      }
+    } finally {
+      o.close();
+    }
+  } catch (e) {
+    if (e instanceof UsageError) {
+      io.err(`sovcomms: ${e.message}`);
+      return 2;
+    }
+    if (e instanceof ConfigError || e instanceof MigrationError || e instanceof AppError) {
+      io.err(`sovcomms: ${e.message}`);
+      return 1;
+    }
+    io.err(`sovcomms: ${(e as Error)?.message ?? String(e)}`);
+    return 1;
+  }
+}
+
+/** `--data-dir` may stand anywhere in the arguments. */
+function dataDirOf(args: string[]): string {
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    if (a === '--data-dir') {
+      const v = args[i + 1];
+      if (!v || v.startsWith('--')) throw new UsageError('--data-dir needs a directory');
+      return path.resolve(v);
+    }
+    if (a.startsWith('--data-dir=')) return path.resolve(a.slice('--data-dir='.length));
+  }
+  return defaultDataDir();
+}
+
+function stripDataDir(args: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    if (args[i] === '--data-dir') { i++; continue; }
+    if (args[i]!.startsWith('--data-dir=')) continue;
+    out.push(args[i]!);
+  }
+  return out;
+}

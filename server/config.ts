@@ -1,0 +1,174 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { z } from 'zod';
+import { ConfigError } from './errors.ts';
+
+/**
+ * Appliance configuration: embedded defaults, then `<data-dir>/config.json`, then `SOVCOMMS_*`
+ * environment variables, then command-line flags. Validated once at start; a bad value stops the
+ * start naming the key's path and the reason. Plugin sections (`plugins.<name>`) are validated by
+ * each plugin's own schema when the plugin host loads it.
+ */
+export const coreConfigSchema = z
+  .object({
+    dataDir: z.string().min(1),
+    http: z
+      .object({
+        host: z.string().min(1).default('127.0.0.1'),
+        port: z.number().int().min(0).max(65535).default(8080),
+        /** Body size cap for every route that does not set its own. */
+        bodyLimitBytes: z.number().int().positive().default(1024 * 1024),
+        /** Trust X-Forwarded-For from these proxies (express `trust proxy` value). */
+        trustProxy: z.union([z.boolean(), z.string(), z.number()]).default(false),
+        tls: z
+          .union([
+            z.literal('auto'),
+            z.object({ cert: z.string().min(1), key: z.string().min(1) }).strict(),
+          ])
+          .optional(),
+        /** Grace period for in-flight requests at shutdown. */
+        drainMs: z.number().int().min(0).default(5000),
+      })
+      .strict()
+      .prefault({}),
+    /** Host name of the primary tenant created on first start. */
+    primaryHost: z.string().min(1).default('localhost'),
+    log: z
+      .object({
+        level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+      })
+      .strict()
+      .prefault({}),
+    rateLimit: z
+      .object({
+        /** Requests per minute and IP on public (unauthenticated) endpoints. */
+        publicPerMinute: z.number().int().positive().default(600),
+        /** Requests per minute and IP on authenticated endpoints. */
+        authenticatedPerMinute: z.number().int().positive().default(6000),
+        /** Requests per minute and IP on sensitive endpoints (sign-in, claim, offers). */
+        sensitivePerMinute: z.number().int().positive().default(30),
+      })
+      .strict()
+      .prefault({}),
+    store: z
+      .object({
+        busyTimeoutMs: z.number().int().min(0).default(5000),
+        checkpointMs: z.number().int().min(1000).default(60_000),
+      })
+      .strict()
+      .prefault({}),
+    jobs: z
+      .object({
+        pollMs: z.number().int().min(10).default(500),
+        leaseMs: z.number().int().min(1000).default(60_000),
+      })
+      .strict()
+      .prefault({}),
+    /** Plugins not to load (by name). */
+    disabledPlugins: z.array(z.string()).default([]),
+    /** Per-plugin settings, validated by each plugin. */
+    plugins: z.record(z.string(), z.unknown()).default({}),
+  })
+  .strict();
+
+export type CoreConfig = z.infer<typeof coreConfigSchema>;
+export type ConfigInput = Record<string, unknown>;
+
+/** Environment variables the appliance reads (names are a contract: keep them). */
+export const ENV = {
+  dataDir: 'SOVCOMMS_DATA_DIR',
+  host: 'SOVCOMMS_HOST',
+  port: 'SOVCOMMS_PORT',
+  logLevel: 'SOVCOMMS_LOG_LEVEL',
+  primaryHost: 'SOVCOMMS_PRIMARY_HOST',
+  masterKey: 'SOVCOMMS_MASTER_KEY',
+  /** A JSON object merged over config.json, for settings without an env var of their own. */
+  configJson: 'SOVCOMMS_CONFIG_JSON',
+} as const;
+
+export function defaultDataDir(env: NodeJS.ProcessEnv = process.env): string {
+  return path.resolve(env[ENV.dataDir] || './data');
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** Deep merge of plain objects; arrays and scalars of `over` replace those of `base`. */
+export function deepMerge(base: Record<string, unknown>, over: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...base };
+  for (const [k, v] of Object.entries(over)) {
+    if (v === undefined) continue;
+    const b = out[k];
+    out[k] = isPlainObject(b) && isPlainObject(v) ? deepMerge(b, v) : v;
+  }
+  return out;
+}
+
+function envLayer(env: NodeJS.ProcessEnv): Record<string, unknown> {
+  const layer: Record<string, unknown> = {};
+  const http: Record<string, unknown> = {};
+  if (env[ENV.host]) http.host = env[ENV.host];
+  if (env[ENV.port]) {
+    const n = Number(env[ENV.port]);
+    if (!Number.isInteger(n)) throw new ConfigError('http.port', `${ENV.port} is not an integer: ${env[ENV.port]}`);
+    http.port = n;
+  }
+  if (Object.keys(http).length) layer.http = http;
+  if (env[ENV.logLevel]) layer.log = { level: env[ENV.logLevel] };
+  if (env[ENV.primaryHost]) layer.primaryHost = env[ENV.primaryHost];
+  if (env[ENV.configJson]) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(env[ENV.configJson] as string);
+    } catch {
+      throw new ConfigError('', `${ENV.configJson} is not valid JSON`);
+    }
+    if (!isPlainObject(parsed)) throw new ConfigError('', `${ENV.configJson} must be a JSON object`);
+    return deepMerge(parsed, layer);
+  }
+  return layer;
+}
+
+export function formatZodPath(p: ReadonlyArray<PropertyKey>): string {
+  return p.map((s) => String(s)).join('.');
+}
+
+/** Validates `input` against `schema`, throwing ConfigError with the first issue's path. */
+export function parseConfigSection<S extends z.ZodType>(schema: S, input: unknown, prefix = ''): z.infer<S> {
+  const r = schema.safeParse(input);
+  if (!r.success) {
+    const issue = r.error.issues[0]!;
+    const p = [prefix, formatZodPath(issue.path)].filter(Boolean).join('.');
+    throw new ConfigError(p, issue.message);
+  }
+  return r.data;
+}
+
+export interface LoadConfigOptions {
+  dataDir?: string;
+  env?: NodeJS.ProcessEnv;
+  /** Highest layer: command-line flags or a test's overrides. */
+  overrides?: Record<string, unknown>;
+}
+
+export function loadConfig(opts: LoadConfigOptions = {}): CoreConfig {
+  const env = opts.env ?? process.env;
+  const dataDir = path.resolve(opts.dataDir ?? defaultDataDir(env));
+  let fileLayer: Record<string, unknown> = {};
+  const file = path.join(dataDir, 'config.json');
+  if (fs.existsSync(file)) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(fs.readFileSync(file, 'utf8'));
+    } catch (e) {
+      throw new ConfigError('', `${file} is not valid JSON: ${(e as Error).message}`);
+    }
+    if (!isPlainObject(parsed)) throw new ConfigError('', `${file} must hold a JSON object`);
+    fileLayer = parsed;
+  }
+  let merged = deepMerge(fileLayer, envLayer(env));
+  merged = deepMerge(merged, opts.overrides ?? {});
+  merged.dataDir = dataDir;
+  return parseConfigSection(coreConfigSchema, merged);
+}

@@ -1,0 +1,344 @@
+import crypto from 'node:crypto';
+import type { NextFunction, Request, Response } from 'express';
+import { z } from 'zod';
+import { AppError, InputError } from '../errors.ts';
+import type { AuthService } from '../auth.ts';
+import type { Logger } from '../log.ts';
+import type { CoreConfig } from '../config.ts';
+import type { Tenant } from '../tenancy.ts';
+import { camelizeKeys } from './key-case.ts';
+import type { RateLimiter } from './rate-limit.ts';
+import { Reply, type Method, type RouteDef, type RouteRequest } from './route.ts';
+
+export interface RegisteredRoute {
+  plugin: string;
+  def: RouteDef;
+  /** Primary address first, then aliases. */
+  addresses: string[];
+}
+
+interface Address {
+  route: RegisteredRoute;
+  address: string;
+  segments: string[];
+  verbKey?: string;
+  verbValue?: string;
+}
+
+export interface ParsedAddress {
+  path: string;
+  segments: string[];
+  verbKey?: string;
+  verbValue?: string;
+}
+
+export function parseAddress(address: string): ParsedAddress {
+  const q = address.indexOf('?');
+  const path = q < 0 ? address : address.slice(0, q);
+  const verb = q < 0 ? '' : address.slice(q + 1);
+  if (!path.startsWith('/')) throw new Error(`route address must start with /: ${address}`);
+  const segments = path.split('/').slice(1).map((s) => (s.startsWith(':') ? s : s.toLowerCase()));
+  if (!verb) return { path, segments };
+  const eq = verb.indexOf('=');
+  return eq < 0 ? { path, segments, verbKey: verb } : { path, segments, verbKey: verb.slice(0, eq), verbValue: verb.slice(eq + 1) };
+}
+
+/** The admin HMAC bucket a query-verb address implies (`whitelist=add` → `whitelist-add`). */
+export function defaultHmacBucket(address: string): string {
+  const a = parseAddress(address);
+  const file = (a.segments[a.segments.length - 1] ?? '').replace(/\.ashx$/, '');
+  if (!a.verbKey) return a.segments.join('-').replace(/\.ashx/g, '');
+  if (a.verbValue === undefined || a.verbValue === '1') return a.verbKey.includes('-') ? a.verbKey : `${file}-${a.verbKey}`;
+  return `${a.verbKey}-${a.verbValue}`;
+}
+
+export interface DispatchDeps {
+  auth: AuthService;
+  limiter: RateLimiter;
+  config: CoreConfig;
+  log: Logger;
+  pluginReady(plugin: string): boolean;
+}
+
+/**
+ * The one router of the appliance. It matches literal segments case-insensitively (`.ashx`
+ * paths come from IIS), `:params` as single URL-decoded segments, and query verbs; a known
+ * address with another method answers 405 with Allow. Then: plugin readiness, rate limit,
+ * bounded body, auth, schema validation, handler, rendering, all errors through one function.
+ */
+export class Dispatcher {
+  readonly routes: RegisteredRoute[] = [];
+  readonly #index = new Map<string, Address[]>();
+  #sealed = false;
+
+  constructor(private readonly deps: DispatchDeps) {}
+
+  add(plugin: string, def: RouteDef): void {
+    if (this.#sealed) throw new Error(`route ${def.method} ${def.path} added after start`);
+    const addresses = [def.path, ...(def.aliases ?? [])];
+    const route: RegisteredRoute = { plugin, def, addresses };
+    for (const address of addresses) {
+      const a = parseAddress(address);
+      for (const other of this.#index.get(indexKey(a.segments)) ?? []) {
+        if (other.route.def.method === def.method && other.address.toLowerCase() === address.toLowerCase()) {
+          throw new Error(`route ${def.method} ${address} registered twice (${other.route.plugin} and ${plugin})`);
+        }
+      }
+      const entry: Address = { route, address, segments: a.segments, verbKey: a.verbKey, verbValue: a.verbValue };
+      const k = indexKey(a.segments);
+      if (!this.#index.has(k)) this.#index.set(k, []);
+      this.#index.get(k)!.push(entry);
+    }
+    this.routes.push(route);
+  }
+
+  seal(): void {
+    this.#sealed = true;
+  }
+
+  /** Finds the route for a request; throws 405 when the address exists with other methods. */
+  match(method: string, pathname: string, query: URLSearchParams): { route: RegisteredRoute; params: Record<string, string> } | null {
+    const rawSegs = pathname.split('/').slice(1);
+    const candidates = this.#index.get(indexKey(rawSegs)) ?? [];
+    let best: { a: Address; params: Record<string, string>; rank: number }[] = [];
+    let bestRank = -1;
+    for (const a of candidates) {
+      const params = matchSegments(a.segments, rawSegs);
+      if (!params) continue;
+      let rank: number;
+      if (a.verbKey === undefined) rank = 1;
+      else if (!query.has(a.verbKey)) continue;
+      else if (a.verbValue === undefined) rank = 2;
+      else if (query.get(a.verbKey) === a.verbValue) rank = 3;
+      else continue;
+      // Literal segments beat params: /inbound-routes/:did vs a literal sibling.
+      rank = rank * 100 + a.segments.filter((s) => !s.startsWith(':')).length;
+      if (rank > bestRank) {
+        bestRank = rank;
+        best = [{ a, params, rank }];
+      } else if (rank === bestRank) best.push({ a, params, rank });
+    }
+    if (!best.length) return null;
+    const hit = best.find((b) => b.a.route.def.method === method) ?? (method === 'HEAD' ? best.find((b) => b.a.route.def.method === 'GET') : undefined);
+    if (!hit) {
+      const allow = [...new Set(best.map((b) => b.a.route.def.method))].sort().join(', ');
+      throw new AppError(405, 'method_not_allowed', `${method} is not allowed here; allowed: ${allow}`, { headers: { Allow: allow } });
+    }
+    return { route: hit.a.route, params: hit.params };
+  }
+
+  /** Express middleware: dispatches matched routes, passes unmatched requests on. */
+  middleware() {
+    return (req: Request, res: Response, next: NextFunction): void => {
+      void this.handle(req, res, next);
+    };
+  }
+
+  private async handle(req: Request, res: Response, next: NextFunction): Promise<void> {
+    const tenant = res.locals.tenant as Tenant;
+    const requestId = res.locals.requestId as string;
+    const log = res.locals.log as Logger;
+    try {
+      const url = new URL(req.originalUrl, 'http://localhost');
+      const m = this.match(req.method, url.pathname, url.searchParams);
+      if (!m) return next();
+      const { route, params } = m;
+      const def = route.def;
+      res.locals.route = def.path;
+      if (!this.deps.pluginReady(route.plugin)) {
+        throw new AppError(503, 'plugin_unavailable', `the ${route.plugin} plugin is not running`, { headers: { 'Retry-After': '5' } });
+      }
+      const ip = clientIp(req);
+      this.rateLimit(def, ip);
+      const rawBody = await readBody(req, def, this.deps.config.http.bodyLimitBytes);
+      const hostHeader = req.headers.host ?? '';
+      const principal = await this.deps.auth.authenticate(def.auth, { headers: req.headers, tenant, rawHost: hostHeader, bodyLen: rawBody.length });
+      const parsedParams = def.params ? validate(def.params, params, 'path parameter') : params;
+      const parsedQuery = def.query ? validate(def.query, queryObject(url.searchParams), 'query parameter') : queryObject(url.searchParams);
+      const body = parseBody(def, req, rawBody);
+      const rr: RouteRequest = {
+        tenant, principal, query: parsedQuery, body, params: parsedParams, rawBody, ip,
+        ua: String(req.headers['user-agent'] ?? '').slice(0, 512), requestId, hostHeader,
+        origin: `${req.protocol}://${hostHeader || `${this.deps.config.http.host}:${this.deps.config.http.port}`}`,
+        headers: req.headers, log, raw: req,
+      };
+      res.setHeader('Cache-Control', 'no-store');
+      const out = await def.handler(rr, res);
+      render(res, out);
+    } catch (e) {
+      renderError(res, e, log, requestId);
+    }
+  }
+
+  private rateLimit(def: RouteDef, ip: string): void {
+    const rl = this.deps.config.rateLimit;
+    const cls = def.rateLimit ?? (def.auth.kind === 'public' ? 'public' : 'authenticated');
+    if (cls === false) return;
+    if (typeof cls === 'object') return this.deps.limiter.check(cls.name, ip, cls.perMinute);
+    const perMinute = cls === 'public' ? rl.publicPerMinute : cls === 'sensitive' ? rl.sensitivePerMinute : rl.authenticatedPerMinute;
+    this.deps.limiter.check(cls, ip, perMinute);
+  }
+}
+
+function indexKey(segs: string[]): string {
+  return `${segs.length}`;
+}
+
+function matchSegments(pattern: string[], actual: string[]): Record<string, string> | null {
+  if (pattern.length !== actual.length) return null;
+  const params: Record<string, string> = {};
+  for (let i = 0; i < pattern.length; i++) {
+    const p = pattern[i]!;
+    const a = actual[i]!;
+    if (p.startsWith(':')) {
+      if (!a) return null;
+      let v: string;
+      try {
+        v = decodeURIComponent(a);
+      } catch {
+        throw new InputError(`malformed percent-encoding in path segment ${JSON.stringify(a)}`);
+      }
+      params[p.slice(1)] = v;
+    } else if (p !== a.toLowerCase()) return null;
+  }
+  return params;
+}
+
+/** First value of each query key; repeated keys become arrays so a schema can refuse them. */
+export function queryObject(sp: URLSearchParams): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [k, v] of sp) {
+    const prev = out[k];
+    if (prev === undefined) out[k] = v;
+    else out[k] = Array.isArray(prev) ? [...prev, v] : [prev, v];
+  }
+  return out;
+}
+
+export function clientIp(req: Request): string {
+  const ip = req.ip ?? req.socket.remoteAddress ?? '';
+  return ip.startsWith('::ffff:') ? ip.slice(7) : ip;
+}
+
+function validate<S extends z.ZodType>(schema: S, input: unknown, what: string): z.infer<S> {
+  const r = schema.safeParse(input);
+  if (r.success) return r.data;
+  const issue = r.error.issues[0]!;
+  const field = issue.path.map(String).join('.');
+  throw new InputError(field ? `invalid ${what} ${field}: ${issue.message}` : `invalid ${what}: ${issue.message}`, 'invalid_request', field ? { field } : undefined);
+}
+
+function mediaType(req: Request): string {
+  return String(req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+}
+
+async function readBody(req: Request, def: RouteDef, defaultLimit: number): Promise<Buffer> {
+  if (req.method === 'GET' || req.method === 'HEAD') return Buffer.alloc(0);
+  const limit = def.bodyLimit ?? defaultLimit;
+  const declared = Number(req.headers['content-length'] ?? NaN);
+  if (Number.isFinite(declared) && declared > limit) {
+    req.resume();
+    throw new AppError(413, 'payload_too_large', `request body over ${limit} bytes`);
+  }
+  if (!req.readable || (declared === 0)) return Buffer.alloc(0);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit) {
+      req.destroy();
+      throw new AppError(413, 'payload_too_large', `request body over ${limit} bytes`);
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}
+
+function parseBody(def: RouteDef, req: Request, raw: Buffer): unknown {
+  const type = def.bodyType ?? (def.body ? 'json' : 'none');
+  if (type === 'none') {
+    return undefined;
+  }
+  const mt = mediaType(req);
+  if (type === 'raw') {
+    if (raw.length && def.contentTypes && !def.contentTypes.includes(mt)) {
+      throw new AppError(415, 'unsupported_media_type', `content type ${mt || '(none)'} not supported; use ${def.contentTypes.join(' or ')}`);
+    }
+    return raw;
+  }
+  let value: unknown = {};
+  const isJson = mt === 'application/json' || mt.endsWith('+json');
+  const isForm = mt === 'application/x-www-form-urlencoded';
+  if (raw.length) {
+    if (isJson && (type === 'json' || type === 'json-or-form')) {
+      try {
+        value = JSON.parse(raw.toString('utf8'));
+      } catch {
+        throw new InputError('malformed JSON body');
+      }
+      if (def.camelize !== false) value = camelizeKeys(value);
+    } else if (isForm && (type === 'form' || type === 'json-or-form')) {
+      value = queryObject(new URLSearchParams(raw.toString('utf8')));
+    } else {
+      const want = type === 'json' ? 'application/json' : type === 'form' ? 'application/x-www-form-urlencoded' : 'application/json or application/x-www-form-urlencoded';
+      throw new AppError(415, 'unsupported_media_type', `content type ${mt || '(none)'} not supported; use ${want}`);
+    }
+  }
+  return def.body ? validate(def.body, value, 'field') : value;
+}
+
+export function render(res: Response, out: unknown): void {
+  if (res.headersSent || res.writableEnded) return;
+  if (out instanceof Reply) {
+    for (const [k, v] of Object.entries(out.headers)) res.setHeader(k, v);
+    res.status(out.status);
+    switch (out.kind) {
+      case 'json': res.json(out.body); return;
+      case 'text': res.send(String(out.body)); return;
+      case 'buffer': res.end(out.body as Buffer); return;
+      default: res.end(); return;
+    }
+  }
+  if (out === undefined) {
+    res.status(204).end();
+    return;
+  }
+  res.status(200).json(out);
+}
+
+/** The one place an error becomes a response: `{error, error_description}`, never a stack. */
+export function renderError(res: Response, e: unknown, log: Logger, requestId: string): void {
+  let status = 500;
+  let body: Record<string, unknown> = { error: 'server_error', error_description: `internal error (request ${requestId})` };
+  let headers: Record<string, string> = {};
+  if (e instanceof AppError) {
+    status = e.status;
+    body = { error: e.code, error_description: e.message, ...e.extra };
+    headers = e.headers;
+  } else if (e instanceof z.ZodError) {
+    status = 400;
+    const issue = e.issues[0];
+    body = { error: 'invalid_request', error_description: issue ? `${issue.path.join('.')}: ${issue.message}` : 'invalid input' };
+  } else if (isHttpError(e)) {
+    status = e.status;
+    body = { error: status === 413 ? 'payload_too_large' : 'invalid_request', error_description: e.expose ? e.message : 'bad request' };
+  }
+  if (status >= 500 && !(e instanceof AppError)) log.error({ err: e, requestId }, 'request failed');
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
+  res.setHeader('Cache-Control', 'no-store');
+  res.status(status).json(body);
+}
+
+function isHttpError(e: unknown): e is { status: number; expose: boolean; message: string } {
+  return typeof e === 'object' && e !== null && typeof (e as { status?: unknown }).status === 'number' && (e as { status: number }).status >= 400 && (e as { status: number }).status < 500;
+}
+
+export function newRequestId(incoming: unknown): string {
+  return typeof incoming === 'string' && /^[A-Za-z0-9._-]{8,64}$/.test(incoming) ? incoming : crypto.randomBytes(8).toString('hex');
+}
+
+export type { Method };

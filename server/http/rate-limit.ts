@@ -1,0 +1,57 @@
+import { RateLimitedError } from '../errors.ts';
+
+/**
+ * Per-key token buckets in memory (per IP, per account). A bucket holds `perMinute` tokens and
+ * refills continuously; an empty bucket answers 429 with Retry-After in whole seconds.
+ */
+export class RateLimiter {
+  readonly #buckets = new Map<string, { tokens: number; at: number }>();
+  #sweepAt = 0;
+
+  constructor(private readonly now: () => number = Date.now) {}
+
+  /** Takes one token; returns 0 when allowed, else the seconds until one is available. */
+  take(bucket: string, key: string, perMinute: number, cost = 1): number {
+    const t = this.now();
+    this.sweep(t);
+    const id = `${bucket}\u0000${key}`;
+    const rate = perMinute / 60_000;
+    let b = this.#buckets.get(id);
+    if (!b) {
+      b = { tokens: perMinute, at: t };
+      this.#buckets.set(id, b);
+    } else {
+      b.tokens = Math.min(perMinute, b.tokens + (t - b.at) * rate);
+      b.at = t;
+    }
+    if (b.tokens >= cost) {
+      b.tokens -= cost;
+      return 0;
+    }
+    return Math.max(1, Math.ceil((cost - b.tokens) / rate / 1000));
+  }
+
+  /** Throws 429 when the bucket is empty. */
+  check(bucket: string, key: string, perMinute: number, cost = 1): void {
+    const wait = this.take(bucket, key, perMinute, cost);
+    if (wait > 0) throw new RateLimitedError(wait);
+  }
+
+  /** True when the next take would be refused (for "rate limited" audit events without spending). */
+  isLimited(bucket: string, key: string, perMinute: number): boolean {
+    const b = this.#buckets.get(`${bucket}\u0000${key}`);
+    if (!b) return false;
+    return Math.min(perMinute, b.tokens + (this.now() - b.at) * (perMinute / 60_000)) < 1;
+  }
+
+  reset(bucket: string, key: string): void {
+    this.#buckets.delete(`${bucket}\u0000${key}`);
+  }
+
+  private sweep(t: number): void {
+    if (t < this.#sweepAt) return;
+    this.#sweepAt = t + 60_000;
+    // Buckets untouched for 10 minutes are full again: forgetting them changes nothing.
+    for (const [k, b] of this.#buckets) if (t - b.at > 600_000) this.#buckets.delete(k);
+  }
+}

@@ -1,0 +1,99 @@
+import type { Request, Response } from 'express';
+import type { z } from 'zod';
+import type { AuthPolicy, Principal } from '../auth.ts';
+import type { Tenant } from '../tenancy.ts';
+import type { Logger } from '../log.ts';
+
+export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+/**
+ * How a route reads its body. `json` and `form` parse and validate against `body`;
+ * `json-or-form` takes either; `raw` hands over the bytes (content types in `contentTypes`);
+ * `none` refuses a body.
+ */
+export type BodyType = 'json' | 'form' | 'json-or-form' | 'raw' | 'none';
+
+export type RateLimitClass = 'public' | 'authenticated' | 'sensitive' | false | { name: string; perMinute: number };
+
+export interface ResponseDoc {
+  description: string;
+  schema?: z.ZodType;
+  contentType?: string;
+}
+
+/** What a handler sees: the tenant and principal are resolved once, before the handler runs. */
+export interface RouteRequest<Q = unknown, B = unknown, P = unknown> {
+  tenant: Tenant;
+  principal: Principal | null;
+  query: Q;
+  body: B;
+  params: P;
+  /** Raw request bytes (empty for GET): HMAC body length, signatures over the exact body. */
+  rawBody: Buffer;
+  ip: string;
+  ua: string;
+  requestId: string;
+  /** The Host header exactly as sent (admin HMAC signs it). */
+  hostHeader: string;
+  /** `proto://host[:port]` as the client addressed us. */
+  origin: string;
+  headers: Request['headers'];
+  log: Logger;
+  raw: Request;
+}
+
+export interface RouteDef<Q extends z.ZodType = z.ZodType, B extends z.ZodType = z.ZodType, P extends z.ZodType = z.ZodType> {
+  method: Method;
+  /**
+   * `/api.ashx/v1/calls/:id`, or a query-verb address: `/signal.ashx?whitelist=add` (key and
+   * value), `/lotl.ashx?anchor` (key present, any value).
+   */
+  path: string;
+  /** Other addresses of the same handler (`.ashx?action=` and pretty paths). */
+  aliases?: string[];
+  summary: string;
+  description?: string;
+  /** Group in the v1 root and OpenAPI tags; defaults to the plugin name. */
+  area?: string;
+  auth: AuthPolicy;
+  params?: P;
+  query?: Q;
+  body?: B;
+  bodyType?: BodyType;
+  /** Accepted content types for `raw` bodies. */
+  contentTypes?: string[];
+  bodyLimit?: number;
+  responses?: Record<number, ResponseDoc>;
+  rateLimit?: RateLimitClass;
+  /** Fold PascalCase body keys to camelCase (default true for JSON bodies). */
+  camelize?: boolean;
+  /** Leave out of the API description (never for a real endpoint: aliases are listed anyway). */
+  hidden?: boolean;
+  handler(req: RouteRequest<z.infer<Q>, z.infer<B>, z.infer<P>>, res: Response): unknown;
+}
+
+/** A handler's non-200 or non-JSON answer. */
+export class Reply {
+  constructor(
+    readonly status: number,
+    readonly body: unknown,
+    readonly headers: Record<string, string> = {},
+    readonly kind: 'json' | 'text' | 'buffer' | 'redirect' | 'empty' = 'json',
+  ) {}
+}
+
+export const reply = Object.assign((status: number, body: unknown, headers?: Record<string, string>) => new Reply(status, body, headers), {
+  text: (status: number, text: string, contentType = 'text/plain; charset=utf-8', headers: Record<string, string> = {}) =>
+    new Reply(status, text, { 'Content-Type': contentType, ...headers }, 'text'),
+  buffer: (status: number, buf: Buffer, contentType: string, headers: Record<string, string> = {}) =>
+    new Reply(status, buf, { 'Content-Type': contentType, ...headers }, 'buffer'),
+  redirect: (location: string, status = 302, headers: Record<string, string> = {}) => new Reply(status, null, { Location: location, ...headers }, 'redirect'),
+  empty: (status = 204, headers: Record<string, string> = {}) => new Reply(status, null, headers, 'empty'),
+});
+
+/** Route registration as plugins see it. */
+export interface RouteRegistrar {
+  add<Q extends z.ZodType = z.ZodType, B extends z.ZodType = z.ZodType, P extends z.ZodType = z.ZodType>(def: RouteDef<Q, B, P>): void;
+  /** Serves a folder of static files under a URL prefix (login pages, console). */
+  static(prefix: string, dir: string): void;
+}

@@ -1,0 +1,148 @@
+import { z } from 'zod';
+import type { RegisteredRoute } from './http/dispatch.ts';
+import { parseAddress } from './http/dispatch.ts';
+import type { AuthPolicy } from './auth.ts';
+
+/** The API description's own version: a date plus a round label (spec "Versioning"). */
+export const API_DESCRIPTION_VERSION = '2026-11-22.r1';
+
+type Json = Record<string, unknown>;
+
+function jsonSchema(s: z.ZodType): Json {
+  const out = z.toJSONSchema(s, { target: 'draft-2020-12', io: 'input', unrepresentable: 'any' }) as Json;
+  delete out.$schema;
+  return out;
+}
+
+/** OpenAPI path key of an address: `:id` → `{id}`; a query verb stays as written. */
+export function openapiPath(address: string): string {
+  return address.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+}
+
+function security(p: AuthPolicy): Json[] | undefined {
+  if (p.kind === 'public') return [];
+  if (p.kind === 'custom') return [{ [p.verifier]: [] }];
+  const out: Json[] = [];
+  if (p.accept.includes('bearer')) out.push({ bearer: [] });
+  if (p.accept.includes('apiKey')) out.push({ apiKey: [] });
+  if (p.accept.includes('hmac')) out.push({ adminHmac: [] });
+  return out;
+}
+
+export function authText(p: AuthPolicy): string {
+  if (p.kind === 'public') return 'none';
+  if (p.kind === 'custom') return p.description;
+  const parts = p.accept.map((a) => (a === 'bearer' ? 'B' : a === 'apiKey' ? 'K' : `H(${p.hmacBucket})`));
+  return parts.join(' or ') + (p.superAdmin ? ', super-admin' : p.role === 'admin' ? ', role admin' : '');
+}
+
+const errorSchema = {
+  type: 'object',
+  required: ['error'],
+  properties: {
+    error: { type: 'string', description: 'stable error code' },
+    error_description: { type: 'string' },
+    error_uri: { type: 'string', format: 'uri' },
+  },
+};
+
+export function buildOpenApi(routes: RegisteredRoute[], meta: { build: string; serverUrl?: string }): Json {
+  const paths: Record<string, Record<string, Json>> = {};
+  const tags = new Set<string>();
+  for (const r of routes) {
+    const d = r.def;
+    if (d.hidden) continue;
+    const area = d.area ?? r.plugin;
+    tags.add(area);
+    r.addresses.forEach((address, i) => {
+      const key = openapiPath(address);
+      const a = parseAddress(address);
+      const parameters: Json[] = [];
+      for (const seg of a.segments) {
+        if (!seg.startsWith(':')) continue;
+        const name = seg.slice(1);
+        const shape = (d.params as z.ZodObject | undefined)?.shape?.[name] as z.ZodType | undefined;
+        parameters.push({ name, in: 'path', required: true, schema: shape ? jsonSchema(shape) : { type: 'string' } });
+      }
+      if (a.verbKey) {
+        parameters.push({
+          name: a.verbKey, in: 'query', required: true,
+          schema: a.verbValue !== undefined ? { type: 'string', const: a.verbValue } : { type: 'string' },
+          description: 'query verb selecting this operation',
+        });
+      }
+      const q = d.query as z.ZodObject | undefined;
+      if (q?.shape) {
+        for (const [name, s] of Object.entries(q.shape as Record<string, z.ZodType>)) {
+          if (name === a.verbKey) continue;
+          const js = jsonSchema(s);
+          parameters.push({ name, in: 'query', required: !s.safeParse(undefined).success, schema: js, ...(s.description ? { description: s.description } : {}) });
+        }
+      }
+      const op: Json = {
+        operationId: `${d.method.toLowerCase()}${key.replace(/[^A-Za-z0-9]+/g, '_')}`,
+        summary: d.summary,
+        ...(d.description ? { description: d.description } : {}),
+        tags: [area],
+        parameters,
+        security: security(d.auth),
+        'x-auth': authText(d.auth),
+        ...(d.auth.kind === 'credentials' && d.auth.hmacBucket ? { 'x-hmac-bucket': d.auth.hmacBucket } : {}),
+        ...(i > 0 ? { 'x-alias-of': `${d.method} ${openapiPath(r.addresses[0]!)}` } : {}),
+        responses: responses(r),
+      };
+      const bodyType = d.bodyType ?? (d.body ? 'json' : 'none');
+      if (bodyType !== 'none') {
+        const schema = d.body ? jsonSchema(d.body) : { type: 'string', format: 'binary' };
+        const content: Json = {};
+        if (bodyType === 'json' || bodyType === 'json-or-form') content['application/json'] = { schema };
+        if (bodyType === 'form' || bodyType === 'json-or-form') content['application/x-www-form-urlencoded'] = { schema };
+        if (bodyType === 'raw') for (const ct of d.contentTypes ?? ['application/octet-stream']) content[ct] = { schema: { type: 'string', format: 'binary' } };
+        op.requestBody = { required: !!d.body && !d.body.safeParse({}).success, content };
+      }
+      paths[key] ??= {};
+      paths[key][d.method.toLowerCase()] = op;
+    });
+  }
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Sovereign Communications Appliance',
+      version: API_DESCRIPTION_VERSION,
+      description: 'Multi-tenant on-prem communications appliance. Every path is tenant-scoped by the Host header. Query-verb paths (`/x.ashx?verb`) are written with their verb in the path key.',
+      'x-build': meta.build,
+    },
+    ...(meta.serverUrl ? { servers: [{ url: meta.serverUrl }] } : {}),
+    tags: [...tags].sort().map((name) => ({ name })),
+    paths,
+    components: {
+      schemas: { Error: errorSchema },
+      securitySchemes: {
+        bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'OIDC access token of this tenant' },
+        apiKey: { type: 'http', scheme: 'bearer', description: 'personal API key with prefix ak_, in place of a bearer on v1' },
+        adminHmac: { type: 'apiKey', in: 'header', name: 'X-Service-Admin-Signature', description: 'hex HMAC-SHA256 of `bucket|Host[|bodyLen]` with the admin shared secret' },
+        credentialToken: { type: 'http', scheme: 'bearer', description: 'credential access token of the wallet issuer' },
+      },
+    },
+  };
+}
+
+function responses(r: RegisteredRoute): Json {
+  const d = r.def;
+  const out: Json = {};
+  const docs = d.responses ?? { 200: { description: 'OK' } };
+  for (const [status, doc] of Object.entries(docs)) {
+    out[status] = {
+      description: doc.description,
+      ...(doc.schema || doc.contentType ? { content: { [doc.contentType ?? 'application/json']: { schema: doc.schema ? jsonSchema(doc.schema) : {} } } } : {}),
+    };
+  }
+  const err = (description: string) => ({ description, content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } });
+  if (!out['400'] && (d.body || d.query || d.params)) out['400'] = err('bad input');
+  if (d.auth.kind !== 'public') {
+    out['401'] ??= err('missing or invalid credentials');
+    out['403'] ??= err('authenticated but not privileged');
+  }
+  if (d.rateLimit !== false) out['429'] ??= err('rate limited (Retry-After)');
+  return out;
+}

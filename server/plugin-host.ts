@@ -1,0 +1,197 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import express from 'express';
+import { z } from 'zod';
+import { parseConfigSection } from './config.ts';
+import { migrate } from './store/migrate.ts';
+import type { PluginContext, PluginHealth, PluginManifest, Paths } from './plugin.ts';
+import type { Dispatcher } from './http/dispatch.ts';
+import type { RouteRegistrar } from './http/route.ts';
+import type { Tenant } from './tenancy.ts';
+
+export type PluginState = 'loaded' | 'starting' | 'started' | 'failed' | 'stopped' | 'skipped';
+
+export interface PluginStatus {
+  name: string;
+  state: PluginState;
+  required: boolean;
+  error?: string;
+  health?: PluginHealth;
+}
+
+type Services = Omit<PluginContext, 'name' | 'config' | 'provide' | 'use' | 'tryUse' | 'log'> & { log: PluginContext['log'] };
+
+/** Orders plugins so each comes after what it depends on; unknown or circular dependencies throw. */
+export function orderPlugins(plugins: PluginManifest[]): PluginManifest[] {
+  const byName = new Map(plugins.map((p) => [p.name, p]));
+  const out: PluginManifest[] = [];
+  const state = new Map<string, 'visiting' | 'done'>();
+  const visit = (p: PluginManifest, trail: string[]) => {
+    const s = state.get(p.name);
+    if (s === 'done') return;
+    if (s === 'visiting') throw new Error(`plugin dependency cycle: ${[...trail, p.name].join(' -> ')}`);
+    state.set(p.name, 'visiting');
+    for (const d of p.dependsOn ?? []) {
+      if (d === 'core') continue;
+      const dep = byName.get(d);
+      if (!dep) throw new Error(`plugin ${p.name} depends on ${d}, which is not loaded`);
+      visit(dep, [...trail, p.name]);
+    }
+    state.set(p.name, 'done');
+    out.push(p);
+  };
+  for (const p of plugins) visit(p, []);
+  return out;
+}
+
+export function makePaths(dataDir: string): Paths {
+  return {
+    dataDir,
+    tenantFile(tenant: Tenant, ...segments: string[]): string {
+      for (const s of segments) {
+        // Names are server-derived: ids, hashes, fixed words. Refuse anything that could climb.
+        if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$/.test(s) || s.includes('..')) throw new Error(`unsafe path segment ${JSON.stringify(s)}`);
+      }
+      if (!/^[a-f0-9]{12}$/.test(tenant.id) && !/^[A-Za-z0-9_-]+$/.test(tenant.id)) throw new Error('unsafe tenant id');
+      return path.join(dataDir, 'tenants', tenant.id, ...segments);
+    },
+  };
+}
+
+/**
+ * Loads plugins (config, migrations, events, routes), starts them in dependency order and stops
+ * them in reverse. A plugin whose start fails is reported by name and reason; the plugins that
+ * depend on it are skipped; the rest run.
+ */
+export class PluginHost {
+  readonly order: PluginManifest[];
+  readonly #status = new Map<string, PluginStatus>();
+  readonly #ctx = new Map<string, PluginContext>();
+  readonly #provided = new Map<string, { plugin: string; impl: unknown }>();
+
+  constructor(plugins: PluginManifest[], private readonly services: Services) {
+    this.order = orderPlugins(plugins);
+    for (const p of this.order) this.#status.set(p.name, { name: p.name, state: 'loaded', required: p.required ?? true });
+  }
+
+  /** Validates every plugin's settings (a bad value stops the start naming its path). */
+  configure(): void {
+    for (const p of this.order) {
+      const raw = this.services.core.plugins[p.name] ?? {};
+      const schema = p.config ?? z.object({}).loose();
+      const config = parseConfigSection(schema, raw, `plugins.${p.name}`);
+      this.#ctx.set(p.name, this.makeContext(p, config));
+    }
+  }
+
+  migrateAll(): void {
+    for (const p of this.order) if (p.migrations?.length) migrate(this.services.db, p.name, p.migrations);
+  }
+
+  declareEvents(): void {
+    for (const p of this.order) for (const [name, schema] of Object.entries(p.events ?? {})) this.services.events.declare(p.name, name, schema);
+  }
+
+  registerRoutes(dispatcher: Dispatcher, app: express.Express): void {
+    for (const p of this.order) {
+      if (!p.routes) continue;
+      const ctx = this.#ctx.get(p.name)!;
+      const r: RouteRegistrar = {
+        add: (def) => dispatcher.add(p.name, def as never),
+        static: (prefix, dir) => {
+          app.use(prefix, express.static(dir, { dotfiles: 'deny', index: false, redirect: false, fallthrough: true }));
+        },
+      };
+      p.routes(r, ctx as never);
+    }
+  }
+
+  /** A service some plugin provided (the core's own doors, like ctx.audit, use this). */
+  provided<T>(name: string): T | undefined {
+    return this.#provided.get(name)?.impl as T | undefined;
+  }
+
+  context(name: string): PluginContext | undefined {
+    return this.#ctx.get(name);
+  }
+
+  async startAll(): Promise<void> {
+    for (const p of this.order) {
+      const st = this.#status.get(p.name)!;
+      const failedDep = (p.dependsOn ?? []).find((d) => d !== 'core' && this.#status.get(d)?.state !== 'started');
+      if (failedDep) {
+        st.state = 'skipped';
+        st.error = `dependency ${failedDep} is not running`;
+        this.services.log.error({ plugin: p.name, reason: st.error }, 'plugin skipped');
+        continue;
+      }
+      st.state = 'starting';
+      try {
+        await p.start?.(this.#ctx.get(p.name) as never);
+        st.state = 'started';
+      } catch (e) {
+        st.state = 'failed';
+        st.error = (e as Error)?.message ?? String(e);
+        this.services.log.error({ plugin: p.name, reason: st.error }, 'plugin failed to start');
+      }
+    }
+  }
+
+  async stopAll(): Promise<void> {
+    for (const p of [...this.order].reverse()) {
+      const st = this.#status.get(p.name)!;
+      if (st.state !== 'started') continue;
+      try {
+        await p.stop?.();
+      } catch (e) {
+        this.services.log.error({ plugin: p.name, err: e }, 'plugin failed to stop cleanly');
+      }
+      st.state = 'stopped';
+    }
+  }
+
+  isStarted(name: string): boolean {
+    return this.#status.get(name)?.state === 'started';
+  }
+
+  status(): PluginStatus[] {
+    return this.order.map((p) => {
+      const st = { ...this.#status.get(p.name)! };
+      if (st.state === 'started' && p.health) {
+        try {
+          st.health = p.health();
+        } catch (e) {
+          st.health = { status: 'degraded', reason: (e as Error).message };
+        }
+      }
+      return st;
+    });
+  }
+
+  private makeContext(p: PluginManifest, config: unknown): PluginContext {
+    const log = this.services.log.child({ plugin: p.name });
+    const deps = new Set(p.dependsOn ?? []);
+    return {
+      ...this.services,
+      name: p.name,
+      config,
+      log,
+      provide: (name, impl) => {
+        const prev = this.#provided.get(name);
+        if (prev && prev.plugin !== p.name) throw new Error(`service ${name} provided by both ${prev.plugin} and ${p.name}`);
+        this.#provided.set(name, { plugin: p.name, impl });
+      },
+      use: <T>(name: string): T => {
+        const s = this.#provided.get(name);
+        if (!s) throw new Error(`plugin ${p.name} uses service ${name}, which no plugin provides`);
+        if (!deps.has(s.plugin) && s.plugin !== p.name) throw new Error(`plugin ${p.name} uses ${name} of ${s.plugin} without depending on it`);
+        return s.impl as T;
+      },
+      tryUse: <T>(name: string): T | undefined => this.#provided.get(name)?.impl as T | undefined,
+    };
+  }
+}
+
+export function ensureDir(dir: string): void {
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+}

@@ -1,0 +1,135 @@
+import type { z } from 'zod';
+import type { DB } from './store/db.ts';
+import type { Migration } from './store/migrate.ts';
+import type { CoreConfig } from './config.ts';
+import type { Logger } from './log.ts';
+import type { TenantService, Tenant } from './tenancy.ts';
+import type { UserService } from './users.ts';
+import type { AuthService } from './auth.ts';
+import type { KeyService, SecretSettings } from './keys.ts';
+import type { JobQueue } from './jobs.ts';
+import type { EventBus } from './events.ts';
+import type { RateLimiter } from './http/rate-limit.ts';
+import type { Clock } from './clock.ts';
+import type { RouteRegistrar } from './http/route.ts';
+
+/** One audit entry as a plugin writes it (spec "Audit entry"). `extra` is a key=value tail. */
+export interface AuditInput {
+  event: string;
+  user?: string;
+  ip?: string;
+  ua?: string;
+  extra?: Record<string, string | number | boolean | null | undefined> | string;
+}
+
+export interface AuditWriter {
+  write(tenant: Tenant, entry: AuditInput): void;
+}
+
+export interface Paths {
+  dataDir: string;
+  /**
+   * A path under `data/tenants/<tenant-id>/`. Segments must be server-derived names (ids,
+   * hashes); anything with a separator or dot-segment throws, so traversal is impossible.
+   */
+  tenantFile(tenant: Tenant, ...segments: string[]): string;
+}
+
+/** The only door from a plugin into the core (ARCHITECTURE.md "The plugin contract"). */
+export interface PluginContext<C = unknown> {
+  readonly name: string;
+  readonly config: C;
+  readonly core: CoreConfig;
+  readonly db: DB;
+  readonly tenants: TenantService;
+  readonly users: UserService;
+  readonly log: Logger;
+  readonly audit: AuditWriter;
+  readonly events: EventBus;
+  readonly jobs: JobQueue;
+  readonly keys: KeyService;
+  readonly secrets: SecretSettings;
+  readonly auth: AuthService;
+  readonly rateLimit: RateLimiter;
+  readonly clock: Clock;
+  readonly paths: Paths;
+  /** Offers a service interface to plugins that depend on this one. */
+  provide<T>(name: string, impl: T): void;
+  /** A service a dependency provided; throws if none did. */
+  use<T>(name: string): T;
+  /** Same, or undefined when no plugin provides it (optional integrations). */
+  tryUse<T>(name: string): T | undefined;
+}
+
+/** What a CLI command of a plugin gets: the store and services, no HTTP. */
+export interface CliContext {
+  readonly dataDir: string;
+  readonly core: CoreConfig;
+  /** This plugin's validated settings. */
+  readonly config: unknown;
+  readonly db: DB;
+  readonly tenants: TenantService;
+  readonly users: UserService;
+  readonly auth: AuthService;
+  readonly keys: KeyService;
+  readonly secrets: SecretSettings;
+  readonly jobs: JobQueue;
+  readonly events: EventBus;
+  readonly audit: AuditWriter;
+  readonly clock: Clock;
+  readonly paths: Paths;
+  readonly log: Logger;
+  out(line: string): void;
+  err(line: string): void;
+  /** Reads all of standard input (for --password-stdin, --pin-stdin). */
+  readStdin(): Promise<string>;
+}
+
+export interface CliCommand {
+  summary: string;
+  /** One usage line a subcommand, shown by `sovcomms help`. */
+  usage: string[];
+  /** Returns the exit code: 0 ok, 1 failure, 2 usage. Throw UsageError for bad arguments. */
+  run(args: string[], ctx: CliContext): Promise<number>;
+}
+
+export class UsageError extends Error {}
+
+export type PluginHealth = { status: 'ok' | 'degraded'; reason?: string; detail?: Record<string, unknown> };
+
+export interface PluginManifest<C extends z.ZodType = z.ZodType> {
+  name: string;
+  description: string;
+  /** Plugins that must start first ('core' is implicit). */
+  dependsOn?: string[];
+  /** Readiness waits for required plugins (default true). */
+  required?: boolean;
+  migrations?: Migration[];
+  /** Settings under `plugins.<name>` in config.json. */
+  config?: C;
+  routes?(r: RouteRegistrar, ctx: PluginContext<z.infer<C>>): void;
+  /** Events this plugin emits, with their data schemas. */
+  events?: Record<string, z.ZodType>;
+  /** `sovcomms <command> ...` commands this plugin adds. */
+  cli?: Record<string, CliCommand>;
+  start?(ctx: PluginContext<z.infer<C>>): Promise<void> | void;
+  stop?(): Promise<void> | void;
+  /** Diagnostics for /readyz and `doctor`. */
+  health?(): PluginHealth;
+}
+
+/**
+ * A plugin is its manifest, or a factory of it when the plugin keeps state between `routes`,
+ * `start` and `stop`: the host calls the factory once per appliance, so two appliances in one
+ * process (tests, a future multi-node host) never share a plugin's state.
+ */
+export type PluginDefinition<C extends z.ZodType = z.ZodType> = PluginManifest<C> | (() => PluginManifest<C>);
+
+export function definePlugin<C extends z.ZodType = z.ZodType>(m: PluginDefinition<C>): () => PluginManifest<C> {
+  const make = typeof m === 'function' ? m : () => m;
+  return () => {
+    const manifest = make();
+    if (!/^[a-z][a-z0-9-]*$/.test(manifest.name)) throw new Error(`invalid plugin name ${manifest.name}`);
+    return manifest;
+  };
+}

@@ -1,0 +1,164 @@
+import crypto from 'node:crypto';
+import type { DB } from './store/db.ts';
+import { ConflictError, InputError, NotFoundError } from './errors.ts';
+
+/** A tenant as every handler sees it: resolved once per request from the Host header. */
+export interface Tenant {
+  readonly id: string;
+  readonly name: string;
+  /** The tenant's main host name; the spec's `tenant` field in responses. */
+  readonly host: string;
+  readonly hosts: readonly string[];
+  readonly isPrimary: boolean;
+}
+
+/** Lower-cases a Host header value and strips the port (IPv6 literals keep their brackets). */
+export function normalizeHost(raw: string | undefined | null): string {
+  if (!raw) return '';
+  let h = raw.trim().toLowerCase();
+  if (h.startsWith('[')) {
+    const end = h.indexOf(']');
+    return end > 0 ? h.slice(0, end + 1) : h;
+  }
+  const colon = h.lastIndexOf(':');
+  if (colon >= 0 && h.indexOf(':') === colon) h = h.slice(0, colon);
+  return h.replace(/\.$/, '');
+}
+
+const HOST_RE = /^(?:\[[0-9a-f:.]+\]|[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*)$/;
+
+export function validateHost(host: string): string {
+  const h = normalizeHost(host);
+  if (!h || h.length > 253 || !HOST_RE.test(h)) throw new InputError(`invalid host name: ${JSON.stringify(host)}`);
+  return h;
+}
+
+interface TenantRow { id: string; name: string; is_primary: number }
+
+/**
+ * Tenants and their host names. Lookups are cached in memory and the cache is dropped whenever
+ * the tenant tables change (the CLI may change them while the server runs: `data_version`
+ * tells this connection that another one wrote).
+ */
+export class TenantService {
+  #byHost = new Map<string, Tenant>();
+  #byId = new Map<string, Tenant>();
+  #primary: Tenant | undefined;
+  #dataVersion = -1;
+  #checkedAt = 0;
+
+  constructor(private readonly db: DB) {}
+
+  private refreshIfStale(): void {
+    const now = Date.now();
+    // data_version changes when another connection commits; cheap, but not free: check at most every 500 ms.
+    if (now - this.#checkedAt < 500 && this.#dataVersion !== -1) return;
+    this.#checkedAt = now;
+    const v = this.db.pragma('data_version', { simple: true }) as number;
+    if (v === this.#dataVersion && this.#primary) return;
+    this.#dataVersion = v;
+    this.reload();
+  }
+
+  /** Drops the cache; called after this connection changes tenants. */
+  reload(): void {
+    this.#byHost.clear();
+    this.#byId.clear();
+    this.#primary = undefined;
+    const tenants = this.db.prepare('SELECT id, name, is_primary FROM tenants').all() as TenantRow[];
+    const hosts = this.db.prepare('SELECT host, tenant_id FROM tenant_hosts ORDER BY tenant_id, position, host').all() as { host: string; tenant_id: string }[];
+    for (const t of tenants) {
+      const hs = hosts.filter((h) => h.tenant_id === t.id).map((h) => h.host);
+      const tenant: Tenant = Object.freeze({ id: t.id, name: t.name, host: hs[0] ?? t.id, hosts: Object.freeze(hs), isPrimary: t.is_primary === 1 });
+      this.#byId.set(t.id, tenant);
+      for (const h of hs) this.#byHost.set(h, tenant);
+      if (tenant.isPrimary) this.#primary = tenant;
+    }
+  }
+
+  /** The Host header picks the tenant; a missing or unknown Host falls back to the primary tenant. */
+  resolve(hostHeader: string | undefined): Tenant {
+    this.refreshIfStale();
+    const t = this.#byHost.get(normalizeHost(hostHeader));
+    if (t) return t;
+    if (!this.#primary) throw new Error('no primary tenant: the appliance is not initialised');
+    return this.#primary;
+  }
+
+  primary(): Tenant | undefined {
+    this.refreshIfStale();
+    return this.#primary;
+  }
+
+  byId(id: string): Tenant | undefined {
+    this.refreshIfStale();
+    return this.#byId.get(id);
+  }
+
+  byHost(host: string): Tenant | undefined {
+    this.refreshIfStale();
+    return this.#byHost.get(normalizeHost(host));
+  }
+
+  /** The tenant named by a CLI `--tenant HOST`, or the primary tenant when omitted. */
+  require(host?: string): Tenant {
+    this.reload();
+    if (!host) {
+      if (!this.#primary) throw new NotFoundError('no primary tenant');
+      return this.#primary;
+    }
+    const t = this.#byHost.get(normalizeHost(host));
+    if (!t) throw new NotFoundError(`no tenant with host ${host}`);
+    return t;
+  }
+
+  list(): Tenant[] {
+    this.reload();
+    return [...this.#byId.values()].sort((a, b) => Number(b.isPrimary) - Number(a.isPrimary) || a.host.localeCompare(b.host));
+  }
+
+  add(hostInput: string, name?: string, opts: { primary?: boolean } = {}): Tenant {
+    const host = validateHost(hostInput);
+    const id = crypto.randomBytes(6).toString('hex');
+    this.db.transaction(() => {
+      if (this.db.prepare('SELECT 1 FROM tenant_hosts WHERE host = ?').get(host)) {
+        throw new ConflictError('duplicate_tenant', `host ${host} already belongs to a tenant`);
+      }
+      const hasPrimary = !!this.db.prepare('SELECT 1 FROM tenants WHERE is_primary = 1').get();
+      const primary = opts.primary || !hasPrimary;
+      if (primary) this.db.prepare('UPDATE tenants SET is_primary = 0 WHERE is_primary = 1').run();
+      this.db.prepare('INSERT INTO tenants (id, name, is_primary, created_at) VALUES (?, ?, ?, ?)').run(id, name || host, primary ? 1 : 0, new Date().toISOString());
+      this.db.prepare('INSERT INTO tenant_hosts (host, tenant_id, position) VALUES (?, ?, 0)').run(host, id);
+    }).immediate();
+    this.reload();
+    return this.#byId.get(id)!;
+  }
+
+  addHost(tenantId: string, hostInput: string): void {
+    const host = validateHost(hostInput);
+    if (this.db.prepare('SELECT 1 FROM tenant_hosts WHERE host = ?').get(host)) {
+      throw new ConflictError('duplicate_tenant', `host ${host} already belongs to a tenant`);
+    }
+    const pos = (this.db.prepare('SELECT COALESCE(MAX(position), -1) + 1 AS p FROM tenant_hosts WHERE tenant_id = ?').get(tenantId) as { p: number }).p;
+    this.db.prepare('INSERT INTO tenant_hosts (host, tenant_id, position) VALUES (?, ?, ?)').run(host, tenantId, pos);
+    this.reload();
+  }
+
+  remove(host: string): Tenant {
+    const t = this.require(host);
+    if (t.isPrimary) throw new InputError('the primary tenant cannot be removed; make another tenant primary first', 'cannot_remove_primary');
+    this.db.prepare('DELETE FROM tenants WHERE id = ?').run(t.id);
+    this.reload();
+    return t;
+  }
+
+  setPrimary(host: string): Tenant {
+    const t = this.require(host);
+    this.db.transaction(() => {
+      this.db.prepare('UPDATE tenants SET is_primary = 0 WHERE is_primary = 1').run();
+      this.db.prepare('UPDATE tenants SET is_primary = 1 WHERE id = ?').run(t.id);
+    }).immediate();
+    this.reload();
+    return this.#byId.get(t.id)!;
+  }
+}

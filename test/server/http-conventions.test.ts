@@ -1,0 +1,43 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestServer, type TestServer } from '../support/server.ts';
+
+let s: TestServer;
+beforeAll(async () => { s = await startTestServer(); });
+afterAll(async () => { await s?.stop(); });
+
+describe('HTTP conventions', () => {
+  it('GET /healthz answers ok and /readyz lists every plugin started', async () => {
+    expect(await (await s.fetch('/healthz')).json()).toEqual({ status: 'ok' });
+    const r = await s.fetch('/readyz');
+    expect(r.status).toBe(200);
+    const body = await r.json();
+    expect(body.status).toBe('ready');
+    expect(body.plugins.audit.state).toBe('started');
+  });
+
+  it('an unknown path answers 404 not_found with an error body', async () => {
+    const r = await s.fetch('/nope');
+    expect(r.status).toBe(404);
+    expect(await r.json()).toMatchObject({ error: 'not_found' });
+  });
+
+  it('a wrong method answers 405 with Allow', async () => {
+    const r = await s.fetch('/api.ashx/v1/auditlog', { method: 'DELETE', key: s.adminKey });
+    expect(r.status).toBe(405);
+    expect(r.headers.get('allow')).toBe('GET');
+    expect((await r.json()).error).toBe('method_not_allowed');
+  });
+
+  it('v1 responses carry Cache-Control: no-store', async () => {
+    const r = await s.fetch('/api.ashx/v1/auditlog', { key: s.adminKey });
+    expect(r.status).toBe(200);
+    expect(r.headers.get('cache-control')).toBe('no-store');
+  });
+
+  it('the Host header picks the tenant; port and case are ignored', async () => {
+    const { tenant } = await s.addTenant('Office-B.example');
+    expect(s.appliance.core.tenants.resolve('office-b.EXAMPLE:8443').id).toBe(tenant.id);
+    expect(s.appliance.core.tenants.resolve('unknown.example').id).toBe(s.primary.id);
+    expect(s.appliance.core.tenants.resolve(undefined).id).toBe(s.primary.id);
+  });
+});

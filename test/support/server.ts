@@ -1,0 +1,100 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { Appliance, type ApplianceOptions } from '../../server/app.ts';
+import type { Tenant } from '../../server/tenancy.ts';
+import { signAdminHmac } from '../../server/auth.ts';
+
+export function tempDir(prefix = 'sovcomms-test-'): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+/** Captures pino's JSON lines (redaction tests grep them). */
+export class LogCapture extends Writable {
+  lines: string[] = [];
+  override _write(chunk: Buffer, _enc: string, cb: () => void): void {
+    this.lines.push(...chunk.toString('utf8').split('\n').filter(Boolean));
+    cb();
+  }
+  text(): string {
+    return this.lines.join('\n');
+  }
+}
+
+export interface TestServer {
+  url: string;
+  port: number;
+  dataDir: string;
+  appliance: Appliance;
+  primary: Tenant;
+  adminPassword: string;
+  /** ak_ key of the primary tenant's admin. */
+  adminKey: string;
+  logs: LogCapture;
+  /** fetch against the server; `host` sets the Host header (tenant selection). */
+  fetch(pathAndQuery: string, init?: RequestInit & { host?: string; json?: unknown; key?: string | null }): Promise<Response>;
+  /** Admin HMAC signature for `bucket` on `host` (defaults to the primary host with port). */
+  hmac(bucket: string, host?: string, bodyLen?: number): string;
+  /** Adds a tenant with an admin and returns the admin's ak_ key. */
+  addTenant(host: string): Promise<{ tenant: Tenant; adminKey: string }>;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts the real appliance on an ephemeral loopback port with a temporary data dir. Rate limits
+ * are raised unless the test sets them (tests hammer one IP).
+ */
+export async function startTestServer(opts: ApplianceOptions & { keepDataDir?: boolean } = {}): Promise<TestServer> {
+  const dataDir = opts.dataDir ?? tempDir();
+  const logs = new LogCapture();
+  let adminPassword = '';
+  const overrides = {
+    http: { port: 0, host: '127.0.0.1', drainMs: 500 },
+    rateLimit: { publicPerMinute: 100_000, authenticatedPerMinute: 100_000, sensitivePerMinute: 100_000 },
+    jobs: { pollMs: 50 },
+    log: { level: 'info' },
+    ...opts.overrides,
+  };
+  const appliance = await Appliance.create({
+    ...opts,
+    dataDir,
+    overrides,
+    env: opts.env ?? {},
+    logDestination: opts.logDestination ?? logs,
+    onFirstRun: (i) => { adminPassword = i.password; },
+  });
+  const { url, port } = await appliance.start();
+  const core = appliance.core;
+  const primary = core.tenants.primary()!;
+  const admin = core.users.byName(primary, 'admin')!;
+  const adminKey = core.auth.createApiKey(primary, admin, { name: 'test', createdBy: 'test' }).key;
+  const server: TestServer = {
+    url, port, dataDir, appliance, primary, adminPassword, adminKey, logs,
+    fetch(p, init = {}) {
+      const headers = new Headers(init.headers);
+      if (init.host) headers.set('Host', init.host);
+      const key = init.key === undefined ? undefined : init.key;
+      if (key) headers.set('Authorization', `Bearer ${key}`);
+      let body = init.body;
+      if (init.json !== undefined) {
+        body = JSON.stringify(init.json);
+        headers.set('Content-Type', 'application/json');
+      }
+      return fetch(url + p, { ...init, headers, body, redirect: 'manual' });
+    },
+    hmac(bucket, host = `127.0.0.1:${port}`, bodyLen) {
+      return signAdminHmac(core.auth.adminSecret(), bucket, host, bodyLen);
+    },
+    async addTenant(host) {
+      const tenant = core.tenants.add(host);
+      const u = await core.users.add(tenant, { name: 'admin', role: 'admin', password: 'correct horse battery' });
+      return { tenant, adminKey: core.auth.createApiKey(tenant, u, { createdBy: 'test' }).key };
+    },
+    async stop() {
+      await appliance.stop();
+      if (!opts.keepDataDir && !opts.dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+  return server;
+}
