@@ -41,3 +41,12 @@ describe('HTTP conventions', () => {
     expect(s.appliance.core.tenants.resolve(undefined).id).toBe(s.primary.id);
   });
 });
+
+describe('test client', () => {
+  it('sends the Host header as given (tenancy depends on it)', async () => {
+    const { adminKey } = await s.addTenant('office-c.example');
+    // Office C's key is valid only when the request is addressed to office C.
+    expect((await s.fetch('/api.ashx/v1/auditlog', { host: 'office-c.example', key: adminKey })).status).toBe(200);
+    expect((await s.fetch('/api.ashx/v1/auditlog', { key: adminKey })).status).toBe(401);
+  });
+});

@@ -1,10 +1,45 @@
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { Appliance, type ApplianceOptions } from '../../server/app.ts';
 import type { Tenant } from '../../server/tenancy.ts';
 import { signAdminHmac } from '../../server/auth.ts';
+
+/**
+ * fetch()-alike over node:http. undici's fetch silently drops a Host header, and tenancy is
+ * chosen by Host, so tests need a client that sends it as given. Never follows redirects.
+ */
+export function httpFetch(url: string, init: { method?: string; headers?: Headers | Record<string, string>; body?: string | Buffer | URLSearchParams } = {}): Promise<Response> {
+  const headers: Record<string, string> = {};
+  new Headers(init.headers).forEach((v, k) => { headers[k] = v; });
+  let body: Buffer | undefined;
+  if (init.body instanceof URLSearchParams) {
+    body = Buffer.from(init.body.toString());
+    headers['content-type'] ??= 'application/x-www-form-urlencoded';
+  } else if (init.body !== undefined) body = Buffer.isBuffer(init.body) ? init.body : Buffer.from(init.body);
+  if (body) headers['content-length'] = String(body.length);
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method: init.method ?? 'GET', headers, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        const h = new Headers();
+        for (const [k, v] of Object.entries(res.headers)) {
+          if (v === undefined) continue;
+          for (const one of Array.isArray(v) ? v : [v]) h.append(k, one);
+        }
+        const status = res.statusCode ?? 500;
+        const noBody = status === 204 || status === 304 || (init.method ?? 'GET') === 'HEAD';
+        resolve(new Response(noBody ? null : Buffer.concat(chunks), { status, statusText: res.statusMessage, headers: h }));
+      });
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
 
 export function tempDir(prefix = 'sovcomms-test-'): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
@@ -33,7 +68,7 @@ export interface TestServer {
   adminKey: string;
   logs: LogCapture;
   /** fetch against the server; `host` sets the Host header (tenant selection). */
-  fetch(pathAndQuery: string, init?: RequestInit & { host?: string; json?: unknown; key?: string | null }): Promise<Response>;
+  fetch(pathAndQuery: string, init?: { method?: string; headers?: Record<string, string> | Headers; body?: string | Buffer | URLSearchParams; host?: string; json?: unknown; key?: string | null }): Promise<Response>;
   /** Admin HMAC signature for `bucket` on `host` (defaults to the primary host with port). */
   hmac(bucket: string, host?: string, bodyLen?: number): string;
   /** Adds a tenant with an admin and returns the admin's ak_ key. */
@@ -81,7 +116,7 @@ export async function startTestServer(opts: ApplianceOptions & { keepDataDir?: b
         body = JSON.stringify(init.json);
         headers.set('Content-Type', 'application/json');
       }
-      return fetch(url + p, { ...init, headers, body, redirect: 'manual' });
+      return httpFetch(url + p, { method: init.method ?? 'GET', headers, body: body as string | Buffer | URLSearchParams | undefined });
     },
     hmac(bucket, host = `127.0.0.1:${port}`, bodyLen) {
       return signAdminHmac(core.auth.adminSecret(), bucket, host, bodyLen);
