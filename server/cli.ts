@@ -343,10 +343,15 @@ async function cmdDoctor(o: Opened, io: CliIo): Promise<number> {
   return failures ? 1 : 0;
 }
 
-function help(io: CliIo, plugins: PluginManifest[]): void {
+/** Every usage line, core commands first, then each plugin's. */
+export async function cliUsage(plugins?: PluginManifest[]): Promise<string[]> {
+  const list = plugins ?? (await loadBuiltinPlugins());
+  return [...Object.values(CORE_USAGE).flat(), ...list.flatMap((p) => Object.values(p.cli ?? {}).flatMap((c) => c.usage))];
+}
+
+async function help(io: CliIo, plugins: PluginManifest[]): Promise<void> {
   io.out('usage: sovcomms <command> [options]   (every command takes --data-dir DIR; default ./data or $SOVCOMMS_DATA_DIR)');
-  for (const lines of Object.values(CORE_USAGE)) for (const l of lines) io.out(`  sovcomms ${l}`);
-  for (const p of plugins) for (const c of Object.values(p.cli ?? {})) for (const l of c.usage) io.out(`  sovcomms ${l}`);
+  for (const l of await cliUsage(plugins)) io.out(`  sovcomms ${l}`);
 }
 
 /** Runs one CLI invocation; returns the exit code (0 ok, 1 failure, 2 usage). */
@@ -354,7 +359,7 @@ export async function main(argv: string[], io: CliIo = defaultIo, opts: { plugin
   const [cmd, ...rest] = argv;
   try {
     if (!cmd || cmd === 'help' || cmd === '--help' || cmd === '-h') {
-      help(io, opts.plugins ?? (await loadBuiltinPlugins()));
+      await help(io, opts.plugins ?? (await loadBuiltinPlugins()));
       return cmd ? 0 : 2;
     }
     if (cmd === '--version' || cmd === 'version') {
