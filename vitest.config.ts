@@ -9,6 +9,6 @@ export default defineConfig({
     // Integration tests start real servers and child processes; two cores: keep forks few.
     pool: 'forks',
     maxWorkers: 2,
-    reporters: ['default'],
+    reporters: ['default', './test/support/summary-reporter.ts'],
   },
 });

@@ -113,6 +113,7 @@ export class Appliance {
   readonly app: express.Express;
   server: http.Server | https.Server | undefined;
   #stopCheckpoints: (() => void) | undefined;
+  #housekeeping: NodeJS.Timeout | undefined;
   #sockets = new Set<import('node:net').Socket>();
   #inflight = 0;
   #stopping: Promise<void> | undefined;
@@ -205,6 +206,19 @@ export class Appliance {
     c.jobs.start();
     c.events.start();
     this.#stopCheckpoints = startCheckpoints(c.db, c.config.store.checkpointMs, (e) => c.log.warn({ err: e }, 'checkpoint failed'));
+    // Housekeeping: finished jobs and events every consumer has passed are kept a week for
+    // diagnostics, then deleted, so the tables do not grow without bound.
+    this.#housekeeping = setInterval(() => {
+      try {
+        const week = 7 * 86_400_000;
+        const jobs = c.jobs.prune(week);
+        const events = c.events.prune(week);
+        if (jobs || events) c.log.info({ jobs, events }, 'old jobs and events pruned');
+      } catch (e) {
+        c.log.warn({ err: e }, 'housekeeping failed');
+      }
+    }, 3_600_000);
+    this.#housekeeping.unref();
     const tls = c.config.http.tls;
     const server = tls && tls !== 'auto'
       ? https.createServer({ cert: fs.readFileSync(path.resolve(c.config.dataDir, tls.cert)), key: fs.readFileSync(path.resolve(c.config.dataDir, tls.key)) }, this.app)
@@ -253,6 +267,7 @@ export class Appliance {
     c.events.stop();
     await this.host.stopAll();
     this.#stopCheckpoints?.();
+    if (this.#housekeeping) clearInterval(this.#housekeeping);
     try {
       c.db.pragma('wal_checkpoint(TRUNCATE)');
     } catch (e) {
