@@ -232,26 +232,52 @@ function mediaType(req: Request): string {
   return String(req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
 }
 
+/** Bytes of an oversized body read and thrown away after the 413, before the socket is cut. */
+const DISCARD_CAP = 1024 * 1024;
+
 async function readBody(req: Request, def: RouteDef, defaultLimit: number): Promise<Buffer> {
   if (req.method === 'GET' || req.method === 'HEAD') return Buffer.alloc(0);
   const limit = def.bodyLimit ?? defaultLimit;
   const declared = Number(req.headers['content-length'] ?? NaN);
   if (Number.isFinite(declared) && declared > limit) {
     req.resume();
-    throw new AppError(413, 'payload_too_large', `request body over ${limit} bytes`);
+    throw new AppError(413, 'payload_too_large', `request body over ${limit} bytes`, { headers: { Connection: 'close' } });
   }
   if (!req.readable || (declared === 0)) return Buffer.alloc(0);
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > limit) {
-      req.destroy();
-      throw new AppError(413, 'payload_too_large', `request body over ${limit} bytes`);
-    }
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks);
+  // Listeners, not `for await`: leaving a for-await loop destroys the request and with it the
+  // socket, so a chunked body over the limit got a reset instead of its 413 (RFC 9110 §15.5.14).
+  return new Promise<Buffer>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let settled = false;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= limit) {
+        chunks.push(chunk);
+        return;
+      }
+      settled = true;
+      chunks.length = 0;
+      req.removeListener('data', onData);
+      // Keep reading (bounded) so the client sees the answer; `Connection: close` ends the socket after it.
+      let discarded = 0;
+      req.on('data', (c: Buffer) => {
+        discarded += c.length;
+        if (discarded > DISCARD_CAP) req.socket.destroy();
+      });
+      reject(new AppError(413, 'payload_too_large', `request body over ${limit} bytes`, { headers: { Connection: 'close' } }));
+    };
+    req.on('data', onData);
+    req.once('end', () => {
+      if (!settled) { settled = true; resolve(Buffer.concat(chunks)); }
+    });
+    req.once('error', (e) => {
+      if (!settled) { settled = true; reject(e); }
+    });
+    req.once('close', () => {
+      if (!settled) { settled = true; reject(new InputError('request body incomplete: the client closed the connection')); }
+    });
+  });
 }
 
 function parseBody(def: RouteDef, req: Request, raw: Buffer): unknown {

@@ -1,0 +1,196 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestServer, type TestServer } from '../support/server.ts';
+import { probePlugin, withBuiltins } from './fixtures/test-plugins.ts';
+import type { AuditWriter } from '../../server/plugin.ts';
+import type { Tenant } from '../../server/tenancy.ts';
+import { policy, type AuthPolicy } from '../../server/auth.ts';
+
+let s: TestServer;
+let a: { tenant: Tenant; adminKey: string };
+let b: { tenant: Tenant; adminKey: string };
+const A = 'office-a.example';
+const B = 'office-b.example';
+
+beforeAll(async () => {
+  s = await startTestServer({ plugins: await withBuiltins(probePlugin) });
+  a = await s.addTenant(A);
+  b = await s.addTenant(B);
+});
+afterAll(async () => { await s?.stop(); });
+
+async function expect401(r: Response): Promise<Record<string, unknown>> {
+  expect(r.status).toBe(401);
+  expect(r.headers.get('www-authenticate')).toMatch(/^Bearer realm="[^"]+"$/);
+  const body = await r.json() as Record<string, unknown>;
+  expect(typeof body.error).toBe('string');
+  expect(typeof body.error_description).toBe('string');
+  expect(JSON.stringify(body)).not.toMatch(/\bat .*\.ts:\d+/);
+  return body;
+}
+
+describe('tenant isolation', () => {
+  it('audit entries written under Host A are invisible under Host B', async () => {
+    const audit = s.appliance.host.provided<AuditWriter>('audit')!;
+    audit.write(a.tenant, { event: 'login.success', user: 'alice-only-in-a@example.com', ip: '10.0.0.1' });
+    audit.write(b.tenant, { event: 'login.failure', user: 'bob-only-in-b@example.com', ip: '10.0.0.2' });
+    const ra = await s.fetch('/api.ashx/v1/auditlog', { host: A, key: a.adminKey });
+    const rb = await s.fetch('/api.ashx/v1/auditlog', { host: B, key: b.adminKey });
+    expect(ra.status).toBe(200);
+    expect(rb.status).toBe(200);
+    const ta = await ra.text();
+    const tb = await rb.text();
+    expect(ta).toContain('alice-only-in-a');
+    expect(ta).not.toContain('bob-only-in-b');
+    expect(tb).toContain('bob-only-in-b');
+    expect(tb).not.toContain('alice-only-in-a');
+    // The primary tenant (unknown Host falls back to it) sees neither.
+    const rp = await (await s.fetch('/api.ashx/v1/auditlog', { key: s.adminKey })).text();
+    expect(rp).not.toContain('alice-only-in-a');
+    expect(rp).not.toContain('bob-only-in-b');
+    // Port and case of the Host header do not matter.
+    const rc = await s.fetch('/api.ashx/v1/auditlog', { host: 'OFFICE-A.example:8443', key: a.adminKey });
+    expect(await rc.text()).toContain('alice-only-in-a');
+  });
+
+  it('API keys of tenant A are not listed for tenant B', () => {
+    const auth = s.appliance.core.auth;
+    const idsA = auth.listApiKeys(a.tenant).map((k) => k.id);
+    const idsB = auth.listApiKeys(b.tenant).map((k) => k.id);
+    expect(idsA.length).toBeGreaterThan(0);
+    expect(idsB.length).toBeGreaterThan(0);
+    expect(idsA.filter((id) => idsB.includes(id))).toEqual([]);
+    expect(auth.getApiKey(b.tenant, idsA[0]!)).toBeUndefined();
+    // Revoking through the wrong tenant is a 404, and leaves the key working.
+    expect(() => auth.revokeApiKey(b.tenant, idsA[0]!)).toThrow(/no API key/);
+    expect(auth.getApiKey(a.tenant, idsA[0]!)?.revokedAt).toBeNull();
+  });
+
+  it('an ak_ key of tenant B is refused on tenant A (401), on every route that takes keys', async () => {
+    const keyed = s.appliance.dispatcher.routes.filter((r) =>
+      r.def.method === 'GET' && r.def.auth.kind === 'credentials' && r.def.auth.accept.includes('apiKey') && !r.addresses[0]!.includes(':'));
+    expect(keyed.length).toBeGreaterThan(0);
+    for (const r of keyed) {
+      const res = await s.fetch(r.addresses[0]!, { host: A, key: b.adminKey });
+      const body = await expect401(res);
+      expect(body.error, r.addresses[0]).toBe('invalid_token');
+      // ... and the same key is fine on its own tenant.
+      expect([401, 403], r.addresses[0]).not.toContain((await s.fetch(r.addresses[0]!, { host: B, key: b.adminKey })).status);
+    }
+  });
+
+  it('super-admin is role admin on the primary tenant, not on any other', async () => {
+    const auth = s.appliance.core.auth;
+    const superPolicy: AuthPolicy = { kind: 'credentials', accept: ['apiKey'], role: 'admin', superAdmin: true };
+    const call = (key: string, tenant: Tenant) =>
+      auth.authenticate(superPolicy, { headers: { authorization: `Bearer ${key}` }, tenant, rawHost: tenant.host, bodyLen: 0 });
+    expect((await call(s.adminKey, s.primary))?.superAdmin).toBe(true);
+    await expect(call(a.adminKey, a.tenant)).rejects.toMatchObject({ status: 403 });
+    // A user (not admin) of the primary tenant is not super-admin either.
+    const u = await s.appliance.core.users.add(s.primary, { name: 'plain-user', role: 'user', password: 'long enough password' });
+    const k = auth.createApiKey(s.primary, u, { createdBy: 'test' }).key;
+    await expect(call(k, s.primary)).rejects.toMatchObject({ status: 403 });
+  });
+});
+
+describe('auth failures', () => {
+  it('a missing Authorization header answers 401 with WWW-Authenticate and an error body', async () => {
+    const body = await expect401(await s.fetch('/api.ashx/v1/auditlog'));
+    expect(body.error).toBe('invalid_token');
+  });
+
+  it('a malformed Authorization header answers 401', async () => {
+    for (const h of ['Basic YWRtaW46cGFzcw==', 'Bearer', 'Bearer a b', 'ak_xyz', 'Bearer\tak_ with space']) {
+      const body = await expect401(await s.fetch('/api.ashx/v1/auditlog', { headers: { Authorization: h } }));
+      expect(['invalid_request', 'invalid_token']).toContain(body.error);
+    }
+  });
+
+  it('an unknown, malformed or revoked ak_ key answers 401', async () => {
+    await expect401(await s.fetch('/api.ashx/v1/auditlog', { key: 'ak_' + 'A'.repeat(43) }));
+    await expect401(await s.fetch('/api.ashx/v1/auditlog', { key: 'ak_!!notbase64' }));
+    await expect401(await s.fetch('/api.ashx/v1/auditlog', { key: 'ak_' + 'x'.repeat(400) }));
+    const core = s.appliance.core;
+    const admin = core.users.byName(s.primary, 'admin')!;
+    const { key, info } = core.auth.createApiKey(s.primary, admin, { name: 'to-revoke', createdBy: 'test' });
+    expect((await s.fetch('/api.ashx/v1/auditlog', { key })).status).toBe(200);
+    expect(core.auth.getApiKey(s.primary, info.id)?.lastUsedAt).not.toBeNull();
+    core.auth.revokeApiKey(s.primary, info.id);
+    const body = await expect401(await s.fetch('/api.ashx/v1/auditlog', { key }));
+    expect(body.error_description).toMatch(/revoked/);
+  });
+
+  it('a disabled user\'s key answers 401', async () => {
+    const core = s.appliance.core;
+    const u = await core.users.add(s.primary, { name: 'soon-disabled', role: 'admin', password: 'long enough password' });
+    const { key } = core.auth.createApiKey(s.primary, u, { createdBy: 'test' });
+    expect((await s.fetch('/api.ashx/v1/auditlog', { key })).status).toBe(200);
+    core.users.setStatus(s.primary, u.id, 'disabled');
+    await expect401(await s.fetch('/api.ashx/v1/auditlog', { key }));
+  });
+
+  it('a non-admin user\'s ak_ key answers 403 on v1 (authenticated, not privileged)', async () => {
+    const core = s.appliance.core;
+    const u = await core.users.add(b.tenant, { name: 'just-a-user', role: 'user', password: 'long enough password' });
+    const { key } = core.auth.createApiKey(b.tenant, u, { createdBy: 'test' });
+    const r = await s.fetch('/api.ashx/v1/auditlog', { host: B, key });
+    expect(r.status).toBe(403);
+    expect(r.headers.get('www-authenticate')).toBeNull();
+    expect(await r.json()).toMatchObject({ error: 'insufficient_scope' });
+  });
+
+  it('an ak_ key cannot mint another key (admin-bearer-only routes refuse it with 403)', async () => {
+    expect(policy.adminBearerOnly).toMatchObject({ accept: ['bearer'] });
+    const r = await s.fetch('/api.ashx/v1/probe/mint', { method: 'POST', key: s.adminKey });
+    expect(r.status).toBe(403);
+    expect(((await r.json()) as { error: string }).error).toBe('insufficient_scope');
+  });
+});
+
+describe('admin HMAC (X-Service-Admin-Signature)', () => {
+  const echo = '/signal.ashx?test=echo';
+
+  it('a good signature over bucket|Host is accepted without a body', async () => {
+    const r = await s.fetch(echo, { method: 'POST', headers: { 'X-Service-Admin-Signature': s.hmac('test-echo') } });
+    expect(r.status).toBe(200);
+    expect(await r.json()).toMatchObject({ kind: 'hmac', bodyLen: 0, superAdmin: true });
+  });
+
+  it('a request with a body signs bucket|Host|bodyLen', async () => {
+    const body = JSON.stringify({ msg: 'hello' });
+    const withLen = await s.fetch(echo, { method: 'POST', body, headers: { 'Content-Type': 'application/json', 'X-Service-Admin-Signature': s.hmac('test-echo', undefined, Buffer.byteLength(body)) } });
+    expect(withLen.status).toBe(200);
+    expect(await withLen.json()).toMatchObject({ kind: 'hmac', bodyLen: Buffer.byteLength(body), msg: 'hello' });
+    // The same body signed without its length is refused.
+    const noLen = await s.fetch(echo, { method: 'POST', body, headers: { 'Content-Type': 'application/json', 'X-Service-Admin-Signature': s.hmac('test-echo') } });
+    expect((await expect401(noLen)).error).toBe('invalid_signature');
+  });
+
+  it('a bad signature, a wrong bucket, another host or a malformed header answers 401', async () => {
+    const sig = s.hmac('test-echo');
+    const flipped = (sig[0] === 'a' ? 'b' : 'a') + sig.slice(1);
+    for (const bad of [flipped, s.hmac('test-other'), s.hmac('test-echo', B), 'zz', sig.slice(0, 63), sig.toUpperCase() + '0']) {
+      const r = await s.fetch(echo, { method: 'POST', headers: { 'X-Service-Admin-Signature': bad } });
+      await expect401(r);
+    }
+    // Upper-case hex of the right signature is the same signature.
+    expect((await s.fetch(echo, { method: 'POST', headers: { 'X-Service-Admin-Signature': sig.toUpperCase() } })).status).toBe(200);
+  });
+
+  it('HMAC on another tenant\'s host is that tenant\'s admin, not super-admin', async () => {
+    const onB = await s.fetch(echo, { method: 'POST', host: B, headers: { 'X-Service-Admin-Signature': s.hmac('test-echo', B) } });
+    expect(onB.status).toBe(200);
+    expect(await onB.json()).toMatchObject({ kind: 'hmac', superAdmin: false });
+    const whoB = await s.fetch('/signal.ashx?test=whoami', { host: B, headers: { 'X-Service-Admin-Signature': s.hmac('test-whoami', B) } });
+    expect(whoB.status).toBe(403);
+    const whoP = await s.fetch('/signal.ashx?test=whoami', { headers: { 'X-Service-Admin-Signature': s.hmac('test-whoami') } });
+    expect(whoP.status).toBe(200);
+    expect(await whoP.json()).toMatchObject({ kind: 'hmac', superAdmin: true });
+  });
+
+  it('a rotated admin secret invalidates signatures made with the old one', async () => {
+    const old = s.hmac('test-echo');
+    s.appliance.core.auth.rotateAdminSecret();
+    await expect401(await s.fetch(echo, { method: 'POST', headers: { 'X-Service-Admin-Signature': old } }));
+    expect((await s.fetch(echo, { method: 'POST', headers: { 'X-Service-Admin-Signature': s.hmac('test-echo') } })).status).toBe(200);
+  });
+});
