@@ -1,0 +1,179 @@
+/**
+ * Issue 2's benchmark: `GET /api.ashx/v1/auditlog?limit=50` with an `ak_` key over 100,000
+ * audit rows, on the real appliance (`sovcomms serve`, i.e. Appliance.create + start) beside a
+ * bare Express 5 + better-sqlite3 server doing the same query on the same database file
+ * (bench/peers/bare-auditlog.ts). Both run in child processes; autocannon loads them from this
+ * process over loopback, in alternating rounds so that a neighbour's burst on a shared machine
+ * hits both alike. Also: idle RSS of the appliance after start and its time to ready.
+ *
+ * Targets (issue 2): throughput >= 0.7 of the bare server's, idle RSS < 150 MB, ready < 1.5 s.
+ * Knobs (env): BENCH_ROWS (100000), BENCH_CONNECTIONS (10), BENCH_SECONDS (10 per server, split
+ * over BENCH_ROUNDS = 2 rounds), BENCH_WARMUP_SECONDS (2), BENCH_STARTS (3).
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
+import { Appliance } from '../server/app.ts';
+import { AuditRepo, type AuditRow } from '../plugins/audit/repo.ts';
+import type { BenchResult } from './lib/contract.ts';
+import { freePort, loadRound, LoadStats, ROOT, rssMiB, sleep, spawnServer, type Spawned } from './lib/load.ts';
+
+const num = (name: string, dflt: number) => {
+  const v = Number(process.env[name] ?? dflt);
+  if (!Number.isFinite(v) || v <= 0) throw new Error(`${name} must be a positive number, got ${process.env[name]}`);
+  return v;
+};
+
+const ROWS = num('BENCH_ROWS', 100_000);
+const CONNECTIONS = num('BENCH_CONNECTIONS', 10);
+const SECONDS = num('BENCH_SECONDS', 10);
+const ROUNDS = num('BENCH_ROUNDS', 2);
+const WARMUP = num('BENCH_WARMUP_SECONDS', 2);
+const STARTS = num('BENCH_STARTS', 3);
+const PATH = '/api.ashx/v1/auditlog?limit=50';
+
+const EVENTS = ['login.success', 'login.failure', 'token.issued', 'apikey.created', 'user.updated', 'call.started', 'call.ended', 'webhook.delivered', 'oidc.consent', 'wallet.presentation'];
+const UAS = ['Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0 Safari/537.36', 'curl/8.5.0', 'sovcomms-cli/0.1', 'okhttp/4.12.0'];
+
+/** Deterministic, varied rows spread over the last ~100 days (same data every run). */
+function makeRow(i: number, start: number): AuditRow {
+  const h = (i * 2654435761) >>> 0;
+  return {
+    ts: new Date(start + i * 86_400 + (h % 60_000)).toISOString(),
+    event: EVENTS[h % EVENTS.length]!,
+    user: `user${h % 500}@example.org`,
+    ip: `10.${(h >>> 8) & 255}.${(h >>> 16) & 255}.${h & 255}`,
+    ua: UAS[(h >>> 4) % UAS.length]!,
+    extra: `client=app${h % 17} method=${h % 3 ? 'pwd' : 'passkey'} request=${h.toString(16)}`,
+  };
+}
+
+/** A data dir with the primary tenant, its admin's ak_ key and ROWS audit rows, then closed. */
+async function seed(dataDir: string): Promise<{ key: string; seedMs: number }> {
+  const a = await Appliance.create({ dataDir, env: {}, overrides: { log: { level: 'silent' } } });
+  try {
+    const core = a.core;
+    const tenant = core.tenants.primary()!;
+    const admin = core.users.byName(tenant, 'admin')!;
+    const key = core.auth.createApiKey(tenant, admin, { name: 'bench', createdBy: 'bench' }).key;
+    const repo = new AuditRepo(core.db);
+    const t0 = performance.now();
+    const start = Date.now() - ROWS * 86_400 - 3_600_000;
+    core.db.transaction(() => {
+      for (let i = 0; i < ROWS; i++) repo.insert(tenant, makeRow(i, start));
+    })();
+    return { key, seedMs: performance.now() - t0 };
+  } finally {
+    await a.stop();
+  }
+}
+
+function cleanEnv(): NodeJS.ProcessEnv {
+  // The bench's own environment must not point the appliance at another data dir or key.
+  return Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SOVCOMMS_')));
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
+const r1 = (n: number) => Math.round(n * 10) / 10;
+
+export default async function run(): Promise<BenchResult[]> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sovcomms-bench-core-'));
+  const running: Spawned[] = [];
+  try {
+    const { key, seedMs } = await seed(dataDir);
+    console.log(`seeded ${ROWS} audit rows in ${Math.round(seedMs)} ms`);
+    // Rate limits raised (one IP sends everything); log level warn: no access log line per request.
+    fs.writeFileSync(path.join(dataDir, 'config.json'), JSON.stringify({
+      log: { level: 'warn' },
+      rateLimit: { publicPerMinute: 100_000_000, authenticatedPerMinute: 100_000_000, sensitivePerMinute: 100_000_000 },
+    }));
+
+    const barePort = await freePort();
+    const bare = await spawnServer({
+      modulePath: path.join(ROOT, 'bench', 'peers', 'bare-auditlog.ts'),
+      env: { ...cleanEnv(), BENCH_DB: path.join(dataDir, 'appliance.db'), PORT: String(barePort) },
+      readyUrl: `http://127.0.0.1:${barePort}/readyz`,
+    });
+    running.push(bare);
+    await sleep(1000);
+    const bareRss = rssMiB(bare.child.pid!);
+
+    // Time to ready: spawn of `sovcomms serve` to its first /readyz 200, STARTS times; the last
+    // one stays up for the load.
+    const readies: number[] = [];
+    const rsses: number[] = [];
+    let app: Spawned | undefined;
+    let appPort = 0;
+    for (let i = 0; i < STARTS; i++) {
+      appPort = await freePort();
+      const s = await spawnServer({
+        modulePath: path.join(ROOT, 'bin', 'sovcomms.mjs'),
+        args: ['serve', '--data-dir', dataDir, '--host', '127.0.0.1', '--port', String(appPort)],
+        env: cleanEnv(),
+        readyUrl: `http://127.0.0.1:${appPort}/readyz`,
+      });
+      readies.push(s.readyMs);
+      await sleep(1000);
+      rsses.push(rssMiB(s.child.pid!));
+      if (i < STARTS - 1) await s.stop();
+      else app = s;
+    }
+    running.push(app!);
+    console.log(`appliance ready in ${readies.map(Math.round).join(', ')} ms; idle RSS ${rsses.map(r1).join(', ')} MiB (bare: ${r1(bareRss)} MiB)`);
+
+    const headers = { authorization: `Bearer ${key}` };
+    const appUrl = `http://127.0.0.1:${appPort}${PATH}`;
+    const bareUrl = `http://127.0.0.1:${barePort}${PATH}`;
+
+    // Fairness: both answer 200 with the same JSON for the same request.
+    const [ja, jb] = await Promise.all([appUrl, bareUrl].map(async (u) => {
+      const r = await fetch(u, { headers });
+      if (r.status !== 200) throw new Error(`${u} answered ${r.status}: ${await r.text()}`);
+      return (await r.json()) as { data: unknown[]; total: number };
+    }));
+    if (ja!.data.length !== 50 || ja!.total !== ROWS) throw new Error(`appliance returned ${ja!.data.length} rows of ${ja!.total}, expected 50 of ${ROWS}`);
+    const same = isDeepStrictEqual(ja, jb);
+
+    const warm = { connections: CONNECTIONS, seconds: WARMUP, headers };
+    await loadRound(bareUrl, warm);
+    await loadRound(appUrl, warm);
+    const sa = new LoadStats();
+    const sb = new LoadStats();
+    const per = SECONDS / ROUNDS;
+    for (let i = 0; i < ROUNDS; i++) {
+      // Alternate who goes first so neither always follows the other's garbage collection.
+      const order: [string, LoadStats][] = i % 2 ? [[appUrl, sa], [bareUrl, sb]] : [[bareUrl, sb], [appUrl, sa]];
+      for (const [u, s] of order) await loadRound(u, { connections: CONNECTIONS, seconds: per, headers, into: s });
+    }
+    const rssAfter = rssMiB(app!.child.pid!);
+    console.log(`appliance ${Math.round(sa.rps)} req/s, bare ${Math.round(sb.rps)} req/s`);
+    const failures = (s: LoadStats) => s.bad + s.errors;
+    const loadNote = `${CONNECTIONS} connections, ${SECONDS} s per server in ${ROUNDS} alternating rounds after ${WARMUP} s warmup, ${ROWS} rows`
+      + `; non-2xx/errors: appliance ${failures(sa)}, bare ${failures(sb)}`
+      + (same ? '; both return identical JSON' : '; WARNING: the two JSON bodies differ');
+
+    return [
+      {
+        name: 'auditlog limit=50 throughput', value: sa.rps, unit: 'req/s', peer: 'bare express+sqlite', peerValue: sb.rps,
+        ratio: sa.rps / sb.rps, target: '>= 0.7x', note: loadNote,
+      },
+      {
+        name: 'auditlog limit=50 p99 latency', value: sa.percentile(99), unit: 'ms', peer: 'bare express+sqlite', peerValue: sb.percentile(99),
+        ratio: sa.percentile(99) / sb.percentile(99),
+        note: `p50 appliance ${sa.percentile(50).toFixed(2)} ms, bare ${sb.percentile(50).toFixed(2)} ms; ${sa.latencies.length} and ${sb.latencies.length} samples`,
+      },
+      {
+        name: 'idle RSS after start', value: median(rsses), unit: 'MB', peer: 'bare express+sqlite', peerValue: bareRss, target: '< 150 MB',
+        note: `MiB (VmRSS) 1 s after ready, median of ${STARTS} starts: ${rsses.map(r1).join(', ')}; after the load: ${r1(rssAfter)}`,
+      },
+      {
+        name: 'time to ready', value: median(readies) / 1000, unit: 's', peer: 'bare express+sqlite', peerValue: bare.readyMs / 1000, target: '< 1.5 s',
+        note: `spawn of \`sovcomms serve\` to first /readyz 200 (node start, tsx loader, config, store, migrations check, plugins, listen), median of ${STARTS}: ${readies.map((r) => Math.round(r)).join(', ')} ms`,
+      },
+    ];
+  } finally {
+    await Promise.all(running.map((s) => s.stop()));
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}
