@@ -139,8 +139,10 @@ export function parseConfigSection<S extends z.ZodType>(schema: S, input: unknow
   const r = schema.safeParse(input);
   if (!r.success) {
     const issue = r.error.issues[0]!;
-    const p = [prefix, formatZodPath(issue.path)].filter(Boolean).join('.');
-    throw new ConfigError(p, issue.message);
+    // An unknown key is reported at its own path (`http.prot`), not at its parent's.
+    const keys = issue.code === 'unrecognized_keys' ? issue.keys : [];
+    const p = [prefix, formatZodPath([...issue.path, ...keys.slice(0, 1)])].filter(Boolean).join('.');
+    throw new ConfigError(p, keys.length ? `unknown key${keys.length > 1 ? `s ${keys.join(', ')}` : ''}` : issue.message);
   }
   return r.data;
 }
