@@ -1,0 +1,262 @@
+import fs from 'node:fs';
+import { afterEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { openCore, type CoreServices } from '../../server/app.ts';
+import { ManualClock } from '../../server/clock.ts';
+import { EventBus, type AppEvent } from '../../server/events.ts';
+import { JobQueue, PermanentFailure, RetryAt, type JobRow } from '../../server/jobs.ts';
+import { LogCapture, tempDir } from '../support/server.ts';
+
+const open: Array<{ core: CoreServices; dir: string }> = [];
+afterEach(async () => {
+  for (const { core, dir } of open.splice(0)) {
+    await core.jobs.shutdown(200);
+    core.events.stop();
+    if (core.db.open) core.db.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+function setup(clock = new ManualClock(), dir = tempDir('sovcomms-jobs-')): CoreServices {
+  const core = openCore({ dataDir: dir, env: {}, clock, overrides: { jobs: { pollMs: 20 } }, logDestination: new LogCapture() });
+  open.push({ core, dir });
+  return core;
+}
+
+async function until(cond: () => boolean, ms = 5000, what = 'condition'): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+const row = (core: CoreServices, id: number): JobRow => core.jobs.get(id)!;
+const num = z.object({ n: z.number() });
+
+describe('job queue', () => {
+  it('enqueues and runs jobs with parsed data, once each', async () => {
+    const core = setup();
+    const seen: number[] = [];
+    core.jobs.define({ queue: 'q', parseData: (d) => num.parse(d), async run(job) { seen.push(job.data.n); } });
+    core.jobs.start();
+    const ids = [1, 2, 3].map((n) => core.jobs.enqueue('q', { n }));
+    await until(() => ids.every((id) => row(core, id).state === 'done'), 5000, 'jobs done');
+    expect(seen.sort()).toEqual([1, 2, 3]);
+    for (const id of ids) expect(row(core, id)).toMatchObject({ attempts: 1, lease_owner: null, last_error: null });
+  });
+
+  it('retries with backoff on the queue\'s clock, then succeeds', async () => {
+    const clock = new ManualClock();
+    const core = setup(clock);
+    const attempts: number[] = [];
+    core.jobs.define({
+      queue: 'flaky', parseData: (d) => d, backoffMs: (n) => n * 10_000,
+      async run(job) { attempts.push(job.attempt); if (job.attempt < 3) throw new Error(`boom ${job.attempt}`); },
+    });
+    core.jobs.start();
+    const id = core.jobs.enqueue('flaky', {});
+    await until(() => row(core, id).attempts === 1 && row(core, id).state === 'pending', 5000, 'first failure');
+    expect(row(core, id)).toMatchObject({ last_error: 'boom 1', run_at: clock.now() + 10_000 });
+    // Nothing runs before the backoff is over.
+    await new Promise((r) => setTimeout(r, 100));
+    expect(attempts).toEqual([1]);
+    clock.advance(10_000);
+    core.jobs.kick();
+    await until(() => row(core, id).attempts === 2 && row(core, id).state === 'pending', 5000, 'second failure');
+    expect(row(core, id).run_at).toBe(clock.now() + 20_000);
+    clock.advance(20_000);
+    core.jobs.kick();
+    await until(() => row(core, id).state === 'done', 5000, 'done');
+    expect(attempts).toEqual([1, 2, 3]);
+  });
+
+  it('the default backoff is exponential; RetryAt picks the time; PermanentFailure and max attempts stop it', async () => {
+    const clock = new ManualClock();
+    const core = setup(clock);
+    core.jobs.define({ queue: 'default-backoff', parseData: (d) => d, async run() { throw new Error('nope'); } });
+    const t0 = clock.now();
+    core.jobs.define({ queue: 'retry-at', parseData: (d) => d, async run() { throw new RetryAt(t0 + 123_456); } });
+    core.jobs.define({ queue: 'permanent', parseData: (d) => d, async run() { throw new PermanentFailure('gone for good'); } });
+    core.jobs.define({ queue: 'max', parseData: (d) => d, maxAttempts: 2, backoffMs: () => 0, async run() { throw new Error('always'); } });
+    core.jobs.start();
+    const a = core.jobs.enqueue('default-backoff', {});
+    const b = core.jobs.enqueue('retry-at', {});
+    const c = core.jobs.enqueue('permanent', {});
+    const d = core.jobs.enqueue('max', {});
+    await until(() => row(core, a).attempts === 1 && row(core, a).state === 'pending', 5000, 'default backoff');
+    const firstDelay = row(core, a).run_at - clock.now();
+    expect(firstDelay).toBeGreaterThan(0);
+    clock.advance(firstDelay);
+    core.jobs.kick();
+    await until(() => row(core, a).attempts === 2 && row(core, a).state === 'pending', 5000, 'second default backoff');
+    expect(row(core, a).run_at - clock.now()).toBe(firstDelay * 2);
+    await until(() => row(core, b).state === 'pending' && row(core, b).attempts === 1, 5000, 'retry-at');
+    expect(row(core, b).run_at).toBe(t0 + 123_456);
+    await until(() => row(core, c).state === 'failed', 5000, 'permanent');
+    expect(row(core, c)).toMatchObject({ attempts: 1, last_error: 'gone for good' });
+    await until(() => row(core, d).state === 'failed', 5000, 'max attempts');
+    expect(row(core, d)).toMatchObject({ attempts: 2, max_attempts: 2, last_error: 'always' });
+  });
+
+  it('a dedupe key makes enqueue idempotent; cancel stops a pending job; bad data fails the job', async () => {
+    const clock = new ManualClock();
+    const core = setup(clock);
+    const ran: string[] = [];
+    core.jobs.define({ queue: 'd', parseData: (d) => z.object({ s: z.string() }).parse(d), async run(job) { ran.push(job.data.s); } });
+    const first = core.jobs.enqueue('d', { s: 'one' }, { dedupeKey: 'k1' });
+    expect(core.jobs.enqueue('d', { s: 'two' }, { dedupeKey: 'k1' })).toBe(first);
+    const later = core.jobs.enqueue('d', { s: 'later' }, { dedupeKey: 'k2', runAt: clock.now() + 3_600_000 });
+    const bad = core.jobs.enqueue('d', { s: 42 });
+    expect(core.jobs.cancel('d', 'k2')).toBe(true);
+    expect(core.jobs.cancel('d', 'no-such-key')).toBe(false);
+    core.jobs.start();
+    await until(() => row(core, first).state === 'done' && row(core, bad).state === 'failed', 5000, 'jobs settled');
+    expect(ran).toEqual(['one']);
+    expect(row(core, bad).last_error).toMatch(/bad job data/);
+    clock.advance(3_600_000);
+    core.jobs.kick();
+    await new Promise((r) => setTimeout(r, 100));
+    expect(row(core, later).state).toBe('cancelled');
+    expect(ran).toEqual(['one']);
+    // A finished job cannot be cancelled, and its dedupe key still returns it.
+    expect(core.jobs.cancel('d', 'k1')).toBe(false);
+    expect(core.jobs.enqueue('d', { s: 'again' }, { dedupeKey: 'k1' })).toBe(first);
+  });
+
+  it('a job leased by a crashed runner is taken over when the lease expires', async () => {
+    const clock = new ManualClock();
+    const core = setup(clock);
+    const ran: number[] = [];
+    core.jobs.define({ queue: 'lease', parseData: (d) => d, async run(job) { ran.push(job.attempt); } });
+    const id = core.jobs.enqueue('lease', {});
+    // Another node took it and died.
+    core.db.prepare("UPDATE jobs SET state = 'running', attempts = 1, lease_owner = 'other-node:1:abc', lease_until = ? WHERE id = ?").run(clock.now() + 60_000, id);
+    core.jobs.start();
+    await new Promise((r) => setTimeout(r, 100));
+    expect(ran).toEqual([]);
+    clock.advance(60_001);
+    core.jobs.kick();
+    await until(() => row(core, id).state === 'done', 5000, 'lease takeover');
+    expect(ran).toEqual([2]);
+  });
+
+  it('shutdown drains running jobs; what cannot finish goes back to pending', async () => {
+    const core = setup(new ManualClock());
+    core.jobs.define({ queue: 'slow', parseData: (d) => d, async run() { await new Promise((r) => setTimeout(r, 150)); } });
+    core.jobs.define({
+      queue: 'stuck', parseData: (d) => d,
+      run: (job) => new Promise<void>((_resolve, reject) => { job.signal.addEventListener('abort', () => reject(new Error('aborted'))); }),
+    });
+    const slow = core.jobs.enqueue('slow', {});
+    core.jobs.start();
+    await until(() => row(core, slow).state === 'running', 5000, 'slow running');
+    await core.jobs.shutdown(2000);
+    expect(row(core, slow).state).toBe('done');
+
+    const core2 = setup(new ManualClock());
+    core2.jobs.define({
+      queue: 'stuck', parseData: (d) => d,
+      run: (job) => new Promise<void>((_resolve, reject) => { job.signal.addEventListener('abort', () => reject(new Error('aborted'))); }),
+    });
+    const stuck = core2.jobs.enqueue('stuck', {});
+    core2.jobs.start();
+    await until(() => row(core2, stuck).state === 'running', 5000, 'stuck running');
+    await core2.jobs.shutdown(50);
+    expect(row(core2, stuck)).toMatchObject({ state: 'pending', lease_owner: null });
+  });
+});
+
+describe('event bus (outbox)', () => {
+  function notes(core: CoreServices): void {
+    core.db.exec('CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL); CREATE TABLE IF NOT EXISTS seen (event_id INTEGER NOT NULL, consumer TEXT NOT NULL)');
+    core.events.declare('test', 'note.created', z.object({ noteId: z.number().int(), body: z.string() }).strict());
+  }
+  const createNote = (core: CoreServices, tenantId: string, body: string, fail = false) =>
+    core.db.transaction(() => {
+      const id = Number(core.db.prepare('INSERT INTO notes (body) VALUES (?)').run(body).lastInsertRowid);
+      core.events.emit(tenantId, 'note.created', { noteId: id, body });
+      if (fail) throw new Error('rolled back after emit');
+      return id;
+    }).immediate();
+  const seenCount = (core: CoreServices, consumer: string) =>
+    (core.db.prepare('SELECT event_id FROM seen WHERE consumer = ? ORDER BY event_id').all(consumer) as { event_id: number }[]).map((r) => r.event_id);
+
+  it('events emitted in a transaction reach a durable consumer exactly once; rolled-back ones never', async () => {
+    const core = setup(new ManualClock());
+    notes(core);
+    core.events.subscribe({ name: 'indexer', events: ['note.created'], handle: (ev) => { core.db.prepare('INSERT INTO seen VALUES (?, ?)').run(ev.id, 'indexer'); } });
+    const live: AppEvent[] = [];
+    core.events.listen((ev) => live.push(ev));
+    core.events.start();
+    createNote(core, 't1', 'a');
+    expect(() => createNote(core, 't1', 'doomed', true)).toThrow(/rolled back/);
+    createNote(core, 't1', 'b');
+    await until(() => seenCount(core, 'indexer').length >= 2, 5000, 'delivery');
+    await new Promise((r) => setTimeout(r, 100));
+    const ids = seenCount(core, 'indexer');
+    expect(ids).toHaveLength(2);
+    expect(new Set(ids).size).toBe(2);
+    expect((core.db.prepare('SELECT body FROM notes').all() as { body: string }[]).map((r) => r.body)).toEqual(['a', 'b']);
+    await until(() => live.length === 2, 5000, 'listeners');
+    expect(live.map((e) => e.data.body)).toEqual(['a', 'b']);
+    expect(live[0]).toMatchObject({ tenantId: 't1', name: 'note.created' });
+  });
+
+  it('undeclared events and data off the schema are refused (and roll the transaction back)', () => {
+    const core = setup(new ManualClock());
+    notes(core);
+    expect(() => core.events.emit('t1', 'note.deleted', {})).toThrow(/not declared/);
+    expect(() => core.db.transaction(() => {
+      core.db.prepare("INSERT INTO notes (body) VALUES ('x')").run();
+      core.events.emit('t1', 'note.created', { noteId: 'one', body: 'x' });
+    })()).toThrow();
+    expect(core.db.prepare('SELECT COUNT(*) AS n FROM notes').get()).toEqual({ n: 0 });
+    expect(() => core.events.declare('other-plugin', 'note.created', z.object({}))).toThrow(/declared by both/);
+  });
+
+  it('a consumer that throws is retried without double effects; after a restart it resumes where it was', async () => {
+    const dir = tempDir('sovcomms-events-');
+    const core = setup(new ManualClock(), dir);
+    notes(core);
+    let failOnce = true;
+    core.events.subscribe({
+      name: 'flaky', events: '*',
+      handle: (ev) => {
+        core.db.prepare('INSERT INTO seen VALUES (?, ?)').run(ev.id, 'flaky');
+        if (ev.data.body === 'second' && failOnce) { failOnce = false; throw new Error('transient'); }
+      },
+    });
+    core.events.start();
+    createNote(core, 't1', 'first');
+    createNote(core, 't1', 'second');
+    createNote(core, 't1', 'third');
+    await until(() => seenCount(core, 'flaky').length >= 3, 5000, 'flaky delivery');
+    expect(seenCount(core, 'flaky')).toHaveLength(3);
+    expect(new Set(seenCount(core, 'flaky')).size).toBe(3);
+
+    // "Restart": a second bus on the same database with the same consumer name.
+    core.events.stop();
+    createNote(core, 't1', 'while-down');
+    const bus2 = new EventBus(core.db, core.clock, core.log.child({}), 50);
+    bus2.declare('test', 'note.created', z.object({ noteId: z.number().int(), body: z.string() }).strict());
+    bus2.subscribe({ name: 'flaky', events: '*', handle: (ev) => { core.db.prepare('INSERT INTO seen VALUES (?, ?)').run(ev.id, 'flaky'); } });
+    // A consumer seen for the first time starts now unless it asks for the beginning.
+    bus2.subscribe({ name: 'late', events: '*', handle: (ev) => { core.db.prepare('INSERT INTO seen VALUES (?, ?)').run(ev.id, 'late'); } });
+    bus2.subscribe({ name: 'replayer', events: '*', from: 'beginning', handle: (ev) => { core.db.prepare('INSERT INTO seen VALUES (?, ?)').run(ev.id, 'replayer'); } });
+    bus2.start();
+    try {
+      await until(() => seenCount(core, 'flaky').length >= 4 && seenCount(core, 'replayer').length >= 4, 5000, 'resume');
+      await new Promise((r) => setTimeout(r, 100));
+      expect(seenCount(core, 'flaky')).toHaveLength(4);
+      expect(new Set(seenCount(core, 'flaky')).size).toBe(4);
+      expect(seenCount(core, 'late')).toEqual([]);
+      expect(seenCount(core, 'replayer')).toHaveLength(4);
+    } finally {
+      bus2.stop();
+    }
+  });
+});
+
+// The JobQueue class is exported for plugins; keep the import checked.
+void JobQueue;
