@@ -1,0 +1,77 @@
+/**
+ * SDP offer/answer for one audio stream (RFC 3264 §5, §6.1; RFC 4566) with `sdp-transform`.
+ * We offer the trunk's G.711 codecs plus telephone-event (RFC 4733 §7.1.1) and take the first
+ * codec of the answer that we offered.
+ */
+import sdpTransform from 'sdp-transform';
+import { STATIC_PT, type Codec } from './audio.ts';
+
+export const DTMF_PT = 101;
+
+export function buildOffer(o: { host: string; port: number; codecs: Codec[]; sessionId: number }): string {
+  const codecs = o.codecs.length ? o.codecs : (['PCMU', 'PCMA'] as Codec[]);
+  const pts = [...codecs.map((c) => STATIC_PT[c]), DTMF_PT];
+  const session: sdpTransform.SessionDescription = {
+    version: 0,
+    origin: { username: 'sovcomms', sessionId: o.sessionId, sessionVersion: 1, netType: 'IN', ipVer: 4, address: o.host },
+    name: 'sovcomms',
+    connection: { version: 4, ip: o.host },
+    timing: { start: 0, stop: 0 },
+    media: [
+      {
+        type: 'audio',
+        port: o.port,
+        protocol: 'RTP/AVP',
+        payloads: pts.join(' '),
+        rtp: [...codecs.map((c) => ({ payload: STATIC_PT[c], codec: c, rate: 8000 })), { payload: DTMF_PT, codec: 'telephone-event', rate: 8000 }],
+        fmtp: [{ payload: DTMF_PT, config: '0-16' }],
+        ptime: 20,
+        direction: 'sendrecv',
+      },
+    ],
+  };
+  return sdpTransform.write(session);
+}
+
+export interface NegotiatedMedia {
+  host: string;
+  port: number;
+  codec: Codec;
+  payloadType: number;
+  dtmfPayloadType: number | null;
+}
+
+export class SdpError extends Error {
+  override name = 'SdpError';
+}
+
+/** Reads the answer; throws SdpError when no offered codec survived (RFC 3264 §6: must be a subset). */
+export function parseAnswer(sdp: string, offered: Codec[]): NegotiatedMedia {
+  let parsed: sdpTransform.SessionDescription;
+  try {
+    parsed = sdpTransform.parse(sdp);
+  } catch {
+    throw new SdpError('unparseable SDP answer');
+  }
+  const audio = parsed.media.find((m) => m.type === 'audio' && m.port > 0);
+  if (!audio) throw new SdpError('SDP answer has no active audio stream');
+  const host = audio.connection?.ip ?? parsed.connection?.ip;
+  if (!host) throw new SdpError('SDP answer has no connection address');
+  const pts = String(audio.payloads ?? '')
+    .split(/\s+/)
+    .filter(Boolean)
+    .map(Number);
+  const rtpmap = new Map((audio.rtp ?? []).map((r) => [r.payload, r.codec.toUpperCase()]));
+  let chosen: { codec: Codec; pt: number } | null = null;
+  for (const pt of pts) {
+    // Static types may come without an rtpmap (RFC 3551 §6).
+    const name = rtpmap.get(pt) ?? (pt === 0 ? 'PCMU' : pt === 8 ? 'PCMA' : '');
+    if ((name === 'PCMU' || name === 'PCMA') && offered.includes(name)) {
+      chosen = { codec: name, pt };
+      break;
+    }
+  }
+  if (!chosen) throw new SdpError('no common audio codec in SDP answer');
+  const te = (audio.rtp ?? []).find((r) => r.codec.toLowerCase() === 'telephone-event' && r.rate === 8000);
+  return { host, port: audio.port, codec: chosen.codec, payloadType: chosen.pt, dtmfPayloadType: te ? te.payload : null };
+}

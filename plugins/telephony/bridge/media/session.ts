@@ -1,0 +1,282 @@
+/**
+ * One call's RTP media: a UDP socket, a 20 ms sender paced from the monotonic clock (never from
+ * timer counts, which drift and catch up in bursts), a playback queue the AI fills, a jitter
+ * buffer for the far end's audio and RFC 4733 DTMF.
+ */
+import dgram from 'node:dgram';
+import { randomInt } from 'node:crypto';
+import { buildRtp, DtmfReceiver, JitterBuffer, parseRtp } from './rtp.ts';
+import { decodeG711, encodeG711, silenceFrame, type Codec } from './audio.ts';
+
+const FRAME_NS = 20_000_000n;
+const FRAME_SAMPLES = 160;
+
+/** Histogram of send-interval deviation from 20 ms, 0.1 ms bins up to 50 ms. */
+export class IntervalStats {
+  readonly bins = new Uint32Array(501);
+  count = 0;
+  max = 0;
+  add(deviationMs: number): void {
+    const d = Math.abs(deviationMs);
+    this.bins[Math.min(500, Math.round(d * 10))]++;
+    this.count++;
+    if (d > this.max) this.max = d;
+  }
+  percentile(p: number): number {
+    if (this.count === 0) return 0;
+    const want = Math.ceil(this.count * p);
+    let acc = 0;
+    for (let i = 0; i < this.bins.length; i++) {
+      acc += this.bins[i];
+      if (acc >= want) return i / 10;
+    }
+    return this.max;
+  }
+  merge(o: IntervalStats): void {
+    for (let i = 0; i < this.bins.length; i++) this.bins[i] += o.bins[i];
+    this.count += o.count;
+    this.max = Math.max(this.max, o.max);
+  }
+}
+
+/**
+ * One timer for all sessions: it wakes at the earliest due frame and sends every frame that is
+ * due, so 200 calls cost at most ~1000 wakeups per second and frames are never skipped.
+ */
+class Pacer {
+  private readonly sessions = new Set<MediaSession>();
+  private timer: NodeJS.Timeout | null = null;
+  private wakeAt = 0n;
+
+  add(s: MediaSession): void {
+    this.sessions.add(s);
+    this.arm();
+  }
+  remove(s: MediaSession): void {
+    this.sessions.delete(s);
+    if (this.sessions.size === 0 && this.timer) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
+  }
+  /** Re-arms when a session's next deadline moved earlier. */
+  arm(): void {
+    let earliest: bigint | null = null;
+    for (const s of this.sessions) if (earliest === null || s.nextDue < earliest) earliest = s.nextDue;
+    if (earliest === null) return;
+    if (this.timer && earliest >= this.wakeAt) return;
+    if (this.timer) clearTimeout(this.timer);
+    const now = process.hrtime.bigint();
+    const delayMs = Number(earliest - now) / 1e6;
+    this.wakeAt = earliest;
+    // setTimeout rounds up to whole ms; wake ~0.5 ms early and send what is due by then.
+    this.timer = setTimeout(() => this.run(), Math.max(0, Math.floor(delayMs - 0.5)));
+  }
+  private run(): void {
+    this.timer = null;
+    const now = process.hrtime.bigint();
+    const horizon = now + 500_000n;
+    for (const s of this.sessions) {
+      let guard = 0;
+      while (s.nextDue <= horizon && guard++ < 50) s.tick(now);
+    }
+    this.arm();
+  }
+}
+const pacer = new Pacer();
+
+export interface MediaOptions {
+  socket: dgram.Socket;
+  codec: Codec;
+  payloadType: number;
+  dtmfPayloadType: number | null;
+  remoteHost: string;
+  remotePort: number;
+  /** Decoded far-end audio, 160 samples at 8 kHz per 20 ms (gaps concealed with silence). */
+  onAudio?: (pcm8k: Int16Array) => void;
+  onDtmf?: (digit: string) => void;
+}
+
+export class MediaSession {
+  readonly stats = new IntervalStats();
+  nextDue = 0n;
+  private lastSent = 0n;
+  private seq = randomInt(0, 0xffff);
+  private ts = randomInt(0, 0x7fffffff);
+  private readonly ssrc = randomInt(1, 0x7fffffff);
+  private queue: Int16Array[] = [];
+  private queueOffset = 0;
+  private queued = 0;
+  private jitter = new JitterBuffer(3);
+  private readonly dtmf = new DtmfReceiver();
+  private remoteSsrc: number | null = null;
+  private talking = false;
+  private running = false;
+  private readonly silence: Uint8Array;
+  packetsSent = 0;
+  packetsReceived = 0;
+  /** hrtime of the first packet that carried AI audio (not silence). */
+  firstAudioSentAt: bigint | null = null;
+  /** Frames due but not sent on time (more than one frame late); should stay 0. */
+  lateFrames = 0;
+
+  constructor(private readonly o: MediaOptions) {
+    this.silence = silenceFrame(o.codec);
+    o.socket.on('message', (buf, rinfo) => this.onPacket(buf, rinfo.address, rinfo.port));
+  }
+
+  get localPort(): number {
+    return this.o.socket.address().port;
+  }
+  get jitterStats(): { lost: number; late: number; received: number } {
+    return { lost: this.jitter.lost, late: this.jitter.late, received: this.jitter.received };
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.nextDue = process.hrtime.bigint();
+    pacer.add(this);
+  }
+
+  /** Queues 8 kHz PCM for playout. The first audio after silence starts right away (new spurt). */
+  play(pcm8k: Int16Array): void {
+    if (pcm8k.length === 0) return;
+    this.queue.push(pcm8k);
+    this.queued += pcm8k.length;
+    if (!this.talking && this.running && this.firstAudioSentAt === null) {
+      // Re-phase the 20 ms grid to now so the first AI word does not wait up to one frame.
+      const now = process.hrtime.bigint();
+      if (this.nextDue > now) {
+        this.ts = (this.ts + Math.round((Number(now - this.lastSent) / 1e6) * 8) - FRAME_SAMPLES) >>> 0;
+        this.nextDue = now;
+        this.rephased = true;
+        pacer.arm();
+      }
+    }
+  }
+  private rephased = false;
+
+  /** Barge-in: drop everything not yet sent. */
+  flush(): void {
+    this.queue = [];
+    this.queueOffset = 0;
+    this.queued = 0;
+  }
+
+  get queuedMs(): number {
+    return this.queued / 8;
+  }
+
+  private takeFrame(): Int16Array | null {
+    if (this.queued === 0) return null;
+    const out = new Int16Array(FRAME_SAMPLES);
+    let n = 0;
+    while (n < FRAME_SAMPLES && this.queue.length) {
+      const head = this.queue[0];
+      const take = Math.min(FRAME_SAMPLES - n, head.length - this.queueOffset);
+      out.set(head.subarray(this.queueOffset, this.queueOffset + take), n);
+      n += take;
+      this.queueOffset += take;
+      if (this.queueOffset >= head.length) {
+        this.queue.shift();
+        this.queueOffset = 0;
+      }
+    }
+    this.queued -= n;
+    return out;
+  }
+
+  /** Sends the frame due at `nextDue` and plays out one far-end frame. */
+  tick(now: bigint): void {
+    if (now - this.nextDue > FRAME_NS) this.lateFrames++;
+    const frame = this.takeFrame();
+    const payload = frame ? encodeG711(this.o.codec, frame) : this.silence;
+    const marker = frame !== null && !this.talking; // RFC 3551 §4.1: first packet of a talk spurt
+    this.talking = frame !== null;
+    const pkt = buildRtp({ marker, payloadType: this.o.payloadType, sequence: this.seq, timestamp: this.ts, ssrc: this.ssrc, payload });
+    this.seq = (this.seq + 1) & 0xffff;
+    this.ts = (this.ts + FRAME_SAMPLES) >>> 0;
+    const sendAt = process.hrtime.bigint();
+    if (this.lastSent !== 0n && !this.rephased) this.stats.add(Number(sendAt - this.lastSent) / 1e6 - 20);
+    this.rephased = false;
+    this.lastSent = sendAt;
+    this.o.socket.send(pkt, this.o.remotePort, this.o.remoteHost);
+    this.packetsSent++;
+    if (frame && this.firstAudioSentAt === null) this.firstAudioSentAt = sendAt;
+    this.nextDue += FRAME_NS;
+
+    const incoming = this.jitter.pop();
+    if (incoming !== undefined && this.o.onAudio) {
+      this.o.onAudio(incoming === null ? new Int16Array(FRAME_SAMPLES) : decodeG711(this.o.codec, incoming));
+    }
+  }
+
+  private onPacket(buf: Buffer, host: string, _port: number): void {
+    const p = parseRtp(buf);
+    if (!p) return;
+    // Accept media only from the negotiated peer address (RFC 3550 §8.2 spirit: ignore strays).
+    if (host !== this.o.remoteHost) return;
+    this.packetsReceived++;
+    if (this.o.dtmfPayloadType !== null && p.payloadType === this.o.dtmfPayloadType) {
+      const d = this.dtmf.onPacket(p);
+      if (d && this.o.onDtmf) this.o.onDtmf(d);
+      return;
+    }
+    if (p.payloadType !== this.o.payloadType) return;
+    if (this.remoteSsrc !== null && p.ssrc !== this.remoteSsrc) this.jitter = new JitterBuffer(3); // new source: new sequence space
+    this.remoteSsrc = p.ssrc;
+    this.jitter.push(p.sequence, Buffer.from(p.payload));
+  }
+
+  stop(): void {
+    if (!this.running) {
+      this.o.socket.close();
+      return;
+    }
+    this.running = false;
+    pacer.remove(this);
+    try {
+      this.o.socket.close();
+    } catch {
+      // already closed
+    }
+  }
+}
+
+/** RTP port allocator over the configured range (even ports, RFC 3550 §11). */
+export class PortPool {
+  private next: number;
+  constructor(
+    private readonly min: number,
+    private readonly max: number,
+    private readonly host: string,
+  ) {
+    this.next = min + (min % 2);
+  }
+
+  async open(): Promise<dgram.Socket> {
+    const span = Math.floor((this.max - this.min) / 2) + 1;
+    for (let i = 0; i < span; i++) {
+      const port = this.next;
+      this.next += 2;
+      if (this.next > this.max) this.next = this.min + (this.min % 2);
+      const sock = dgram.createSocket('udp4');
+      const ok = await new Promise<boolean>((res) => {
+        sock.once('error', () => res(false));
+        sock.bind(port, this.host, () => res(true));
+      });
+      if (ok) {
+        sock.removeAllListeners('error');
+        sock.on('error', () => undefined);
+        return sock;
+      }
+      try {
+        sock.close();
+      } catch {
+        // never bound
+      }
+    }
+    throw new Error('no free RTP port in range');
+  }
+}
