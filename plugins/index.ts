@@ -1,7 +1,11 @@
 import type { PluginManifest } from '../server/plugin.ts';
 import audit from './audit/index.ts';
+import rpCa from './rp-ca/index.ts';
+import webhooks from './webhooks/index.ts';
+import oidc from './oidc/index.ts';
+import telephony from './telephony/index.ts';
 
 /** The built-in plugins, in no particular order: the host sorts them by dependency. */
 export function builtinPlugins(): PluginManifest[] {
-  return [audit].map((make) => make() as unknown as PluginManifest);
+  return [audit, rpCa, oidc, webhooks, telephony].map((make) => make() as unknown as PluginManifest);
 }

@@ -1,0 +1,227 @@
+import crypto from 'node:crypto';
+import { z } from 'zod';
+import type { DB } from '../../server/store/db.ts';
+import type { Tenant } from '../../server/tenancy.ts';
+import { InputError, NotFoundError } from '../../server/errors.ts';
+import { sha256Hex, safeEqual } from '../../server/keys.ts';
+
+export const AUTH_METHODS = ['none', 'client_secret_basic', 'client_secret_post', 'private_key_jwt'] as const;
+export type AuthMethod = (typeof AUTH_METHODS)[number];
+
+export const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
+export const PRE_AUTH = 'urn:ietf:params:oauth:grant-type:pre-authorized_code';
+/** Grant types a client may be registered for; `implicit` covers response types with id_token. */
+export const GRANT_TYPES = ['authorization_code', 'implicit', 'refresh_token', 'client_credentials', 'password', JWT_BEARER, PRE_AUTH] as const;
+
+export const CONSOLE_CLIENT_ID = 'sovcomms-console';
+
+export interface OidcClient {
+  clientId: string;
+  name: string;
+  authMethod: AuthMethod;
+  redirectUris: string[];
+  postLogoutRedirectUris: string[];
+  grantTypes: string[];
+  jwks: { keys: Record<string, unknown>[] } | null;
+  allowPlainPkce: boolean;
+  idTokenAlg: 'RS256' | 'ES256';
+  skipConsent: boolean;
+  builtin: boolean;
+  hasSecret: boolean;
+  createdAt: string;
+  updatedAt: string;
+}
+
+interface ClientRow {
+  client_id: string; name: string; secret_hash: string | null; auth_method: AuthMethod; redirect_uris: string; post_logout_redirect_uris: string;
+  grant_types: string; jwks: string | null; allow_plain_pkce: number; id_token_alg: 'RS256' | 'ES256'; skip_consent: number; builtin: number;
+  created_at: string; updated_at: string;
+}
+
+function toClient(r: ClientRow): OidcClient {
+  return {
+    clientId: r.client_id, name: r.name, authMethod: r.auth_method, redirectUris: JSON.parse(r.redirect_uris) as string[],
+    postLogoutRedirectUris: JSON.parse(r.post_logout_redirect_uris) as string[], grantTypes: JSON.parse(r.grant_types) as string[],
+    jwks: r.jwks ? (JSON.parse(r.jwks) as OidcClient['jwks']) : null, allowPlainPkce: r.allow_plain_pkce === 1, idTokenAlg: r.id_token_alg,
+    skipConsent: r.skip_consent === 1, builtin: r.builtin === 1, hasSecret: !!r.secret_hash, createdAt: r.created_at, updatedAt: r.updated_at,
+  };
+}
+
+const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]']);
+
+/**
+ * A redirect URI is absolute, has no fragment (RFC 6749 §3.1.2), and is https, http on loopback
+ * (RFC 8252 §7.3), or a private-use scheme with a dot (RFC 8252 §7.1). The console's built-in
+ * client uses origin-relative paths, resolved against the issuer.
+ */
+export function checkRedirectUri(u: string, field: string): string {
+  let url: URL;
+  try {
+    url = new URL(u);
+  } catch {
+    throw new InputError(`${field}: ${JSON.stringify(u)} is not an absolute URI`, 'invalid_redirect_uri');
+  }
+  if (url.hash || u.includes('#')) throw new InputError(`${field}: ${u} must not contain a fragment`, 'invalid_redirect_uri');
+  if (url.protocol === 'http:' && !LOOPBACK.has(url.hostname)) throw new InputError(`${field}: ${u} must use https (http only on loopback)`, 'invalid_redirect_uri');
+  if (url.protocol !== 'https:' && url.protocol !== 'http:' && !/^[a-z][a-z0-9+.-]*\.[a-z0-9+.-]+:$/.test(url.protocol)) {
+    throw new InputError(`${field}: ${u}: scheme must be https, loopback http, or a reverse-DNS private-use scheme`, 'invalid_redirect_uri');
+  }
+  return u;
+}
+
+const jwkSchema = z.object({ kty: z.string() }).loose();
+
+/** Client metadata as RFC 7591 §2 names it (snake_case), the body of oidc-clients-save. */
+export const clientInput = z.object({
+  client_id: z.string().regex(/^[A-Za-z0-9._:-]{1,128}$/, 'letters, digits and . _ : - (1 to 128)'),
+  client_name: z.string().max(200).optional(),
+  redirect_uris: z.array(z.string().max(2000)).max(50).default([]),
+  post_logout_redirect_uris: z.array(z.string().max(2000)).max(50).default([]),
+  grant_types: z.array(z.enum(GRANT_TYPES)).min(1).max(10).default(['authorization_code', 'refresh_token']),
+  token_endpoint_auth_method: z.enum(AUTH_METHODS).default('client_secret_basic'),
+  jwks: z.object({ keys: z.array(jwkSchema).min(1).max(20) }).nullable().optional(),
+  allow_plain_pkce: z.boolean().default(true),
+  id_token_signed_response_alg: z.enum(['RS256', 'ES256']).default('RS256'),
+  skip_consent: z.boolean().default(false),
+}).strict();
+export type ClientInput = z.infer<typeof clientInput>;
+
+/** Accepts camelCase keys too (the core's convention for JSON bodies). */
+export function snakeKeys(v: unknown): unknown {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return v;
+  const out: Record<string, unknown> = {};
+  for (const [k, val] of Object.entries(v as Record<string, unknown>)) {
+    const sk = /[A-Z]/.test(k) ? k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`) : k;
+    out[sk] = val;
+  }
+  return out;
+}
+
+export function validateClient(c: ClientInput): void {
+  c.redirect_uris.forEach((u, i) => checkRedirectUri(u, `redirect_uris[${i}]`));
+  c.post_logout_redirect_uris.forEach((u, i) => checkRedirectUri(u, `post_logout_redirect_uris[${i}]`));
+  const usesRedirect = c.grant_types.includes('authorization_code') || c.grant_types.includes('implicit');
+  if (usesRedirect && !c.redirect_uris.length) throw new InputError('redirect_uris: at least one is required for authorization_code or implicit', 'invalid_redirect_uri');
+  if (c.token_endpoint_auth_method === 'none' && c.grant_types.includes('client_credentials')) {
+    throw new InputError('grant_types: client_credentials needs an authenticated client (token_endpoint_auth_method other than none)', 'invalid_client_metadata');
+  }
+  if ((c.token_endpoint_auth_method === 'private_key_jwt' || c.grant_types.includes(JWT_BEARER)) && !c.jwks?.keys.length) {
+    throw new InputError('jwks: private_key_jwt and jwt-bearer need the client\'s public keys', 'invalid_client_metadata');
+  }
+  for (const [i, k] of (c.jwks?.keys ?? []).entries()) {
+    // RFC 7517 §4: a JWK set published by a client must never carry private members.
+    if (['d', 'p', 'q', 'dp', 'dq', 'qi', 'k'].some((m) => m in k)) throw new InputError(`jwks.keys[${i}]: private or symmetric key material is not accepted`, 'invalid_client_metadata');
+    if (!['RSA', 'EC', 'OKP'].includes(String(k.kty))) throw new InputError(`jwks.keys[${i}]: kty must be RSA, EC or OKP`, 'invalid_client_metadata');
+    try {
+      crypto.createPublicKey({ key: k as crypto.JsonWebKey, format: 'jwk' });
+    } catch {
+      throw new InputError(`jwks.keys[${i}]: not a valid public key`, 'invalid_client_metadata');
+    }
+  }
+}
+
+export function newClientSecret(): string {
+  return 'cs_' + crypto.randomBytes(32).toString('base64url');
+}
+
+/** OIDC clients of a tenant. Secrets are stored as SHA-256 only and shown once. */
+export class ClientRepo {
+  readonly #get;
+
+  constructor(private readonly db: DB) {
+    this.#get = db.prepare('SELECT * FROM oidc_clients WHERE tenant_id = ? AND client_id = ?');
+  }
+
+  get(tenant: Tenant, clientId: string): OidcClient | undefined {
+    if (clientId === CONSOLE_CLIENT_ID) this.ensureBuiltin(tenant);
+    const r = this.#get.get(tenant.id, clientId) as ClientRow | undefined;
+    return r && toClient(r);
+  }
+
+  /** The secret check in constant time; false for clients without a secret. */
+  checkSecret(tenant: Tenant, clientId: string, secret: string): boolean {
+    const r = this.#get.get(tenant.id, clientId) as ClientRow | undefined;
+    const h = sha256Hex(secret);
+    return safeEqual(r?.secret_hash ?? '0'.repeat(64), h) && !!r?.secret_hash;
+  }
+
+  list(tenant: Tenant): OidcClient[] {
+    this.ensureBuiltin(tenant);
+    return (this.db.prepare('SELECT * FROM oidc_clients WHERE tenant_id = ? ORDER BY client_id').all(tenant.id) as ClientRow[]).map(toClient);
+  }
+
+  /** Insert or update; a new client with a secret-based auth method gets a secret, returned once. */
+  upsert(tenant: Tenant, c: ClientInput): { client: OidcClient; created: boolean; secret?: string } {
+    validateClient(c);
+    if (c.client_id === CONSOLE_CLIENT_ID) throw new InputError(`${CONSOLE_CLIENT_ID} is built in and cannot be changed`, 'invalid_client_metadata');
+    const now = new Date().toISOString();
+    const existing = this.#get.get(tenant.id, c.client_id) as ClientRow | undefined;
+    const needsSecret = c.token_endpoint_auth_method === 'client_secret_basic' || c.token_endpoint_auth_method === 'client_secret_post';
+    let secret: string | undefined;
+    let secretHash = existing?.secret_hash ?? null;
+    if (needsSecret && !secretHash) {
+      secret = newClientSecret();
+      secretHash = sha256Hex(secret);
+    }
+    if (!needsSecret) secretHash = null;
+    this.db
+      .prepare(`INSERT INTO oidc_clients (tenant_id, client_id, name, secret_hash, auth_method, redirect_uris, post_logout_redirect_uris, grant_types, jwks,
+                  allow_plain_pkce, id_token_alg, skip_consent, builtin, created_at, updated_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)
+                ON CONFLICT (tenant_id, client_id) DO UPDATE SET name = excluded.name, secret_hash = excluded.secret_hash, auth_method = excluded.auth_method,
+                  redirect_uris = excluded.redirect_uris, post_logout_redirect_uris = excluded.post_logout_redirect_uris, grant_types = excluded.grant_types,
+                  jwks = excluded.jwks, allow_plain_pkce = excluded.allow_plain_pkce, id_token_alg = excluded.id_token_alg, skip_consent = excluded.skip_consent,
+                  updated_at = excluded.updated_at`)
+      .run(tenant.id, c.client_id, c.client_name ?? c.client_id, secretHash, c.token_endpoint_auth_method, JSON.stringify(c.redirect_uris),
+        JSON.stringify(c.post_logout_redirect_uris), JSON.stringify(c.grant_types), c.jwks ? JSON.stringify(c.jwks) : null,
+        c.allow_plain_pkce ? 1 : 0, c.id_token_signed_response_alg, c.skip_consent ? 1 : 0, now, now);
+    return { client: this.get(tenant, c.client_id)!, created: !existing, secret };
+  }
+
+  /** A new secret replaces the old one at once; the value is returned once and stored hashed. */
+  newSecret(tenant: Tenant, clientId: string): string {
+    const c = this.get(tenant, clientId);
+    if (!c) throw new NotFoundError(`no OIDC client ${clientId}`);
+    if (c.authMethod !== 'client_secret_basic' && c.authMethod !== 'client_secret_post') {
+      throw new InputError(`client ${clientId} authenticates with ${c.authMethod}; a secret applies to client_secret_basic or client_secret_post`, 'invalid_client_metadata');
+    }
+    const secret = newClientSecret();
+    this.db.prepare('UPDATE oidc_clients SET secret_hash = ?, updated_at = ? WHERE tenant_id = ? AND client_id = ?').run(sha256Hex(secret), new Date().toISOString(), tenant.id, clientId);
+    return secret;
+  }
+
+  remove(tenant: Tenant, clientId: string): void {
+    if (clientId === CONSOLE_CLIENT_ID) throw new InputError(`${CONSOLE_CLIENT_ID} is built in and cannot be removed`);
+    const n = this.db.prepare('DELETE FROM oidc_clients WHERE tenant_id = ? AND client_id = ?').run(tenant.id, clientId).changes;
+    if (!n) throw new NotFoundError(`no OIDC client ${clientId}`);
+  }
+
+  /**
+   * The console's public client: PKCE code flow and the password grant of the spec's admin
+   * walk-through. Its redirect URIs are origin-relative (`/console/...`): the console is served
+   * by the appliance itself under whatever host the operator uses.
+   */
+  ensureBuiltin(tenant: Tenant): void {
+    const now = new Date().toISOString();
+    this.db
+      .prepare(`INSERT OR IGNORE INTO oidc_clients (tenant_id, client_id, name, secret_hash, auth_method, redirect_uris, post_logout_redirect_uris, grant_types,
+                  jwks, allow_plain_pkce, id_token_alg, skip_consent, builtin, created_at, updated_at)
+                VALUES (?, ?, 'Operator console', NULL, 'none', ?, ?, ?, NULL, 0, 'RS256', 1, 1, ?, ?)`)
+      .run(tenant.id, CONSOLE_CLIENT_ID, JSON.stringify(['/console/callback']), JSON.stringify(['/console/']),
+        JSON.stringify(['authorization_code', 'refresh_token', 'password']), now, now);
+  }
+}
+
+/** Exact match (RFC 9700 §2.1); origin-relative entries of built-in clients resolve against the issuer. */
+export function redirectUriAllowed(registered: string[], uri: string, issuer: string): boolean {
+  return registered.some((r) => (r.startsWith('/') ? issuer + r : r) === uri);
+}
+
+export function clientView(c: OidcClient): Record<string, unknown> {
+  return {
+    client_id: c.clientId, client_name: c.name, token_endpoint_auth_method: c.authMethod, redirect_uris: c.redirectUris,
+    post_logout_redirect_uris: c.postLogoutRedirectUris, grant_types: c.grantTypes, jwks: c.jwks, allow_plain_pkce: c.allowPlainPkce,
+    id_token_signed_response_alg: c.idTokenAlg, skip_consent: c.skipConsent, builtin: c.builtin, has_secret: c.hasSecret,
+    created_at: c.createdAt, updated_at: c.updatedAt,
+  };
+}

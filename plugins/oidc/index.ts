@@ -1,0 +1,43 @@
+import { definePlugin } from '../../server/plugin.ts';
+import { sqlMigrations } from '../../server/store/migrate.ts';
+import { ClientRepo } from './clients.ts';
+import { SigningKeys } from './keys.ts';
+import { OidcProvider, type OidcService } from './provider.ts';
+import { adminRoutes, protocolRoutes } from './routes.ts';
+import { oidcConfig } from './schemas.ts';
+import { TenantSettings } from './settings.ts';
+import { clientCli } from './cli.ts';
+
+/**
+ * The OpenID Provider of every tenant (issue 3): discovery, JWKS, federation entity statement,
+ * authorize, token, userinfo, revoke, introspect, end session, the sign-in pages, client
+ * management, and the core's bearer hook.
+ */
+export default definePlugin(() => {
+  let provider: OidcProvider | undefined;
+  let settings: TenantSettings | undefined;
+  return {
+    name: 'oidc',
+    description: 'OpenID Connect provider, sign-in pages and OIDC client management',
+    dependsOn: ['audit'],
+    migrations: sqlMigrations(import.meta.url),
+    config: oidcConfig,
+    cli: { client: clientCli },
+    routes(r, ctx) {
+      const keys = new SigningKeys(ctx.db, ctx.keys, ctx.clock);
+      provider = new OidcProvider(ctx.db, keys, new ClientRepo(ctx.db), ctx.users, ctx.tenants, ctx.audit, ctx.clock, ctx.rateLimit, ctx.config);
+      settings = new TenantSettings(ctx.db, ctx.config);
+      const p = provider;
+      const service: OidcService = {
+        registerGrant: (type, handler, opts) => p.registerGrant(type, handler, opts),
+        issuer: (origin) => origin.replace(/\/+$/, ''),
+        provider: p,
+      };
+      // Provided at route time so dependants can plug grants in before the first request.
+      ctx.provide('oidc', service);
+      ctx.auth.setBearerVerifier((token, tenant) => p.principal(token, tenant));
+      protocolRoutes(r, ctx, () => p, () => settings!);
+      adminRoutes(r, ctx, () => p, () => settings!);
+    },
+  };
+});

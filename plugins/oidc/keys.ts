@@ -1,0 +1,136 @@
+import crypto from 'node:crypto';
+import * as jose from 'jose';
+import type { DB } from '../../server/store/db.ts';
+import type { KeyService } from '../../server/keys.ts';
+import type { Tenant } from '../../server/tenancy.ts';
+import type { Clock } from '../../server/clock.ts';
+
+export type SigAlg = 'RS256' | 'ES256';
+export const SIG_ALGS: readonly SigAlg[] = ['RS256', 'ES256'];
+
+interface KeyRow {
+  kid: string; alg: SigAlg; public_jwk: string; private_sealed: string; state: 'active' | 'retiring'; created_at: string; retire_after: string | null;
+}
+
+interface LoadedKey {
+  kid: string;
+  alg: SigAlg;
+  publicJwk: jose.JWK;
+  publicKey: crypto.KeyObject;
+  privateKey?: crypto.KeyObject;
+  active: boolean;
+}
+
+interface TenantKeys {
+  active: Map<SigAlg, LoadedKey>;
+  byKid: Map<string, LoadedKey>;
+  jwks: { keys: jose.JWK[] };
+  loadedAt: number;
+}
+
+/** Multi-process safety: the CLI may rotate while the server runs; reload at most this often. */
+const CACHE_MS = 60_000;
+
+/**
+ * Per-tenant signing keys, one active RS256 and one active ES256 key each. Private keys are kept
+ * sealed with the appliance master key (AAD binds them to tenant and kid). Rotation makes new
+ * active keys and keeps the old ones published (state `retiring`) until `retire_after`, so
+ * tokens signed just before a rotation still verify (overlap).
+ */
+export class SigningKeys {
+  readonly #cache = new Map<string, TenantKeys>();
+
+  constructor(private readonly db: DB, private readonly keys: KeyService, private readonly clock: Clock) {}
+
+  private load(tenant: Tenant): TenantKeys {
+    const now = this.clock.now();
+    const hit = this.#cache.get(tenant.id);
+    if (hit && now - hit.loadedAt < CACHE_MS) return hit;
+    const nowIso = new Date(now).toISOString();
+    this.db.prepare("DELETE FROM oidc_keys WHERE tenant_id = ? AND state = 'retiring' AND retire_after < ?").run(tenant.id, nowIso);
+    let rows = this.rows(tenant);
+    for (const alg of SIG_ALGS) {
+      if (!rows.some((r) => r.alg === alg && r.state === 'active')) this.generate(tenant, alg);
+    }
+    rows = this.rows(tenant);
+    const tk: TenantKeys = { active: new Map(), byKid: new Map(), jwks: { keys: [] }, loadedAt: now };
+    for (const r of rows) {
+      const publicJwk = JSON.parse(r.public_jwk) as jose.JWK;
+      const k: LoadedKey = { kid: r.kid, alg: r.alg, publicJwk, publicKey: crypto.createPublicKey({ key: publicJwk as crypto.JsonWebKey, format: 'jwk' }), active: r.state === 'active' };
+      if (k.active && !tk.active.has(r.alg)) {
+        k.privateKey = crypto.createPrivateKey(this.keys.openString(r.private_sealed, `oidc-key|${tenant.id}|${r.kid}`));
+        tk.active.set(r.alg, k);
+      }
+      tk.byKid.set(r.kid, k);
+      tk.jwks.keys.push(publicJwk);
+    }
+    this.#cache.set(tenant.id, tk);
+    return tk;
+  }
+
+  private rows(tenant: Tenant): KeyRow[] {
+    return this.db.prepare('SELECT * FROM oidc_keys WHERE tenant_id = ? ORDER BY created_at DESC').all(tenant.id) as KeyRow[];
+  }
+
+  private generate(tenant: Tenant, alg: SigAlg): void {
+    const { publicKey, privateKey } = alg === 'RS256'
+      ? crypto.generateKeyPairSync('rsa', { modulusLength: 2048 })
+      : crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    const jwk = publicKey.export({ format: 'jwk' }) as jose.JWK;
+    const kid = `${alg.toLowerCase()}-${crypto.randomBytes(6).toString('base64url')}`;
+    const publicJwk: jose.JWK = { ...jwk, kid, alg, use: 'sig' };
+    const pem = privateKey.export({ format: 'pem', type: 'pkcs8' }) as string;
+    // INSERT only if no active key of this alg appeared meanwhile (a CLI and the server racing).
+    this.db.transaction(() => {
+      const exists = this.db.prepare("SELECT 1 FROM oidc_keys WHERE tenant_id = ? AND alg = ? AND state = 'active'").get(tenant.id, alg);
+      if (exists) return;
+      this.db
+        .prepare('INSERT INTO oidc_keys (tenant_id, kid, alg, public_jwk, private_sealed, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
+        .run(tenant.id, kid, alg, JSON.stringify(publicJwk), this.keys.seal(pem, `oidc-key|${tenant.id}|${kid}`), 'active', new Date(this.clock.now()).toISOString());
+    }).immediate();
+  }
+
+  /** New active keys; the previous ones stay published for `overlapSeconds` (≥ the longest token life). */
+  rotate(tenant: Tenant, overlapSeconds: number): { kids: string[] } {
+    const retireAfter = new Date(this.clock.now() + overlapSeconds * 1000).toISOString();
+    this.db.prepare("UPDATE oidc_keys SET state = 'retiring', retire_after = ? WHERE tenant_id = ? AND state = 'active'").run(retireAfter, tenant.id);
+    this.#cache.delete(tenant.id);
+    const tk = this.load(tenant);
+    return { kids: [...tk.active.values()].map((k) => k.kid) };
+  }
+
+  jwks(tenant: Tenant): { keys: jose.JWK[] } {
+    return this.load(tenant).jwks;
+  }
+
+  async sign(tenant: Tenant, payload: jose.JWTPayload, opts: { alg: SigAlg; typ?: string }): Promise<string> {
+    const k = this.load(tenant).active.get(opts.alg)!;
+    return new jose.SignJWT(payload).setProtectedHeader({ alg: k.alg, kid: k.kid, ...(opts.typ ? { typ: opts.typ } : {}) }).sign(k.privateKey!);
+  }
+
+  /**
+   * Verifies a JWT signed by this tenant. The key is chosen by kid among this tenant's keys only,
+   * and the algorithm must be the key's own (no alg confusion, no `none`: RFC 8725 §3.1).
+   */
+  async verify(tenant: Tenant, token: string, opts: { typ?: string; issuer?: string; audience?: string; allowExpired?: boolean } = {}): Promise<jose.JWTPayload> {
+    const tk = this.load(tenant);
+    const header = jose.decodeProtectedHeader(token);
+    const key = typeof header.kid === 'string' ? tk.byKid.get(header.kid) : undefined;
+    if (!key || header.alg !== key.alg) throw new jose.errors.JWSSignatureVerificationFailed('unknown key or algorithm');
+    const { payload } = await jose.jwtVerify(token, key.publicKey, {
+      algorithms: [key.alg],
+      typ: opts.typ,
+      issuer: opts.issuer,
+      audience: opts.audience,
+      clockTolerance: 5,
+      currentDate: opts.allowExpired ? new Date(0) : new Date(this.clock.now()),
+    });
+    return payload;
+  }
+}
+
+/** Base64url of the left half of SHA-256 (OIDC Core §3.3.2.11 at_hash / c_hash for RS256/ES256). */
+export function halfHash(value: string): string {
+  const d = crypto.createHash('sha256').update(value).digest();
+  return d.subarray(0, d.length / 2).toString('base64url');
+}
