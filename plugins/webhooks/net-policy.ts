@@ -1,0 +1,110 @@
+import net from 'node:net';
+import dns from 'node:dns';
+import type { NetworkPolicyInput } from './schemas.ts';
+
+/** The address policy in force for one tenant, every field decided. */
+export interface NetworkPolicy {
+  allowLoopback: boolean;
+  allowLinkLocal: boolean;
+  allowPrivate: boolean;
+  allowCidrs: string[];
+  denyCidrs: string[];
+}
+
+export const DEFAULT_POLICY: NetworkPolicy = { allowLoopback: false, allowLinkLocal: false, allowPrivate: true, allowCidrs: [], denyCidrs: [] };
+
+export function mergePolicy(...layers: (NetworkPolicyInput | undefined)[]): NetworkPolicy {
+  const out: NetworkPolicy = { ...DEFAULT_POLICY, allowCidrs: [], denyCidrs: [] };
+  for (const l of layers) {
+    if (!l) continue;
+    if (l.allowLoopback !== undefined) out.allowLoopback = l.allowLoopback;
+    if (l.allowLinkLocal !== undefined) out.allowLinkLocal = l.allowLinkLocal;
+    if (l.allowPrivate !== undefined) out.allowPrivate = l.allowPrivate;
+    if (l.allowCidrs) out.allowCidrs.push(...l.allowCidrs);
+    if (l.denyCidrs) out.denyCidrs.push(...l.denyCidrs);
+  }
+  return out;
+}
+
+function blockList(cidrs: string[]): net.BlockList {
+  const bl = new net.BlockList();
+  for (const c of cidrs) {
+    const [addr, bits] = c.split('/');
+    const type = net.isIPv6(addr ?? '') ? 'ipv6' : 'ipv4';
+    if (!addr || !net.isIP(addr)) throw new Error(`not a CIDR: ${c}`);
+    if (bits === undefined) bl.addAddress(addr, type);
+    else bl.addSubnet(addr, Number(bits), type);
+  }
+  return bl;
+}
+
+/** Config validation: a typo in a CIDR stops the start instead of failing every delivery. */
+export function isCidr(c: string): boolean {
+  try {
+    blockList([c]);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+// Never a webhook target, whatever the policy: "this host" (RFC 1122 §3.2.1.3), multicast, broadcast, reserved.
+const ALWAYS_REFUSED = blockList(['0.0.0.0/8', '224.0.0.0/4', '240.0.0.0/4', '::/128', 'ff00::/8']);
+// Cloud instance-metadata services (AWS/GCP/Azure/OpenStack, AWS IPv6, ECS task metadata, Alibaba).
+const METADATA = blockList(['169.254.169.254/32', 'fd00:ec2::254/128', '169.254.170.2/32', '100.100.100.200/32']);
+const LOOPBACK = blockList(['127.0.0.0/8', '::1/128']);
+const LINK_LOCAL = blockList(['169.254.0.0/16', 'fe80::/10']);
+// RFC 1918, RFC 6598 shared address space, RFC 4193 unique local.
+const PRIVATE = blockList(['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '100.64.0.0/10', 'fc00::/7']);
+
+/** An IPv4-mapped IPv6 address (::ffff:a.b.c.d) is checked as the IPv4 address it reaches. */
+export function normalizeAddress(address: string): { address: string; family: 4 | 6 } {
+  const lower = address.toLowerCase().replace(/^\[|\]$/g, '');
+  const m = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(lower);
+  if (m) return { address: m[1]!, family: 4 };
+  const family = net.isIP(lower);
+  if (!family) throw new Error(`not an IP address: ${address}`);
+  return { address: lower, family: family as 4 | 6 };
+}
+
+/** Why an address is refused under `policy`, or null when it may be connected to. */
+export function refusal(address: string, policy: NetworkPolicy): string | null {
+  const { address: a, family } = normalizeAddress(address);
+  const type = family === 4 ? 'ipv4' : 'ipv6';
+  if (policy.denyCidrs.length && blockList(policy.denyCidrs).check(a, type)) return `${a} is in the tenant's deny list`;
+  if (policy.allowCidrs.length && blockList(policy.allowCidrs).check(a, type)) return null;
+  if (ALWAYS_REFUSED.check(a, type)) return `${a} is an unspecified, multicast or reserved address`;
+  if (METADATA.check(a, type)) return `${a} is a cloud metadata address`;
+  if (LOOPBACK.check(a, type)) return policy.allowLoopback ? null : `${a} is a loopback address`;
+  if (LINK_LOCAL.check(a, type)) return policy.allowLinkLocal ? null : `${a} is a link-local address`;
+  if (PRIVATE.check(a, type)) return policy.allowPrivate ? null : `${a} is a private network address`;
+  return null;
+}
+
+export type Resolver = (host: string) => Promise<{ address: string; family: number }[]>;
+
+export const systemResolver: Resolver = (host) => dns.promises.lookup(host, { all: true, verbatim: true });
+
+export class AddressRefused extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'AddressRefused';
+  }
+}
+
+/**
+ * Resolves a URL's host and picks the first address the policy allows. The sender connects to
+ * exactly this address (no second lookup), so DNS rebinding between check and connect is impossible.
+ */
+export async function resolveChecked(url: URL, policy: NetworkPolicy, resolve: Resolver = systemResolver): Promise<{ address: string; family: 4 | 6 }> {
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  const addrs = net.isIP(host) ? [{ address: host, family: net.isIP(host) }] : await resolve(host);
+  if (!addrs.length) throw new Error(`${host} did not resolve`);
+  const reasons: string[] = [];
+  for (const a of addrs) {
+    const why = refusal(a.address, policy);
+    if (!why) return normalizeAddress(a.address);
+    reasons.push(why);
+  }
+  throw new AddressRefused(`address refused for ${host}: ${[...new Set(reasons)].join('; ')}`);
+}

@@ -1,0 +1,155 @@
+import crypto from 'node:crypto';
+import http from 'node:http';
+import https from 'node:https';
+import { BUILD } from '../../server/build-info.ts';
+import { resolveChecked, type NetworkPolicy, type Resolver } from './net-policy.ts';
+
+/**
+ * One secret, two signatures. The secret is `whsec_` + base64 of 24 random bytes, the Standard
+ * Webhooks convention:
+ * - `X-Service-Signature: sha256=<hex>` (spec "Events") keys HMAC-SHA256 with the whole secret
+ *   string as UTF-8 bytes, as GitHub-style verifiers (`@octokit/webhooks-methods` verify(secret,
+ *   body, sig)) do with the string they are given;
+ * - `webhook-signature: v1,<base64>` (Standard Webhooks §Signature scheme) keys it with the bytes
+ *   after `whsec_`, base64-decoded, as `new Webhook(secret)` of the `standardwebhooks` library does.
+ */
+export function newSecret(): string {
+  return 'whsec_' + crypto.randomBytes(24).toString('base64');
+}
+
+export function serviceSignature(secret: string, body: string | Buffer): string {
+  return 'sha256=' + crypto.createHmac('sha256', Buffer.from(secret, 'utf8')).update(body).digest('hex');
+}
+
+export function standardSignature(secret: string, id: string, timestampSec: number, body: string): string {
+  const key = Buffer.from(secret.startsWith('whsec_') ? secret.slice(6) : secret, 'base64');
+  return 'v1,' + crypto.createHmac('sha256', key).update(`${id}.${timestampSec}.${body}`).digest('base64');
+}
+
+export interface DeliveryRequest {
+  url: string;
+  body: string;
+  event: string;
+  deliveryId: string;
+  attempt: number;
+  secret: string;
+  /** Unix seconds for webhook-timestamp (the time of this attempt: receivers check freshness). */
+  timestampSec: number;
+}
+
+export function deliveryHeaders(d: DeliveryRequest): Record<string, string> {
+  return {
+    'Content-Type': 'application/json',
+    'User-Agent': `sovcomms-webhooks/${BUILD}`,
+    'X-Service-Event': d.event,
+    'X-Service-Signature': serviceSignature(d.secret, d.body),
+    'X-Service-Delivery-Id': d.deliveryId,
+    'X-Service-Attempt': String(d.attempt),
+    'webhook-id': d.deliveryId,
+    'webhook-timestamp': String(d.timestampSec),
+    'webhook-signature': standardSignature(d.secret, d.deliveryId, d.timestampSec, d.body),
+  };
+}
+
+export interface SendOptions {
+  policy: NetworkPolicy;
+  timeoutMs: number;
+  maxResponseBytes: number;
+  signal?: AbortSignal;
+  resolve?: Resolver;
+}
+
+export interface SendResult {
+  /** HTTP status, or null when no response arrived. */
+  status: number | null;
+  headers: http.IncomingHttpHeaders;
+  /** The first `maxResponseBytes` of the response body. */
+  body: string;
+  durationMs: number;
+  /** Set when no response arrived (network error, timeout, refused address). */
+  error?: string;
+  /** The address policy refused every resolved address: retrying will not help. */
+  refused?: boolean;
+}
+
+/**
+ * POSTs one delivery. The URL's host is resolved and checked once, and the request connects to
+ * that checked address (Host and TLS SNI keep the name), so a name cannot rebind to a refused
+ * address in between. Redirects are not followed (a 3xx is a failed attempt); the response body
+ * is read only up to a small bound; one timeout covers connect, headers and body.
+ */
+export async function send(d: DeliveryRequest, o: SendOptions): Promise<SendResult> {
+  const started = performance.now();
+  const elapsed = () => Math.round(performance.now() - started);
+  const url = new URL(d.url);
+  let target: { address: string; family: 4 | 6 };
+  try {
+    target = await resolveChecked(url, o.policy, o.resolve);
+  } catch (e) {
+    const err = e as Error;
+    return { status: null, headers: {}, body: '', durationMs: elapsed(), error: err.message, refused: err.name === 'AddressRefused' };
+  }
+  const isHttps = url.protocol === 'https:';
+  const port = url.port ? Number(url.port) : isHttps ? 443 : 80;
+  const headers = { ...deliveryHeaders(d), Host: url.host, 'Content-Length': String(Buffer.byteLength(d.body)) };
+  const options: https.RequestOptions = {
+    method: 'POST',
+    host: target.address,
+    family: target.family,
+    port,
+    path: url.pathname + url.search,
+    headers,
+    agent: false,
+    // TLS: verify the certificate against the name in the URL, not the address we connect to.
+    ...(isHttps && !/^[\d.]+$|:/.test(url.hostname) ? { servername: url.hostname } : {}),
+  };
+  return new Promise<SendResult>((resolve) => {
+    let done = false;
+    const finish = (r: Omit<SendResult, 'durationMs'>) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      o.signal?.removeEventListener('abort', onAbort);
+      resolve({ ...r, durationMs: elapsed() });
+    };
+    const req = (isHttps ? https : http).request(options, (res) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      res.on('data', (c: Buffer) => {
+        if (size < o.maxResponseBytes) chunks.push(c.subarray(0, o.maxResponseBytes - size));
+        size += c.length;
+        // Enough read: the status is what counts, the rest is not our business.
+        if (size >= o.maxResponseBytes) {
+          finish({ status: res.statusCode ?? null, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') });
+          res.destroy();
+        }
+      });
+      res.on('end', () => finish({ status: res.statusCode ?? null, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));
+      res.on('error', () => finish({ status: res.statusCode ?? null, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));
+    });
+    const timer = setTimeout(() => {
+      finish({ status: null, headers: {}, body: '', error: `timed out after ${o.timeoutMs} ms` });
+      req.destroy();
+    }, o.timeoutMs);
+    const onAbort = () => {
+      finish({ status: null, headers: {}, body: '', error: 'interrupted (shutting down)' });
+      req.destroy();
+    };
+    if (o.signal?.aborted) return onAbort();
+    o.signal?.addEventListener('abort', onAbort, { once: true });
+    req.on('error', (e: NodeJS.ErrnoException) => finish({ status: null, headers: {}, body: '', error: e.code ? `${e.code}: ${e.message}` : e.message }));
+    req.end(d.body);
+  });
+}
+
+/**
+ * Retry-After (RFC 9110 §10.2.3): delay-seconds or an HTTP-date. Returns milliseconds from `now`,
+ * or undefined when absent or unreadable.
+ */
+export function retryAfterMs(value: string | string[] | undefined, now: number): number | undefined {
+  const v = Array.isArray(value) ? value[0] : value;
+  if (!v) return undefined;
+  if (/^\s*\d+\s*$/.test(v)) return Number(v) * 1000;
+  const t = Date.parse(v);
+  return Number.isNaN(t) ? undefined : Math.max(0, t - now);
+}

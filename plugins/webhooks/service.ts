@@ -1,0 +1,336 @@
+import crypto from 'node:crypto';
+import net from 'node:net';
+import type { Clock } from '../../server/clock.ts';
+import type { AppEvent, EventBus } from '../../server/events.ts';
+import { ConflictError, InputError, NotFoundError, AppError } from '../../server/errors.ts';
+import { PermanentFailure, RetryAt, type JobQueue, type RunningJob } from '../../server/jobs.ts';
+import type { KeyService } from '../../server/keys.ts';
+import type { Logger } from '../../server/log.ts';
+import type { Tenant, TenantService } from '../../server/tenancy.ts';
+import { mergePolicy, refusal, systemResolver, type NetworkPolicy, type Resolver } from './net-policy.ts';
+import type { DeliveryRow, SubscriptionRow, WebhookRepo } from './repo.ts';
+import type { DeliveryItem, SubscriptionItem, WebhooksConfig } from './schemas.ts';
+import { newSecret, retryAfterMs, send } from './sender.ts';
+
+export const QUEUE = 'webhook-delivery';
+/** Spec "Limits": 4 attempts, retries after 5 s, 30 s, 120 s. */
+export const MAX_ATTEMPTS = 4;
+export const BACKOFF_MS = [5_000, 30_000, 120_000] as const;
+/** Spec "States and transitions / Webhook subscription": paused after 20 consecutive failures. */
+export const AUTO_PAUSE_AFTER = 20;
+export const TEST_EVENT = 'webhook.test';
+
+export function backoffMs(failedAttempt: number): number {
+  return BACKOFF_MS[Math.min(Math.max(failedAttempt, 1), BACKOFF_MS.length) - 1]!;
+}
+
+export interface WebhookDeps {
+  repo: WebhookRepo;
+  keys: KeyService;
+  clock: Clock;
+  events: EventBus;
+  jobs: JobQueue;
+  tenants: TenantService;
+  log: Logger;
+  config: WebhooksConfig;
+  /** DNS for the address check; tests swap in a fixed table. */
+  resolve?: Resolver;
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();
+const sealAad = (id: string) => `webhook:${id}`;
+
+export function toItem(r: SubscriptionRow): SubscriptionItem {
+  return {
+    id: r.id, url: r.url, events: JSON.parse(r.events) as string[], active: r.active === 1, createdAtUtc: r.created_at,
+    createdBy: r.created_by, lastFiredUtc: r.last_fired_at, failures: r.failures,
+  };
+}
+
+/**
+ * Subscriptions, the fan-out of events into deliveries, and the delivery job.
+ *
+ * Flow: the EventBus hands every event to `fanOut` inside the dispatcher's transaction; it writes
+ * one delivery row per matching active subscription of the event's tenant (state `queued`) and
+ * admits up to `perSubscriptionConcurrency` of a subscription's deliveries to the job queue
+ * (state `pending`, one job each). A finished delivery admits the next one in the same
+ * transaction. So a dead receiver holds at most its own few admitted jobs, never the queue's
+ * total concurrency, and never delays another subscription.
+ */
+export class WebhookService {
+  readonly #resolve: Resolver;
+
+  constructor(private readonly d: WebhookDeps) {
+    this.#resolve = d.resolve ?? systemResolver;
+  }
+
+  get repo(): WebhookRepo {
+    return this.d.repo;
+  }
+
+  /** Defaults, then the overrides of any of the tenant's host names. */
+  policyFor(tenant: Tenant): NetworkPolicy {
+    const c = this.d.config;
+    const own = tenant.hosts.map((h) => c.tenants[h]).filter(Boolean);
+    return mergePolicy(c, ...own);
+  }
+
+  // ---- subscriptions -----------------------------------------------------------------------
+
+  /** http(s) only, no credentials in the URL, and an address the tenant's policy allows. */
+  async checkUrl(tenant: Tenant, raw: string): Promise<string> {
+    let u: URL;
+    try {
+      u = new URL(raw);
+    } catch {
+      throw new InputError('url: not an absolute URL', 'invalid_url', { field: 'url' });
+    }
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new InputError('url: only http and https URLs are accepted', 'invalid_url', { field: 'url' });
+    if (u.username || u.password) {
+      throw new InputError('url: credentials in the URL are not accepted; receivers authenticate deliveries by their signature', 'invalid_url', { field: 'url' });
+    }
+    u.hash = '';
+    const policy = this.policyFor(tenant);
+    const host = u.hostname.replace(/^\[|\]$/g, '');
+    let addrs: { address: string }[] = [];
+    if (net.isIP(host)) addrs = [{ address: host }];
+    else {
+      // A name that does not resolve now is accepted (an on-prem DNS may be down); every delivery checks again.
+      try {
+        addrs = await this.#resolve(host);
+      } catch {
+        addrs = [];
+      }
+    }
+    const reasons = addrs.map((a) => refusal(a.address, policy));
+    if (addrs.length && reasons.every((r) => r !== null)) {
+      throw new InputError(`url: address refused by the tenant's network policy: ${[...new Set(reasons)].join('; ')}`, 'address_refused', { field: 'url' });
+    }
+    return u.toString();
+  }
+
+  async add(tenant: Tenant, input: { url: string; events: string[] }, createdBy: string): Promise<{ item: SubscriptionItem; secret: string }> {
+    const url = await this.checkUrl(tenant, input.url);
+    if (this.d.repo.count(tenant) >= this.d.config.maxSubscriptions) {
+      throw new AppError(409, 'too_many_subscriptions', `a tenant has at most ${this.d.config.maxSubscriptions} webhook subscriptions`);
+    }
+    const id = crypto.randomBytes(8).toString('hex');
+    const secret = newSecret();
+    this.d.repo.insert(tenant, {
+      id, url, events: JSON.stringify(input.events), secret_sealed: this.d.keys.seal(secret, sealAad(id)),
+      created_at: iso(this.d.clock.now()), created_by: createdBy.slice(0, 200),
+    });
+    return { item: toItem(this.d.repo.get(tenant, id)!), secret };
+  }
+
+  list(tenant: Tenant, page?: { limit: number; offset: number }): { items: SubscriptionItem[]; total: number } {
+    const { rows, total } = this.d.repo.list(tenant, page);
+    return { items: rows.map(toItem), total };
+  }
+
+  get(tenant: Tenant, id: string): SubscriptionItem {
+    const r = this.d.repo.get(tenant, id);
+    if (!r) throw new NotFoundError(`no webhook subscription ${id}`);
+    return toItem(r);
+  }
+
+  remove(tenant: Tenant, id: string): SubscriptionItem {
+    const item = this.get(tenant, id);
+    // Deliveries cascade; their jobs find no row and finish without sending.
+    this.d.repo.remove(tenant, id);
+    return item;
+  }
+
+  /** Re-activation (the spec leaves it open): active again, tally reset, waiting deliveries admitted. */
+  resume(tenant: Tenant, id: string): SubscriptionItem {
+    this.get(tenant, id);
+    this.d.repo.db.transaction(() => {
+      this.d.repo.resume(tenant, id);
+      this.admit(id);
+    }).immediate();
+    return this.get(tenant, id);
+  }
+
+  /** Test-fire: a `webhook.test` event for this one subscription, through the normal path. */
+  testFire(tenant: Tenant, id: string, requestedBy: string): { eventId: number } {
+    const sub = this.get(tenant, id);
+    if (!sub.active) throw new ConflictError('subscription_paused', `webhook subscription ${id} is paused; resume it first`);
+    const eventId = this.d.events.emit(tenant.id, TEST_EVENT, {
+      subscriptionId: id, message: 'Test delivery from the admin surface', requestedBy: requestedBy.slice(0, 200),
+    });
+    return { eventId };
+  }
+
+  // ---- delivery log ------------------------------------------------------------------------
+
+  deliveries(tenant: Tenant, subscriptionId: string, page: { limit: number; offset: number }): { items: DeliveryItem[]; total: number } {
+    this.get(tenant, subscriptionId);
+    const { rows, total } = this.d.repo.deliveries(tenant, subscriptionId, page);
+    const attempts = this.d.repo.attempts(rows.map((r) => r.id));
+    return {
+      total,
+      items: rows.map((r) => ({
+        id: r.id, subscriptionId: r.subscription_id, eventId: r.event_id, event: r.event, state: r.state, attempts: r.attempts,
+        createdAtUtc: r.created_at, nextTryUtc: r.next_try_at, lastStatus: r.last_status, lastError: r.last_error, finishedUtc: r.finished_at,
+        log: attempts.filter((a) => a.delivery_id === r.id).map((a) => ({
+          attempt: a.attempt, startedUtc: a.started_at, durationMs: a.duration_ms, status: a.status, error: a.error, nextTryUtc: a.next_try_at,
+        })),
+      })),
+    };
+  }
+
+  /** Manual redelivery of a finished delivery: same delivery id, attempts counted from 1 again. */
+  redeliver(tenant: Tenant, deliveryId: string): { id: string; subscriptionId: string } {
+    const d = this.d.repo.deliveryOf(tenant, deliveryId);
+    if (!d) throw new NotFoundError(`no webhook delivery ${deliveryId}`);
+    if (d.state === 'queued' || d.state === 'pending') throw new ConflictError('delivery_in_progress', `delivery ${deliveryId} is still ${d.state}`);
+    const sub = this.get(tenant, d.subscription_id);
+    if (!sub.active) throw new ConflictError('subscription_paused', `webhook subscription ${sub.id} is paused; resume it first`);
+    this.d.repo.db.transaction(() => {
+      this.d.repo.db.prepare("UPDATE webhook_deliveries SET state = 'queued', finished_at = NULL, next_try_at = NULL WHERE id = ?").run(d.id);
+      this.admit(d.subscription_id);
+    }).immediate();
+    return { id: d.id, subscriptionId: d.subscription_id };
+  }
+
+  // ---- fan-out (EventBus consumer; synchronous, inside the dispatcher's transaction) ---------
+
+  fanOut(ev: AppEvent): void {
+    const tenant = this.d.tenants.byId(ev.tenantId);
+    if (!tenant) return;
+    let subs = this.d.repo.activeFor(ev.tenantId);
+    if (ev.name === TEST_EVENT) subs = subs.filter((s) => s.id === (ev.data as { subscriptionId?: unknown }).subscriptionId);
+    else subs = subs.filter((s) => { const e = JSON.parse(s.events) as string[]; return e.includes('*') || e.includes(ev.name); });
+    if (!subs.length) return;
+    const payload = JSON.stringify({ event: ev.name, tenant: tenant.host, ts: ev.ts, data: ev.data });
+    const now = iso(this.d.clock.now());
+    for (const s of subs) {
+      this.d.repo.insertDelivery({
+        id: crypto.randomUUID(), tenant_id: ev.tenantId, subscription_id: s.id, event_id: ev.id, event: ev.name, payload, created_at: now,
+      });
+      this.admit(s.id);
+    }
+  }
+
+  /** Moves queued deliveries of an active subscription into the job queue, up to its bound. Call inside a transaction. */
+  admit(subscriptionId: string): void {
+    const sub = this.d.repo.subscriptionById(subscriptionId);
+    if (!sub || sub.active !== 1) return;
+    const free = this.d.config.perSubscriptionConcurrency - this.d.repo.admittedCount(subscriptionId);
+    if (free <= 0) return;
+    const now = this.d.clock.now();
+    for (const q of this.d.repo.oldestQueued(subscriptionId, free)) {
+      const jobId = this.d.jobs.enqueue(QUEUE, { deliveryId: q.id }, {
+        tenantId: sub.tenant_id, maxAttempts: MAX_ATTEMPTS, dedupeKey: `${q.id}:${crypto.randomBytes(4).toString('hex')}`,
+      });
+      this.d.repo.markPending(q.id, jobId, iso(now));
+    }
+  }
+
+  /**
+   * Repairs what an interruption can leave behind: queued deliveries of active subscriptions with
+   * free slots, and pending deliveries whose job no longer exists or has ended (e.g. lost data).
+   */
+  sweep(): void {
+    const repo = this.d.repo;
+    repo.db.transaction(() => {
+      const orphans = repo.db.prepare("SELECT id, job_id FROM webhook_deliveries WHERE state = 'pending'").all() as { id: string; job_id: number | null }[];
+      for (const o of orphans) {
+        const job = o.job_id == null ? undefined : this.d.jobs.get(o.job_id);
+        if (!job || job.state === 'done' || job.state === 'failed' || job.state === 'cancelled') {
+          repo.db.prepare("UPDATE webhook_deliveries SET state = 'queued' WHERE id = ?").run(o.id);
+        }
+      }
+      for (const sub of repo.subscriptionsWithQueued()) this.admit(sub);
+    }).immediate();
+  }
+
+  prune(): number {
+    if (!this.d.config.retentionDays) return 0;
+    return this.d.repo.prune(iso(this.d.clock.now() - this.d.config.retentionDays * 86_400_000));
+  }
+
+  // ---- the delivery job --------------------------------------------------------------------
+
+  async runJob(job: RunningJob<{ deliveryId: string }>): Promise<void> {
+    const repo = this.d.repo;
+    const clock = this.d.clock;
+    const d = repo.delivery(job.data.deliveryId);
+    // Already finished (a re-run after a crash between our commit and the queue's) or removed.
+    if (!d || d.state !== 'pending') return;
+    const sub = repo.subscriptionById(d.subscription_id);
+    const tenant = this.d.tenants.byId(d.tenant_id);
+    if (!sub || !tenant || sub.active !== 1) {
+      repo.finishDelivery(d.id, 'skipped', iso(clock.now()), 'subscription paused or removed');
+      return;
+    }
+    const secret = this.d.keys.openString(sub.secret_sealed, sealAad(sub.id));
+    // A crash during the 4th attempt makes the queue count a 5th; the header stays within the spec's 1..4.
+    const attempt = Math.min(job.attempt, MAX_ATTEMPTS);
+    const startedAt = clock.now();
+    const r = await send(
+      { url: sub.url, body: d.payload, event: d.event, deliveryId: d.id, attempt, secret, timestampSec: Math.floor(startedAt / 1000) },
+      { policy: this.policyFor(tenant), timeoutMs: this.d.config.timeoutMs, maxResponseBytes: this.d.config.maxResponseBytes, signal: job.signal, resolve: this.#resolve },
+    );
+    const now = clock.now();
+    const ok = r.status !== null && r.status >= 200 && r.status < 300;
+    const base = { delivery_id: d.id, attempt, started_at: iso(startedAt), duration_ms: r.durationMs, status: r.status };
+    const tx = <T>(fn: () => T): T => repo.db.transaction(fn).immediate();
+
+    if (ok) {
+      tx(() => {
+        repo.recordAttempt({ ...base, error: null, next_try_at: null });
+        repo.finishDelivery(d.id, 'delivered', iso(now));
+        repo.succeeded(sub.id, iso(now));
+        this.admit(sub.id);
+      });
+      return;
+    }
+    if (job.signal.aborted) {
+      // Shutdown, not the receiver's fault: no tally, run again at the next start.
+      tx(() => repo.recordAttempt({ ...base, error: r.error ?? 'interrupted', next_try_at: iso(now) }));
+      throw new RetryAt(now, 'interrupted by shutdown');
+    }
+    const error = describeFailure(r);
+    if (r.status === 410) {
+      // 410 Gone: the receiver says the endpoint is gone for good; stop at once (issue 5 §2).
+      tx(() => {
+        repo.recordAttempt({ ...base, error, next_try_at: null });
+        repo.finishDelivery(d.id, 'failed', iso(now));
+        repo.disable(sub.id);
+        repo.skipQueued(sub.id, iso(now), 'subscription disabled by 410 Gone');
+      });
+      this.d.log.warn({ subscription: sub.id, tenant: tenant.host }, 'webhook receiver answered 410 Gone: subscription disabled');
+      throw new PermanentFailure(error);
+    }
+    if (r.refused || job.attempt >= job.maxAttempts) {
+      tx(() => {
+        repo.recordAttempt({ ...base, error, next_try_at: null });
+        repo.finishDelivery(d.id, 'failed', iso(now));
+        if (repo.failed(sub.id, AUTO_PAUSE_AFTER)) {
+          repo.skipQueued(sub.id, iso(now), `subscription paused after ${AUTO_PAUSE_AFTER} consecutive failed deliveries`);
+          this.d.log.warn({ subscription: sub.id, tenant: tenant.host }, 'webhook subscription paused after consecutive failures');
+        } else this.admit(sub.id);
+      });
+      throw new PermanentFailure(error);
+    }
+    let delay = backoffMs(job.attempt);
+    // 429 / 503 with Retry-After (RFC 9110 §10.2.3, RFC 6585 §4): the receiver names the time.
+    if (r.status === 429 || r.status === 503) {
+      const ra = retryAfterMs(r.headers['retry-after'], now);
+      if (ra !== undefined) delay = Math.min(ra, this.d.config.maxRetryAfterSec * 1000);
+    }
+    const at = now + delay;
+    tx(() => repo.recordAttempt({ ...base, error, next_try_at: iso(at) }));
+    throw new RetryAt(at, error);
+  }
+}
+
+function describeFailure(r: { status: number | null; error?: string; body: string }): string {
+  if (r.status === null) return (r.error ?? 'no response').slice(0, 500);
+  const snippet = r.body.replace(/\s+/g, ' ').trim().slice(0, 200);
+  const what = r.status >= 300 && r.status < 400 ? `HTTP ${r.status} (redirects are not followed)` : `HTTP ${r.status}`;
+  return snippet ? `${what}: ${snippet}` : what;
+}
+
+export type { DeliveryRow };
