@@ -21,7 +21,7 @@ import { systemClock, type Clock } from './clock.ts';
 import { PluginHost, makePaths, type PluginStatus } from './plugin-host.ts';
 import type { AuditInput, AuditWriter, PluginManifest } from './plugin.ts';
 import { coreRoutes } from './core-routes.ts';
-import { AppError } from './errors.ts';
+import { AppError, ConfigError } from './errors.ts';
 import type { Tenant } from './tenancy.ts';
 import type { DestinationStream } from 'pino';
 
@@ -40,6 +40,13 @@ export interface ApplianceOptions {
   masterKey?: Buffer;
   /** Told once, on the first start, the generated admin password (printed, never logged). */
   onFirstRun?: (info: { host: string; user: string; password: string }) => void;
+}
+
+/** The 'tls-auto' service a plugin provides for `http.tls: 'auto'` (PEM chain and key). */
+export interface TlsAutoProvider {
+  getCredentials(): { cert: string; key: string };
+  /** Tells the server to swap its secure context after a renewal. */
+  onRenew?(listener: () => void): void;
 }
 
 /** Everything both the server and the CLI need: store, keys and the core services. */
@@ -117,6 +124,9 @@ export class Appliance {
   #sockets = new Set<import('node:net').Socket>();
   #inflight = 0;
   #stopping: Promise<void> | undefined;
+  // Node 20 has no Promise.withResolvers: a plain deferred for ctx.listening.
+  #listeningResolve: (v: { url: string; port: number }) => void = () => {};
+  #listening = new Promise<{ url: string; port: number }>((r) => { this.#listeningResolve = r; });
 
   private constructor(core: CoreServices, plugins: PluginManifest[]) {
     this.core = core;
@@ -124,7 +134,7 @@ export class Appliance {
     this.host = new PluginHost(plugins, {
       core: core.config, db: core.db, tenants: core.tenants, users: core.users, log: core.log, audit: core.audit,
       events: core.events, jobs: core.jobs, keys: core.keys, secrets: core.secrets, auth: core.auth, rateLimit: core.limiter,
-      clock: core.clock, paths,
+      clock: core.clock, paths, listening: this.#listening,
     });
     this.dispatcher = new Dispatcher({
       auth: core.auth, limiter: core.limiter, config: core.config, log: core.log,
@@ -220,9 +230,18 @@ export class Appliance {
     }, 3_600_000);
     this.#housekeeping.unref();
     const tls = c.config.http.tls;
-    const server = tls && tls !== 'auto'
-      ? https.createServer({ cert: fs.readFileSync(path.resolve(c.config.dataDir, tls.cert)), key: fs.readFileSync(path.resolve(c.config.dataDir, tls.key)) }, this.app)
-      : http.createServer(this.app);
+    let server: http.Server | https.Server;
+    if (tls === 'auto') {
+      // `serve --tls auto`: the certificate comes from the plugin that provides 'tls-auto' (rp-ca);
+      // its renewals swap the secure context of the running listener.
+      const auto = this.host.provided<TlsAutoProvider>('tls-auto');
+      if (!auto) throw new ConfigError('http.tls', '"auto" needs a plugin that provides tls-auto (rp-ca); it is not loaded or did not start');
+      const s = https.createServer(auto.getCredentials(), this.app);
+      auto.onRenew?.(() => s.setSecureContext(auto.getCredentials()));
+      server = s;
+    } else if (tls) {
+      server = https.createServer({ cert: fs.readFileSync(path.resolve(c.config.dataDir, tls.cert)), key: fs.readFileSync(path.resolve(c.config.dataDir, tls.key)) }, this.app);
+    } else server = http.createServer(this.app);
     server.headersTimeout = 20_000;
     server.requestTimeout = 120_000;
     server.keepAliveTimeout = 5_000;
@@ -239,6 +258,7 @@ export class Appliance {
     const hostPart = c.config.http.host.includes(':') ? `[${c.config.http.host}]` : c.config.http.host;
     const url = `${tls ? 'https' : 'http'}://${hostPart}:${port}`;
     c.log.info({ url, plugins: this.host.status().map((p) => `${p.name}:${p.state}`) }, 'appliance ready');
+    this.#listeningResolve({ url, port });
     return { url, port };
   }
 

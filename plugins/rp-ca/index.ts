@@ -1,0 +1,68 @@
+import { z } from 'zod';
+import { definePlugin, type PluginHealth } from '../../server/plugin.ts';
+import { sqlMigrations } from '../../server/store/migrate.ts';
+import { caCommand } from './cli.ts';
+import { rpCaRoutes } from './routes.ts';
+import { rpCaConfig } from './schemas.ts';
+import { CaService } from './service.ts';
+import { TlsAuto } from './tls.ts';
+
+const RENEW_QUEUE = 'rp-ca.tls-renew';
+
+/**
+ * The relying-party certificate authority: one CA per tenant (key in software or in a PKCS#11
+ * HSM), `/rp-cert.ashx?ca|issue|list|revoke|crl|cps`, the `sovcomms ca` commands, and the
+ * appliance's own HTTPS certificate for `serve --tls auto` (service 'tls-auto').
+ */
+export default definePlugin(() => {
+  let service: CaService | undefined;
+  let tls: TlsAuto | undefined;
+  let health: PluginHealth = { status: 'ok' };
+  return {
+    name: 'rp-ca',
+    description: 'Relying-party certificate authority (software or PKCS#11 key), CRL, and the appliance HTTPS certificate',
+    migrations: sqlMigrations(import.meta.url),
+    config: rpCaConfig,
+    cli: { ca: caCommand },
+    routes(r, ctx) {
+      service = new CaService({ db: ctx.db, keys: ctx.keys, clock: ctx.clock, log: ctx.log, config: ctx.config });
+      rpCaRoutes(r, () => service!, ctx.audit, ctx.config);
+      tls = new TlsAuto(service, ctx.tenants, ctx.keys, ctx.clock, ctx.log, ctx.config.tls);
+      // Provided at route time so server/app.ts finds it whatever the start order.
+      ctx.provide('tls-auto', tls);
+    },
+    async start(ctx) {
+      if (ctx.core.http.tls !== 'auto') return;
+      const t = tls!;
+      // The listener needs a certificate before it opens: issue (or load) it now.
+      await t.ensure();
+      const everyMs = ctx.config.tls.checkIntervalMinutes * 60_000;
+      const scheduleNext = () => {
+        const at = ctx.clock.now() + everyMs;
+        // One pending check per slot: restarts and several nodes do not pile checks up.
+        ctx.jobs.enqueue(RENEW_QUEUE, {}, { runAt: at, dedupeKey: `check:${Math.floor(at / everyMs)}`, maxAttempts: 3 });
+      };
+      ctx.jobs.define({
+        queue: RENEW_QUEUE,
+        parseData: (d) => z.object({}).parse(d),
+        concurrency: 1,
+        run: async () => {
+          try {
+            await t.ensure();
+            health = { status: 'ok' };
+          } catch (e) {
+            health = { status: 'degraded', reason: `HTTPS certificate renewal failed: ${(e as Error).message}` };
+            throw e;
+          } finally {
+            scheduleNext();
+          }
+        },
+      });
+      scheduleNext();
+    },
+    stop() {
+      service?.close();
+    },
+    health: () => health,
+  };
+});

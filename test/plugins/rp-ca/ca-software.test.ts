@@ -1,0 +1,315 @@
+import 'reflect-metadata';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import * as x509 from '@peculiar/x509';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestServer, tempDir, type TestServer } from '../../support/server.ts';
+import { adminCall, openssl, writeTemp } from './helpers.ts';
+import { DEFAULT_POLICY_OID } from '../../../plugins/rp-ca/schemas.ts';
+
+let s: TestServer;
+let dir: string;
+let caPem: string;
+let caFile: string;
+
+beforeAll(async () => {
+  s = await startTestServer();
+  dir = tempDir('rp-ca-sw-');
+});
+afterAll(async () => {
+  await s?.stop();
+  if (dir) fs.rmSync(dir, { recursive: true, force: true });
+});
+
+const issue = (json: unknown, host?: string) => adminCall(s, 'POST', '/rp-cert.ashx?issue', 'rp-cert-issue', { json, host });
+const b64url = (b: Buffer) => b.toString('base64url');
+
+function ecPublicPem(): { pub: string; priv: crypto.KeyObject } {
+  const { publicKey, privateKey } = crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  return { pub: publicKey.export({ format: 'pem', type: 'spki' }) as string, priv: privateKey };
+}
+
+describe('RP certificate authority with a software key', () => {
+  it('GET ?ca answers the root as PEM by default and DER on request: CA, keyCertSign + cRLSign, SKI, self-signed', async () => {
+    const r = await s.fetch('/rp-cert.ashx?ca');
+    expect(r.status).toBe(200);
+    expect(r.headers.get('content-type')).toMatch(/^application\/x-pem-file/);
+    caPem = await r.text();
+    caFile = writeTemp(dir, 'ca.pem', caPem);
+    const ca = new x509.X509Certificate(caPem);
+    expect(ca.subject).toBe(ca.issuer);
+    expect(await ca.verify({ signatureOnly: true })).toBe(true);
+    const bc = ca.getExtension(x509.BasicConstraintsExtension)!;
+    expect(bc.ca).toBe(true);
+    expect(bc.critical).toBe(true);
+    const ku = ca.getExtension(x509.KeyUsagesExtension)!;
+    expect(ku.usages).toBe(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign);
+    expect(ca.getExtension(x509.SubjectKeyIdentifierExtension)?.keyId).toMatch(/^[0-9a-f]{40}$/);
+    expect(ca.publicKey.algorithm).toMatchObject({ name: 'ECDSA', namedCurve: 'P-256' });
+
+    const d = await s.fetch('/rp-cert.ashx?ca&format=der');
+    expect(d.headers.get('content-type')).toBe('application/pkix-cert');
+    expect(Buffer.from(await d.arrayBuffer()).equals(Buffer.from(ca.rawData))).toBe(true);
+
+    const text = await openssl(['x509', '-in', caFile, '-noout', '-text']);
+    expect(text.out).toMatch(/CA:TRUE/);
+    expect(text.out).toMatch(/Certificate Sign, CRL Sign/);
+    expect(text.out).toMatch(/ecdsa-with-SHA256/);
+
+    const bad = await s.fetch('/rp-cert.ashx?ca&format=xml');
+    expect(bad.status).toBe(400);
+    expect((await bad.json()).error).toBe('invalid_request');
+  });
+
+  it('POST ?issue with include_key: openssl verify and X509ChainBuilder accept the leaf; extensions read back', async () => {
+    const r = await issue({ client_id: 'x509_san_dns:verifier.example', include_key: true });
+    expect(r.status).toBe(200);
+    expect(r.headers.get('cache-control')).toBe('no-store');
+    const out = await r.json();
+    expect(out.client_id).toBe('x509_san_dns:verifier.example');
+    const leaf = new x509.X509Certificate(out.certificate);
+    const der = Buffer.from(leaf.rawData);
+    expect(out.x509_hash).toBe(b64url(crypto.createHash('sha256').update(der).digest()));
+    expect(out.x509_hash).not.toMatch(/=/);
+    expect(out.x509_hash_client_id).toBe(`x509_hash:${out.x509_hash}`);
+    expect(out.x5c).toEqual([der.toString('base64')]);
+    expect(out.chain).toHaveLength(2);
+    expect(out.chain[1]).toBe(caPem);
+    expect(out.serial).toBe(leaf.serialNumber.toLowerCase());
+    const days = (Date.parse(out.not_after) - Date.parse(out.not_before)) / 86_400_000;
+    expect(days).toBeGreaterThan(89.9);
+    expect(days).toBeLessThan(90.1);
+
+    const leafFile = writeTemp(dir, 'leaf1.pem', out.certificate);
+    const v = await openssl(['verify', '-CAfile', caFile, leafFile]);
+    expect(v.out).toContain(': OK');
+    expect(v.code).toBe(0);
+
+    const ca = new x509.X509Certificate(caPem);
+    const chain = await new x509.X509ChainBuilder({ certificates: [ca] }).build(leaf);
+    expect(chain.map((c) => c.subject)).toEqual([leaf.subject, ca.subject]);
+    expect(await leaf.verify({ publicKey: ca.publicKey })).toBe(true);
+
+    // Extensions as a verifier no one here wrote reads them.
+    const text = (await openssl(['x509', '-in', leafFile, '-noout', '-text'])).out;
+    expect(text).toMatch(/Key Usage: critical\s+Digital Signature\s/);
+    expect(text).toMatch(/Subject Alternative Name:\s+DNS:verifier\.example\s/);
+    expect(text).toContain(`Policy: ${DEFAULT_POLICY_OID}`);
+    expect(text).toMatch(/CPS: https:\/\/.+\/rp-cert\.ashx\?cps/);
+    expect(text).toMatch(/CRL Distribution Points:[\s\S]*URI:https:\/\/.+\/rp-cert\.ashx\?crl/);
+    const caSki = ca.getExtension(x509.SubjectKeyIdentifierExtension)!.keyId;
+    const aki = leaf.getExtension(x509.AuthorityKeyIdentifierExtension)!;
+    expect(aki.keyId).toBe(caSki);
+    const ski = leaf.getExtension(x509.SubjectKeyIdentifierExtension)!.keyId;
+    expect(ski).toMatch(/^[0-9a-f]{40}$/);
+    expect(ski).not.toBe(caSki);
+    expect(leaf.getExtension(x509.BasicConstraintsExtension)?.ca).toBe(false);
+
+    // The returned private key is the certificate's key.
+    const priv = crypto.createPrivateKey(out.private_key);
+    const pub = crypto.createPublicKey({ key: Buffer.from(leaf.publicKey.rawData), format: 'der', type: 'spki' });
+    const sig = crypto.sign('sha256', Buffer.from('x'), priv);
+    expect(crypto.verify('sha256', Buffer.from('x'), pub, sig)).toBe(true);
+  });
+
+  it('a bare host, a CSR (openssl req) and a public key (PEM, JWK) are accepted; the CSR key is what gets certified', async () => {
+    const keyFile = path.join(dir, 'csr-key.pem');
+    const csrFile = path.join(dir, 'req.csr');
+    const g = await openssl(['req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', keyFile, '-subj', '/CN=ignored.example', '-out', csrFile]);
+    expect(g.code).toBe(0);
+    const viaCsr = await issue({ client_id: 'wallet-rp.example', csr: fs.readFileSync(csrFile, 'utf8'), days: 30 });
+    expect(viaCsr.status).toBe(200);
+    const c1 = await viaCsr.json();
+    expect(c1.client_id).toBe('x509_san_dns:wallet-rp.example');
+    expect(c1.private_key).toBeUndefined();
+    const leaf = new x509.X509Certificate(c1.certificate);
+    expect(leaf.subject).toBe('CN=wallet-rp.example');
+    const csrPub = crypto.createPublicKey(fs.readFileSync(keyFile, 'utf8')).export({ format: 'der', type: 'spki' });
+    expect(Buffer.from(leaf.publicKey.rawData).equals(csrPub)).toBe(true);
+    expect((Date.parse(c1.not_after) - Date.parse(c1.not_before)) / 86_400_000).toBeCloseTo(30, 0);
+
+    const { pub } = ecPublicPem();
+    const viaPem = await issue({ client_id: 'x509_san_dns:Pem.Example', public_key: pub, days: 825 });
+    expect(viaPem.status).toBe(200);
+    expect((await viaPem.json()).client_id).toBe('x509_san_dns:pem.example');
+    const jwk = crypto.generateKeyPairSync('ec', { namedCurve: 'P-384' }).publicKey.export({ format: 'jwk' });
+    const viaJwk = await issue({ client_id: 'jwk.example', public_key: jwk });
+    expect(viaJwk.status).toBe(200);
+  });
+
+  it('bad input answers 400 with a clear error code, never 500', async () => {
+    const { pub } = ecPublicPem();
+    const rsa1024 = crypto.generateKeyPairSync('rsa', { modulusLength: 1024 }).publicKey.export({ format: 'pem', type: 'spki' });
+    const csr = fs.readFileSync(path.join(dir, 'req.csr'), 'utf8');
+    // Flip one byte inside the signed part of the CSR: its signature must fail.
+    const csrDer = Buffer.from(csr.replace(/-----[^-]+-----|\s/g, ''), 'base64');
+    csrDer[40] ^= 0x01;
+    const tampered = `-----BEGIN CERTIFICATE REQUEST-----\n${csrDer.toString('base64')}\n-----END CERTIFICATE REQUEST-----\n`;
+    const cases: Array<[unknown, string]> = [
+      [{ include_key: true }, 'invalid_request'],
+      [{ client_id: 'a.example', include_key: true, days: 0 }, 'invalid_request'],
+      [{ client_id: 'a.example', include_key: true, days: 826 }, 'invalid_request'],
+      [{ client_id: 'a.example', include_key: true, days: 1.5 }, 'invalid_request'],
+      [{ client_id: 'a.example' }, 'invalid_request'],
+      [{ client_id: 'a.example', include_key: true, public_key: pub }, 'invalid_request'],
+      [{ client_id: 'x509_hash:abc', include_key: true }, 'invalid_client_id'],
+      [{ client_id: 'redirect_uri:https://a.example/cb', include_key: true }, 'invalid_client_id'],
+      [{ client_id: '10.0.0.1', include_key: true }, 'invalid_client_id'],
+      [{ client_id: 'bad_host!.example', include_key: true }, 'invalid_client_id'],
+      [{ client_id: 'a.example', public_key: 'not a key' }, 'invalid_key'],
+      [{ client_id: 'a.example', public_key: rsa1024 }, 'invalid_key'],
+      [{ client_id: 'a.example', csr: 'garbage' }, 'invalid_csr'],
+      [{ client_id: 'a.example', csr: tampered }, 'invalid_csr'],
+      [{ client_id: 'a.example', include_key: true, extra: 1 }, 'invalid_request'],
+    ];
+    for (const [json, code] of cases) {
+      const r = await issue(json);
+      const body = await r.json();
+      expect({ json, status: r.status, error: body.error }).toEqual({ json, status: 400, error: code });
+      expect(body.error_description).toBeTruthy();
+    }
+  });
+
+  it('serial numbers are positive, at least 64 random bits, and unique over 200 issues', async () => {
+    const { pub } = ecPublicPem();
+    const serials: string[] = [];
+    for (let batch = 0; batch < 10; batch++) {
+      const rs = await Promise.all(Array.from({ length: 20 }, (_, i) => issue({ client_id: `s${batch}-${i}.example`, public_key: pub, days: 1 })));
+      for (const r of rs) {
+        expect(r.status).toBe(200);
+        serials.push((await r.json()).serial);
+      }
+    }
+    expect(new Set(serials).size).toBe(200);
+    for (const sn of serials) {
+      // 16 bytes, high bit clear (positive), first byte non-zero (minimal DER encoding)
+      expect(sn).toMatch(/^(0[1-9a-f]|[1-7][0-9a-f])[0-9a-f]{30}$/);
+    }
+  });
+
+  it('issue, list and revoke need the admin signature (or an admin bearer); ca and crl are public', async () => {
+    expect((await s.fetch('/rp-cert.ashx?issue', { method: 'POST', json: { client_id: 'a.example', include_key: true } })).status).toBe(401);
+    expect((await s.fetch('/rp-cert.ashx?list')).status).toBe(401);
+    expect((await s.fetch('/rp-cert.ashx?revoke', { method: 'POST', json: { serial: '01' } })).status).toBe(401);
+    // A signature for another bucket does not open this one.
+    const wrong = await adminCall(s, 'GET', '/rp-cert.ashx?list', 'rp-cert-issue');
+    expect(wrong.status).toBe(401);
+    expect((await wrong.json()).error).toBe('invalid_signature');
+    expect((await s.fetch('/rp-cert.ashx?crl')).status).toBe(200);
+    // ak_ keys are not the spec's "B or H".
+    expect((await s.fetch('/rp-cert.ashx?list', { key: s.adminKey })).status).toBe(403);
+  });
+
+  it('revocation: the CRL lists the serial with its reason, openssl verifies the CRL signature and then refuses the leaf', async () => {
+    const a = await (await issue({ client_id: 'revoke-me.example', include_key: true })).json();
+    const b = await (await issue({ client_id: 'keep-me.example', include_key: true })).json();
+    const crl0 = Buffer.from(await (await s.fetch('/rp-cert.ashx?crl')).arrayBuffer());
+    const n0 = new x509.X509Crl(crl0);
+
+    const colonSerial = a.serial.toUpperCase().match(/../g).join(':');
+    const r = await adminCall(s, 'POST', '/rp-cert.ashx?revoke', 'rp-cert-revoke', { json: { serial: colonSerial, reason: 'keyCompromise' } });
+    expect(r.status).toBe(200);
+    expect(await r.json()).toMatchObject({ serial: a.serial, status: 'revoked', revocation_reason: 'keyCompromise' });
+    const again = await adminCall(s, 'POST', '/rp-cert.ashx?revoke', 'rp-cert-revoke', { json: { serial: a.serial } });
+    expect(again.status).toBe(409);
+    expect((await again.json()).error).toBe('already_revoked');
+    const unknown = await adminCall(s, 'POST', '/rp-cert.ashx?revoke', 'rp-cert-revoke', { json: { serial: '0123456789abcdef' } });
+    expect(unknown.status).toBe(404);
+    const badReason = await adminCall(s, 'POST', '/rp-cert.ashx?revoke', 'rp-cert-revoke', { json: { serial: a.serial, reason: 'certificateHold' } });
+    expect(badReason.status).toBe(400);
+
+    const cr = await s.fetch('/rp-cert.ashx?crl');
+    expect(cr.headers.get('content-type')).toBe('application/pkix-crl');
+    const crlDer = Buffer.from(await cr.arrayBuffer());
+    const crlFile = writeTemp(dir, 'crl.der', crlDer);
+    const text = (await openssl(['crl', '-inform', 'DER', '-in', crlFile, '-noout', '-text'])).out;
+    expect(text).toContain(`Serial Number: ${a.serial.toUpperCase()}`);
+    expect(text).toMatch(/Key Compromise/);
+    expect(text).not.toContain(b.serial.toUpperCase());
+    const number = Number(/CRL Number:\s*\n?\s*(\d+)/.exec(text)![1]);
+    expect(number).toBeGreaterThan(Number(/CRL Number:\s*\n?\s*(\d+)/.exec((await openssl(['crl', '-inform', 'DER', '-in', writeTemp(dir, 'crl0.der', crl0), '-noout', '-text'])).out)![1]));
+    expect(n0.entries.length).toBe(0);
+    const sigOk = await openssl(['crl', '-inform', 'DER', '-in', crlFile, '-CAfile', caFile, '-noout']);
+    expect(sigOk.out).toMatch(/verify OK/);
+
+    const crlPem = writeTemp(dir, 'crl.pem', `-----BEGIN X509 CRL-----\n${crlDer.toString('base64')}\n-----END X509 CRL-----\n`);
+    const revoked = await openssl(['verify', '-crl_check', '-CAfile', caFile, '-CRLfile', crlPem, writeTemp(dir, 'a.pem', a.certificate)]);
+    expect(revoked.code).not.toBe(0);
+    expect(revoked.out).toMatch(/certificate revoked/);
+    const kept = await openssl(['verify', '-crl_check', '-CAfile', caFile, '-CRLfile', crlPem, writeTemp(dir, 'b.pem', b.certificate)]);
+    expect(kept.out).toContain(': OK');
+
+    const list = await (await adminCall(s, 'GET', '/rp-cert.ashx?list&limit=500', 'rp-cert-list')).json();
+    const byserial = new Map<string, { status: string; revocation_reason: string | null }>(list.data.map((c: { serial: string }) => [c.serial, c]));
+    expect(byserial.get(a.serial)).toMatchObject({ status: 'revoked', revocation_reason: 'keyCompromise' });
+    expect(byserial.get(b.serial)).toMatchObject({ status: 'valid' });
+    expect(list.total).toBeGreaterThan(200);
+  });
+
+  it("tenant isolation: each tenant has its own CA; tenant B cannot list or revoke A's certificates", async () => {
+    await s.addTenant('office-b.example');
+    const host = 'office-b.example';
+    const caB = await (await s.fetch('/rp-cert.ashx?ca', { host })).text();
+    expect(caB).not.toBe(caPem);
+    const certA = new x509.X509Certificate(caPem);
+    const certB = new x509.X509Certificate(caB);
+    expect(Buffer.from(certA.publicKey.rawData).equals(Buffer.from(certB.publicKey.rawData))).toBe(false);
+    expect(certB.subject).toContain('office-b.example');
+
+    const a = await (await issue({ client_id: 'only-a.example', include_key: true })).json();
+    const listB = await (await adminCall(s, 'GET', '/rp-cert.ashx?list', 'rp-cert-list', { host })).json();
+    expect(listB.total).toBe(0);
+    const revokeB = await adminCall(s, 'POST', '/rp-cert.ashx?revoke', 'rp-cert-revoke', { host, json: { serial: a.serial } });
+    expect(revokeB.status).toBe(404);
+
+    const b = await (await issue({ client_id: 'only-b.example', include_key: true }, host)).json();
+    const bLeaf = writeTemp(dir, 'b-leaf.pem', b.certificate);
+    expect((await openssl(['verify', '-CAfile', writeTemp(dir, 'caB.pem', caB), bLeaf])).code).toBe(0);
+    // A's CA does not vouch for B's certificates.
+    expect((await openssl(['verify', '-CAfile', caFile, bLeaf])).code).not.toBe(0);
+    const listA = await (await adminCall(s, 'GET', '/rp-cert.ashx?list&limit=500', 'rp-cert-list')).json();
+    expect(listA.data.some((c: { serial: string }) => c.serial === b.serial)).toBe(false);
+    // B's CRL is signed by B's CA.
+    const crlB = writeTemp(dir, 'crlB.der', Buffer.from(await (await s.fetch('/rp-cert.ashx?crl', { host })).arrayBuffer()));
+    expect((await openssl(['crl', '-inform', 'DER', '-in', crlB, '-CAfile', path.join(dir, 'caB.pem'), '-noout'])).out).toMatch(/verify OK/);
+  });
+
+  it('include_key: the private key is returned once and is nowhere in the database file', async () => {
+    const out = await (await issue({ client_id: 'secret-key.example', include_key: true })).json();
+    const jwk = crypto.createPrivateKey(out.private_key).export({ format: 'jwk' });
+    const d = Buffer.from(jwk.d!, 'base64url');
+    const pkcs8 = crypto.createPrivateKey(out.private_key).export({ format: 'der', type: 'pkcs8' });
+    s.appliance.core.db.pragma('wal_checkpoint(TRUNCATE)');
+    const dbDir = s.dataDir;
+    for (const f of fs.readdirSync(dbDir).filter((n) => n.startsWith('appliance.db'))) {
+      const bytes = fs.readFileSync(path.join(dbDir, f));
+      expect(bytes.includes(d)).toBe(false);
+      expect(bytes.includes(pkcs8)).toBe(false);
+      expect(bytes.includes(Buffer.from(out.private_key.split('\n')[1]))).toBe(false);
+    }
+    // The list shows where the key came from, never the key.
+    const list = await (await adminCall(s, 'GET', '/rp-cert.ashx?list', 'rp-cert-list')).json();
+    const item = list.data.find((c: { serial: string }) => c.serial === out.serial);
+    expect(item.key_source).toBe('generated');
+    expect(JSON.stringify(list)).not.toContain('PRIVATE KEY');
+    expect(s.logs.text()).not.toContain(out.private_key.split('\n')[1]);
+  });
+
+  it('issue and revoke are written to the audit log', async () => {
+    const r = await s.fetch('/api.ashx/v1/auditlog?event=rp-cert&limit=500', { key: s.adminKey });
+    const body = await r.json();
+    const events = body.data.map((e: { event: string }) => e.event);
+    expect(events).toContain('rp-cert.issue');
+    expect(events).toContain('rp-cert.revoke');
+    const rev = body.data.find((e: { event: string }) => e.event === 'rp-cert.revoke');
+    expect(rev.extra).toMatch(/serial=[0-9a-f]+ reason=keyCompromise/);
+    expect(rev.user).toBe('admin-hmac');
+  });
+
+  it('the routes appear in /openapi.json', async () => {
+    const doc = await (await s.fetch('/openapi.json')).json();
+    const paths = Object.keys(doc.paths).join('\n');
+    for (const v of ['ca', 'issue', 'list', 'revoke', 'crl']) expect(paths).toContain(`/rp-cert.ashx?${v}`);
+  });
+});

@@ -1,0 +1,62 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { execFile, execFileSync } from 'node:child_process';
+import { promisify } from 'node:util';
+import type { TestServer } from '../../support/server.ts';
+import { tempDir } from '../../support/server.ts';
+
+export const SOFTHSM_MODULE = '/usr/lib/softhsm/libsofthsm2.so';
+export const REPO_ROOT = path.resolve(import.meta.dirname, '../../..');
+const run = promisify(execFile);
+
+/** A SoftHSM2 configuration in a temp dir with one fresh token (slot ids are random: find by label). */
+export function makeSoftHsmToken(label: string, pin: string, soPin = '87654321'): { conf: string; dir: string } {
+  const dir = tempDir('rp-ca-softhsm-');
+  fs.mkdirSync(path.join(dir, 'tokens'));
+  const conf = path.join(dir, 'softhsm2.conf');
+  fs.writeFileSync(conf, `directories.tokendir = ${path.join(dir, 'tokens')}\nobjectstore.backend = file\nlog.level = ERROR\n`);
+  execFileSync('softhsm2-util', ['--init-token', '--free', '--label', label, '--so-pin', soPin, '--pin', pin], {
+    env: { ...process.env, SOFTHSM2_CONF: conf }, stdio: 'pipe',
+  });
+  return { conf, dir };
+}
+
+/** Runs `openssl ...`; returns stdout+stderr and the exit code (never throws on a non-zero exit). */
+export async function openssl(args: string[]): Promise<{ code: number; out: string }> {
+  try {
+    const r = await run('openssl', args, { encoding: 'utf8' });
+    return { code: 0, out: r.stdout + r.stderr };
+  } catch (e) {
+    const x = e as { code?: number; stdout?: string; stderr?: string };
+    return { code: typeof x.code === 'number' ? x.code : 1, out: (x.stdout ?? '') + (x.stderr ?? '') };
+  }
+}
+
+/** Runs the real `sovcomms` CLI in a child process. */
+export async function sovcomms(args: string[], opts: { env?: NodeJS.ProcessEnv; stdin?: string } = {}): Promise<{ code: number; out: string; err: string }> {
+  return new Promise((resolve, reject) => {
+    const child = execFile(process.execPath, [path.join(REPO_ROOT, 'bin/sovcomms.mjs'), ...args], {
+      cwd: REPO_ROOT, env: { ...process.env, ...opts.env }, encoding: 'utf8', timeout: 60_000,
+    }, (err, stdout, stderr) => {
+      const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0;
+      if (err && (err as { killed?: boolean }).killed) return reject(new Error(`sovcomms ${args.join(' ')} timed out\n${stderr}`));
+      resolve({ code, out: stdout, err: stderr });
+    });
+    child.stdin!.end(opts.stdin ?? '');
+  });
+}
+
+/** An admin-HMAC signed call (the "H" of the spec's "B or H"). */
+export function adminCall(s: TestServer, method: 'GET' | 'POST', pathAndQuery: string, bucket: string, opts: { host?: string; json?: unknown } = {}): Promise<Response> {
+  const host = opts.host ?? `127.0.0.1:${s.port}`;
+  const body = opts.json === undefined ? undefined : JSON.stringify(opts.json);
+  const headers: Record<string, string> = { 'x-service-admin-signature': s.hmac(bucket, host, body ? Buffer.byteLength(body) : undefined) };
+  if (body) headers['content-type'] = 'application/json';
+  return s.fetch(pathAndQuery, { method, host, headers, body });
+}
+
+export function writeTemp(dir: string, name: string, data: string | Buffer): string {
+  const f = path.join(dir, name);
+  fs.writeFileSync(f, data);
+  return f;
+}
