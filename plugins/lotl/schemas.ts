@@ -1,0 +1,112 @@
+import { z } from 'zod';
+
+/** Settings under `plugins.lotl` in config.json. */
+export const lotlConfig = z.object({
+  /** Where the EU LOTL is published (Commission Implementing Decision (EU) 2015/1505). */
+  lotlUrl: z.string().url().default('https://ec.europa.eu/tools/lotl/eu-lotl.xml'),
+  /**
+   * A mirror that serves `eu-lotl.xml` and `<CC>_TSL_<CC>.xml` (the layout of the public mirror
+   * our fixtures come from) plus pivot LOTLs by file name. When set, every list is fetched from
+   * here instead of the URLs the LOTL names; the signature checks are exactly the same.
+   */
+  mirrorBaseUrl: z.string().url().optional(),
+  /** PEM file with the LOTL signer set; default `resources/lotl/lotl-signers.pem`. */
+  signersPath: z.string().min(1).optional(),
+  /** Serve anchors of lists whose NextUpdate has passed, or that are closed (default: keep them out). */
+  acceptExpired: z.boolean().default(false),
+  autoRefresh: z.boolean().default(true),
+  refreshIntervalHours: z.number().positive().max(24 * 31).default(24),
+  /** First scheduled refresh when no LOTL is stored yet. */
+  firstRefreshDelayMinutes: z.number().min(0).max(24 * 60).default(10),
+  /** Upper bound of one refresh (the spec's POST ?refresh blocks 20 to 60 s). */
+  refreshBudgetMs: z.number().int().min(1000).max(300_000).default(50_000),
+  fetchTimeoutMs: z.number().int().min(500).max(120_000).default(20_000),
+  fetchConcurrency: z.number().int().min(1).max(16).default(4),
+  maxListBytes: z.number().int().min(1024).max(256 * 1024 * 1024).default(32 * 1024 * 1024),
+  /** 'after-first-run': zero anchors count as degraded once an import or refresh has run. */
+  degradedWhenEmpty: z.enum(['always', 'after-first-run']).default('after-first-run'),
+});
+export type LotlConfig = z.infer<typeof lotlConfig>;
+
+export const anchorsQuery = z.object({
+  anchors: z.string().optional(),
+  country: z.string().regex(/^[A-Za-z]{2}$/, 'a two-letter country code').optional(),
+});
+
+export const anchorQuery = z.object({
+  anchor: z.string().regex(/^[0-9a-fA-F]{64}$/, 'a hex SHA-256 fingerprint of the certificate DER'),
+});
+
+export const listOutcome = z.object({
+  name: z.string(),
+  territory: z.string().nullable(),
+  outcome: z.enum(['accepted', 'unchanged', 'rejected', 'failed', 'skipped']),
+  reason: z.string().optional(),
+  detail: z.string().optional(),
+  signature: z.enum(['valid', 'untrusted_signer', 'invalid', 'not_checked']),
+  sequence: z.number().int().optional(),
+  stale: z.boolean().optional(),
+  services: z.number().int().optional(),
+});
+
+export const runReport = z.object({
+  kind: z.enum(['import', 'refresh']),
+  started_at: z.string(),
+  finished_at: z.string(),
+  duration_ms: z.number(),
+  lists: z.array(listOutcome),
+  accepted: z.number().int(),
+  rejected: z.number().int(),
+  anchor_count: z.number().int(),
+  countries_covered: z.array(z.string()),
+});
+
+const lastAttempt = z.object({
+  at: z.string(), outcome: z.string(), reason: z.string().nullable(), detail: z.string().nullable(),
+  signature: z.string(), source: z.string(), sequence: z.number().nullable(), issued: z.string().nullable(), next_update: z.string().nullable(),
+});
+
+export const listStatus = z.object({
+  territory: z.string(),
+  kind: z.enum(['lotl', 'tl']),
+  /** A verified copy is stored. */
+  stored: z.boolean(),
+  in_service: z.boolean(),
+  stale: z.boolean(),
+  closed: z.boolean(),
+  signature: z.string(),
+  signature_algorithm: z.string().nullable(),
+  signer_sha256: z.string().nullable(),
+  sequence: z.number().nullable(),
+  issued: z.string().nullable(),
+  next_update: z.string().nullable(),
+  source: z.string().nullable(),
+  accepted_at: z.string().nullable(),
+  tsp_count: z.number().nullable(),
+  service_count: z.number().nullable(),
+  last_attempt: lastAttempt.nullable(),
+});
+
+/** The spec's LotlManifest plus per-list detail. */
+export const manifest = z.object({
+  as_of: z.string(),
+  next_refresh_at: z.string().nullable(),
+  anchor_count: z.number().int(),
+  countries_covered: z.array(z.string()),
+  lotl_sequence: z.number().nullable(),
+  countries_missing: z.array(z.string()),
+  lists: z.array(listStatus),
+});
+export type Manifest = z.infer<typeof manifest>;
+export type RunReport = z.infer<typeof runReport>;
+export type ListOutcome = z.infer<typeof listOutcome>;
+
+export const anchorItem = z.object({
+  sha256: z.string(),
+  country: z.string(),
+  tsp_name: z.string(),
+  service_name: z.string(),
+  service_type: z.string(),
+  status: z.string(),
+  status_since: z.string(),
+});

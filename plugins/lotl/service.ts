@@ -1,0 +1,438 @@
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Clock } from '../../server/clock.ts';
+import type { Logger } from '../../server/log.ts';
+import type { LotlRepo, ListRow, ResultRow } from './repo.ts';
+import type { LotlConfig, ListOutcome, Manifest, RunReport } from './schemas.ts';
+import { dersOfPem, readTsl, selfPointer, TSL_XML_MIME, TslError, type Tsl } from './tsl.ts';
+import { child, childElements, parseXml, XmlError, type XDocument } from './xml.ts';
+import { DSIG, pinned, SignatureError, verifyEnvelopedSignature, type PinnedCert, type VerifiedSignature } from './xades.ts';
+
+export const DEFAULT_SIGNERS = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'resources', 'lotl', 'lotl-signers.pem');
+
+/** One document offered to the cache: a file from an import, or a download. */
+export interface Candidate {
+  name: string;
+  /** 'import:<name>' or 'upstream:<url>' */
+  source: string;
+  bytes: Buffer;
+  /** The territory the document must be (known when fetched through a LOTL pointer). */
+  territory?: string;
+}
+
+export type Progress = (done: number, total: number, o: ListOutcome) => void;
+
+export class LotlService {
+  #chain: Promise<unknown> = Promise.resolve();
+  #signers: PinnedCert[] | undefined;
+
+  constructor(
+    private readonly repo: LotlRepo,
+    private readonly cfg: LotlConfig,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+  ) {}
+
+  /** The pinned LOTL signer set (operator-replaceable through `signersPath`). */
+  lotlSigners(): PinnedCert[] {
+    if (!this.#signers) {
+      const file = this.cfg.signersPath ?? DEFAULT_SIGNERS;
+      const ders = dersOfPem(fs.readFileSync(file, 'utf8'));
+      if (!ders.length) throw new Error(`no certificates in the LOTL signer set ${file}`);
+      this.#signers = ders.map(pinned);
+    }
+    return this.#signers;
+  }
+
+  // ---- the pipeline ---------------------------------------------------------------------------
+
+  /** Runs one import or refresh at a time: a second caller waits for the first. */
+  #serial<T>(fn: () => Promise<T>): Promise<T> {
+    const p = this.#chain.then(fn, fn);
+    this.#chain = p.catch(() => undefined);
+    return p;
+  }
+
+  /**
+   * Imports documents from disk or an upload: the LOTL first (against the pinned signer set,
+   * pivots from the same batch), then every national list against the signers its LOTL pointer
+   * names. Exactly the checks an online refresh makes.
+   */
+  import(files: Candidate[], onProgress?: Progress): Promise<RunReport> {
+    return this.#serial(async () => {
+      const started = this.clock.now();
+      const outcomes: ListOutcome[] = [];
+      const lotls = files.filter((f) => sniffLotl(f.bytes)).sort((a, b) => sniffSequence(b.bytes) - sniffSequence(a.bytes));
+      const others = files.filter((f) => !lotls.includes(f));
+      const total = files.length;
+      const report = (o: ListOutcome) => {
+        outcomes.push(o);
+        onProgress?.(outcomes.length, total, o);
+      };
+      if (lotls.length) {
+        // The newest LOTL is the one to accept; older ones in the batch serve as pivots only.
+        const byName = new Map(lotls.slice(1).map((f) => [path.basename(f.name), f.bytes]));
+        report(await this.#processLotl(lotls[0]!, async (url) => byName.get(basename(url))));
+        for (const f of lotls.slice(1)) {
+          report({ name: f.name, territory: 'EU', outcome: 'skipped', reason: 'older_lotl', detail: 'an older LOTL in the same batch (usable as a pivot)', signature: 'not_checked' });
+        }
+      }
+      for (const f of others) {
+        report(this.#processTl(f));
+        await new Promise((r) => setImmediate(r)); // let the HTTP server breathe between lists
+      }
+      return this.#finish('import', started, outcomes);
+    });
+  }
+
+  /**
+   * Fetches the LOTL and every XML list it points to, within `refreshBudgetMs` in total. A list
+   * that cannot be fetched is reported as failed and its stored copy stays as it was.
+   */
+  refresh(outer?: AbortSignal): Promise<RunReport> {
+    return this.#serial(async () => {
+      const started = this.clock.now();
+      const budget = AbortSignal.any([AbortSignal.timeout(this.cfg.refreshBudgetMs), ...(outer ? [outer] : [])]);
+      const outcomes: ListOutcome[] = [];
+      const lotlUrl = this.cfg.mirrorBaseUrl ? new URL('eu-lotl.xml', withSlash(this.cfg.mirrorBaseUrl)).href : this.cfg.lotlUrl;
+      try {
+        const bytes = await this.#fetch(lotlUrl, budget);
+        outcomes.push(await this.#processLotl({ name: basename(lotlUrl), source: `upstream:${lotlUrl}`, bytes, territory: 'EU' }, async (url) => {
+          try {
+            return await this.#fetch(this.#mapUrl(url, basename(url)), budget);
+          } catch {
+            return undefined;
+          }
+        }));
+      } catch (e) {
+        outcomes.push(this.#networkFailure('EU', lotlUrl, e));
+      }
+      const pointers = this.repo.pointers().filter((p) => p.mime_type === TSL_XML_MIME && !p.tsl_type.endsWith('EUlistofthelists'));
+      const queue = pointers.map((p) => ({ territory: p.territory, url: this.#mapUrl(p.location, `${p.territory}_TSL_${p.territory}.xml`) }));
+      const workers = Array.from({ length: Math.min(this.cfg.fetchConcurrency, queue.length) }, async () => {
+        for (let job = queue.shift(); job; job = queue.shift()) {
+          try {
+            const bytes = await this.#fetch(job.url, budget);
+            outcomes.push(this.#processTl({ name: basename(job.url), source: `upstream:${job.url}`, bytes, territory: job.territory }));
+          } catch (e) {
+            outcomes.push(this.#networkFailure(job.territory, job.url, e));
+          }
+        }
+      });
+      await Promise.all(workers);
+      return this.#finish('refresh', started, outcomes);
+    });
+  }
+
+  #mapUrl(url: string, mirrorName: string): string {
+    return this.cfg.mirrorBaseUrl ? new URL(mirrorName, withSlash(this.cfg.mirrorBaseUrl)).href : url;
+  }
+
+  async #fetch(url: string, budget: AbortSignal): Promise<Buffer> {
+    const u = new URL(url);
+    if (u.protocol !== 'https:' && u.protocol !== 'http:') throw new Error(`unsupported scheme ${u.protocol}`);
+    const signal = AbortSignal.any([budget, AbortSignal.timeout(this.cfg.fetchTimeoutMs)]);
+    const r = await fetch(url, { signal, redirect: 'follow', headers: { Accept: 'application/vnd.etsi.tsl+xml, application/xml;q=0.9, */*;q=0.1' } });
+    if (!r.ok || !r.body) {
+      await r.body?.cancel().catch(() => undefined);
+      throw new Error(`HTTP ${r.status}`);
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const c of r.body) {
+      size += (c as Uint8Array).length;
+      if (size > this.cfg.maxListBytes) throw new Error(`larger than ${this.cfg.maxListBytes} bytes`);
+      chunks.push(Buffer.from(c as Uint8Array));
+    }
+    return Buffer.concat(chunks);
+  }
+
+  #networkFailure(territory: string, url: string, e: unknown): ListOutcome {
+    const err = e as Error & { cause?: { code?: string; message?: string } };
+    const timeout = err?.name === 'TimeoutError' || err?.name === 'AbortError';
+    const detail = timeout ? 'no answer within the time allowed' : `${err?.message ?? String(e)}${err?.cause?.code ? ` (${err.cause.code})` : err?.cause?.message ? ` (${err.cause.message})` : ''}`;
+    const o: ListOutcome = { name: url, territory, outcome: 'failed', reason: timeout ? 'timeout' : 'network_error', detail, signature: 'not_checked' };
+    this.#record(o, `upstream:${url}`, null);
+    return o;
+  }
+
+  async #processLotl(c: Candidate, pivot: (url: string) => Promise<Buffer | undefined>): Promise<ListOutcome> {
+    const parsed = this.#parse(c);
+    if ('outcome' in parsed) return parsed;
+    const { doc, tsl } = parsed;
+    if (!tsl.isLotl) return this.#reject(c, tsl, 'not_a_lotl', 'the document is not a list of trusted lists', 'not_checked');
+    let trusted = this.lotlSigners();
+    let sig: VerifiedSignature;
+    try {
+      sig = verifyEnvelopedSignature(doc, trusted);
+    } catch (e) {
+      if (!(e instanceof SignatureError) || e.code !== 'signer_not_pinned') return this.#sigReject(c, tsl, doc, e);
+      // Pivot LOTLs (EU LOTL practice, see pivot-lotl-explanation.html): each verified pivot,
+      // oldest first, hands trust on to the signer set its pointer to itself names.
+      const pivots = tsl.schemeInformationUris.filter((u) => /pivot-\d+\.xml$/i.test(u)).sort((a, b) => pivotNo(a) - pivotNo(b));
+      for (const url of pivots) {
+        const bytes = await pivot(url);
+        if (!bytes) continue;
+        try {
+          const pdoc = parseXml(bytes);
+          const ptsl = readTsl(pdoc.root);
+          verifyEnvelopedSignature(pdoc, trusted);
+          const self = selfPointer(ptsl);
+          if (self?.signers.length) trusted = self.signers.map(pinned);
+          this.log.info({ pivot: url }, 'pivot LOTL verified');
+        } catch (pe) {
+          this.log.warn({ pivot: url, err: (pe as Error).message }, 'pivot LOTL did not verify');
+        }
+      }
+      try {
+        sig = verifyEnvelopedSignature(doc, trusted);
+      } catch (e2) {
+        return this.#sigReject(c, tsl, doc, e2);
+      }
+    }
+    const o = this.#store(c, tsl, sig);
+    if (o.outcome === 'accepted' || o.outcome === 'unchanged') {
+      // Pointers only from a LOTL whose signature verified and that is not older than the stored one.
+      if (o.outcome === 'accepted' || !this.repo.pointers().length) this.repo.replacePointers(tsl.pointers);
+    }
+    return o;
+  }
+
+  #processTl(c: Candidate): ListOutcome {
+    const parsed = this.#parse(c);
+    if ('outcome' in parsed) return parsed;
+    const { doc, tsl } = parsed;
+    if (tsl.isLotl) return this.#reject(c, tsl, 'unexpected_lotl', 'a LOTL where a national list was expected', 'not_checked');
+    if (c.territory && c.territory !== tsl.territory) {
+      return this.#reject(c, tsl, 'territory_mismatch', `the pointer is for ${c.territory}, the list says ${tsl.territory}`, 'not_checked');
+    }
+    const signers = this.repo.pointers()
+      .filter((p) => p.territory === tsl.territory && p.mime_type === TSL_XML_MIME)
+      .flatMap((p) => (JSON.parse(p.signers) as string[]).map((b) => pinned(Buffer.from(b, 'base64'))));
+    if (!signers.length) return this.#reject(c, tsl, 'not_pointed', `no verified LOTL points to an XML list for ${tsl.territory}`, 'not_checked');
+    let sig: VerifiedSignature;
+    try {
+      sig = verifyEnvelopedSignature(doc, signers);
+    } catch (e) {
+      return this.#sigReject(c, tsl, doc, e);
+    }
+    return this.#store(c, tsl, sig);
+  }
+
+  #parse(c: Candidate): { doc: XDocument; tsl: Tsl } | ListOutcome {
+    const territory = c.territory ?? territoryFromName(c.name);
+    let doc: XDocument;
+    try {
+      doc = parseXml(c.bytes);
+    } catch (e) {
+      const code = e instanceof XmlError ? (e.code === 'malformed' ? 'malformed_xml' : e.code) : 'malformed_xml';
+      const o: ListOutcome = { name: c.name, territory, outcome: 'rejected', reason: code, detail: (e as Error).message, signature: 'not_checked' };
+      if (territory) this.#record(o, c.source, null);
+      return o;
+    }
+    try {
+      return { doc, tsl: readTsl(doc.root) };
+    } catch (e) {
+      const o: ListOutcome = { name: c.name, territory, outcome: 'rejected', reason: 'bad_list', detail: (e as TslError).message, signature: 'not_checked' };
+      if (territory) this.#record(o, c.source, null);
+      return o;
+    }
+  }
+
+  #sigReject(c: Candidate, tsl: Tsl, doc: XDocument, e: unknown): ListOutcome {
+    if (!(e instanceof SignatureError)) throw e;
+    let signature: ListOutcome['signature'] = 'invalid';
+    let detail = e.message;
+    if (e.code === 'signer_not_pinned') {
+      // Say whether the signature itself holds (with the certificate it carries): a stale copy
+      // signed by a retired signer reads differently from a forgery.
+      const ki = childElements(child(child(doc.signatures[0]!, DSIG, 'KeyInfo'), DSIG, 'X509Data') ?? doc.root, DSIG, 'X509Certificate')[0];
+      if (ki) {
+        try {
+          const der = Buffer.from(ki.children.map((n) => (n.kind === 'text' ? n.text : '')).join('').replace(/\s+/g, ''), 'base64');
+          verifyEnvelopedSignature(doc, [pinned(der)]);
+          signature = 'untrusted_signer';
+          detail += '; the signature verifies with the certificate it carries, which is not a pinned signer';
+        } catch {
+          // stays 'invalid'
+        }
+      }
+    }
+    return this.#reject(c, tsl, e.code, detail, signature);
+  }
+
+  #reject(c: Candidate, tsl: Tsl, reason: string, detail: string, signature: ListOutcome['signature']): ListOutcome {
+    const o: ListOutcome = { name: c.name, territory: tsl.territory, outcome: 'rejected', reason, detail, signature, sequence: tsl.sequence, stale: this.#isStale(tsl.nextUpdate) };
+    this.#record(o, c.source, tsl);
+    this.log.warn({ territory: tsl.territory, reason, source: c.source }, 'trusted list rejected');
+    return o;
+  }
+
+  #isStale(nextUpdate: string | null): boolean {
+    return nextUpdate === null || Date.parse(nextUpdate) <= this.clock.now();
+  }
+
+  #store(c: Candidate, tsl: Tsl, sig: VerifiedSignature): ListOutcome {
+    const stored = this.repo.list(tsl.territory);
+    const docSha = crypto.createHash('sha256').update(c.bytes).digest('hex');
+    const stale = this.#isStale(tsl.nextUpdate);
+    const services = tsl.services.length;
+    // TS 119 612 §5.3.3: the sequence number grows with every issue; an older one is a replay.
+    if (stored && tsl.sequence < stored.sequence) {
+      return this.#reject(c, tsl, 'older_sequence', `sequence ${tsl.sequence} is older than the stored ${stored.sequence}`, 'valid');
+    }
+    if (stored && tsl.sequence === stored.sequence) {
+      const o: ListOutcome = { name: c.name, territory: tsl.territory, outcome: 'unchanged', signature: 'valid', sequence: tsl.sequence, stale, services,
+        ...(stored.doc_sha256 !== docSha ? { detail: 'same sequence number as the stored copy, which is kept' } : {}) };
+      this.#record(o, c.source, tsl);
+      return o;
+    }
+    const now = new Date(this.clock.now()).toISOString();
+    const row: ListRow = {
+      territory: tsl.territory, is_lotl: tsl.isLotl ? 1 : 0, sequence: tsl.sequence, version: tsl.version, issued: tsl.issued,
+      next_update: tsl.nextUpdate, signature_alg: sig.algorithm, signer_sha256: sig.signerSha256, signing_time: sig.signingTime ?? null,
+      operator: tsl.operator, source: c.source, doc_sha256: docSha, tsp_count: tsl.tspCount, service_count: services, accepted_at: now,
+    };
+    const o: ListOutcome = { name: c.name, territory: tsl.territory, outcome: 'accepted', signature: 'valid', sequence: tsl.sequence, stale, services };
+    if (stale) o.detail = tsl.nextUpdate ? `NextUpdate ${tsl.nextUpdate} has passed: stored, anchors kept out${this.cfg.acceptExpired ? ' unless acceptExpired (set)' : ''}` : 'a closed list (no NextUpdate): stored, anchors kept out';
+    this.repo.saveList(row, tsl.isLotl ? [] : tsl.services, this.#resultRow(o, c.source, tsl));
+    return o;
+  }
+
+  #resultRow(o: ListOutcome, source: string, tsl: Tsl | null): ResultRow {
+    return {
+      territory: o.territory!, at: new Date(this.clock.now()).toISOString(), outcome: o.outcome === 'skipped' ? 'rejected' : o.outcome,
+      reason: o.reason ?? null, detail: o.detail ?? null, signature: o.signature, source,
+      sequence: tsl?.sequence ?? null, issued: tsl?.issued ?? null, next_update: tsl?.nextUpdate ?? null,
+    };
+  }
+
+  #record(o: ListOutcome, source: string, tsl: Tsl | null): void {
+    if (o.territory) this.repo.recordResult(this.#resultRow(o, source, tsl));
+  }
+
+  #finish(kind: 'import' | 'refresh', started: number, lists: ListOutcome[]): RunReport {
+    const finished = this.clock.now();
+    this.repo.setState('last_run_at', new Date(finished).toISOString());
+    this.repo.setState('last_run_kind', kind);
+    const inService = this.inServiceTerritories();
+    const r: RunReport = {
+      kind,
+      started_at: new Date(started).toISOString(),
+      finished_at: new Date(finished).toISOString(),
+      duration_ms: finished - started,
+      lists,
+      accepted: lists.filter((l) => l.outcome === 'accepted' || l.outcome === 'unchanged').length,
+      rejected: lists.filter((l) => l.outcome === 'rejected' || l.outcome === 'failed').length,
+      anchor_count: this.repo.distinctAnchorCount(inService),
+      countries_covered: inService,
+    };
+    this.log.info({ kind, accepted: r.accepted, rejected: r.rejected, anchors: r.anchor_count }, 'trusted lists updated');
+    return r;
+  }
+
+  // ---- reads ----------------------------------------------------------------------------------
+
+  /** National lists whose anchors are served: verified, not expired or closed (unless allowed). */
+  inServiceTerritories(): string[] {
+    return this.repo.lists().filter((l) => !l.is_lotl && (this.cfg.acceptExpired || !this.#isStale(l.next_update))).map((l) => l.territory);
+  }
+
+  anchors(country?: string) {
+    return this.repo.anchors(this.inServiceTerritories(), country?.toUpperCase());
+  }
+
+  anchorDer(sha256: string): Buffer | undefined {
+    return this.repo.anchorDer(sha256.toLowerCase(), this.inServiceTerritories());
+  }
+
+  manifest(nextRefreshAt: string | null): Manifest {
+    const lists = this.repo.lists();
+    const results = new Map(this.repo.results().map((r) => [r.territory, r]));
+    const inService = new Set(this.inServiceTerritories());
+    const out: Manifest['lists'] = [];
+    const seen = new Set<string>();
+    for (const l of lists) {
+      seen.add(l.territory);
+      const r = results.get(l.territory);
+      out.push({
+        territory: l.territory, kind: l.is_lotl ? 'lotl' : 'tl', stored: true, in_service: inService.has(l.territory),
+        stale: this.#isStale(l.next_update), closed: l.next_update === null, signature: 'valid', signature_algorithm: l.signature_alg,
+        signer_sha256: l.signer_sha256, sequence: l.sequence, issued: l.issued, next_update: l.next_update, source: l.source,
+        accepted_at: l.accepted_at, tsp_count: l.tsp_count, service_count: l.service_count, last_attempt: r ? attempt(r) : null,
+      });
+    }
+    for (const r of results.values()) {
+      if (seen.has(r.territory)) continue;
+      // Never accepted: what the document claimed, marked by stored=false and its signature result.
+      out.push({
+        territory: r.territory, kind: r.territory === 'EU' ? 'lotl' : 'tl', stored: false, in_service: false,
+        stale: r.sequence !== null && this.#isStale(r.next_update), closed: r.sequence !== null && r.next_update === null,
+        signature: r.signature, signature_algorithm: null, signer_sha256: null, sequence: r.sequence, issued: r.issued, next_update: r.next_update,
+        source: r.source, accepted_at: null, tsp_count: null, service_count: null, last_attempt: attempt(r),
+      });
+    }
+    out.sort((a, b) => (a.kind === b.kind ? a.territory.localeCompare(b.territory) : a.kind === 'lotl' ? -1 : 1));
+    const pointed = new Set(this.repo.pointers().filter((p) => p.mime_type === TSL_XML_MIME && !p.tsl_type.endsWith('EUlistofthelists')).map((p) => p.territory));
+    const covered = [...inService].sort();
+    const lotl = lists.find((l) => l.is_lotl);
+    return {
+      as_of: this.repo.getState('last_run_at') ?? new Date(0).toISOString(),
+      next_refresh_at: nextRefreshAt,
+      anchor_count: this.repo.distinctAnchorCount(covered),
+      countries_covered: covered,
+      lotl_sequence: lotl?.sequence ?? null,
+      countries_missing: [...pointed].filter((t) => !inService.has(t)).sort(),
+      lists: out,
+    };
+  }
+
+  health(): { status: 'ok' | 'degraded'; reason?: string; detail?: Record<string, unknown> } {
+    const covered = this.inServiceTerritories();
+    const anchors = this.repo.distinctAnchorCount(covered);
+    const expired = this.repo.lists().filter((l) => this.#isStale(l.next_update) && l.next_update !== null).map((l) => l.territory);
+    const ran = this.repo.getState('last_run_at') !== undefined;
+    const detail = { anchor_count: anchors, countries_covered: covered.length, expired };
+    if (anchors === 0 && (ran || this.cfg.degradedWhenEmpty === 'always')) return { status: 'degraded', reason: 'no trust anchors: import or refresh the trusted lists', detail };
+    if (expired.length) return { status: 'degraded', reason: `trusted lists past their NextUpdate: ${expired.join(', ')}`, detail };
+    return { status: 'ok', ...(ran ? {} : { reason: 'no trusted lists loaded yet' }), detail };
+  }
+}
+
+function attempt(r: ResultRow) {
+  return { at: r.at, outcome: r.outcome, reason: r.reason, detail: r.detail, signature: r.signature, source: r.source, sequence: r.sequence, issued: r.issued, next_update: r.next_update };
+}
+
+function withSlash(u: string): string {
+  return u.endsWith('/') ? u : u + '/';
+}
+
+function basename(u: string): string {
+  try {
+    return path.posix.basename(new URL(u).pathname);
+  } catch {
+    return path.basename(u);
+  }
+}
+
+function pivotNo(u: string): number {
+  return Number(/pivot-(\d+)\.xml$/i.exec(u)?.[1] ?? 0);
+}
+
+function territoryFromName(name: string): string | null {
+  const b = path.basename(name);
+  if (/^eu-lotl/i.test(b)) return 'EU';
+  const m = /^([A-Z]{2})_TSL/.exec(b);
+  return m ? m[1]! : null;
+}
+
+/** A cheap look at the head of a document: is it a LOTL? (The real decision is made after parsing.) */
+function sniffLotl(b: Buffer): boolean {
+  return /<(?:[A-Za-z0-9_-]+:)?TSLType>\s*[^<]*EUlistofthelists\s*</.test(b.subarray(0, 8192).toString('latin1'));
+}
+
+function sniffSequence(b: Buffer): number {
+  return Number(/<(?:[A-Za-z0-9_-]+:)?TSLSequenceNumber>\s*(\d+)/.exec(b.subarray(0, 8192).toString('latin1'))?.[1] ?? 0);
+}
