@@ -53,6 +53,11 @@ export interface PluginContext<C = unknown> {
   readonly rateLimit: RateLimiter;
   readonly clock: Clock;
   readonly paths: Paths;
+  /**
+   * Resolves once the HTTP server listens, with its URL (plugins that hand their own address to a
+   * child process, like the telephony bridge's callback URL). Absent outside the server (CLI).
+   */
+  readonly listening?: Promise<{ url: string; port: number }>;
   /** Offers a service interface to plugins that depend on this one. */
   provide<T>(name: string, impl: T): void;
   /** A service a dependency provided; throws if none did. */

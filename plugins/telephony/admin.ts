@@ -1,0 +1,272 @@
+import type { KeyService } from '../../server/keys.ts';
+import type { Tenant } from '../../server/tenancy.ts';
+import { ConflictError, InputError, NotFoundError } from '../../server/errors.ts';
+import type { NumberRow, TelephonyRepo, TrunkRow } from './repo.ts';
+import type { InboundRouteRow, OutboundRouteRow } from './routing.ts';
+import { TRUNK_ID_RE, type TrunkInput } from './schemas.ts';
+import type { z } from 'zod';
+import type { numberInput } from './schemas.ts';
+
+/** Trunk as the bridge gets it (CONTROL-API.md `Trunk`): ids are `<tenant-id>.<trunk-id>`. */
+export interface BridgeTrunk {
+  id: string; host: string; port: number; transport: 'udp' | 'tcp'; username?: string; password?: string;
+  register: boolean; fromDomain?: string; callerId?: string; maxConcurrentCalls: number; codecs: ('PCMU' | 'PCMA')[];
+}
+
+export function bridgeTrunkId(tenantId: string, trunkId: string): string {
+  return `${tenantId}.${trunkId}`;
+}
+
+/** The tenant's own trunk id from the bridge's one, or '' when it belongs to another tenant. */
+export function localTrunkId(tenantId: string, bridgeId: string | null | undefined): string {
+  if (!bridgeId) return '';
+  return bridgeId.startsWith(`${tenantId}.`) ? bridgeId.slice(tenantId.length + 1) : bridgeId.includes('.') ? '' : bridgeId;
+}
+
+const CATCHALL = '*';
+
+/**
+ * Trunks, tenant settings, outbound and inbound routes, the PSTN whitelist and virtual numbers:
+ * the configuration side of telephony, no HTTP (routes.ts and cli.ts both call it).
+ */
+export class TelephonyAdmin {
+  constructor(
+    private readonly repo: TelephonyRepo,
+    private readonly keys: KeyService,
+    private readonly now: () => string,
+    /** Told after any trunk change (pushes the full set to the bridge). */
+    private readonly trunksChanged: () => void = () => {},
+  ) {}
+
+  // ---- trunks ----------------------------------------------------------------------------------
+
+  private trunkAad(t: Tenant, id: string): string {
+    return `telephony-trunk:${t.id}:${id}`;
+  }
+
+  saveTrunk(t: Tenant, input: TrunkInput): TrunkRow {
+    const id = input.id ?? slug(input.name);
+    if (!TRUNK_ID_RE.test(id)) throw new InputError('invalid field id: cannot derive a trunk id from the name; give one', 'invalid_request', { field: 'id' });
+    const prev = this.repo.trunk(t, id);
+    let sealed = prev?.password_sealed ?? '';
+    if (input.password !== undefined) sealed = input.password === '' ? '' : this.keys.seal(input.password, this.trunkAad(t, id));
+    this.repo.upsertTrunk(t, {
+      id, name: input.name, host: input.host, port: input.port, transport: input.transport, username: input.username,
+      password_sealed: sealed, register: input.register ? 1 : 0, from_domain: input.fromDomain, caller_id: input.callerId,
+      max_concurrent_calls: input.maxConcurrentCalls, codecs: JSON.stringify(input.codecs),
+    }, this.now());
+    this.trunksChanged();
+    return this.repo.trunk(t, id)!;
+  }
+
+  trunks(t: Tenant): TrunkRow[] {
+    return this.repo.trunks(t);
+  }
+
+  removeTrunk(t: Tenant, id: string): TrunkRow {
+    const row = this.repo.trunk(t, id);
+    if (!row) throw new NotFoundError(`no trunk ${id}`);
+    this.repo.tx(() => {
+      this.repo.deleteTrunk(t, id);
+      const s = this.repo.settings(t);
+      if (s.default_trunk_id === id) this.repo.saveSettings(t, { ...s, default_trunk_id: '' });
+    });
+    this.trunksChanged();
+    return row;
+  }
+
+  /** Every tenant's trunks with decrypted passwords: only for PUT /trunks on the loopback hop. */
+  bridgeTrunks(): BridgeTrunk[] {
+    return this.repo.allTrunksForBridge().map((r) => ({
+      id: bridgeTrunkId(r.tenant_id, r.id), host: r.host, port: r.port, transport: r.transport,
+      ...(r.username ? { username: r.username } : {}),
+      ...(r.password_sealed ? { password: this.keys.openString(r.password_sealed, `telephony-trunk:${r.tenant_id}:${r.id}`) } : {}),
+      register: r.register === 1, ...(r.from_domain ? { fromDomain: r.from_domain } : {}), ...(r.caller_id ? { callerId: r.caller_id } : {}),
+      maxConcurrentCalls: r.max_concurrent_calls, codecs: JSON.parse(r.codecs) as ('PCMU' | 'PCMA')[],
+    }));
+  }
+
+  // ---- settings --------------------------------------------------------------------------------
+
+  settings(t: Tenant): { defaultTrunkId: string; hasEngineApiKey: boolean; model: string } {
+    const s = this.repo.settings(t);
+    return { defaultTrunkId: s.default_trunk_id, hasEngineApiKey: s.engine_api_key_sealed !== '', model: s.model };
+  }
+
+  saveSettings(t: Tenant, input: { defaultTrunkId?: string; engineApiKey?: string; model?: string }): void {
+    const s = this.repo.settings(t);
+    if (input.defaultTrunkId && !this.repo.trunk(t, input.defaultTrunkId)) {
+      throw new InputError(`invalid field defaultTrunkId: no trunk ${input.defaultTrunkId}`, 'invalid_request', { field: 'defaultTrunkId' });
+    }
+    this.repo.saveSettings(t, {
+      default_trunk_id: input.defaultTrunkId ?? s.default_trunk_id,
+      engine_api_key_sealed: input.engineApiKey === undefined ? s.engine_api_key_sealed
+        : input.engineApiKey === '' ? '' : this.keys.seal(input.engineApiKey, `telephony-engine:${t.id}`),
+      model: input.model ?? s.model,
+    });
+  }
+
+  tenantEngineKey(t: Tenant): string | undefined {
+    const s = this.repo.settings(t);
+    return s.engine_api_key_sealed ? this.keys.openString(s.engine_api_key_sealed, `telephony-engine:${t.id}`) : undefined;
+  }
+
+  // ---- outbound routes (spec "Route rules", "Outbound route") ---------------------------------
+
+  outbound(t: Tenant): { routes: OutboundRouteRow[]; defaultTrunkId: string } {
+    return { routes: this.repo.outboundRoutes(t), defaultTrunkId: this.repo.settings(t).default_trunk_id };
+  }
+
+  outboundOne(t: Tenant, match: string): OutboundRouteRow {
+    const r = this.repo.outboundRoute(t, match);
+    if (!r) throw new NotFoundError(`no outbound route ${match}`);
+    return r;
+  }
+
+  /** Appended at the end; an existing match answers 409 duplicate_route. */
+  addOutbound(t: Tenant, r: OutboundRouteRow): OutboundRouteRow {
+    return this.repo.tx(() => {
+      if (this.repo.outboundRoute(t, r.match)) throw new ConflictError('duplicate_route', `an outbound route for ${r.match} exists; PUT it to change its trunks`);
+      this.repo.appendOutbound(t, r);
+      return this.repo.outboundRoute(t, r.match)!;
+    });
+  }
+
+  /** PUT replaces trunkIds only; the match (the key) is not editable. */
+  updateOutbound(t: Tenant, match: string, trunkIds: string[]): OutboundRouteRow {
+    if (!this.repo.updateOutbound(t, match, trunkIds)) throw new NotFoundError(`no outbound route ${match}`);
+    return this.repo.outboundRoute(t, match)!;
+  }
+
+  deleteOutbound(t: Tenant, match: string): OutboundRouteRow {
+    return this.repo.tx(() => {
+      const r = this.repo.outboundRoute(t, match);
+      if (!r) throw new NotFoundError(`no outbound route ${match}`);
+      this.repo.deleteOutbound(t, match);
+      return r;
+    });
+  }
+
+  // ---- inbound routes (spec "Route rules" 1-6) -------------------------------------------------
+
+  /** The rows in evaluation order, with the `*` catchall auto-inserted when missing (rule 2). */
+  inbound(t: Tenant): (InboundRouteRow & { id: number; position: number })[] {
+    let rows = this.repo.inboundRoutes(t);
+    if (!rows.some((r) => r.did === CATCHALL)) {
+      this.repo.tx(() => {
+        if (this.repo.inboundRoutes(t).some((r) => r.did === CATCHALL)) return;
+        const last = rows.length ? rows[rows.length - 1]!.position : 0;
+        this.repo.insertInbound(t, last + 1000, { did: CATCHALL, fromNumber: '', user: '' });
+      });
+      rows = this.repo.inboundRoutes(t);
+    }
+    return rows;
+  }
+
+  /** Rule 4: (Did, FromNumber) addresses a row; PUT/DELETE act on the first match. */
+  private findInbound(t: Tenant, did: string, fromNumber: string | undefined) {
+    return this.inbound(t).find((r) => r.did === did && (fromNumber === undefined ? true : r.fromNumber === fromNumber));
+  }
+
+  inboundOne(t: Tenant, did: string, fromNumber?: string): InboundRouteRow {
+    const r = this.findInbound(t, did, fromNumber);
+    if (!r) throw new NotFoundError(`no inbound route for Did ${did}${fromNumber ? ` and FromNumber ${fromNumber}` : ''}`);
+    return strip(r);
+  }
+
+  /** Rule 3: inserted just before the catchall; a duplicate pair answers 409 duplicate_route. */
+  addInbound(t: Tenant, r: InboundRouteRow): InboundRouteRow {
+    return this.repo.tx(() => {
+      const rows = this.inbound(t);
+      if (rows.some((x) => x.did === r.did && x.fromNumber === r.fromNumber)) {
+        throw new ConflictError('duplicate_route', `an inbound route for Did ${r.did}${r.fromNumber ? ` and FromNumber ${r.fromNumber}` : ''} exists`);
+      }
+      const catchIdx = rows.findIndex((x) => x.did === CATCHALL);
+      // Renumber in steps so the new row lands right before the catchall, in one transaction.
+      const ordered = [...rows];
+      ordered.splice(catchIdx < 0 ? ordered.length : catchIdx, 0, { ...r, id: -1, position: 0 });
+      ordered.forEach((x, i) => {
+        if (x.id === -1) this.repo.insertInbound(t, (i + 1) * 10, r);
+        else if (x.position !== (i + 1) * 10) this.repo.setInboundPosition(t, x.id, (i + 1) * 10);
+      });
+      return r;
+    });
+  }
+
+  /** Only User is editable (rule 4). */
+  updateInbound(t: Tenant, did: string, fromNumber: string | undefined, user: string): InboundRouteRow {
+    const r = this.findInbound(t, did, fromNumber);
+    if (!r) throw new NotFoundError(`no inbound route for Did ${did}${fromNumber ? ` and FromNumber ${fromNumber}` : ''}`);
+    this.repo.updateInboundUser(t, r.id, user);
+    return { did: r.did, fromNumber: r.fromNumber, user };
+  }
+
+  deleteInbound(t: Tenant, did: string, fromNumber: string | undefined): InboundRouteRow {
+    const r = this.findInbound(t, did, fromNumber);
+    if (r?.did === CATCHALL || (!r && did === CATCHALL)) {
+      throw new InputError('the * catchall inbound route cannot be deleted; PUT it to change its User', 'cannot_delete_catchall');
+    }
+    if (!r) throw new NotFoundError(`no inbound route for Did ${did}${fromNumber ? ` and FromNumber ${fromNumber}` : ''}`);
+    this.repo.deleteInbound(t, r.id);
+    return strip(r);
+  }
+
+  // ---- whitelist -------------------------------------------------------------------------------
+
+  whitelist(t: Tenant) {
+    return this.repo.whitelist(t).map((r) => ({ number: r.number, comment: r.comment, addedAtUtc: r.added_at, addedBy: r.added_by }));
+  }
+
+  whitelistAdd(t: Tenant, number: string, comment: string, by: string): boolean {
+    return this.repo.whitelistAdd(t, number, comment, by, this.now());
+  }
+
+  // ---- virtual numbers -------------------------------------------------------------------------
+
+  saveNumber(t: Tenant, input: z.infer<typeof numberInput>): NumberRow {
+    const prev = this.repo.number(t, input.number);
+    let sealed = prev?.engine_api_key_sealed ?? '';
+    if (input.geminiApiKey !== undefined) sealed = input.geminiApiKey === '' ? '' : this.keys.seal(input.geminiApiKey, `telephony-number:${t.id}:${input.number}`);
+    this.repo.upsertNumber(t, {
+      number: input.number, name: input.name, mode: input.mode, voice: input.voice, language: input.language,
+      save_transcripts: input.saveTranscripts ? 1 : 0, max_duration_sec: input.maxDurationSec, visibility: input.visibility,
+      system_prompt: input.systemPrompt, engine_api_key_sealed: sealed, created_at: prev?.created_at ?? this.now(),
+    });
+    return this.repo.number(t, input.number)!;
+  }
+
+  numbers(t: Tenant, limit?: number, offset?: number) {
+    return this.repo.numbers(t, limit, offset);
+  }
+
+  removeNumber(t: Tenant, number: string): NumberRow {
+    const row = this.repo.number(t, number);
+    if (!row) throw new NotFoundError(`no virtual number ${number}`);
+    this.repo.deleteNumber(t, number);
+    return row;
+  }
+}
+
+/** The public view of a number: never the engine key (spec "Virtual number record"). */
+export function numberView(r: NumberRow) {
+  return {
+    name: r.name, number: r.number, mode: r.mode, voice: r.voice, language: r.language, saveTranscripts: r.save_transcripts === 1,
+    maxDurationSec: r.max_duration_sec, visibility: r.visibility, systemPrompt: r.system_prompt, hasEngineKey: r.engine_api_key_sealed !== '',
+  };
+}
+
+export function trunkView(r: TrunkRow, status?: { registered: boolean | null; lastError: string | null }) {
+  return {
+    id: r.id, name: r.name, host: r.host, port: r.port, transport: r.transport, username: r.username, hasPassword: r.password_sealed !== '',
+    register: r.register === 1, fromDomain: r.from_domain, callerId: r.caller_id, maxConcurrentCalls: r.max_concurrent_calls,
+    codecs: JSON.parse(r.codecs) as string[], registered: status?.registered ?? null, lastError: status?.lastError ?? null,
+  };
+}
+
+function strip(r: InboundRouteRow): InboundRouteRow {
+  return { did: r.did, fromNumber: r.fromNumber, user: r.user };
+}
+
+function slug(name: string): string {
+  return name.toLowerCase().replace(/[^a-z0-9_-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 40);
+}

@@ -1,0 +1,246 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import crypto from 'node:crypto';
+import path from 'node:path';
+import readline from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { BadGatewayError, ServiceUnavailableError } from '../../server/errors.ts';
+import type { Logger } from '../../server/log.ts';
+import type { TelephonyConfig } from './schemas.ts';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+export interface BridgeHealth {
+  status: string;
+  version?: string;
+  sip?: { host: string; port: number };
+  activeCalls?: number;
+  trunks?: { id: string; registered: boolean | null; lastError: string | null }[];
+}
+
+export interface BridgeAnswer {
+  status: number;
+  body: Record<string, unknown>;
+  text: string;
+}
+
+export type BridgeState = 'off' | 'starting' | 'ready' | 'down' | 'stopped';
+
+export interface BridgeHooks {
+  /** A bridge (new process, or the remote one) answers: push trunks, reconcile. */
+  onReady(): Promise<void>;
+  /** The embedded bridge died: its calls are gone. */
+  onDied(reason: string): void;
+}
+
+/**
+ * The core's side of CONTROL-API.md: the bridge's address and control token, the embedded
+ * process supervisor (spawn, wait for `bridge-ready`, restart with backoff), and control requests
+ * (503 bridge_not_configured when off, 502 bridge_unreachable when it does not answer).
+ */
+export class BridgeLink {
+  state: BridgeState;
+  #url: string | undefined;
+  #token: string;
+  #child: ChildProcess | undefined;
+  #restarts = 0;
+  #restartTimer: NodeJS.Timeout | undefined;
+  #upSince = 0;
+  #stopping = false;
+  #readyWaiters = new Set<() => void>();
+  lastExit: string | null = null;
+
+  constructor(
+    private readonly cfg: TelephonyConfig['bridge'],
+    private readonly log: Logger,
+    private readonly hooks: BridgeHooks,
+  ) {
+    this.state = cfg.mode === 'off' ? 'off' : 'starting';
+    this.#url = cfg.mode === 'remote' ? cfg.url : undefined;
+    this.#token = cfg.mode === 'remote' ? cfg.token ?? '' : '';
+  }
+
+  get configured(): boolean {
+    return this.cfg.mode !== 'off';
+  }
+
+  get mode(): TelephonyConfig['bridge']['mode'] {
+    return this.cfg.mode;
+  }
+
+  /** The control URL (loopback) while the bridge is up. */
+  get controlUrl(): string | undefined {
+    return this.#url;
+  }
+
+  get pid(): number | undefined {
+    return this.#child?.pid;
+  }
+
+  /** Constant-time check of a callback's bearer against the current control token. */
+  checkToken(presented: string): boolean {
+    if (!this.#token) return false;
+    const a = crypto.createHash('sha256').update(presented).digest();
+    const b = crypto.createHash('sha256').update(this.#token).digest();
+    return crypto.timingSafeEqual(a, b);
+  }
+
+  /** Starts the embedded bridge (once the core listens: it needs the callback URL) or greets the remote one. */
+  async start(callbackUrl: string): Promise<void> {
+    if (this.cfg.mode === 'off') return;
+    if (this.cfg.mode === 'remote') {
+      if (!this.cfg.url || !this.cfg.token) throw new Error('telephony: bridge.mode remote needs bridge.url and bridge.token');
+      try {
+        await this.request('GET', '/health');
+        this.setReady();
+        await this.hooks.onReady();
+      } catch (e) {
+        this.state = 'down';
+        this.log.warn({ err: (e as Error).message }, 'remote bridge not reachable at start');
+      }
+      return;
+    }
+    this.spawnEmbedded(callbackUrl);
+  }
+
+  private spawnEmbedded(callbackUrl: string): void {
+    if (this.#stopping) return;
+    this.state = 'starting';
+    this.#token = crypto.randomBytes(32).toString('base64url');
+    this.#url = undefined;
+    const env: NodeJS.ProcessEnv = { ...process.env };
+    // The master key and the core's config never reach the bridge process.
+    delete env.SOVCOMMS_MASTER_KEY;
+    delete env.SOVCOMMS_CONFIG_JSON;
+    Object.assign(env, {
+      SOVCOMMS_BRIDGE_CONTROL_PORT: '0',
+      SOVCOMMS_BRIDGE_TOKEN: this.#token,
+      SOVCOMMS_BRIDGE_CALLBACK_URL: callbackUrl,
+      SOVCOMMS_BRIDGE_SIP_PORT: String(this.cfg.sipPort),
+      SOVCOMMS_BRIDGE_SIP_HOST: this.cfg.sipHost,
+      SOVCOMMS_BRIDGE_RTP_PORTS: this.cfg.rtpPorts,
+    });
+    if (this.cfg.aiEngineUrl) env.SOVCOMMS_AI_ENGINE_URL = this.cfg.aiEngineUrl;
+    const entry = path.resolve(ROOT, this.cfg.entry);
+    const child = spawn(process.execPath, [path.join(ROOT, 'bin/run-ts.mjs'), entry], {
+      cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+    });
+    this.#child = child;
+    const readyTimer = setTimeout(() => {
+      if (this.#child === child && this.state === 'starting') {
+        this.log.error({ pid: child.pid }, 'bridge did not report ready in time; killing it');
+        child.kill('SIGKILL');
+      }
+    }, this.cfg.readyTimeoutMs);
+    readyTimer.unref();
+    const onReadyMsg = (msg: unknown) => {
+      const m = msg as { type?: string; controlUrl?: string } | null;
+      if (!m || m.type !== 'bridge-ready' || typeof m.controlUrl !== 'string' || this.#child !== child || this.state === 'ready') return;
+      clearTimeout(readyTimer);
+      this.#url = m.controlUrl;
+      this.setReady();
+      this.log.info({ pid: child.pid, controlUrl: m.controlUrl }, 'bridge ready');
+      this.hooks.onReady().catch((e) => this.log.warn({ err: (e as Error).message }, 'bridge ready hook failed'));
+    };
+    child.on('message', onReadyMsg);
+    readline.createInterface({ input: child.stdout! }).on('line', (line) => {
+      if (line.startsWith('{') && line.includes('bridge-ready')) {
+        try {
+          onReadyMsg(JSON.parse(line));
+          return;
+        } catch {
+          // Not the ready line after all: log it below.
+        }
+      }
+      this.log.info({ bridge: line.slice(0, 500) }, 'bridge output');
+    });
+    readline.createInterface({ input: child.stderr! }).on('line', (line) => this.log.warn({ bridge: line.slice(0, 500) }, 'bridge stderr'));
+    child.on('exit', (code, signal) => {
+      clearTimeout(readyTimer);
+      if (this.#child !== child) return;
+      this.#child = undefined;
+      this.#url = undefined;
+      const reason = `bridge exited (${signal ?? `code ${code}`})`;
+      this.lastExit = reason;
+      if (this.#stopping) {
+        this.state = 'stopped';
+        return;
+      }
+      this.state = 'down';
+      this.log.error({ code, signal }, 'bridge died; restarting');
+      this.hooks.onDied(reason);
+      // Backoff: doubles per quick death, resets after a minute of good health.
+      if (Date.now() - this.#upSince > 60_000) this.#restarts = 0;
+      const delay = Math.min(this.cfg.restartMaxMs, this.cfg.restartMinMs * 2 ** this.#restarts);
+      this.#restarts++;
+      this.#restartTimer = setTimeout(() => this.spawnEmbedded(callbackUrl), delay);
+      this.#restartTimer.unref();
+    });
+  }
+
+  private setReady(): void {
+    this.state = 'ready';
+    this.#upSince = Date.now();
+    for (const w of this.#readyWaiters) w();
+    this.#readyWaiters.clear();
+  }
+
+  /** Waits (bounded) for a starting or restarting bridge. */
+  async waitReady(ms: number): Promise<boolean> {
+    if (this.state === 'ready') return true;
+    if (this.state === 'off' || this.state === 'stopped') return false;
+    return new Promise<boolean>((resolve) => {
+      const done = () => { clearTimeout(t); resolve(true); };
+      const t = setTimeout(() => { this.#readyWaiters.delete(done); resolve(this.state === 'ready'); }, ms);
+      this.#readyWaiters.add(done);
+    });
+  }
+
+  /**
+   * One control request. Throws 503 bridge_not_configured (mode off) or 502 bridge_unreachable
+   * (no answer, or the embedded bridge is not up); any HTTP answer is returned as is.
+   */
+  async request(method: string, p: string, body?: unknown): Promise<BridgeAnswer> {
+    if (this.cfg.mode === 'off') {
+      throw new ServiceUnavailableError('bridge_not_configured', 'no telephony bridge is configured (plugins.telephony.bridge.mode is off)');
+    }
+    if (this.cfg.mode === 'embedded' && this.state !== 'ready') await this.waitReady(Math.min(this.cfg.readyTimeoutMs, 5000));
+    const url = this.#url;
+    if (!url) throw new BadGatewayError('bridge_unreachable', `the telephony bridge is not running (${this.state}${this.lastExit ? `; last: ${this.lastExit}` : ''})`);
+    let res: Response;
+    try {
+      res = await fetch(url + p, {
+        method,
+        headers: { authorization: `Bearer ${this.#token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: AbortSignal.timeout(this.cfg.requestTimeoutMs),
+      });
+    } catch (e) {
+      const cause = (e as { cause?: { code?: string } }).cause?.code ?? (e as Error).name;
+      throw new BadGatewayError('bridge_unreachable', `the telephony bridge at ${url} did not answer (${cause})`);
+    }
+    const text = await res.text();
+    let parsed: Record<string, unknown> = {};
+    try {
+      parsed = text ? (JSON.parse(text) as Record<string, unknown>) : {};
+    } catch {
+      parsed = { raw: text.slice(0, 500) };
+    }
+    return { status: res.status, body: parsed, text: text.slice(0, 2000) };
+  }
+
+  async stop(): Promise<void> {
+    this.#stopping = true;
+    if (this.#restartTimer) clearTimeout(this.#restartTimer);
+    const child = this.#child;
+    if (!child) {
+      this.state = this.cfg.mode === 'off' ? 'off' : 'stopped';
+      return;
+    }
+    const exited = new Promise<void>((r) => child.once('exit', () => r()));
+    child.kill('SIGTERM');
+    const t = setTimeout(() => child.kill('SIGKILL'), 3000);
+    await exited;
+    clearTimeout(t);
+    this.state = 'stopped';
+  }
+}

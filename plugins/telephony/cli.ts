@@ -1,0 +1,127 @@
+import { parseArgs } from 'node:util';
+import { UsageError, type CliCommand, type CliContext } from '../../server/plugin.ts';
+import type { Tenant } from '../../server/tenancy.ts';
+import { numberView, TelephonyAdmin, trunkView } from './admin.ts';
+import { TelephonyRepo } from './repo.ts';
+import { numberInput, trunkInput } from './schemas.ts';
+
+function admin(ctx: CliContext): TelephonyAdmin {
+  return new TelephonyAdmin(new TelephonyRepo(ctx.db), ctx.keys, () => new Date(ctx.clock.now()).toISOString());
+}
+
+function tenantOf(ctx: CliContext, host: unknown): Tenant {
+  return typeof host === 'string' ? ctx.tenants.require(host) : ctx.tenants.require();
+}
+
+function zodMessage(e: unknown): string {
+  const issues = (e as { issues?: { path: PropertyKey[]; message: string }[] }).issues;
+  return issues?.length ? `${issues[0]!.path.join('.')}: ${issues[0]!.message}` : (e as Error).message;
+}
+
+/** `sovcomms trunk add|list|remove`: SIP trunks of a tenant (the running server pushes changes to the bridge). */
+export const trunkCommand: CliCommand = {
+  summary: 'SIP trunks',
+  usage: [
+    'trunk add --name NAME --host HOST [--id ID] [--port 5060] [--transport udp|tcp] [--username U] [--password-stdin] [--register] [--from-domain D] [--caller-id N] [--max-calls 10] [--codecs PCMU,PCMA] [--default] [--tenant HOST]',
+    'trunk list [--tenant HOST]',
+    'trunk remove ID [--tenant HOST]',
+  ],
+  async run(args, ctx) {
+    const [sub, ...rest] = args;
+    const { values, positionals } = parseArgs({
+      args: rest, allowPositionals: true,
+      options: {
+        tenant: { type: 'string' }, id: { type: 'string' }, name: { type: 'string' }, host: { type: 'string' }, port: { type: 'string' },
+        transport: { type: 'string' }, username: { type: 'string' }, 'password-stdin': { type: 'boolean' }, register: { type: 'boolean' },
+        'from-domain': { type: 'string' }, 'caller-id': { type: 'string' }, 'max-calls': { type: 'string' }, codecs: { type: 'string' },
+        default: { type: 'boolean' },
+      },
+    });
+    const a = admin(ctx);
+    const t = tenantOf(ctx, values.tenant);
+    switch (sub) {
+      case 'add': {
+        const password = values['password-stdin'] ? (await ctx.readStdin()).replace(/\r?\n$/, '') : undefined;
+        const parsed = trunkInput.safeParse({
+          id: values.id, name: values.name, host: values.host, port: values.port ? Number(values.port) : undefined, transport: values.transport,
+          username: values.username, password, register: values.register ?? false, fromDomain: values['from-domain'], callerId: values['caller-id'],
+          maxConcurrentCalls: values['max-calls'] ? Number(values['max-calls']) : undefined, codecs: values.codecs?.split(','),
+        });
+        if (!parsed.success) throw new UsageError(`trunk add: ${zodMessage(parsed.error)}`);
+        const row = a.saveTrunk(t, parsed.data);
+        if (values.default) a.saveSettings(t, { defaultTrunkId: row.id });
+        ctx.out(`trunk ${row.id} saved for ${t.host}${values.default ? ' (default)' : ''}`);
+        return 0;
+      }
+      case 'list': {
+        const def = a.settings(t).defaultTrunkId;
+        for (const r of a.trunks(t)) {
+          const v = trunkView(r);
+          ctx.out(`${v.id}${v.id === def ? ' (default)' : ''}\t${v.name}\t${v.transport}://${v.host}:${v.port}\tuser=${v.username || '-'}\tpassword=${v.hasPassword ? 'set' : 'none'}\tregister=${v.register}\tmax=${v.maxConcurrentCalls}\t${v.codecs.join(',')}`);
+        }
+        return 0;
+      }
+      case 'remove': {
+        const id = positionals[0];
+        if (!id) throw new UsageError('trunk remove: give the trunk id');
+        a.removeTrunk(t, id);
+        ctx.out(`trunk ${id} removed from ${t.host}`);
+        return 0;
+      }
+      default:
+        throw new UsageError('usage: sovcomms trunk add|list|remove');
+    }
+  },
+};
+
+/** `sovcomms number add|list|remove`: virtual numbers of a tenant. */
+export const numberCommand: CliCommand = {
+  summary: 'Virtual numbers',
+  usage: [
+    'number add NUMBER [--name N] [--voice V] [--language en-US] [--visibility public|signed-in] [--max-duration 3500] [--system-prompt TEXT] [--no-transcripts] [--api-key-stdin] [--tenant HOST]',
+    'number list [--tenant HOST]',
+    'number remove NUMBER [--tenant HOST]',
+  ],
+  async run(args, ctx) {
+    const [sub, ...rest] = args;
+    const { values, positionals } = parseArgs({
+      args: rest, allowPositionals: true,
+      options: {
+        tenant: { type: 'string' }, name: { type: 'string' }, voice: { type: 'string' }, language: { type: 'string' },
+        visibility: { type: 'string' }, 'max-duration': { type: 'string' }, 'system-prompt': { type: 'string' },
+        'no-transcripts': { type: 'boolean' }, 'api-key-stdin': { type: 'boolean' },
+      },
+    });
+    const a = admin(ctx);
+    const t = tenantOf(ctx, values.tenant);
+    switch (sub) {
+      case 'add': {
+        const key = values['api-key-stdin'] ? (await ctx.readStdin()).trim() : undefined;
+        const parsed = numberInput.safeParse({
+          number: positionals[0], name: values.name, voice: values.voice, language: values.language, visibility: values.visibility,
+          maxDurationSec: values['max-duration'] ? Number(values['max-duration']) : undefined, systemPrompt: values['system-prompt'],
+          saveTranscripts: !values['no-transcripts'], geminiApiKey: key,
+        });
+        if (!parsed.success) throw new UsageError(`number add: ${zodMessage(parsed.error)}`);
+        const row = a.saveNumber(t, parsed.data);
+        ctx.out(`number ${row.number} saved for ${t.host}`);
+        return 0;
+      }
+      case 'list':
+        for (const r of a.numbers(t).rows) {
+          const v = numberView(r);
+          ctx.out(`${v.number}\t${v.name}\t${v.mode}\t${v.voice}\t${v.language}\t${v.visibility}\tmax=${v.maxDurationSec}s\tkey=${v.hasEngineKey ? 'set' : 'none'}`);
+        }
+        return 0;
+      case 'remove': {
+        const n = positionals[0];
+        if (!n) throw new UsageError('number remove: give the number');
+        a.removeNumber(t, n);
+        ctx.out(`number ${n} removed from ${t.host}`);
+        return 0;
+      }
+      default:
+        throw new UsageError('usage: sovcomms number add|list|remove');
+    }
+  },
+};

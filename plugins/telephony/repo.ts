@@ -1,0 +1,261 @@
+import type { DB } from '../../server/store/db.ts';
+import type { Tenant } from '../../server/tenancy.ts';
+import type { CallStatus } from './schemas.ts';
+import type { InboundRouteRow, OutboundRouteRow } from './routing.ts';
+
+export interface TrunkRow {
+  tenant_id: string; id: string; name: string; host: string; port: number; transport: 'udp' | 'tcp'; username: string;
+  password_sealed: string; register: number; from_domain: string; caller_id: string; max_concurrent_calls: number;
+  codecs: string; created_at: string; updated_at: string;
+}
+
+export interface CallRow {
+  call_id: string; tenant_id: string; requested_by: string; phone: string; display_name: string; email: string;
+  system_prompt: string; api_key_sealed: string; model: string; voice: string; language: string; max_seconds: number;
+  status: CallStatus; created_at: string; scheduled_for: string | null; dispatched_at: string; answered_at: string;
+  ended_at: string | null; ended_reason: string; duration_sec: number; trunk_id: string; transcript_path: string;
+  error_detail: string; attempt: number; retries_left: number; retry_delay_minutes: number;
+}
+
+export interface TranscriptRow {
+  tenant_id: string; call_id: string; caller_source: string; started_utc: string; ended_utc: string; mtime_utc: string;
+  duration_sec: number; rule: string; phone: string; display_name: string; number: string; outcome: string; voice: string;
+  language: string; model: string; tokens_total: number; tokens_prompt: number; turn_count: number; size: number; file: string;
+}
+
+export interface NumberRow {
+  tenant_id: string; number: string; name: string; mode: string; voice: string; language: string; save_transcripts: number;
+  max_duration_sec: number; visibility: string; system_prompt: string; engine_api_key_sealed: string; created_at: string;
+}
+
+export interface WhitelistRow { number: string; comment: string; added_at: string; added_by: string }
+
+export interface SettingsRow { tenant_id: string; default_trunk_id: string; engine_api_key_sealed: string; model: string }
+
+function likeArg(s: string): string {
+  return `%${s.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+}
+
+/** All SQL of the telephony plugin. Every method that reads tenant data takes the Tenant first. */
+export class TelephonyRepo {
+  constructor(readonly db: DB) {}
+
+  tx<T>(fn: () => T): T {
+    return this.db.transaction(fn).immediate();
+  }
+
+  // ---- trunks ----------------------------------------------------------------------------------
+
+  trunks(t: Tenant): TrunkRow[] {
+    return this.db.prepare('SELECT * FROM tel_trunks WHERE tenant_id = ? ORDER BY id').all(t.id) as TrunkRow[];
+  }
+
+  trunk(t: Tenant, id: string): TrunkRow | undefined {
+    return this.db.prepare('SELECT * FROM tel_trunks WHERE tenant_id = ? AND id = ?').get(t.id, id) as TrunkRow | undefined;
+  }
+
+  /** Every tenant's trunks: only for the bridge push (PUT /trunks carries the full set). */
+  allTrunksForBridge(): TrunkRow[] {
+    return this.db.prepare('SELECT * FROM tel_trunks ORDER BY tenant_id, id').all() as TrunkRow[];
+  }
+
+  upsertTrunk(t: Tenant, r: Omit<TrunkRow, 'tenant_id' | 'created_at' | 'updated_at'>, now: string): void {
+    this.db
+      .prepare(`INSERT INTO tel_trunks (tenant_id, id, name, host, port, transport, username, password_sealed, register, from_domain,
+                  caller_id, max_concurrent_calls, codecs, created_at, updated_at)
+                VALUES (@tenant_id, @id, @name, @host, @port, @transport, @username, @password_sealed, @register, @from_domain,
+                  @caller_id, @max_concurrent_calls, @codecs, @now, @now)
+                ON CONFLICT(tenant_id, id) DO UPDATE SET name = excluded.name, host = excluded.host, port = excluded.port,
+                  transport = excluded.transport, username = excluded.username, password_sealed = excluded.password_sealed,
+                  register = excluded.register, from_domain = excluded.from_domain, caller_id = excluded.caller_id,
+                  max_concurrent_calls = excluded.max_concurrent_calls, codecs = excluded.codecs, updated_at = excluded.updated_at`)
+      .run({ ...r, tenant_id: t.id, now });
+  }
+
+  deleteTrunk(t: Tenant, id: string): boolean {
+    return this.db.prepare('DELETE FROM tel_trunks WHERE tenant_id = ? AND id = ?').run(t.id, id).changes > 0;
+  }
+
+  // ---- settings --------------------------------------------------------------------------------
+
+  settings(t: Tenant): SettingsRow {
+    return (this.db.prepare('SELECT * FROM tel_settings WHERE tenant_id = ?').get(t.id) as SettingsRow | undefined)
+      ?? { tenant_id: t.id, default_trunk_id: '', engine_api_key_sealed: '', model: '' };
+  }
+
+  saveSettings(t: Tenant, s: Omit<SettingsRow, 'tenant_id'>): void {
+    this.db
+      .prepare(`INSERT INTO tel_settings (tenant_id, default_trunk_id, engine_api_key_sealed, model) VALUES (?, ?, ?, ?)
+                ON CONFLICT(tenant_id) DO UPDATE SET default_trunk_id = excluded.default_trunk_id,
+                  engine_api_key_sealed = excluded.engine_api_key_sealed, model = excluded.model`)
+      .run(t.id, s.default_trunk_id, s.engine_api_key_sealed, s.model);
+  }
+
+  // ---- outbound routes -------------------------------------------------------------------------
+
+  outboundRoutes(t: Tenant): OutboundRouteRow[] {
+    return (this.db.prepare('SELECT match, trunk_ids FROM tel_outbound_routes WHERE tenant_id = ? ORDER BY position').all(t.id) as { match: string; trunk_ids: string }[])
+      .map((r) => ({ match: r.match, trunkIds: JSON.parse(r.trunk_ids) as string[] }));
+  }
+
+  outboundRoute(t: Tenant, match: string): OutboundRouteRow | undefined {
+    return this.outboundRoutes(t).find((r) => r.match === match);
+  }
+
+  appendOutbound(t: Tenant, r: OutboundRouteRow): void {
+    const pos = (this.db.prepare('SELECT COALESCE(MAX(position), 0) + 1 AS p FROM tel_outbound_routes WHERE tenant_id = ?').get(t.id) as { p: number }).p;
+    this.db.prepare('INSERT INTO tel_outbound_routes (tenant_id, position, match, trunk_ids) VALUES (?, ?, ?, ?)').run(t.id, pos, r.match, JSON.stringify(r.trunkIds));
+  }
+
+  updateOutbound(t: Tenant, match: string, trunkIds: string[]): boolean {
+    return this.db.prepare('UPDATE tel_outbound_routes SET trunk_ids = ? WHERE tenant_id = ? AND match = ?').run(JSON.stringify(trunkIds), t.id, match).changes > 0;
+  }
+
+  deleteOutbound(t: Tenant, match: string): boolean {
+    return this.db.prepare('DELETE FROM tel_outbound_routes WHERE tenant_id = ? AND match = ?').run(t.id, match).changes > 0;
+  }
+
+  // ---- inbound routes --------------------------------------------------------------------------
+
+  inboundRoutes(t: Tenant): (InboundRouteRow & { id: number; position: number })[] {
+    return (this.db.prepare('SELECT id, position, did, from_number, user FROM tel_inbound_routes WHERE tenant_id = ? ORDER BY position, id').all(t.id) as
+      { id: number; position: number; did: string; from_number: string; user: string }[])
+      .map((r) => ({ id: r.id, position: r.position, did: r.did, fromNumber: r.from_number, user: r.user }));
+  }
+
+  insertInbound(t: Tenant, position: number, r: InboundRouteRow): void {
+    this.db.prepare('INSERT INTO tel_inbound_routes (tenant_id, position, did, from_number, user) VALUES (?, ?, ?, ?, ?)').run(t.id, position, r.did, r.fromNumber, r.user);
+  }
+
+  setInboundPosition(t: Tenant, id: number, position: number): void {
+    this.db.prepare('UPDATE tel_inbound_routes SET position = ? WHERE tenant_id = ? AND id = ?').run(position, t.id, id);
+  }
+
+  updateInboundUser(t: Tenant, id: number, user: string): void {
+    this.db.prepare('UPDATE tel_inbound_routes SET user = ? WHERE tenant_id = ? AND id = ?').run(user, t.id, id);
+  }
+
+  deleteInbound(t: Tenant, id: number): void {
+    this.db.prepare('DELETE FROM tel_inbound_routes WHERE tenant_id = ? AND id = ?').run(t.id, id);
+  }
+
+  // ---- whitelist -------------------------------------------------------------------------------
+
+  whitelist(t: Tenant): WhitelistRow[] {
+    return this.db.prepare('SELECT number, comment, added_at, added_by FROM tel_whitelist WHERE tenant_id = ? ORDER BY added_at, number').all(t.id) as WhitelistRow[];
+  }
+
+  /** True when the number was added now, false when it was already listed. */
+  whitelistAdd(t: Tenant, number: string, comment: string, by: string, now: string): boolean {
+    return this.db.prepare('INSERT OR IGNORE INTO tel_whitelist (tenant_id, number, comment, added_at, added_by) VALUES (?, ?, ?, ?, ?)')
+      .run(t.id, number, comment, now, by).changes > 0;
+  }
+
+  // ---- calls -----------------------------------------------------------------------------------
+
+  insertCall(r: CallRow): void {
+    const cols = Object.keys(r);
+    this.db.prepare(`INSERT INTO tel_calls (${cols.join(', ')}) VALUES (${cols.map((c) => '@' + c).join(', ')})`).run(r);
+  }
+
+  call(t: Tenant, callId: string): CallRow | undefined {
+    return this.db.prepare('SELECT * FROM tel_calls WHERE tenant_id = ? AND call_id = ?').get(t.id, callId) as CallRow | undefined;
+  }
+
+  /** By id alone: bridge callbacks and jobs, which carry the call id and then check the tenant. */
+  callAnyTenant(callId: string): CallRow | undefined {
+    return this.db.prepare('SELECT * FROM tel_calls WHERE call_id = ?').get(callId) as CallRow | undefined;
+  }
+
+  listCalls(t: Tenant, statuses: string[] | undefined, limit: number, offset: number): { rows: CallRow[]; total: number } {
+    const where = ['tenant_id = ?'];
+    const args: unknown[] = [t.id];
+    if (statuses?.length) {
+      where.push(`status IN (${statuses.map(() => '?').join(', ')})`);
+      args.push(...statuses);
+    }
+    const w = where.join(' AND ');
+    const total = (this.db.prepare(`SELECT COUNT(*) AS n FROM tel_calls WHERE ${w}`).get(...args) as { n: number }).n;
+    const rows = this.db.prepare(`SELECT * FROM tel_calls WHERE ${w} ORDER BY created_at DESC, call_id LIMIT ? OFFSET ?`).all(...args, limit, offset) as CallRow[];
+    return { rows, total };
+  }
+
+  /** Calls the bridge holds (dispatching or in-flight), across tenants: the supervisor's sweep. */
+  callsAtBridge(): CallRow[] {
+    return this.db.prepare("SELECT * FROM tel_calls WHERE status IN ('dispatching', 'in-flight')").all() as CallRow[];
+  }
+
+  updateCall(callId: string, patch: Partial<CallRow>): void {
+    const cols = Object.keys(patch);
+    if (!cols.length) return;
+    this.db.prepare(`UPDATE tel_calls SET ${cols.map((c) => `${c} = @${c}`).join(', ')} WHERE call_id = @call_id`).run({ ...patch, call_id: callId });
+  }
+
+  /** Records a bridge callback; false when this (instance, seq) was seen before. */
+  markBridgeEvent(instance: string, seq: number, callId: string, type: string, now: string): boolean {
+    return this.db.prepare('INSERT OR IGNORE INTO tel_bridge_events (instance, seq, call_id, type, received) VALUES (?, ?, ?, ?, ?)')
+      .run(instance, seq, callId, type, now).changes > 0;
+  }
+
+  // ---- transcripts -----------------------------------------------------------------------------
+
+  upsertTranscript(r: TranscriptRow): void {
+    const cols = Object.keys(r);
+    this.db.prepare(`INSERT OR REPLACE INTO tel_transcripts (${cols.join(', ')}) VALUES (${cols.map((c) => '@' + c).join(', ')})`).run(r);
+  }
+
+  transcript(t: Tenant, callId: string): TranscriptRow | undefined {
+    return this.db.prepare('SELECT * FROM tel_transcripts WHERE tenant_id = ? AND call_id = ?').get(t.id, callId) as TranscriptRow | undefined;
+  }
+
+  listTranscripts(t: Tenant, f: { sources?: string[]; q?: string; since?: string; limit: number; offset: number }): { rows: TranscriptRow[]; total: number } {
+    const where = ['tenant_id = ?'];
+    const args: unknown[] = [t.id];
+    if (f.sources) {
+      where.push(`caller_source IN (${f.sources.map(() => '?').join(', ')})`);
+      args.push(...f.sources);
+    }
+    if (f.q) {
+      // Spec: substring filter on caller, number, displayName, rule.
+      where.push("(phone LIKE ? ESCAPE '\\' OR number LIKE ? ESCAPE '\\' OR display_name LIKE ? ESCAPE '\\' OR rule LIKE ? ESCAPE '\\')");
+      const a = likeArg(f.q);
+      args.push(a, a, a, a);
+    }
+    if (f.since) {
+      where.push('started_utc >= ?');
+      args.push(f.since);
+    }
+    const w = where.join(' AND ');
+    const total = (this.db.prepare(`SELECT COUNT(*) AS n FROM tel_transcripts WHERE ${w}`).get(...args) as { n: number }).n;
+    const rows = this.db.prepare(`SELECT * FROM tel_transcripts WHERE ${w} ORDER BY started_utc DESC, call_id DESC LIMIT ? OFFSET ?`).all(...args, f.limit, f.offset) as TranscriptRow[];
+    return { rows, total };
+  }
+
+  // ---- virtual numbers -------------------------------------------------------------------------
+
+  numbers(t: Tenant, limit = 10_000, offset = 0): { rows: NumberRow[]; total: number } {
+    const total = (this.db.prepare('SELECT COUNT(*) AS n FROM tel_numbers WHERE tenant_id = ?').get(t.id) as { n: number }).n;
+    const rows = this.db.prepare('SELECT * FROM tel_numbers WHERE tenant_id = ? ORDER BY number LIMIT ? OFFSET ?').all(t.id, limit, offset) as NumberRow[];
+    return { rows, total };
+  }
+
+  number(t: Tenant, number: string): NumberRow | undefined {
+    return this.db.prepare('SELECT * FROM tel_numbers WHERE tenant_id = ? AND number = ?').get(t.id, number) as NumberRow | undefined;
+  }
+
+  upsertNumber(t: Tenant, r: Omit<NumberRow, 'tenant_id'>): void {
+    this.db
+      .prepare(`INSERT INTO tel_numbers (tenant_id, number, name, mode, voice, language, save_transcripts, max_duration_sec, visibility,
+                  system_prompt, engine_api_key_sealed, created_at)
+                VALUES (@tenant_id, @number, @name, @mode, @voice, @language, @save_transcripts, @max_duration_sec, @visibility,
+                  @system_prompt, @engine_api_key_sealed, @created_at)
+                ON CONFLICT(tenant_id, number) DO UPDATE SET name = excluded.name, mode = excluded.mode, voice = excluded.voice,
+                  language = excluded.language, save_transcripts = excluded.save_transcripts, max_duration_sec = excluded.max_duration_sec,
+                  visibility = excluded.visibility, system_prompt = excluded.system_prompt, engine_api_key_sealed = excluded.engine_api_key_sealed`)
+      .run({ ...r, tenant_id: t.id });
+  }
+
+  deleteNumber(t: Tenant, number: string): boolean {
+    return this.db.prepare('DELETE FROM tel_numbers WHERE tenant_id = ? AND number = ?').run(t.id, number).changes > 0;
+  }
+}

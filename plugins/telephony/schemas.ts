@@ -1,0 +1,283 @@
+import { z } from 'zod';
+import { pageQuery } from '../../server/http/envelope.ts';
+
+/** E.164: `+`, a non-zero country code digit, at most 15 digits in all (ITU-T E.164 §6). */
+export const E164_RE = /^\+[1-9]\d{4,14}$/;
+export const e164 = z.string().regex(E164_RE, 'must be an E.164 number like +4930123456');
+
+/** The spec's voice list ("POST /calls body"): a subset of the engine's prebuilt voices. */
+export const VOICES = [
+  'Achird', 'Aoede', 'Autonoe', 'Charon', 'Erinome', 'Fenrir', 'Kore', 'Laomedeia', 'Orus', 'Puck',
+  'Sadachbia', 'Schedar', 'Umbriel', 'Zephyr',
+] as const;
+
+/** Call states (spec "States and transitions: Outbound call status"). */
+export const CALL_STATES = [
+  'scheduled', 'dispatching', 'in-flight', 'ended-success', 'ended-failed-retry-pending', 'ended-failed-final', 'cancelled',
+] as const;
+export type CallStatus = (typeof CALL_STATES)[number];
+
+/** Outcomes (spec "Outcome values" plus busy and failed, see notes/telephony.md). */
+export const OUTCOMES = [
+  'finished', 'far-hangup', 'voicemail', 'not-now', 'no-answer', 'busy', 'failed', 'max-duration', 'cancelled', 'transferred-to-vnum',
+] as const;
+export type Outcome = (typeof OUTCOMES)[number];
+
+// ---- plugin settings ---------------------------------------------------------------------------
+
+export const telephonyConfig = z
+  .object({
+    bridge: z
+      .object({
+        /**
+         * embedded: the core spawns and supervises the bridge process; remote: a bridge at `url`
+         * with `token`; off: no bridge (calls answer 503 bridge_not_configured).
+         */
+        mode: z.enum(['embedded', 'remote', 'off']).default('off'),
+        url: z.url().optional(),
+        token: z.string().min(16).optional(),
+        /** Entry of the embedded bridge, relative to the project root. */
+        entry: z.string().min(1).default('plugins/telephony/bridge/main.ts'),
+        /** Where the bridge posts events; default: this server's own URL + /internal/bridge/events. */
+        callbackUrl: z.url().optional(),
+        sipHost: z.string().default('127.0.0.1'),
+        sipPort: z.number().int().min(0).max(65535).default(5060),
+        rtpPorts: z.string().regex(/^\d+-\d+$/).default('20000-20999'),
+        aiEngineUrl: z.string().optional(),
+        readyTimeoutMs: z.number().int().min(100).default(20_000),
+        restartMinMs: z.number().int().min(10).default(500),
+        restartMaxMs: z.number().int().min(10).default(30_000),
+        /** Control requests give up after this long (502 bridge_unreachable). */
+        requestTimeoutMs: z.number().int().min(100).default(5000),
+      })
+      .strict()
+      .prefault({}),
+    /** SMTP relay for outcome mails; no mail is sent without it. */
+    mail: z
+      .object({
+        host: z.string().min(1),
+        port: z.number().int().min(1).max(65535).default(25),
+        secure: z.boolean().default(false),
+        user: z.string().optional(),
+        pass: z.string().optional(),
+        from: z.string().min(3).default('sovcomms@localhost'),
+      })
+      .strict()
+      .optional(),
+    engine: z
+      .object({
+        model: z.string().min(1).default('gemini-live-2.5-flash-preview'),
+        url: z.string().optional(),
+      })
+      .strict()
+      .prefault({}),
+    /** CANCEL after this many seconds of ringing (outcome no-answer). */
+    ringTimeoutSec: z.number().int().min(5).max(300).default(45),
+  })
+  .strict();
+export type TelephonyConfig = z.infer<typeof telephonyConfig>;
+
+// ---- trunks ------------------------------------------------------------------------------------
+
+export const TRUNK_ID_RE = /^[a-z0-9][a-z0-9_-]{0,39}$/;
+export const trunkInput = z.object({
+  id: z.string().regex(TRUNK_ID_RE, 'lower-case letters, digits, _ and -, at most 40').optional(),
+  name: z.string().min(1).max(100),
+  host: z.string().min(1).max(253).regex(/^[A-Za-z0-9.:[\]-]+$/, 'a host name or IP address'),
+  port: z.number().int().min(1).max(65535).default(5060),
+  transport: z.enum(['udp', 'tcp']).default('udp'),
+  username: z.string().max(200).default(''),
+  /** Write-only: sealed at rest, never returned. Omitted on update = keep the stored one. */
+  password: z.string().max(200).optional(),
+  register: z.boolean().default(false),
+  fromDomain: z.string().max(253).default(''),
+  callerId: z.string().max(64).default(''),
+  maxConcurrentCalls: z.number().int().min(1).max(1000).default(10),
+  codecs: z.array(z.enum(['PCMU', 'PCMA'])).min(1).default(['PCMU', 'PCMA']),
+});
+export type TrunkInput = z.infer<typeof trunkInput>;
+
+export const trunkView = z.object({
+  id: z.string(), name: z.string(), host: z.string(), port: z.number().int(), transport: z.enum(['udp', 'tcp']),
+  username: z.string(), hasPassword: z.boolean(), register: z.boolean(), fromDomain: z.string(), callerId: z.string(),
+  maxConcurrentCalls: z.number().int(), codecs: z.array(z.string()),
+  registered: z.boolean().nullable().describe('from the bridge /health; null when unknown or not registering'),
+  lastError: z.string().nullable(),
+});
+
+// ---- routes ------------------------------------------------------------------------------------
+
+/** Dial-prefix pattern: digits with optional leading +, optional trailing `*`, or `global`. */
+export const outboundMatch = z.string().regex(/^(global|\+?[0-9]*\*?)$/, 'a dial prefix with an optional trailing *, or global').min(1).max(40);
+export const trunkIds = z.array(z.string().regex(TRUNK_ID_RE)).min(1).max(20);
+export const outboundRoute = z.object({ match: z.string(), trunkIds: z.array(z.string()) });
+export const outboundCreate = z.object({ match: outboundMatch, trunkIds });
+export const outboundUpdate = z.object({ trunkIds });
+export const matchParam = z.object({ match: z.string().min(1).max(40) });
+
+/** Did: a number, an extension, `anonymous`, `*`, or a prefix with a trailing `*`. */
+export const didPattern = z.string().regex(/^(\*|anonymous|\+?[0-9A-Za-z_.-]{1,40}\*?)$/, 'a number, an extension, anonymous, * or a prefix with a trailing *');
+export const fromPattern = z.string().regex(/^(|anonymous|\+?[0-9]{0,20}\*?)$/, 'a caller number or a prefix with a trailing *');
+export const inboundRoute = z.object({ did: z.string(), fromNumber: z.string(), user: z.string() });
+export const inboundCreate = z.object({ did: didPattern, fromNumber: fromPattern.default(''), user: z.string().min(1).max(200) });
+export const inboundUpdate = z.object({ user: z.string().min(1).max(200) });
+export const didParam = z.object({ did: z.string().min(1).max(41) });
+export const fromQuery = z.object({ fromNumber: z.string().max(21).optional() });
+
+// ---- whitelist ---------------------------------------------------------------------------------
+
+export const whitelistAdd = z.object({ number: e164, comment: z.string().max(500).default('') });
+export const whitelistEntry = z.object({ number: z.string(), comment: z.string(), addedAtUtc: z.string(), addedBy: z.string() });
+
+// ---- calls -------------------------------------------------------------------------------------
+
+/**
+ * POST /calls body (spec "POST /calls body"). email and apiKey are marked required in the table,
+ * but the walk-through omits them: email is optional here (no outcome mail without it) and apiKey
+ * falls back to the tenant's stored engine key (400 naming apiKey when there is none).
+ */
+export const callCreate = z.object({
+  phone: e164,
+  displayName: z.string().max(100).optional(),
+  email: z.email().max(320).optional(),
+  systemPrompt: z.string().min(1).max(20_000),
+  apiKey: z.string().min(1).max(500).optional(),
+  model: z.string().min(1).max(100).regex(/^[A-Za-z0-9._\/-]+$/).optional(),
+  voice: z.enum(VOICES).default('Aoede'),
+  language: z.string().regex(/^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$/, 'a BCP 47 tag like en-US').default('en-US'),
+  maxSeconds: z.number().int().min(10).max(3600).default(300),
+  retries: z.number().int().min(0).max(10).default(0),
+  retryDelayMinutes: z.number().int().min(1).max(1440).default(5),
+  scheduleAtUtc: z.iso.datetime({ offset: false }).optional().describe('ISO 8601 UTC (ending in Z)'),
+});
+export type CallCreate = z.infer<typeof callCreate>;
+
+export const callRecord = z.object({
+  callId: z.string(), tenant: z.string(), requestedBy: z.string(), phone: z.string(), displayName: z.string(),
+  email: z.string(), voice: z.string(), language: z.string(), model: z.string(), status: z.enum(CALL_STATES),
+  createdAtUtc: z.string(), scheduledForUtc: z.string().nullable(), dispatchedAtUtc: z.string(), answeredAtUtc: z.string(),
+  endedAtUtc: z.string().nullable(), endedReason: z.string(), durationSec: z.number().int(), trunkId: z.string(),
+  transcriptPath: z.string(), errorDetail: z.string(), attempt: z.number().int(), retriesLeft: z.number().int(),
+  retryDelayMinutes: z.number().int(), maxSeconds: z.number().int(),
+});
+export type CallRecord = z.infer<typeof callRecord>;
+
+export const callCreated = z.object({
+  ok: z.boolean(), callId: z.string(), tenant: z.string(), whitelistAdded: z.boolean(), whitelistError: z.string().nullable(),
+  bridgeReply: z.string(), status: z.enum(CALL_STATES),
+});
+
+export const callListQuery = pageQuery.extend({
+  status: z.string().max(300).optional().describe('comma-separated call states'),
+});
+export const callIdParam = z.object({ id: z.string().regex(/^oac-[0-9a-f]{12}$/, 'a call id like oac-0123456789ab') });
+
+// ---- transcripts -------------------------------------------------------------------------------
+
+export const transcriptQuery = pageQuery.extend({
+  source: z.enum(['vnum', 'outbound-ai']).optional(),
+  q: z.string().max(200).optional(),
+  since: z.string().max(40).optional().describe('ISO 8601 UTC; only startedUtc >= since'),
+});
+export const transcriptParam = z.object({ callId: z.string().regex(/^(oac-|vnum)[0-9a-f]{12}$/, 'a call id') });
+export const transcriptSummary = z.object({
+  callId: z.string(), callerSource: z.string(), startedUtc: z.string(), endedUtc: z.string(), mtimeUtc: z.string(),
+  durationSec: z.number().int(), rule: z.string(), phone: z.string(), displayName: z.string(), number: z.string(),
+  outcome: z.string(), voice: z.string(), language: z.string(), model: z.string(), tokensTotal: z.number().int(),
+  tokensPrompt: z.number().int(), turnCount: z.number().int(), size: z.number().int(), source: z.string(), file: z.string(),
+});
+export const turn = z.object({ speaker: z.enum(['AI', 'Caller']), text: z.string(), ts: z.string() });
+export const fullTranscript = z.object({
+  callId: z.string(), callerSource: z.string(), tenant: z.string(), requestedBy: z.string(), phone: z.string(),
+  displayName: z.string(), email: z.string(), voice: z.string(), language: z.string(), model: z.string(), trunkId: z.string(),
+  startedUtc: z.string(), answeredUtc: z.string(), endedUtc: z.string(), durationSec: z.number().int(), answered: z.boolean(),
+  outcome: z.string(), errorDetail: z.string(), inputTurns: z.number().int(), outputTurns: z.number().int(),
+  tokensTotal: z.number().int(), tokensPrompt: z.number().int(), turns: z.array(turn),
+});
+export type FullTranscript = z.infer<typeof fullTranscript>;
+
+// ---- virtual numbers ---------------------------------------------------------------------------
+
+export const numberInput = z.object({
+  number: z.string().regex(/^\+?[0-9]{2,20}$/, 'a phone number or extension'),
+  name: z.string().max(100).default(''),
+  mode: z.enum(['live-voice-ai']).default('live-voice-ai'),
+  voice: z.enum(VOICES).default('Aoede'),
+  language: z.string().regex(/^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$/).default('en-US'),
+  saveTranscripts: z.boolean().default(true),
+  maxDurationSec: z.number().int().min(10).max(3600 * 4).default(3500),
+  visibility: z.enum(['public', 'signed-in']).default('signed-in'),
+  systemPrompt: z.string().max(20_000).default(''),
+  /** The engine key of this number: write-only, sealed at rest, never returned or logged. */
+  geminiApiKey: z.string().max(500).optional(),
+});
+export const numberView = z.object({
+  name: z.string(), number: z.string(), mode: z.string(), voice: z.string(), language: z.string(),
+  saveTranscripts: z.boolean(), maxDurationSec: z.number().int(), visibility: z.string(), systemPrompt: z.string(),
+  hasEngineKey: z.boolean(),
+});
+
+export const settingsInput = z.object({
+  defaultTrunkId: z.string().regex(/^([a-z0-9][a-z0-9_-]{0,39})?$/).optional(),
+  engineApiKey: z.string().max(500).optional(),
+  model: z.string().max(100).optional(),
+});
+
+// ---- bridge events (CONTROL-API.md "Bridge → core") ------------------------------------------
+
+const transcriptIn = z.object({
+  turns: z.array(z.object({ speaker: z.enum(['AI', 'Caller']), text: z.string().max(100_000), ts: z.string() })).max(10_000).default([]),
+  tokensTotal: z.number().int().min(0).default(0),
+  tokensPrompt: z.number().int().min(0).default(0),
+  inputTurns: z.number().int().min(0).default(0),
+  outputTurns: z.number().int().min(0).default(0),
+  model: z.string().default(''),
+  voice: z.string().default(''),
+  language: z.string().default(''),
+});
+
+const evBase = { seq: z.number().int().min(0), callId: z.string().min(1).max(64), ts: z.string().optional() };
+export const bridgeEvent = z.discriminatedUnion('type', [
+  z.object({ ...evBase, type: z.literal('dialing'), trunkId: z.string() }),
+  z.object({ ...evBase, type: z.literal('answered'), trunkId: z.string(), answeredAt: z.string(), answerMs: z.number().int().min(0) }),
+  z.object({
+    ...evBase, type: z.literal('transferred'), toUser: z.string().default(''), toPhone: z.string().default(''),
+    transferType: z.string().default('outbound-to-user'), trunkId: z.string().nullable().default(null),
+  }),
+  z.object({
+    ...evBase, type: z.literal('ended'), outcome: z.enum(OUTCOMES), answered: z.boolean().default(false),
+    answeredAt: z.string().nullable().default(null), endedAt: z.string(), talkSec: z.number().min(0).default(0),
+    trunkId: z.string().nullable().default(null), errorDetail: z.string().default(''), sipStatus: z.number().int().nullable().default(null),
+    transcript: transcriptIn.prefault({}),
+  }),
+]);
+export type BridgeEvent = z.infer<typeof bridgeEvent>;
+
+// ---- events this plugin emits (spec "Event kinds and data payloads") -------------------------
+
+export const eventSchemas = {
+  'call.answered': z.object({
+    callId: z.string(), phone: z.string(), displayName: z.string(), did: z.string(), fromNumber: z.string(),
+    trunkId: z.string(), direction: z.enum(['inbound', 'outbound']), source: z.string(), answerMs: z.number().int(),
+  }),
+  'call.started': z.object({
+    callId: z.string(), number: z.string(), did: z.string(), phone: z.string(), displayName: z.string(), room: z.string(),
+    direction: z.enum(['inbound', 'outbound']), source: z.string(),
+  }),
+  'call.transferred': z.object({
+    callId: z.string(), fromVnum: z.string(), fromOutbound: z.string(), fromPhone: z.string(), toUser: z.string(),
+    toPhone: z.string(), transferType: z.string(), trunkId: z.string(), room: z.string(), source: z.enum(['vnum', 'outbound-ai']),
+  }),
+  'call.ended': z.object({
+    callId: z.string(), number: z.string(), room: z.string(), outcome: z.string(), durationSec: z.number().int(),
+    tokens: z.number().int(), source: z.enum(['vnum', 'sip']),
+  }),
+  'outbound-ai.finished': z.object({
+    callId: z.string(), phone: z.string(), displayName: z.string(), outcome: z.string(), answered: z.boolean(),
+    talkSec: z.number().int(), trunk: z.string(), inputTurns: z.number().int(), outputTurns: z.number().int(), errorDetail: z.string(),
+  }),
+  'transcript.saved': z.object({
+    callId: z.string(), phone: z.string(), displayName: z.string(), number: z.string(), file: z.string(), outcome: z.string(),
+    source: z.enum(['outbound-ai', 'vnum']),
+  }),
+};

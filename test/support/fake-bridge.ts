@@ -1,0 +1,150 @@
+import crypto from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/**
+ * A loopback stand-in for the telephony bridge that speaks plugins/telephony/CONTROL-API.md:
+ * GET /health, PUT /trunks, POST /calls, POST /calls/:id/hangup, GET /calls, bearer token on
+ * every request, and events POSTed to the callback URL with seq and X-Bridge-Instance. Tests
+ * drive the far end with emit(); `/_test/*` endpoints do the same for a fake run as a process.
+ */
+export interface FakeTrunk { id: string; register: boolean; password?: string; [k: string]: unknown }
+export interface FakeCall { callId: string; state: 'dialing' | 'ringing' | 'answered' | 'ending'; trunkId: string; startedAt: string; place: Record<string, unknown> }
+
+export class FakeBridge {
+  readonly instance = crypto.randomBytes(6).toString('hex');
+  url = '';
+  trunks: FakeTrunk[] = [];
+  trunkPuts = 0;
+  calls = new Map<string, FakeCall>();
+  placed: Record<string, unknown>[] = [];
+  hangups: string[] = [];
+  /** Answer POST /calls with this status and body instead of 202 (e.g. 503 no_capacity). */
+  placeOverride: { status: number; body: unknown } | undefined;
+  /** After a hangup, report `ended` with outcome cancelled, as a real bridge does after BYE. */
+  endOnHangup = true;
+  #seq = 0;
+  #server: http.Server;
+
+  constructor(public token: string, public callbackUrl: string) {
+    this.#server = http.createServer((req, res) => void this.handle(req, res));
+  }
+
+  async start(port = 0): Promise<string> {
+    await new Promise<void>((r) => this.#server.listen(port, '127.0.0.1', () => r()));
+    this.url = `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
+    return this.url;
+  }
+
+  async stop(): Promise<void> {
+    this.#server.closeAllConnections();
+    await new Promise<void>((r) => this.#server.close(() => r()));
+  }
+
+  /** POSTs one event to the core; returns the HTTP status and body. */
+  async emit(ev: Record<string, unknown> & { type: string; callId: string }, opts: { seq?: number; token?: string } = {}): Promise<{ status: number; body: unknown }> {
+    const seq = opts.seq ?? ++this.#seq;
+    const res = await fetch(this.callbackUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${opts.token ?? this.token}`, 'x-bridge-instance': this.instance },
+      body: JSON.stringify({ seq, ts: new Date().toISOString(), ...ev }),
+    });
+    const text = await res.text();
+    let body: unknown = text;
+    try { body = JSON.parse(text); } catch { /* keep text */ }
+    if (ev.type === 'ended') this.calls.delete(ev.callId);
+    if (ev.type === 'answered') {
+      const c = this.calls.get(ev.callId);
+      if (c) c.state = 'answered';
+    }
+    return { status: res.status, body };
+  }
+
+  /** The `ended` event of an answered conversation, with a small transcript. */
+  static ended(callId: string, outcome: string, extra: Record<string, unknown> = {}): Record<string, unknown> & { type: string; callId: string } {
+    const answered = !['no-answer', 'busy', 'failed'].includes(outcome);
+    const t0 = Date.parse('2026-01-01T00:00:10Z');
+    return {
+      type: 'ended', callId, outcome, answered, answeredAt: answered ? new Date(t0).toISOString() : null,
+      endedAt: new Date(t0 + 42_000).toISOString(), talkSec: answered ? 42 : 0, trunkId: null, errorDetail: outcome === 'failed' ? 'SIP 503 from trunk' : '',
+      sipStatus: outcome === 'busy' ? 486 : outcome === 'failed' ? 503 : answered ? 200 : null,
+      transcript: answered
+        ? {
+          turns: [
+            { speaker: 'AI', text: 'Hello, this is the practice calling about your appointment.', ts: new Date(t0 + 1000).toISOString() },
+            { speaker: 'Caller', text: 'Oh hi, yes, Tuesday works.', ts: new Date(t0 + 5000).toISOString() },
+            { speaker: 'AI', text: 'Great, see you Tuesday. Goodbye!', ts: new Date(t0 + 9000).toISOString() },
+          ],
+          tokensTotal: 1234, tokensPrompt: 800, inputTurns: 1, outputTurns: 2, model: 'gemini-live-test', voice: 'Aoede', language: 'en-US',
+        }
+        : { turns: [], tokensTotal: 0, tokensPrompt: 0, inputTurns: 0, outputTurns: 0, model: '', voice: '', language: '' },
+      ...extra,
+    };
+  }
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const raw = Buffer.concat(chunks).toString('utf8');
+    const send = (status: number, body: unknown) => {
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(body));
+    };
+    const url = new URL(req.url ?? '/', 'http://x');
+    let body: Record<string, unknown> = {};
+    try { body = raw ? JSON.parse(raw) : {}; } catch { return send(400, { error: 'invalid_request', error_description: 'bad JSON' }); }
+    // Test-only controls (no token: they exist only in this fake).
+    if (url.pathname === '/_test/emit' && req.method === 'POST') {
+      const out = await this.emit(body as Record<string, unknown> & { type: string; callId: string });
+      return send(200, out);
+    }
+    if (url.pathname === '/_test/state') {
+      return send(200, { instance: this.instance, trunks: this.trunks, trunkPuts: this.trunkPuts, calls: [...this.calls.values()], placed: this.placed, hangups: this.hangups });
+    }
+    if (url.pathname === '/_test/crash') {
+      send(200, { ok: true });
+      setTimeout(() => process.exit(3), 20);
+      return;
+    }
+    const auth = String(req.headers.authorization ?? '');
+    if (auth !== `Bearer ${this.token}`) return send(401, { error: 'invalid_token', error_description: 'bad control token' });
+    if (req.method === 'GET' && url.pathname === '/health') {
+      return send(200, {
+        status: 'ok', version: 'fake-1', sip: { host: '127.0.0.1', port: 5060 }, activeCalls: this.calls.size,
+        trunks: this.trunks.map((t) => ({ id: t.id, registered: t.register ? true : null, lastError: null })),
+      });
+    }
+    if (req.method === 'PUT' && url.pathname === '/trunks') {
+      this.trunks = (body.trunks as FakeTrunk[]) ?? [];
+      this.trunkPuts++;
+      return send(200, { ok: true, count: this.trunks.length });
+    }
+    if (req.method === 'GET' && url.pathname === '/calls') {
+      return send(200, { calls: [...this.calls.values()].map(({ place: _p, ...c }) => c) });
+    }
+    if (req.method === 'POST' && url.pathname === '/calls') {
+      if (this.placeOverride) return send(this.placeOverride.status, this.placeOverride.body);
+      const callId = String(body.callId ?? '');
+      if (!callId || !Array.isArray(body.trunkIds)) return send(400, { error: 'invalid_request', error_description: 'callId and trunkIds required' });
+      if (this.calls.has(callId)) return send(409, { error: 'duplicate_call', error_description: `call ${callId} exists` });
+      this.placed.push(body);
+      this.calls.set(callId, { callId, state: 'dialing', trunkId: String((body.trunkIds as string[])[0]), startedAt: new Date().toISOString(), place: body });
+      return send(202, { accepted: true, callId });
+    }
+    const m = /^\/calls\/([^/]+)\/hangup$/.exec(url.pathname);
+    if (req.method === 'POST' && m) {
+      const id = decodeURIComponent(m[1]!);
+      const c = this.calls.get(id);
+      if (!c) return send(404, { error: 'not_found', error_description: `no call ${id}` });
+      this.hangups.push(id);
+      const wasAnswered = c.state === 'answered';
+      c.state = 'ending';
+      send(200, { ok: true, state: 'ending' });
+      if (this.endOnHangup) {
+        setTimeout(() => void this.emit({ ...FakeBridge.ended(id, 'cancelled'), answered: wasAnswered, answeredAt: wasAnswered ? new Date().toISOString() : null, talkSec: wasAnswered ? 3 : 0 }).catch(() => {}), 10);
+      }
+      return;
+    }
+    send(404, { error: 'not_found', error_description: `no ${req.method} ${url.pathname}` });
+  }
+}
