@@ -7,6 +7,8 @@ import { adminRoutes, protocolRoutes } from './routes.ts';
 import { oidcConfig } from './schemas.ts';
 import { TenantSettings } from './settings.ts';
 import { clientCli } from './cli.ts';
+import { Sessions } from './sessions.ts';
+import { authorizeRoutes } from './authorize.ts';
 
 /**
  * The OpenID Provider of every tenant (issue 3): discovery, JWKS, federation entity statement,
@@ -36,7 +38,9 @@ export default definePlugin(() => {
       // Provided at route time so dependants can plug grants in before the first request.
       ctx.provide('oidc', service);
       ctx.auth.setBearerVerifier((token, tenant) => p.principal(token, tenant));
+      const sessions = new Sessions(ctx.db, ctx.keys.subkey('oidc-csrf'), ctx.clock, ctx.config.sessionTtl);
       protocolRoutes(r, ctx, () => p, () => settings!);
+      authorizeRoutes(r, { ctx, p: () => p, sessions: () => sessions, settings: () => settings! });
       adminRoutes(r, ctx, () => p, () => settings!);
     },
   };

@@ -1,0 +1,44 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { reply, type Reply } from '../../server/http/route.ts';
+
+/** The sign-in pages live in resources/login/ (shipped defaults an operator may restyle). */
+export const PAGES_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../resources/login');
+
+const cache = new Map<string, string>();
+
+function template(name: string): string {
+  let t = cache.get(name);
+  if (t === undefined) {
+    t = fs.readFileSync(path.join(PAGES_DIR, name), 'utf8');
+    cache.set(name, t);
+  }
+  return t;
+}
+
+export function esc(s: unknown): string {
+  return String(s ?? '').replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+}
+
+/**
+ * Fills `{{name}}` (HTML-escaped) and `{{{name}}}` (already-safe HTML built here) placeholders.
+ * Pages get a strict CSP: scripts only from this origin, no framing.
+ */
+export function page(name: string, vars: Record<string, unknown>, status = 200): Reply {
+  const html = template(name)
+    .replace(/\{\{\{(\w+)\}\}\}/g, (_, k: string) => String(vars[k] ?? ''))
+    .replace(/\{\{(\w+)\}\}/g, (_, k: string) => esc(vars[k]));
+  return reply.text(status, html, 'text/html; charset=utf-8', PAGE_HEADERS);
+}
+
+export const PAGE_HEADERS: Record<string, string> = {
+  // No form-action: Chrome applies it to the redirect after a form post (to the RP's redirect_uri).
+  'Content-Security-Policy': "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'",
+  'X-Frame-Options': 'DENY',
+  'Cache-Control': 'no-store',
+};
+
+export function asset(name: string, type: string): Reply {
+  return reply.text(200, template(name), type, { 'Cache-Control': 'no-cache' });
+}

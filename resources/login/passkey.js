@@ -1,0 +1,1 @@
+// Passkey sign-in for /login.html (WebAuthn, discoverable credentials). Filled in by passkey support.

@@ -1,0 +1,224 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as jose from 'jose';
+import * as oidc from 'openid-client';
+import { startTestServer, type TestServer } from '../../support/server.ts';
+import { TestBrowser, authorizeThrough, hidden, rp, saveClient, tokenForm } from './helpers.ts';
+
+let s: TestServer;
+let A: string;
+let webSecret: string;
+let jarKey: CryptoKey;
+const alice = { username: 'alice', password: 'alice password 1' };
+const CB = 'http://127.0.0.1/cb';
+
+beforeAll(async () => {
+  s = await startTestServer();
+  A = `localhost:${s.port}`;
+  await s.appliance.core.users.add(s.primary, { name: 'alice', role: 'user', password: alice.password, email: 'alice@example.test' });
+  webSecret = (await saveClient(s, A, {
+    client_id: 'webapp', client_name: 'Web App', redirect_uris: [CB], post_logout_redirect_uris: ['http://127.0.0.1/bye'],
+    grant_types: ['authorization_code', 'refresh_token', 'implicit'], token_endpoint_auth_method: 'client_secret_basic',
+  })).client_secret!;
+  await saveClient(s, A, { client_id: 'spa', redirect_uris: [CB], grant_types: ['authorization_code', 'refresh_token'], token_endpoint_auth_method: 'none', skip_consent: true });
+  const kp = await jose.generateKeyPair('ES256', { extractable: true });
+  jarKey = kp.privateKey as CryptoKey;
+  const pub = { ...(await jose.exportJWK(kp.publicKey)), kid: 'jar-1', alg: 'ES256', use: 'sig' };
+  await saveClient(s, A, {
+    client_id: 'jarapp', redirect_uris: [CB], grant_types: ['authorization_code', 'client_credentials', 'urn:ietf:params:oauth:grant-type:jwt-bearer'],
+    token_endpoint_auth_method: 'private_key_jwt', jwks: { keys: [pub] }, skip_consent: true,
+  });
+});
+afterAll(async () => { await s?.stop(); });
+
+async function codeFlow(c: oidc.Configuration, b: TestBrowser, extra: Record<string, string> = {}, method: 'S256' | 'plain' | 'none' = 'S256') {
+  const verifier = oidc.randomPKCECodeVerifier();
+  const state = oidc.randomState();
+  const nonce = oidc.randomNonce();
+  const params: Record<string, string> = { redirect_uri: CB, scope: 'openid profile email offline_access', state, nonce, ...extra };
+  if (method !== 'none') {
+    params.code_challenge = method === 'S256' ? await oidc.calculatePKCECodeChallenge(verifier) : verifier;
+    params.code_challenge_method = method;
+  }
+  const url = oidc.buildAuthorizationUrl(c, params);
+  const back = await authorizeThrough(b, url, alice);
+  const tokens = await oidc.authorizationCodeGrant(c, new URL(back), { pkceCodeVerifier: method === 'none' ? undefined : verifier, expectedState: state, expectedNonce: nonce, idTokenExpected: true });
+  return { tokens, back };
+}
+
+describe('authorization code flow (openid-client as the RP)', () => {
+  it('code + PKCE S256 with consent, then userinfo, refresh rotation with reuse detection', async () => {
+    const c = await rp(s, A, 'webapp', webSecret, oidc.ClientSecretBasic(webSecret));
+    const b = new TestBrowser(s, A);
+    const { tokens, back } = await codeFlow(c, b);
+    expect(new URL(back).searchParams.get('iss')).toBe(`http://${A}`);
+    const claims = tokens.claims()!;
+    expect(claims.sub).toBe(s.appliance.core.users.byName(s.primary, 'alice')!.id);
+    expect(claims.auth_time).toBeTypeOf('number');
+    expect(tokens.refresh_token).toMatch(/^rt_/);
+    const info = await oidc.fetchUserInfo(c, tokens.access_token, claims.sub);
+    expect(info).toMatchObject({ preferred_username: 'alice', email: 'alice@example.test' });
+    const r2 = await oidc.refreshTokenGrant(c, tokens.refresh_token!);
+    expect(r2.refresh_token).not.toBe(tokens.refresh_token);
+    // Reuse of the rotated-out token: refused, and the whole family is revoked.
+    await expect(oidc.refreshTokenGrant(c, tokens.refresh_token!)).rejects.toMatchObject({ error: 'invalid_grant' });
+    await expect(oidc.refreshTokenGrant(c, r2.refresh_token!)).rejects.toMatchObject({ error: 'invalid_grant' });
+    expect((await oidc.tokenIntrospection(c, r2.access_token)).active).toBe(false);
+    // Consent remembered: a second run needs no page, the session signs in silently.
+    const again = await codeFlow(c, b, { prompt: 'none' });
+    expect(again.tokens.access_token).toBeTruthy();
+  });
+
+  it('public client with PKCE plain; plain switched off per tenant is refused', async () => {
+    const c = await rp(s, A, 'spa', undefined, oidc.None());
+    const b = new TestBrowser(s, A);
+    const { tokens } = await codeFlow(c, b, {}, 'plain');
+    expect(tokens.id_token).toBeTruthy();
+    const json = JSON.stringify({ allowPlainPkce: false });
+    const off = await s.fetch('/signal.ashx?oidc-settings=1', { method: 'POST', host: A, json: { allowPlainPkce: false }, headers: { 'X-Service-Admin-Signature': s.hmac('oidc-settings', A, json.length) } });
+    expect(off.status).toBe(200);
+    const url = oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid', code_challenge: 'a'.repeat(43), code_challenge_method: 'plain', state: 'st' });
+    const r = await b.get(url.href);
+    expect(r.status).toBe(302);
+    const loc = new URL(r.headers.get('location')!);
+    expect(loc.searchParams.get('error')).toBe('invalid_request');
+    expect(loc.searchParams.get('state')).toBe('st');
+    const d = (await (await s.fetch('/.well-known/openid-configuration', { host: A })).json()) as { code_challenge_methods_supported: string[] };
+    expect(d.code_challenge_methods_supported).toEqual(['S256']);
+    const on = JSON.stringify({ allowPlainPkce: true });
+    await s.fetch('/signal.ashx?oidc-settings=1', { method: 'POST', host: A, json: { allowPlainPkce: true }, headers: { 'X-Service-Admin-Signature': s.hmac('oidc-settings', A, on.length) } });
+    // A public client without PKCE is refused.
+    const noPkce = await b.get(oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid' }).href);
+    expect(new URL(noPkce.headers.get('location')!).searchParams.get('error')).toBe('invalid_request');
+  });
+
+  it('implicit id_token and hybrid code id_token answer in the fragment, with nonce', async () => {
+    const c = await rp(s, A, 'webapp', webSecret, oidc.ClientSecretBasic(webSecret));
+    oidc.useIdTokenResponseType(c);
+    const b = new TestBrowser(s, A);
+    const nonce = oidc.randomNonce();
+    const state = oidc.randomState();
+    const back = await authorizeThrough(b, oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid', nonce, state }), alice);
+    expect(new URL(back).hash).toContain('id_token=');
+    const idt = await oidc.implicitAuthentication(c, new URL(back), nonce, { expectedState: state });
+    expect(idt.nonce).toBe(nonce);
+    // Nonce replay: the same response checked against another expected nonce is refused.
+    await expect(oidc.implicitAuthentication(c, new URL(back), oidc.randomNonce(), { expectedState: state })).rejects.toThrow();
+    // Missing nonce with an id_token response: error back to the client.
+    const noNonce = await b.get(`/oauth2/v1/authorize?client_id=webapp&response_type=id_token&scope=openid&state=${state}&redirect_uri=${encodeURIComponent(CB)}`);
+    expect(new URL(noNonce.headers.get('location')!).hash).toContain('error=invalid_request');
+
+    const h = await rp(s, A, 'webapp', webSecret, oidc.ClientSecretBasic(webSecret));
+    oidc.useCodeIdTokenResponseType(h);
+    const n2 = oidc.randomNonce();
+    const st2 = oidc.randomState();
+    const hb = await authorizeThrough(b, oidc.buildAuthorizationUrl(h, { redirect_uri: CB, scope: 'openid', nonce: n2, state: st2 }), alice);
+    const frag = new URLSearchParams(new URL(hb).hash.slice(1));
+    expect(jose.decodeJwt(frag.get('id_token')!).c_hash).toBeTruthy();
+    const tokens = await oidc.authorizationCodeGrant(h, new URL(hb), { expectedNonce: n2, expectedState: st2 });
+    expect(tokens.access_token).toBeTruthy();
+  });
+
+  it('JAR request object signed by the client, private_key_jwt at the token endpoint; query wins on conflict', async () => {
+    const c = await rp(s, A, 'jarapp', {}, oidc.PrivateKeyJwt({ key: jarKey, kid: 'jar-1' }));
+    const b = new TestBrowser(s, A);
+    const verifier = oidc.randomPKCECodeVerifier();
+    const state = oidc.randomState();
+    const url = await oidc.buildAuthorizationUrlWithJAR(c, {
+      redirect_uri: CB, scope: 'openid', state, code_challenge: await oidc.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256',
+    }, { key: jarKey, kid: 'jar-1' });
+    const back = await authorizeThrough(b, url, alice);
+    const tokens = await oidc.authorizationCodeGrant(c, new URL(back), { pkceCodeVerifier: verifier, expectedState: state });
+    expect(tokens.id_token).toBeTruthy();
+    // The query's state overrides the request object's.
+    url.searchParams.set('state', 'from-query');
+    const r = await b.get(url.href);
+    expect(new URL(r.headers.get('location')!).searchParams.get('state')).toBe('from-query');
+    // An unsigned request object is refused.
+    const none = new jose.UnsecuredJWT({ client_id: 'jarapp', redirect_uri: CB, scope: 'openid', response_type: 'code' }).setIssuer('jarapp').encode();
+    const rn = await b.get(`/oauth2/v1/authorize?client_id=jarapp&response_type=code&redirect_uri=${encodeURIComponent(CB)}&request=${none}`);
+    expect(new URL(rn.headers.get('location')!).searchParams.get('error')).toBe('invalid_request_object');
+  });
+
+  it('client_credentials with private_key_jwt and the RFC 7523 jwt-bearer grant', async () => {
+    const c = await rp(s, A, 'jarapp', {}, oidc.PrivateKeyJwt({ key: jarKey, kid: 'jar-1' }));
+    const cc = await oidc.clientCredentialsGrant(c);
+    expect(jose.decodeJwt(cc.access_token).client_id).toBe('jarapp');
+    const assertion = await new jose.SignJWT({}).setProtectedHeader({ alg: 'ES256', kid: 'jar-1' }).setIssuer('jarapp').setSubject('alice')
+      .setAudience(`http://${A}`).setIssuedAt().setExpirationTime('5m').setJti(crypto.randomUUID()).sign(jarKey);
+    const t = await oidc.genericGrantRequest(c, 'urn:ietf:params:oauth:grant-type:jwt-bearer', { assertion, scope: 'openid profile' });
+    expect(jose.decodeJwt(t.access_token).preferred_username).toBe('alice');
+    // Replay of the same assertion is refused.
+    await expect(oidc.genericGrantRequest(c, 'urn:ietf:params:oauth:grant-type:jwt-bearer', { assertion })).rejects.toMatchObject({ error: 'invalid_grant' });
+  });
+});
+
+describe('negative cases', () => {
+  it('a wrong redirect_uri is answered 400 without redirecting', async () => {
+    const b = new TestBrowser(s, A);
+    const r = await b.get(`/oauth2/v1/authorize?client_id=webapp&response_type=code&scope=openid&redirect_uri=${encodeURIComponent('http://127.0.0.1/evil')}`);
+    expect(r.status).toBe(400);
+    expect(r.headers.get('location')).toBeNull();
+  });
+
+  it('a reused code is refused and revokes the tokens of its first use', async () => {
+    const c = await rp(s, A, 'webapp', webSecret, oidc.ClientSecretBasic(webSecret));
+    const b = new TestBrowser(s, A);
+    const { tokens, back } = await codeFlow(c, b);
+    const code = new URL(back).searchParams.get('code')!;
+    const again = await tokenForm(s, A, { grant_type: 'authorization_code', code, redirect_uri: CB }, { Authorization: `Basic ${Buffer.from(`webapp:${webSecret}`).toString('base64')}` });
+    expect(again.body.error).toBe('invalid_grant');
+    expect((await oidc.tokenIntrospection(c, tokens.access_token)).active).toBe(false);
+    await expect(oidc.refreshTokenGrant(c, tokens.refresh_token!)).rejects.toMatchObject({ error: 'invalid_grant' });
+  });
+
+  it('PKCE downgrade: a verifier sent when no challenge was made is invalid_grant', async () => {
+    const c = await rp(s, A, 'webapp', webSecret, oidc.ClientSecretBasic(webSecret));
+    const b = new TestBrowser(s, A);
+    const back = await authorizeThrough(b, oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid', state: 'x' }), alice);
+    const code = new URL(back).searchParams.get('code')!;
+    const r = await tokenForm(s, A, { grant_type: 'authorization_code', code, redirect_uri: CB, code_verifier: 'v'.repeat(50) }, { Authorization: `Basic ${Buffer.from(`webapp:${webSecret}`).toString('base64')}` });
+    expect(r.body.error).toBe('invalid_grant');
+  });
+
+  it('prompt=none without a session answers login_required; prompt=login forces the password page', async () => {
+    const b = new TestBrowser(s, A);
+    const r = await b.get(`/oauth2/v1/authorize?client_id=spa&response_type=code&scope=openid&prompt=none&state=q&code_challenge=${'a'.repeat(43)}&code_challenge_method=S256&redirect_uri=${encodeURIComponent(CB)}`);
+    expect(new URL(r.headers.get('location')!).searchParams.get('error')).toBe('login_required');
+    const c = await rp(s, A, 'spa', undefined, oidc.None());
+    await codeFlow(c, b);
+    const sidBefore = b.jar.get('sc_sid');
+    const r2 = await b.get(oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid', prompt: 'login', code_challenge: 'a'.repeat(43), code_challenge_method: 'S256' }).href);
+    expect(r2.headers.get('location')).toMatch(/^\/login\.html\?i=/);
+    // Signing in again rotates the session cookie (no fixation).
+    await authorizeThrough(b, oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid', prompt: 'login', code_challenge: 'a'.repeat(43), code_challenge_method: 'S256' }), alice);
+    expect(b.jar.get('sc_sid')).not.toBe(sidBefore);
+  });
+
+  it('a login form without the CSRF token is refused', async () => {
+    const b = new TestBrowser(s, A);
+    const r = await b.get(`/oauth2/v1/authorize?client_id=spa&response_type=code&scope=openid&code_challenge=${'a'.repeat(43)}&code_challenge_method=S256&redirect_uri=${encodeURIComponent(CB)}`);
+    const page = await b.get(r.headers.get('location')!);
+    const i = hidden(await page.text(), 'i');
+    const post = await b.post('/oidc.ashx/login', { i, csrf: 'forged', username: alice.username, password: alice.password });
+    expect(post.status).toBe(403);
+  });
+});
+
+describe('end session', () => {
+  it('logs out with id_token_hint and a registered post_logout_redirect_uri; refuses an unregistered one', async () => {
+    const c = await rp(s, A, 'webapp', webSecret, oidc.ClientSecretBasic(webSecret));
+    const b = new TestBrowser(s, A);
+    const { tokens } = await codeFlow(c, b);
+    const bad = await b.get(oidc.buildEndSessionUrl(c, { id_token_hint: tokens.id_token!, post_logout_redirect_uri: 'http://127.0.0.1/evil' }).href);
+    expect(bad.status).toBe(400);
+    const url = oidc.buildEndSessionUrl(c, { id_token_hint: tokens.id_token!, post_logout_redirect_uri: 'http://127.0.0.1/bye', state: 'z' });
+    const r = await b.get(url.href);
+    expect(r.status).toBe(302);
+    expect(r.headers.get('location')).toBe('http://127.0.0.1/bye?state=z');
+    expect(b.jar.has('sc_sid')).toBe(false);
+    const none = await b.get(oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid', prompt: 'none' }).href);
+    expect(new URL(none.headers.get('location')!).searchParams.get('error')).toBe('login_required');
+    const log = await (await s.fetch('/api.ashx/v1/auditlog?event=end-session', { host: A, key: s.adminKey })).text();
+    expect(log).toContain('end-session');
+  });
+});
