@@ -7,7 +7,7 @@ import { TestBrowser, authorizeThrough, hidden, rp, saveClient, tokenForm } from
 let s: TestServer;
 let A: string;
 let webSecret: string;
-let jarKey: CryptoKey;
+let jarKey: jose.CryptoKey;
 const alice = { username: 'alice', password: 'alice password 1' };
 const CB = 'http://127.0.0.1/cb';
 
@@ -21,7 +21,7 @@ beforeAll(async () => {
   })).client_secret!;
   await saveClient(s, A, { client_id: 'spa', redirect_uris: [CB], grant_types: ['authorization_code', 'refresh_token'], token_endpoint_auth_method: 'none', skip_consent: true });
   const kp = await jose.generateKeyPair('ES256', { extractable: true });
-  jarKey = kp.privateKey as CryptoKey;
+  jarKey = kp.privateKey;
   const pub = { ...(await jose.exportJWK(kp.publicKey)), kid: 'jar-1', alg: 'ES256', use: 'sig' };
   await saveClient(s, A, {
     client_id: 'jarapp', redirect_uris: [CB], grant_types: ['authorization_code', 'client_credentials', 'urn:ietf:params:oauth:grant-type:jwt-bearer'],
@@ -220,5 +220,46 @@ describe('end session', () => {
     expect(new URL(none.headers.get('location')!).searchParams.get('error')).toBe('login_required');
     const log = await (await s.fetch('/api.ashx/v1/auditlog?event=end-session', { host: A, key: s.adminKey })).text();
     expect(log).toContain('end-session');
+  });
+});
+
+describe('accounts, max_age, key rotation', () => {
+  it('prompt=select_account shows the chooser with every signed-in account; max_age=0 asks for the password again', async () => {
+    await s.appliance.core.users.add(s.primary, { name: 'bob', role: 'user', password: 'bob password 12' });
+    const c = await rp(s, A, 'spa', undefined, oidc.None());
+    const b = new TestBrowser(s, A);
+    const challenge = { code_challenge: 'a'.repeat(43), code_challenge_method: 'S256' };
+    await authorizeThrough(b, oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid', ...challenge }), alice);
+    await authorizeThrough(b, oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid', prompt: 'login', ...challenge }), { username: 'bob', password: 'bob password 12' });
+    const r = await b.get(oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid', prompt: 'select_account', ...challenge }).href);
+    expect(r.headers.get('location')).toMatch(/^\/select-account\.html\?i=/);
+    const html = await (await b.get(r.headers.get('location')!)).text();
+    expect(html).toContain('alice');
+    expect(html).toContain('bob');
+    const aliceId = s.appliance.core.users.byName(s.primary, 'alice')!.id;
+    const chosen = await b.post('/oidc.ashx/select-account', { i: hidden(html, 'i'), csrf: hidden(html, 'csrf'), account: aliceId });
+    expect(chosen.status).toBe(302);
+    expect(new URL(chosen.headers.get('location')!).searchParams.get('code')).toBeTruthy();
+    // Two accounts and prompt=none: the OP cannot choose silently.
+    const none = await b.get(oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid', prompt: 'none', ...challenge }).href);
+    expect(new URL(none.headers.get('location')!).searchParams.get('error')).toBe('account_selection_required');
+    // max_age=0 → the session is too old by definition: back to the password page.
+    const fresh = new TestBrowser(s, A);
+    await authorizeThrough(fresh, oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid', ...challenge }), alice);
+    await new Promise((res) => setTimeout(res, 1100));
+    const ma = await fresh.get(oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid', max_age: '0', ...challenge }).href);
+    expect(ma.headers.get('location')).toMatch(/^\/login\.html/);
+  });
+
+  it('rotated keys stay published: a token signed before rotation still verifies', async () => {
+    const t = await tokenForm(s, A, { grant_type: 'password', client_id: 'sovcomms-console', username: 'admin', password: s.adminPassword, scope: 'openid' });
+    const before = (await (await s.fetch('/.well-known/jwks.json', { host: A })).json()) as { keys: { kid: string }[] };
+    const rot = await s.fetch('/signal.ashx?oidc-keys-rotate=1', { method: 'POST', host: A, headers: { 'X-Service-Admin-Signature': s.hmac('oidc-keys-rotate', A) } });
+    expect(rot.status).toBe(200);
+    const after = (await (await s.fetch('/.well-known/jwks.json', { host: A })).json()) as { keys: { kid: string }[] };
+    expect(after.keys).toHaveLength(before.keys.length + 2);
+    expect((await s.fetch('/api.ashx/v1/auditlog', { host: A, key: String(t.body.access_token) })).status).toBe(200);
+    const t2 = await tokenForm(s, A, { grant_type: 'password', client_id: 'sovcomms-console', username: 'admin', password: s.adminPassword, scope: 'openid' });
+    expect(jose.decodeProtectedHeader(String(t2.body.access_token)).kid).not.toBe(jose.decodeProtectedHeader(String(t.body.access_token)).kid);
   });
 });
