@@ -141,7 +141,7 @@ export class FakeBridge {
       c.state = 'ending';
       send(200, { ok: true, state: 'ending' });
       if (this.endOnHangup) {
-        setTimeout(() => void this.emit({ ...FakeBridge.ended(id, 'cancelled'), answered: wasAnswered, answeredAt: wasAnswered ? new Date().toISOString() : null, talkSec: wasAnswered ? 3 : 0 }).catch(() => {}), 10);
+        setTimeout(() => void this.emit({ ...FakeBridge.ended(id, 'cancelled'), answered: wasAnswered, answeredAt: wasAnswered ? new Date().toISOString() : null, talkSec: wasAnswered ? 3 : 0, ...(wasAnswered ? {} : { transcript: FakeBridge.ended(id, 'no-answer').transcript }) }).catch(() => {}), 10);
       }
       return;
     }

@@ -215,7 +215,7 @@ describe('virtual numbers', () => {
 
 describe('OpenAPI', () => {
   it('lists the telephony endpoints, the bridge callback as internal', async () => {
-    const doc = await (await f('/openapi.json')).json();
+    const doc = (await j(await f('/openapi.json'))).body;
     expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/api.ashx/v1/calls', '/api.ashx/v1/inbound-routes/{did}', '/internal/bridge/events']));
     expect(doc.paths['/internal/bridge/events'].post.tags).toEqual(['internal']);
   });

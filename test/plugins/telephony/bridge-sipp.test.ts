@@ -1,0 +1,322 @@
+/**
+ * The real bridge process (plugins/telephony/bridge/main.ts) against real SIPp far ends and the
+ * local Gemini Live fake: every outcome of CONTROL-API.md reached through SIP on loopback.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { spawn, type ChildProcess } from 'node:child_process';
+import http from 'node:http';
+import { randomBytes } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { startSipp, type SippOptions, type SippRun } from '../../support/sipp.ts';
+import { GeminiLiveFake, type ScriptStep } from '../../support/gemini-live-fake.ts';
+
+const TOKEN = randomBytes(24).toString('hex');
+let bridge: ChildProcess;
+let controlUrl = '';
+let callbacks: http.Server;
+const events: Array<Record<string, unknown>> = [];
+const waiters: Array<() => void> = [];
+const cleanups: Array<() => Promise<unknown>> = [];
+
+async function api(method: string, path: string, body?: unknown, token = TOKEN): Promise<{ status: number; json: Record<string, unknown> }> {
+  const res = await fetch(controlUrl + path, {
+    method,
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: res.status, json: (await res.json()) as Record<string, unknown> };
+}
+
+function eventsOf(callId: string): Array<Record<string, unknown>> {
+  return events.filter((e) => e.callId === callId);
+}
+
+async function waitFor<T>(fn: () => T | undefined, ms = 20_000): Promise<T> {
+  const until = Date.now() + ms;
+  for (;;) {
+    const v = fn();
+    if (v !== undefined) return v;
+    if (Date.now() > until) throw new Error('timed out waiting');
+    await new Promise<void>((r) => {
+      waiters.push(r);
+      setTimeout(r, 100);
+    });
+  }
+}
+
+beforeAll(async () => {
+  callbacks = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c));
+    req.on('end', () => {
+      if (req.headers.authorization !== `Bearer ${TOKEN}` || !req.headers['x-bridge-instance']) {
+        res.writeHead(401).end();
+        return;
+      }
+      events.push(JSON.parse(body) as Record<string, unknown>);
+      res.writeHead(204).end();
+      for (const w of waiters.splice(0)) w();
+    });
+  });
+  await new Promise<void>((r) => callbacks.listen(0, '127.0.0.1', r));
+  const base = 40000 + 2 * Math.floor(Math.random() * 5000);
+  bridge = spawn(process.execPath, ['--import', 'tsx', 'plugins/telephony/bridge/main.ts'], {
+    env: {
+      ...process.env,
+      SOVCOMMS_BRIDGE_TOKEN: TOKEN,
+      SOVCOMMS_BRIDGE_CONTROL_PORT: '0',
+      SOVCOMMS_BRIDGE_CALLBACK_URL: `http://127.0.0.1:${(callbacks.address() as AddressInfo).port}/internal/bridge/events`,
+      SOVCOMMS_BRIDGE_SIP_PORT: '0',
+      SOVCOMMS_BRIDGE_SIP_HOST: '127.0.0.1',
+      SOVCOMMS_BRIDGE_RTP_PORTS: `${base}-${base + 199}`,
+      SOVCOMMS_BRIDGE_KEEPALIVE_SEC: '0',
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let err = '';
+  bridge.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+  controlUrl = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    bridge.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      const line = out.split('\n').find((l) => l.includes('bridge-ready'));
+      if (line) resolve((JSON.parse(line) as { controlUrl: string }).controlUrl);
+    });
+    bridge.once('exit', (code) => reject(new Error(`bridge exited ${code}: ${err}`)));
+  });
+});
+
+afterAll(async () => {
+  if (bridge && bridge.exitCode === null) {
+    const exited = new Promise((r) => bridge.once('exit', r));
+    bridge.kill('SIGTERM');
+    await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
+    if (bridge.exitCode === null) bridge.kill('SIGKILL');
+  }
+  await new Promise((r) => callbacks?.close(r));
+});
+
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!();
+});
+
+interface CallSetup {
+  sipp: SippOptions;
+  script: ScriptStep[];
+  trunk?: Record<string, unknown>;
+  call?: Record<string, unknown>;
+  apiKey?: string;
+  fakeKey?: string;
+}
+
+async function sipp(o: SippOptions): Promise<SippRun> {
+  const s = await startSipp(o);
+  cleanups.push(() => s.stop());
+  return s;
+}
+
+async function fake(script: ScriptStep[], apiKey?: string): Promise<GeminiLiveFake> {
+  const f = new GeminiLiveFake({ script, apiKey, usage: { prompt: 120, response: 30 } });
+  await f.start();
+  cleanups.push(() => f.stop());
+  return f;
+}
+
+function trunkFor(id: string, s: SippRun, o: SippOptions, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return { id, host: '127.0.0.1', port: s.port, transport: o.transport ?? 'udp', register: false, maxConcurrentCalls: 10, codecs: ['PCMU', 'PCMA'], ...extra };
+}
+
+function placeBody(callId: string, trunkIds: string[], engineUrl: string, extra: Record<string, unknown> = {}, apiKey = 'test-key'): Record<string, unknown> {
+  return {
+    callId,
+    tenantId: 'tenant-a',
+    phone: '+4930123456',
+    displayName: 'Acme Reminders',
+    trunkIds,
+    ringTimeoutSec: 10,
+    maxSeconds: 60,
+    engine: { url: engineUrl, apiKey, model: 'gemini-live-2.5-flash-preview', voice: 'Puck', language: 'de-DE', systemPrompt: 'Remind about the appointment.' },
+    ...extra,
+  };
+}
+
+/** One call against one SIPp far end; resolves with the `ended` event. */
+async function runCall(c: CallSetup): Promise<{ ended: Record<string, unknown>; all: Array<Record<string, unknown>>; sippRun: SippRun; engine: GeminiLiveFake; callId: string }> {
+  const s = await sipp(c.sipp);
+  const engine = await fake(c.script, c.fakeKey);
+  const put = await api('PUT', '/trunks', { trunks: [trunkFor('t1', s, c.sipp, c.trunk)] });
+  expect(put).toEqual({ status: 200, json: { ok: true, count: 1 } });
+  const callId = `oac-${randomBytes(6).toString('hex')}`;
+  const body = placeBody(callId, ['t1'], engine.url, c.call, c.apiKey);
+  const res = await api('POST', '/calls', body);
+  expect(res).toEqual({ status: 202, json: { accepted: true, callId } });
+  const ended = await waitFor(() => eventsOf(callId).find((e) => e.type === 'ended'), 30_000);
+  return { ended, all: eventsOf(callId), sippRun: s, engine, callId };
+}
+
+const GREET_AND_END: ScriptStep[] = [{ say: 'Guten Tag, hier ist Acme.', audioMs: 800 }, { tool: 'end_call' }];
+
+describe('telephony bridge against SIPp', () => {
+  it('announces readiness and answers /health with the contract shape; rejects a wrong token', async () => {
+    const h = await api('GET', '/health');
+    expect(h.status).toBe(200);
+    expect(h.json).toMatchObject({ status: 'ok', activeCalls: 0, sip: { host: '127.0.0.1' } });
+    expect(typeof (h.json.sip as { port: number }).port).toBe('number');
+    const bad = await api('GET', '/health', undefined, 'x'.repeat(48));
+    expect(bad.status).toBe(401);
+    expect(bad.json.error).toBe('invalid_token');
+  });
+
+  it('answers 400 naming the field, 404 for unknown calls', async () => {
+    const r = await api('POST', '/calls', { ...placeBody('c1', ['t1'], 'ws://127.0.0.1:1'), phone: '030 123' });
+    expect(r.status).toBe(400);
+    expect(r.json.error_description).toMatch(/^phone/);
+    const t = await api('PUT', '/trunks', { trunks: [{ id: 'x', host: 'h', port: 99999, transport: 'udp', register: false, maxConcurrentCalls: 1, codecs: [] }] });
+    expect(t.status).toBe(400);
+    expect(t.json.error_description).toMatch(/trunks\.0\.port/);
+    expect((await api('POST', '/calls/nope/hangup', {})).status).toBe(404);
+  });
+
+  it('UDP: answers, plays G.711 A-law from a pcap to the AI, the AI talks and ends the call (finished)', async () => {
+    const { ended, all, sippRun, engine } = await runCall({
+      sipp: { scenario: 'answer-play-pcap' },
+      script: [{ say: 'Guten Tag, hier ist Acme.', audioMs: 600 }, { hear: 'Hallo?', ms: 400 }, { say: 'Ihr Termin ist morgen. Auf Wiederhören.', audioMs: 600 }, { tool: 'end_call' }],
+      trunk: { codecs: ['PCMA'] },
+    });
+    expect(all.map((e) => e.type)).toEqual(['dialing', 'answered', 'ended']);
+    const answered = all[1];
+    expect(answered).toMatchObject({ trunkId: 't1' });
+    expect(answered.answerMs as number).toBeGreaterThanOrEqual(0);
+    expect(ended).toMatchObject({ outcome: 'finished', answered: true, trunkId: 't1', errorDetail: '', sipStatus: null });
+    const tr = ended.transcript as { turns: Array<{ speaker: string; text: string; ts: string }>; tokensTotal: number; tokensPrompt: number; inputTurns: number; outputTurns: number; model: string; voice: string; language: string };
+    expect(tr.turns.map((t) => [t.speaker, t.text])).toEqual([
+      ['AI', 'Guten Tag, hier ist Acme.'],
+      ['Caller', 'Hallo?'],
+      ['AI', 'Ihr Termin ist morgen. Auf Wiederhören.'],
+    ]);
+    expect(tr).toMatchObject({ tokensTotal: 300, tokensPrompt: 240, inputTurns: 1, outputTurns: 2, model: 'gemini-live-2.5-flash-preview', voice: 'Puck', language: 'de-DE' });
+    // The caller's audio from the pcap reached the engine as 16 kHz PCM.
+    expect(engine.sessions[0].audioBytesIn).toBeGreaterThan(400 * 32);
+    const setup = engine.sessions[0].setup as { model: string; generationConfig: { responseModalities: string[]; speechConfig: { voiceConfig: { prebuiltVoiceConfig: { voiceName: string } }; languageCode: string } }; tools: Array<{ functionDeclarations: Array<{ name: string }> }>; inputAudioTranscription: object; outputAudioTranscription: object; systemInstruction: { parts: Array<{ text: string }> } };
+    expect(setup.model).toBe('models/gemini-live-2.5-flash-preview');
+    expect(setup.generationConfig.responseModalities).toEqual(['AUDIO']);
+    expect(setup.generationConfig.speechConfig.voiceConfig.prebuiltVoiceConfig.voiceName).toBe('Puck');
+    expect(setup.generationConfig.speechConfig.languageCode).toBe('de-DE');
+    expect(setup.systemInstruction.parts[0].text).toBe('Remind about the appointment.');
+    expect(setup.tools[0].functionDeclarations.map((f) => f.name).sort()).toEqual(['callback_later', 'end_call', 'report_voicemail', 'transfer_to_user']);
+    expect(engine.sessions[0].key).toBe('test-key');
+    expect(engine.sessions[0].toolResponses[0]).toMatchObject({ name: 'end_call', response: { ok: true } });
+    const exit = await sippRun.exited;
+    expect(exit.code, exit.output).toBe(0);
+  });
+
+  it('TCP: the RTP the bridge sends reaches SIPp and comes back through its RTP echo', async () => {
+    const { ended, sippRun, callId } = await runCall({
+      sipp: { scenario: 'answer', transport: 'tcp', rtpEcho: true },
+      script: [{ say: 'Guten Tag.', audioMs: 1500 }, { wait: 300 }, { tool: 'end_call' }],
+    });
+    expect(ended).toMatchObject({ outcome: 'finished', answered: true });
+    const stats = await api('GET', '/stats');
+    const m = (stats.json.ended as Array<{ callId: string; packetsSent: number; packetsReceived: number }>).find((x) => x.callId === callId)!;
+    expect(m.packetsSent).toBeGreaterThan(50);
+    expect(m.packetsReceived).toBeGreaterThan(m.packetsSent * 0.8);
+    expect((await sippRun.exited).code).toBe(0);
+  });
+
+  it.each([
+    ['401', 'udp'],
+    ['407', 'tcp'],
+  ] as const)('answers a %s digest challenge (MD5, qop=auth) over %s', async (kind, transport) => {
+    const { ended, sippRun } = await runCall({ sipp: { scenario: `auth-${kind}`, transport }, script: GREET_AND_END, trunk: { username: 'alice', password: 's3cret' } });
+    expect(ended).toMatchObject({ outcome: 'finished', answered: true });
+    expect((await sippRun.exited).code).toBe(0);
+  });
+
+  it('a wrong password ends as failed with the SIP status', async () => {
+    const { ended } = await runCall({ sipp: { scenario: 'auth-401' }, script: GREET_AND_END, trunk: { username: 'alice', password: 'wrong' } });
+    expect(ended).toMatchObject({ outcome: 'failed', answered: false, sipStatus: 403, errorDetail: 'SIP 403 Forbidden' });
+  });
+
+  it('rings out: 180 and nothing else, CANCEL after ringTimeoutSec gives no-answer', async () => {
+    const { ended, sippRun } = await runCall({ sipp: { scenario: 'ring-no-answer' }, script: GREET_AND_END, call: { ringTimeoutSec: 1 } });
+    expect(ended).toMatchObject({ outcome: 'no-answer', answered: false, answeredAt: null, talkSec: 0, sipStatus: 487 });
+    const exit = await sippRun.exited;
+    expect(exit.code, exit.output).toBe(0);
+  });
+
+  it.each([
+    [486, 'Busy Here', 'busy', ''],
+    [600, 'Busy Everywhere', 'busy', ''],
+    [503, 'Service Unavailable', 'failed', 'SIP 503 Service Unavailable'],
+  ] as const)('a %s final response gives %s', async (status, reason, outcome, errorDetail) => {
+    const { ended, sippRun } = await runCall({ sipp: { scenario: 'reject', keys: { status: String(status), reason } }, script: GREET_AND_END });
+    expect(ended).toMatchObject({ outcome: outcome === 'busy' ? 'busy' : 'failed', sipStatus: status, errorDetail, answered: false });
+    expect((await sippRun.exited).code).toBe(0);
+  });
+
+  it('the far end hanging up first gives far-hangup (BYE both ways: theirs answered 200)', async () => {
+    const { ended, sippRun } = await runCall({ sipp: { scenario: 'answer-then-bye' }, script: [{ say: 'Hallo.', audioMs: 300 }, { wait: 15_000 }] });
+    expect(ended).toMatchObject({ outcome: 'far-hangup', answered: true });
+    expect(ended.talkSec as number).toBeGreaterThanOrEqual(1);
+    expect((await sippRun.exited).code).toBe(0);
+  });
+
+  it('hang up mid-sentence: the AI turn so far is kept, outcome far-hangup', async () => {
+    const { ended, sippRun, engine } = await runCall({ sipp: { scenario: 'hangup-mid-sentence' }, script: [{ say: 'Ich erzähle Ihnen jetzt eine sehr lange Geschichte.', audioMs: 20_000, chunkMs: 500 }, { tool: 'end_call' }] });
+    expect(ended.outcome).toBe('far-hangup');
+    expect((ended.transcript as { turns: Array<{ speaker: string }> }).turns[0].speaker).toBe('AI');
+    expect(engine.sessions[0].toolResponses).toHaveLength(0);
+    expect((await sippRun.exited).code).toBe(0);
+  });
+
+  it('maxSeconds ends the call with BYE as max-duration', async () => {
+    const { ended, sippRun } = await runCall({ sipp: { scenario: 'answer' }, script: [{ say: 'Hallo.', audioMs: 300 }, { wait: 15_000 }], call: { maxSeconds: 1 } });
+    expect(ended).toMatchObject({ outcome: 'max-duration', answered: true });
+    expect((await sippRun.exited).code).toBe(0);
+  });
+
+  it.each([
+    ['report_voicemail', 'voicemail'],
+    ['callback_later', 'not-now'],
+  ] as const)('the %s tool ends the call as %s', async (tool, outcome) => {
+    const { ended, sippRun } = await runCall({ sipp: { scenario: 'answer' }, script: [{ say: 'Hallo.', audioMs: 300 }, { tool }] });
+    expect(ended).toMatchObject({ outcome, answered: true });
+    expect((await sippRun.exited).code).toBe(0);
+  });
+
+  it('goAway: the client resumes on a new socket with the sessionResumption handle', async () => {
+    const { ended, engine } = await runCall({ sipp: { scenario: 'answer' }, script: [{ say: 'Teil eins.', audioMs: 300 }, { goAway: true }, { say: 'Teil zwei.', audioMs: 300 }, { tool: 'end_call' }] });
+    expect(ended.outcome).toBe('finished');
+    expect(engine.sessions).toHaveLength(2);
+    expect(engine.sessions[1].resumedFrom).toMatch(/^h-/);
+    expect((ended.transcript as { outputTurns: number }).outputTurns).toBe(2);
+  });
+
+  it('a rejected API key (close 1007) fails the call with the reason and never leaves it ringing', async () => {
+    const { ended, sippRun } = await runCall({ sipp: { scenario: 'ring-no-answer' }, script: GREET_AND_END, fakeKey: 'the-right-key', apiKey: 'wrong' });
+    expect(ended).toMatchObject({ outcome: 'failed', answered: false });
+    expect(ended.errorDetail).toMatch(/1007: API key not valid/);
+    expect((await sippRun.exited).code).toBe(0); // it received our CANCEL
+  });
+
+  it('tries the next trunk when the first fails (503), and hangup through the API sends BYE', async () => {
+    const bad = await sipp({ scenario: 'reject', keys: { status: '503', reason: 'Service Unavailable' } });
+    const good = await sipp({ scenario: 'answer' });
+    const engine = await fake([{ say: 'Hallo.', audioMs: 300 }, { wait: 15_000 }]);
+    await api('PUT', '/trunks', { trunks: [trunkFor('a', bad, { scenario: 'reject' }), trunkFor('b', good, { scenario: 'answer' })] });
+    const callId = `oac-${randomBytes(6).toString('hex')}`;
+    expect((await api('POST', '/calls', placeBody(callId, ['a', 'b'], engine.url))).status).toBe(202);
+    expect((await api('POST', '/calls', placeBody(callId, ['a', 'b'], engine.url))).json.error).toBe('duplicate_call');
+    await waitFor(() => eventsOf(callId).find((e) => e.type === 'answered'));
+    const list = await api('GET', '/calls');
+    expect(list.json.calls).toEqual([expect.objectContaining({ callId, state: 'answered', trunkId: 'b' })]);
+    const h = await api('POST', `/calls/${callId}/hangup`, { reason: 'cancelled' });
+    expect(h.json).toEqual({ ok: true, state: 'answered' });
+    const ended = await waitFor(() => eventsOf(callId).find((e) => e.type === 'ended'));
+    expect(ended).toMatchObject({ outcome: 'cancelled', trunkId: 'b', answered: true });
+    expect(eventsOf(callId).filter((e) => e.type === 'dialing').map((e) => e.trunkId)).toEqual(['a', 'b']);
+    expect((await good.exited).code).toBe(0);
+    const seqs = events.map((e) => e.seq as number);
+    expect([...seqs].sort((x, y) => x - y)).toEqual(seqs); // delivered in order
+  });
+});

@@ -1,0 +1,68 @@
+import { SMTPServer } from 'smtp-server';
+import type { AddressInfo } from 'node:net';
+import type { TestServer } from '../../support/server.ts';
+
+// Response bodies are checked field by field; `any` keeps those checks short.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type Json = any;
+
+export async function j(r: Response | Promise<Response>): Promise<{ status: number; body: Json }> {
+  const res = await r;
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : null };
+}
+
+/** The admin surface takes a bearer or the admin HMAC over `bucket|Host[|bodyLen]`. */
+export function adm(s: TestServer, p: string, bucket: string, json?: unknown, host?: string): Promise<Response> {
+  const body = json === undefined ? undefined : JSON.stringify(json);
+  const sig = s.hmac(bucket, host ?? `127.0.0.1:${s.port}`, body ? Buffer.byteLength(body) : undefined);
+  return s.fetch(p, { method: body ? 'POST' : 'GET', body, host, headers: { 'x-service-admin-signature': sig, ...(body ? { 'content-type': 'application/json' } : {}) } });
+}
+
+export async function until<T>(fn: () => T | Promise<T>, ms = 5000, what = 'condition'): Promise<NonNullable<T>> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v as NonNullable<T>;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+export function eventsOf(s: TestServer, callId: string): { name: string; data: Json }[] {
+  return (s.appliance.core.db.prepare('SELECT name, data FROM events ORDER BY id').all() as { name: string; data: string }[])
+    .map((e) => ({ name: e.name, data: JSON.parse(e.data) }))
+    .filter((e) => e.data.callId === callId);
+}
+
+export interface Mail { to: string[]; from: string; data: string }
+
+/** A loopback SMTP relay (the real smtp-server) that keeps what it receives. */
+export async function startSmtp(): Promise<{ port: number; mails: Mail[]; stop(): Promise<void> }> {
+  const mails: Mail[] = [];
+  const server = new SMTPServer({
+    authOptional: true,
+    disabledCommands: ['STARTTLS', 'AUTH'],
+    logger: false,
+    onData(stream, session, cb) {
+      const chunks: Buffer[] = [];
+      stream.on('data', (c: Buffer) => chunks.push(c));
+      stream.on('end', () => {
+        mails.push({
+          to: session.envelope.rcptTo.map((r) => r.address),
+          from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+          data: Buffer.concat(chunks).toString('utf8'),
+        });
+        cb();
+      });
+    },
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const port = (server.server.address() as AddressInfo).port;
+  return { port, mails, stop: () => new Promise<void>((r) => server.close(() => r())) };
+}
+
+export const call = (over: Record<string, unknown> = {}) => ({
+  phone: '+4930123456', displayName: 'Dr. Example', email: 'ops@example.com', systemPrompt: 'Confirm the appointment on Tuesday.',
+  apiKey: 'AIza-test-engine-key-42', ...over,
+});
