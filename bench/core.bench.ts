@@ -8,7 +8,8 @@
  *
  * Targets (issue 2): throughput >= 0.7 of the bare server's, idle RSS < 150 MB, ready < 1.5 s.
  * Knobs (env): BENCH_ROWS (100000), BENCH_CONNECTIONS (10), BENCH_SECONDS (10 per server, split
- * over BENCH_ROUNDS = 2 rounds), BENCH_WARMUP_SECONDS (2), BENCH_STARTS (3).
+ * over BENCH_ROUNDS = 2 rounds), BENCH_WARMUP_SECONDS (2), BENCH_STARTS (3), BENCH_PROFILE_DIR
+ * (write a V8 CPU profile of the loaded appliance there; read it with bench/lib/profile-top.ts).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -31,6 +32,7 @@ const SECONDS = num('BENCH_SECONDS', 10);
 const ROUNDS = num('BENCH_ROUNDS', 2);
 const WARMUP = num('BENCH_WARMUP_SECONDS', 2);
 const STARTS = num('BENCH_STARTS', 3);
+const PROFILE_DIR = process.env.BENCH_PROFILE_DIR ? path.resolve(process.env.BENCH_PROFILE_DIR) : undefined;
 const PATH = '/api.ashx/v1/auditlog?limit=50';
 
 const EVENTS = ['login.success', 'login.failure', 'token.issued', 'apikey.created', 'user.updated', 'call.started', 'call.ended', 'webhook.delivered', 'oidc.consent', 'wallet.presentation'];
@@ -111,6 +113,8 @@ export default async function run(): Promise<BenchResult[]> {
         modulePath: path.join(ROOT, 'bin', 'sovcomms.mjs'),
         args: ['serve', '--data-dir', dataDir, '--host', '127.0.0.1', '--port', String(appPort)],
         env: cleanEnv(),
+        // The server that takes the load can be profiled: BENCH_PROFILE_DIR=/tmp/prof.
+        execArgv: PROFILE_DIR && i === STARTS - 1 ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [],
         readyUrl: `http://127.0.0.1:${appPort}/readyz`,
       });
       readies.push(s.readyMs);
@@ -143,8 +147,9 @@ export default async function run(): Promise<BenchResult[]> {
     const per = SECONDS / ROUNDS;
     for (let i = 0; i < ROUNDS; i++) {
       // Alternate who goes first so neither always follows the other's garbage collection.
-      const order: [string, LoadStats][] = i % 2 ? [[appUrl, sa], [bareUrl, sb]] : [[bareUrl, sb], [appUrl, sa]];
-      for (const [u, s] of order) await loadRound(u, { connections: CONNECTIONS, seconds: per, headers, into: s });
+      const A: [string, LoadStats, number] = [appUrl, sa, app!.child.pid!];
+      const B: [string, LoadStats, number] = [bareUrl, sb, bare.child.pid!];
+      for (const [u, s, pid] of i % 2 ? [A, B] : [B, A]) await loadRound(u, { connections: CONNECTIONS, seconds: per, headers, into: s, serverPid: pid });
     }
     const rssAfter = rssMiB(app!.child.pid!);
     console.log(`appliance ${Math.round(sa.rps)} req/s, bare ${Math.round(sb.rps)} req/s`);
@@ -163,6 +168,11 @@ export default async function run(): Promise<BenchResult[]> {
         ratio: sa.percentile(99) / sb.percentile(99),
         note: `p50 appliance ${sa.percentile(50).toFixed(2)} ms, bare ${sb.percentile(50).toFixed(2)} ms; ${sa.latencies.length} and ${sb.latencies.length} samples`,
       },
+      ...(Number.isFinite(sa.cpuUsPerRequest) ? [{
+        name: 'auditlog limit=50 server CPU per request', value: sa.cpuUsPerRequest, unit: 'µs', peer: 'bare express+sqlite', peerValue: sb.cpuUsPerRequest,
+        ratio: sb.cpuUsPerRequest / sa.cpuUsPerRequest,
+        note: 'server process user+system CPU during the measured rounds / 2xx responses (from /proc); ratio = bare/appliance, i.e. the throughput ratio the two would reach on an otherwise idle core',
+      }] : []),
       {
         name: 'idle RSS after start', value: median(rsses), unit: 'MB', peer: 'bare express+sqlite', peerValue: bareRss, target: '< 150 MB',
         note: `MiB (VmRSS) 1 s after ready, median of ${STARTS} starts: ${rsses.map(r1).join(', ')}; after the load: ${r1(rssAfter)}`,

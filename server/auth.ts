@@ -1,4 +1,5 @@
 import crypto from 'node:crypto';
+import type Database from 'better-sqlite3';
 import type { DB } from './store/db.ts';
 import type { Tenant } from './tenancy.ts';
 import type { Role } from './users.ts';
@@ -85,6 +86,7 @@ export class AuthService {
   #bearer: BearerVerifier | undefined;
   #custom = new Map<string, CustomVerifier>();
   #lastUsedWrites = new Map<string, number>();
+  #keyByHash: Database.Statement<unknown[]> | undefined;
 
   constructor(
     private readonly db: DB,
@@ -170,11 +172,12 @@ export class AuthService {
   private verifyApiKey(key: string, tenant: Tenant): Principal | null {
     if (key.length > 200 || !/^ak_[A-Za-z0-9_-]+$/.test(key)) return null;
     // Lookup by hash: the hash is the index, so no comparison leaks timing about the stored key.
-    const r = this.db
-      .prepare(`SELECT k.id, k.tenant_id, k.user_id, k.revoked_at, k.hash, u.name, u.email, u.role, u.status
-                FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.hash = ?`)
-      .get(sha256Hex(key)) as { id: string; tenant_id: string; user_id: string; revoked_at: string | null; hash: string; name: string; email: string | null; role: Role; status: string } | undefined;
-    if (!r || !safeEqual(r.hash, sha256Hex(key))) return null;
+    // Prepared once: this runs on every ak_ request (bench/core.bench.ts).
+    this.#keyByHash ??= this.db.prepare(`SELECT k.id, k.tenant_id, k.user_id, k.revoked_at, k.hash, u.name, u.email, u.role, u.status
+                FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.hash = ?`);
+    const hash = sha256Hex(key);
+    const r = this.#keyByHash.get(hash) as { id: string; tenant_id: string; user_id: string; revoked_at: string | null; hash: string; name: string; email: string | null; role: Role; status: string } | undefined;
+    if (!r || !safeEqual(r.hash, hash)) return null;
     if (r.revoked_at || r.status === 'disabled' || r.tenant_id !== tenant.id) return null;
     this.touchKey(r.id);
     return {

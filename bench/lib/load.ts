@@ -42,13 +42,15 @@ export async function spawnServer(opts: {
   modulePath: string;
   args?: string[];
   env?: NodeJS.ProcessEnv;
+  /** Node flags for the child (e.g. --cpu-prof). */
+  execArgv?: string[];
   readyUrl: string;
   timeoutMs?: number;
 }): Promise<Spawned> {
   const isTs = opts.modulePath.endsWith('.ts');
   const t0 = performance.now();
   const child = fork(isTs ? RUN_TS : opts.modulePath, isTs ? [opts.modulePath, ...(opts.args ?? [])] : (opts.args ?? []), {
-    cwd: ROOT, env: opts.env ?? process.env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    cwd: ROOT, env: opts.env ?? process.env, execArgv: opts.execArgv ?? [], stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   const stop = () => stopChild(child);
   let exited: string | undefined;
@@ -93,6 +95,21 @@ export function rssMiB(pid: number): number {
   return Number(execFileSync('ps', ['-o', 'rss=', '-p', String(pid)], { encoding: 'utf8' }).trim()) / 1024;
 }
 
+/**
+ * CPU time (user + system, ms) a process has used so far, from /proc/<pid>/stat on Linux
+ * (undefined elsewhere). Unlike wall-clock throughput it hardly moves when neighbours load the
+ * machine, so CPU per request is the steadier comparison on a shared box.
+ */
+export function cpuMs(pid: number): number | undefined {
+  try {
+    // Fields after "(comm) ": state is [0], utime [11], stime [12], in clock ticks (USER_HZ = 100 on Linux).
+    const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(f[11]) + Number(f[12])) * 10;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Latencies (ms) and counts of one server over one or more autocannon rounds. */
 export class LoadStats {
   latencies: number[] = [];
@@ -100,10 +117,17 @@ export class LoadStats {
   bad = 0;
   errors = 0;
   seconds = 0;
+  /** CPU ms the server used during the rounds (NaN when it cannot be read). */
+  cpuMs = 0;
   statuses: Record<string, number> = {};
 
   get rps(): number {
     return this.seconds ? this.ok / this.seconds : 0;
+  }
+
+  /** Server CPU microseconds per successful response. */
+  get cpuUsPerRequest(): number {
+    return this.ok ? (this.cpuMs * 1000) / this.ok : NaN;
   }
 
   percentile(p: number): number {
@@ -117,7 +141,8 @@ export class LoadStats {
  * One autocannon round against `url`. With `into`, every response's latency and status is kept
  * (autocannon's own histogram cannot be merged across rounds).
  */
-export async function loadRound(url: string, o: { connections: number; seconds: number; headers?: Record<string, string>; into?: LoadStats }): Promise<Result> {
+export async function loadRound(url: string, o: { connections: number; seconds: number; headers?: Record<string, string>; into?: LoadStats; serverPid?: number }): Promise<Result> {
+  const cpu0 = o.serverPid ? cpuMs(o.serverPid) : undefined;
   const inst = autocannon({ url, connections: o.connections, duration: o.seconds, headers: o.headers, timeout: 10 });
   const s = o.into;
   if (s) {
@@ -133,6 +158,8 @@ export async function loadRound(url: string, o: { connections: number; seconds: 
   if (s) {
     s.seconds += r.duration;
     s.errors += r.errors + r.timeouts;
+    const cpu1 = o.serverPid ? cpuMs(o.serverPid) : undefined;
+    s.cpuMs += cpu0 !== undefined && cpu1 !== undefined ? cpu1 - cpu0 : NaN;
   }
   return r;
 }

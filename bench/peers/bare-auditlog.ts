@@ -2,7 +2,7 @@
  * The peer of bench/core.bench.ts: the least a server can do to answer
  * `GET /api.ashx/v1/auditlog?limit=50` honestly. Bare Express 5 + better-sqlite3 on the
  * appliance's own database file, with the same SQL (key lookup by SHA-256 hash joined to its
- * user, COUNT(*) and the page query) and the same JSON, but no plugin host, no schema
+ * user, the tenant's row count and the page query) and the same JSON, but no plugin host, no schema
  * validation, no logging, no rate limiting and statements prepared once.
  *
  * env: BENCH_DB (path of appliance.db), PORT.
@@ -18,7 +18,8 @@ db.pragma('synchronous = NORMAL');
 
 const keyByHash = db.prepare(`SELECT k.id, k.tenant_id, k.user_id, k.revoked_at, k.hash, u.name, u.email, u.role, u.status
                               FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.hash = ?`);
-const count = db.prepare('SELECT COUNT(*) AS n FROM audit_log WHERE tenant_id = ?');
+// The unfiltered total as plugins/audit/repo.ts reads it (the per-tenant count its triggers keep).
+const count = db.prepare('SELECT n FROM audit_counts WHERE tenant_id = ?');
 const page = db.prepare('SELECT ts, event, user, ip, ua, extra FROM audit_log WHERE tenant_id = ? ORDER BY ts DESC, id DESC LIMIT ? OFFSET ?');
 const hostOf = new Map((db.prepare('SELECT tenant_id, host FROM tenant_hosts ORDER BY position DESC').all() as { tenant_id: string; host: string }[]).map((r) => [r.tenant_id, r.host]));
 
@@ -41,7 +42,7 @@ app.get('/api.ashx/v1/auditlog', (req, res) => {
   }
   const limit = Math.min(Number(req.query.limit ?? 50) || 50, 500);
   const offset = Number(req.query.offset ?? 0) || 0;
-  const total = (count.get(key.tenant_id) as { n: number }).n;
+  const total = (count.get(key.tenant_id) as { n: number } | undefined)?.n ?? 0;
   const rows = page.all(key.tenant_id, limit, offset) as AuditRow[];
   const tenant = hostOf.get(key.tenant_id);
   let next: string | null = null;

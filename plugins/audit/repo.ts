@@ -1,3 +1,4 @@
+import type Database from 'better-sqlite3';
 import type { DB } from '../../server/store/db.ts';
 import type { Tenant } from '../../server/tenancy.ts';
 
@@ -12,9 +13,20 @@ function likeArg(s: string): string {
 
 export class AuditRepo {
   readonly #insert;
+  /** Prepared statements by SQL text: a listing is a hot path, preparing costs about as much as the page query. */
+  readonly #stmts = new Map<string, Database.Statement<unknown[]>>();
 
   constructor(private readonly db: DB) {
     this.#insert = db.prepare('INSERT INTO audit_log (tenant_id, ts, event, user, ip, ua, extra) VALUES (?, ?, ?, ?, ?, ?, ?)');
+  }
+
+  private stmt(sql: string): Database.Statement<unknown[]> {
+    let s = this.#stmts.get(sql);
+    if (!s) {
+      s = this.db.prepare(sql);
+      this.#stmts.set(sql, s);
+    }
+    return s;
   }
 
   insert(tenant: Tenant, row: AuditRow): void {
@@ -29,14 +41,17 @@ export class AuditRepo {
     if (f.user) { where.push("user LIKE ? ESCAPE '\\'"); args.push(likeArg(f.user)); }
     if (f.since) { where.push('ts > ?'); args.push(f.since); }
     const w = where.join(' AND ');
-    const total = (this.db.prepare(`SELECT COUNT(*) AS n FROM audit_log WHERE ${w}`).get(...args) as { n: number }).n;
-    const rows = this.db
-      .prepare(`SELECT ts, event, user, ip, ua, extra FROM audit_log WHERE ${w} ORDER BY ts DESC, id DESC LIMIT ? OFFSET ?`)
+    // Unfiltered: the per-tenant count the triggers of migration 0002 keep exact.
+    const total = args.length === 1
+      ? ((this.stmt('SELECT n FROM audit_counts WHERE tenant_id = ?').get(tenant.id) as { n: number } | undefined)?.n ?? 0)
+      : (this.stmt(`SELECT COUNT(*) AS n FROM audit_log WHERE ${w}`).get(...args) as { n: number }).n;
+    const rows = this.stmt(`SELECT ts, event, user, ip, ua, extra FROM audit_log WHERE ${w} ORDER BY ts DESC, id DESC LIMIT ? OFFSET ?`)
       .all(...args, f.limit, f.offset) as AuditRow[];
     return { rows, total };
   }
 
   prune(beforeIso: string): number {
+    // The triggers keep audit_counts in step; `changes` counts the audit_log rows only.
     return this.db.prepare('DELETE FROM audit_log WHERE ts < ?').run(beforeIso).changes;
   }
 }
