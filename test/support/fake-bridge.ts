@@ -42,7 +42,7 @@ export class FakeBridge {
   }
 
   /** POSTs one event to the core; returns the HTTP status and body. */
-  async emit(ev: Record<string, unknown> & { type: string; callId: string }, opts: { seq?: number; token?: string } = {}): Promise<{ status: number; body: unknown }> {
+  async emit(ev: Record<string, unknown> & { type: string; callId: string }, opts: { seq?: number; token?: string } = {}): Promise<{ status: number; body: Record<string, unknown> }> {
     const seq = opts.seq ?? ++this.#seq;
     const res = await fetch(this.callbackUrl, {
       method: 'POST',
@@ -50,8 +50,8 @@ export class FakeBridge {
       body: JSON.stringify({ seq, ts: new Date().toISOString(), ...ev }),
     });
     const text = await res.text();
-    let body: unknown = text;
-    try { body = JSON.parse(text); } catch { /* keep text */ }
+    let body: Record<string, unknown> = { raw: text };
+    try { body = JSON.parse(text) as Record<string, unknown>; } catch { /* keep the raw text */ }
     if (ev.type === 'ended') this.calls.delete(ev.callId);
     if (ev.type === 'answered') {
       const c = this.calls.get(ev.callId);
