@@ -1,0 +1,167 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { builtinModules } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import ts from 'typescript';
+import { afterAll, describe, expect, it } from 'vitest';
+import { tempDir } from '../support/server.ts';
+
+/**
+ * Runtime boundaries (STYLE.md, the Signal-Desktop idea): `main/` alone may import `electron`;
+ * `renderer/` alone may touch the DOM; `server/` and `plugins/` are plain Node. `renderer/` may
+ * not import Node built-ins, Electron, or server/plugin code (type-only imports are erased at
+ * build time and allowed). Imports are read with the TypeScript parser, so comments and strings
+ * (a plugin's HTML page may carry a script that uses `document`) never count.
+ */
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const SOURCE = /\.(?:[cm]?[jt]s|tsx|jsx)$/;
+const NODE_BUILTINS = new Set(builtinModules.flatMap((m) => [m, `node:${m}`]));
+const DOM_GLOBALS = new Set(['document', 'window']);
+
+export interface Violation { file: string; line: number; rule: string }
+
+function walk(dir: string): string[] {
+  if (!fs.existsSync(dir)) return [];
+  const out: string[] = [];
+  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+    if (e.name === 'node_modules' || e.name.startsWith('.')) continue;
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) out.push(...walk(p));
+    else if (SOURCE.test(e.name) && !e.name.endsWith('.d.ts')) out.push(p);
+  }
+  return out;
+}
+
+interface ImportRef { spec: string; typeOnly: boolean; line: number }
+
+function scan(file: string): { imports: ImportRef[]; domUses: number[] } {
+  const text = fs.readFileSync(file, 'utf8');
+  const sf = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true, file.endsWith('x') ? ts.ScriptKind.TSX : ts.ScriptKind.TS);
+  const imports: ImportRef[] = [];
+  const domUses: number[] = [];
+  const line = (n: ts.Node) => sf.getLineAndCharacterOfPosition(n.getStart(sf)).line + 1;
+  const visit = (n: ts.Node): void => {
+    if (ts.isImportDeclaration(n) && ts.isStringLiteral(n.moduleSpecifier)) {
+      const c = n.importClause;
+      const typeOnly = !!c && (c.isTypeOnly || (!c.name && !!c.namedBindings && ts.isNamedImports(c.namedBindings) && c.namedBindings.elements.length > 0 && c.namedBindings.elements.every((e) => e.isTypeOnly)));
+      imports.push({ spec: n.moduleSpecifier.text, typeOnly, line: line(n) });
+    } else if (ts.isExportDeclaration(n) && n.moduleSpecifier && ts.isStringLiteral(n.moduleSpecifier)) {
+      imports.push({ spec: n.moduleSpecifier.text, typeOnly: n.isTypeOnly, line: line(n) });
+    } else if (ts.isImportEqualsDeclaration(n) && ts.isExternalModuleReference(n.moduleReference) && ts.isStringLiteral(n.moduleReference.expression)) {
+      imports.push({ spec: n.moduleReference.expression.text, typeOnly: n.isTypeOnly, line: line(n) });
+    } else if (ts.isCallExpression(n) && n.arguments.length >= 1 && ts.isStringLiteralLike(n.arguments[0]!)) {
+      const isImport = n.expression.kind === ts.SyntaxKind.ImportKeyword;
+      const isRequire = ts.isIdentifier(n.expression) && n.expression.text === 'require';
+      if (isImport || isRequire) imports.push({ spec: (n.arguments[0] as ts.StringLiteral).text, typeOnly: false, line: line(n) });
+    } else if (ts.isPropertyAccessExpression(n) || ts.isElementAccessExpression(n)) {
+      const target = n.expression;
+      if (ts.isIdentifier(target) && DOM_GLOBALS.has(target.text)) domUses.push(line(n));
+      // globalThis.document.x / globalThis.window
+      if (ts.isPropertyAccessExpression(n) && ts.isIdentifier(n.expression) && n.expression.text === 'globalThis' && DOM_GLOBALS.has(n.name.text)) domUses.push(line(n));
+    }
+    ts.forEachChild(n, visit);
+  };
+  visit(sf);
+  return { imports, domUses };
+}
+
+const isElectron = (spec: string) => spec === 'electron' || spec.startsWith('electron/');
+
+/** The top-level area a resolved relative import lands in (`server`, `plugins`, `renderer`, ...). */
+function areaOf(root: string, fromFile: string, spec: string): string | undefined {
+  if (!spec.startsWith('.')) return undefined;
+  const rel = path.relative(root, path.resolve(path.dirname(fromFile), spec));
+  if (rel.startsWith('..')) return undefined;
+  return rel.split(path.sep)[0];
+}
+
+export function checkBoundaries(root: string): Violation[] {
+  const v: Violation[] = [];
+  const add = (file: string, line: number, rule: string) => v.push({ file: path.relative(root, file), line, rule });
+  for (const area of ['server', 'plugins']) {
+    for (const file of walk(path.join(root, area))) {
+      const { imports, domUses } = scan(file);
+      for (const i of imports) {
+        if (i.typeOnly) continue;
+        if (isElectron(i.spec)) add(file, i.line, `${area}/ imports ${i.spec}: only main/ may import electron`);
+        const to = areaOf(root, file, i.spec);
+        if (to === 'main' || to === 'renderer') add(file, i.line, `${area}/ imports ${to}/ code (${i.spec}): server and plugins are plain Node`);
+      }
+      for (const l of domUses) add(file, l, `${area}/ uses a DOM global (document/window): only renderer/ may touch the DOM`);
+    }
+  }
+  for (const file of walk(path.join(root, 'main'))) {
+    const { imports, domUses } = scan(file);
+    for (const i of imports) if (!i.typeOnly && areaOf(root, file, i.spec) === 'renderer') add(file, i.line, `main/ imports renderer/ code (${i.spec})`);
+    for (const l of domUses) add(file, l, 'main/ uses a DOM global (document/window): only renderer/ may touch the DOM');
+  }
+  for (const file of walk(path.join(root, 'renderer'))) {
+    for (const i of scan(file).imports) {
+      if (i.typeOnly) continue;
+      if (NODE_BUILTINS.has(i.spec) || i.spec.startsWith('node:')) add(file, i.line, `renderer/ imports the Node built-in ${i.spec}`);
+      if (isElectron(i.spec)) add(file, i.line, `renderer/ imports ${i.spec}: only main/ may import electron (use the preload bridge)`);
+      const to = areaOf(root, file, i.spec);
+      if (to === 'server' || to === 'plugins' || to === 'main') add(file, i.line, `renderer/ imports ${to}/ code (${i.spec}): talk to the server over HTTP`);
+    }
+  }
+  return v;
+}
+
+const dirs: string[] = [];
+afterAll(() => { for (const d of dirs) fs.rmSync(d, { recursive: true, force: true }); });
+
+function tree(files: Record<string, string>): string {
+  const d = tempDir('sovcomms-boundaries-');
+  dirs.push(d);
+  for (const [p, text] of Object.entries(files)) {
+    fs.mkdirSync(path.dirname(path.join(d, p)), { recursive: true });
+    fs.writeFileSync(path.join(d, p), text);
+  }
+  return d;
+}
+
+describe('runtime boundaries', () => {
+  it('this repository keeps them (main/ and renderer/ may not exist yet)', () => {
+    const v = checkBoundaries(ROOT);
+    expect(v.map((x) => `${x.file}:${x.line}: ${x.rule}`)).toEqual([]);
+    // The scan is not vacuous: it read the core and the plugins.
+    expect(walk(path.join(ROOT, 'server')).length).toBeGreaterThan(10);
+    expect(walk(path.join(ROOT, 'plugins')).length).toBeGreaterThan(5);
+  });
+
+  it('fails when an import or a DOM use crosses a line', () => {
+    const root = tree({
+      'server/a.ts': "import { app } from 'electron';\nexport const x = app;\n",
+      'server/b.ts': "// document.title in a comment is fine\nconst html = '<script>document.title = 1</script>';\nexport const t = document.title + html;\n",
+      'plugins/p/index.ts': "const { ipcRenderer } = require('electron');\nexport const w = window.location;\nexport const g = globalThis.document;\n",
+      'plugins/p/lazy.ts': "export const load = () => import('electron/main');\nexport { thing } from '../../renderer/ui.ts';\n",
+      'main/index.ts': "import { app } from 'electron';\nimport { startServer } from '../server/a.ts';\nexport { app, startServer };\n",
+      'renderer/ui.ts': [
+        "import fs from 'node:fs';",
+        "import path from 'path';",
+        "import { ipcRenderer } from 'electron';",
+        "import { Appliance } from '../server/app.ts';",
+        "import type { Tenant } from '../server/tenancy.ts';",
+        "import { type Principal } from '../server/auth.ts';",
+        "export const el = document.body;",
+        'export const thing = 1;',
+      ].join('\n'),
+    });
+    const v = checkBoundaries(root).map((x) => `${x.file}:${x.line}`);
+    expect(v.sort()).toEqual([
+      'plugins/p/index.ts:1', 'plugins/p/index.ts:2', 'plugins/p/index.ts:3',
+      'plugins/p/lazy.ts:1', 'plugins/p/lazy.ts:2',
+      'renderer/ui.ts:1', 'renderer/ui.ts:2', 'renderer/ui.ts:3', 'renderer/ui.ts:4',
+      'server/a.ts:1', 'server/b.ts:3',
+    ].sort());
+  });
+
+  it('allows what each side is for', () => {
+    const root = tree({
+      'server/ok.ts': "import fs from 'node:fs';\nexport const page = '<script>window.close()</script>';\nexport const f = fs;\n",
+      'main/index.ts': "import { app, BrowserWindow } from 'electron';\nimport fs from 'node:fs';\nexport { app, BrowserWindow, fs };\n",
+      'renderer/app.tsx': "import type { Tenant } from '../server/tenancy.ts';\nexport const t: Tenant | null = null;\nexport const h = window.location.href + document.title;\n",
+    });
+    expect(checkBoundaries(root)).toEqual([]);
+  });
+});
