@@ -1,0 +1,126 @@
+import fs from 'node:fs';
+import net from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../../server/clock.ts';
+import { startTestServer, tempDir, type TestServer } from '../../support/server.ts';
+import { FakeBridge } from '../../support/fake-bridge.ts';
+import { adm, call, eventsOf, j } from './helpers.ts';
+import { until } from './helpers.ts';
+
+const TOKEN = 'fake-bridge-control-token-lifecycle-01';
+const V1 = '/api.ashx/v1';
+const T0 = Date.parse('2026-03-01T08:00:00Z');
+
+async function freePort(): Promise<number> {
+  const srv = net.createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
+  const port = (srv.address() as net.AddressInfo).port;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return port;
+}
+
+describe('no bridge, or one that does not answer', () => {
+  it('503 bridge_not_configured when the bridge mode is off, and nothing is stored', async () => {
+    const s = await startTestServer();
+    try {
+      const r = await j(s.fetch(`${V1}/calls`, { method: 'POST', key: s.adminKey, json: call() }));
+      expect(r.status).toBe(503);
+      expect(r.body).toEqual({ error: 'bridge_not_configured', error_description: expect.stringContaining('no telephony bridge is configured') });
+      expect((await j(s.fetch(`${V1}/calls`, { key: s.adminKey }))).body.total).toBe(0);
+    } finally {
+      await s.stop();
+    }
+  });
+  it('502 bridge_unreachable when the bridge URL does not answer; the call ends failed with the reason', async () => {
+    const port = await freePort();
+    const s = await startTestServer({ overrides: { plugins: { telephony: { bridge: { mode: 'remote', url: `http://127.0.0.1:${port}`, token: TOKEN, requestTimeoutMs: 1000 } } } } });
+    try {
+      await adm(s, '/signal.ashx?trunks=save', 'trunks-save', { id: 'main', name: 'Main', host: '127.0.0.1' });
+      await adm(s, '/signal.ashx?telephony=settings-save', 'telephony-settings-save', { defaultTrunkId: 'main' });
+      const r = await j(s.fetch(`${V1}/calls`, { method: 'POST', key: s.adminKey, json: call() }));
+      expect(r.status).toBe(502);
+      expect(r.body.error).toBe('bridge_unreachable');
+      expect(r.body.error_description).toContain(`http://127.0.0.1:${port}`);
+      expect(r.body.callId).toMatch(/^oac-/);
+      const rec = (await j(s.fetch(`${V1}/calls/${r.body.callId}`, { key: s.adminKey }))).body;
+      expect(rec).toMatchObject({ status: 'ended-failed-final', endedReason: 'failed', errorDetail: expect.stringContaining('did not answer') });
+      // The trunk list still answers; registration status is unknown.
+      const l = (await j(adm(s, '/signal.ashx?trunks=list', 'trunks-list'))).body;
+      expect(l.trunks[0]).toMatchObject({ id: 'main', registered: null });
+    } finally {
+      await s.stop();
+    }
+  });
+});
+
+describe('a restart of the appliance neither loses nor doubles a call', () => {
+  let fake: FakeBridge;
+  let dataDir: string;
+  const servers: TestServer[] = [];
+  beforeAll(async () => {
+    fake = new FakeBridge(TOKEN, '');
+    await fake.start();
+    dataDir = tempDir();
+  });
+  afterAll(async () => {
+    for (const s of servers) await s.stop().catch(() => {});
+    await fake.stop();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+  async function boot(at: number): Promise<{ s: TestServer; clock: ManualClock }> {
+    const clock = new ManualClock(at);
+    const s = await startTestServer({ dataDir, clock, overrides: { plugins: { telephony: { bridge: { mode: 'remote', url: fake.url, token: TOKEN } } } } });
+    servers.push(s);
+    fake.callbackUrl = `${s.url}/internal/bridge/events`;
+    return { s, clock };
+  }
+  const placed = (id: string) => fake.placed.filter((p) => p.callId === id).length;
+
+  it('a scheduled call dials once, at its time, after a restart in between', async () => {
+    const { s } = await boot(T0);
+    await adm(s, '/signal.ashx?trunks=save', 'trunks-save', { id: 'main', name: 'Main', host: '127.0.0.1' });
+    await adm(s, '/signal.ashx?telephony=settings-save', 'telephony-settings-save', { defaultTrunkId: 'main' });
+    const r = await j(s.fetch(`${V1}/calls`, { method: 'POST', key: s.adminKey, json: call({ scheduleAtUtc: '2026-03-01T09:00:00Z' }) }));
+    expect(r.body.bridgeReply).toBe('scheduled for 2026-03-01T09:00:00.000Z');
+    const id = r.body.callId as string;
+    await s.stop();
+    expect(placed(id)).toBe(0);
+
+    const { s: s2, clock } = await boot(T0 + 30 * 60_000);
+    await new Promise((res) => setTimeout(res, 150));
+    expect(placed(id)).toBe(0);
+    clock.set(Date.parse('2026-03-01T09:00:00Z'));
+    s2.appliance.core.jobs.kick();
+    await until(() => placed(id) === 1, 3000, 'scheduled dial');
+    await until(async () => (await j(s2.fetch(`${V1}/calls/${id}`, { key: s2.adminKey }))).body.status === 'in-flight', 3000, 'in flight');
+    clock.advance(3600_000);
+    s2.appliance.core.jobs.kick();
+    await new Promise((res) => setTimeout(res, 200));
+    expect(placed(id)).toBe(1);
+    expect((await j(s2.fetch(`${V1}/calls/${id}`, { key: s2.adminKey }))).body).toMatchObject({ attempt: 1, dispatchedAtUtc: '2026-03-01T09:00:00.000Z' });
+    await fake.emit(FakeBridge.ended(id, 'finished'));
+    await s2.stop();
+  });
+
+  it('a pending retry survives a restart and runs exactly once', async () => {
+    const { s } = await boot(T0 + 2 * 3600_000);
+    const r = await j(s.fetch(`${V1}/calls`, { method: 'POST', key: s.adminKey, json: call({ retries: 1, retryDelayMinutes: 10 }) }));
+    const id = r.body.callId as string;
+    expect(placed(id)).toBe(1);
+    await fake.emit(FakeBridge.ended(id, 'no-answer'));
+    expect((await j(s.fetch(`${V1}/calls/${id}`, { key: s.adminKey }))).body).toMatchObject({ status: 'ended-failed-retry-pending', retriesLeft: 0 });
+    await s.stop();
+
+    const { s: s2, clock } = await boot(T0 + 2 * 3600_000 + 11 * 60_000);
+    await until(() => placed(id) === 2, 3000, 'retry after restart');
+    await until(async () => (await j(s2.fetch(`${V1}/calls/${id}`, { key: s2.adminKey }))).body.status === 'in-flight', 3000, 'in flight');
+    clock.advance(3600_000);
+    s2.appliance.core.jobs.kick();
+    await new Promise((res) => setTimeout(res, 200));
+    expect(placed(id)).toBe(2);
+    await fake.emit(FakeBridge.ended(id, 'finished'));
+    expect((await j(s2.fetch(`${V1}/calls/${id}`, { key: s2.adminKey }))).body).toMatchObject({ status: 'ended-success', attempt: 2 });
+    expect(eventsOf(s2, id).filter((e) => e.name === 'outbound-ai.finished').map((e) => e.data.outcome)).toEqual(['no-answer', 'finished']);
+    await s2.stop();
+  });
+});
