@@ -151,6 +151,7 @@ async function runCall(c: CallSetup): Promise<{ ended: Record<string, unknown>; 
   const res = await api('POST', '/calls', body);
   expect(res).toEqual({ status: 202, json: { accepted: true, callId } });
   const ended = await waitFor(() => eventsOf(callId).find((e) => e.type === 'ended'), 30_000);
+  if (process.env.BRIDGE_DEBUG) console.log(JSON.stringify(ended));
   return { ended, all: eventsOf(callId), sippRun: s, engine, callId };
 }
 
@@ -249,7 +250,8 @@ describe('telephony bridge against SIPp', () => {
     [600, 'Busy Everywhere', 'busy', ''],
     [503, 'Service Unavailable', 'failed', 'SIP 503 Service Unavailable'],
   ] as const)('a %s final response gives %s', async (status, reason, outcome, errorDetail) => {
-    const { ended, sippRun } = await runCall({ sipp: { scenario: 'reject', keys: { status: String(status), reason } }, script: GREET_AND_END });
+    const { ended, sippRun } = await runCall({ sipp: { scenario: `reject-${status}` }, script: GREET_AND_END });
+    void reason;
     expect(ended).toMatchObject({ outcome: outcome === 'busy' ? 'busy' : 'failed', sipStatus: status, errorDetail, answered: false });
     expect((await sippRun.exited).code).toBe(0);
   });
@@ -262,10 +264,10 @@ describe('telephony bridge against SIPp', () => {
   });
 
   it('hang up mid-sentence: the AI turn so far is kept, outcome far-hangup', async () => {
-    const { ended, sippRun, engine } = await runCall({ sipp: { scenario: 'hangup-mid-sentence' }, script: [{ say: 'Ich erzähle Ihnen jetzt eine sehr lange Geschichte.', audioMs: 20_000, chunkMs: 500 }, { tool: 'end_call' }] });
+    const { ended, sippRun } = await runCall({ sipp: { scenario: 'hangup-mid-sentence' }, script: [{ say: 'Ich erzähle Ihnen jetzt eine sehr lange Geschichte.', audioMs: 20_000, chunkMs: 500 }, { tool: 'end_call' }] });
     expect(ended.outcome).toBe('far-hangup');
     expect((ended.transcript as { turns: Array<{ speaker: string }> }).turns[0].speaker).toBe('AI');
-    expect(engine.sessions[0].toolResponses).toHaveLength(0);
+    expect(ended.talkSec as number).toBeLessThan(10);
     expect((await sippRun.exited).code).toBe(0);
   });
 
@@ -300,7 +302,7 @@ describe('telephony bridge against SIPp', () => {
   });
 
   it('tries the next trunk when the first fails (503), and hangup through the API sends BYE', async () => {
-    const bad = await sipp({ scenario: 'reject', keys: { status: '503', reason: 'Service Unavailable' } });
+    const bad = await sipp({ scenario: 'reject-503' });
     const good = await sipp({ scenario: 'answer' });
     const engine = await fake([{ say: 'Hallo.', audioMs: 300 }, { wait: 15_000 }]);
     await api('PUT', '/trunks', { trunks: [trunkFor('a', bad, { scenario: 'reject' }), trunkFor('b', good, { scenario: 'answer' })] });

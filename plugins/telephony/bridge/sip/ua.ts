@@ -502,7 +502,10 @@ export class SipUserAgent extends EventEmitter<UaEvents> {
     if (!ctx) return;
     const call = this.calls.get(req.headers.get('Call-ID') as string);
     const toTag = tagOf(req.headers.get('To'));
-    if (call && toTag === call.localTag) {
+    // §12.2.2 puts our tag in To. Some peers (SIPp scenarios that echo [last_From:]/[last_To:])
+    // swap the two; the Call-ID plus both tags still identify the dialog unambiguously.
+    const fromTag = tagOf(req.headers.get('From'));
+    if (call && (toTag === call.localTag || (fromTag === call.localTag && toTag === call.remoteTag && toTag !== ''))) {
       call.handleRequest(ctx);
       return;
     }
@@ -553,6 +556,7 @@ export class SipUserAgent extends EventEmitter<UaEvents> {
         r.start();
       }
       const k = this.keepalive.get(t.id);
+      if (keepaliveMs <= 0) continue;
       if (k) k.target = t;
       else {
         const entry = { timer: setInterval(() => this.ping(entry), keepaliveMs), status: { registered: null, lastError: null } as TrunkStatus, target: t as TrunkTarget };

@@ -1,0 +1,258 @@
+/**
+ * The bridge: SIP UA + calls + the loopback control API of CONTROL-API.md. Plain node:http (no
+ * plugin host: this runs in its own process so media timing never shares a loop with the API).
+ */
+import http from 'node:http';
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { z } from 'zod';
+import { SipTransport } from './sip/transport.ts';
+import { SipUserAgent } from './sip/ua.ts';
+import { DEFAULT_TIMERS, type Timers } from './sip/transaction.ts';
+import { PortPool } from './media/session.ts';
+import { Call, type CallMetrics } from './call.ts';
+import { EventSender } from './events.ts';
+import { GeminiLiveEngine } from './engine/gemini-live.ts';
+import type { VoiceEngine } from './engine/types.ts';
+import { HangupSchema, PlaceCallSchema, TrunksBodySchema, type PlaceCall, type Trunk } from './schemas.ts';
+
+export const BRIDGE_VERSION = '1.0.0';
+
+export interface BridgeOptions {
+  token: string;
+  controlPort: number;
+  callbackUrl?: string;
+  sipHost: string;
+  sipPort: number;
+  rtpMin: number;
+  rtpMax: number;
+  engineUrl?: string;
+  maxCalls: number;
+  /** OPTIONS keepalive period; 0 disables it (lab peers that reject stray OPTIONS). */
+  keepaliveMs: number;
+  timers?: Timers;
+  engineFactory?: (cfg: PlaceCall['engine']) => VoiceEngine;
+}
+
+/** Options from the environment variables of CONTROL-API.md. */
+export function optionsFromEnv(env: NodeJS.ProcessEnv): BridgeOptions {
+  const token = env.SOVCOMMS_BRIDGE_TOKEN ?? '';
+  if (token.length < 16) throw new Error('SOVCOMMS_BRIDGE_TOKEN must be set (at least 16 characters)');
+  const range = /^(\d+)-(\d+)$/.exec(env.SOVCOMMS_BRIDGE_RTP_PORTS ?? '20000-20999');
+  if (!range || Number(range[1]) > Number(range[2]) || Number(range[2]) > 65535) throw new Error('SOVCOMMS_BRIDGE_RTP_PORTS must be min-max');
+  const int = (v: string | undefined, d: number) => (v === undefined || v === '' ? d : Number.parseInt(v, 10));
+  return {
+    token,
+    controlPort: int(env.SOVCOMMS_BRIDGE_CONTROL_PORT, 0),
+    callbackUrl: env.SOVCOMMS_BRIDGE_CALLBACK_URL || undefined,
+    sipHost: env.SOVCOMMS_BRIDGE_SIP_HOST || '127.0.0.1',
+    sipPort: int(env.SOVCOMMS_BRIDGE_SIP_PORT, 5060),
+    rtpMin: Number(range[1]),
+    rtpMax: Number(range[2]),
+    engineUrl: env.SOVCOMMS_AI_ENGINE_URL || undefined,
+    maxCalls: int(env.SOVCOMMS_BRIDGE_MAX_CALLS, 500),
+    keepaliveMs: int(env.SOVCOMMS_BRIDGE_KEEPALIVE_SEC, 30) * 1000,
+  };
+}
+
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    description: string,
+  ) {
+    super(description);
+  }
+}
+
+function digest(s: string): Buffer {
+  return createHash('sha256').update(s).digest();
+}
+
+export class Bridge {
+  readonly instanceId = randomBytes(8).toString('hex');
+  private readonly transport = new SipTransport();
+  private ua!: SipUserAgent;
+  private server: http.Server | null = null;
+  private readonly trunks = new Map<string, Trunk>();
+  private readonly trunkLoad = new Map<string, number>();
+  private readonly calls = new Map<string, Call>();
+  private readonly recent: CallMetrics[] = [];
+  readonly events: EventSender;
+  private ports!: PortPool;
+  private readonly tokenDigest: Buffer;
+  controlUrl = '';
+
+  constructor(private readonly o: BridgeOptions) {
+    this.events = new EventSender(o.callbackUrl, o.token, this.instanceId);
+    this.tokenDigest = digest(o.token);
+  }
+
+  get sipPort(): number {
+    return this.transport.port;
+  }
+
+  async start(): Promise<string> {
+    await this.transport.listen(this.o.sipHost, this.o.sipPort);
+    this.ua = new SipUserAgent(this.transport, this.o.sipHost, this.o.timers ?? DEFAULT_TIMERS);
+    this.ports = new PortPool(this.o.rtpMin, this.o.rtpMax, this.o.sipHost);
+    this.server = http.createServer((req, res) => void this.handle(req, res));
+    this.server.keepAliveTimeout = 5000;
+    await new Promise<void>((resolve, reject) => {
+      this.server!.once('error', reject);
+      this.server!.listen(this.o.controlPort, '127.0.0.1', () => resolve());
+    });
+    const addr = this.server.address();
+    this.controlUrl = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`;
+    return this.controlUrl;
+  }
+
+  /** Constant-time bearer check (hash first so lengths never leak through timing). */
+  private authorized(req: http.IncomingMessage): boolean {
+    const h = req.headers.authorization ?? '';
+    const m = /^Bearer (.+)$/.exec(h);
+    return m !== null && timingSafeEqual(digest(m[1]), this.tokenDigest);
+  }
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const send = (status: number, body: unknown) => {
+      const data = JSON.stringify(body);
+      res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data), 'x-bridge-instance': this.instanceId });
+      res.end(data);
+    };
+    try {
+      if (!this.authorized(req)) throw new HttpError(401, 'invalid_token', 'missing or wrong bearer token');
+      const url = new URL(req.url ?? '/', 'http://bridge');
+      const path = url.pathname;
+      const method = req.method ?? 'GET';
+      if (method === 'GET' && path === '/health') return send(200, this.health());
+      if (method === 'PUT' && path === '/trunks') {
+        const body = parse(TrunksBodySchema, await readJson(req));
+        await this.setTrunks(body.trunks);
+        return send(200, { ok: true, count: body.trunks.length });
+      }
+      if (method === 'POST' && path === '/calls') {
+        const body = parse(PlaceCallSchema, await readJson(req));
+        this.placeCall(body);
+        return send(202, { accepted: true, callId: body.callId });
+      }
+      if (method === 'GET' && path === '/calls') {
+        return send(200, {
+          calls: [...this.calls.values()].map((c) => ({ callId: c.callId, state: c.state, trunkId: c.trunkId, startedAt: c.startedAt.toISOString() })),
+        });
+      }
+      // Not in the v1 contract table: media measurements for the benchmark and diagnostics.
+      if (method === 'GET' && path === '/stats') return send(200, this.stats());
+      const hang = /^\/calls\/([^/]+)\/hangup$/.exec(path);
+      if (method === 'POST' && hang) {
+        const body = parse(HangupSchema, await readJson(req, true));
+        const call = this.calls.get(decodeURIComponent(hang[1]));
+        if (!call) throw new HttpError(404, 'not_found', 'the bridge has no such call');
+        const state = call.state;
+        call.hangup(Call.outcomeFor(body.reason), '');
+        return send(200, { ok: true, state });
+      }
+      throw new HttpError(404, 'not_found', `no route ${method} ${path}`);
+    } catch (err) {
+      if (err instanceof HttpError) return send(err.status, { error: err.code, error_description: err.message });
+      send(500, { error: 'server_error', error_description: 'internal bridge error' });
+    }
+  }
+
+  health(): object {
+    return {
+      status: 'ok',
+      version: BRIDGE_VERSION,
+      sip: { host: this.o.sipHost, port: this.transport.port },
+      activeCalls: this.calls.size,
+      trunks: [...this.trunks.values()].map((t) => ({ id: t.id, ...this.ua.trunkStatus(t.id) })),
+    };
+  }
+
+  async setTrunks(trunks: Trunk[]): Promise<void> {
+    const ids = new Set<string>();
+    for (const t of trunks) {
+      if (ids.has(t.id)) throw new HttpError(400, 'invalid_request', `duplicate trunk id ${t.id}`);
+      ids.add(t.id);
+    }
+    this.trunks.clear();
+    for (const t of trunks) this.trunks.set(t.id, t);
+    await this.ua.setTrunks(trunks, this.o.keepaliveMs > 0 ? this.o.keepaliveMs : 0);
+  }
+
+  placeCall(req: PlaceCall): Call {
+    if (this.calls.has(req.callId)) throw new HttpError(409, 'duplicate_call', `call ${req.callId} is already in progress`);
+    if (this.calls.size >= this.o.maxCalls) throw new HttpError(503, 'no_capacity', 'the bridge carries its maximum number of calls');
+    const known = req.trunkIds.filter((id) => this.trunks.has(id));
+    if (known.length === 0) throw new HttpError(400, 'invalid_request', 'none of trunkIds is configured on the bridge');
+    if (known.every((id) => (this.trunkLoad.get(id) ?? 0) >= this.trunks.get(id)!.maxConcurrentCalls)) {
+      throw new HttpError(503, 'no_capacity', 'every trunk of the call is at its maximum concurrent calls');
+    }
+    const factory = this.o.engineFactory ?? ((cfg: PlaceCall['engine']) => new GeminiLiveEngine(cfg, this.o.engineUrl));
+    const call = new Call(req, {
+      ua: this.ua,
+      ports: this.ports,
+      sipHost: this.o.sipHost,
+      trunks: this.trunks,
+      trunkLoad: this.trunkLoad,
+      engineFactory: factory,
+      emit: (type, callId, fields) => this.events.emit(type, callId, fields),
+      onDone: (c) => {
+        this.calls.delete(c.callId);
+        if (c.metrics) {
+          this.recent.push(c.metrics);
+          if (this.recent.length > 2000) this.recent.shift();
+        }
+      },
+    });
+    this.calls.set(req.callId, call);
+    void call.start();
+    return call;
+  }
+
+  stats(): object {
+    return { activeCalls: this.calls.size, eventsPending: this.events.pending, ended: this.recent };
+  }
+
+  async stop(): Promise<void> {
+    for (const c of [...this.calls.values()]) c.hangup('failed', 'bridge shutting down');
+    await this.events.drain(3000);
+    this.events.stop();
+    await this.ua?.shutdown();
+    await this.transport.close();
+    await new Promise<void>((r) => {
+      if (!this.server) return r();
+      this.server.closeAllConnections();
+      this.server.close(() => r());
+    });
+  }
+}
+
+function parse<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
+  const r = schema.safeParse(body);
+  if (!r.success) {
+    const issue = r.error.issues[0];
+    const where = issue?.path.join('.') || 'body';
+    throw new HttpError(400, 'invalid_request', `${where}: ${issue?.message ?? 'invalid'}`);
+  }
+  return r.data;
+}
+
+async function readJson(req: http.IncomingMessage, allowEmpty = false): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const c of req) {
+    size += (c as Buffer).length;
+    if (size > 1_000_000) throw new HttpError(413, 'payload_too_large', 'body larger than 1 MB');
+    chunks.push(c as Buffer);
+  }
+  const text = Buffer.concat(chunks).toString('utf8');
+  if (!text.trim()) {
+    if (allowEmpty) return {};
+    throw new HttpError(400, 'invalid_request', 'a JSON body is required');
+  }
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new HttpError(400, 'invalid_request', 'body is not valid JSON');
+  }
+}

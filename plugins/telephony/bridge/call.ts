@@ -1,0 +1,450 @@
+/**
+ * One outbound AI call: dial the trunks in order, bridge RTP to the voice engine once answered,
+ * keep the transcript, and end with exactly one outcome (CONTROL-API.md `ended`).
+ */
+import type { SipUserAgent, OutboundCall } from './sip/ua.ts';
+import { buildOffer, parseAnswer, SdpError } from './media/sdp.ts';
+import { MediaSession, type PortPool } from './media/session.ts';
+import { Decimator24to8, upsample8to16, type Codec } from './media/audio.ts';
+import type { ToolCall, VoiceEngine } from './engine/types.ts';
+import type { PlaceCall, Trunk } from './schemas.ts';
+
+export type CallState = 'dialing' | 'ringing' | 'answered' | 'ending';
+export type Outcome =
+  | 'finished'
+  | 'far-hangup'
+  | 'voicemail'
+  | 'not-now'
+  | 'no-answer'
+  | 'busy'
+  | 'failed'
+  | 'max-duration'
+  | 'cancelled'
+  | 'transferred-to-vnum';
+const OUTCOMES = new Set<string>(['finished', 'far-hangup', 'voicemail', 'not-now', 'no-answer', 'busy', 'failed', 'max-duration', 'cancelled', 'transferred-to-vnum']);
+
+export interface Turn {
+  speaker: 'AI' | 'Caller';
+  text: string;
+  ts: string;
+}
+
+export type EmitFn = (type: 'dialing' | 'answered' | 'transferred' | 'ended', callId: string, fields: Record<string, unknown>) => void;
+
+export interface CallDeps {
+  ua: SipUserAgent;
+  ports: PortPool;
+  sipHost: string;
+  trunks: Map<string, Trunk>;
+  /** Calls in progress per trunk id (for maxConcurrentCalls). */
+  trunkLoad: Map<string, number>;
+  engineFactory: (cfg: PlaceCall['engine']) => VoiceEngine;
+  emit: EmitFn;
+  onDone: (call: Call) => void;
+}
+
+/** Statuses after which trying the next trunk makes no sense: the callee itself answered. */
+const CALLEE_FINAL = new Set([486, 600, 603, 487, 404, 484]);
+const BUSY = new Set([486, 600]);
+
+export interface CallMetrics {
+  callId: string;
+  sendJitterP99Ms: number;
+  sendJitterMaxMs: number;
+  intervals: number;
+  lateFrames: number;
+  packetsSent: number;
+  packetsReceived: number;
+  rxLost: number;
+  /** 200 OK → first AI audio packet sent, minus the engine's own latency. */
+  firstAudioAddedMs: number | null;
+}
+
+export class Call {
+  state: CallState = 'dialing';
+  readonly startedAt = new Date();
+  trunkId: string | null = null;
+  private leg: OutboundCall | null = null;
+  private media: MediaSession | null = null;
+  private engine: VoiceEngine | null = null;
+  private engineReady: Promise<void> | null = null;
+  private engineError: string | null = null;
+  private ended = false;
+  private answeredAt: Date | null = null;
+  private answeredHr: bigint | null = null;
+  private engineReadyHr: bigint | null = null;
+  private beginSentHr: bigint | null = null;
+  private firstEngineAudioHr: bigint | null = null;
+  private ringTimer: NodeJS.Timeout | null = null;
+  private maxTimer: NodeJS.Timeout | null = null;
+  private drainTimer: NodeJS.Timeout | null = null;
+  private pendingOutcome: Outcome | null = null;
+  private pendingDetail = '';
+  private sipStatus: number | null = null;
+  private readonly turns: Turn[] = [];
+  private tokensTotal = 0;
+  private tokensPrompt = 0;
+  private lastEngineAudioAt = 0;
+  private readonly decimator = new Decimator24to8();
+  private lastInSample = 0;
+  private loadedTrunk: string | null = null;
+  readonly dtmf: string[] = [];
+  metrics: CallMetrics | null = null;
+
+  constructor(
+    readonly req: PlaceCall,
+    private readonly deps: CallDeps,
+  ) {}
+
+  get callId(): string {
+    return this.req.callId;
+  }
+
+  async start(): Promise<void> {
+    // Connect the engine while the phone rings, so the greeting is not delayed by the handshake.
+    this.engine = this.deps.engineFactory(this.req.engine);
+    this.wireEngine(this.engine);
+    this.engineReady = this.engine.connect().then(
+      () => {
+        this.engineReadyHr = process.hrtime.bigint();
+      },
+      (err: Error) => {
+        this.engineError = err.message;
+        this.hangup('failed', err.message);
+      },
+    );
+    let socket;
+    try {
+      socket = await this.deps.ports.open();
+    } catch (err) {
+      this.end('failed', { errorDetail: (err as Error).message });
+      return;
+    }
+    if (this.ended) {
+      socket.close();
+      return;
+    }
+    this.socket = socket;
+    this.ringTimer = setTimeout(() => this.onRingTimeout(), this.req.ringTimeoutSec * 1000);
+    this.tryTrunk(0, 'no trunk could be tried');
+  }
+  private socket: import('node:dgram').Socket | null = null;
+
+  private tryTrunk(index: number, lastError: string): void {
+    if (this.ended) return;
+    const ids = this.req.trunkIds;
+    if (index >= ids.length) {
+      this.end('failed', { errorDetail: lastError });
+      return;
+    }
+    const id = ids[index];
+    const trunk = this.deps.trunks.get(id);
+    if (!trunk) return this.tryTrunk(index + 1, `unknown trunk ${id}`);
+    const load = this.deps.trunkLoad.get(id) ?? 0;
+    if (load >= trunk.maxConcurrentCalls) return this.tryTrunk(index + 1, `trunk ${id} at max concurrent calls`);
+    this.setTrunkLoad(id);
+    this.trunkId = id;
+    this.deps.emit('dialing', this.callId, { trunkId: id });
+    const codecs: Codec[] = trunk.codecs.length ? trunk.codecs : ['PCMU', 'PCMA'];
+    const offer = buildOffer({ host: this.deps.sipHost, port: this.socket!.address().port, codecs, sessionId: Date.now() });
+    const invitedAt = process.hrtime.bigint();
+    const leg = this.deps.ua.invite(trunk, this.req.phone, this.req.displayName, offer);
+    this.leg = leg;
+    leg.on('provisional', (res) => {
+      if (leg !== this.leg) return;
+      if (res.status === 180 || res.status === 183) this.state = this.state === 'dialing' ? 'ringing' : this.state;
+    });
+    leg.on('answered', (res) => {
+      if (leg !== this.leg) return;
+      this.onAnswered(leg, trunk, codecs, res.body.toString('utf8'), invitedAt);
+    });
+    leg.on('failed', (status, reason) => {
+      if (leg !== this.leg || this.ended) return;
+      this.sipStatus = status;
+      if (this.pendingOutcome) {
+        this.end(this.pendingOutcome, { errorDetail: this.pendingDetail });
+        return;
+      }
+      if (BUSY.has(status)) {
+        this.end('busy', { errorDetail: '' });
+        return;
+      }
+      const detail = status === 408 && reason.startsWith('SIP') ? reason : `SIP ${status} ${reason}`;
+      if (CALLEE_FINAL.has(status)) {
+        this.end('failed', { errorDetail: detail });
+        return;
+      }
+      this.releaseTrunk();
+      this.tryTrunk(index + 1, detail);
+    });
+    leg.on('bye', () => this.onFarHangup());
+  }
+
+  private setTrunkLoad(id: string): void {
+    this.releaseTrunk();
+    this.deps.trunkLoad.set(id, (this.deps.trunkLoad.get(id) ?? 0) + 1);
+    this.loadedTrunk = id;
+  }
+  private releaseTrunk(): void {
+    if (this.loadedTrunk) {
+      this.deps.trunkLoad.set(this.loadedTrunk, Math.max(0, (this.deps.trunkLoad.get(this.loadedTrunk) ?? 1) - 1));
+      this.loadedTrunk = null;
+    }
+  }
+
+  private onRingTimeout(): void {
+    if (this.state === 'answered' || this.ended) return;
+    this.pendingOutcome = 'no-answer';
+    this.state = 'ending';
+    this.leg?.cancel();
+    // The 487 normally ends the call; if a 2xx crossed the CANCEL (the UA then sends BYE) or the
+    // trunk ignores the CANCEL, end here anyway: never leave a call in flight.
+    setTimeout(() => this.end('no-answer', {}), 5000).unref();
+  }
+
+  private onAnswered(leg: OutboundCall, trunk: Trunk, codecs: Codec[], sdp: string, invitedAt: bigint): void {
+    if (this.ended) {
+      void leg.bye();
+      return;
+    }
+    if (this.ringTimer) clearTimeout(this.ringTimer);
+    this.answeredHr = process.hrtime.bigint();
+    this.answeredAt = new Date();
+    this.state = 'answered';
+    let neg;
+    try {
+      neg = parseAnswer(sdp, codecs);
+    } catch (err) {
+      const msg = err instanceof SdpError ? err.message : 'bad SDP answer';
+      this.sipStatus = 200;
+      this.hangup('failed', msg);
+      return;
+    }
+    const engine = this.engine!;
+    this.media = new MediaSession({
+      socket: this.socket!,
+      codec: neg.codec,
+      payloadType: neg.payloadType,
+      dtmfPayloadType: neg.dtmfPayloadType,
+      remoteHost: neg.host,
+      remotePort: neg.port,
+      onAudio: (pcm) => {
+        const up = upsample8to16(pcm, this.lastInSample);
+        this.lastInSample = pcm[pcm.length - 1];
+        engine.sendAudio(up);
+      },
+      onDtmf: (d) => this.dtmf.push(d),
+    });
+    this.socket = null;
+    this.media.start();
+    this.deps.emit('answered', this.callId, {
+      trunkId: trunk.id,
+      answeredAt: this.answeredAt.toISOString(),
+      answerMs: Math.round(Number(this.answeredHr - invitedAt) / 1e6),
+    });
+    this.maxTimer = setTimeout(() => this.hangup('max-duration', ''), this.req.maxSeconds * 1000);
+    void this.engineReady!.then(() => {
+      if (this.ended || this.engineError) return;
+      this.beginSentHr = process.hrtime.bigint();
+      engine.begin();
+    });
+  }
+
+  private wireEngine(engine: VoiceEngine): void {
+    engine.on('audio', (pcm24) => {
+      if (this.state !== 'answered' && this.pendingOutcome === null) return;
+      if (!this.media) return;
+      if (this.firstEngineAudioHr === null) this.firstEngineAudioHr = process.hrtime.bigint();
+      this.lastEngineAudioAt = Date.now();
+      this.media.play(this.decimator.process(pcm24));
+    });
+    engine.on('interrupted', () => this.media?.flush());
+    engine.on('inputTranscript', (t) => this.addTranscript('Caller', t));
+    engine.on('outputTranscript', (t) => this.addTranscript('AI', t));
+    engine.on('turnComplete', () => {
+      this.turnOpen = false;
+    });
+    engine.on('usage', (u) => {
+      this.tokensTotal += u.totalTokens;
+      this.tokensPrompt += u.promptTokens;
+    });
+    engine.on('toolCall', (calls) => {
+      for (const c of calls) void this.onTool(c);
+    });
+    engine.on('closed', (error) => {
+      if (this.ended || this.pendingOutcome) return;
+      this.engineError = error ?? 'AI engine ended the session';
+      this.hangup('failed', this.engineError);
+    });
+  }
+
+  private turnOpen = false;
+  private addTranscript(speaker: Turn['speaker'], text: string): void {
+    const last = this.turns[this.turns.length - 1];
+    if (last && last.speaker === speaker && this.turnOpen) {
+      last.text += text;
+      return;
+    }
+    this.turns.push({ speaker, text, ts: new Date().toISOString() });
+    this.turnOpen = true;
+  }
+
+  private async onTool(c: ToolCall): Promise<void> {
+    const engine = this.engine!;
+    switch (c.name) {
+      case 'end_call':
+        engine.sendToolResponse(c, { ok: true });
+        this.hangupWhenDrained('finished');
+        return;
+      case 'callback_later':
+        engine.sendToolResponse(c, { ok: true });
+        this.hangupWhenDrained('not-now');
+        return;
+      case 'report_voicemail':
+        engine.sendToolResponse(c, { ok: true });
+        // Issue 4: hang up without a message unless the caller configured one.
+        if (this.req.engine.leaveVoicemailMessage) this.hangupWhenDrained('voicemail', 20_000);
+        else this.hangup('voicemail', '');
+        return;
+      case 'transfer_to_user':
+        await this.transfer(c);
+        return;
+      default:
+        engine.sendToolResponse(c, { ok: false, error: `unknown tool ${c.name}` });
+    }
+  }
+
+  /** RFC 3515 blind transfer of the far end; a refused REFER keeps the call with the AI. */
+  private async transfer(c: ToolCall): Promise<void> {
+    const engine = this.engine!;
+    const toPhone = typeof c.args.phone === 'string' ? c.args.phone : '';
+    const toUser = typeof c.args.user === 'string' ? c.args.user : '';
+    const trunk = this.trunkId ? this.deps.trunks.get(this.trunkId) : undefined;
+    if (!this.leg || !trunk || (!toPhone && !toUser)) {
+      engine.sendToolResponse(c, { ok: false, error: 'nothing to transfer to' });
+      return;
+    }
+    const target = toPhone
+      ? `sip:${toPhone}@${trunk.host}:${trunk.port}`
+      : `sip:${encodeURIComponent(toUser)}@${trunk.fromDomain || trunk.host}`;
+    const status = await this.leg.refer(target);
+    if (status < 200 || status >= 300) {
+      engine.sendToolResponse(c, { ok: false, error: `transfer refused (SIP ${status})` });
+      return;
+    }
+    engine.sendToolResponse(c, { ok: true });
+    this.deps.emit('transferred', this.callId, { toUser, toPhone, transferType: 'outbound-to-user', trunkId: this.trunkId });
+    this.hangup('transferred-to-vnum', '');
+  }
+
+  /** Lets the AI finish its goodbye (queue empty, no new audio for 400 ms), then BYE. */
+  private hangupWhenDrained(outcome: Outcome, capMs = 10_000): void {
+    if (this.pendingOutcome || this.ended) return;
+    this.pendingOutcome = outcome;
+    const deadline = Date.now() + capMs;
+    const check = () => {
+      if (this.ended) return;
+      const idle = (this.media?.queuedMs ?? 0) === 0 && Date.now() - this.lastEngineAudioAt > 400;
+      if (idle || Date.now() > deadline) this.hangup(outcome, '');
+      else this.drainTimer = setTimeout(check, 50);
+    };
+    check();
+  }
+
+  private onFarHangup(): void {
+    if (this.ended) return;
+    // A BYE while the AI still had more than a moment of its goodbye queued means it was not
+    // done: far-hangup. Voicemail / not-now decisions stand whatever the far end does.
+    const pending = this.pendingOutcome;
+    const stillTalking = (this.media?.queuedMs ?? 0) > 1500;
+    this.end(pending && !(pending === 'finished' && stillTalking) ? pending : 'far-hangup', { errorDetail: this.pendingDetail });
+  }
+
+  /** Ends from our side: BYE when answered, CANCEL when still ringing. */
+  hangup(outcome: Outcome, errorDetail: string): void {
+    if (this.ended) return;
+    if (this.state === 'answered' || this.state === 'ending') {
+      this.state = 'ending';
+      if (this.leg && this.leg.state === 'confirmed') {
+        void this.leg.bye();
+        this.end(outcome, { errorDetail });
+        return;
+      }
+    }
+    if (this.leg && this.leg.state !== 'terminated' && this.leg.state !== 'confirmed') {
+      // Not answered yet: CANCEL, and report when the INVITE transaction finishes.
+      this.pendingOutcome = outcome;
+      this.pendingDetail = errorDetail;
+      this.state = 'ending';
+      this.leg.cancel();
+      setTimeout(() => this.end(outcome, { errorDetail }), 5000).unref();
+      return;
+    }
+    this.end(outcome, { errorDetail });
+  }
+
+  /** Outcome requested by the core's hangup (a known outcome value, else `cancelled`). */
+  static outcomeFor(reason: string | undefined): Outcome {
+    return reason && OUTCOMES.has(reason) ? (reason as Outcome) : 'cancelled';
+  }
+
+  private end(outcome: Outcome, o: { errorDetail?: string }): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.state = 'ending';
+    for (const t of [this.ringTimer, this.maxTimer, this.drainTimer]) if (t) clearTimeout(t);
+    this.releaseTrunk();
+    this.engine?.close();
+    const m = this.media;
+    this.metrics = {
+      callId: this.callId,
+      sendJitterP99Ms: m?.stats.percentile(0.99) ?? 0,
+      sendJitterMaxMs: m?.stats.max ?? 0,
+      intervals: m?.stats.count ?? 0,
+      lateFrames: m?.lateFrames ?? 0,
+      packetsSent: m?.packetsSent ?? 0,
+      packetsReceived: m?.packetsReceived ?? 0,
+      rxLost: m?.jitterStats.lost ?? 0,
+      firstAudioAddedMs: this.firstAudioAdded(),
+    };
+    m?.stop();
+    if (this.socket) this.socket.close();
+    this.socket = null;
+    const endedAt = new Date();
+    const talkSec = this.answeredAt ? Math.max(0, Math.round((endedAt.getTime() - this.answeredAt.getTime()) / 1000)) : 0;
+    const e = this.req.engine;
+    this.deps.emit('ended', this.callId, {
+      outcome,
+      answered: this.answeredAt !== null,
+      answeredAt: this.answeredAt ? this.answeredAt.toISOString() : null,
+      endedAt: endedAt.toISOString(),
+      talkSec,
+      trunkId: this.trunkId,
+      errorDetail: outcome === 'failed' ? o.errorDetail || 'call failed' : (o.errorDetail ?? ''),
+      sipStatus: this.sipStatus,
+      transcript: {
+        turns: this.turns.map((t) => ({ ...t, text: t.text.trim() })),
+        tokensTotal: this.tokensTotal,
+        tokensPrompt: this.tokensPrompt,
+        inputTurns: this.turns.filter((t) => t.speaker === 'Caller').length,
+        outputTurns: this.turns.filter((t) => t.speaker === 'AI').length,
+        model: e.model,
+        voice: e.voice,
+        language: e.language,
+      },
+    });
+    this.deps.onDone(this);
+  }
+
+  private firstAudioAdded(): number | null {
+    const sent = this.media?.firstAudioSentAt ?? null;
+    if (sent === null || this.answeredHr === null || this.firstEngineAudioHr === null || this.beginSentHr === null) return null;
+    const engineWait = this.engineReadyHr !== null && this.engineReadyHr > this.answeredHr ? this.engineReadyHr - this.answeredHr : 0n;
+    const engineLatency = this.firstEngineAudioHr - this.beginSentHr;
+    return Number(sent - this.answeredHr - engineLatency - engineWait) / 1e6;
+  }
+
+  get answeredFlag(): boolean {
+    return this.answeredAt !== null;
+  }
+}

@@ -1,0 +1,97 @@
+/**
+ * Bridge → core event delivery (CONTROL-API.md): one event per POST, in order, `seq` rising per
+ * process, retried 1 s, 2 s, 4 s … capped at 30 s until a 2xx. The core de-duplicates by
+ * (X-Bridge-Instance, seq), so a retry after a lost answer is harmless.
+ */
+export interface BridgeEvent {
+  seq: number;
+  type: string;
+  callId: string;
+  ts: string;
+  [k: string]: unknown;
+}
+
+export class EventSender {
+  private seq = 0;
+  private readonly queue: BridgeEvent[] = [];
+  private running = false;
+  private stopped = false;
+  private wake: (() => void) | null = null;
+  delivered = 0;
+
+  constructor(
+    private readonly url: string | undefined,
+    private readonly token: string,
+    readonly instanceId: string,
+    private readonly baseDelayMs = 1000,
+    private readonly maxDelayMs = 30_000,
+  ) {}
+
+  emit(type: string, callId: string, fields: Record<string, unknown>): BridgeEvent {
+    const ev: BridgeEvent = { seq: ++this.seq, type, callId, ts: new Date().toISOString(), ...fields };
+    if (!this.url) return ev;
+    this.queue.push(ev);
+    void this.pump();
+    return ev;
+  }
+
+  get pending(): number {
+    return this.queue.length;
+  }
+
+  private async pump(): Promise<void> {
+    if (this.running) return;
+    this.running = true;
+    try {
+      while (this.queue.length && !this.stopped) {
+        const ev = this.queue[0];
+        let delay = this.baseDelayMs;
+        while (!this.stopped) {
+          if (await this.post(ev)) break;
+          await new Promise<void>((r) => {
+            const t = setTimeout(r, delay);
+            this.wake = () => {
+              clearTimeout(t);
+              r();
+            };
+          });
+          this.wake = null;
+          delay = Math.min(delay * 2, this.maxDelayMs);
+        }
+        this.queue.shift();
+        this.delivered++;
+      }
+    } finally {
+      this.running = false;
+    }
+  }
+
+  private async post(ev: BridgeEvent): Promise<boolean> {
+    try {
+      const res = await fetch(this.url as string, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${this.token}`, 'x-bridge-instance': this.instanceId },
+        body: JSON.stringify(ev),
+        signal: AbortSignal.timeout(10_000),
+      });
+      await res.arrayBuffer().catch(() => undefined);
+      return res.status >= 200 && res.status < 300;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Waits (bounded) until queued events are delivered, e.g. before a clean exit. */
+  async drain(timeoutMs: number): Promise<void> {
+    const until = Date.now() + timeoutMs;
+    while (this.queue.length && Date.now() < until) {
+      this.wake?.();
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.wake?.();
+  }
+}

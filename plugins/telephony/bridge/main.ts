@@ -1,0 +1,40 @@
+/**
+ * Telephony bridge entry point: `node --import tsx plugins/telephony/bridge/main.ts` (or forked
+ * by the telephony plugin's supervisor). Announces readiness the same way headless and forked
+ * (STYLE.md, actualbudget pattern): one JSON line on stdout, and `process.send` when present.
+ */
+import { Bridge, optionsFromEnv } from './bridge.ts';
+
+async function main(): Promise<void> {
+  let bridge: Bridge;
+  try {
+    bridge = new Bridge(optionsFromEnv(process.env));
+  } catch (err) {
+    process.stderr.write(`bridge: ${(err as Error).message}\n`);
+    process.exit(2);
+  }
+  const controlUrl = await bridge.start();
+  const ready = { type: 'bridge-ready', controlUrl, instanceId: bridge.instanceId, sipPort: bridge.sipPort };
+  process.stdout.write(JSON.stringify(ready) + '\n');
+  process.send?.(ready);
+
+  let stopping = false;
+  const stop = async (code: number) => {
+    if (stopping) return;
+    stopping = true;
+    const force = setTimeout(() => process.exit(code), 8000);
+    force.unref();
+    await bridge.stop().catch(() => undefined);
+    process.exit(code);
+  };
+  process.on('SIGTERM', () => void stop(0));
+  process.on('SIGINT', () => void stop(0));
+  // The supervisor closing the IPC channel means the core is gone: do not outlive it.
+  process.on('disconnect', () => void stop(0));
+  process.on('uncaughtException', (err) => {
+    process.stderr.write(`bridge: uncaught ${err.stack ?? err.message}\n`);
+    void stop(1);
+  });
+}
+
+void main();

@@ -1,0 +1,142 @@
+/**
+ * Runs real SIPp (Debian `sip-tester`) as the far end of the bridge's calls: ephemeral ports on
+ * 127.0.0.1, `-m 1`, a global timeout, and always killed by `stop()`.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import dgram from 'node:dgram';
+import net from 'node:net';
+import { readFileSync, readdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const SCENARIOS = path.join(path.dirname(fileURLToPath(import.meta.url)), 'sipp');
+export const G711A_PCAP = '/usr/share/sip-tester/g711a.pcap';
+
+/** A port free for both UDP and TCP right now (SIPp needs it on the transport we use). */
+export async function freePort(): Promise<number> {
+  for (;;) {
+    const u = dgram.createSocket('udp4');
+    await new Promise<void>((r) => u.bind(0, '127.0.0.1', r));
+    const port = u.address().port;
+    const ok = await new Promise<boolean>((r) => {
+      const s = net.createServer();
+      s.once('error', () => r(false));
+      s.listen(port, '127.0.0.1', () => s.close(() => r(true)));
+    });
+    u.close();
+    if (ok && port % 2 === 0 && port < 65000) return port; // even: SIPp media ports must be even
+  }
+}
+
+function udpBound(port: number): boolean {
+  const hex = port.toString(16).toUpperCase().padStart(4, '0');
+  for (const f of ['/proc/net/udp', '/proc/net/udp6']) {
+    try {
+      if (readFileSync(f, 'utf8').split('\n').some((l) => l.trim().split(/\s+/)[1]?.endsWith(`:${hex}`))) return true;
+    } catch {
+      // not Linux or no IPv6
+    }
+  }
+  return false;
+}
+
+export interface SippOptions {
+  /** A file under test/support/sipp/ (without .xml) or a built-in (`uas`). */
+  scenario: string;
+  transport?: 'udp' | 'tcp';
+  rtpEcho?: boolean;
+  timeoutSec?: number;
+  /** Extra `-key name value` pairs for [name] substitution in the scenario. */
+  keys?: Record<string, string>;
+}
+
+export interface SippRun {
+  port: number;
+  mediaPort: number;
+  /** Resolves when SIPp exits: exit code 0 means every call of the scenario succeeded. */
+  exited: Promise<{ code: number | null; output: string }>;
+  stop(): Promise<void>;
+}
+
+const running = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const c of running) c.kill('SIGKILL');
+});
+
+export async function startSipp(o: SippOptions): Promise<SippRun> {
+  const port = await freePort();
+  let mediaPort = await freePort();
+  while (mediaPort === port) mediaPort = await freePort();
+  const cwd = mkdtempSync(path.join(tmpdir(), 'sipp-'));
+  const scen = o.scenario === 'uas' || o.scenario === 'uac' ? ['-sn', o.scenario] : ['-sf', path.join(SCENARIOS, `${o.scenario}.xml`)];
+  const args = [
+    ...scen,
+    '-i', '127.0.0.1',
+    '-p', String(port),
+    '-mi', '127.0.0.1',
+    '-mp', String(mediaPort),
+    '-t', o.transport === 'tcp' ? 't1' : 'u1',
+    '-m', '1',
+    '-aa',
+    '-nostdin',
+    '-timeout', `${o.timeoutSec ?? 20}s`,
+    '-timeout_error',
+    '-trace_err',
+  ];
+  if (o.rtpEcho) args.push('-rtp_echo');
+  for (const [k, v] of Object.entries(o.keys ?? {})) args.push('-key', k, v);
+  const child = spawn('sipp', args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+  running.add(child);
+  let output = '';
+  child.stdout!.on('data', (d: Buffer) => (output = (output + d.toString()).slice(-20_000)));
+  child.stderr!.on('data', (d: Buffer) => (output = (output + d.toString()).slice(-20_000)));
+  const exited = new Promise<{ code: number | null; output: string }>((resolve) =>
+    child.once('exit', (code) => {
+      running.delete(child);
+      let errors = '';
+      try {
+        for (const f of readdirSync(cwd)) if (f.endsWith('errors.log')) errors += readFileSync(path.join(cwd, f), 'utf8');
+      } catch {
+        // no error log
+      }
+      rmSync(cwd, { recursive: true, force: true });
+      resolve({ code, output: errors + output.slice(-2000) });
+    }),
+  );
+  // Ready when its SIP socket is bound (UDP) or listening (TCP).
+  const deadline = Date.now() + 5000;
+  for (;;) {
+    if (child.exitCode !== null) break;
+    const ready = o.transport === 'tcp' ? tcpListening(port) : udpBound(port);
+    if (ready || Date.now() > deadline) break;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  return {
+    port,
+    mediaPort,
+    exited,
+    stop: async () => {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGKILL');
+        await exited;
+      }
+    },
+  };
+}
+
+function tcpListening(port: number): boolean {
+  const hex = port.toString(16).toUpperCase().padStart(4, '0');
+  for (const f of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    try {
+      // Column 4 is the state; 0A is LISTEN.
+      if (readFileSync(f, 'utf8').split('\n').some((l) => {
+        const c = l.trim().split(/\s+/);
+        return c[1]?.endsWith(`:${hex}`) && c[3] === '0A';
+      })) return true;
+    } catch {
+      // not Linux or no IPv6
+    }
+  }
+  return false;
+}
