@@ -4,8 +4,9 @@ import rpCa from './rp-ca/index.ts';
 import webhooks from './webhooks/index.ts';
 import oidc from './oidc/index.ts';
 import telephony from './telephony/index.ts';
+import lotl from './lotl/index.ts';
 
 /** The built-in plugins, in no particular order: the host sorts them by dependency. */
 export function builtinPlugins(): PluginManifest[] {
-  return [audit, rpCa, oidc, webhooks, telephony].map((make) => make() as unknown as PluginManifest);
+  return [audit, rpCa, oidc, webhooks, telephony, lotl].map((make) => make() as unknown as PluginManifest);
 }

@@ -94,36 +94,55 @@ export class LotlService {
   refresh(outer?: AbortSignal): Promise<RunReport> {
     return this.#serial(async () => {
       const started = this.clock.now();
-      const budget = AbortSignal.any([AbortSignal.timeout(this.cfg.refreshBudgetMs), ...(outer ? [outer] : [])]);
+      const budget = deadline(this.cfg.refreshBudgetMs, outer ? [outer] : []);
       const outcomes: ListOutcome[] = [];
-      const lotlUrl = this.cfg.mirrorBaseUrl ? new URL('eu-lotl.xml', withSlash(this.cfg.mirrorBaseUrl)).href : this.cfg.lotlUrl;
       try {
-        const bytes = await this.#fetch(lotlUrl, budget);
-        outcomes.push(await this.#processLotl({ name: basename(lotlUrl), source: `upstream:${lotlUrl}`, bytes, territory: 'EU' }, async (url) => {
-          try {
-            return await this.#fetch(this.#mapUrl(url, basename(url)), budget);
-          } catch {
-            return undefined;
-          }
-        }));
-      } catch (e) {
-        outcomes.push(this.#networkFailure('EU', lotlUrl, e));
+        await this.#refreshInto(outcomes, budget.signal);
+      } finally {
+        budget.done();
       }
-      const pointers = this.repo.pointers().filter((p) => p.mime_type === TSL_XML_MIME && !p.tsl_type.endsWith('EUlistofthelists'));
-      const queue = pointers.map((p) => ({ territory: p.territory, url: this.#mapUrl(p.location, `${p.territory}_TSL_${p.territory}.xml`) }));
-      const workers = Array.from({ length: Math.min(this.cfg.fetchConcurrency, queue.length) }, async () => {
-        for (let job = queue.shift(); job; job = queue.shift()) {
-          try {
-            const bytes = await this.#fetch(job.url, budget);
-            outcomes.push(this.#processTl({ name: basename(job.url), source: `upstream:${job.url}`, bytes, territory: job.territory }));
-          } catch (e) {
-            outcomes.push(this.#networkFailure(job.territory, job.url, e));
-          }
-        }
-      });
-      await Promise.all(workers);
       return this.#finish('refresh', started, outcomes);
     });
+  }
+
+  async #refreshInto(outcomes: ListOutcome[], budget: AbortSignal): Promise<void> {
+    const lotlUrl = this.cfg.mirrorBaseUrl ? new URL('eu-lotl.xml', withSlash(this.cfg.mirrorBaseUrl)).href : this.cfg.lotlUrl;
+    try {
+      const bytes = await this.#fetch(lotlUrl, budget);
+      outcomes.push(await this.#processLotl({ name: basename(lotlUrl), source: `upstream:${lotlUrl}`, bytes, territory: 'EU' }, async (url) => {
+        try {
+          return await this.#fetch(this.#mapUrl(url, basename(url)), budget);
+        } catch {
+          return undefined;
+        }
+      }));
+    } catch (e) {
+      outcomes.push(this.#networkFailure('EU', lotlUrl, e));
+    }
+    const pointers = this.repo.pointers().filter((p) => p.mime_type === TSL_XML_MIME && !p.tsl_type.endsWith('EUlistofthelists'));
+    const queue = pointers.map((p) => ({ territory: p.territory, url: this.#mapUrl(p.location, `${p.territory}_TSL_${p.territory}.xml`) }));
+    // Download first, then verify one by one: verification is CPU-bound on this thread, and
+    // doing it between downloads would eat into the other downloads' timeouts.
+    const got: Array<{ territory: string; url: string; bytes?: Buffer; error?: unknown }> = queue.map((q) => ({ ...q }));
+    let next = 0;
+    const workers = Array.from({ length: Math.min(this.cfg.fetchConcurrency, queue.length) }, async () => {
+      for (let i = next++; i < got.length; i = next++) {
+        const job = got[i]!;
+        try {
+          job.bytes = await this.#fetch(job.url, budget);
+        } catch (e) {
+          job.error = e;
+        }
+      }
+    });
+    await Promise.all(workers);
+    for (const job of got) {
+      if (job.bytes) {
+        outcomes.push(this.#processTl({ name: basename(job.url), source: `upstream:${job.url}`, bytes: job.bytes, territory: job.territory }));
+        job.bytes = undefined;
+        await new Promise((r) => setImmediate(r));
+      } else outcomes.push(this.#networkFailure(job.territory, job.url, job.error));
+    }
   }
 
   #mapUrl(url: string, mirrorName: string): string {
@@ -133,20 +152,24 @@ export class LotlService {
   async #fetch(url: string, budget: AbortSignal): Promise<Buffer> {
     const u = new URL(url);
     if (u.protocol !== 'https:' && u.protocol !== 'http:') throw new Error(`unsupported scheme ${u.protocol}`);
-    const signal = AbortSignal.any([budget, AbortSignal.timeout(this.cfg.fetchTimeoutMs)]);
-    const r = await fetch(url, { signal, redirect: 'follow', headers: { Accept: 'application/vnd.etsi.tsl+xml, application/xml;q=0.9, */*;q=0.1' } });
-    if (!r.ok || !r.body) {
-      await r.body?.cancel().catch(() => undefined);
-      throw new Error(`HTTP ${r.status}`);
+    const d = deadline(this.cfg.fetchTimeoutMs, [budget]);
+    try {
+      const r = await fetch(url, { signal: d.signal, redirect: 'follow', headers: { Accept: 'application/vnd.etsi.tsl+xml, application/xml;q=0.9, */*;q=0.1' } });
+      if (!r.ok || !r.body) {
+        await r.body?.cancel().catch(() => undefined);
+        throw new Error(`HTTP ${r.status}`);
+      }
+      const chunks: Buffer[] = [];
+      let size = 0;
+      for await (const c of r.body) {
+        size += (c as Uint8Array).length;
+        if (size > this.cfg.maxListBytes) throw new Error(`larger than ${this.cfg.maxListBytes} bytes`);
+        chunks.push(Buffer.from(c as Uint8Array));
+      }
+      return Buffer.concat(chunks);
+    } finally {
+      d.done();
     }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    for await (const c of r.body) {
-      size += (c as Uint8Array).length;
-      if (size > this.cfg.maxListBytes) throw new Error(`larger than ${this.cfg.maxListBytes} bytes`);
-      chunks.push(Buffer.from(c as Uint8Array));
-    }
-    return Buffer.concat(chunks);
   }
 
   #networkFailure(territory: string, url: string, e: unknown): ListOutcome {
@@ -403,6 +426,28 @@ export class LotlService {
 
 function attempt(r: ResultRow) {
   return { at: r.at, outcome: r.outcome, reason: r.reason, detail: r.detail, signature: r.signature, source: r.source, sequence: r.sequence, issued: r.issued, next_update: r.next_update };
+}
+
+/**
+ * An abort signal that fires after `ms` or when a parent aborts. Plain timers rather than
+ * AbortSignal.any(AbortSignal.timeout()): the composite's timeout could be collected before it
+ * fired on Node 20, leaving a hung download hanging.
+ */
+function deadline(ms: number, parents: AbortSignal[]): { signal: AbortSignal; done(): void } {
+  const ac = new AbortController();
+  const t = setTimeout(() => ac.abort(new DOMException('deadline passed', 'TimeoutError')), ms);
+  const onAbort = (e: Event) => ac.abort((e.target as AbortSignal).reason);
+  for (const p of parents) {
+    if (p.aborted) ac.abort(p.reason);
+    else p.addEventListener('abort', onAbort, { once: true });
+  }
+  return {
+    signal: ac.signal,
+    done() {
+      clearTimeout(t);
+      for (const p of parents) p.removeEventListener('abort', onAbort);
+    },
+  };
 }
 
 function withSlash(u: string): string {
