@@ -246,7 +246,7 @@ export class AuthorizeFlow {
     if (a.responseType.includes('code')) {
       code = this.p.newCode(tenant, {
         grantId, clientId: client.clientId, userId: user.id, redirectUri: a.redirectUri, scope: a.scope, nonce: a.nonce,
-        challenge: a.codeChallenge, method: a.codeChallengeMethod, authTime, sid: session.sid,
+        challenge: a.codeChallenge, method: a.codeChallengeMethod, authTime, sid: session.sid, amr,
       });
       out.code = code;
     }

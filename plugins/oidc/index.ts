@@ -9,6 +9,7 @@ import { TenantSettings } from './settings.ts';
 import { clientCli } from './cli.ts';
 import { Sessions } from './sessions.ts';
 import { authorizeRoutes } from './authorize.ts';
+import { interactRoutes } from './interact.ts';
 
 /**
  * The OpenID Provider of every tenant (issue 3): discovery, JWKS, federation entity statement,
@@ -40,7 +41,8 @@ export default definePlugin(() => {
       ctx.auth.setBearerVerifier((token, tenant) => p.principal(token, tenant));
       const sessions = new Sessions(ctx.db, ctx.keys.subkey('oidc-csrf'), ctx.clock, ctx.config.sessionTtl);
       protocolRoutes(r, ctx, () => p, () => settings!);
-      authorizeRoutes(r, { ctx, p: () => p, sessions: () => sessions, settings: () => settings! });
+      const deps = { ctx, p: () => p, sessions: () => sessions, settings: () => settings! };
+      interactRoutes(r, deps, authorizeRoutes(r, deps));
       adminRoutes(r, ctx, () => p, () => settings!);
     },
   };

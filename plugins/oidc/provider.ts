@@ -48,6 +48,7 @@ export interface OidcService {
 interface CodeRow {
   code_hash: string; tenant_id: string; grant_id: string; client_id: string; user_id: string; redirect_uri: string; scope: string; nonce: string | null;
   code_challenge: string | null; code_challenge_method: string | null; auth_time: number; sid: string | null; expires_at: number; used_at: number | null;
+  amr: string | null;
 }
 interface RefreshRow {
   token_hash: string; tenant_id: string; grant_id: string; client_id: string; user_id: string; scope: string; auth_time: number; expires_at: number; used_at: number | null;
@@ -255,7 +256,7 @@ export class OidcProvider {
     const scope = row.scope.split(' ');
     return this.issue(tenant, g.issuer, {
       client, user, scope, grantId: row.grant_id, authTime: row.auth_time, nonce: row.nonce ?? undefined, sid: row.sid ?? undefined,
-      withIdToken: scope.includes('openid'), withRefresh: scope.includes('offline_access') && client.grantTypes.includes('refresh_token'),
+      amr: row.amr ? (JSON.parse(row.amr) as string[]) : undefined, withIdToken: scope.includes('openid'), withRefresh: scope.includes('offline_access') && client.grantTypes.includes('refresh_token'),
     });
   }
 
@@ -454,13 +455,13 @@ export class OidcProvider {
   }
 
   /** Stores an authorization code (by hash) and returns it. */
-  newCode(tenant: Tenant, o: { grantId: string; clientId: string; userId: string; redirectUri: string; scope: string[]; nonce?: string; challenge?: string; method?: string; authTime: number; sid?: string }): string {
+  newCode(tenant: Tenant, o: { grantId: string; clientId: string; userId: string; redirectUri: string; scope: string[]; nonce?: string; challenge?: string; method?: string; authTime: number; sid?: string; amr?: string[] }): string {
     const code = 'ac_' + crypto.randomBytes(32).toString('base64url');
     this.db.prepare('DELETE FROM oidc_codes WHERE expires_at < ?').run(this.now() - 86_400);
-    this.db.prepare(`INSERT INTO oidc_codes (code_hash, tenant_id, grant_id, client_id, user_id, redirect_uri, scope, nonce, code_challenge, code_challenge_method, auth_time, sid, expires_at)
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+    this.db.prepare(`INSERT INTO oidc_codes (code_hash, tenant_id, grant_id, client_id, user_id, redirect_uri, scope, nonce, code_challenge, code_challenge_method, auth_time, sid, expires_at, amr)
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
       .run(sha256Hex(code), tenant.id, o.grantId, o.clientId, o.userId, o.redirectUri, o.scope.join(' '), o.nonce ?? null, o.challenge ?? null,
-        o.challenge ? (o.method ?? 'plain') : null, o.authTime, o.sid ?? null, this.now() + this.config.codeTtl);
+        o.challenge ? (o.method ?? 'plain') : null, o.authTime, o.sid ?? null, this.now() + this.config.codeTtl, o.amr ? JSON.stringify(o.amr) : null);
     return code;
   }
 
