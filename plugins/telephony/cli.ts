@@ -1,4 +1,4 @@
-import { parseArgs } from 'node:util';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { UsageError, type CliCommand, type CliContext } from '../../server/plugin.ts';
 import type { Tenant } from '../../server/tenancy.ts';
 import { numberView, TelephonyAdmin, trunkView } from './admin.ts';
@@ -11,6 +11,15 @@ function admin(ctx: CliContext): TelephonyAdmin {
 
 function tenantOf(ctx: CliContext, host: unknown): Tenant {
   return typeof host === 'string' ? ctx.tenants.require(host) : ctx.tenants.require();
+}
+
+/** parseArgs whose complaints (unknown option, missing value) are usage errors (exit 2). */
+function parseCli(args: string[], options: NonNullable<ParseArgsConfig['options']>) {
+  try {
+    return parseArgs({ args, allowPositionals: true, strict: true, options });
+  } catch (e) {
+    throw new UsageError((e as Error).message.replace(/\. To specify.*$/s, ''));
+  }
 }
 
 function zodMessage(e: unknown): string {
@@ -28,14 +37,11 @@ export const trunkCommand: CliCommand = {
   ],
   async run(args, ctx) {
     const [sub, ...rest] = args;
-    const { values, positionals } = parseArgs({
-      args: rest, allowPositionals: true,
-      options: {
+    const { values, positionals } = parseCli(rest, {
         tenant: { type: 'string' }, id: { type: 'string' }, name: { type: 'string' }, host: { type: 'string' }, port: { type: 'string' },
         transport: { type: 'string' }, username: { type: 'string' }, 'password-stdin': { type: 'boolean' }, register: { type: 'boolean' },
         'from-domain': { type: 'string' }, 'caller-id': { type: 'string' }, 'max-calls': { type: 'string' }, codecs: { type: 'string' },
         default: { type: 'boolean' },
-      },
     });
     const a = admin(ctx);
     const t = tenantOf(ctx, values.tenant);
@@ -84,13 +90,10 @@ export const numberCommand: CliCommand = {
   ],
   async run(args, ctx) {
     const [sub, ...rest] = args;
-    const { values, positionals } = parseArgs({
-      args: rest, allowPositionals: true,
-      options: {
+    const { values, positionals } = parseCli(rest, {
         tenant: { type: 'string' }, name: { type: 'string' }, voice: { type: 'string' }, language: { type: 'string' },
         visibility: { type: 'string' }, 'max-duration': { type: 'string' }, 'system-prompt': { type: 'string' },
         'no-transcripts': { type: 'boolean' }, 'api-key-stdin': { type: 'boolean' },
-      },
     });
     const a = admin(ctx);
     const t = tenantOf(ctx, values.tenant);
