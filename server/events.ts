@@ -81,6 +81,8 @@ export class EventBus {
 
   start(): void {
     this.#started = true;
+    // Live listeners hear what happens from now on, not the history already in the table.
+    if (this.#lastListened === -1) this.#lastListened = this.maxId();
     this.wake();
   }
 
@@ -103,7 +105,16 @@ export class EventBus {
     let more = false;
     try {
       for (const c of this.#consumers.values()) {
-        more = this.dispatchTo(c, 200) || more;
+        // One consumer failing (a poison event) must not hold back the others.
+        try {
+          more = this.dispatchTo(c, 200) || more;
+          this.#failing.delete(c.name);
+        } catch (e) {
+          const msg = (e as Error)?.message ?? String(e);
+          // Logged when it starts failing or the reason changes, not on every poll.
+          if (this.#failing.get(c.name) !== msg) this.log.error({ err: e, consumer: c.name }, 'event consumer failed; will retry');
+          this.#failing.set(c.name, msg);
+        }
       }
       const maxId = this.maxId();
       if (this.#listeners.size && maxId > this.#lastListened) {
@@ -128,6 +139,7 @@ export class EventBus {
   }
 
   #lastListened = -1;
+  readonly #failing = new Map<string, string>();
 
   private dispatchTo(c: EventConsumer, batch: number): boolean {
     const run = this.db.transaction(() => {

@@ -62,6 +62,8 @@ export class JobQueue {
   readonly #defs = new Map<string, JobDefinition<unknown>>();
   readonly #running = new Map<string, Set<Promise<void>>>();
   readonly #aborts = new Set<AbortController>();
+  /** Ids this process is running now: never claimed again beside themselves (lease expiry). */
+  readonly #runningIds = new Set<number>();
   #timer: NodeJS.Timeout | undefined;
   #started = false;
   #stopping = false;
@@ -177,10 +179,11 @@ export class JobQueue {
           `UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = ?, lease_until = ?
            WHERE id IN (SELECT id FROM jobs WHERE queue = ? AND
                           ((state = 'pending' AND run_at <= ?) OR (state = 'running' AND lease_until < ?))
+                          AND id NOT IN (SELECT value FROM json_each(?))
                         ORDER BY run_at, id LIMIT ?)
            RETURNING *`,
         )
-        .all(this.owner, now + lease, queue, now, now, free) as JobRow[];
+        .all(this.owner, now + lease, queue, now, now, JSON.stringify([...this.#runningIds]), free) as JobRow[];
       for (const row of rows) {
         const p = this.runOne(def, row).finally(() => {
           running.delete(p);
@@ -194,6 +197,18 @@ export class JobQueue {
   private async runOne(def: JobDefinition<unknown>, row: JobRow): Promise<void> {
     const ac = new AbortController();
     this.#aborts.add(ac);
+    this.#runningIds.add(row.id);
+    // Heartbeat: a job may run longer than its lease; renewing it keeps other runners from taking
+    // over a job that is alive (the lease only expires when its runner is gone).
+    const lease = def.leaseMs ?? this.opts.leaseMs;
+    const heartbeat = setInterval(() => {
+      try {
+        this.db.prepare("UPDATE jobs SET lease_until = ? WHERE id = ? AND lease_owner = ? AND state = 'running'").run(this.clock.now() + lease, row.id, this.owner);
+      } catch (e) {
+        this.log.warn({ err: e, job: row.id }, 'job lease renewal failed');
+      }
+    }, Math.max(50, Math.floor(lease / 3)));
+    heartbeat.unref();
     try {
       let data: unknown;
       try {
@@ -220,6 +235,8 @@ export class JobQueue {
         this.log.debug({ queue: row.queue, job: row.id, attempt: row.attempts, error: msg }, 'job will retry');
       }
     } finally {
+      clearInterval(heartbeat);
+      this.#runningIds.delete(row.id);
       this.#aborts.delete(ac);
     }
   }

@@ -260,3 +260,75 @@ describe('event bus (outbox)', () => {
 
 // The JobQueue class is exported for plugins; keep the import checked.
 void JobQueue;
+
+describe('robustness', () => {
+  it('a job that outlives its lease is not claimed a second time while it still runs (same process or another)', async () => {
+    const clock = new ManualClock();
+    const core = setup(clock);
+    let runs = 0;
+    let release!: () => void;
+    const gate = new Promise<void>((r) => { release = r; });
+    core.jobs.define({ queue: 'long', parseData: (d) => d, leaseMs: 1000, async run() { runs++; await gate; } });
+    const id = core.jobs.enqueue('long', {});
+    core.jobs.start();
+    await until(() => runs === 1, 5000, 'first run');
+    // Far past the lease: this process must not start it again beside itself.
+    clock.advance(10_000);
+    core.jobs.kick();
+    await new Promise((r) => setTimeout(r, 150));
+    expect(runs).toBe(1);
+    release();
+    await until(() => row(core, id).state === 'done', 5000, 'done');
+    expect(row(core, id).attempts).toBe(1);
+  });
+
+  it('a running job keeps its lease alive, so another runner does not take it over', async () => {
+    const dir = tempDir('sovcomms-lease-');
+    const core = setup(undefined, dir);
+    // Two runners on real time: the lease is 1 s and the job runs 2.5 s.
+    const a = new JobQueue(core.db, { now: () => Date.now() }, core.log.child({}), { pollMs: 20, leaseMs: 1000, nodeId: 'node-a' });
+    const b = new JobQueue(core.db, { now: () => Date.now() }, core.log.child({}), { pollMs: 20, leaseMs: 1000, nodeId: 'node-b' });
+    const ranBy: string[] = [];
+    const def = (who: string) => ({ queue: 'slow-lease', parseData: (d: unknown) => d, leaseMs: 1000, async run() { ranBy.push(who); await new Promise((r) => setTimeout(r, 2500)); } });
+    a.define(def('a'));
+    b.define(def('b'));
+    const id = a.enqueue('slow-lease', {});
+    a.start();
+    await until(() => ranBy.length === 1, 5000, 'a runs it');
+    b.start();
+    await until(() => core.jobs.get(id)?.state === 'done', 10_000, 'done');
+    await a.shutdown(100);
+    await b.shutdown(100);
+    expect(ranBy).toEqual(['a']);
+  }, 20_000);
+
+  it('a consumer that keeps failing does not hold back the other consumers', async () => {
+    const core = setup(new ManualClock());
+    core.events.declare('test', 'ping', z.object({ n: z.number() }));
+    const good: number[] = [];
+    core.events.subscribe({ name: 'a-poisoned', events: '*', handle: () => { throw new Error('always fails'); } });
+    core.events.subscribe({ name: 'b-good', events: '*', handle: (ev) => { good.push(ev.data.n as number); } });
+    core.events.start();
+    core.events.emit('t1', 'ping', { n: 1 });
+    core.events.emit('t1', 'ping', { n: 2 });
+    await until(() => good.length === 2, 3000, 'the good consumer');
+    expect(good).toEqual([1, 2]);
+    // The failing consumer's cursor did not move: it gets the events again once it recovers.
+    expect(core.db.prepare("SELECT last_id FROM event_consumers WHERE name = 'a-poisoned'").get()).toEqual({ last_id: 0 });
+  });
+
+  it('in-memory listeners hear only events after start, not the history in the table', async () => {
+    const core = setup(new ManualClock());
+    core.events.declare('test', 'ping', z.object({ n: z.number() }));
+    core.events.emit('t1', 'ping', { n: 1 });
+    core.events.emit('t1', 'ping', { n: 2 });
+    const heard: number[] = [];
+    core.events.listen((ev) => heard.push(ev.data.n as number));
+    core.events.start();
+    await new Promise((r) => setTimeout(r, 50));
+    core.events.emit('t1', 'ping', { n: 3 });
+    await until(() => heard.length > 0, 3000, 'a live event');
+    await new Promise((r) => setTimeout(r, 50));
+    expect(heard).toEqual([3]);
+  });
+});
