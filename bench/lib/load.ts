@@ -31,6 +31,8 @@ export interface Spawned {
   child: ChildProcess;
   /** Milliseconds from spawn to the first 2xx answer of `readyUrl`. */
   readyMs: number;
+  /** CPU milliseconds (all threads) the child had used by then; undefined where /proc is missing. */
+  readyCpuMs: number | undefined;
   stop(): Promise<void>;
 }
 
@@ -65,7 +67,7 @@ export async function spawnServer(opts: {
     try {
       const r = await fetch(opts.readyUrl, { signal: AbortSignal.timeout(1000) });
       await r.arrayBuffer();
-      if (r.ok) return { child, readyMs: performance.now() - t0, stop };
+      if (r.ok) return { child, readyMs: performance.now() - t0, readyCpuMs: cpuMs(child.pid!), stop };
     } catch {
       // Not listening yet.
     }
