@@ -433,10 +433,12 @@ export function parseClientId(clientId: string): string {
   return host;
 }
 
+/** Canonical serial: lower-case hex, no separators, minimal whole bytes (`0b0a…` stays, `000b0a…` becomes `0b0a…`). */
 export function normalizeSerial(s: string): string {
-  const hex = s.replace(/[:\s]/g, '').toLowerCase().replace(/^0+(?=.)/, '');
-  if (!/^[0-9a-f]{1,40}$/.test(hex)) throw new InputError('serial: expected a hexadecimal serial number', 'invalid_request');
-  return hex;
+  let hex = s.replace(/[:\s]/g, '').toLowerCase();
+  if (!/^[0-9a-f]{1,42}$/.test(hex)) throw new InputError('serial: expected a hexadecimal serial number', 'invalid_request');
+  hex = hex.replace(/^0+(?=.)/, '');
+  return hex.length % 2 ? `0${hex}` : hex;
 }
 
 function checkKey(key: crypto.KeyObject): Buffer {

@@ -55,8 +55,39 @@ export function adminCall(s: TestServer, method: 'GET' | 'POST', pathAndQuery: s
   return s.fetch(pathAndQuery, { method, host, headers, body });
 }
 
+/**
+ * The bytes of the database files, read by a child process. Opening and closing the SQLite file
+ * in this process would drop the POSIX locks the running server holds on it (fcntl locks are per
+ * process), after which another process may delete the live WAL.
+ */
+export function databaseBytes(dataDir: string): Buffer[] {
+  return fs.readdirSync(dataDir)
+    .filter((n) => n.startsWith('appliance.db'))
+    .map((n) => execFileSync('cat', [path.join(dataDir, n)], { maxBuffer: 512 * 1024 * 1024 }));
+}
+
+/** `grep -F` over the database files in a child process: true when the text occurs. */
+export function grepDatabase(dataDir: string, text: string): boolean {
+  const files = fs.readdirSync(dataDir).filter((n) => n.startsWith('appliance.db')).map((n) => path.join(dataDir, n));
+  try {
+    execFileSync('grep', ['-a', '-q', '-F', '--', text, ...files], { stdio: 'ignore' });
+    return true;
+  } catch (e) {
+    if ((e as { status?: number }).status === 1) return false;
+    throw e;
+  }
+}
+
 export function writeTemp(dir: string, name: string, data: string | Buffer): string {
   const f = path.join(dir, name);
   fs.writeFileSync(f, data);
   return f;
+}
+
+/**
+ * A response body as JSON. Test bodies are checked field by field with expect(), so a loose type
+ * keeps the assertions readable; anything wrong fails the assertion, not the compiler.
+ */
+export async function body(r: Response): Promise<any> {
+  return r.json();
 }
