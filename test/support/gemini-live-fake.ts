@@ -36,7 +36,9 @@ export interface FakeSessionLog {
   realtimeMessages: number;
   clientContent: number;
   toolResponses: Array<{ id: string; name: string; response: unknown }>;
-  /** ms after setupComplete when the first clientContent (the "begin") arrived. */
+  /** realtimeInput.text messages (e.g. DTMF digits the bridge forwards). */
+  texts: string[];
+  /** WebSocket close code once the session closed. */
   closedWith: number | null;
 }
 
@@ -73,7 +75,7 @@ export class GeminiLiveFake {
   }
 
   private onConnection(ws: WebSocket, url: URL): void {
-    const log: FakeSessionLog = { setup: {}, key: url.searchParams.get('key'), resumedFrom: null, audioBytesIn: 0, realtimeMessages: 0, clientContent: 0, toolResponses: [], closedWith: null };
+    const log: FakeSessionLog = { setup: {}, key: url.searchParams.get('key'), resumedFrom: null, audioBytesIn: 0, realtimeMessages: 0, clientContent: 0, toolResponses: [], texts: [], closedWith: null };
     this.sessions.push(log);
     let conv: Conversation | null = null;
     let toolWaiter: ((id: string) => void) | null = null;
@@ -173,8 +175,9 @@ export class GeminiLiveFake {
         return;
       }
       if (msg.realtimeInput) {
-        const ri = msg.realtimeInput as { audio?: { data?: string; mimeType?: string } };
+        const ri = msg.realtimeInput as { audio?: { data?: string; mimeType?: string }; text?: string };
         log.realtimeMessages++;
+        if (typeof ri.text === 'string') log.texts.push(ri.text);
         if (ri.audio?.data && ri.audio.mimeType === 'audio/pcm;rate=16000') {
           const n = Buffer.from(ri.audio.data, 'base64').length;
           log.audioBytesIn += n;

@@ -47,6 +47,8 @@ export interface SippOptions {
   transport?: 'udp' | 'tcp';
   rtpEcho?: boolean;
   timeoutSec?: number;
+  /** Calls before SIPp exits (`-m`); 1 by default. */
+  calls?: number;
   /** Extra `-key name value` pairs for [name] substitution in the scenario. */
   keys?: Record<string, string>;
 }
@@ -77,7 +79,7 @@ export async function startSipp(o: SippOptions): Promise<SippRun> {
     '-mi', '127.0.0.1',
     '-mp', String(mediaPort),
     '-t', o.transport === 'tcp' ? 't1' : 'u1',
-    '-m', '1',
+    '-m', String(o.calls ?? 1),
     '-aa',
     '-nostdin',
     '-timeout', `${o.timeoutSec ?? 20}s`,

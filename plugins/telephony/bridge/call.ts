@@ -233,7 +233,10 @@ export class Call {
         this.lastInSample = pcm[pcm.length - 1];
         engine.sendAudio(up);
       },
-      onDtmf: (d) => this.dtmf.push(d),
+      onDtmf: (d) => {
+        this.dtmf.push(d);
+        engine.sendText(`The caller pressed the telephone key ${d}.`);
+      },
     });
     this.socket = null;
     this.media.start();

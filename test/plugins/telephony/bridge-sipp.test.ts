@@ -211,6 +211,16 @@ describe('telephony bridge against SIPp', () => {
     expect(exit.code, exit.output).toBe(0);
   });
 
+  it('RFC 4733 DTMF from the far end reaches the AI once per key press', async () => {
+    const { ended, engine, sippRun } = await runCall({
+      sipp: { scenario: 'answer-dtmf' },
+      script: [{ say: 'Drücken Sie die Eins.', audioMs: 300 }, { wait: 1200 }, { tool: 'end_call' }],
+    });
+    expect(ended.outcome).toBe('finished');
+    expect(engine.sessions[0].texts).toEqual(['The caller pressed the telephone key 1.']);
+    expect((await sippRun.exited).code).toBe(0);
+  });
+
   it('TCP: the RTP the bridge sends reaches SIPp and comes back through its RTP echo', async () => {
     const { ended, sippRun, callId } = await runCall({
       sipp: { scenario: 'answer', transport: 'tcp', rtpEcho: true },

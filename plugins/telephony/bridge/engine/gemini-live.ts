@@ -132,6 +132,7 @@ export class GeminiLiveEngine extends EventEmitter<EngineEvents> implements Voic
   async connect(): Promise<void> {
     await this.open((ws) => {
       this.ws = ws;
+      this.flushBacklog(ws);
     });
   }
 
@@ -172,6 +173,7 @@ export class GeminiLiveEngine extends EventEmitter<EngineEvents> implements Voic
         }
         this.ws = next;
         old?.close(1000);
+        this.flushBacklog(next);
       });
     } catch (err) {
       if (this.ws === old) {
@@ -184,9 +186,18 @@ export class GeminiLiveEngine extends EventEmitter<EngineEvents> implements Voic
     }
   }
 
+  /**
+   * Messages sent before setupComplete (the far end often answers before the engine handshake
+   * is done; DTMF or a quick "hello?" can come then) wait in a bounded backlog (~2 s of audio).
+   */
+  private backlog: string[] = [];
   private send(obj: object): void {
     const ws = this.ws;
     if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(obj));
+    else if (!this.closing && this.backlog.length < 60) this.backlog.push(JSON.stringify(obj));
+  }
+  private flushBacklog(ws: WebSocket): void {
+    for (const m of this.backlog.splice(0)) ws.send(m);
   }
 
   begin(): void {
@@ -216,6 +227,10 @@ export class GeminiLiveEngine extends EventEmitter<EngineEvents> implements Voic
 
   sendToolResponse(call: ToolCall, response: Record<string, unknown>): void {
     this.send({ toolResponse: { functionResponses: [{ id: call.id, name: call.name, response }] } });
+  }
+
+  sendText(text: string): void {
+    this.send({ realtimeInput: { text } });
   }
 
   close(): void {

@@ -48,6 +48,8 @@ export interface VoiceEngine extends EventEmitter<EngineEvents> {
   begin(): void;
   sendAudio(pcm: Int16Array): void;
   sendToolResponse(call: ToolCall, response: Record<string, unknown>): void;
+  /** Out-of-band caller input, e.g. a DTMF digit (RFC 4733), as text for the model. */
+  sendText(text: string): void;
   close(): void;
 }
 
