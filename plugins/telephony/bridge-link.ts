@@ -177,6 +177,13 @@ export class BridgeLink {
     });
   }
 
+  /** Remote mode: the health watch saw the bridge answer again, or stop answering. */
+  markRemote(up: boolean): void {
+    if (this.cfg.mode !== 'remote') return;
+    if (up) this.setReady();
+    else this.state = 'down';
+  }
+
   private setReady(): void {
     this.state = 'ready';
     this.#upSince = Date.now();

@@ -175,10 +175,15 @@ export class CallService {
       throw e;
     }
     if (ans.status === 202 || (ans.status === 409 && ans.body.error === 'duplicate_call')) {
-      repo.tx(() => {
+      const now = repo.tx(() => {
         const c = repo.callAnyTenant(claimed.call_id);
         if (c?.status === 'dispatching' && c.attempt === job.attempt) repo.updateCall(c.call_id, { status: 'in-flight' });
+        return c?.status;
       });
+      // Hung up while the bridge was taking it: tell the bridge now, so the callee is not called.
+      if (now === 'cancelled') {
+        await this.d.bridge.request('POST', `/calls/${encodeURIComponent(claimed.call_id)}/hangup`, { reason: 'cancelled' }).catch(() => undefined);
+      }
       return { ok: true, reply: ans.text };
     }
     this.finish(claimed, { outcome: 'failed', errorDetail: `bridge refused the call: ${ans.status} ${String(ans.body.error ?? '')} ${String(ans.body.error_description ?? '')}`.trim() });
@@ -373,6 +378,23 @@ export class CallService {
     for (const c of this.d.repo.callsAtBridge()) {
       if (!statuses.includes(c.status) && !(c.status === 'cancelled')) continue;
       if (this.finish(c, { outcome: 'failed', errorDetail: reason })) n++;
+    }
+    return n;
+  }
+
+  /**
+   * A remote bridge came back or restarted (new X-Bridge-Instance): calls we think are in flight
+   * that it neither lists (GET /calls) nor reported on since are gone: they end as failed.
+   */
+  async reconcile(newInstance: string | null): Promise<number> {
+    const ans = await this.d.bridge.request('GET', '/calls');
+    if (ans.status !== 200 || !Array.isArray(ans.body.calls)) return 0;
+    const active = new Set((ans.body.calls as { callId?: unknown }[]).map((c) => String(c.callId)));
+    let n = 0;
+    for (const c of this.d.repo.callsAtBridge()) {
+      if (c.status !== 'in-flight' || active.has(c.call_id)) continue;
+      if (newInstance && this.d.repo.db.prepare('SELECT 1 FROM tel_bridge_events WHERE instance = ? AND call_id = ?').get(newInstance, c.call_id)) continue;
+      if (this.finish(c, { outcome: 'failed', errorDetail: 'bridge restarted' })) n++;
     }
     return n;
   }

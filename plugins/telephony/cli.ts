@@ -14,9 +14,9 @@ function tenantOf(ctx: CliContext, host: unknown): Tenant {
 }
 
 /** parseArgs whose complaints (unknown option, missing value) are usage errors (exit 2). */
-function parseCli(args: string[], options: NonNullable<ParseArgsConfig['options']>) {
+function parseCli(args: string[], options: NonNullable<ParseArgsConfig['options']>): { values: Record<string, string | boolean | undefined>; positionals: string[] } {
   try {
-    return parseArgs({ args, allowPositionals: true, strict: true, options });
+    return parseArgs({ args, allowPositionals: true, strict: true, options }) as { values: Record<string, string | boolean | undefined>; positionals: string[] };
   } catch (e) {
     throw new UsageError((e as Error).message.replace(/\. To specify.*$/s, ''));
   }
@@ -51,7 +51,7 @@ export const trunkCommand: CliCommand = {
         const parsed = trunkInput.safeParse({
           id: values.id, name: values.name, host: values.host, port: values.port ? Number(values.port) : undefined, transport: values.transport,
           username: values.username, password, register: values.register ?? false, fromDomain: values['from-domain'], callerId: values['caller-id'],
-          maxConcurrentCalls: values['max-calls'] ? Number(values['max-calls']) : undefined, codecs: values.codecs?.split(','),
+          maxConcurrentCalls: values['max-calls'] ? Number(values['max-calls']) : undefined, codecs: typeof values.codecs === 'string' ? values.codecs.split(',') : undefined,
         });
         if (!parsed.success) throw new UsageError(`trunk add: ${zodMessage(parsed.error)}`);
         const row = a.saveTrunk(t, parsed.data);

@@ -41,6 +41,37 @@ export default definePlugin(() => {
     }
   }
 
+  async function watch(ctx: PluginContext<TelephonyConfig>): Promise<void> {
+    const s = svc;
+    if (!s || stopped) return;
+    if (s.bridge.mode !== 'remote') {
+      if (s.bridge.state === 'ready' && fingerprint(s.repo) !== lastPush) await pushTrunks(ctx);
+      return;
+    }
+    let health;
+    try {
+      health = await s.bridge.request('GET', '/health');
+    } catch {
+      if (s.bridge.state === 'ready') ctx.log.warn('remote bridge stopped answering');
+      s.bridge.markRemote(false);
+      return;
+    }
+    const wasDown = s.bridge.state !== 'ready';
+    s.bridge.markRemote(true);
+    const theirs = Array.isArray(health.body.trunks) ? health.body.trunks.length : -1;
+    if (wasDown || fingerprint(s.repo) !== lastPush || theirs !== s.admin.bridgeTrunks().length) await pushTrunks(ctx);
+    if (wasDown) await reconcile(ctx, null);
+  }
+
+  async function reconcile(ctx: PluginContext<TelephonyConfig>, instance: string | null): Promise<void> {
+    try {
+      const n = (await svc?.calls.reconcile(instance)) ?? 0;
+      if (n) ctx.log.warn({ calls: n }, 'calls the bridge no longer has ended as failed');
+    } catch (e) {
+      ctx.log.warn({ err: (e as Error).message }, 'bridge reconcile failed');
+    }
+  }
+
   return {
     name: 'telephony',
     description: 'SIP trunks, routes, whitelist, outbound AI calls, transcripts, virtual numbers; supervises the telephony bridge',
@@ -74,7 +105,18 @@ export default definePlugin(() => {
         repo, admin, bridge, jobs: ctx.jobs, events: ctx.events, keys: ctx.keys, clock: ctx.clock, log: ctx.log,
         tenants: ctx.tenants, transcripts, mailer, config: ctx.config,
       });
-      svc = { admin, calls, transcripts, bridge, repo, mailer };
+      let lastInstance = '';
+      const instanceSeen = (instance: string) => {
+        const prev = lastInstance;
+        lastInstance = instance;
+        // A bridge that restarted behind our back (remote mode): its old calls are gone.
+        if (prev && prev !== instance) {
+          ctx.log.warn({ instance }, 'new bridge instance');
+          void pushTrunks(ctx);
+          void reconcile(ctx, instance);
+        }
+      };
+      svc = { admin, calls, transcripts, bridge, repo, mailer, instanceSeen };
       ctx.auth.registerVerifier(BRIDGE_VERIFIER, async ({ headers, tenant }) => {
         const h = headers.authorization;
         const m = /^Bearer\s+(\S+)\s*$/i.exec(Array.isArray(h) ? h[0] ?? '' : h ?? '');
@@ -117,10 +159,14 @@ export default definePlugin(() => {
           if (stopped) return;
           await s.bridge.start(cb);
         })().catch((e) => ctx.log.error({ err: (e as Error).message }, 'bridge start failed'));
-        // Trunks changed by the CLI (another process) reach the bridge within seconds.
+        // Trunks changed by the CLI (another process) reach the bridge within seconds; a remote
+        // bridge that restarted (empty trunk set) or came back gets the set again and is reconciled.
+        let watching = false;
         watchTimer = setInterval(() => {
-          if (s.bridge.state === 'ready' && fingerprint(s.repo) !== lastPush) void pushTrunks(ctx);
-        }, 5000);
+          if (watching) return;
+          watching = true;
+          void watch(ctx).finally(() => { watching = false; });
+        }, ctx.config.bridge.healthPollMs);
         watchTimer.unref();
       }
     },

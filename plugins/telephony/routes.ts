@@ -15,6 +15,8 @@ export interface Services {
   calls: CallService;
   transcripts: TranscriptStore;
   bridge: BridgeLink;
+  /** Told the X-Bridge-Instance of every callback (a new one means the bridge restarted). */
+  instanceSeen?(instance: string): void;
 }
 
 const okBody = z.object({ ok: z.boolean() }).loose();
@@ -271,7 +273,9 @@ export function telephonyRoutes(r: RouteRegistrar, svc: () => Services): void {
         const i = parsed.error.issues[0]!;
         throw new InputError(`invalid bridge event field ${i.path.join('.')}: ${i.message}`, 'invalid_request', { field: i.path.join('.') });
       }
-      return { ok: true, ...svc().calls.applyEvent(instance, parsed.data) };
+      const out = svc().calls.applyEvent(instance, parsed.data);
+      svc().instanceSeen?.(instance);
+      return { ok: true, ...out };
     },
   });
 }

@@ -47,6 +47,8 @@ export const telephonyConfig = z
         readyTimeoutMs: z.number().int().min(100).default(20_000),
         restartMinMs: z.number().int().min(10).default(500),
         restartMaxMs: z.number().int().min(10).default(30_000),
+        /** How often the core checks the bridge's /health (remote: up/down, trunk set). */
+        healthPollMs: z.number().int().min(50).default(5000),
         /** Control requests give up after this long (502 bridge_unreachable). */
         requestTimeoutMs: z.number().int().min(100).default(5000),
       })

@@ -124,3 +124,32 @@ describe('a restart of the appliance neither loses nor doubles a call', () => {
     await s2.stop();
   });
 });
+
+describe('a remote bridge that restarts', () => {
+  it('gets the trunk set again, and the calls it lost end as failed', async () => {
+    const a = new FakeBridge(TOKEN, '');
+    await a.start();
+    const port = Number(new URL(a.url).port);
+    const s = await startTestServer({ overrides: { plugins: { telephony: { bridge: { mode: 'remote', url: a.url, token: TOKEN, healthPollMs: 100, requestTimeoutMs: 500 } } } } });
+    let b: FakeBridge | undefined;
+    try {
+      a.callbackUrl = `${s.url}/internal/bridge/events`;
+      await adm(s, '/signal.ashx?trunks=save', 'trunks-save', { id: 'main', name: 'Main', host: '127.0.0.1' });
+      await adm(s, '/signal.ashx?telephony=settings-save', 'telephony-settings-save', { defaultTrunkId: 'main' });
+      await until(() => a.trunks.length === 1, 3000, 'trunks at A');
+      const id = (await j(s.fetch(`${V1}/calls`, { method: 'POST', key: s.adminKey, json: call({ email: undefined }) }))).body.callId as string;
+      await a.emit({ type: 'answered', callId: id, trunkId: `${s.primary.id}.main`, answeredAt: new Date().toISOString(), answerMs: 100 });
+      await a.stop();
+      await until(async () => (await j(adm(s, '/signal.ashx?bridge=status', 'bridge-status'))).body.state === 'down', 3000, 'bridge seen down');
+      b = new FakeBridge(TOKEN, `${s.url}/internal/bridge/events`);
+      await b.start(port);
+      await until(() => b!.trunks.length === 1, 3000, 'trunks pushed to the restarted bridge');
+      const rec = await until(async () => { const x = (await j(s.fetch(`${V1}/calls/${id}`, { key: s.adminKey }))).body; return x.status === 'ended-failed-final' ? x : null; }, 3000, 'lost call failed');
+      expect(rec.errorDetail).toBe('bridge restarted');
+    } finally {
+      await s.stop();
+      await b?.stop();
+    }
+  });
+});
+
