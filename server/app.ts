@@ -89,7 +89,7 @@ export function openCore(opts: ApplianceOptions): CoreServices {
   const clock = opts.clock ?? systemClock;
   const keys = KeyService.load(config.dataDir, { env: opts.env, provided: opts.masterKey });
   const secrets = new SecretSettings(db, keys);
-  const tenants = new TenantService(db);
+  const tenants = new TenantService(db, config.dataDir);
   const users = new UserService(db);
   const auth = new AuthService(db, secrets, (id) => tenants.byId(id)?.isPrimary ?? false);
   const nodeId = secrets.getOrCreate('node-id', () => crypto.randomBytes(6).toString('hex'));

@@ -1,4 +1,6 @@
 import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
 import type { DB } from './store/db.ts';
 import { ConflictError, InputError, NotFoundError } from './errors.ts';
 
@@ -47,7 +49,8 @@ export class TenantService {
   #dataVersion = -1;
   #checkedAt = 0;
 
-  constructor(private readonly db: DB) {}
+  /** `dataDir` lets `remove` delete the tenant's files under `tenants/<id>/` too. */
+  constructor(private readonly db: DB, private readonly dataDir?: string) {}
 
   private refreshIfStale(): void {
     const now = Date.now();
@@ -144,11 +147,27 @@ export class TenantService {
     this.reload();
   }
 
+  /**
+   * Removes a tenant with all its data: the foreign keys cascade only where a table declares
+   * one, so every table with a `tenant_id` column (the plugin convention: repositories take the
+   * tenant first) is cleared in the same transaction, and the tenant's files are deleted after it.
+   */
   remove(host: string): Tenant {
     const t = this.require(host);
     if (t.isPrimary) throw new InputError('the primary tenant cannot be removed; make another tenant primary first', 'cannot_remove_primary');
-    this.db.prepare('DELETE FROM tenants WHERE id = ?').run(t.id);
+    this.db.transaction(() => {
+      // Checked at commit, when every row of the tenant is gone, so table order does not matter.
+      this.db.pragma('defer_foreign_keys = ON');
+      const tables = (this.db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name != 'tenants'").all() as { name: string }[]).map((r) => r.name);
+      for (const table of tables) {
+        const cols = this.db.prepare(`PRAGMA table_info("${table.replace(/"/g, '""')}")`).all() as { name: string }[];
+        if (cols.some((c) => c.name === 'tenant_id')) this.db.prepare(`DELETE FROM "${table.replace(/"/g, '""')}" WHERE tenant_id = ?`).run(t.id);
+      }
+      this.db.prepare('DELETE FROM tenants WHERE id = ?').run(t.id);
+    }).immediate();
     this.reload();
+    // Ids are server-made hex; the check keeps a corrupt row from pointing the delete elsewhere.
+    if (this.dataDir && /^[A-Za-z0-9_-]+$/.test(t.id)) fs.rmSync(path.join(this.dataDir, 'tenants', t.id), { recursive: true, force: true });
     return t;
   }
 

@@ -1,0 +1,76 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { startTestServer, type TestServer } from '../support/server.ts';
+import { normalizeHost, validateHost, type Tenant } from '../../server/tenancy.ts';
+import type { AuditWriter } from '../../server/plugin.ts';
+import { withBuiltins } from './fixtures/test-plugins.ts';
+
+let s: TestServer;
+beforeAll(async () => { s = await startTestServer({ plugins: await withBuiltins() }); });
+afterAll(async () => { await s?.stop(); });
+
+/** Every table of the store (core and every plugin) that has a tenant_id column. */
+function tenantTables(): string[] {
+  const db = s.appliance.core.db;
+  const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").all() as { name: string }[]).map((r) => r.name);
+  return tables.filter((t) => (db.prepare(`PRAGMA table_info("${t}")`).all() as { name: string }[]).some((c) => c.name === 'tenant_id'));
+}
+const rowsOf = (tenant: Tenant) => Object.fromEntries(tenantTables().map((t) => [t, (s.appliance.core.db.prepare(`SELECT COUNT(*) AS n FROM "${t}" WHERE tenant_id = ?`).get(tenant.id) as { n: number }).n]));
+
+describe('tenancy', () => {
+  it('Host selects the tenant: case-insensitive, port and trailing dot ignored, unknown or missing → primary', async () => {
+    const { tenant } = await s.addTenant('Mixed-Case.example');
+    const t = s.appliance.core.tenants;
+    for (const h of ['mixed-case.example', 'MIXED-CASE.EXAMPLE', 'mixed-case.example:8443', 'mixed-case.example.']) expect(t.resolve(h).id, h).toBe(tenant.id);
+    for (const h of [undefined, '', 'nobody.example', '127.0.0.1:8080', '[::1]:8080']) expect(t.resolve(h).id, String(h)).toBe(s.primary.id);
+    expect(normalizeHost('[::1]:8443')).toBe('[::1]');
+    expect(tenant.host).toBe('mixed-case.example');
+  });
+
+  it('refuses invalid host names', () => {
+    for (const bad of ['', 'has space.example', 'under_score.example', '-lead.example', 'a'.repeat(64) + '.example', 'x/y', 'ü.example']) {
+      expect(() => validateHost(bad), bad).toThrow(/invalid host name/);
+    }
+  });
+
+  it('removing a tenant deletes its rows in every tenant table and its files; other tenants keep theirs', async () => {
+    const core = s.appliance.core;
+    const a = await s.addTenant('doomed.example');
+    const b = await s.addTenant('survivor.example');
+    const audit = s.appliance.host.provided<AuditWriter>('audit')!;
+    core.events.declare('tenancy-test', 'tenancy.test', z.object({}).loose());
+    for (const x of [a, b]) {
+      audit.write(x.tenant, { event: 'login.success', user: 'someone' });
+      core.jobs.enqueue('tenancy-test-queue', {}, { tenantId: x.tenant.id, runAt: Date.now() + 3_600_000 });
+      core.events.emit(x.tenant.id, 'tenancy.test', {});
+      const f = s.appliance.host.context('audit')!.paths.tenantFile(x.tenant, 'note.txt');
+      fs.mkdirSync(path.dirname(f), { recursive: true });
+      fs.writeFileSync(f, 'tenant data');
+    }
+    const before = rowsOf(a.tenant);
+    expect(before.audit_log).toBe(1);
+    expect(before.users).toBe(1);
+    expect(before.api_keys).toBe(1);
+    expect(before.jobs).toBe(1);
+    expect(before.events).toBe(1);
+    const bBefore = rowsOf(b.tenant);
+
+    const removed = core.tenants.remove('doomed.example');
+    expect(removed.id).toBe(a.tenant.id);
+    const after = rowsOf(a.tenant);
+    expect(Object.entries(after).filter(([, n]) => n > 0)).toEqual([]);
+    expect(fs.existsSync(path.join(s.dataDir, 'tenants', a.tenant.id))).toBe(false);
+    expect(rowsOf(b.tenant)).toEqual(bBefore);
+    expect(fs.existsSync(path.join(s.dataDir, 'tenants', b.tenant.id, 'note.txt'))).toBe(true);
+    // Its host now lands on the primary tenant, where its old key means nothing.
+    expect(core.tenants.resolve('doomed.example').id).toBe(s.primary.id);
+    expect((await s.fetch('/api.ashx/v1/auditlog', { host: 'doomed.example', key: a.adminKey })).status).toBe(401);
+    expect((await s.fetch('/api.ashx/v1/auditlog', { host: 'survivor.example', key: b.adminKey })).status).toBe(200);
+  });
+
+  it('the primary tenant cannot be removed', () => {
+    expect(() => s.appliance.core.tenants.remove(s.primary.host)).toThrow(/primary tenant cannot be removed/);
+  });
+});
