@@ -4,6 +4,11 @@
 import { register } from 'tsx/esm/api';
 import { fileURLToPath } from 'node:url';
 
+// The core's own dependencies are plain JavaScript: loaded before the loader is registered, they
+// skip its hooks (on Node 20 every module loaded after register() is a round trip to the hooks
+// thread), and the TypeScript sources later get the very same module instances from the cache.
+// About 15 % less CPU until ready (bench/core.bench.ts, "CPU time to ready").
+await Promise.all(['zod', 'express', 'pino', 'better-sqlite3'].map((m) => import(m)));
 register();
 const cli = await import(fileURLToPath(new URL('../server/cli.ts', import.meta.url)));
 process.exitCode = await cli.main(process.argv.slice(2));
