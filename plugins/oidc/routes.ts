@@ -40,7 +40,6 @@ export function discovery(issuer: string, p: OidcProvider, allowPlain: boolean):
     grant_types_supported: [...p.grantTypes(), 'implicit'],
     subject_types_supported: ['public'],
     id_token_signing_alg_values_supported: ['RS256', 'ES256'],
-    userinfo_signing_alg_values_supported: [],
     request_parameter_supported: true,
     request_uri_parameter_supported: false,
     request_object_signing_alg_values_supported: CLIENT_ALGS,

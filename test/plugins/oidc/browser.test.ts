@@ -65,7 +65,7 @@ async function start(ctx: BrowserContext) {
 }
 
 async function waitMail(to: string, n: number): Promise<string> {
-  for (let i = 0; i < 100 && mails.filter((m) => m.to === to).length < n; i++) await new Promise((r) => setTimeout(r, 50));
+  for (let i = 0; i < 300 && mails.filter((m) => m.to === to).length < n; i++) await new Promise((r) => setTimeout(r, 50));
   const m = mails.filter((x) => x.to === to)[n - 1];
   if (!m) throw new Error('no mail arrived');
   return /(http:\/\/\S+\/oidc\.ashx\/\S+)/.exec(m.text)![1]!;
@@ -105,7 +105,7 @@ describe('sign-in pages in Chromium', () => {
     await page.getByRole('button', { name: 'Sign in', exact: true }).click();
     await page.goto(`http://${A}/passkeys.html`);
     await page.getByRole('button', { name: /Register a passkey/ }).click();
-    await expect.poll(() => page.locator('#passkey-status').textContent()).toBe('Passkey registered.');
+    await expect.poll(() => page.locator('#passkey-status').textContent(), { timeout: 15_000 }).toBe('Passkey registered.');
     const { credentials } = await cdp.send('WebAuthn.getCredentials', { authenticatorId });
     expect(credentials[0]!.isResidentCredential).toBe(true);
     await ctx.clearCookies();
@@ -137,7 +137,7 @@ describe('sign-in pages in Chromium', () => {
     await page.goto(url.href);
     await page.getByLabel('Or get a sign-in link by e-mail').fill(alice.email);
     await page.getByRole('button', { name: 'E-mail me a link' }).click();
-    await expect.poll(() => page.locator('h1').textContent()).toBe('Check your mail');
+    await expect.poll(() => page.locator('h1').textContent(), { timeout: 15_000 }).toBe('Check your mail');
     const link = await waitMail(alice.email, 1);
     expect(link).toContain('/oidc.ashx/maglink-finish?t=');
     await page.goto(link);
@@ -146,7 +146,7 @@ describe('sign-in pages in Chromium', () => {
     expect(tokens.claims()!.amr).toEqual(['email']);
     // The link is single use.
     await page.goto(link);
-    await expect.poll(() => page.locator('h1').textContent()).toBe('Link expired');
+    await expect.poll(() => page.locator('h1').textContent(), { timeout: 15_000 }).toBe('Link expired');
 
     const second = await start(ctx);
     await ctx.clearCookies();

@@ -148,6 +148,17 @@ describe('token endpoint and bearer', () => {
   });
 });
 
+describe('API description', () => {
+  it('lists the OIDC routes and their aliases in /openapi.json', async () => {
+    const res = await s.fetch('/openapi.json', { host: A });
+    expect(res.status).toBe(200);
+    const doc = (await res.json()) as { paths: Record<string, unknown> };
+    const paths = Object.keys(doc.paths).join(' ');
+    for (const p of ['/oauth2/v1/token', '/oauth2/v1/authorize', '/.well-known/openid-configuration', '/oauth2/v1/introspect', '/oauth2/v1/logout']) expect(paths).toContain(p);
+    expect(JSON.stringify(doc)).toContain('oidc-clients-save');
+  });
+});
+
 describe('client management', () => {
   it('lists clients without secrets (HMAC), tenant-isolated; genkey shows a new secret once', async () => {
     const list = await s.fetch('/signal.ashx?oidc-clients=1', { host: A, headers: { 'X-Service-Admin-Signature': s.hmac('oidc-clients', A) } });

@@ -1,0 +1,252 @@
+/**
+ * Issue 3's benchmark: client_credentials tokens per second on the real appliance (`sovcomms
+ * serve`: Express 5, the dispatcher, SQLite, an ES256-signed RFC 9068 JWT per token), beside
+ * `oidc-provider` 9 (in-memory adapter, opaque tokens) configured for the same grant and client
+ * authentication (client_secret_basic), and beside a bare `node:http` server answering a fixed
+ * JSON body (the ceiling of this machine). Each server runs in a child process (this same file,
+ * started with OIDC_BENCH_ROLE); autocannon loads them from here in alternating rounds.
+ * Also: p99 of the full code + PKCE flow on the appliance (authorize with a signed-in session →
+ * 302 with code → token exchange), sequentially.
+ *
+ * Target (issue 3): >= 1.2x oidc-provider's client_credentials throughput.
+ * Knobs (env): BENCH_CONNECTIONS (10), BENCH_SECONDS (10 per server, in BENCH_ROUNDS = 2 rounds),
+ * BENCH_WARMUP_SECONDS (2), BENCH_FLOWS (300).
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { BenchResult } from './lib/contract.ts';
+import { freePort, LoadStats, ROOT, sleep, spawnServer, type Spawned } from './lib/load.ts';
+
+const num = (name: string, dflt: number) => {
+  const v = Number(process.env[name] ?? dflt);
+  if (!Number.isFinite(v) || v <= 0) throw new Error(`${name} must be a positive number, got ${process.env[name]}`);
+  return v;
+};
+const CONNECTIONS = num('BENCH_CONNECTIONS', 10);
+const SECONDS = num('BENCH_SECONDS', 10);
+const ROUNDS = num('BENCH_ROUNDS', 2);
+const WARMUP = num('BENCH_WARMUP_SECONDS', 2);
+const FLOWS = num('BENCH_FLOWS', 300);
+const SELF = fileURLToPath(import.meta.url);
+const CLIENT_ID = 'bench-svc';
+
+// ---- peers (child processes of this file) -------------------------------------------------
+
+async function peerOidcProvider(port: number, secret: string): Promise<void> {
+  // A module name in a variable: oidc-provider ships no type declarations (only the peer uses it).
+  const name = 'oidc-provider';
+  const { default: Provider } = (await import(name)) as { default: new (issuer: string, config: unknown) => { callback(): http.RequestListener } };
+  const provider = new Provider(`http://127.0.0.1:${port}`, {
+    clients: [{ client_id: CLIENT_ID, client_secret: secret, grant_types: ['client_credentials'], redirect_uris: [], response_types: [], token_endpoint_auth_method: 'client_secret_basic' }],
+    features: { clientCredentials: { enabled: true }, devInteractions: { enabled: false } },
+    scopes: ['api'],
+  });
+  const srv = http.createServer(provider.callback());
+  srv.listen(port, '127.0.0.1');
+  // Readiness for spawnServer: discovery answers 200 once listening.
+  process.on('SIGTERM', () => srv.close(() => process.exit(0)));
+}
+
+function peerBare(port: number): void {
+  const body = JSON.stringify({ access_token: 'x'.repeat(40), token_type: 'Bearer', expires_in: 3600 });
+  const srv = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'cache-control': 'no-store' });
+      res.end(body);
+    });
+  });
+  srv.listen(port, '127.0.0.1');
+  process.on('SIGTERM', () => srv.close(() => process.exit(0)));
+}
+
+const role = process.env.OIDC_BENCH_ROLE;
+if (role === 'oidc-provider') await peerOidcProvider(Number(process.env.PORT), process.env.BENCH_SECRET!);
+else if (role === 'bare') peerBare(Number(process.env.PORT));
+
+// ---- the benchmark ------------------------------------------------------------------------
+
+function cleanEnv(): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SOVCOMMS_') && k !== 'OIDC_BENCH_ROLE'));
+}
+
+/** A data dir with a confidential client and a user, then closed. */
+async function seed(dataDir: string): Promise<{ secret: string; password: string }> {
+  const { Appliance } = await import('../server/app.ts');
+  const { ClientRepo } = await import('../plugins/oidc/clients.ts');
+  const a = await Appliance.create({ dataDir, env: {}, overrides: { log: { level: 'silent' } } });
+  try {
+    const tenant = a.core.tenants.primary()!;
+    const repo = new ClientRepo(a.core.db);
+    const { secret } = repo.upsert(tenant, {
+      client_id: CLIENT_ID, redirect_uris: ['http://127.0.0.1/cb'], post_logout_redirect_uris: [], grant_types: ['client_credentials', 'authorization_code'],
+      token_endpoint_auth_method: 'client_secret_basic', allow_plain_pkce: false, id_token_signed_response_alg: 'RS256', skip_consent: true,
+    });
+    const password = 'bench password 1';
+    await a.core.users.add(tenant, { name: 'bench', role: 'user', password });
+    return { secret: secret!, password };
+  } finally {
+    await a.stop();
+  }
+}
+
+function request(port: number, method: string, p: string, headers: Record<string, string>, body?: string): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, method, path: p, headers: { ...headers, ...(body ? { 'content-length': String(Buffer.byteLength(body)) } : {}) }, agent: false }, (res) => {
+      let b = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => { b += c; });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: b }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** One full code + PKCE flow with an existing sign-in session; returns ms. */
+async function codeFlow(port: number, cookieHeader: string, secret: string): Promise<number> {
+  const t0 = performance.now();
+  const verifier = crypto.randomBytes(32).toString('base64url');
+  const challenge = crypto.createHash('sha256').update(verifier).digest('base64url');
+  const q = new URLSearchParams({ client_id: CLIENT_ID, response_type: 'code', scope: 'openid', redirect_uri: 'http://127.0.0.1/cb', state: 's', code_challenge: challenge, code_challenge_method: 'S256' });
+  const a = await request(port, 'GET', `/oauth2/v1/authorize?${q}`, { cookie: cookieHeader, host: `127.0.0.1:${port}` });
+  const code = a.headers.location ? new URL(a.headers.location).searchParams.get('code') : null;
+  if (a.status !== 302 || !code) throw new Error(`authorize answered ${a.status} ${a.headers.location ?? a.body.slice(0, 200)}`);
+  const t = await request(port, 'POST', '/oauth2/v1/token', {
+    'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`${CLIENT_ID}:${secret}`).toString('base64')}`, host: `127.0.0.1:${port}`,
+  }, new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: 'http://127.0.0.1/cb', code_verifier: verifier }).toString());
+  if (t.status !== 200) throw new Error(`token answered ${t.status} ${t.body}`);
+  return performance.now() - t0;
+}
+
+/** Signs in through the login form once; returns the cookies of the session. */
+async function signIn(port: number, password: string): Promise<string> {
+  const host = `127.0.0.1:${port}`;
+  const page = await request(port, 'GET', '/login.html', { host });
+  const b = /sc_b=([^;]+)/.exec(String(page.headers['set-cookie']))![1]!;
+  const csrf = /name="csrf" value="([^"]+)"/.exec(page.body)![1]!;
+  const r = await request(port, 'POST', '/oidc.ashx/login', { host, cookie: `sc_b=${b}`, 'content-type': 'application/x-www-form-urlencoded' },
+    new URLSearchParams({ csrf, i: '', username: 'bench', password }).toString());
+  const sid = /sc_sid=([^;]+)/.exec(String(r.headers['set-cookie']))?.[1];
+  if (!sid) throw new Error(`sign-in failed: ${r.status}`);
+  return `sc_b=${b}; sc_sid=${sid}`;
+}
+
+export default async function run(): Promise<BenchResult[]> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sovcomms-bench-oidc-'));
+  const running: Spawned[] = [];
+  try {
+    const { secret, password } = await seed(dataDir);
+    fs.writeFileSync(path.join(dataDir, 'config.json'), JSON.stringify({
+      log: { level: 'warn' },
+      rateLimit: { publicPerMinute: 100_000_000, authenticatedPerMinute: 100_000_000, sensitivePerMinute: 100_000_000 },
+    }));
+    const appPort = await freePort();
+    const app = await spawnServer({
+      modulePath: path.join(ROOT, 'bin', 'sovcomms.mjs'), args: ['serve', '--data-dir', dataDir, '--host', '127.0.0.1', '--port', String(appPort)],
+      env: cleanEnv(), readyUrl: `http://127.0.0.1:${appPort}/readyz`,
+    });
+    running.push(app);
+    const opPort = await freePort();
+    const op = await spawnServer({
+      modulePath: SELF, env: { ...cleanEnv(), OIDC_BENCH_ROLE: 'oidc-provider', PORT: String(opPort), BENCH_SECRET: secret, NODE_ENV: 'production' },
+      readyUrl: `http://127.0.0.1:${opPort}/.well-known/openid-configuration`,
+    });
+    running.push(op);
+    const barePort = await freePort();
+    const bare = await spawnServer({ modulePath: SELF, env: { ...cleanEnv(), OIDC_BENCH_ROLE: 'bare', PORT: String(barePort) }, readyUrl: `http://127.0.0.1:${barePort}/` });
+    running.push(bare);
+    await sleep(500);
+
+    const basic = `Basic ${Buffer.from(`${CLIENT_ID}:${secret}`).toString('base64')}`;
+    const body = 'grant_type=client_credentials';
+    const headers = { authorization: basic, 'content-type': 'application/x-www-form-urlencoded' };
+    // Both must answer 200 with a token before being measured.
+    for (const port of [appPort, opPort]) {
+      const r = await request(port, 'POST', port === appPort ? '/oauth2/v1/token' : '/token', headers, body);
+      if (r.status !== 200 || !(JSON.parse(r.body) as { access_token?: string }).access_token) throw new Error(`port ${port}: ${r.status} ${r.body}`);
+    }
+    const targets: [string, string, LoadStats, number][] = [
+      ['appliance', `http://127.0.0.1:${appPort}/oauth2/v1/token`, new LoadStats(), app.child.pid!],
+      ['oidc-provider', `http://127.0.0.1:${opPort}/token`, new LoadStats(), op.child.pid!],
+      ['bare', `http://127.0.0.1:${barePort}/token`, new LoadStats(), bare.child.pid!],
+    ];
+    const load = (url: string, seconds: number, into?: LoadStats, pid?: number) =>
+      import('autocannon').then(() => loadRoundPost(url, { connections: CONNECTIONS, seconds, headers, body, into, serverPid: pid }));
+    for (const [, url] of targets) await load(url, WARMUP);
+    const per = SECONDS / ROUNDS;
+    for (let i = 0; i < ROUNDS; i++) {
+      const order = i % 2 ? [...targets].reverse() : targets;
+      for (const [, url, stats, pid] of order) await load(url, per, stats, pid);
+    }
+    const [sa, so, sb] = targets.map((t) => t[2]);
+    console.log(`client_credentials: appliance ${Math.round(sa!.rps)}/s, oidc-provider ${Math.round(so!.rps)}/s, bare node:http ${Math.round(sb!.rps)}/s`);
+
+    // Full code + PKCE flows, sequential, with a signed-in session.
+    const cookieHeader = await signIn(appPort, password);
+    for (let i = 0; i < 20; i++) await codeFlow(appPort, cookieHeader, secret);
+    const flows: number[] = [];
+    for (let i = 0; i < FLOWS; i++) flows.push(await codeFlow(appPort, cookieHeader, secret));
+    flows.sort((a, b) => a - b);
+    const pct = (p: number) => flows[Math.min(flows.length - 1, Math.ceil((p / 100) * flows.length) - 1)]!;
+    const fails = (s: LoadStats) => s.bad + s.errors;
+    return [
+      {
+        name: 'client_credentials tokens/s', value: sa!.rps, unit: 'tokens/s', peer: 'oidc-provider 9 (memory adapter, opaque tokens)', peerValue: so!.rps,
+        ratio: sa!.rps / so!.rps, target: '>= 1.2x',
+        note: `ES256 RFC 9068 JWTs vs opaque; client_secret_basic; ${CONNECTIONS} connections, ${SECONDS} s per server in ${ROUNDS} alternating rounds; non-2xx/errors: appliance ${fails(sa!)}, oidc-provider ${fails(so!)}`,
+      },
+      {
+        name: 'client_credentials vs bare node:http ceiling', value: sa!.rps, unit: 'tokens/s', peer: 'bare node:http fixed JSON', peerValue: sb!.rps, ratio: sa!.rps / sb!.rps,
+        note: `bare ${Math.round(sb!.rps)}/s is the machine's ceiling with the load generator on the same cores`,
+      },
+      {
+        name: 'client_credentials p99 latency', value: sa!.percentile(99), unit: 'ms', peer: 'oidc-provider 9', peerValue: so!.percentile(99), ratio: sa!.percentile(99) / so!.percentile(99),
+        note: `p50 appliance ${sa!.percentile(50).toFixed(2)} ms, oidc-provider ${so!.percentile(50).toFixed(2)} ms`,
+      },
+      ...(Number.isFinite(sa!.cpuUsPerRequest) && Number.isFinite(so!.cpuUsPerRequest) ? [{
+        name: 'client_credentials server CPU per token', value: sa!.cpuUsPerRequest, unit: 'µs', peer: 'oidc-provider 9', peerValue: so!.cpuUsPerRequest,
+        ratio: so!.cpuUsPerRequest / sa!.cpuUsPerRequest, note: 'server process CPU during the measured rounds / 2xx responses; ratio = peer/appliance (steadier than req/s on a shared machine)',
+      }] : []),
+      {
+        name: 'code + PKCE full flow p99', value: pct(99), unit: 'ms',
+        note: `authorize (signed-in session, consent skipped) → 302 with code → token exchange (ES256 access token + RS256 id_token), ${FLOWS} sequential flows; p50 ${pct(50).toFixed(2)} ms, max ${flows[flows.length - 1]!.toFixed(2)} ms`,
+      },
+    ];
+  } finally {
+    await Promise.all(running.map((s) => s.stop()));
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+/** loadRound with a POST body (the shared helper only does GETs). */
+async function loadRoundPost(url: string, o: { connections: number; seconds: number; headers: Record<string, string>; body: string; into?: LoadStats; serverPid?: number }) {
+  const { default: autocannon } = await import('autocannon');
+  const { cpuMs } = await import('./lib/load.ts');
+  const cpu0 = o.serverPid ? cpuMs(o.serverPid) : undefined;
+  const inst = autocannon({ url, method: 'POST', connections: o.connections, duration: o.seconds, headers: o.headers, body: o.body, timeout: 10 });
+  const s = o.into;
+  if (s) {
+    inst.on('response', (_c: unknown, status: number, _b: number, ms: number) => {
+      s.statuses[status] = (s.statuses[status] ?? 0) + 1;
+      if (status >= 200 && status < 300) {
+        s.ok++;
+        s.latencies.push(ms);
+      } else s.bad++;
+    });
+  }
+  const r = await inst;
+  if (s) {
+    s.seconds += r.duration;
+    s.errors += r.errors + r.timeouts;
+    const cpu1 = o.serverPid ? cpuMs(o.serverPid) : undefined;
+    s.cpuMs += cpu0 !== undefined && cpu1 !== undefined ? cpu1 - cpu0 : NaN;
+  }
+  return r;
+}
+
+
