@@ -102,8 +102,14 @@ export class LotlRepo {
         for (const der of s.certificates) ins.run(row.territory, sha256Hex(der), s.tspName, s.serviceName, s.serviceType, s.status, s.statusSince, der);
       }
       this.recordResult(result);
+      this.bumpGeneration();
     });
     tx();
+  }
+
+  /** Tells every reader (this node or another on the same database) that the anchors changed. */
+  bumpGeneration(): void {
+    this.db.prepare("INSERT INTO lotl_state (key, value) VALUES ('generation', '1') ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)").run();
   }
 
   replacePointers(pointers: TslPointer[]): void {
@@ -129,11 +135,10 @@ export class LotlRepo {
       .all(JSON.stringify(ts)) as AnchorRow[];
   }
 
-  anchorDer(sha256: string, territories: string[]): Buffer | undefined {
-    const r = this.db
-      .prepare('SELECT der FROM lotl_anchors WHERE sha256 = ? AND territory IN (SELECT value FROM json_each(?)) LIMIT 1')
-      .get(sha256, JSON.stringify(territories)) as { der: Buffer } | undefined;
-    return r?.der;
+  anchorDers(territories: string[]): Array<{ sha256: string; der: Buffer }> {
+    return this.db
+      .prepare('SELECT sha256, der FROM lotl_anchors WHERE territory IN (SELECT value FROM json_each(?))')
+      .all(JSON.stringify(territories)) as Array<{ sha256: string; der: Buffer }>;
   }
 
   distinctAnchorCount(territories: string[]): number {

@@ -3,7 +3,6 @@ import { z } from 'zod';
 import { policy } from '../../server/auth.ts';
 import { InputError, NotFoundError } from '../../server/errors.ts';
 import { reply, type RouteRegistrar } from '../../server/http/route.ts';
-import { pemOf } from './tsl.ts';
 import { anchorItem, anchorQuery, anchorsQuery, manifest, runReport, type LotlConfig } from './schemas.ts';
 import type { Candidate, LotlService } from './service.ts';
 import { readTar, TarError } from './tar.ts';
@@ -51,9 +50,9 @@ export function lotlRoutes(r: RouteRegistrar, svc: () => LotlService, cfg: () =>
     query: anchorQuery,
     responses: { 200: { description: 'PEM certificate', contentType: 'application/x-pem-file' }, 404: { description: 'no anchor in service with that fingerprint' } },
     handler: (req) => {
-      const der = svc().anchorDer(req.query.anchor);
-      if (!der) throw new NotFoundError(`no trust anchor ${req.query.anchor.toLowerCase()} in service`);
-      return reply.text(200, pemOf(der), 'application/x-pem-file', { 'Cache-Control': 'public, max-age=300' });
+      const pem = svc().anchorPem(req.query.anchor);
+      if (!pem) throw new NotFoundError(`no trust anchor ${req.query.anchor.toLowerCase()} in service`);
+      return reply.text(200, pem, 'application/x-pem-file', { 'Cache-Control': 'public, max-age=300' });
     },
   });
 

@@ -6,7 +6,7 @@ import type { Clock } from '../../server/clock.ts';
 import type { Logger } from '../../server/log.ts';
 import type { LotlRepo, ListRow, ResultRow } from './repo.ts';
 import type { LotlConfig, ListOutcome, Manifest, RunReport } from './schemas.ts';
-import { dersOfPem, readTsl, selfPointer, TSL_XML_MIME, TslError, type Tsl } from './tsl.ts';
+import { dersOfPem, pemOf, readTsl, selfPointer, TSL_XML_MIME, TslError, type Tsl } from './tsl.ts';
 import { child, childElements, parseXml, XmlError, type XDocument } from './xml.ts';
 import { DSIG, pinned, SignatureError, verifyEnvelopedSignature, type PinnedCert, type VerifiedSignature } from './xades.ts';
 
@@ -27,6 +27,7 @@ export type Progress = (done: number, total: number, o: ListOutcome) => void;
 export class LotlService {
   #chain: Promise<unknown> = Promise.resolve();
   #signers: PinnedCert[] | undefined;
+  #pemCache: { gen: string; key: string; at: number; pems: Map<string, string> } | undefined;
 
   constructor(
     private readonly repo: LotlRepo,
@@ -367,8 +368,25 @@ export class LotlService {
     return this.repo.anchors(this.inServiceTerritories(), country?.toUpperCase());
   }
 
-  anchorDer(sha256: string): Buffer | undefined {
-    return this.repo.anchorDer(sha256.toLowerCase(), this.inServiceTerritories());
+  /**
+   * PEM of an anchor in service. Served from memory: the set only changes when a list is
+   * stored (the generation counter, shared through the database so another node's import is
+   * seen) or when a list's NextUpdate passes (re-checked once a second).
+   */
+  anchorPem(sha256: string): string | undefined {
+    const now = this.clock.now();
+    const gen = this.repo.getState('generation') ?? '0';
+    const c = this.#pemCache;
+    if (!c || c.gen !== gen || now - c.at > 1000) {
+      const inService = this.inServiceTerritories();
+      const key = inService.join(',');
+      if (!c || c.gen !== gen || c.key !== key) {
+        const pems = new Map<string, string>();
+        for (const r of this.repo.anchorDers(inService)) if (!pems.has(r.sha256)) pems.set(r.sha256, pemOf(r.der));
+        this.#pemCache = { gen, key, at: now, pems };
+      } else c.at = now;
+    }
+    return this.#pemCache!.pems.get(sha256.toLowerCase());
   }
 
   manifest(nextRefreshAt: string | null): Manifest {
