@@ -59,6 +59,7 @@ export default definePlugin(() => {
     },
     stop() {
       if (timer) clearInterval(timer);
+      service?.close();
     },
     health() {
       const db = service!.repo.db;

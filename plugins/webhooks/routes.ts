@@ -59,7 +59,6 @@ export function webhookRoutes(r: RouteRegistrar, service: () => WebhookService, 
     area: 'webhooks',
     auth: policy.adminOrHmac('webhooks-add'),
     body: addBody,
-    rateLimit: 'sensitive',
     responses: { 200: { description: 'the subscription and its secret (shown once)', schema: createdSubscription } },
     handler: async (req) => {
       const { item, secret } = await service().add(req.tenant, req.body, actorOf(req.principal));

@@ -57,6 +57,11 @@ export interface SendOptions {
   maxResponseBytes: number;
   signal?: AbortSignal;
   resolve?: Resolver;
+  /**
+   * Keep-alive agents. Their pools are keyed by the checked address (and SNI name), so a reused
+   * connection always goes where the policy check said; without them every attempt connects anew.
+   */
+  agents?: { http: http.Agent; https: https.Agent };
 }
 
 export interface SendResult {
@@ -79,6 +84,14 @@ export interface SendResult {
  * is read only up to a small bound; one timeout covers connect, headers and body.
  */
 export async function send(d: DeliveryRequest, o: SendOptions): Promise<SendResult> {
+  const r = await sendOnce(d, o);
+  // A kept-alive connection the receiver closed while idle fails at once with a reset (the
+  // well-known keep-alive race); that is not the receiver's answer, so try once on a new one.
+  if (r.staleSocket && !o.signal?.aborted) return sendOnce(d, { ...o, agents: undefined });
+  return r;
+}
+
+async function sendOnce(d: DeliveryRequest, o: SendOptions): Promise<SendResult & { staleSocket?: boolean }> {
   const started = performance.now();
   const elapsed = () => Math.round(performance.now() - started);
   const url = new URL(d.url);
@@ -99,13 +112,13 @@ export async function send(d: DeliveryRequest, o: SendOptions): Promise<SendResu
     port,
     path: url.pathname + url.search,
     headers,
-    agent: false,
+    agent: o.agents ? (isHttps ? o.agents.https : o.agents.http) : false,
     // TLS: verify the certificate against the name in the URL, not the address we connect to.
     ...(isHttps && !/^[\d.]+$|:/.test(url.hostname) ? { servername: url.hostname } : {}),
   };
-  return new Promise<SendResult>((resolve) => {
+  return new Promise<SendResult & { staleSocket?: boolean }>((resolve) => {
     let done = false;
-    const finish = (r: Omit<SendResult, 'durationMs'>) => {
+    const finish = (r: Omit<SendResult, 'durationMs'> & { staleSocket?: boolean }) => {
       if (done) return;
       done = true;
       clearTimeout(timer);
@@ -137,7 +150,10 @@ export async function send(d: DeliveryRequest, o: SendOptions): Promise<SendResu
     };
     if (o.signal?.aborted) return onAbort();
     o.signal?.addEventListener('abort', onAbort, { once: true });
-    req.on('error', (e: NodeJS.ErrnoException) => finish({ status: null, headers: {}, body: '', error: e.code ? `${e.code}: ${e.message}` : e.message }));
+    req.on('error', (e: NodeJS.ErrnoException) => finish({
+      status: null, headers: {}, body: '', error: e.code ? `${e.code}: ${e.message}` : e.message,
+      staleSocket: req.reusedSocket && (e.code === 'ECONNRESET' || e.code === 'EPIPE'),
+    }));
     req.end(d.body);
   });
 }
