@@ -49,6 +49,8 @@ export interface SippOptions {
   timeoutSec?: number;
   /** Calls before SIPp exits (`-m`); 1 by default. */
   calls?: number;
+  /** More SIPp arguments (e.g. `-l 1000` for many simultaneous calls). */
+  extraArgs?: string[];
   /** Extra `-key name value` pairs for [name] substitution in the scenario. */
   keys?: Record<string, string>;
 }
@@ -87,6 +89,7 @@ export async function startSipp(o: SippOptions): Promise<SippRun> {
     '-trace_err',
   ];
   if (o.rtpEcho) args.push('-rtp_echo');
+  if (o.extraArgs) args.push(...o.extraArgs);
   for (const [k, v] of Object.entries(o.keys ?? {})) args.push('-key', k, v);
   const child = spawn('sipp', args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
   running.add(child);

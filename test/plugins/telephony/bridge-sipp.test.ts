@@ -296,6 +296,16 @@ describe('telephony bridge against SIPp', () => {
     expect((await sippRun.exited).code).toBe(0);
   });
 
+  it('transfer_to_user sends REFER to the number, emits transferred, then ends as transferred-to-vnum', async () => {
+    const { ended, all, engine, sippRun } = await runCall({ sipp: { scenario: 'answer-refer' }, script: [{ say: 'Ich verbinde Sie.', audioMs: 300 }, { tool: 'transfer_to_user', args: { phone: '+4989777' } }] });
+    expect(all.map((e) => e.type)).toEqual(['dialing', 'answered', 'transferred', 'ended']);
+    expect(all[2]).toMatchObject({ toPhone: '+4989777', toUser: '', transferType: 'outbound-to-user', trunkId: 't1' });
+    expect(ended.outcome).toBe('transferred-to-vnum');
+    expect(engine.sessions[0].toolResponses[0]).toMatchObject({ name: 'transfer_to_user', response: { ok: true } });
+    const exit = await sippRun.exited;
+    expect(exit.code, exit.output).toBe(0);
+  });
+
   it('goAway: the client resumes on a new socket with the sessionResumption handle', async () => {
     const { ended, engine } = await runCall({ sipp: { scenario: 'answer' }, script: [{ say: 'Teil eins.', audioMs: 300 }, { goAway: true }, { say: 'Teil zwei.', audioMs: 300 }, { tool: 'end_call' }] });
     expect(ended.outcome).toBe('finished');

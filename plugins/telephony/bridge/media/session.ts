@@ -11,14 +11,14 @@ import { decodeG711, encodeG711, silenceFrame, type Codec } from './audio.ts';
 const FRAME_NS = 20_000_000n;
 const FRAME_SAMPLES = 160;
 
-/** Histogram of send-interval deviation from 20 ms, 0.1 ms bins up to 50 ms. */
+/** Histogram of send-interval deviation from 20 ms, 0.1 ms bins up to 200 ms. */
 export class IntervalStats {
-  readonly bins = new Uint32Array(501);
+  readonly bins = new Uint32Array(2001);
   count = 0;
   max = 0;
   add(deviationMs: number): void {
     const d = Math.abs(deviationMs);
-    this.bins[Math.min(500, Math.round(d * 10))]++;
+    this.bins[Math.min(2000, Math.round(d * 10))]++;
     this.count++;
     if (d > this.max) this.max = d;
   }
