@@ -237,11 +237,12 @@ export class CallService {
   /** Applies one callback. Duplicates (same instance and seq, or a state already past) are no-ops. */
   applyEvent(instance: string, ev: BridgeEvent): { applied: boolean } {
     const { repo } = this.d;
-    const fresh = repo.tx(() => repo.markBridgeEvent(instance, ev.seq, ev.callId, ev.type, this.nowIso()));
-    if (!fresh) return { applied: false };
+    // (instance, seq) is recorded in the same transaction as the change it causes: a failure
+    // leaves it unrecorded, so the bridge's retry applies it then.
+    const mark = () => repo.markBridgeEvent(instance, ev.seq, ev.callId, ev.type, this.nowIso());
     const c = repo.callAnyTenant(ev.callId);
     if (!c) {
-      this.d.log.warn({ callId: ev.callId, type: ev.type }, 'bridge event for an unknown call');
+      if (repo.tx(mark)) this.d.log.warn({ callId: ev.callId, type: ev.type }, 'bridge event for an unknown call');
       return { applied: false };
     }
     const tenant = this.d.tenants.byId(c.tenant_id);
@@ -250,6 +251,7 @@ export class CallService {
       case 'dialing':
         return {
           applied: repo.tx(() => {
+            if (!mark()) return false;
             const cur = repo.callAnyTenant(c.call_id)!;
             if (cur.status !== 'dispatching' && cur.status !== 'in-flight') return false;
             repo.updateCall(c.call_id, { status: 'in-flight', trunk_id: localTrunkId(c.tenant_id, ev.trunkId) });
@@ -259,6 +261,7 @@ export class CallService {
       case 'answered':
         return {
           applied: repo.tx(() => {
+            if (!mark()) return false;
             const cur = repo.callAnyTenant(c.call_id)!;
             if (cur.answered_at || (cur.status !== 'dispatching' && cur.status !== 'in-flight' && cur.status !== 'cancelled') || cur.ended_at) return false;
             const trunkId = localTrunkId(c.tenant_id, ev.trunkId);
@@ -278,6 +281,7 @@ export class CallService {
       case 'transferred':
         return {
           applied: repo.tx(() => {
+            if (!mark()) return false;
             this.d.events.emit(c.tenant_id, 'call.transferred', {
               callId: c.call_id, fromVnum: '', fromOutbound: c.call_id, fromPhone: c.phone, toUser: ev.toUser, toPhone: ev.toPhone,
               transferType: ev.transferType, trunkId: localTrunkId(c.tenant_id, ev.trunkId) || c.trunk_id, room: '', source: 'outbound-ai',
@@ -286,7 +290,7 @@ export class CallService {
           }),
         };
       case 'ended':
-        return { applied: this.finish(c, ev) };
+        return { applied: this.finish(c, ev, mark) };
     }
   }
 
@@ -297,6 +301,7 @@ export class CallService {
   finish(
     c: CallRow,
     ev: { outcome: Outcome; errorDetail?: string; answered?: boolean; answeredAt?: string | null; endedAt?: string; talkSec?: number; trunkId?: string | null; transcript?: Extract<BridgeEvent, { type: 'ended' }>['transcript'] },
+    mark?: () => boolean,
   ): boolean {
     const { repo } = this.d;
     const tenant = this.d.tenants.byId(c.tenant_id);
@@ -331,6 +336,7 @@ export class CallService {
       transcriptRow = this.d.transcripts.write(tenant, full, `outbound ${trunkId || '-'}`.trim());
     }
     return repo.tx(() => {
+      if (mark && !mark()) return false;
       const cur = repo.callAnyTenant(c.call_id);
       if (!cur || !this.endable(cur)) return false;
       const retry = status === 'ended-failed-retry-pending';
