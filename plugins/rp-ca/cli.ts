@@ -74,7 +74,8 @@ export const caCommand: CliCommand = {
             await service.check(tenant);
           } catch (e) {
             reachable = false;
-            problem = (e as Error).message;
+            const cause = (e as Error).cause as Error | undefined;
+            problem = cause?.message ? `${(e as Error).message}: ${cause.message}` : (e as Error).message;
           }
           if (values.json) ctx.out(JSON.stringify({ ...s, initialised: true, keyReachable: reachable, problem }, null, 2));
           else {

@@ -144,7 +144,7 @@ export class CaService {
       row = this.repo.get(tenant)!;
     }
     const cached = this.#loaded.get(tenant.id);
-    if (cached && cached.generation === row.generation && cached.updatedAt === row.updated_at) return cached;
+    if (cached && cached.generation === row.generation && cached.updatedAt === row.updated_at && cached.signer.usable) return cached;
     const key = `${tenant.id}:${row.generation}:${row.updated_at}`;
     let p = this.#loading.get(key);
     if (!p) {
@@ -167,7 +167,8 @@ export class CaService {
       signer = this.openSigner(tenant, row);
     } catch (e) {
       this.deps.log.error({ tenant: tenant.host, err: (e as Error).message }, 'RP CA key unavailable');
-      throw new AppError(503, 'ca_unavailable', `the certificate authority key of ${tenant.host} is unavailable: ${(e as Error).message}`, { headers: { 'Retry-After': '30' } });
+      // Details (module paths, token labels) go to the log and `ca status`, not to a public answer.
+      throw new AppError(503, 'ca_unavailable', `the certificate authority key of ${tenant.host} is unavailable`, { headers: { 'Retry-After': '30' }, cause: e });
     }
     const cert = new x509.X509Certificate(row.cert_der);
     if (!Buffer.from(cert.publicKey.rawData).equals(signer.spki)) {
@@ -290,11 +291,11 @@ export class CaService {
     for (let attempt = 0; attempt < 3; attempt++) {
       const serial = randomSerialHex();
       if (this.repo.hasSerial(tenant, serial)) continue;
-      const cert = await createLeafCertificate(ca.signer, {
+      const cert = await signing(tenant, () => createLeafCertificate(ca.signer, {
         ca: ca.cert, serialHex: serial, subject: new x509.Name([{ CN: [r.subjectCn] }]).toString(), spki: r.spki, notBefore, notAfter,
         dnsNames: r.dnsNames, ipAddresses: r.ipAddresses, policyOid: this.deps.config.policyOid,
         cpsUri: this.deps.config.cpsUrl ?? `${base}/rp-cert.ashx?cps`, crlUri: `${base}/rp-cert.ashx?crl`, eku: r.eku,
-      });
+      }));
       const der = Buffer.from(cert.rawData);
       const row: CertRow = {
         serial, ca_generation: ca.generation, purpose: r.purpose, client_id: r.clientId, subject: cert.subject,
@@ -393,7 +394,7 @@ export class CaService {
           const entries = this.repo.revoked(tenant, ca.generation).map((c) => ({
             serialHex: c.serial, revokedAt: new Date(c.revoked_at!), reason: REVOCATION_REASONS[c.revocation_reason as keyof typeof REVOCATION_REASONS] ?? 0,
           }));
-          const crl = await createCrl(ca.signer, ca.cert, { thisUpdate: new Date(now), nextUpdate, number, entries });
+          const crl = await signing(tenant, () => createCrl(ca.signer, ca.cert, { thisUpdate: new Date(now), nextUpdate, number, entries }));
           const der = Buffer.from(crl.rawData);
           this.repo.saveCrl(tenant, ca.generation, der, nextUpdate.toISOString());
           return der;
@@ -409,6 +410,18 @@ export class CaService {
   close(): void {
     for (const l of this.#loaded.values()) l.signer.close();
     this.#loaded.clear();
+  }
+}
+
+/** A signature the key store could not make is the service's trouble (503), not the client's. */
+async function signing<T>(tenant: Tenant, f: () => Promise<T>): Promise<T> {
+  try {
+    return await f();
+  } catch (e) {
+    if (e instanceof HsmError) {
+      throw new AppError(503, 'ca_unavailable', `the certificate authority key of ${tenant.host} cannot sign now`, { headers: { 'Retry-After': '30' }, cause: e });
+    }
+    throw e;
   }
 }
 

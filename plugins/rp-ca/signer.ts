@@ -15,6 +15,8 @@ export interface Signer {
   sign(data: Buffer): Promise<Buffer>;
   /** Where the key is, for `ca status` (never the PIN). */
   describe(): string;
+  /** False once the signer failed in a way that needs a fresh session (token gone, session lost). */
+  readonly usable: boolean;
   close(): void;
 }
 
@@ -45,6 +47,8 @@ export class SoftwareSigner implements Signer {
   describe(): string {
     return 'software (P-256, sealed with the master key)';
   }
+
+  readonly usable = true;
 
   close(): void {}
 }
@@ -188,9 +192,21 @@ export class Pkcs11Signer implements Signer {
   async sign(data: Buffer): Promise<Buffer> {
     if (this.#closed) throw new HsmError('HSM session closed');
     const digest = crypto.createHash('sha256').update(data).digest();
-    // C_SignInit + C_Sign run synchronously, so no other signature can interleave on this session.
-    this.#lib.C_SignInit(this.#session, { mechanism: pkcs11js.CKM_ECDSA }, this.#key);
-    return Buffer.from(this.#lib.C_Sign(this.#session, digest, Buffer.alloc(64)));
+    try {
+      // C_SignInit + C_Sign run synchronously, so no other signature can interleave on this session.
+      this.#lib.C_SignInit(this.#session, { mechanism: pkcs11js.CKM_ECDSA }, this.#key);
+      return Buffer.from(this.#lib.C_Sign(this.#session, digest, Buffer.alloc(64)));
+    } catch (e) {
+      // The session or the token is gone: the owner opens a fresh signer next time.
+      this.#failed = true;
+      throw new HsmError(`HSM signature failed: ${(e as Error).message}`);
+    }
+  }
+
+  #failed = false;
+
+  get usable(): boolean {
+    return !this.#closed && !this.#failed;
   }
 
   describe(): string {

@@ -165,6 +165,23 @@ describe('RP certificate authority with its key in SoftHSM2 (PKCS#11)', () => {
     expect((await openssl(['verify', '-CAfile', caFile, leafFile])).code).not.toBe(0);
   });
 
+  it('a token that cannot be reached: ?ca answers 503 ca_unavailable, `ca status` says so, and it recovers', async () => {
+    const db = s.appliance.core.db;
+    const row = db.prepare('SELECT hsm_token, updated_at FROM rp_ca WHERE tenant_id = ?').get(s.primary.id) as { hsm_token: string; updated_at: string };
+    db.prepare('UPDATE rp_ca SET hsm_token = ?, updated_at = ? WHERE tenant_id = ?').run('unplugged-token', new Date().toISOString(), s.primary.id);
+    const r = await s.fetch('/rp-cert.ashx?ca');
+    expect(r.status).toBe(503);
+    const err = await body(r);
+    expect(err.error).toBe('ca_unavailable');
+    expect(err.error_description).not.toContain('unplugged-token');
+    expect(r.headers.get('retry-after')).toBe('30');
+    const st = await inProcess(['ca', 'status', '--data-dir', dataDir]);
+    expect(st.code).toBe(1);
+    expect(st.out).toMatch(/key reachable: NO: .*no token labelled "unplugged-token"/);
+    db.prepare('UPDATE rp_ca SET hsm_token = ?, updated_at = ? WHERE tenant_id = ?').run(row.hsm_token, new Date(Date.now() + 1000).toISOString(), s.primary.id);
+    expect((await s.fetch('/rp-cert.ashx?ca')).status).toBe(200);
+  });
+
   it('HSM mistakes are clear errors: wrong PIN, unknown token, missing PIN, module without token label', async () => {
     const wrongPin = await sovcomms(['ca', 'init', ...hsmArgs(['--pin', '0000', '--key-label', 'x', '--force'])], { env: env() });
     expect(wrongPin.code).toBe(1);
