@@ -54,6 +54,14 @@ describe('webhook subscriptions', () => {
     await admin(s, 'remove', { body: { id: add.json.id } });
   });
 
+  it('every webhook route is in /openapi.json', async () => {
+    const r = await s.fetch('/openapi.json');
+    expect(r.status).toBe(200);
+    const text = await r.text();
+    for (const verb of ['list', 'add', 'remove', 'resume', 'test', 'deliveries', 'redeliver']) expect(text).toContain(`webhooks=${verb}`);
+    expect(text).toContain('/api.ashx/v1/webhooks');
+  });
+
   it('refuses bad input with 400 and clear codes, and unknown ids with 404', async () => {
     expect((await admin(s, 'add', { body: { url: 'ftp://example.com/x', events: ['*'] } })).json.error).toBe('invalid_url');
     expect((await admin(s, 'add', { body: { url: 'http://user:pw@example.com/x', events: ['*'] } })).json.error).toBe('invalid_url');
