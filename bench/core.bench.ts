@@ -9,7 +9,7 @@
  * Targets (issue 2): throughput >= 0.7 of the bare server's, idle RSS < 150 MB, ready < 1.5 s.
  * Knobs (env): BENCH_ROWS (100000), BENCH_CONNECTIONS (10), BENCH_SECONDS (10 per server, split
  * over BENCH_ROUNDS = 2 rounds), BENCH_WARMUP_SECONDS (2), BENCH_STARTS (3), BENCH_PROFILE_DIR
- * (write a V8 CPU profile of the loaded appliance there; read it with bench/lib/profile-top.ts).
+ * (write V8 CPU profiles of the loaded appliance and bare server there; read it with bench/lib/profile-top.ts).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -95,6 +95,7 @@ export default async function run(): Promise<BenchResult[]> {
     const bare = await spawnServer({
       modulePath: path.join(ROOT, 'bench', 'peers', 'bare-auditlog.ts'),
       env: { ...cleanEnv(), BENCH_DB: path.join(dataDir, 'appliance.db'), PORT: String(barePort) },
+      execArgv: PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${path.join(PROFILE_DIR, 'bare')}`] : [],
       readyUrl: `http://127.0.0.1:${barePort}/readyz`,
     });
     running.push(bare);
@@ -116,7 +117,7 @@ export default async function run(): Promise<BenchResult[]> {
         args: ['serve', '--data-dir', dataDir, '--host', '127.0.0.1', '--port', String(appPort)],
         env: cleanEnv(),
         // The server that takes the load can be profiled: BENCH_PROFILE_DIR=/tmp/prof.
-        execArgv: PROFILE_DIR && i === STARTS - 1 ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [],
+        execArgv: PROFILE_DIR && i === STARTS - 1 ? ['--cpu-prof', `--cpu-prof-dir=${path.join(PROFILE_DIR, 'appliance')}`] : [],
         readyUrl: `http://127.0.0.1:${appPort}/readyz`,
       });
       readies.push(s.readyMs);
