@@ -231,6 +231,24 @@ describe('hangup', () => {
     expect(rec).toMatchObject({ status: 'cancelled', endedReason: 'cancelled' });
     expect(eventsOf(s, id).map((e) => e.name)).toContain('outbound-ai.finished');
   });
+  it('in-flight but unknown to the bridge (404 there) → cancelled and ended at once', async () => {
+    const id = (await post(call({ email: undefined }))).body.callId as string;
+    fake.calls.delete(id);
+    expect((await hangup(id)).body).toMatchObject({ ok: true, newStatus: 'cancelled' });
+    expect((await get(id)).body).toMatchObject({ status: 'cancelled', endedReason: 'cancelled', endedAtUtc: expect.any(String) });
+  });
+  it('a call the bridge refuses (503 no_capacity) answers ok:false with the bridge\'s reply and ends failed', async () => {
+    fake.placeOverride = { status: 503, body: { error: 'no_capacity', error_description: 'all trunks busy' } };
+    try {
+      const r = await post(call({ email: undefined }));
+      expect(r.status).toBe(200);
+      expect(r.body).toMatchObject({ ok: false, status: 'ended-failed-final' });
+      expect(JSON.parse(r.body.bridgeReply)).toEqual({ error: 'no_capacity', error_description: 'all trunks busy' });
+      expect((await get(r.body.callId)).body.errorDetail).toContain('no_capacity');
+    } finally {
+      fake.placeOverride = undefined;
+    }
+  });
   it('already ended → {ok:true, wasNoop:true}; unknown → 404 not_found', async () => {
     const id = (await post(call({ email: undefined }))).body.callId as string;
     await fake.emit(FakeBridge.ended(id, 'finished'));
