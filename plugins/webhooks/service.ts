@@ -220,8 +220,16 @@ export class WebhookService {
 
   // ---- fan-out (EventBus consumer; synchronous, inside the dispatcher's transaction) ---------
 
+  /** The tenant cache refreshes every 500 ms; a tenant the CLI added a moment ago is read anew. */
+  private tenantById(id: string): Tenant | undefined {
+    const t = this.d.tenants.byId(id);
+    if (t) return t;
+    this.d.tenants.reload();
+    return this.d.tenants.byId(id);
+  }
+
   fanOut(ev: AppEvent): void {
-    const tenant = this.d.tenants.byId(ev.tenantId);
+    const tenant = this.tenantById(ev.tenantId);
     if (!tenant) return;
     let subs = this.d.repo.activeFor(ev.tenantId);
     if (ev.name === TEST_EVENT) subs = subs.filter((s) => s.id === (ev.data as { subscriptionId?: unknown }).subscriptionId);
@@ -239,12 +247,15 @@ export class WebhookService {
 
   /** Moves queued deliveries of an active subscription into the job queue, up to its bound. Call inside a transaction. */
   admit(subscriptionId: string): void {
+    const n = this.d.config.perSubscriptionConcurrency;
+    const queued = this.d.repo.oldestQueued(subscriptionId, n);
+    if (!queued.length) return;
     const sub = this.d.repo.subscriptionById(subscriptionId);
     if (!sub || sub.active !== 1) return;
-    const free = this.d.config.perSubscriptionConcurrency - this.d.repo.admittedCount(subscriptionId);
+    const free = n - this.d.repo.admittedCount(subscriptionId);
     if (free <= 0) return;
     const now = this.d.clock.now();
-    for (const q of this.d.repo.oldestQueued(subscriptionId, free)) {
+    for (const q of queued.slice(0, free)) {
       const jobId = this.d.jobs.enqueue(QUEUE, { deliveryId: q.id }, {
         tenantId: sub.tenant_id, maxAttempts: MAX_ATTEMPTS, dedupeKey: `${q.id}:${crypto.randomBytes(4).toString('hex')}`,
       });
@@ -284,7 +295,7 @@ export class WebhookService {
     // Already finished (a re-run after a crash between our commit and the queue's) or removed.
     if (!d || d.state !== 'pending') return;
     const sub = repo.subscriptionById(d.subscription_id);
-    const tenant = this.d.tenants.byId(d.tenant_id);
+    const tenant = sub && this.tenantById(d.tenant_id);
     if (!sub || !tenant || sub.active !== 1) {
       repo.finishDelivery(d.id, 'skipped', iso(clock.now()), 'subscription paused or removed');
       return;
@@ -300,7 +311,8 @@ export class WebhookService {
     const now = clock.now();
     const ok = r.status !== null && r.status >= 200 && r.status < 300;
     const base = { delivery_id: d.id, attempt, started_at: iso(startedAt), duration_ms: r.durationMs, status: r.status };
-    const tx = <T>(fn: () => T): T => repo.db.transaction(fn).immediate();
+    // The subscription may have been removed while the request was out: then there is nothing to record.
+    const tx = (fn: () => void): void => repo.db.transaction(() => { if (repo.delivery(d.id)) fn(); }).immediate();
 
     if (ok) {
       tx(() => {
