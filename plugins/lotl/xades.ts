@@ -136,13 +136,13 @@ export function verifyEnvelopedSignature(doc: XDocument, trusted: PinnedCert[]):
     throw new SignatureError('bad_structure', 'expected one whole-document reference and one SignedProperties reference');
   }
 
+  // Every structural check first, then the digests: the cheap refusals come before hashing
+  // 3 MB, and a reference that points at the wrong place is reported as such.
   // Reference 1: the whole document minus this signature (TS 119 612 §5.7.1 b/c).
   const wt = transformsOf(whole[0]!);
   if (wt.length !== 2 || wt[0] !== ENVELOPED || wt[1] !== EXC_C14N) {
     throw new SignatureError('bad_structure', 'the whole-document reference must use enveloped-signature then exclusive c14n');
   }
-  digestOf(whole[0]!, (h) => c14nDocument(doc, (c) => h.update(c, 'utf8'), { exclude: sig }));
-
   // Reference 2: the SignedProperties of this signature's QualifyingProperties, by Id.
   const uri = attr(props[0]!, 'URI') ?? '';
   if (!uri.startsWith('#') || uri.length < 2) throw new SignatureError('bad_structure', 'the SignedProperties reference must be a same-document #id');
@@ -161,6 +161,7 @@ export function verifyEnvelopedSignature(doc: XDocument, trusted: PinnedCert[]):
   const pt = transformsOf(props[0]!);
   if (pt.length !== 1 || pt[0] !== EXC_C14N) throw new SignatureError('bad_structure', 'the SignedProperties reference must use exclusive c14n');
   digestOf(props[0]!, (h) => c14nElement(target, (c) => h.update(c, 'utf8')));
+  digestOf(whole[0]!, (h) => c14nDocument(doc, (c) => h.update(c, 'utf8'), { exclude: sig }));
 
   // The signer: the certificate in KeyInfo must be pinned; without one, try every pinned key.
   const sigValue = b64(only(sig, 'SignatureValue'));

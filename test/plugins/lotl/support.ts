@@ -85,3 +85,25 @@ export function tar(files: Array<{ name: string; bytes: Buffer }>): Buffer {
   parts.push(Buffer.alloc(1024));
   return Buffer.concat(parts);
 }
+
+/**
+ * Hides a forged TrustServiceProviderList inside the signature's ds:Object. The signature does
+ * not cover ds:Object as a whole (only its SignedProperties), so the list still verifies: a
+ * reader that searched the whole tree would pick the forged provider up.
+ */
+export function injectIntoObject(xml: string, fakeCertB64: string): string {
+  const fake = '<TrustServiceProviderList xmlns="http://uri.etsi.org/02231/v2#"><TrustServiceProvider><TSPInformation><TSPName><Name xml:lang="en">Forged TSP</Name></TSPName></TSPInformation>'
+    + '<TSPServices><TSPService><ServiceInformation><ServiceTypeIdentifier>http://uri.etsi.org/TrstSvc/Svctype/CA/QC</ServiceTypeIdentifier><ServiceName><Name xml:lang="en">Forged CA</Name></ServiceName>'
+    + `<ServiceDigitalIdentity><DigitalId><X509Certificate>${fakeCertB64}</X509Certificate></DigitalId></ServiceDigitalIdentity>`
+    + '<ServiceStatus>http://uri.etsi.org/TrstSvc/TrustedList/Svcstatus/granted</ServiceStatus><StatusStartingTime>2026-01-01T00:00:00Z</StatusStartingTime></ServiceInformation></TSPService></TSPServices></TrustServiceProvider></TrustServiceProviderList>';
+  return xml.replace('</ds:Object>', `${fake}</ds:Object>`);
+}
+
+/** Moves the SignedProperties out of the signature, keeping its Id (a reference-redirect attempt). */
+export function moveSignedProperties(xml: string): string {
+  const a = xml.indexOf('<xades:SignedProperties');
+  const end = '</xades:SignedProperties>';
+  const b = xml.indexOf(end, a) + end.length;
+  const sp = xml.slice(a, b).replace('<xades:SignedProperties', '<xades:SignedProperties xmlns:xades="http://uri.etsi.org/01903/v1.3.2#" xmlns:ds="http://www.w3.org/2000/09/xmldsig#"');
+  return (xml.slice(0, a) + xml.slice(b)).replace('</SchemeInformation>', `</SchemeInformation>${sp}`);
+}

@@ -7,7 +7,7 @@ import { readTsl, selfPointer, dersOfPem, TSL_XML_MIME, type Tsl } from '../../.
 import { DSIG, pinned, SignatureError, verifyEnvelopedSignature, type PinnedCert } from '../../../plugins/lotl/xades.ts';
 import { DEFAULT_SIGNERS } from '../../../plugins/lotl/service.ts';
 import {
-  duplicateId, expiredNextUpdate, fixtureNames, fixtureText, flipByteInSignedElement, moveSignature, secondSignature, truncated, withDoctype,
+  duplicateId, expiredNextUpdate, injectIntoObject, moveSignedProperties, fixtureNames, fixtureText, flipByteInSignedElement, moveSignature, secondSignature, truncated, withDoctype,
 } from './support.ts';
 
 // Parsed once for the whole file: the snapshot is 23 MB.
@@ -130,6 +130,21 @@ describe('tampered copies are refused with a stable reason', () => {
 
   it('a truncated file: malformed', () => {
     expect(failure(truncated(cy()), signersFor('CY'))).toBe('malformed');
+  });
+
+  it('a SignedProperties moved out of the signature (same Id): bad_structure', () => {
+    expect(failure(moveSignedProperties(cy()), signersFor('CY'))).toBe('bad_structure');
+  });
+
+  it('a forged provider hidden in ds:Object still verifies, and is never read: data comes only from the signed document element', () => {
+    const fakeDer = Buffer.from(signersFor('AT')[0]!.der);
+    const doc = parseXml(injectIntoObject(cy(), fakeDer.toString('base64')));
+    expect(verifyEnvelopedSignature(doc, signersFor('CY')).algorithm).toBe('rsa-sha512');
+    const tsl = readTsl(doc.root);
+    const original = docs.get('CY_TSL_CY.xml')!.tsl;
+    expect(tsl.services.length).toBe(original.services.length);
+    expect(tsl.services.some((sv) => sv.tspName === 'Forged TSP')).toBe(false);
+    expect(tsl.services.flatMap((sv) => sv.certificates).some((c) => c.equals(fakeDer))).toBe(false);
   });
 
   it('a list signed by someone else: signer_not_pinned', () => {
