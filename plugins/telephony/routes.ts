@@ -270,8 +270,12 @@ export function telephonyRoutes(r: RouteRegistrar, svc: () => Services): void {
       }
       const parsed = S.bridgeEvent.safeParse(req.body);
       if (!parsed.success) {
+        // The bridge delivers events in order and retries until a 2xx: a 4xx here would hold
+        // back every later event. A malformed one is logged and acknowledged as rejected.
         const i = parsed.error.issues[0]!;
-        throw new InputError(`invalid bridge event field ${i.path.join('.')}: ${i.message}`, 'invalid_request', { field: i.path.join('.') });
+        const rejected = `invalid field ${i.path.join('.')}: ${i.message}`;
+        req.log.warn({ type: req.body.type, callId: req.body.callId, rejected }, 'malformed bridge event');
+        return { ok: true, applied: false, rejected };
       }
       const out = svc().calls.applyEvent(instance, parsed.data);
       svc().instanceSeen?.(instance);

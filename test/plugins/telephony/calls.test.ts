@@ -340,12 +340,16 @@ describe('lists, filters and tenants', () => {
 });
 
 describe('the bridge callback endpoint', () => {
-  it('refuses a wrong control token (401) and a missing X-Bridge-Instance (400); acknowledges unknown kinds', async () => {
+  it('refuses a wrong control token (401) and a missing X-Bridge-Instance (400); acknowledges unknown and malformed events', async () => {
     expect((await fake.emit({ type: 'dialing', callId: 'oac-000000000000', trunkId: 'x' }, { token: 'wrong-token' })).status).toBe(401);
     const r = await fetch(`${s.url}/internal/bridge/events`, {
       method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify({ seq: 1, type: 'dialing', callId: 'x', trunkId: 'y' }),
     });
     expect(r.status).toBe(400);
     expect((await fake.emit({ type: 'dtmf', callId: 'oac-000000000000' })).body).toMatchObject({ ok: true, applied: false });
+    // Malformed events are acknowledged (rejected), never answered 4xx: the bridge's queue is in order.
+    const bad = await fake.emit({ type: 'answered', callId: 'oac-000000000000', answerMs: 'soon' });
+    expect(bad.status).toBe(200);
+    expect(bad.body).toMatchObject({ ok: true, applied: false, rejected: expect.stringContaining('trunkId') });
   });
 });
