@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { parse } from '../../server/cli.ts';
 import { UsageError, type CliCommand, type CliContext } from '../../server/plugin.ts';
-import { CaService, type CaStatus } from './service.ts';
+import type { CaStatus } from './service.ts';
 import type { RpCaConfig } from './schemas.ts';
 
 const USAGE = [
@@ -28,6 +28,8 @@ export const caCommand: CliCommand = {
   usage: USAGE,
   async run(args, ctx) {
     const [sub, ...rest] = args;
+    // Loaded here, not at the top: see lazy.ts.
+    const { CaService } = await import('./service.ts');
     const service = new CaService({ db: ctx.db, keys: ctx.keys, clock: ctx.clock, log: ctx.log, config: ctx.config as RpCaConfig });
     try {
       switch (sub) {

@@ -4,8 +4,7 @@ import { sqlMigrations } from '../../server/store/migrate.ts';
 import { caCommand } from './cli.ts';
 import { rpCaRoutes } from './routes.ts';
 import { rpCaConfig } from './schemas.ts';
-import { CaService } from './service.ts';
-import { TlsAuto } from './tls.ts';
+import { lazyCaService, TlsAutoService } from './lazy.ts';
 
 const RENEW_QUEUE = 'rp-ca.tls-renew';
 
@@ -15,8 +14,8 @@ const RENEW_QUEUE = 'rp-ca.tls-renew';
  * appliance's own HTTPS certificate for `serve --tls auto` (service 'tls-auto').
  */
 export default definePlugin(() => {
-  let service: CaService | undefined;
-  let tls: TlsAuto | undefined;
+  let service: ReturnType<typeof lazyCaService> | undefined;
+  const tlsAuto = new TlsAutoService();
   let health: PluginHealth = { status: 'ok' };
   return {
     name: 'rp-ca',
@@ -25,17 +24,18 @@ export default definePlugin(() => {
     config: rpCaConfig,
     cli: { ca: caCommand },
     routes(r, ctx) {
-      service = new CaService({ db: ctx.db, keys: ctx.keys, clock: ctx.clock, log: ctx.log, config: ctx.config });
-      rpCaRoutes(r, () => service!, ctx.audit, ctx.config);
-      tls = new TlsAuto(service, ctx.tenants, ctx.keys, ctx.clock, ctx.log, ctx.config.tls);
-      // Provided at route time so server/app.ts finds it whatever the start order.
-      ctx.provide('tls-auto', tls);
+      const svc = lazyCaService({ db: ctx.db, keys: ctx.keys, clock: ctx.clock, log: ctx.log, config: ctx.config });
+      service = svc;
+      rpCaRoutes(r, svc.get, ctx.audit, ctx.config);
+      ctx.provide('tls-auto', tlsAuto);
     },
     async start(ctx) {
       if (ctx.core.http.tls !== 'auto') return;
-      const t = tls!;
+      const { TlsAuto } = await import('./tls.ts');
+      const t = new TlsAuto(await service!.get(), ctx.tenants, ctx.keys, ctx.clock, ctx.log, ctx.config.tls);
       // The listener needs a certificate before it opens: issue (or load) it now.
       await t.ensure();
+      tlsAuto.impl = t;
       const everyMs = ctx.config.tls.checkIntervalMinutes * 60_000;
       const scheduleNext = () => {
         const at = ctx.clock.now() + everyMs;
@@ -61,7 +61,7 @@ export default definePlugin(() => {
       scheduleNext();
     },
     stop() {
-      service?.close();
+      service?.loaded()?.close();
     },
     health: () => health,
   };

@@ -6,7 +6,7 @@ import type { AuditWriter } from '../../server/plugin.ts';
 import { caQuery, certItem, issueBody, issueResponse, listQuery, revokeBody, revokeResponse, type RpCaConfig } from './schemas.ts';
 import type { CaService } from './service.ts';
 
-export function rpCaRoutes(r: RouteRegistrar, service: () => CaService, audit: AuditWriter, config: RpCaConfig): void {
+export function rpCaRoutes(r: RouteRegistrar, service: () => Promise<CaService>, audit: AuditWriter, config: RpCaConfig): void {
   r.add({
     method: 'GET',
     path: '/rp-cert.ashx?ca',
@@ -17,7 +17,7 @@ export function rpCaRoutes(r: RouteRegistrar, service: () => CaService, audit: A
       200: { description: 'CA certificate', contentType: 'application/x-pem-file' },
     },
     handler: async (req) => {
-      const ca = await service().ca(req.tenant);
+      const ca = await (await service()).ca(req.tenant);
       const headers = { 'Cache-Control': 'public, max-age=300' };
       return req.query.format === 'der'
         ? reply.buffer(200, ca.der, 'application/pkix-cert', headers)
@@ -42,7 +42,7 @@ export function rpCaRoutes(r: RouteRegistrar, service: () => CaService, audit: A
     handler: async (req) => {
       const who = req.principal?.userName ?? req.principal?.subject ?? '';
       const source = req.body.include_key ? 'generated' : req.body.csr !== undefined ? 'csr' : 'public_key';
-      const out = await service().issue(req.tenant, req.body, who);
+      const out = await (await service()).issue(req.tenant, req.body, who);
       audit.write(req.tenant, {
         event: 'rp-cert.issue', user: who, ip: req.ip, ua: req.ua,
         extra: { serial: out.serial, client_id: out.client_id, days: req.body.days, source, not_after: out.not_after },
@@ -59,9 +59,9 @@ export function rpCaRoutes(r: RouteRegistrar, service: () => CaService, audit: A
     auth: policy.adminOrHmac('rp-cert-list'),
     query: listQuery,
     responses: { 200: { description: 'list envelope of issued certificates', schema: envelopeSchema(certItem) } },
-    handler: (req) => {
+    handler: async (req) => {
       const page = pageOf(req.query);
-      const { items, total } = service().list(req.tenant, { ...page, purpose: req.query.purpose });
+      const { items, total } = (await service()).list(req.tenant, { ...page, purpose: req.query.purpose });
       return reply(200, envelope(items, total, page, req.raw.originalUrl), { 'Cache-Control': 'no-store' });
     },
   });
@@ -76,9 +76,9 @@ export function rpCaRoutes(r: RouteRegistrar, service: () => CaService, audit: A
     bodyType: 'json',
     camelize: false,
     responses: { 200: { description: 'revoked', schema: revokeResponse } },
-    handler: (req) => {
+    handler: async (req) => {
       const who = req.principal?.userName ?? req.principal?.subject ?? '';
-      const out = service().revoke(req.tenant, req.body.serial, req.body.reason);
+      const out = (await service()).revoke(req.tenant, req.body.serial, req.body.reason);
       audit.write(req.tenant, { event: 'rp-cert.revoke', user: who, ip: req.ip, ua: req.ua, extra: { serial: out.serial, reason: out.revocation_reason } });
       return out;
     },
@@ -90,7 +90,7 @@ export function rpCaRoutes(r: RouteRegistrar, service: () => CaService, audit: A
     summary: "The CA's certificate revocation list (RFC 5280 §5, DER)",
     auth: policy.public,
     responses: { 200: { description: 'CRL', contentType: 'application/pkix-crl' } },
-    handler: async (req) => reply.buffer(200, await service().crl(req.tenant), 'application/pkix-crl', { 'Cache-Control': 'public, max-age=300' }),
+    handler: async (req) => reply.buffer(200, await (await service()).crl(req.tenant), 'application/pkix-crl', { 'Cache-Control': 'public, max-age=300' }),
   });
 
   r.add({

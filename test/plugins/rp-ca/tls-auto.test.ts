@@ -11,7 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { startTestServer, tempDir, type TestServer } from '../../support/server.ts';
 import { openssl, REPO_ROOT, writeTemp } from './helpers.ts';
 import { main } from '../../../server/cli.ts';
-import type { TlsAuto } from '../../../plugins/rp-ca/tls.ts';
+import type { TlsAutoService } from '../../../plugins/rp-ca/lazy.ts';
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterAll(async () => {
@@ -138,7 +138,7 @@ describe('serve --tls auto: the appliance serves HTTPS with a certificate from i
     });
     cleanups.push(() => s.stop());
     expect(s.url).toMatch(/^https:/);
-    const auto = s.appliance.host.provided<TlsAuto>('tls-auto')!;
+    const auto = s.appliance.host.provided<TlsAutoService>('tls-auto')!;
     const ca = s.appliance.core.db.prepare('SELECT cert_der FROM rp_ca WHERE tenant_id = ?').get(s.primary.id) as { cert_der: Buffer };
     const caPem = `-----BEGIN CERTIFICATE-----\n${ca.cert_der.toString('base64')}\n-----END CERTIFICATE-----\n`;
 
