@@ -88,7 +88,9 @@ export default async function run(): Promise<Array<{ name: string; value: number
   await fake.start();
   const sipp = await startSipp({ scenario: 'answer', rtpEcho: true, calls: CALLS, timeoutSec: Math.ceil(HOLD_MS / 1000) + 90, extraArgs: ['-l', String(CALLS * 2)] });
   const base = 30000 + 2 * Math.floor(Math.random() * 4000);
-  const bridge = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'plugins/telephony/bridge/main.ts')], {
+  // TELEPHONY_BENCH_PROF=DIR writes a V8 CPU profile of the bridge there.
+  const prof = process.env.TELEPHONY_BENCH_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.TELEPHONY_BENCH_PROF}`] : [];
+  const bridge = spawn(process.execPath, [...prof, '--import', 'tsx', path.join(ROOT, 'plugins/telephony/bridge/main.ts')], {
     cwd: ROOT,
     env: {
       ...process.env,
@@ -119,6 +121,12 @@ export default async function run(): Promise<Array<{ name: string; value: number
     await api('PUT', '/trunks', { trunks: [{ id: 'sipp', host: '127.0.0.1', port: sipp.port, transport: 'udp', register: false, maxConcurrentCalls: CALLS * 2, codecs: ['PCMU'] }] });
     const ids: string[] = [];
     let peak = 0;
+    const cpuAt = async () => {
+      const st = await api('GET', '/stats');
+      return { cpu: Number(st.cpuUserMicros) + Number(st.cpuSystemMicros), at: Number(st.uptimeSec) };
+    };
+    let cpuStart: { cpu: number; at: number } | null = null;
+    let cpuEnd: { cpu: number; at: number } | null = null;
     for (let i = 0; i < CALLS; i++) {
       const callId = `oac-${randomBytes(6).toString('hex')}`;
       ids.push(callId);
@@ -139,6 +147,11 @@ export default async function run(): Promise<Array<{ name: string; value: number
     while (ended.size < CALLS && Date.now() < deadline) {
       const h = await api('GET', '/health');
       peak = Math.max(peak, Number(h.activeCalls));
+      // CPU over a window where every call is up (steady state: media both ways, engine idle).
+      if (Number(h.activeCalls) === CALLS && ended.size === 0) {
+        if (!cpuStart) cpuStart = await cpuAt();
+        else cpuEnd = await cpuAt();
+      }
       await new Promise((r) => setTimeout(r, 500));
     }
     const stats = (await api('GET', '/stats')).ended as Metrics[];
@@ -149,6 +162,7 @@ export default async function run(): Promise<Array<{ name: string; value: number
     const lostRoundTrip = mine.map((m) => Math.max(0, m.packetsSent - m.packetsReceived));
     const first = mine.map((m) => m.firstAudioAddedMs).filter((v): v is number => v !== null);
     const peer = await naivePeer(CALLS, 10_000);
+    const cpuPerCall = cpuStart && cpuEnd && cpuEnd.at > cpuStart.at ? ((cpuEnd.cpu - cpuStart.cpu) / 1e6 / (cpuEnd.at - cpuStart.at) / CALLS) * 100 : 0;
     return [
       { name: 'concurrent AI calls carried', value: peak, unit: 'calls', target: `>= ${Math.min(200, CALLS)}`, note: `${CALLS} calls placed, ${finished} ended finished; SIPp UAS with -rtp_echo as far ends, local Live fake as engine` },
       {
@@ -160,6 +174,12 @@ export default async function run(): Promise<Array<{ name: string; value: number
         ratio: peer > 0 ? Number((jitterP99 / peer).toFixed(2)) : undefined,
         target: '< 5 ms',
         note: 'per call: p99 of |interval - 20 ms| over all its packets; the row is the 99th percentile over calls. Peer: one setInterval per stream, same count, own process',
+      },
+      {
+        name: 'bridge CPU per established call',
+        value: Number(cpuPerCall.toFixed(3)),
+        unit: '% of a core',
+        note: `user+system CPU of the bridge process while all ${CALLS} calls were up (RTP both ways, G.711, resampling, engine WebSocket); 100 / value = calls one core can carry`,
       },
       { name: 'frames sent more than one frame late', value: late, unit: 'frames', target: '<= 0 frames', note: 'sum over all calls, from the monotonic-clock pacer' },
       { name: 'RTP frames lost per call (round trip via SIPp echo)', value: Number(pct(lostRoundTrip, 0.99).toFixed(1)), unit: 'frames', note: 'p99 over calls of sent - echoed back; includes frames still in flight at BYE (up to ~2)' },

@@ -210,7 +210,8 @@ export class Bridge {
   }
 
   stats(): object {
-    return { activeCalls: this.calls.size, eventsPending: this.events.pending, ended: this.recent };
+    const cpu = process.cpuUsage();
+    return { activeCalls: this.calls.size, eventsPending: this.events.pending, cpuUserMicros: cpu.user, cpuSystemMicros: cpu.system, uptimeSec: process.uptime(), ended: this.recent };
   }
 
   async stop(): Promise<void> {

@@ -70,6 +70,8 @@ describe('audio', () => {
     // Arbitrary chunk sizes must not change the result length.
     const out = [d.process(tone.subarray(0, 1001)), d.process(tone.subarray(1001))];
     expect(out[0].length + out[1].length).toBe(800);
+    const whole = new Decimator24to8().process(tone);
+    expect(Array.from(whole)).toEqual([...Array.from(out[0]), ...Array.from(out[1])]);
     const rms = Math.sqrt(out[1].reduce((a, s) => a + s * s, 0) / out[1].length);
     expect(rms).toBeGreaterThan(6000); // a 440 Hz tone passes the 3.4 kHz low-pass
     const hiss = new Int16Array(2400).map((_v, i) => (i % 2 ? 10000 : -10000)); // 12 kHz

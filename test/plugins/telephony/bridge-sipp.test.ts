@@ -306,6 +306,24 @@ describe('telephony bridge against SIPp', () => {
     expect(exit.code, exit.output).toBe(0);
   });
 
+  it('hangup while ringing sends CANCEL (cancelled); a full trunk answers 503 no_capacity', async () => {
+    const s = await sipp({ scenario: 'ring-no-answer' });
+    const engine = await fake(GREET_AND_END);
+    await api('PUT', '/trunks', { trunks: [trunkFor('t1', s, { scenario: 'ring-no-answer' }, { maxConcurrentCalls: 1 })] });
+    const callId = `oac-${randomBytes(6).toString('hex')}`;
+    expect((await api('POST', '/calls', placeBody(callId, ['t1'], engine.url))).status).toBe(202);
+    const full = await api('POST', '/calls', placeBody(`${callId}-2`, ['t1'], engine.url));
+    expect(full).toMatchObject({ status: 503, json: { error: 'no_capacity' } });
+    await waitFor(() => eventsOf(callId).find((e) => e.type === 'dialing'));
+    await new Promise((r) => setTimeout(r, 300)); // let the 180 arrive
+    const h = await api('POST', `/calls/${callId}/hangup`, {});
+    expect(h.json).toEqual({ ok: true, state: 'ringing' });
+    const ended = await waitFor(() => eventsOf(callId).find((e) => e.type === 'ended'));
+    expect(ended).toMatchObject({ outcome: 'cancelled', answered: false, sipStatus: 487 });
+    const exit = await s.exited;
+    expect(exit.code, exit.output).toBe(0);
+  });
+
   it('goAway: the client resumes on a new socket with the sessionResumption handle', async () => {
     const { ended, engine } = await runCall({ sipp: { scenario: 'answer' }, script: [{ say: 'Teil eins.', audioMs: 300 }, { goAway: true }, { say: 'Teil zwei.', audioMs: 300 }, { tool: 'end_call' }] });
     expect(ended.outcome).toBe('finished');

@@ -38,41 +38,56 @@ export function upsample8to16(input: Int16Array, prev = 0): Int16Array {
 
 /**
  * 24 kHz → 8 kHz decimator with a short low-pass FIR (anti-aliasing below 4 kHz). Stateful so
- * chunk boundaries from the engine (arbitrary sizes) do not matter.
+ * chunk boundaries from the engine (arbitrary sizes) do not matter: the last 8 input samples and
+ * the phase carry over. Only every third output of the filter is computed.
  */
 export class Decimator24to8 {
   // 9-tap windowed-sinc low-pass, cutoff ~3.4 kHz at 24 kHz; coefficients sum to 1.
-  private static readonly TAPS = [0.0165, 0.0533, 0.1223, 0.1847, 0.2464, 0.1847, 0.1223, 0.0533, 0.0165].map((t, _i, a) => t / a.reduce((x, y) => x + y, 0));
-  private readonly hist = new Float32Array(9);
-  private phase = 0;
+  private static readonly TAPS = Float64Array.from([0.0165, 0.0533, 0.1223, 0.1847, 0.2464, 0.1847, 0.1223, 0.0533, 0.0165].map((t, _i, a) => t / a.reduce((x, y) => x + y, 0)));
+  private tail = new Float64Array(8);
+  /** Index (in the joined tail+input sequence) of the next sample that completes an output. */
+  private next = 10; // first output once 3 new samples joined the (zero) history
 
   process(input: Int16Array): Int16Array {
     const taps = Decimator24to8.TAPS;
-    const out = new Int16Array(Math.ceil((input.length + this.phase) / 3));
-    let n = 0;
-    for (let i = 0; i < input.length; i++) {
-      this.hist.copyWithin(0, 1);
-      this.hist[8] = input[i];
-      this.phase++;
-      if (this.phase === 3) {
-        this.phase = 0;
-        let acc = 0;
-        for (let k = 0; k < 9; k++) acc += this.hist[k] * taps[k];
-        out[n++] = Math.max(-32768, Math.min(32767, Math.round(acc)));
-      }
+    const n = input.length;
+    const total = 8 + n;
+    const at = (i: number) => (i < 8 ? this.tail[i] : input[i - 8]);
+    const out = new Int16Array(Math.max(0, Math.floor((total - this.next + 2) / 3)));
+    let k = 0;
+    let i = this.next;
+    for (; i < total; i += 3) {
+      let acc = 0;
+      const base = i - 8;
+      if (base >= 8) for (let t = 0; t < 9; t++) acc += input[base - 8 + t] * taps[t];
+      else for (let t = 0; t < 9; t++) acc += at(base + t) * taps[t];
+      out[k++] = acc > 32767 ? 32767 : acc < -32768 ? -32768 : Math.round(acc);
     }
-    return out.subarray(0, n);
+    this.next = i - n;
+    const nt = new Float64Array(8);
+    for (let t = 0; t < 8; t++) nt[t] = at(total - 8 + t);
+    this.tail = nt;
+    return out.subarray(0, k);
   }
 }
 
 /** Little-endian PCM16 bytes ⇄ samples (the Live API's `audio/pcm` is LE mono). */
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
 export function pcmFromBytes(buf: Buffer): Int16Array {
   const n = buf.length >> 1;
+  if (LITTLE_ENDIAN) {
+    // One copy into an aligned buffer instead of n readInt16LE calls.
+    const out = new Int16Array(n);
+    new Uint8Array(out.buffer).set(buf.subarray(0, n * 2));
+    return out;
+  }
   const out = new Int16Array(n);
   for (let i = 0; i < n; i++) out[i] = buf.readInt16LE(2 * i);
   return out;
 }
 export function pcmToBytes(pcm: Int16Array): Buffer {
+  if (LITTLE_ENDIAN) return Buffer.from(pcm.buffer, pcm.byteOffset, pcm.byteLength);
   const buf = Buffer.allocUnsafe(pcm.length * 2);
   for (let i = 0; i < pcm.length; i++) buf.writeInt16LE(pcm[i], 2 * i);
   return buf;

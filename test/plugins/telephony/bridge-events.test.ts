@@ -1,0 +1,37 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { EventSender } from '../../../plugins/telephony/bridge/events.ts';
+
+const cleanups: Array<() => unknown> = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!();
+});
+
+describe('bridge → core event delivery', () => {
+  it('retries until a 2xx, keeps seq and order, sends the token and the instance id', async () => {
+    const got: Array<{ seq: number; type: string; auth: string | undefined; instance: string | undefined }> = [];
+    let failures = 3;
+    const server = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (c) => (body += c));
+      req.on('end', () => {
+        const ev = JSON.parse(body) as { seq: number; type: string };
+        got.push({ seq: ev.seq, type: ev.type, auth: req.headers.authorization, instance: req.headers['x-bridge-instance'] as string | undefined });
+        res.writeHead(failures-- > 0 ? 503 : 204).end();
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    cleanups.push(() => new Promise((r) => server.close(r)));
+    const sender = new EventSender(`http://127.0.0.1:${(server.address() as AddressInfo).port}/e`, 'tok', 'inst-1', 10, 40);
+    cleanups.push(() => sender.stop());
+    sender.emit('dialing', 'c1', { trunkId: 't' });
+    sender.emit('ended', 'c1', { outcome: 'finished' });
+    const t0 = Date.now();
+    while (sender.pending && Date.now() - t0 < 3000) await new Promise((r) => setTimeout(r, 10));
+    expect(sender.pending).toBe(0);
+    // Three failed tries of seq 1 (10, 20, 40 ms backoff), then 1 and 2 in order.
+    expect(got.map((g) => g.seq)).toEqual([1, 1, 1, 1, 2]);
+    expect(got.every((g) => g.auth === 'Bearer tok' && g.instance === 'inst-1')).toBe(true);
+  });
+});
