@@ -214,6 +214,19 @@ export class Appliance {
     });
   }
 
+  /**
+   * The request listener: plugins' lean handlers (RouteRegistrar.fast) first, for running plugins
+   * only, then Express. Without fast handlers it is Express itself.
+   */
+  private listener(): http.RequestListener {
+    const fast = this.host.fastHandlers;
+    if (!fast.length) return this.app;
+    return (req, res) => {
+      for (const f of fast) if (this.host.isStarted(f.plugin) && f.handler(req, res)) return;
+      this.app(req, res);
+    };
+  }
+
   /** Starts plugins, the job queue and the event dispatcher, then listens. */
   async start(): Promise<{ url: string; port: number }> {
     const c = this.core;
@@ -241,12 +254,12 @@ export class Appliance {
       // its renewals swap the secure context of the running listener.
       const auto = this.host.provided<TlsAutoProvider>('tls-auto');
       if (!auto) throw new ConfigError('http.tls', '"auto" needs a plugin that provides tls-auto (rp-ca); it is not loaded or did not start');
-      const s = https.createServer(auto.getCredentials(), this.app);
+      const s = https.createServer(auto.getCredentials(), this.listener());
       auto.onRenew?.(() => s.setSecureContext(auto.getCredentials()));
       server = s;
     } else if (tls) {
-      server = https.createServer({ cert: fs.readFileSync(path.resolve(c.config.dataDir, tls.cert)), key: fs.readFileSync(path.resolve(c.config.dataDir, tls.key)) }, this.app);
-    } else server = http.createServer(this.app);
+      server = https.createServer({ cert: fs.readFileSync(path.resolve(c.config.dataDir, tls.cert)), key: fs.readFileSync(path.resolve(c.config.dataDir, tls.key)) }, this.listener());
+    } else server = http.createServer(this.listener());
     server.headersTimeout = 20_000;
     server.requestTimeout = 120_000;
     server.keepAliveTimeout = 5_000;

@@ -6,7 +6,7 @@ import { parseConfigSection } from './config.ts';
 import { migrate } from './store/migrate.ts';
 import type { PluginContext, PluginHealth, PluginManifest, Paths } from './plugin.ts';
 import type { Dispatcher } from './http/dispatch.ts';
-import type { RouteRegistrar } from './http/route.ts';
+import type { FastHandler, RouteRegistrar } from './http/route.ts';
 import type { Tenant } from './tenancy.ts';
 
 export type PluginState = 'loaded' | 'starting' | 'started' | 'failed' | 'stopped' | 'skipped';
@@ -65,6 +65,8 @@ export function makePaths(dataDir: string): Paths {
  */
 export class PluginHost {
   readonly order: PluginManifest[];
+  /** Lean handlers in front of Express (RouteRegistrar.fast), in registration order. */
+  readonly fastHandlers: { plugin: string; handler: FastHandler }[] = [];
   readonly #status = new Map<string, PluginStatus>();
   readonly #ctx = new Map<string, PluginContext>();
   readonly #provided = new Map<string, { plugin: string; impl: unknown }>();
@@ -100,6 +102,9 @@ export class PluginHost {
         add: (def) => dispatcher.add(p.name, def as never),
         static: (prefix, dir) => {
           app.use(prefix, express.static(dir, { dotfiles: 'deny', index: false, redirect: false, fallthrough: true }));
+        },
+        fast: (handler) => {
+          this.fastHandlers.push({ plugin: p.name, handler });
         },
       };
       p.routes(r, ctx as never);

@@ -7,6 +7,7 @@ import { adminRoutes, protocolRoutes } from './routes.ts';
 import { oidcConfig } from './schemas.ts';
 import { TenantSettings } from './settings.ts';
 import { clientCli } from './cli.ts';
+import { tokenFastPath } from './fast.ts';
 import { Sessions } from './sessions.ts';
 import { authorizeRoutes } from './authorize.ts';
 import { interactRoutes } from './interact.ts';
@@ -41,6 +42,7 @@ export default definePlugin(() => {
       ctx.auth.setBearerVerifier((token, tenant) => p.principal(token, tenant));
       const sessions = new Sessions(ctx.db, ctx.keys.subkey('oidc-csrf'), ctx.clock, ctx.config.sessionTtl);
       protocolRoutes(r, ctx, () => p, () => settings!);
+      r.fast?.(tokenFastPath(ctx, () => p));
       const deps = { ctx, p: () => p, sessions: () => sessions, settings: () => settings! };
       interactRoutes(r, deps, authorizeRoutes(r, deps));
       adminRoutes(r, ctx, () => p, () => settings!);

@@ -1,3 +1,4 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Request, Response } from 'express';
 import type { z } from 'zod';
 import type { AuthPolicy, Principal } from '../auth.ts';
@@ -96,4 +97,14 @@ export interface RouteRegistrar {
   add<Q extends z.ZodType = z.ZodType, B extends z.ZodType = z.ZodType, P extends z.ZodType = z.ZodType>(def: RouteDef<Q, B, P>): void;
   /** Serves a folder of static files under a URL prefix (login pages, console). */
   static(prefix: string, dir: string): void;
+  /**
+   * A lean handler in front of Express for a hot endpoint (issue 3: the token endpoint). It sees
+   * each raw request first, while its plugin runs, and returns true when it has answered; false
+   * passes the request on untouched (it must not have read the body then). The endpoint's RouteDef
+   * stays registered: it documents the endpoint in /openapi.json and serves what is passed on.
+   */
+  fast?(handler: FastHandler): void;
 }
+
+/** See RouteRegistrar.fast. */
+export type FastHandler = (req: IncomingMessage, res: ServerResponse) => boolean;

@@ -148,6 +148,28 @@ describe('token endpoint and bearer', () => {
   });
 });
 
+describe('token endpoint fast path', () => {
+  it('answers like the full stack: same tokens and errors behind a proxy header, 415 for JSON, 413 for huge bodies', async () => {
+    const basic = { Authorization: `Basic ${Buffer.from(`svc:${secret}`).toString('base64')}` };
+    const fast = await tokenForm(s, A, { grant_type: 'client_credentials' }, basic);
+    const full = await tokenForm(s, A, { grant_type: 'client_credentials' }, { ...basic, 'X-Forwarded-For': '10.0.0.9' });
+    expect(fast.status).toBe(200);
+    expect(full.status).toBe(200);
+    expect(Object.keys(fast.body).sort()).toEqual(Object.keys(full.body).sort());
+    expect(fast.headers.get('cache-control')).toBe('no-store');
+    expect(fast.headers.get('x-request-id')).toBeTruthy();
+    const e1 = await tokenForm(s, A, { grant_type: 'nope' });
+    const e2 = await tokenForm(s, A, { grant_type: 'nope' }, { 'X-Forwarded-For': '10.0.0.9' });
+    expect(e1.body).toEqual(e2.body);
+    const json = await s.fetch('/oauth2/v1/token', { method: 'POST', host: A, json: { grant_type: 'client_credentials' } });
+    expect(json.status).toBe(415);
+    const huge = await s.fetch('/oauth2/v1/token', { method: 'POST', host: A, body: new URLSearchParams({ grant_type: 'x', pad: 'a'.repeat(2 * 1024 * 1024) }) });
+    expect(huge.status).toBe(413);
+    const repeated = await s.fetch('/oauth2/v1/token', { method: 'POST', host: A, body: 'grant_type=a&grant_type=b', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    expect(((await repeated.json()) as { error: string }).error).toBe('invalid_request');
+  });
+});
+
 describe('API description', () => {
   it('lists the OIDC routes and their aliases in /openapi.json', async () => {
     const res = await s.fetch('/openapi.json', { host: A });
