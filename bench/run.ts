@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- NAME...] [--timeout SECONDS] [--no-write]`
+ * `npm run bench [-- NAME...] [--timeout SECONDS] [--no-write] [--dir DIR] [--results DIR]`
  *
  * Discovers bench/*.bench.ts (or the NAMEs given: `core` means bench/core.bench.ts), runs each in
  * a child process of its own (one benchmark's heap and servers never skew the next one's),
@@ -15,11 +15,12 @@ import { parseArgs } from 'node:util';
 import { fmt, targetMet, type BenchResult } from './lib/contract.ts';
 import { machineInfo, type MachineInfo } from './lib/machine.ts';
 
-const BENCH_DIR = path.dirname(fileURLToPath(import.meta.url));
-const ROOT = path.dirname(BENCH_DIR);
-const RESULTS_DIR = path.join(BENCH_DIR, 'results');
+const ROOT = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
+// --dir and --results move discovery and output elsewhere (the runner's own tests use them).
+let BENCH_DIR = path.join(ROOT, 'bench');
+let RESULTS_DIR = path.join(BENCH_DIR, 'results');
 const RUN_TS = path.join(ROOT, 'bin', 'run-ts.mjs');
-const CHILD = path.join(BENCH_DIR, 'lib', 'child.ts');
+const CHILD = path.join(ROOT, 'bench', 'lib', 'child.ts');
 
 export interface BenchOutcome {
   bench: string;
@@ -201,16 +202,24 @@ function writeResults(outcomes: BenchOutcome[], machine: MachineInfo): string {
 async function main(argv: string[]): Promise<number> {
   let parsed;
   try {
-    parsed = parseArgs({ args: argv, allowPositionals: true, options: { timeout: { type: 'string' }, 'no-write': { type: 'boolean' }, help: { type: 'boolean', short: 'h' } } });
+    parsed = parseArgs({
+      args: argv, allowPositionals: true,
+      options: { timeout: { type: 'string' }, 'no-write': { type: 'boolean' }, dir: { type: 'string' }, results: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+    });
   } catch (e) {
     console.error(`bench: ${(e as Error).message}`);
     return 2;
   }
   const { values, positionals } = parsed;
   if (values.help) {
-    console.log('usage: npm run bench [-- NAME...] [--timeout SECONDS] [--no-write]');
+    console.log('usage: npm run bench [-- NAME...] [--timeout SECONDS] [--no-write] [--dir DIR] [--results DIR]');
     return 0;
   }
+  if (values.dir) {
+    BENCH_DIR = path.resolve(values.dir);
+    RESULTS_DIR = path.join(BENCH_DIR, 'results');
+  }
+  if (values.results) RESULTS_DIR = path.resolve(values.results);
   const timeoutS = values.timeout === undefined ? 600 : Number(values.timeout);
   if (!Number.isFinite(timeoutS) || timeoutS <= 0) {
     console.error(`bench: --timeout: not a positive number of seconds: ${values.timeout}`);
