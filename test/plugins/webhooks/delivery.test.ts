@@ -183,6 +183,27 @@ describe('webhook subscriptions', () => {
   });
 });
 
+describe('webhook plugin diagnostics and edges', () => {
+  it('/readyz reports the plugin started with its backlog', async () => {
+    const body = await (await s.fetch('/readyz')).json() as { plugins: Record<string, { state: string; health?: { status: string; detail?: Record<string, number> } }> };
+    expect(body.plugins.webhooks).toMatchObject({ state: 'started', health: { status: 'ok', detail: { pausedSubscriptions: expect.any(Number) } } });
+  });
+
+  it('a subscription removed while its delivery is in flight leaves no rows and no stuck job', async () => {
+    rx.respond = (r) => (r.path === '/gone-mid' ? { status: 200, delayMs: 300 } : { status: 200 });
+    const sub = await admin(s, 'add', { body: { url: `${rx.url}/gone-mid`, events: ['call.ended'] } });
+    emit(s.primary.id, 'call-mid');
+    await until(() => rx.received.find((x) => x.path === '/gone-mid'));
+    const db = s.appliance.core.db;
+    const { job_id: jobId } = db.prepare('SELECT job_id FROM webhook_deliveries WHERE subscription_id = ?').get(sub.json.id) as { job_id: number };
+    expect((await admin(s, 'remove', { body: { id: sub.json.id } })).status).toBe(200);
+    await until(() => ['done', 'failed'].includes(s.appliance.core.jobs.get(jobId)?.state ?? ''), 5000, 'the job to end');
+    expect(db.prepare('SELECT COUNT(*) AS n FROM webhook_deliveries WHERE subscription_id = ?').get(sub.json.id)).toEqual({ n: 0 });
+    expect(rx.received.filter((x) => x.path === '/gone-mid')).toHaveLength(1);
+    rx.respond = () => ({ status: 200 });
+  });
+});
+
 describe('sovcomms webhook (CLI)', () => {
   const run = async (...args: string[]) => {
     const out: string[] = [];
