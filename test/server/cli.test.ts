@@ -31,7 +31,7 @@ function dir(): string {
 beforeAll(async () => {
   dataDir = dir();
   serve = await startServe(dataDir);
-}, 60_000);
+}, 180_000);
 
 const get = (p: string, headers: Record<string, string> = {}) => httpFetch(serve.url + p, { headers });
 const withKey = (key: string, host?: string) => ({ Authorization: `Bearer ${key}`, ...(host ? { Host: host } : {}) });
@@ -45,7 +45,7 @@ function readDb<T>(fn: (db: Database.Database) => T): T {
   }
 }
 
-describe('sovcomms serve', () => {
+describe('sovcomms serve', { timeout: 60_000 }, () => {
   it('first start prints the generated admin password once, and the server answers', async () => {
     expect(serve.password).toMatch(/^\S{16,}$/);
     expect(serve.output().stdout).toMatch(/First start: primary tenant localhost/);
@@ -64,7 +64,7 @@ async function cli(argv: string[], opts: { dataDir?: string; stdin?: string } = 
   return { code, stdout: out.join('\n') + (out.length ? '\n' : ''), stderr: err.join('\n') };
 }
 
-describe('tenants, users and keys while the server runs', () => {
+describe('tenants, users and keys while the server runs', { timeout: 240_000 }, () => {
   let keyB = '';
   let adminKey = '';
 
@@ -219,7 +219,7 @@ describe('tenants, users and keys while the server runs', () => {
   });
 });
 
-describe('exit codes and failures', () => {
+describe('exit codes and failures', { timeout: 240_000 }, () => {
   it('child processes: 0 ok, 1 failure, 2 usage; a bad config.json stops serve with 1 and the key path', async () => {
     const d = dir();
     const bad = dir();

@@ -13,6 +13,7 @@ async function errorBody(r: Response, status: number, code?: string): Promise<{ 
   const text = await r.text();
   expect(r.status, text).toBe(status);
   expect(r.headers.get('content-type')).toMatch(/^application\/json/);
+  expect(r.headers.get('cache-control')).toBe('no-store');
   expect(text).not.toMatch(STACK);
   const body = JSON.parse(text) as { error: string; error_description: string; field?: string };
   expect(typeof body.error).toBe('string');

@@ -34,7 +34,7 @@ export function runCli(args: string[], opts: { dataDir?: string; stdin?: string;
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
       reject(new Error(`sovcomms ${args.join(' ')} did not finish in time; stderr: ${stderr}`));
-    }, opts.timeoutMs ?? 30_000);
+    }, opts.timeoutMs ?? 120_000);
     child.once('error', reject);
     child.once('close', (code) => {
       clearTimeout(timer);
@@ -68,8 +68,8 @@ export function startServe(dataDir: string, extraArgs: string[] = [], env: Recor
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
-      reject(new Error(`sovcomms serve not ready in 30 s; stdout: ${stdout}; stderr: ${stderr}`));
-    }, 30_000);
+      reject(new Error(`sovcomms serve not ready in 120 s; stdout: ${stdout}; stderr: ${stderr}`));
+    }, 120_000);
     void exited.then(({ code }) => {
       clearTimeout(timer);
       reject(new Error(`sovcomms serve exited (${code}) before listening; stderr: ${stderr}`));
