@@ -4,7 +4,7 @@ import { policy } from '../../server/auth.ts';
 import { InputError, NotFoundError } from '../../server/errors.ts';
 import { reply, type RouteRegistrar } from '../../server/http/route.ts';
 import { anchorItem, anchorQuery, anchorsQuery, manifest, runReport, type LotlConfig } from './schemas.ts';
-import type { Candidate, LotlService } from './service.ts';
+import { isoCountry, type Candidate, type LotlService } from './service.ts';
 import { readTar, TarError } from './tar.ts';
 
 const XML_TYPES = ['application/xml', 'text/xml', 'application/vnd.etsi.tsl+xml'];
@@ -36,7 +36,7 @@ export function lotlRoutes(r: RouteRegistrar, svc: () => LotlService, cfg: () =>
     handler: (req, res) => {
       res.setHeader('Cache-Control', 'no-cache');
       return svc().anchors(req.query.country).map((a) => ({
-        sha256: a.sha256, country: a.territory, tsp_name: a.tsp_name, service_name: a.service_name,
+        sha256: a.sha256, country: isoCountry(a.territory), territory: a.territory, tsp_name: a.tsp_name, service_name: a.service_name,
         service_type: a.service_type, status: a.status, status_since: a.status_since,
       }));
     },

@@ -30,7 +30,7 @@ export type LotlConfig = z.infer<typeof lotlConfig>;
 
 export const anchorsQuery = z.object({
   anchors: z.string().optional(),
-  country: z.string().regex(/^[A-Za-z]{2}$/, 'a two-letter country code').optional(),
+  country: z.string().regex(/^[A-Za-z]{2}$/, 'a two-letter country code (ISO 3166-1, or EL/UK as trusted lists write them)').optional(),
 });
 
 export const anchorQuery = z.object({
@@ -103,7 +103,10 @@ export type ListOutcome = z.infer<typeof listOutcome>;
 
 export const anchorItem = z.object({
   sha256: z.string(),
+  /** ISO 3166-1 alpha-2 (GR for Greece). */
   country: z.string(),
+  /** The trusted list's own SchemeTerritory (EL for Greece). */
+  territory: z.string(),
   tsp_name: z.string(),
   service_name: z.string(),
   service_type: z.string(),

@@ -351,7 +351,7 @@ export class LotlService {
       accepted: lists.filter((l) => l.outcome === 'accepted' || l.outcome === 'unchanged').length,
       rejected: lists.filter((l) => l.outcome === 'rejected' || l.outcome === 'failed').length,
       anchor_count: this.repo.distinctAnchorCount(inService),
-      countries_covered: inService,
+      countries_covered: inService.map(isoCountry).sort(),
     };
     this.log.info({ kind, accepted: r.accepted, rejected: r.rejected, anchors: r.anchor_count }, 'trusted lists updated');
     return r;
@@ -364,8 +364,9 @@ export class LotlService {
     return this.repo.lists().filter((l) => !l.is_lotl && (this.cfg.acceptExpired || !this.#isStale(l.next_update))).map((l) => l.territory);
   }
 
+  /** `country` is ISO 3166-1 (GR, GB) or the trusted-list code (EL, UK). */
   anchors(country?: string) {
-    return this.repo.anchors(this.inServiceTerritories(), country?.toUpperCase());
+    return this.repo.anchors(this.inServiceTerritories(), country === undefined ? undefined : tslTerritory(country));
   }
 
   /**
@@ -423,7 +424,7 @@ export class LotlService {
       as_of: this.repo.getState('last_run_at') ?? new Date(0).toISOString(),
       next_refresh_at: nextRefreshAt,
       anchor_count: this.repo.distinctAnchorCount(covered),
-      countries_covered: covered,
+      countries_covered: covered.map(isoCountry).sort(),
       lotl_sequence: lotl?.sequence ?? null,
       countries_missing: [...pointed].filter((t) => !inService.has(t)).sort(),
       lists: out,
@@ -466,6 +467,21 @@ function deadline(ms: number, parents: AbortSignal[]): { signal: AbortSignal; do
       for (const p of parents) p.removeEventListener('abort', onAbort);
     },
   };
+}
+
+// TS 119 612 territories follow the EU's country codes (Interinstitutional Style Guide §7.1):
+// Greece is EL and the United Kingdom UK, where ISO 3166-1 alpha-2 (the spec's LotlManifest)
+// says GR and GB. Lists keep their own code; the manifest speaks ISO.
+const TO_ISO: Record<string, string> = { EL: 'GR', UK: 'GB' };
+const TO_TSL: Record<string, string> = { GR: 'EL', GB: 'UK' };
+
+export function isoCountry(territory: string): string {
+  return TO_ISO[territory] ?? territory;
+}
+
+export function tslTerritory(country: string): string {
+  const c = country.toUpperCase();
+  return TO_TSL[c] ?? c;
 }
 
 function withSlash(u: string): string {

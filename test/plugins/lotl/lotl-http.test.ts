@@ -136,7 +136,7 @@ describe('trusted-list cache over HTTP', () => {
     expect(body.lotl_sequence).toBe(390);
     expect(body.anchor_count).toBeGreaterThan(3000);
     expect(body.countries_covered).toHaveLength(25);
-    for (const c of ['AT', 'BE', 'EL', 'FI', 'SE', 'SI', 'IT']) expect(body.countries_covered).toContain(c);
+    for (const c of ['AT', 'BE', 'GR', 'FI', 'SE', 'SI', 'IT']) expect(body.countries_covered).toContain(c); // ISO 3166-1: GR, not EL
     for (const c of ['HR', 'NL', 'NO', 'UK']) expect(body.countries_covered).not.toContain(c);
     expect(body.countries_missing).toEqual(expect.arrayContaining(['DE', 'LI', 'HR', 'NL', 'NO', 'UK']));
     const l = new Map<string, Record<string, unknown>>(body.lists.map((x: { territory: string }) => [x.territory, x]));
@@ -165,7 +165,7 @@ describe('trusted-list cache over HTTP', () => {
     for (const c of ['HR', 'NL', 'NO']) expect(now.lists.find((l) => l.territory === c)!.stale).toBe(true);
     expect(now.countries_covered).not.toContain('NL');
     const lenient = new LotlService(new LotlRepo(s.appliance.core.db), lotlConfig.parse({ acceptExpired: true }), systemClock, s.appliance.core.log).manifest(null);
-    expect(lenient.countries_covered).toEqual(expect.arrayContaining(['NL', 'NO', 'UK']));
+    expect(lenient.countries_covered).toEqual(expect.arrayContaining(['NL', 'NO', 'GB']));
     expect(lenient.countries_covered).not.toContain('HR'); // a bad signer is never let in
   });
 
@@ -184,6 +184,10 @@ describe('trusted-list cache over HTTP', () => {
     const cert = new crypto.X509Certificate(await r.text());
     expect(crypto.createHash('sha256').update(cert.raw).digest('hex')).toBe(sha);
     expect((await json('/lotl.ashx?anchors&country=NL')).body).toEqual([]); // stale: kept out
+    const gr = (await json('/lotl.ashx?anchors&country=GR')).body;
+    expect(gr.length).toBeGreaterThan(0);
+    expect(gr[0]).toMatchObject({ country: 'GR', territory: 'EL' });
+    expect((await json('/lotl.ashx?anchors&country=el')).body).toEqual(gr);
     expect((await s.fetch(`/lotl.ashx?anchor=${'0'.repeat(64)}`)).status).toBe(404);
     const bad = await json('/lotl.ashx?anchor=xyz');
     expect(bad.status).toBe(400);

@@ -11,7 +11,7 @@ import { DSIG } from '../../../plugins/lotl/xades.ts';
  * a validly signed older sequence. The real snapshot is what proves the canonicalization.
  */
 
-x509.cryptoProvider.set(crypto.webcrypto as unknown as Crypto);
+x509.cryptoProvider.set(crypto.webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
 
 export interface Signer {
   der: Buffer;
@@ -20,7 +20,7 @@ export interface Signer {
 
 export async function makeSigner(cn: string): Promise<Signer> {
   const alg = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' };
-  const keys = await crypto.webcrypto.subtle.generateKey(alg, true, ['sign', 'verify']) as CryptoKeyPair;
+  const keys = await crypto.webcrypto.subtle.generateKey(alg, true, ['sign', 'verify']) as crypto.webcrypto.CryptoKeyPair;
   const cert = await x509.X509CertificateGenerator.createSelfSigned({
     serialNumber: crypto.randomBytes(8).toString('hex'), name: `CN=${cn}`, notBefore: new Date('2025-01-01'), notAfter: new Date('2030-01-01'),
     keys, signingAlgorithm: alg,
