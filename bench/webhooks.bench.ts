@@ -38,7 +38,7 @@ const num = (name: string, dflt: number) => {
 const SUBS = num('BENCH_WH_SUBS', 10);
 const EVENTS = num('BENCH_WH_EVENTS', 500);
 const SAMPLES = num('BENCH_WH_LATENCY_SAMPLES', 60);
-const CONCURRENCY = 32;
+const CONCURRENCY = 64;
 
 const benchEvents = definePlugin(() => ({
   name: 'bench-events',

@@ -21,8 +21,11 @@ export type NetworkPolicyInput = z.infer<typeof networkPolicy>;
 
 export const webhooksConfig = z
   .object({
-    /** Deliveries in flight at once in this process, across all subscriptions. */
-    concurrency: z.number().int().min(1).max(1000).default(32),
+    /**
+     * Deliveries in flight at once in this process, across all subscriptions. With 4 per
+     * subscription, 15 receivers can hang at once before a healthy one waits for a slot.
+     */
+    concurrency: z.number().int().min(1).max(1000).default(64),
     /** Deliveries of one subscription admitted to the job queue at once (running or awaiting a retry). */
     perSubscriptionConcurrency: z.number().int().min(1).max(100).default(4),
     /** Per-attempt timeout (issue 5: 10 s default). */

@@ -121,10 +121,17 @@ export class WebhookService {
     if (net.isIP(host)) addrs = [{ address: host }];
     else {
       // A name that does not resolve now is accepted (an on-prem DNS may be down); every delivery checks again.
+      let timer: NodeJS.Timeout | undefined;
       try {
-        addrs = await this.#resolve(host);
+        // Bounded: a slow DNS must not hold the admin request; the delivery checks again anyway.
+        addrs = await Promise.race([
+          this.#resolve(host),
+          new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error('DNS timeout')), 3000); }),
+        ]);
       } catch {
         addrs = [];
+      } finally {
+        clearTimeout(timer);
       }
     }
     const reasons = addrs.map((a) => refusal(a.address, policy));
