@@ -13,6 +13,7 @@ import { Call, type CallMetrics } from './call.ts';
 import { EventSender } from './events.ts';
 import { GeminiLiveEngine } from './engine/gemini-live.ts';
 import type { VoiceEngine } from './engine/types.ts';
+import { log } from './log.ts';
 import { HangupSchema, PlaceCallSchema, TrunksBodySchema, type PlaceCall, type Trunk } from './schemas.ts';
 
 export const BRIDGE_VERSION = '1.0.0';
@@ -94,6 +95,11 @@ export class Bridge {
   async start(): Promise<string> {
     await this.transport.listen(this.o.sipHost, this.o.sipPort);
     this.ua = new SipUserAgent(this.transport, this.o.sipHost, this.o.timers ?? DEFAULT_TIMERS);
+    let malformed = 0;
+    this.ua.on('malformed', (err) => {
+      // Count every one, log the first and then every 100th: a flood must not flood the log.
+      if (malformed++ % 100 === 0) log('warn', 'malformed SIP message dropped', { error: err.message, count: malformed });
+    });
     this.ports = new PortPool(this.o.rtpMin, this.o.rtpMax, this.o.sipHost);
     this.server = http.createServer((req, res) => void this.handle(req, res));
     this.server.keepAliveTimeout = 5000;
@@ -154,6 +160,7 @@ export class Bridge {
       throw new HttpError(404, 'not_found', `no route ${method} ${path}`);
     } catch (err) {
       if (err instanceof HttpError) return send(err.status, { error: err.code, error_description: err.message });
+      log('error', 'control request failed', { error: (err as Error).message });
       send(500, { error: 'server_error', error_description: 'internal bridge error' });
     }
   }
@@ -198,6 +205,7 @@ export class Bridge {
       emit: (type, callId, fields) => this.events.emit(type, callId, fields),
       onDone: (c) => {
         this.calls.delete(c.callId);
+        log('info', 'call ended', { callId: c.callId, outcome: c.outcome, trunkId: c.trunkId, sipStatus: c.lastSipStatus, errorDetail: c.errorDetail || undefined });
         if (c.metrics) {
           this.recent.push(c.metrics);
           if (this.recent.length > 2000) this.recent.shift();

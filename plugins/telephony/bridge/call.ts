@@ -194,6 +194,11 @@ export class Call {
 
   private onRingTimeout(): void {
     if (this.state === 'answered' || this.ended) return;
+    if (this.leg && !this.leg.provisionalReceived) {
+      this.leg.cancel(); // sent if a 1xx still comes (§9.1)
+      this.end('no-answer', {});
+      return;
+    }
     this.pendingOutcome = 'no-answer';
     this.state = 'ending';
     this.leg?.cancel();
@@ -375,7 +380,14 @@ export class Call {
       }
     }
     if (this.leg && this.leg.state !== 'terminated' && this.leg.state !== 'confirmed') {
-      // Not answered yet: CANCEL, and report when the INVITE transaction finishes.
+      if (!this.leg.provisionalReceived) {
+        // Nothing heard from the trunk yet: the UA still sends CANCEL on a late 1xx (§9.1) and
+        // BYE on a late 2xx, but the call's outcome is settled now.
+        this.leg.cancel();
+        this.end(outcome, { errorDetail });
+        return;
+      }
+      // Ringing: CANCEL, and report when the INVITE transaction finishes (487).
       this.pendingOutcome = outcome;
       this.pendingDetail = errorDetail;
       this.state = 'ending';
@@ -391,9 +403,18 @@ export class Call {
     return reason && OUTCOMES.has(reason) ? (reason as Outcome) : 'cancelled';
   }
 
+  /** Set when the call ended (for the bridge's log line). */
+  outcome: Outcome | null = null;
+  errorDetail = '';
+  get lastSipStatus(): number | null {
+    return this.sipStatus;
+  }
+
   private end(outcome: Outcome, o: { errorDetail?: string }): void {
     if (this.ended) return;
     this.ended = true;
+    this.outcome = outcome;
+    this.errorDetail = outcome === 'failed' ? o.errorDetail || 'call failed' : (o.errorDetail ?? '');
     this.state = 'ending';
     for (const t of [this.ringTimer, this.maxTimer, this.drainTimer]) if (t) clearTimeout(t);
     this.releaseTrunk();
@@ -423,7 +444,7 @@ export class Call {
       endedAt: endedAt.toISOString(),
       talkSec,
       trunkId: this.trunkId,
-      errorDetail: outcome === 'failed' ? o.errorDetail || 'call failed' : (o.errorDetail ?? ''),
+      errorDetail: this.errorDetail,
       sipStatus: this.sipStatus,
       transcript: {
         turns: this.turns.map((t) => ({ ...t, text: t.text.trim() })),

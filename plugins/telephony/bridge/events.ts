@@ -3,6 +3,8 @@
  * process, retried 1 s, 2 s, 4 s … capped at 30 s until a 2xx. The core de-duplicates by
  * (X-Bridge-Instance, seq), so a retry after a lost answer is harmless.
  */
+import { log } from './log.ts';
+
 export interface BridgeEvent {
   seq: number;
   type: string;
@@ -46,8 +48,10 @@ export class EventSender {
       while (this.queue.length && !this.stopped) {
         const ev = this.queue[0];
         let delay = this.baseDelayMs;
+        let tries = 0;
         while (!this.stopped) {
           if (await this.post(ev)) break;
+          if (tries++ === 0) log('warn', 'event delivery to the core failed; retrying', { seq: ev.seq, type: ev.type, callId: ev.callId });
           await new Promise<void>((r) => {
             const t = setTimeout(r, delay);
             this.wake = () => {

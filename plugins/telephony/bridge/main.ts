@@ -4,6 +4,7 @@
  * (STYLE.md, actualbudget pattern): one JSON line on stdout, and `process.send` when present.
  */
 import { Bridge, optionsFromEnv } from './bridge.ts';
+import { log } from './log.ts';
 
 async function main(): Promise<void> {
   let bridge: Bridge;
@@ -17,6 +18,7 @@ async function main(): Promise<void> {
   const ready = { type: 'bridge-ready', controlUrl, instanceId: bridge.instanceId, sipPort: bridge.sipPort };
   process.stdout.write(JSON.stringify(ready) + '\n');
   process.send?.(ready);
+  log('info', 'bridge ready', { controlUrl, sipPort: bridge.sipPort, instanceId: bridge.instanceId });
 
   let stopping = false;
   const stop = async (code: number) => {
@@ -31,8 +33,10 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => void stop(0));
   // The supervisor closing the IPC channel means the core is gone: do not outlive it.
   process.on('disconnect', () => void stop(0));
+  // A stray rejected promise must not take every call down with the process.
+  process.on('unhandledRejection', (reason) => log('error', 'unhandled rejection', { error: String((reason as Error)?.stack ?? reason) }));
   process.on('uncaughtException', (err) => {
-    process.stderr.write(`bridge: uncaught ${err.stack ?? err.message}\n`);
+    log('error', 'uncaught exception', { error: err.stack ?? err.message });
     void stop(1);
   });
 }

@@ -187,6 +187,11 @@ export class OutboundCall extends EventEmitter<OutboundCallEvents> {
     if (this.ack) this.ua.transport.send(this.ack, peerOf(this.trunk)).catch(() => undefined);
   }
 
+  /** True once any provisional response (even 100) arrived for the current INVITE. */
+  get provisionalReceived(): boolean {
+    return this.gotProvisional;
+  }
+
   /** Ring timeout or hangup before answer. §9.1: CANCEL only after a provisional response. */
   cancel(): void {
     if (this.state === 'confirmed' || this.state === 'terminated') return;
