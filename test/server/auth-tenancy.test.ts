@@ -4,6 +4,7 @@ import { probePlugin, withBuiltins } from './fixtures/test-plugins.ts';
 import type { AuditWriter } from '../../server/plugin.ts';
 import type { Tenant } from '../../server/tenancy.ts';
 import { policy, type AuthPolicy } from '../../server/auth.ts';
+import { defaultHmacBucket } from '../../server/http/dispatch.ts';
 
 let s: TestServer;
 let a: { tenant: Tenant; adminKey: string };
@@ -65,16 +66,19 @@ describe('tenant isolation', () => {
     expect(auth.getApiKey(a.tenant, idsA[0]!)?.revokedAt).toBeNull();
   });
 
-  it('an ak_ key of tenant B is refused on tenant A (401), on every route that takes keys', async () => {
-    const keyed = s.appliance.dispatcher.routes.filter((r) =>
-      r.def.method === 'GET' && r.def.auth.kind === 'credentials' && r.def.auth.accept.includes('apiKey') && !r.addresses[0]!.includes(':'));
+  it('an ak_ key of tenant B is refused on tenant A (401), on every route and address that takes keys', async () => {
+    const keyed = s.appliance.dispatcher.routes.filter((r) => r.def.auth.kind === 'credentials' && r.def.auth.accept.includes('apiKey'));
     expect(keyed.length).toBeGreaterThan(0);
     for (const r of keyed) {
-      const res = await s.fetch(r.addresses[0]!, { host: A, key: b.adminKey });
-      const body = await expect401(res);
-      expect(body.error, r.addresses[0]).toBe('invalid_token');
-      // ... and the same key is fine on its own tenant.
-      expect([401, 403], r.addresses[0]).not.toContain((await s.fetch(r.addresses[0]!, { host: B, key: b.adminKey })).status);
+      for (const address of r.addresses) {
+        const url = address.replace(/:[A-Za-z0-9_]+/g, 'x');
+        const what = `${r.def.method} ${address}`;
+        const res = await s.fetch(url, { method: r.def.method, host: A, key: b.adminKey });
+        const body = await expect401(res);
+        expect(body.error, what).toBe('invalid_token');
+        // ... and the same key passes authentication on its own tenant (reads only: no side effects).
+        if (r.def.method === 'GET') expect([401, 403], what).not.toContain((await s.fetch(url, { host: B, key: b.adminKey })).status);
+      }
     }
   });
 
@@ -185,6 +189,18 @@ describe('admin HMAC (X-Service-Admin-Signature)', () => {
     const whoP = await s.fetch('/signal.ashx?test=whoami', { headers: { 'X-Service-Admin-Signature': s.hmac('test-whoami') } });
     expect(whoP.status).toBe(200);
     expect(await whoP.json()).toMatchObject({ kind: 'hmac', superAdmin: true });
+  });
+
+  it('every HMAC bucket is the verb of its address (spec examples, and every registered route)', () => {
+    expect(defaultHmacBucket('/signal.ashx?whitelist=add')).toBe('whitelist-add');
+    expect(defaultHmacBucket('/signal.ashx?oidc-clients-save=1')).toBe('oidc-clients-save');
+    expect(defaultHmacBucket('/rp-cert.ashx?issue')).toBe('rp-cert-issue');
+    expect(defaultHmacBucket('/lotl.ashx?refresh')).toBe('lotl-refresh');
+    const off = s.appliance.dispatcher.routes
+      .filter((r) => r.def.auth.kind === 'credentials' && r.def.auth.hmacBucket)
+      .filter((r) => !r.addresses.map(defaultHmacBucket).includes((r.def.auth as { hmacBucket: string }).hmacBucket))
+      .map((r) => `${r.plugin}: ${r.def.method} ${r.addresses.join(' | ')} signs ${(r.def.auth as { hmacBucket: string }).hmacBucket}`);
+    expect(off).toEqual([]);
   });
 
   it('a rotated admin secret invalidates signatures made with the old one', async () => {
