@@ -40,7 +40,8 @@ async function inProcess(args: string[]): Promise<{ code: number; out: string; e
 
 const hsmArgs = (extra: string[] = []) => ['--data-dir', dataDir, '--hsm-module', SOFTHSM_MODULE, '--token-label', TOKEN, ...extra];
 
-describe('RP certificate authority with its key in SoftHSM2 (PKCS#11)', () => {
+// Child processes (tsx start-up) and many signatures take long on the shared, loaded 2-core machine.
+describe('RP certificate authority with its key in SoftHSM2 (PKCS#11)', { timeout: 120_000 }, () => {
   it('`sovcomms ca init --hsm-module ... --pin-stdin` generates the CA key in the token; `ca status` shows where it lives', async () => {
     const r = await sovcomms(['ca', 'init', ...hsmArgs(['--pin-stdin'])], { env: env(), stdin: `${PIN}\n` });
     expect(r.code).toBe(0);

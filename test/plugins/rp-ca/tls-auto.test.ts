@@ -58,7 +58,8 @@ function sameIp(a: string, b: string): boolean {
   return canonIp(a) === canonIp(b);
 }
 
-describe('serve --tls auto: the appliance serves HTTPS with a certificate from its own CA', () => {
+// Child processes (tsx start-up) and many signatures take long on the shared, loaded 2-core machine.
+describe('serve --tls auto: the appliance serves HTTPS with a certificate from its own CA', { timeout: 120_000 }, () => {
   it('`sovcomms serve --tls auto` answers over HTTPS with a chain node:https accepts against the CA, for its names and LAN addresses', async () => {
     const dataDir = tempDir('rp-ca-tls-serve-');
     const child: ChildProcess = spawn(process.execPath, [path.join(REPO_ROOT, 'bin/sovcomms.mjs'), 'serve', '--tls', 'auto', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir], {
