@@ -172,8 +172,9 @@ export class AuthorizeFlow {
       const hint = one(params.id_token_hint);
       if (hint !== undefined) {
         try {
-          const c = await this.p.keys.verify(tenant, hint, { allowExpired: true });
-          if (typeof c.sub !== 'string' || c.iss !== issuer) throw new Error('bad');
+          // OIDC Core §3.1.2.1: an id_token we issued to this client (expired is fine), not an access token.
+          const c = await this.p.keys.verify(tenant, hint, { allowExpired: true, audience: client.clientId });
+          if (typeof c.sub !== 'string' || c.iss !== issuer || c.client_id !== undefined) throw new Error('bad');
           hintSub = c.sub;
         } catch {
           throw new RedirectError('invalid_request', 'id_token_hint is not an id_token of this issuer');
@@ -439,7 +440,7 @@ export function authorizeRoutes(r: RouteRegistrar, d: Deps): AuthorizeFlow {
     if (q.id_token_hint) {
       try {
         hintClaims = await d.p().keys.verify(tenant, q.id_token_hint, { allowExpired: true });
-        if (hintClaims.iss !== issuer) throw new Error('iss');
+        if (hintClaims.iss !== issuer || hintClaims.client_id !== undefined) throw new Error('not an id_token of this issuer');
       } catch {
         throw new AppError(400, 'invalid_request', 'id_token_hint is not an id_token of this issuer');
       }

@@ -127,20 +127,43 @@ export function newClientSecret(): string {
 /** OIDC clients of a tenant. Secrets are stored as SHA-256 only and shown once. */
 export class ClientRepo {
   readonly #get;
+  /**
+   * Parsed rows for a short while: the token endpoint looks a client up twice per request. Changes
+   * through this repo drop the entry at once; another process's (the CLI's) show within CACHE_MS.
+   */
+  readonly #cache = new Map<string, { row: ClientRow | undefined; client: OidcClient | undefined; at: number }>();
+  static readonly CACHE_MS = 2000;
 
   constructor(private readonly db: DB) {
     this.#get = db.prepare('SELECT * FROM oidc_clients WHERE tenant_id = ? AND client_id = ?');
   }
 
-  get(tenant: Tenant, clientId: string): OidcClient | undefined {
+  #lookup(tenant: Tenant, clientId: string): { row: ClientRow | undefined; client: OidcClient | undefined } {
+    const key = `${tenant.id}\u0000${clientId}`;
+    const now = Date.now();
+    const hit = this.#cache.get(key);
+    if (hit && now - hit.at < ClientRepo.CACHE_MS) return hit;
     if (clientId === CONSOLE_CLIENT_ID) this.ensureBuiltin(tenant);
-    const r = this.#get.get(tenant.id, clientId) as ClientRow | undefined;
-    return r && toClient(r);
+    const row = this.#get.get(tenant.id, clientId) as ClientRow | undefined;
+    const entry = { row, client: row && toClient(row), at: now };
+    if (this.#cache.size > 10_000) this.#cache.clear();
+    this.#cache.set(key, entry);
+    return entry;
+  }
+
+  #forget(tenant: Tenant, clientId: string): void {
+    this.#cache.delete(`${tenant.id}\u0000${clientId}`);
+  }
+
+  get(tenant: Tenant, clientId: string): OidcClient | undefined {
+    const c = this.#lookup(tenant, clientId).client;
+    // A copy: callers must not be able to change the cached record.
+    return c && { ...c };
   }
 
   /** The secret check in constant time; false for clients without a secret. */
   checkSecret(tenant: Tenant, clientId: string, secret: string): boolean {
-    const r = this.#get.get(tenant.id, clientId) as ClientRow | undefined;
+    const r = this.#lookup(tenant, clientId).row;
     const h = sha256Hex(secret);
     return safeEqual(r?.secret_hash ?? '0'.repeat(64), h) && !!r?.secret_hash;
   }
@@ -153,6 +176,7 @@ export class ClientRepo {
   /** Insert or update; a new client with a secret-based auth method gets a secret, returned once. */
   upsert(tenant: Tenant, c: ClientInput): { client: OidcClient; created: boolean; secret?: string } {
     validateClient(c);
+    this.#forget(tenant, c.client_id);
     if (c.client_id === CONSOLE_CLIENT_ID) throw new InputError(`${CONSOLE_CLIENT_ID} is built in and cannot be changed`, 'invalid_client_metadata');
     const now = new Date().toISOString();
     const existing = this.#get.get(tenant.id, c.client_id) as ClientRow | undefined;
@@ -186,12 +210,14 @@ export class ClientRepo {
       throw new InputError(`client ${clientId} authenticates with ${c.authMethod}; a secret applies to client_secret_basic or client_secret_post`, 'invalid_client_metadata');
     }
     const secret = newClientSecret();
+    this.#forget(tenant, clientId);
     this.db.prepare('UPDATE oidc_clients SET secret_hash = ?, updated_at = ? WHERE tenant_id = ? AND client_id = ?').run(sha256Hex(secret), new Date().toISOString(), tenant.id, clientId);
     return secret;
   }
 
   remove(tenant: Tenant, clientId: string): void {
     if (clientId === CONSOLE_CLIENT_ID) throw new InputError(`${CONSOLE_CLIENT_ID} is built in and cannot be removed`);
+    this.#forget(tenant, clientId);
     const n = this.db.prepare('DELETE FROM oidc_clients WHERE tenant_id = ? AND client_id = ?').run(tenant.id, clientId).changes;
     if (!n) throw new NotFoundError(`no OIDC client ${clientId}`);
   }

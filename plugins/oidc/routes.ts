@@ -49,7 +49,7 @@ export function discovery(issuer: string, p: OidcProvider, allowPlain: boolean):
     introspection_endpoint_auth_methods_supported: AUTH_METHODS.filter((m) => m !== 'none'),
     code_challenge_methods_supported: allowPlain ? ['plain', 'S256'] : ['S256'],
     prompt_values_supported: ['none', 'login', 'consent', 'select_account'],
-    claims_supported: ['sub', 'iss', 'aud', 'exp', 'iat', 'auth_time', 'nonce', 'acr', 'amr', 'azp', 'at_hash', 'c_hash', 'sid', 'name', 'preferred_username', 'email', 'email_verified', 'roles', 'tenant'],
+    claims_supported: ['sub', 'iss', 'aud', 'exp', 'iat', 'auth_time', 'nonce', 'amr', 'azp', 'at_hash', 'c_hash', 'sid', 'name', 'preferred_username', 'email', 'email_verified', 'roles', 'tenant'],
     claims_parameter_supported: false,
     authorization_response_iss_parameter_supported: true,
     backchannel_logout_supported: false,
