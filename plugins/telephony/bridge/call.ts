@@ -2,6 +2,7 @@
  * One outbound AI call: dial the trunks in order, bridge RTP to the voice engine once answered,
  * keep the transcript, and end with exactly one outcome (CONTROL-API.md `ended`).
  */
+import type { Socket } from 'node:dgram';
 import type { SipUserAgent, OutboundCall } from './sip/ua.ts';
 import { buildOffer, parseAnswer, SdpError } from './media/sdp.ts';
 import { MediaSession, type PortPool } from './media/session.ts';
@@ -65,6 +66,8 @@ export class Call {
   readonly startedAt = new Date();
   trunkId: string | null = null;
   private leg: OutboundCall | null = null;
+  /** RTP socket, opened before the offer; handed to the MediaSession on answer. */
+  private socket: Socket | null = null;
   private media: MediaSession | null = null;
   private engine: VoiceEngine | null = null;
   private engineReady: Promise<void> | null = null;
@@ -85,6 +88,8 @@ export class Call {
   private tokensTotal = 0;
   private tokensPrompt = 0;
   private lastEngineAudioAt = 0;
+  /** False after turnComplete: the next transcript fragment starts a new turn. */
+  private turnOpen = false;
   private readonly decimator = new Decimator24to8();
   private lastInSample = 0;
   private loadedTrunk: string | null = null;
@@ -113,7 +118,7 @@ export class Call {
         this.hangup('failed', err.message);
       },
     );
-    let socket;
+    let socket: Socket;
     try {
       socket = await this.deps.ports.open();
     } catch (err) {
@@ -128,8 +133,6 @@ export class Call {
     this.ringTimer = setTimeout(() => this.onRingTimeout(), this.req.ringTimeoutSec * 1000);
     this.tryTrunk(0, 'no trunk could be tried');
   }
-  private socket: import('node:dgram').Socket | null = null;
-
   private tryTrunk(index: number, lastError: string): void {
     if (this.ended) return;
     const ids = this.req.trunkIds;
@@ -286,7 +289,6 @@ export class Call {
     });
   }
 
-  private turnOpen = false;
   private addTranscript(speaker: Turn['speaker'], text: string): void {
     const last = this.turns[this.turns.length - 1];
     if (last && last.speaker === speaker && this.turnOpen) {

@@ -111,6 +111,8 @@ export class MediaSession {
   private readonly dtmf = new DtmfReceiver();
   private remoteSsrc: number | null = null;
   private talking = false;
+  /** The grid was moved for the first AI audio: that one interval is not a jitter sample. */
+  private rephased = false;
   private running = false;
   private readonly silence: Uint8Array;
   packetsSent = 0;
@@ -155,8 +157,6 @@ export class MediaSession {
       }
     }
   }
-  private rephased = false;
-
   /** Barge-in: drop everything not yet sent. */
   flush(): void {
     this.queue = [];
