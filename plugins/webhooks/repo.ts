@@ -85,6 +85,14 @@ export class WebhookRepo {
     return this.q('SELECT * FROM webhook_subscriptions WHERE id = ?').get(id) as SubscriptionRow | undefined;
   }
 
+  /** The delivery and what sending it needs of its subscription, in one read. */
+  deliveryForSend(id: string): (DeliveryRow & { url: string; active: number; secret_sealed: string }) | undefined {
+    return this
+      .q(`SELECT d.*, s.url, s.active, s.secret_sealed FROM webhook_deliveries d
+          JOIN webhook_subscriptions s ON s.id = d.subscription_id WHERE d.id = ?`)
+      .get(id) as (DeliveryRow & { url: string; active: number; secret_sealed: string }) | undefined;
+  }
+
   delivery(id: string): DeliveryRow | undefined {
     return this.q('SELECT * FROM webhook_deliveries WHERE id = ?').get(id) as DeliveryRow | undefined;
   }
@@ -120,13 +128,21 @@ export class WebhookRepo {
     this.q("UPDATE webhook_deliveries SET state = 'pending', job_id = ?, next_try_at = ?, finished_at = NULL WHERE id = ?").run(jobId, nextTry, id);
   }
 
-  recordAttempt(a: AttemptRow): void {
+  /**
+   * One attempt's outcome: the delivery row first (only while it is still pending; false when it
+   * was removed or finished meanwhile, and then nothing is written), then the attempt log row.
+   * `final` also ends the delivery in the same statement.
+   */
+  recordAttempt(a: AttemptRow, final?: { state: 'delivered' | 'failed'; at: string }): boolean {
+    const changed = this
+      .q(`UPDATE webhook_deliveries SET attempts = attempts + 1, last_status = ?, last_error = ?, next_try_at = ?,
+            state = COALESCE(?, state), finished_at = COALESCE(?, finished_at) WHERE id = ? AND state = 'pending'`)
+      .run(a.status, a.error, a.next_try_at, final?.state ?? null, final?.at ?? null, a.delivery_id).changes;
+    if (!changed) return false;
     this
       .q('INSERT INTO webhook_attempts (delivery_id, attempt, started_at, duration_ms, status, error, next_try_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
       .run(a.delivery_id, a.attempt, a.started_at, a.duration_ms, a.status, a.error, a.next_try_at);
-    this
-      .q('UPDATE webhook_deliveries SET attempts = attempts + 1, last_status = ?, last_error = ?, next_try_at = ? WHERE id = ?')
-      .run(a.status, a.error, a.next_try_at, a.delivery_id);
+    return true;
   }
 
   finishDelivery(id: string, state: 'delivered' | 'failed' | 'skipped', at: string, error?: string): void {
@@ -142,8 +158,10 @@ export class WebhookRepo {
       .run(at, reason, subscriptionId);
   }
 
-  succeeded(subscriptionId: string, at: string): void {
-    this.q('UPDATE webhook_subscriptions SET failures = 0, last_fired_at = ? WHERE id = ?').run(at, subscriptionId);
+  /** A success: tally reset, lastFiredUtc set. Returns whether the subscription is (still) active. */
+  succeeded(subscriptionId: string, at: string): boolean {
+    const r = this.q('UPDATE webhook_subscriptions SET failures = 0, last_fired_at = ? WHERE id = ? RETURNING active').get(at, subscriptionId) as { active: number } | undefined;
+    return r?.active === 1;
   }
 
   /**

@@ -84,7 +84,7 @@ export class WebhookService {
     this.#secrets.clear();
   }
 
-  private secretOf(sub: SubscriptionRow): string {
+  private secretOf(sub: Pick<SubscriptionRow, 'id' | 'secret_sealed'>): string {
     const hit = this.#secrets.get(sub.id);
     if (hit && hit.sealed === sub.secret_sealed) return hit.secret;
     const secret = this.d.keys.openString(sub.secret_sealed, sealAad(sub.id));
@@ -248,25 +248,28 @@ export class WebhookService {
       this.d.repo.insertDelivery({
         id: crypto.randomUUID(), tenant_id: ev.tenantId, subscription_id: s.id, event_id: ev.id, event: ev.name, payload, created_at: now,
       });
-      this.admit(s.id);
+      this.admit(s.id, s);
     }
   }
 
-  /** Moves queued deliveries of an active subscription into the job queue, up to its bound. Call inside a transaction. */
-  admit(subscriptionId: string): void {
-    const n = this.d.config.perSubscriptionConcurrency;
+  /**
+   * Moves queued deliveries of an active subscription into the job queue, up to its bound. Call
+   * inside a transaction. `known` skips re-reading a subscription the caller just read;
+   * `slots` skips counting when the caller knows how many slots it freed (a finished delivery).
+   */
+  admit(subscriptionId: string, known?: Pick<SubscriptionRow, 'tenant_id' | 'active'>, slots?: number): void {
+    const n = slots ?? this.d.config.perSubscriptionConcurrency;
     const queued = this.d.repo.oldestQueued(subscriptionId, n);
     if (!queued.length) return;
-    const sub = this.d.repo.subscriptionById(subscriptionId);
+    const sub = known ?? this.d.repo.subscriptionById(subscriptionId);
     if (!sub || sub.active !== 1) return;
-    const free = n - this.d.repo.admittedCount(subscriptionId);
+    const free = slots ?? n - this.d.repo.admittedCount(subscriptionId);
     if (free <= 0) return;
-    const now = this.d.clock.now();
+    const now = iso(this.d.clock.now());
     for (const q of queued.slice(0, free)) {
-      const jobId = this.d.jobs.enqueue(QUEUE, { deliveryId: q.id }, {
-        tenantId: sub.tenant_id, maxAttempts: MAX_ATTEMPTS, dedupeKey: `${q.id}:${crypto.randomBytes(4).toString('hex')}`,
-      });
-      this.d.repo.markPending(q.id, jobId, iso(now));
+      // No dedupe key: admission and the row's move to `pending` commit together, so a row is admitted once.
+      const jobId = this.d.jobs.enqueue(QUEUE, { deliveryId: q.id }, { tenantId: sub.tenant_id, maxAttempts: MAX_ATTEMPTS });
+      this.d.repo.markPending(q.id, jobId, now);
     }
   }
 
@@ -298,63 +301,60 @@ export class WebhookService {
   async runJob(job: RunningJob<{ deliveryId: string }>): Promise<void> {
     const repo = this.d.repo;
     const clock = this.d.clock;
-    const d = repo.delivery(job.data.deliveryId);
+    const d = repo.deliveryForSend(job.data.deliveryId);
     // Already finished (a re-run after a crash between our commit and the queue's) or removed.
     if (!d || d.state !== 'pending') return;
-    const sub = repo.subscriptionById(d.subscription_id);
-    const tenant = sub && this.tenantById(d.tenant_id);
-    if (!sub || !tenant || sub.active !== 1) {
+    const tenant = this.tenantById(d.tenant_id);
+    if (!tenant || d.active !== 1) {
       repo.finishDelivery(d.id, 'skipped', iso(clock.now()), 'subscription paused or removed');
       return;
     }
-    const secret = this.secretOf(sub);
+    const subId = d.subscription_id;
+    const secret = this.secretOf({ id: subId, secret_sealed: d.secret_sealed });
     // A crash during the 4th attempt makes the queue count a 5th; the header stays within the spec's 1..4.
     const attempt = Math.min(job.attempt, MAX_ATTEMPTS);
     const startedAt = clock.now();
     const r = await send(
-      { url: sub.url, body: d.payload, event: d.event, deliveryId: d.id, attempt, secret, timestampSec: Math.floor(startedAt / 1000) },
+      { url: d.url, body: d.payload, event: d.event, deliveryId: d.id, attempt, secret, timestampSec: Math.floor(startedAt / 1000) },
       { policy: this.policyFor(tenant), timeoutMs: this.d.config.timeoutMs, maxResponseBytes: this.d.config.maxResponseBytes, signal: job.signal, resolve: this.#resolve, agents: this.#agents },
     );
     const now = clock.now();
     const ok = r.status !== null && r.status >= 200 && r.status < 300;
     const base = { delivery_id: d.id, attempt, started_at: iso(startedAt), duration_ms: r.durationMs, status: r.status };
-    // The subscription may have been removed while the request was out: then there is nothing to record.
-    const tx = (fn: () => void): void => repo.db.transaction(() => { if (repo.delivery(d.id)) fn(); }).immediate();
+    const tx = (fn: () => void): void => repo.db.transaction(fn).immediate();
+    const done = { at: iso(now) };
 
     if (ok) {
       tx(() => {
-        repo.recordAttempt({ ...base, error: null, next_try_at: null });
-        repo.finishDelivery(d.id, 'delivered', iso(now));
-        repo.succeeded(sub.id, iso(now));
-        this.admit(sub.id);
+        // recordAttempt is false when the subscription was removed while the request was out.
+        if (!repo.recordAttempt({ ...base, error: null, next_try_at: null }, { state: 'delivered', ...done })) return;
+        if (repo.succeeded(subId, done.at)) this.admit(subId, { tenant_id: d.tenant_id, active: 1 }, 1);
       });
       return;
     }
     if (job.signal.aborted) {
       // Shutdown, not the receiver's fault: no tally, run again at the next start.
-      tx(() => repo.recordAttempt({ ...base, error: r.error ?? 'interrupted', next_try_at: iso(now) }));
+      tx(() => { repo.recordAttempt({ ...base, error: r.error ?? 'interrupted', next_try_at: done.at }); });
       throw new RetryAt(now, 'interrupted by shutdown');
     }
     const error = describeFailure(r);
     if (r.status === 410) {
       // 410 Gone: the receiver says the endpoint is gone for good; stop at once (issue 5 §2).
       tx(() => {
-        repo.recordAttempt({ ...base, error, next_try_at: null });
-        repo.finishDelivery(d.id, 'failed', iso(now));
-        repo.disable(sub.id);
-        repo.skipQueued(sub.id, iso(now), 'subscription disabled by 410 Gone');
+        if (!repo.recordAttempt({ ...base, error, next_try_at: null }, { state: 'failed', ...done })) return;
+        repo.disable(subId);
+        repo.skipQueued(subId, done.at, 'subscription disabled by 410 Gone');
       });
-      this.d.log.warn({ subscription: sub.id, tenant: tenant.host }, 'webhook receiver answered 410 Gone: subscription disabled');
+      this.d.log.warn({ subscription: subId, tenant: tenant.host }, 'webhook receiver answered 410 Gone: subscription disabled');
       throw new PermanentFailure(error);
     }
     if (r.refused || job.attempt >= job.maxAttempts) {
       tx(() => {
-        repo.recordAttempt({ ...base, error, next_try_at: null });
-        repo.finishDelivery(d.id, 'failed', iso(now));
-        if (repo.failed(sub.id, AUTO_PAUSE_AFTER)) {
-          repo.skipQueued(sub.id, iso(now), `subscription paused after ${AUTO_PAUSE_AFTER} consecutive failed deliveries`);
-          this.d.log.warn({ subscription: sub.id, tenant: tenant.host }, 'webhook subscription paused after consecutive failures');
-        } else this.admit(sub.id);
+        if (!repo.recordAttempt({ ...base, error, next_try_at: null }, { state: 'failed', ...done })) return;
+        if (repo.failed(subId, AUTO_PAUSE_AFTER)) {
+          repo.skipQueued(subId, done.at, `subscription paused after ${AUTO_PAUSE_AFTER} consecutive failed deliveries`);
+          this.d.log.warn({ subscription: subId, tenant: tenant.host }, 'webhook subscription paused after consecutive failures');
+        } else this.admit(subId, undefined, 1);
       });
       throw new PermanentFailure(error);
     }
@@ -365,7 +365,7 @@ export class WebhookService {
       if (ra !== undefined) delay = Math.min(ra, this.d.config.maxRetryAfterSec * 1000);
     }
     const at = now + delay;
-    tx(() => repo.recordAttempt({ ...base, error, next_try_at: iso(at) }));
+    tx(() => { repo.recordAttempt({ ...base, error, next_try_at: iso(at) }); });
     throw new RetryAt(at, error);
   }
 }

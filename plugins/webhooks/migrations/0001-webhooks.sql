@@ -30,7 +30,7 @@ CREATE TABLE webhook_deliveries (
   finished_at      TEXT,
   job_id           INTEGER
 ) STRICT;
-CREATE INDEX webhook_deliveries_sub ON webhook_deliveries(subscription_id, state, created_at);
+CREATE INDEX webhook_deliveries_sub ON webhook_deliveries(subscription_id, state, created_at, id);
 -- The sweep and the health check look only at unfinished deliveries.
 CREATE INDEX webhook_deliveries_open ON webhook_deliveries(state, subscription_id) WHERE state IN ('queued', 'pending');
 CREATE INDEX webhook_deliveries_tenant ON webhook_deliveries(tenant_id, subscription_id, created_at DESC);
