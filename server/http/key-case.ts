@@ -8,9 +8,13 @@ export function camelizeKeys(value: unknown): unknown {
   if (value === null || typeof value !== 'object') return value;
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
+    // JSON.parse makes "__proto__" an own key; assigning it would set `out`'s prototype and let
+    // its fields pass schema validation as if sent (a strict schema sees no unknown key). Dropped.
+    if (k === '__proto__') continue;
     const key = /^[A-Z][a-z]/.test(k) ? k[0]!.toLowerCase() + k.slice(1) : k;
-    // An explicit camelCase key wins over its PascalCase twin if both are sent.
-    if (key in out && key !== k) continue;
+    // An explicit camelCase key wins over its PascalCase twin if both are sent (own keys only:
+    // `ToString` is an ordinary key, not Object.prototype.toString).
+    if (Object.hasOwn(out, key) && key !== k) continue;
     out[key] = camelizeKeys(v);
   }
   return out;
