@@ -52,7 +52,7 @@ export default definePlugin(() => {
       jobs = ctx.jobs;
       clock = ctx.clock;
       ctx.provide('lotl', service);
-      lotlRoutes(r, () => service!, () => cfg!, nextRefreshAt);
+      lotlRoutes(r, () => service!, () => cfg!, nextRefreshAt, ctx.audit);
     },
     start(ctx) {
       // Fail the start (with its reason) when the pinned signer set cannot be read.
@@ -65,7 +65,7 @@ export default definePlugin(() => {
         leaseMs: ctx.config.refreshBudgetMs + 60_000,
         run: async (job) => {
           try {
-            const r = await service!.refresh(job.signal);
+            const r = await service!.refresh(job.signal, { scheduled: true });
             ctx.log.info({ accepted: r.accepted, rejected: r.rejected, anchors: r.anchor_count }, 'scheduled trusted-list refresh');
           } finally {
             repo!.setState('refresh_job', '');

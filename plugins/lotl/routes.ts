@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { policy } from '../../server/auth.ts';
 import { InputError, NotFoundError } from '../../server/errors.ts';
 import { reply, type RouteRegistrar } from '../../server/http/route.ts';
+import type { AuditWriter } from '../../server/plugin.ts';
 import { anchorItem, anchorQuery, anchorsQuery, manifest, runReport, type LotlConfig } from './schemas.ts';
 import { isoCountry, type Candidate, type LotlService } from './service.ts';
 import { readTar, TarError } from './tar.ts';
@@ -12,7 +13,7 @@ const TAR_TYPES = ['application/x-tar', 'application/tar', 'application/gzip', '
 export const IMPORT_BUCKET = 'lotl-import';
 export const REFRESH_BUCKET = 'lotl-refresh';
 
-export function lotlRoutes(r: RouteRegistrar, svc: () => LotlService, cfg: () => LotlConfig, nextRefreshAt: () => string | null): void {
+export function lotlRoutes(r: RouteRegistrar, svc: () => LotlService, cfg: () => LotlConfig, nextRefreshAt: () => string | null, audit: AuditWriter): void {
   r.add({
     method: 'GET',
     path: '/lotl.ashx?status',
@@ -69,6 +70,7 @@ export function lotlRoutes(r: RouteRegistrar, svc: () => LotlService, cfg: () =>
     handler: async (req) => {
       const report = await svc().refresh();
       req.log.info({ by: req.principal?.subject, accepted: report.accepted, rejected: report.rejected }, 'trusted-list refresh');
+      audit.write(req.tenant, { event: 'lotl.refresh', user: req.principal?.userName, ip: req.ip, ua: req.ua, extra: { accepted: report.accepted, rejected: report.rejected, anchors: report.anchor_count } });
       return report;
     },
   });
@@ -109,6 +111,7 @@ export function lotlRoutes(r: RouteRegistrar, svc: () => LotlService, cfg: () =>
       }
       const report = await svc().import(files);
       req.log.info({ by: req.principal?.subject, files: files.length, accepted: report.accepted, rejected: report.rejected }, 'trusted-list import');
+      audit.write(req.tenant, { event: 'lotl.import', user: req.principal?.userName, ip: req.ip, ua: req.ua, extra: { files: files.length, accepted: report.accepted, rejected: report.rejected, anchors: report.anchor_count } });
       return report;
     },
   });

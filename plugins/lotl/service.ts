@@ -92,7 +92,7 @@ export class LotlService {
    * Fetches the LOTL and every XML list it points to, within `refreshBudgetMs` in total. A list
    * that cannot be fetched is reported as failed and its stored copy stays as it was.
    */
-  refresh(outer?: AbortSignal): Promise<RunReport> {
+  refresh(outer?: AbortSignal, o: { scheduled?: boolean } = {}): Promise<RunReport> {
     return this.#serial(async () => {
       const started = this.clock.now();
       const budget = deadline(this.cfg.refreshBudgetMs, outer ? [outer] : []);
@@ -102,7 +102,7 @@ export class LotlService {
       } finally {
         budget.done();
       }
-      return this.#finish('refresh', started, outcomes);
+      return this.#finish('refresh', started, outcomes, o.scheduled);
     });
   }
 
@@ -337,10 +337,13 @@ export class LotlService {
     if (o.territory) this.repo.recordResult(this.#resultRow(o, source, tsl));
   }
 
-  #finish(kind: 'import' | 'refresh', started: number, lists: ListOutcome[]): RunReport {
+  #finish(kind: 'import' | 'refresh', started: number, lists: ListOutcome[], scheduled = false): RunReport {
     const finished = this.clock.now();
     this.repo.setState('last_run_at', new Date(finished).toISOString());
-    this.repo.setState('last_run_kind', kind);
+    this.repo.setState('last_run_kind', scheduled ? 'scheduled refresh' : kind);
+    // An operator asked for trusted lists (import or refresh by hand): from now on, zero anchors
+    // is degraded. A scheduled refresh alone does not arm this (see health()).
+    if (!scheduled) this.repo.setState('operator_run', new Date(finished).toISOString());
     const inService = this.inServiceTerritories();
     const r: RunReport = {
       kind,
@@ -435,11 +438,17 @@ export class LotlService {
     const covered = this.inServiceTerritories();
     const anchors = this.repo.distinctAnchorCount(covered);
     const expired = this.repo.lists().filter((l) => this.#isStale(l.next_update) && l.next_update !== null).map((l) => l.territory);
-    const ran = this.repo.getState('last_run_at') !== undefined;
-    const detail = { anchor_count: anchors, countries_covered: covered.length, expired };
-    if (anchors === 0 && (ran || this.cfg.degradedWhenEmpty === 'always')) return { status: 'degraded', reason: 'no trust anchors: import or refresh the trusted lists', detail };
+    // Zero anchors is degraded once trusted lists were expected: a list was ever stored, or an
+    // operator imported or refreshed. A new appliance that only had a scheduled refresh fail
+    // (offline, air-gapped before its first import) stays ok with the reason spelled out, so a
+    // fresh install's /readyz reads `ready`; `degradedWhenEmpty: always` drops that grace.
+    const expected = this.repo.getState('operator_run') !== undefined || this.repo.lists().length > 0;
+    const lastRun = this.repo.getState('last_run_at');
+    const detail = { anchor_count: anchors, countries_covered: covered.length, expired, last_run_at: lastRun ?? null };
+    if (anchors === 0 && (expected || this.cfg.degradedWhenEmpty === 'always')) return { status: 'degraded', reason: 'no trust anchors: import or refresh the trusted lists', detail };
     if (expired.length) return { status: 'degraded', reason: `trusted lists past their NextUpdate: ${expired.join(', ')}`, detail };
-    return { status: 'ok', ...(ran ? {} : { reason: 'no trusted lists loaded yet' }), detail };
+    if (anchors === 0) return { status: 'ok', reason: lastRun ? 'no trusted lists loaded yet (the scheduled refresh found none)' : 'no trusted lists loaded yet', detail };
+    return { status: 'ok', detail };
   }
 }
 
