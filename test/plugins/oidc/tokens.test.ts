@@ -145,6 +145,10 @@ describe('token endpoint and bearer', () => {
     const log = await (await s.fetch('/api.ashx/v1/auditlog', { host: A, key: s.adminKey })).text();
     expect(log).toContain('"introspect"');
     expect(log).toContain('"revoke"');
+    // Neither the server log nor the audit log carries tokens or secrets.
+    expect(s.logs.text()).not.toContain(at);
+    expect(s.logs.text()).not.toContain(secret);
+    expect(log).not.toContain(at);
   });
 });
 
