@@ -153,7 +153,20 @@ export class BridgeLink {
       }
       this.log.info({ bridge: line.slice(0, 500) }, 'bridge output');
     });
-    readline.createInterface({ input: child.stderr! }).on('line', (line) => this.log.warn({ bridge: line.slice(0, 500) }, 'bridge stderr'));
+    // The bridge logs JSON lines ({level, msg, ...fields}) to stderr: keep their level.
+    readline.createInterface({ input: child.stderr! }).on('line', (line) => {
+      let rec: Record<string, unknown> | undefined;
+      try {
+        const v = JSON.parse(line) as unknown;
+        if (v && typeof v === 'object' && !Array.isArray(v)) rec = v as Record<string, unknown>;
+      } catch {
+        rec = undefined;
+      }
+      if (!rec) return this.log.warn({ bridge: line.slice(0, 500) }, 'bridge stderr');
+      const { level, msg, time: _t, name: _n, ...fields } = rec;
+      const lv = level === 'error' || level === 'warn' || level === 'debug' ? level : 'info';
+      this.log[lv]({ bridge: fields }, `bridge: ${String(msg ?? '').slice(0, 300)}`);
+    });
     child.on('exit', (code, signal) => {
       clearTimeout(readyTimer);
       if (this.#child !== child) return;

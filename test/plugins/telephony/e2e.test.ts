@@ -86,6 +86,9 @@ describe('outbound AI call end to end (real bridge, SIPp, Gemini Live fake)', ()
     expect(eventsOf(s, id)[0]!.data.answerMs).toBeGreaterThanOrEqual(0);
     expect(engine.sessions.at(-1)!.key).toBe('AIza-e2e-key');
     await until(() => smtp.mails.find((m) => m.to.includes('e2e@example.com')), 10_000, 'outcome mail');
+    // Neither half logs the engine key (the bridge's log lines are folded into ours).
+    expect(s.logs.text()).toContain('"plugin":"telephony"');
+    expect(s.logs.text()).not.toContain('AIza-e2e-key');
   }, 60_000);
 
   it('hangup while it rings: the bridge sends CANCEL, the far end sees it, the call is cancelled', async () => {
