@@ -10,7 +10,7 @@ describe('HTTP conventions', () => {
     expect(await (await s.fetch('/healthz')).json()).toEqual({ status: 'ok' });
     const r = await s.fetch('/readyz');
     expect(r.status).toBe(200);
-    const body = await r.json();
+    const body = await r.json() as { status: string; plugins: Record<string, { state: string }> };
     expect(body.status).toBe('ready');
     expect(body.plugins.audit.state).toBe('started');
   });
@@ -25,7 +25,7 @@ describe('HTTP conventions', () => {
     const r = await s.fetch('/api.ashx/v1/auditlog', { method: 'DELETE', key: s.adminKey });
     expect(r.status).toBe(405);
     expect(r.headers.get('allow')).toBe('GET');
-    expect((await r.json()).error).toBe('method_not_allowed');
+    expect(((await r.json()) as { error: string }).error).toBe('method_not_allowed');
   });
 
   it('v1 responses carry Cache-Control: no-store', async () => {
