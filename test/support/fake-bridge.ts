@@ -21,6 +21,8 @@ export class FakeBridge {
   hangups: string[] = [];
   /** Answer POST /calls with this status and body instead of 202 (e.g. 503 no_capacity). */
   placeOverride: { status: number; body: unknown } | undefined;
+  /** Delay before answering POST /calls (a slow bridge: hangups that race the dial). */
+  placeDelayMs = 0;
   /** After a hangup, report `ended` with outcome cancelled, as a real bridge does after BYE. */
   endOnHangup = true;
   #seq = 0;
@@ -123,6 +125,7 @@ export class FakeBridge {
       return send(200, { calls: [...this.calls.values()].map(({ place: _p, ...c }) => c) });
     }
     if (req.method === 'POST' && url.pathname === '/calls') {
+      if (this.placeDelayMs) await new Promise((r) => setTimeout(r, this.placeDelayMs));
       if (this.placeOverride) return send(this.placeOverride.status, this.placeOverride.body);
       const callId = String(body.callId ?? '');
       if (!callId || !Array.isArray(body.trunkIds)) return send(400, { error: 'invalid_request', error_description: 'callId and trunkIds required' });

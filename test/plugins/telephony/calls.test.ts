@@ -249,6 +249,21 @@ describe('hangup', () => {
       fake.placeOverride = undefined;
     }
   });
+  it('dispatching (the bridge still taking it) → cancelled; the bridge is told as soon as it has the call', async () => {
+    fake.placeDelayMs = 400;
+    try {
+      const pending = post(call({ email: undefined }));
+      const row = await until(() => s.appliance.core.db.prepare("SELECT call_id FROM tel_calls WHERE status = 'dispatching'").get() as { call_id: string } | undefined, 3000, 'dispatching');
+      const h = await hangup(row.call_id);
+      expect(h.body).toMatchObject({ ok: true, callId: row.call_id, newStatus: 'cancelled' });
+      expect((await pending).body.callId).toBe(row.call_id);
+      await until(() => fake.hangups.includes(row.call_id), 3000, 'hangup sent after accept');
+      const rec = await until(async () => { const b = (await get(row.call_id)).body; return b.endedAtUtc ? b : null; }, 3000, 'ended');
+      expect(rec).toMatchObject({ status: 'cancelled', endedReason: 'cancelled' });
+    } finally {
+      fake.placeDelayMs = 0;
+    }
+  });
   it('already ended → {ok:true, wasNoop:true}; unknown → 404 not_found', async () => {
     const id = (await post(call({ email: undefined }))).body.callId as string;
     await fake.emit(FakeBridge.ended(id, 'finished'));
