@@ -223,7 +223,9 @@ function matchSegments(pattern: string[], actual: string[]): Record<string, stri
 export function queryObject(sp: URLSearchParams): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
   for (const [k, v] of sp) {
-    const prev = out[k];
+    // `?__proto__=` would set the object's prototype, and `constructor` read an inherited member.
+    if (k === '__proto__') continue;
+    const prev = Object.hasOwn(out, k) ? out[k] : undefined;
     if (prev === undefined) out[k] = v;
     else out[k] = Array.isArray(prev) ? [...prev, v] : [prev, v];
   }

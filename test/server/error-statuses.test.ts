@@ -2,6 +2,7 @@ import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { brokenPlugin, dependentPlugin, probePlugin, withBuiltins } from './fixtures/test-plugins.ts';
+import { queryObject } from '../../server/http/dispatch.ts';
 
 let s: TestServer;
 beforeAll(async () => { s = await startTestServer({ plugins: await withBuiltins(probePlugin) }); });
@@ -65,6 +66,14 @@ describe('400 bad input', () => {
     // Keys named like Object.prototype members are ordinary (unknown) keys, refused by a strict schema.
     const c = await errorBody(await post('{"name": "x", "count": 1, "ToString": "y"}'), 400, 'invalid_request');
     expect(c.error_description).toMatch(/toString|ToString/);
+  });
+
+  it('query and form keys named like Object.prototype members are ordinary keys', async () => {
+    expect(queryObject(new URLSearchParams('constructor=x&toString=y&a=1&a=2&__proto__=z'))).toEqual({ constructor: 'x', toString: 'y', a: ['1', '2'] });
+    expect(Object.getPrototypeOf(queryObject(new URLSearchParams('__proto__=z&__proto__=w')))).toBe(Object.prototype);
+    const r = await s.fetch('/api.ashx/v1/auditlog?__proto__=x&__proto__=y&constructor=z&limit=3', { key: s.adminKey });
+    expect(r.status).toBe(200);
+    expect(await r.json()).toMatchObject({ limit: 3, offset: 0 });
   });
 
   it('malformed percent-encoding in a path segment', async () => {
