@@ -54,8 +54,9 @@ function t(el: XElement | undefined): string {
 
 function b64der(el: XElement): Buffer {
   const s = textOf(el).replace(/\s+/g, '');
-  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(s)) throw new TslError('malformed X509Certificate');
   const der = Buffer.from(s, 'base64');
+  // Buffer.from skips characters that are not base64; re-encoding shows whether any were there.
+  if (!s || der.toString('base64').replace(/=+$/, '') !== s.replace(/=+$/, '')) throw new TslError('malformed X509Certificate');
   if (der[0] !== 0x30) throw new TslError('X509Certificate is not a DER SEQUENCE');
   return der;
 }

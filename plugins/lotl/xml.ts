@@ -9,6 +9,8 @@
  * the TS 119 612 model need, and fails closed on anything it does not understand.
  */
 
+import { isUtf8 } from 'node:buffer';
+
 export const XMLNS_NS = 'http://www.w3.org/2000/xmlns/';
 export const XML_NS = 'http://www.w3.org/XML/1998/namespace';
 
@@ -108,12 +110,10 @@ function validChar(cp: number): boolean {
 
 /** Decodes bytes as UTF-8 (the only encoding trusted lists use), refusing invalid sequences. */
 export function decodeUtf8(bytes: Uint8Array): string {
-  let text: string;
-  try {
-    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(bytes);
-  } catch {
-    throw new XmlError('not valid UTF-8', 'encoding');
-  }
+  // isUtf8 + toString: the same strictness as a fatal TextDecoder at a fraction of its cost.
+  const buf = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (!isUtf8(buf)) throw new XmlError('not valid UTF-8', 'encoding');
+  const text = buf.toString('utf8');
   const decl = /^<\?xml[^>]*encoding\s*=\s*["']([^"']+)["']/.exec(text);
   if (decl && !/^utf-?8$/i.test(decl[1]!)) throw new XmlError(`unsupported encoding ${decl[1]}`, 'encoding');
   return text;
