@@ -1,3 +1,6 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import tls from 'node:tls';
 import { z } from 'zod';
 import { definePlugin } from '../../server/plugin.ts';
 import { sqlMigrations } from '../../server/store/migrate.ts';
@@ -24,9 +27,13 @@ export default definePlugin(() => {
     events: { [TEST_EVENT]: webhookTestEvent },
     cli: { webhook: webhookCli },
     routes(r, ctx) {
+      // A missing or unreadable CA file stops the start with its path (better than failing every delivery).
+      const ca = ctx.config.caFile
+        ? [...tls.rootCertificates, fs.readFileSync(path.resolve(ctx.paths.dataDir, ctx.config.caFile), 'utf8')]
+        : undefined;
       service = new WebhookService({
         repo: new WebhookRepo(ctx.db), keys: ctx.keys, clock: ctx.clock, events: ctx.events, jobs: ctx.jobs, tenants: ctx.tenants,
-        log: ctx.log, config: ctx.config,
+        log: ctx.log, config: ctx.config, ca,
       });
       ctx.provide('webhooks', service);
       webhookRoutes(r, () => service!, ctx);

@@ -93,18 +93,26 @@ export class AddressRefused extends Error {
 }
 
 /**
- * Resolves a URL's host and picks the first address the policy allows. The sender connects to
- * exactly this address (no second lookup), so DNS rebinding between check and connect is impossible.
+ * Resolves a URL's host and keeps the addresses the policy allows, in resolver order. The sender
+ * connects to exactly these addresses (no second lookup), so DNS rebinding between check and
+ * connect is impossible.
  */
-export async function resolveChecked(url: URL, policy: NetworkPolicy, resolve: Resolver = systemResolver): Promise<{ address: string; family: 4 | 6 }> {
+export async function resolveAllowed(url: URL, policy: NetworkPolicy, resolve: Resolver = systemResolver): Promise<{ address: string; family: 4 | 6 }[]> {
   const host = url.hostname.replace(/^\[|\]$/g, '');
   const addrs = net.isIP(host) ? [{ address: host, family: net.isIP(host) }] : await resolve(host);
   if (!addrs.length) throw new Error(`${host} did not resolve`);
   const reasons: string[] = [];
+  const allowed: { address: string; family: 4 | 6 }[] = [];
   for (const a of addrs) {
     const why = refusal(a.address, policy);
-    if (!why) return normalizeAddress(a.address);
-    reasons.push(why);
+    if (why) reasons.push(why);
+    else allowed.push(normalizeAddress(a.address));
   }
-  throw new AddressRefused(`address refused for ${host}: ${[...new Set(reasons)].join('; ')}`);
+  if (!allowed.length) throw new AddressRefused(`address refused for ${host}: ${[...new Set(reasons)].join('; ')}`);
+  return allowed;
+}
+
+/** The first allowed address (see resolveAllowed). */
+export async function resolveChecked(url: URL, policy: NetworkPolicy, resolve: Resolver = systemResolver): Promise<{ address: string; family: 4 | 6 }> {
+  return (await resolveAllowed(url, policy, resolve))[0]!;
 }

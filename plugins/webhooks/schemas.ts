@@ -32,6 +32,11 @@ export const webhooksConfig = z
     timeoutMs: z.number().int().min(100).max(120_000).default(10_000),
     /** How much of a receiver's response body is read and kept in the delivery log. */
     maxResponseBytes: z.number().int().min(0).max(65_536).default(4096),
+    /**
+     * PEM file (absolute, or relative to the data dir) of extra CAs trusted for https receivers,
+     * e.g. the office's own CA; Node's public roots stay trusted too.
+     */
+    caFile: z.string().min(1).optional(),
     /** Upper bound on a receiver's Retry-After, so one header cannot park a delivery for days. */
     maxRetryAfterSec: z.number().int().min(1).default(3600),
     /** Finished deliveries and their attempt log are kept this many days (0 keeps them). */

@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
 import { BUILD } from '../../server/build-info.ts';
-import { resolveChecked, type NetworkPolicy, type Resolver } from './net-policy.ts';
+import { resolveAllowed, type NetworkPolicy, type Resolver } from './net-policy.ts';
 
 /**
  * One secret, two signatures. The secret is `whsec_` + base64 of 24 random bytes, the Standard
@@ -62,6 +62,8 @@ export interface SendOptions {
    * connection always goes where the policy check said; without them every attempt connects anew.
    */
   agents?: { http: http.Agent; https: https.Agent };
+  /** Trusted CA certificates for https receivers (PEM), replacing Node's defaults when set. */
+  ca?: string[];
 }
 
 export interface SendResult {
@@ -84,24 +86,34 @@ export interface SendResult {
  * is read only up to a small bound; one timeout covers connect, headers and body.
  */
 export async function send(d: DeliveryRequest, o: SendOptions): Promise<SendResult> {
-  const r = await sendOnce(d, o);
-  // A kept-alive connection the receiver closed while idle fails at once with a reset (the
-  // well-known keep-alive race); that is not the receiver's answer, so try once on a new one.
-  if (r.staleSocket && !o.signal?.aborted) return sendOnce(d, { ...o, agents: undefined });
-  return r;
-}
-
-async function sendOnce(d: DeliveryRequest, o: SendOptions): Promise<SendResult & { staleSocket?: boolean }> {
   const started = performance.now();
-  const elapsed = () => Math.round(performance.now() - started);
   const url = new URL(d.url);
-  let target: { address: string; family: 4 | 6 };
+  let targets: { address: string; family: 4 | 6 }[];
   try {
-    target = await resolveChecked(url, o.policy, o.resolve);
+    targets = await resolveAllowed(url, o.policy, o.resolve);
   } catch (e) {
     const err = e as Error;
-    return { status: null, headers: {}, body: '', durationMs: elapsed(), error: err.message, refused: err.name === 'AddressRefused' };
+    return { status: null, headers: {}, body: '', durationMs: Math.round(performance.now() - started), error: err.message, refused: err.name === 'AddressRefused' };
   }
+  let r: SendResult & { staleSocket?: boolean; noConnect?: boolean } = { status: null, headers: {}, body: '', durationMs: 0 };
+  for (const target of targets) {
+    r = await sendOnce(d, url, target, o);
+    // A kept-alive connection the receiver closed while idle fails at once with a reset (the
+    // well-known keep-alive race); that is not the receiver's answer, so try once on a new one.
+    if (r.staleSocket && !o.signal?.aborted) r = await sendOnce(d, url, target, { ...o, agents: undefined });
+    // Nothing listens at this address (say ::1 when the receiver is IPv4 only): the next allowed one.
+    if (!r.noConnect || o.signal?.aborted) break;
+  }
+  return { ...r, durationMs: Math.round(performance.now() - started) };
+}
+
+const NO_CONNECT = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'EAFNOSUPPORT']);
+
+async function sendOnce(
+  d: DeliveryRequest, url: URL, target: { address: string; family: 4 | 6 }, o: SendOptions,
+): Promise<SendResult & { staleSocket?: boolean; noConnect?: boolean }> {
+  const started = performance.now();
+  const elapsed = () => Math.round(performance.now() - started);
   const isHttps = url.protocol === 'https:';
   const port = url.port ? Number(url.port) : isHttps ? 443 : 80;
   const headers = { ...deliveryHeaders(d), Host: url.host, 'Content-Length': String(Buffer.byteLength(d.body)) };
@@ -115,10 +127,11 @@ async function sendOnce(d: DeliveryRequest, o: SendOptions): Promise<SendResult 
     agent: o.agents ? (isHttps ? o.agents.https : o.agents.http) : false,
     // TLS: verify the certificate against the name in the URL, not the address we connect to.
     ...(isHttps && !/^[\d.]+$|:/.test(url.hostname) ? { servername: url.hostname } : {}),
+    ...(isHttps && o.ca ? { ca: o.ca } : {}),
   };
-  return new Promise<SendResult & { staleSocket?: boolean }>((resolve) => {
+  return new Promise<SendResult & { staleSocket?: boolean; noConnect?: boolean }>((resolve) => {
     let done = false;
-    const finish = (r: Omit<SendResult, 'durationMs'> & { staleSocket?: boolean }) => {
+    const finish = (r: Omit<SendResult, 'durationMs'> & { staleSocket?: boolean; noConnect?: boolean }) => {
       if (done) return;
       done = true;
       clearTimeout(timer);
@@ -153,6 +166,7 @@ async function sendOnce(d: DeliveryRequest, o: SendOptions): Promise<SendResult 
     req.on('error', (e: NodeJS.ErrnoException) => finish({
       status: null, headers: {}, body: '', error: e.code ? `${e.code}: ${e.message}` : e.message,
       staleSocket: req.reusedSocket && (e.code === 'ECONNRESET' || e.code === 'EPIPE'),
+      noConnect: NO_CONNECT.has(e.code ?? ''),
     }));
     req.end(d.body);
   });

@@ -37,6 +37,8 @@ export interface WebhookDeps {
   config: WebhooksConfig;
   /** DNS for the address check; tests swap in a fixed table. */
   resolve?: Resolver;
+  /** Trusted CAs for https receivers (Node's roots plus `caFile`), when `caFile` is set. */
+  ca?: string[];
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -316,7 +318,7 @@ export class WebhookService {
     const startedAt = clock.now();
     const r = await send(
       { url: d.url, body: d.payload, event: d.event, deliveryId: d.id, attempt, secret, timestampSec: Math.floor(startedAt / 1000) },
-      { policy: this.policyFor(tenant), timeoutMs: this.d.config.timeoutMs, maxResponseBytes: this.d.config.maxResponseBytes, signal: job.signal, resolve: this.#resolve, agents: this.#agents },
+      { policy: this.policyFor(tenant), timeoutMs: this.d.config.timeoutMs, maxResponseBytes: this.d.config.maxResponseBytes, signal: job.signal, resolve: this.#resolve, agents: this.#agents, ca: this.d.ca },
     );
     const now = clock.now();
     const ok = r.status !== null && r.status >= 200 && r.status < 300;

@@ -1,5 +1,10 @@
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
 import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { verify } from '@octokit/webhooks-methods';
@@ -53,6 +58,38 @@ describe('webhook sender', () => {
       agents.http.destroy();
       agents.https.destroy();
       await new Promise<void>((r) => server.close(() => r()));
+    }
+  });
+
+  it('https: verifies the certificate against the URL name (office CA trusted via ca) while connecting to the checked address', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wh-tls-'));
+    try {
+      execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', path.join(dir, 'k.pem'),
+        '-out', path.join(dir, 'c.pem'), '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost'], { stdio: 'ignore' });
+      const cert = fs.readFileSync(path.join(dir, 'c.pem'), 'utf8');
+      const seen: { host?: string; sni?: string }[] = [];
+      const server = https.createServer({ cert, key: fs.readFileSync(path.join(dir, 'k.pem')) }, (req, res) => {
+        seen.push({ host: req.headers.host, sni: (req.socket as import('node:tls').TLSSocket).servername || undefined });
+        req.resume();
+        req.on('end', () => res.end('ok'));
+      });
+      // IPv4 only: if "localhost" resolves to ::1 first, the sender must move on to 127.0.0.1.
+      await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+      const port = (server.address() as AddressInfo).port;
+      const resolve = async () => [{ address: '::1', family: 6 }, { address: '127.0.0.1', family: 4 }];
+      const d = { url: `https://localhost:${port}/hook`, body: '{}', event: 'e', deliveryId: 'd', attempt: 1, secret: 'whsec_AAAA', timestampSec: 1 };
+      try {
+        const untrusted = await send(d, { policy: loopback, timeoutMs: 3000, maxResponseBytes: 100, resolve });
+        expect(untrusted.status).toBeNull();
+        expect(untrusted.error).toMatch(/certificate/i);
+        const ok = await send(d, { policy: loopback, timeoutMs: 3000, maxResponseBytes: 100, resolve, ca: [cert] });
+        expect(ok.status).toBe(200);
+        expect(seen.at(-1)).toEqual({ host: `localhost:${port}`, sni: 'localhost' });
+      } finally {
+        await new Promise<void>((r) => server.close(() => r()));
+      }
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
     }
   });
 });

@@ -103,5 +103,6 @@ describe('SSRF refusals on the admin surface (default policy, one tenant allowed
 
   it('a bad CIDR in the settings stops the plugin with its path', async () => {
     await expect(startTestServer({ plugins: testPlugins(), overrides: { plugins: { webhooks: { denyCidrs: ['10.0.0.0/99'] } } } })).rejects.toThrow(/plugins\.webhooks\.denyCidrs/);
+    await expect(startTestServer({ plugins: testPlugins(), overrides: { plugins: { webhooks: { caFile: 'no-such-ca.pem' } } } })).rejects.toThrow(/no-such-ca\.pem/);
   });
 });
