@@ -223,6 +223,22 @@ describe('end session', () => {
   });
 });
 
+describe('logout confirmation', () => {
+  it('without id_token_hint a signed-in user confirms on a page (CSRF-protected) before being signed out', async () => {
+    const c = await rp(s, A, 'spa', undefined, oidc.None());
+    const b = new TestBrowser(s, A);
+    await authorizeThrough(b, oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid', code_challenge: 'a'.repeat(43), code_challenge_method: 'S256' }), alice);
+    const r = await b.get('/oauth2/v1/logout');
+    expect(r.status).toBe(200);
+    const html = await r.text();
+    expect(html).toContain('action="/oidc.ashx/logout"');
+    expect((await b.post('/oidc.ashx/logout', { csrf: 'forged', confirm: 'yes' })).status).toBe(403);
+    const done = await b.post('/oidc.ashx/logout', { csrf: hidden(html, 'csrf'), confirm: 'yes', post_logout_redirect_uri: '', state: '', client_id: '' });
+    expect(done.status).toBe(200);
+    expect(b.jar.has('sc_sid')).toBe(false);
+  });
+});
+
 describe('accounts, max_age, key rotation', () => {
   it('prompt=select_account shows the chooser with every signed-in account; max_age=0 asks for the password again', async () => {
     await s.appliance.core.users.add(s.primary, { name: 'bob', role: 'user', password: 'bob password 12' });

@@ -119,6 +119,17 @@ describe('token endpoint and bearer', () => {
     expect(log).not.toContain('wrong password');
   });
 
+  it('per-account sign-in limit: after 5 failures the account answers 429 and login-rate-limited is audited', async () => {
+    const codes: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      codes.push((await tokenForm(s, A, { grant_type: 'password', client_id: 'sovcomms-console', username: 'target', password: `guess ${i} guess` })).status);
+    }
+    expect(codes.slice(0, 5)).toEqual([400, 400, 400, 400, 400]);
+    expect(codes[5]).toBe(429);
+    const log = await (await s.fetch('/api.ashx/v1/auditlog?event=login-rate-limited', { host: A, key: s.adminKey })).text();
+    expect(log).toContain('target');
+  });
+
   it('alg none and a forged signature are refused by the bearer hook', async () => {
     const t = await tokenForm(s, A, { grant_type: 'password', client_id: 'sovcomms-console', username: 'admin', password: s.adminPassword, scope: 'openid' });
     const claims = jose.decodeJwt(String(t.body.access_token));
