@@ -64,6 +64,7 @@ export default definePlugin(() => {
         concurrency: 1,
         leaseMs: ctx.config.refreshBudgetMs + 60_000,
         run: async (job) => {
+          if (!ctx.config.autoRefresh) return; // switched off after this job was queued
           try {
             const r = await service!.refresh(job.signal, { scheduled: true });
             ctx.log.info({ accepted: r.accepted, rejected: r.rejected, anchors: r.anchor_count }, 'scheduled trusted-list refresh');

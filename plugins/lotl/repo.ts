@@ -135,6 +135,13 @@ export class LotlRepo {
       .all(JSON.stringify(ts)) as AnchorRow[];
   }
 
+  anchorsBySha(sha256: string, territories: string[]): AnchorRow[] {
+    return this.db
+      .prepare(`SELECT territory, sha256, tsp_name, service_name, service_type, status, status_since FROM lotl_anchors
+                WHERE sha256 = ? AND territory IN (SELECT value FROM json_each(?)) ORDER BY territory, id`)
+      .all(sha256, JSON.stringify(territories)) as AnchorRow[];
+  }
+
   anchorDers(territories: string[]): Array<{ sha256: string; der: Buffer }> {
     return this.db
       .prepare('SELECT sha256, der FROM lotl_anchors WHERE territory IN (SELECT value FROM json_each(?))')

@@ -393,6 +393,22 @@ export class LotlService {
     return this.#pemCache!.pems.get(sha256.toLowerCase());
   }
 
+  /**
+   * For verifiers (`ctx.use<LotlService>('lotl')`): the anchor with this certificate fingerprint,
+   * if it is in service, with every service it belongs to.
+   */
+  lookup(sha256: string): { pem: string; services: Array<{ country: string; territory: string; tspName: string; serviceName: string; serviceType: string; status: string }> } | undefined {
+    const pem = this.anchorPem(sha256);
+    if (!pem) return undefined;
+    const inService = this.inServiceTerritories();
+    return {
+      pem,
+      services: this.repo.anchorsBySha(sha256.toLowerCase(), inService).map((a) => ({
+        country: isoCountry(a.territory), territory: a.territory, tspName: a.tsp_name, serviceName: a.service_name, serviceType: a.service_type, status: a.status,
+      })),
+    };
+  }
+
   manifest(nextRefreshAt: string | null): Manifest {
     const lists = this.repo.lists();
     const results = new Map(this.repo.results().map((r) => [r.territory, r]));

@@ -76,6 +76,11 @@ describe('pivot LOTLs and sequence numbers (synthetic, signed at run time)', () 
     expect(r.lists[0]).toMatchObject({ territory: 'ZZ', outcome: 'accepted', signature: 'valid', sequence: 5 });
     expect(svc.anchors('ZZ').map((a) => a.sha256)).toEqual([sha256Hex(ca1.der)]);
     expect(svc.anchorPem(sha256Hex(ca1.der))).toBe(pemOf(ca1.der));
+    expect(svc.lookup(sha256Hex(ca1.der))).toEqual({
+      pem: pemOf(ca1.der),
+      services: [{ country: 'ZZ', territory: 'ZZ', tspName: 'TSP one', serviceName: 'CA', serviceType: 'http://uri.etsi.org/TrstSvc/Svctype/CA/QC', status: 'http://uri.etsi.org/TrstSvc/TrustedList/Svcstatus/granted' }],
+    });
+    expect(svc.lookup(sha256Hex(ca2.der))).toBeUndefined();
   });
 
   it('a validly signed older sequence is refused; the stored list and anchors stay', async () => {
