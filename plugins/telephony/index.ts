@@ -116,7 +116,7 @@ export default definePlugin(() => {
           void reconcile(ctx, instance);
         }
       };
-      svc = { admin, calls, transcripts, bridge, repo, mailer, instanceSeen };
+      svc = { admin, calls, transcripts, bridge, repo, mailer, instanceSeen, audit: ctx.audit };
       ctx.auth.registerVerifier(BRIDGE_VERIFIER, async ({ headers, tenant }) => {
         const h = headers.authorization;
         const m = /^Bearer\s+(\S+)\s*$/i.exec(Array.isArray(h) ? h[0] ?? '' : h ?? '');

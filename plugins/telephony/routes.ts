@@ -4,6 +4,8 @@ import { envelope, envelopeSchema, pageOf, pageQuery } from '../../server/http/e
 import { pascalizeKeys } from '../../server/http/key-case.ts';
 import { reply, type RouteRegistrar } from '../../server/http/route.ts';
 import { InputError } from '../../server/errors.ts';
+import type { AuditWriter } from '../../server/plugin.ts';
+import type { RouteRequest } from '../../server/http/route.ts';
 import { numberView, trunkView, type TelephonyAdmin } from './admin.ts';
 import type { BridgeLink } from './bridge-link.ts';
 import { toRecord, type CallService } from './calls.ts';
@@ -15,8 +17,16 @@ export interface Services {
   calls: CallService;
   transcripts: TranscriptStore;
   bridge: BridgeLink;
+  /** ctx.audit: who changed trunks, settings, numbers or the whitelist, and who hung up a call. */
+  audit: AuditWriter;
   /** Told the X-Bridge-Instance of every callback (a new one means the bridge restarted). */
   instanceSeen?(instance: string): void;
+}
+
+/** One audit entry for an admin change (never a secret in `extra`: the audit writer drops those keys anyway). */
+function audited<T>(svc: () => Services, req: RouteRequest, event: string, extra: Record<string, string | number | boolean>, out: T): T {
+  svc().audit.write(req.tenant, { event, user: req.principal?.userName ?? req.principal?.subject ?? '', ip: req.ip, ua: req.ua, extra });
+  return out;
 }
 
 const okBody = z.object({ ok: z.boolean() }).loose();
@@ -70,7 +80,8 @@ export function telephonyRoutes(r: RouteRegistrar, svc: () => Services): void {
     responses: { 200: { description: '{ok, callId, newStatus, actor} or {ok, wasNoop}', schema: okBody }, 404: err('not_found'), 502: err('bridge_unreachable') },
     handler: async (req) => {
       requireBodyless(req.rawBody.length);
-      return svc().calls.hangup(req.tenant, req.principal!, req.params.id);
+      const out = await svc().calls.hangup(req.tenant, req.principal!, req.params.id);
+      return 'wasNoop' in out ? out : audited(svc, req, 'call-hangup', { call: req.params.id }, out);
     },
   });
 
@@ -186,7 +197,10 @@ export function telephonyRoutes(r: RouteRegistrar, svc: () => Services): void {
     method: 'POST', path: `${SIG}?whitelist=add`, area: 'admin', auth: policy.adminOrHmac('whitelist-add'),
     summary: 'Add a number to the PSTN whitelist (HMAC bucket whitelist-add|Host|bodyLen)', body: S.whitelistAdd,
     responses: { 200: { description: '{ok, number, added}', schema: okBody } },
-    handler: (req) => ({ ok: true, number: req.body.number, added: svc().admin.whitelistAdd(req.tenant, req.body.number, req.body.comment, req.principal!.userName ?? req.principal!.subject) }),
+    handler: (req) => {
+      const added = svc().admin.whitelistAdd(req.tenant, req.body.number, req.body.comment, req.principal!.userName ?? req.principal!.subject);
+      return audited(svc, req, 'whitelist-add', { number: req.body.number, added }, { ok: true, number: req.body.number, added });
+    },
   });
   r.add({
     method: 'GET', path: `${SIG}?trunks=list`, area: 'admin', auth: policy.adminOrHmac('trunks-list'), summary: 'SIP trunks with registration status from the bridge (passwords never shown)',
@@ -203,13 +217,16 @@ export function telephonyRoutes(r: RouteRegistrar, svc: () => Services): void {
     method: 'POST', path: `${SIG}?trunks=save`, area: 'admin', auth: policy.adminOrHmac('trunks-save'), summary: 'Create or update a SIP trunk (password sealed at rest; omit it to keep the stored one)',
     body: S.trunkInput,
     responses: { 200: { description: 'the saved trunk', schema: S.trunkView } },
-    handler: (req) => trunkView(svc().admin.saveTrunk(req.tenant, req.body)),
+    handler: (req) => {
+      const t = trunkView(svc().admin.saveTrunk(req.tenant, req.body));
+      return audited(svc, req, 'trunk-save', { trunk: t.id, host: t.host, credentialChanged: req.body.password !== undefined }, t);
+    },
   });
   r.add({
     method: 'POST', path: `${SIG}?trunks=remove`, area: 'admin', auth: policy.adminOrHmac('trunks-remove'), summary: 'Remove a SIP trunk',
     body: z.object({ id: z.string().max(40) }),
     responses: { 200: { description: '{ok, removed}', schema: okBody }, 404: err('not_found') },
-    handler: (req) => ({ ok: true, removed: trunkView(svc().admin.removeTrunk(req.tenant, req.body.id)) }),
+    handler: (req) => audited(svc, req, 'trunk-remove', { trunk: req.body.id }, { ok: true, removed: trunkView(svc().admin.removeTrunk(req.tenant, req.body.id)) }),
   });
   r.add({
     method: 'GET', path: `${SIG}?telephony=settings`, area: 'admin', auth: policy.adminOrHmac('telephony-settings'), summary: 'Telephony settings of the tenant (default trunk, model; the engine key only as a flag)',
@@ -222,7 +239,9 @@ export function telephonyRoutes(r: RouteRegistrar, svc: () => Services): void {
     responses: { 200: { description: 'settings', schema: okBody } },
     handler: (req) => {
       svc().admin.saveSettings(req.tenant, req.body);
-      return { ok: true, ...svc().admin.settings(req.tenant) };
+      const extra: Record<string, string | boolean> = { engineCredentialChanged: req.body.engineApiKey !== undefined };
+      if (req.body.defaultTrunkId !== undefined) extra.defaultTrunk = req.body.defaultTrunkId;
+      return audited(svc, req, 'telephony-settings-save', extra, { ok: true, ...svc().admin.settings(req.tenant) });
     },
   });
   r.add({
@@ -234,13 +253,13 @@ export function telephonyRoutes(r: RouteRegistrar, svc: () => Services): void {
     method: 'POST', path: `${SIG}?numbers=save`, area: 'admin', auth: policy.adminOrHmac('numbers-save'), summary: 'Create or update a virtual number (engine key write-only, sealed)',
     body: S.numberInput,
     responses: { 200: { description: 'the saved number', schema: S.numberView } },
-    handler: (req) => numberView(svc().admin.saveNumber(req.tenant, req.body)),
+    handler: (req) => audited(svc, req, 'number-save', { number: req.body.number, engineCredentialChanged: req.body.geminiApiKey !== undefined }, numberView(svc().admin.saveNumber(req.tenant, req.body))),
   });
   r.add({
     method: 'POST', path: `${SIG}?numbers=remove`, area: 'admin', auth: policy.adminOrHmac('numbers-remove'), summary: 'Remove a virtual number',
     body: z.object({ number: z.string().max(21) }),
     responses: { 200: { description: '{ok, removed}', schema: okBody }, 404: err('not_found') },
-    handler: (req) => ({ ok: true, removed: numberView(svc().admin.removeNumber(req.tenant, req.body.number)) }),
+    handler: (req) => audited(svc, req, 'number-remove', { number: req.body.number }, { ok: true, removed: numberView(svc().admin.removeNumber(req.tenant, req.body.number)) }),
   });
   r.add({
     method: 'GET', path: `${SIG}?bridge=status`, area: 'admin', auth: policy.superAdmin('bridge-status'), summary: 'Telephony bridge status (mode, state, its /health)',

@@ -195,6 +195,12 @@ describe('PSTN whitelist and trunks (/signal.ashx)', () => {
     expect((await j(await adm('/signal.ashx?telephony=settings', 'telephony-settings'))).body.defaultTrunkId).toBe('');
     expect((await adm('/signal.ashx?trunks=remove', 'trunks-remove', { id: 'main' })).status).toBe(404);
     expect(s.logs.text()).not.toContain('s3cret-pw');
+    // Admin changes are audited (who, from where), never with the secret.
+    const audit = (await j(await f('/api.ashx/v1/auditlog?event=trunk-', { key: s.adminKey }))).body;
+    expect(audit.data.map((e: { event: string }) => e.event)).toEqual(expect.arrayContaining(['trunk-save', 'trunk-remove']));
+    expect(audit.data.find((e: { extra: string }) => e.extra.includes('trunk=sipgate'))).toMatchObject({ user: 'admin-hmac', ip: '127.0.0.1' });
+    expect(JSON.stringify(audit)).toContain('credentialChanged=true');
+    expect(JSON.stringify(audit)).not.toContain('s3cret-pw');
   });
 });
 
