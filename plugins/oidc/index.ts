@@ -27,6 +27,7 @@ export default definePlugin(() => {
     migrations: sqlMigrations(import.meta.url),
     config: oidcConfig,
     cli: { client: clientCli },
+    health: () => (provider ? { status: 'ok', detail: { grants: provider.grantTypes() } } : { status: 'degraded', reason: 'routes not registered' }),
     routes(r, ctx) {
       const keys = new SigningKeys(ctx.db, ctx.keys, ctx.clock);
       provider = new OidcProvider(ctx.db, keys, new ClientRepo(ctx.db), ctx.users, ctx.tenants, ctx.audit, ctx.clock, ctx.rateLimit, ctx.config);

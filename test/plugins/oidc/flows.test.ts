@@ -152,6 +152,24 @@ describe('authorization code flow (openid-client as the RP)', () => {
   });
 });
 
+describe('response modes', () => {
+  it('form_post answers with an auto-submitting form carrying code, state and iss', async () => {
+    const c = await rp(s, A, 'spa', undefined, oidc.None());
+    const b = new TestBrowser(s, A);
+    const url = oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid', state: 'fp', response_mode: 'form_post', code_challenge: 'a'.repeat(43), code_challenge_method: 'S256' });
+    let { res } = await b.follow(await b.get(url.href));
+    let html = await res.text();
+    ({ res } = await b.follow(await b.post('/oidc.ashx/login', { i: hidden(html, 'i'), csrf: hidden(html, 'csrf'), username: alice.username, password: alice.password })));
+    html = await res.text();
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-security-policy')).toContain("script-src 'self'");
+    expect(html).toContain(`action="${CB}"`);
+    expect(hidden(html, 'code')).toMatch(/^ac_/);
+    expect(hidden(html, 'state')).toBe('fp');
+    expect(hidden(html, 'iss')).toBe(`http://${A}`);
+  });
+});
+
 describe('negative cases', () => {
   it('a wrong redirect_uri is answered 400 without redirecting', async () => {
     const b = new TestBrowser(s, A);
