@@ -53,6 +53,8 @@ export const telephonyConfig = z
         requestTimeoutMs: z.number().int().min(100).default(5000),
       })
       .strict()
+      // A remote bridge needs its address and the token both sides share (CONTROL-API.md).
+      .refine((b) => b.mode !== 'remote' || (b.url !== undefined && b.token !== undefined), { message: 'mode remote needs url and token', path: ['url'] })
       .prefault({}),
     /** SMTP relay for outcome mails; no mail is sent without it. */
     mail: z

@@ -153,3 +153,9 @@ describe('a remote bridge that restarts', () => {
   });
 });
 
+
+describe('settings', () => {
+  it('a remote bridge without url/token stops the start naming the setting', async () => {
+    await expect(startTestServer({ overrides: { plugins: { telephony: { bridge: { mode: 'remote' } } } } })).rejects.toThrow(/plugins\.telephony\.bridge\.url: mode remote needs url and token/);
+  });
+});
