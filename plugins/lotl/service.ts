@@ -266,7 +266,11 @@ export class LotlService {
   }
 
   #sigReject(c: Candidate, tsl: Tsl, doc: XDocument, e: unknown): ListOutcome {
-    if (!(e instanceof SignatureError)) throw e;
+    if (!(e instanceof SignatureError)) {
+      // Not a verdict on the list but a failure to reach one: refuse this list, keep going.
+      this.log.error({ territory: tsl.territory, err: (e as Error)?.message }, 'trusted-list verification failed unexpectedly');
+      return this.#reject(c, tsl, 'verification_error', (e as Error)?.message ?? String(e), 'not_checked');
+    }
     let signature: ListOutcome['signature'] = 'invalid';
     let detail = e.message;
     if (e.code === 'signer_not_pinned') {

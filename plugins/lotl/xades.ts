@@ -185,9 +185,14 @@ export function verifyEnvelopedSignature(doc: XDocument, trusted: PinnedCert[]):
     const kt = key.asymmetricKeyType;
     if ((sm.key === 'rsa' && kt !== 'rsa') || (sm.key === 'ec' && kt !== 'ec')) continue;
     // XML-DSig 1.1 §6.4.3: an ECDSA SignatureValue is r||s, not DER.
-    const ok = sm.key === 'ec'
-      ? crypto.verify(sm.hash, signedBytes, { key, dsaEncoding: 'ieee-p1363' }, sigValue)
-      : crypto.verify(sm.hash, signedBytes, key, sigValue);
+    let ok = false;
+    try {
+      ok = sm.key === 'ec'
+        ? crypto.verify(sm.hash, signedBytes, { key, dsaEncoding: 'ieee-p1363' }, sigValue)
+        : crypto.verify(sm.hash, signedBytes, key, sigValue);
+    } catch {
+      ok = false; // a malformed signature value is a failed signature, not a crash
+    }
     if (ok) {
       checkSigningCertificate(target, c.der);
       const st = textOf(child(child(target, XADES, 'SignedSignatureProperties'), XADES, 'SigningTime')).trim();

@@ -68,6 +68,8 @@ export class XmlError extends Error {
 
 const DSIG_NS = 'http://www.w3.org/2000/09/xmldsig#';
 
+const MAX_DEPTH = 256;
+
 const PREDEFINED: Record<string, string> = { lt: '<', gt: '>', amp: '&', apos: "'", quot: '"' };
 
 function isWs(c: number): boolean {
@@ -146,6 +148,7 @@ export function parseXml(input: string | Uint8Array): XDocument {
     return undefined;
   };
   let textStart = -1;
+  let depth = 0;
 
   if (s.charCodeAt(0) === 0xfeff) i = 1;
 
@@ -249,6 +252,7 @@ export function parseXml(input: string | Uint8Array): XDocument {
       if (qn !== want) fail(`end tag </${qn}> does not match <${want}>`);
       if (cur!.nsDecls.length) scope = scopes.pop()!;
       cur = cur!.parent;
+      depth--;
       continue;
     }
     // Start tag.
@@ -331,6 +335,8 @@ export function parseXml(input: string | Uint8Array): XDocument {
     if (selfClose) {
       if (nsDecls.length) scope = scopes.pop()!;
     } else {
+      // Trusted lists nest about 12 deep; a bound keeps the recursive c14n and readers safe.
+      if (++depth > MAX_DEPTH) fail(`elements nested deeper than ${MAX_DEPTH}`);
       cur = el;
     }
   }

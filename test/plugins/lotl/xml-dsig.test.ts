@@ -154,6 +154,7 @@ describe('tampered copies are refused with a stable reason', () => {
 
 describe('the parser and exclusive c14n', () => {
   it('refuses what XML forbids', () => {
+    expect(() => parseXml('<a>'.repeat(100_000) + '</a>'.repeat(100_000))).toThrow(/nested deeper/);
     for (const bad of ['<a><b></a>', '<a x="1" x="2"/>', '<a/><b/>', '<p:a/>', '<a>x', 'text', '<a>&#0;</a>']) {
       expect(() => parseXml(bad), bad).toThrow(XmlError);
     }
