@@ -153,6 +153,11 @@ describe('tenants, users and keys while the server runs', { timeout: 240_000 }, 
     const show = await cli(['admin-secret', 'show'], { dataDir });
     const secret = show.stdout.trim();
     expect(secret).toMatch(/^[0-9a-f]{64}$/);
+    // Stored sealed with the master key (mode 600), never in the clear.
+    const settings = readDb((db) => db.prepare("SELECT key, value FROM settings WHERE key LIKE 'secret:%'").all() as { key: string; value: string }[]);
+    expect(settings.find((r) => r.key === 'secret:admin-hmac-secret')?.value).toMatch(/^v1\./);
+    expect(JSON.stringify(settings)).not.toContain(secret);
+    expect(fs.statSync(path.join(dataDir, 'master.key')).mode & 0o777).toBe(0o600);
     // Any GET endpoint that takes the admin HMAC (found in the API description, so this follows the plugins).
     const doc = await (await get('/openapi.json')).json() as { paths: Record<string, Record<string, { 'x-hmac-bucket'?: string }>> };
     const target = Object.entries(doc.paths).flatMap(([p, ops]) => Object.entries(ops).map(([m, op]) => ({ p, m, bucket: op['x-hmac-bucket'] })))
