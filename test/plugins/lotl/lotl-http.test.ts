@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
+import zlib from 'node:zlib';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock, systemClock } from '../../../server/clock.ts';
@@ -250,7 +251,7 @@ describe('trusted-list cache over HTTP', { timeout: 90_000 }, () => {
     expect(again.lists[0]).toMatchObject({ outcome: 'unchanged', sequence: 53 });
   });
 
-  it('a tar of the LOTL and lists imports through the admin HMAC (bucket lotl-import)', async () => {
+  it('a tar (or tar.gz) of the LOTL and lists imports through the admin HMAC (bucket lotl-import)', async () => {
     const body = tar(['eu-lotl.xml', 'IS_TSL_IS.xml', 'MT_TSL_MT.xml'].map((n) => ({ name: `stick/${n}`, bytes: fs.readFileSync(path.join(SNAPSHOT, n)) })));
     const r = await s.fetch('/lotl.ashx?import', {
       method: 'POST', body, headers: { 'Content-Type': 'application/x-tar', 'X-Service-Admin-Signature': s.hmac('lotl-import', undefined, body.length) },
@@ -258,6 +259,11 @@ describe('trusted-list cache over HTTP', { timeout: 90_000 }, () => {
     expect(r.status).toBe(200);
     const rep: Json = await r.json();
     expect(rep.lists.map((l: { territory: string; outcome: string }) => `${l.territory}:${l.outcome}`)).toEqual(['EU:unchanged', 'IS:unchanged', 'MT:unchanged']);
+    const gz = zlib.gzipSync(tar([{ name: 'IS_TSL_IS.xml', bytes: fs.readFileSync(path.join(SNAPSHOT, 'IS_TSL_IS.xml')) }]));
+    const rz = await s.fetch('/lotl.ashx?import', {
+      method: 'POST', body: gz, headers: { 'Content-Type': 'application/gzip', 'X-Service-Admin-Signature': s.hmac('lotl-import', undefined, gz.length) },
+    });
+    expect(((await rz.json()) as Json).lists).toEqual([expect.objectContaining({ territory: 'IS', outcome: 'unchanged' })]);
     const junk = Buffer.alloc(1024, 1);
     const bad = await s.fetch('/lotl.ashx?import', { method: 'POST', body: junk, headers: { 'Content-Type': 'application/x-tar', 'X-Service-Admin-Signature': s.hmac('lotl-import', undefined, junk.length) } });
     expect(bad.status).toBe(400);
