@@ -101,7 +101,15 @@ export function openCore(opts: ApplianceOptions): CoreServices {
 /** First start: primary tenant, first admin with a generated password, admin HMAC secret. */
 export async function bootstrap(core: CoreServices): Promise<{ host: string; user: string; password: string } | undefined> {
   core.auth.adminSecret();
-  if (core.tenants.list().length) return undefined;
+  if (core.tenants.list().length) {
+    // Tenants made with the CLI before the first start: a primary without any account would
+    // leave the appliance with no administrator, so it gets its first admin now.
+    const primary = core.tenants.primary();
+    if (!primary || core.users.list(primary).length) return undefined;
+    const password = generatePassword();
+    await core.users.add(primary, { name: 'admin', role: 'admin', password });
+    return { host: primary.host, user: 'admin', password };
+  }
   const tenant = core.tenants.add(core.config.primaryHost, 'Primary', { primary: true });
   const password = generatePassword();
   await core.users.add(tenant, { name: 'admin', role: 'admin', password });

@@ -74,3 +74,36 @@ describe('tenancy', () => {
     expect(() => s.appliance.core.tenants.remove(s.primary.host)).toThrow(/primary tenant cannot be removed/);
   });
 });
+
+describe('first start', () => {
+  it('creates the primary tenant and its admin once; a tenant made with the CLI before the first start still gets its first admin', async () => {
+    const { openCore, Appliance } = await import('../../server/app.ts');
+    const { LogCapture, tempDir } = await import('../support/server.ts');
+    const quiet = { env: {}, plugins: [], logDestination: new LogCapture() };
+
+    const fresh = tempDir('sovcomms-first-');
+    const seen: Array<{ host: string; user: string }> = [];
+    let a = await Appliance.create({ ...quiet, dataDir: fresh, onFirstRun: (i) => seen.push(i) });
+    await a.stop();
+    a = await Appliance.create({ ...quiet, dataDir: fresh, onFirstRun: (i) => seen.push(i) });
+    await a.stop();
+    expect(seen.map((x) => [x.host, x.user])).toEqual([['localhost', 'admin']]);
+
+    const pre = tempDir('sovcomms-first-');
+    const core = openCore({ ...quiet, dataDir: pre });
+    core.tenants.add('office.example');
+    core.db.close();
+    const firstRun: Array<{ host: string; user: string; password: string }> = [];
+    a = await Appliance.create({ ...quiet, dataDir: pre, onFirstRun: (i) => firstRun.push(i) });
+    try {
+      expect(firstRun).toHaveLength(1);
+      expect(firstRun[0]).toMatchObject({ host: 'office.example', user: 'admin' });
+      const t = a.core.tenants.primary()!;
+      expect(a.core.users.byName(t, 'admin')?.role).toBe('admin');
+    } finally {
+      await a.stop();
+      fs.rmSync(fresh, { recursive: true, force: true });
+      fs.rmSync(pre, { recursive: true, force: true });
+    }
+  });
+});
