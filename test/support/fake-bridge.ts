@@ -23,6 +23,10 @@ export class FakeBridge {
   placeOverride: { status: number; body: unknown } | undefined;
   /** Delay before answering POST /calls (a slow bridge: hangups that race the dial). */
   placeDelayMs = 0;
+  /** Every POST /calls received, in order, before any delay (re-sent dials show up twice). */
+  placeRequests: string[] = [];
+  /** Told when a POST /calls arrives (before the delay). */
+  onPlace: ((callId: string) => void) | undefined;
   /** After a hangup, report `ended` with outcome cancelled, as a real bridge does after BYE. */
   endOnHangup = true;
   #seq = 0;
@@ -125,6 +129,8 @@ export class FakeBridge {
       return send(200, { calls: [...this.calls.values()].map(({ place: _p, ...c }) => c) });
     }
     if (req.method === 'POST' && url.pathname === '/calls') {
+      this.placeRequests.push(String(body.callId ?? ''));
+      this.onPlace?.(String(body.callId ?? ''));
       if (this.placeDelayMs) await new Promise((r) => setTimeout(r, this.placeDelayMs));
       if (this.placeOverride) return send(this.placeOverride.status, this.placeOverride.body);
       const callId = String(body.callId ?? '');
