@@ -1,4 +1,6 @@
 import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pino from 'pino';
@@ -99,6 +101,36 @@ describe('pivot LOTLs and sequence numbers (synthetic, signed at run time)', () 
   it('a list signed by another key than its pointer names is refused', async () => {
     const r = await svc.import([doc('ZZ_TSL_ZZ.xml', sign(listXml({ territory: 'ZZ', sequence: 7, services: [{ tsp: 'x', cert: ca1.der }] }), ca1))]);
     expect(r.lists[0]).toMatchObject({ outcome: 'rejected', reason: 'signer_not_pinned' });
+  });
+
+  it('an online refresh follows the pivot too, fetching it from the (loopback) upstream', async () => {
+    const files: Record<string, string> = {
+      'eu-lotl.xml': sign(lotl(13, newLotlKey, ['https://lotl.example/tools/eu-lotl-pivot-10.xml']), newLotlKey),
+      'eu-lotl-pivot-10.xml': pivot(),
+      'ZZ_TSL_ZZ.xml': sign(listXml({ territory: 'ZZ', sequence: 9, services: [{ tsp: 'TSP two', cert: ca2.der }] }), zzKey),
+    };
+    const seen: string[] = [];
+    const srv = http.createServer((req, res) => {
+      const name = path.basename(req.url ?? '');
+      seen.push(name);
+      if (files[name]) res.writeHead(200, { 'Content-Type': 'application/xml' }).end(files[name]);
+      else res.writeHead(404).end();
+    });
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    const fresh = openStore(path.join(dir, 'data2'));
+    try {
+      migrate(fresh, 'lotl', sqlMigrations(new URL('../../../plugins/lotl/index.ts', import.meta.url).href));
+      const online = new LotlService(new LotlRepo(fresh), lotlConfig.parse({
+        signersPath: path.join(dir, 'pins.pem'), mirrorBaseUrl: `http://127.0.0.1:${(srv.address() as AddressInfo).port}/`, fetchTimeoutMs: 5000,
+      }), clock, pino({ level: 'silent' }));
+      const r = await online.refresh();
+      expect(r.lists.map((l) => `${l.territory}:${l.outcome}`)).toEqual(['EU:accepted', 'ZZ:accepted']);
+      expect(seen).toEqual(['eu-lotl.xml', 'eu-lotl-pivot-10.xml', 'ZZ_TSL_ZZ.xml']);
+      expect(online.lookup(sha256Hex(ca2.der))?.services[0]?.tspName).toBe('TSP two');
+    } finally {
+      fresh.close();
+      await new Promise((r) => srv.close(r));
+    }
   });
 
   it('a list past its NextUpdate goes out of service when the clock passes it, without any job', async () => {
