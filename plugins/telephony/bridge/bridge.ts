@@ -8,7 +8,9 @@ import type { z } from 'zod';
 import { SipTransport } from './sip/transport.ts';
 import { SipUserAgent } from './sip/ua.ts';
 import { DEFAULT_TIMERS, type Timers } from './sip/transaction.ts';
-import { PortPool } from './media/session.ts';
+import type { MediaHost } from './media/leg.ts';
+import { InlineMediaHost } from './media/inline.ts';
+import { ThreadMediaHost } from './media/thread-host.ts';
 import { Call, type CallMetrics } from './call.ts';
 import { EventSender } from './events.ts';
 import { GeminiLiveEngine } from './engine/gemini-live.ts';
@@ -30,6 +32,8 @@ export interface BridgeOptions {
   maxCalls: number;
   /** OPTIONS keepalive period; 0 disables it (lab peers that reject stray OPTIONS). */
   keepaliveMs: number;
+  /** RTP on its own thread (default) or in the main event loop. */
+  mediaThread: boolean;
   timers?: Timers;
   engineFactory?: (cfg: PlaceCall['engine']) => VoiceEngine;
 }
@@ -52,6 +56,7 @@ export function optionsFromEnv(env: NodeJS.ProcessEnv): BridgeOptions {
     engineUrl: env.SOVCOMMS_AI_ENGINE_URL || undefined,
     maxCalls: int(env.SOVCOMMS_BRIDGE_MAX_CALLS, 500),
     keepaliveMs: int(env.SOVCOMMS_BRIDGE_KEEPALIVE_SEC, 30) * 1000,
+    mediaThread: env.SOVCOMMS_BRIDGE_MEDIA_THREAD !== '0',
   };
 }
 
@@ -79,7 +84,7 @@ export class Bridge {
   private readonly calls = new Map<string, Call>();
   private readonly recent: CallMetrics[] = [];
   readonly events: EventSender;
-  private ports!: PortPool;
+  private media!: MediaHost;
   private readonly tokenDigest: Buffer;
   controlUrl = '';
 
@@ -100,7 +105,7 @@ export class Bridge {
       // Count every one, log the first and then every 100th: a flood must not flood the log.
       if (malformed++ % 100 === 0) log('warn', 'malformed SIP message dropped', { error: err.message, count: malformed });
     });
-    this.ports = new PortPool(this.o.rtpMin, this.o.rtpMax, this.o.sipHost);
+    this.media = this.o.mediaThread ? new ThreadMediaHost(this.o.rtpMin, this.o.rtpMax, this.o.sipHost) : new InlineMediaHost(this.o.rtpMin, this.o.rtpMax, this.o.sipHost);
     this.server = http.createServer((req, res) => void this.handle(req, res));
     this.server.keepAliveTimeout = 5000;
     await new Promise<void>((resolve, reject) => {
@@ -197,7 +202,7 @@ export class Bridge {
     const factory = this.o.engineFactory ?? ((cfg: PlaceCall['engine']) => new GeminiLiveEngine(cfg, this.o.engineUrl));
     const call = new Call(req, {
       ua: this.ua,
-      ports: this.ports,
+      media: this.media,
       sipHost: this.o.sipHost,
       trunks: this.trunks,
       trunkLoad: this.trunkLoad,
@@ -224,10 +229,14 @@ export class Bridge {
 
   async stop(): Promise<void> {
     for (const c of [...this.calls.values()]) c.hangup('failed', 'bridge shutting down');
+    // `ended` is emitted once each media leg has reported (a round trip to the media thread).
+    const until = Date.now() + 2000;
+    while (this.calls.size && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
     await this.events.drain(3000);
     this.events.stop();
     await this.ua?.shutdown();
     await this.transport.close();
+    await this.media?.close();
     await new Promise<void>((r) => {
       if (!this.server) return r();
       this.server.closeAllConnections();

@@ -2,11 +2,10 @@
  * One outbound AI call: dial the trunks in order, bridge RTP to the voice engine once answered,
  * keep the transcript, and end with exactly one outcome (CONTROL-API.md `ended`).
  */
-import type { Socket } from 'node:dgram';
 import type { SipUserAgent, OutboundCall } from './sip/ua.ts';
 import { buildOffer, parseAnswer, SdpError } from './media/sdp.ts';
-import { MediaSession, type PortPool } from './media/session.ts';
-import { Decimator24to8, upsample8to16, type Codec } from './media/audio.ts';
+import type { LegMetrics, MediaHost, MediaLeg } from './media/leg.ts';
+import { Decimator24to8, type Codec } from './media/audio.ts';
 import type { ToolCall, VoiceEngine } from './engine/types.ts';
 import type { PlaceCall, Trunk } from './schemas.ts';
 
@@ -34,7 +33,7 @@ export type EmitFn = (type: 'dialing' | 'answered' | 'transferred' | 'ended', ca
 
 export interface CallDeps {
   ua: SipUserAgent;
-  ports: PortPool;
+  media: MediaHost;
   sipHost: string;
   trunks: Map<string, Trunk>;
   /** Calls in progress per trunk id (for maxConcurrentCalls). */
@@ -66,9 +65,9 @@ export class Call {
   readonly startedAt = new Date();
   trunkId: string | null = null;
   private leg: OutboundCall | null = null;
-  /** RTP socket, opened before the offer; handed to the MediaSession on answer. */
-  private socket: Socket | null = null;
-  private media: MediaSession | null = null;
+  /** RTP leg: its port goes into the offer; it starts sending once the far end answered. */
+  private media: MediaLeg | null = null;
+  private mediaStarted = false;
   private engine: VoiceEngine | null = null;
   private engineReady: Promise<void> | null = null;
   private engineError: string | null = null;
@@ -91,7 +90,6 @@ export class Call {
   /** False after turnComplete: the next transcript fragment starts a new turn. */
   private turnOpen = false;
   private readonly decimator = new Decimator24to8();
-  private lastInSample = 0;
   private loadedTrunk: string | null = null;
   readonly dtmf: string[] = [];
   metrics: CallMetrics | null = null;
@@ -118,18 +116,18 @@ export class Call {
         this.hangup('failed', err.message);
       },
     );
-    let socket: Socket;
+    let media: MediaLeg;
     try {
-      socket = await this.deps.ports.open();
+      media = await this.deps.media.open();
     } catch (err) {
       this.end('failed', { errorDetail: (err as Error).message });
       return;
     }
     if (this.ended) {
-      socket.close();
+      void media.stop();
       return;
     }
-    this.socket = socket;
+    this.media = media;
     this.ringTimer = setTimeout(() => this.onRingTimeout(), this.req.ringTimeoutSec * 1000);
     this.tryTrunk(0, 'no trunk could be tried');
   }
@@ -149,7 +147,7 @@ export class Call {
     this.trunkId = id;
     this.deps.emit('dialing', this.callId, { trunkId: id });
     const codecs: Codec[] = trunk.codecs.length ? trunk.codecs : ['PCMU', 'PCMA'];
-    const offer = buildOffer({ host: this.deps.sipHost, port: this.socket!.address().port, codecs, sessionId: Date.now() });
+    const offer = buildOffer({ host: this.deps.sipHost, port: this.media!.port, codecs, sessionId: Date.now() });
     const invitedAt = process.hrtime.bigint();
     const leg = this.deps.ua.invite(trunk, this.req.phone, this.req.displayName, offer);
     this.leg = leg;
@@ -229,25 +227,17 @@ export class Call {
       return;
     }
     const engine = this.engine!;
-    this.media = new MediaSession({
-      socket: this.socket!,
-      codec: neg.codec,
-      payloadType: neg.payloadType,
-      dtmfPayloadType: neg.dtmfPayloadType,
-      remoteHost: neg.host,
-      remotePort: neg.port,
-      onAudio: (pcm) => {
-        const up = upsample8to16(pcm, this.lastInSample);
-        this.lastInSample = pcm[pcm.length - 1];
-        engine.sendAudio(up);
+    this.media!.start(
+      { codec: neg.codec, payloadType: neg.payloadType, dtmfPayloadType: neg.dtmfPayloadType, remoteHost: neg.host, remotePort: neg.port },
+      {
+        onAudio16k: (pcm) => engine.sendAudio(pcm),
+        onDtmf: (d) => {
+          this.dtmf.push(d);
+          engine.sendText(`The caller pressed the telephone key ${d}.`);
+        },
       },
-      onDtmf: (d) => {
-        this.dtmf.push(d);
-        engine.sendText(`The caller pressed the telephone key ${d}.`);
-      },
-    });
-    this.socket = null;
-    this.media.start();
+    );
+    this.mediaStarted = true;
     this.deps.emit('answered', this.callId, {
       trunkId: trunk.id,
       answeredAt: this.answeredAt.toISOString(),
@@ -264,7 +254,7 @@ export class Call {
   private wireEngine(engine: VoiceEngine): void {
     engine.on('audio', (pcm24) => {
       if (this.state !== 'answered' && this.pendingOutcome === null) return;
-      if (!this.media) return;
+      if (!this.media || !this.mediaStarted) return;
       if (this.firstEngineAudioHr === null) this.firstEngineAudioHr = process.hrtime.bigint();
       this.lastEngineAudioAt = Date.now();
       this.media.play(this.decimator.process(pcm24));
@@ -421,22 +411,25 @@ export class Call {
     for (const t of [this.ringTimer, this.maxTimer, this.drainTimer]) if (t) clearTimeout(t);
     this.releaseTrunk();
     this.engine?.close();
-    const m = this.media;
+    const endedAt = new Date();
+    const media = this.media;
+    this.media = null;
+    // The media leg reports its figures as it stops (a message round trip to the media thread).
+    void (media ? media.stop() : Promise.resolve(null)).then((m) => this.finish(outcome, endedAt, m));
+  }
+
+  private finish(outcome: Outcome, endedAt: Date, m: LegMetrics | null): void {
     this.metrics = {
       callId: this.callId,
-      sendJitterP99Ms: m?.stats.percentile(0.99) ?? 0,
-      sendJitterMaxMs: m?.stats.max ?? 0,
-      intervals: m?.stats.count ?? 0,
+      sendJitterP99Ms: m?.sendJitterP99Ms ?? 0,
+      sendJitterMaxMs: m?.sendJitterMaxMs ?? 0,
+      intervals: m?.intervals ?? 0,
       lateFrames: m?.lateFrames ?? 0,
       packetsSent: m?.packetsSent ?? 0,
       packetsReceived: m?.packetsReceived ?? 0,
-      rxLost: m?.jitterStats.lost ?? 0,
-      firstAudioAddedMs: this.firstAudioAdded(),
+      rxLost: m?.rxLost ?? 0,
+      firstAudioAddedMs: this.firstAudioAdded(m?.firstAudioSentAt ?? null),
     };
-    m?.stop();
-    if (this.socket) this.socket.close();
-    this.socket = null;
-    const endedAt = new Date();
     const talkSec = this.answeredAt ? Math.max(0, Math.round((endedAt.getTime() - this.answeredAt.getTime()) / 1000)) : 0;
     const e = this.req.engine;
     this.deps.emit('ended', this.callId, {
@@ -462,8 +455,7 @@ export class Call {
     this.deps.onDone(this);
   }
 
-  private firstAudioAdded(): number | null {
-    const sent = this.media?.firstAudioSentAt ?? null;
+  private firstAudioAdded(sent: bigint | null): number | null {
     if (sent === null || this.answeredHr === null || this.firstEngineAudioHr === null || this.beginSentHr === null) return null;
     const engineWait = this.engineReadyHr !== null && this.engineReadyHr > this.answeredHr ? this.engineReadyHr - this.answeredHr : 0n;
     const engineLatency = this.firstEngineAudioHr - this.beginSentHr;

@@ -229,6 +229,19 @@ export class MediaSession {
     this.jitter.push(p.sequence, Buffer.from(p.payload));
   }
 
+  metrics(): import('./leg.ts').LegMetrics {
+    return {
+      sendJitterP99Ms: this.stats.percentile(0.99),
+      sendJitterMaxMs: this.stats.max,
+      intervals: this.stats.count,
+      lateFrames: this.lateFrames,
+      packetsSent: this.packetsSent,
+      packetsReceived: this.packetsReceived,
+      rxLost: this.jitter.lost,
+      firstAudioSentAt: this.firstAudioSentAt,
+    };
+  }
+
   stop(): void {
     if (!this.running) {
       this.o.socket.close();

@@ -1,0 +1,59 @@
+/** Media in the calling thread: used on the media thread itself, and when the thread is off. */
+import type dgram from 'node:dgram';
+import { MediaSession, PortPool } from './session.ts';
+import { upsample8to16 } from './audio.ts';
+import { InputBatcher, type LegHandlers, type LegMetrics, type LegStart, type MediaHost, type MediaLeg } from './leg.ts';
+
+const EMPTY: LegMetrics = { sendJitterP99Ms: 0, sendJitterMaxMs: 0, intervals: 0, lateFrames: 0, packetsSent: 0, packetsReceived: 0, rxLost: 0, firstAudioSentAt: null };
+
+export class InlineLeg implements MediaLeg {
+  private session: MediaSession | null = null;
+  private stopped = false;
+  readonly port: number;
+
+  constructor(private readonly socket: dgram.Socket) {
+    this.port = socket.address().port;
+  }
+
+  start(o: LegStart, h: LegHandlers): void {
+    if (this.session || this.stopped) return;
+    const batcher = new InputBatcher(h.onAudio16k, 1280, upsample8to16);
+    this.session = new MediaSession({ socket: this.socket, ...o, onAudio: (pcm) => batcher.push(pcm), onDtmf: h.onDtmf });
+    this.session.start();
+  }
+  play(pcm8k: Int16Array): void {
+    this.session?.play(pcm8k);
+  }
+  flush(): void {
+    this.session?.flush();
+  }
+  get queuedMs(): number {
+    return this.session?.queuedMs ?? 0;
+  }
+  get firstAudioSentAt(): bigint | null {
+    return this.session?.firstAudioSentAt ?? null;
+  }
+  async stop(): Promise<LegMetrics> {
+    if (this.stopped) return EMPTY;
+    this.stopped = true;
+    const s = this.session;
+    if (!s) {
+      this.socket.close();
+      return EMPTY;
+    }
+    const m = s.metrics();
+    s.stop();
+    return m;
+  }
+}
+
+export class InlineMediaHost implements MediaHost {
+  private readonly pool: PortPool;
+  constructor(min: number, max: number, host: string) {
+    this.pool = new PortPool(min, max, host);
+  }
+  async open(): Promise<MediaLeg> {
+    return new InlineLeg(await this.pool.open());
+  }
+  async close(): Promise<void> {}
+}

@@ -1,0 +1,77 @@
+/**
+ * A call's media as the call logic sees it, wherever it runs: inline (same event loop) or on the
+ * media thread (media/thread.ts). Far-end audio arrives already at 16 kHz in 80 ms batches.
+ */
+import type { Codec } from './audio.ts';
+
+export interface LegStart {
+  codec: Codec;
+  payloadType: number;
+  dtmfPayloadType: number | null;
+  remoteHost: string;
+  remotePort: number;
+}
+
+export interface LegMetrics {
+  sendJitterP99Ms: number;
+  sendJitterMaxMs: number;
+  intervals: number;
+  lateFrames: number;
+  packetsSent: number;
+  packetsReceived: number;
+  rxLost: number;
+  firstAudioSentAt: bigint | null;
+}
+
+export interface LegHandlers {
+  onAudio16k: (pcm: Int16Array) => void;
+  onDtmf: (digit: string) => void;
+}
+
+export interface MediaLeg {
+  /** Local RTP port (for the SDP offer). */
+  readonly port: number;
+  start(o: LegStart, h: LegHandlers): void;
+  /** Queue 8 kHz PCM for playout. */
+  play(pcm8k: Int16Array): void;
+  /** Barge-in: drop what is queued. */
+  flush(): void;
+  /** Approximate ms of audio still queued (0 once the queue drained). */
+  readonly queuedMs: number;
+  readonly firstAudioSentAt: bigint | null;
+  /** Stops sending, closes the socket and returns the figures. */
+  stop(): Promise<LegMetrics>;
+}
+
+export interface MediaHost {
+  open(): Promise<MediaLeg>;
+  close(): Promise<void>;
+}
+
+/** Upsamples 8 kHz frames to 16 kHz and hands them on in `batch`-sample chunks. */
+export class InputBatcher {
+  private parts: Int16Array[] = [];
+  private size = 0;
+  private last = 0;
+  constructor(
+    private readonly out: (pcm16k: Int16Array) => void,
+    private readonly batch = 1280,
+    private readonly up: (pcm: Int16Array, prev: number) => Int16Array,
+  ) {}
+  push(pcm8k: Int16Array): void {
+    const up = this.up(pcm8k, this.last);
+    this.last = pcm8k[pcm8k.length - 1] ?? this.last;
+    this.parts.push(up);
+    this.size += up.length;
+    if (this.size < this.batch) return;
+    const all = new Int16Array(this.size);
+    let off = 0;
+    for (const p of this.parts) {
+      all.set(p, off);
+      off += p.length;
+    }
+    this.parts = [];
+    this.size = 0;
+    this.out(all);
+  }
+}
