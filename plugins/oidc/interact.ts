@@ -215,19 +215,28 @@ export function interactRoutes(r: RouteRegistrar, d: Deps, flow: AuthorizeFlow):
     const n = ctx.db.prepare('UPDATE oidc_email_tokens SET used_at = ? WHERE token_hash = ? AND used_at IS NULL').run(d.p().now(), r.token_hash).changes;
     return n ? r : undefined;
   };
+  // Mail goes out through the durable job queue: the answer to the form does not wait for (or
+  // reveal, by its timing, whether there was) a mail, and a relay that is down is retried. The
+  // body carries a sign-in link, so it is sealed in the job row.
+  ctx.jobs.define<{ to: string; subject: string; sealed: string }>({
+    queue: 'oidc-mail',
+    maxAttempts: 5,
+    parseData: (d) => z.object({ to: z.string(), subject: z.string(), sealed: z.string() }).parse(d),
+    run: async (job) => {
+      const tenant = job.tenantId ? ctx.tenants.byId(job.tenantId) : undefined;
+      const cfg = tenant && relay(tenant);
+      if (!cfg) return;
+      await nodemailer.createTransport(cfg.url).sendMail({ from: cfg.from, to: job.data.to, subject: job.data.subject, text: ctx.keys.openString(job.data.sealed, 'oidc-mail') });
+    },
+  });
   const send = async (tenant: Tenant, to: string, subject: string, text: string): Promise<boolean> => {
-    const cfg = relay(tenant);
-    if (!cfg) {
+    if (!relay(tenant)) {
       ctx.log.warn({ tenant: tenant.host }, 'no SMTP relay configured: sign-in mail not sent');
       return false;
     }
-    try {
-      await nodemailer.createTransport(cfg.url).sendMail({ from: cfg.from, to, subject, text });
-      return true;
-    } catch (e) {
-      ctx.log.warn({ tenant: tenant.host, err: (e as Error).message }, 'sign-in mail not sent');
-      return false;
-    }
+    ctx.jobs.enqueue('oidc-mail', { to, subject, sealed: ctx.keys.seal(text, 'oidc-mail') }, { tenantId: tenant.id });
+    ctx.jobs.kick();
+    return true;
   };
 
   const maglinkForm = z.object({ i: z.string().max(64).optional(), csrf: z.string().max(128), email: z.string().max(320), purpose: z.enum(['maglink', 'recover']).default('maglink') });

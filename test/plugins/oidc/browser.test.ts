@@ -60,7 +60,12 @@ async function start(ctx: BrowserContext) {
   const url = oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid profile', state, code_challenge: await oidc.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256' });
   const page = await ctx.newPage();
   const back = await catchCallback(page);
-  const finish = async () => oidc.authorizationCodeGrant(c, new URL(await back()), { pkceCodeVerifier: verifier, expectedState: state });
+  const finish = async () => {
+    const url = new URL(await back());
+    // Let the browser's navigation to the callback finish before the test navigates again.
+    await page.waitForURL('http://127.0.0.1:9/**');
+    return oidc.authorizationCodeGrant(c, url, { pkceCodeVerifier: verifier, expectedState: state });
+  };
   return { page, url, finish };
 }
 
@@ -117,7 +122,9 @@ describe('sign-in pages in Chromium', () => {
     await page.goto(url.href);
     await page.getByRole('button', { name: 'Sign in with a passkey' }).click();
     // Consent was given in the previous test for this client and user: straight back to the client.
-    const tokens = await oidc.authorizationCodeGrant(c, new URL(await back()), { pkceCodeVerifier: verifier, expectedState: 'pk' });
+    const backUrl = new URL(await back());
+    await page.waitForURL('http://127.0.0.1:9/**');
+    const tokens = await oidc.authorizationCodeGrant(c, backUrl, { pkceCodeVerifier: verifier, expectedState: 'pk' });
     expect(tokens.claims()!.amr).toEqual(['hwk', 'user']);
 
     await ctx.clearCookies();
