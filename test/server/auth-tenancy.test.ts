@@ -67,7 +67,8 @@ describe('tenant isolation', () => {
   });
 
   it('an ak_ key of tenant B is refused on tenant A (401), on every route and address that takes keys', async () => {
-    const keyed = s.appliance.dispatcher.routes.filter((r) => r.def.auth.kind === 'credentials' && r.def.auth.accept.includes('apiKey'));
+    // Routes of a plugin that is not running answer 503 before auth; they are not this test's subject.
+    const keyed = s.appliance.dispatcher.routes.filter((r) => r.def.auth.kind === 'credentials' && r.def.auth.accept.includes('apiKey') && (r.plugin === 'core' || s.appliance.host.isStarted(r.plugin)));
     expect(keyed.length).toBeGreaterThan(0);
     for (const r of keyed) {
       for (const address of r.addresses) {
@@ -77,7 +78,8 @@ describe('tenant isolation', () => {
         const body = await expect401(res);
         expect(body.error, what).toBe('invalid_token');
         // ... and the same key passes authentication on its own tenant (reads only: no side effects).
-        if (r.def.method === 'GET') expect([401, 403], what).not.toContain((await s.fetch(url, { host: B, key: b.adminKey })).status);
+        const superOnly = r.def.auth.kind === 'credentials' && r.def.auth.superAdmin;
+        if (r.def.method === 'GET' && !superOnly) expect([401, 403], what).not.toContain((await s.fetch(url, { host: B, key: b.adminKey })).status);
       }
     }
   });

@@ -176,7 +176,8 @@ describe('429 and 503 (own servers)', () => {
       const statuses: number[] = [];
       let last: Response | undefined;
       for (let i = 0; i < 5; i++) {
-        last = await t.fetch('/api.ashx/v1/probe/public');
+        // A spoofed X-Forwarded-For does not buy a fresh budget (no proxy is trusted by default).
+        last = await t.fetch('/api.ashx/v1/probe/public', { headers: { 'X-Forwarded-For': `203.0.113.${i}` } });
         statuses.push(last.status);
       }
       expect(statuses.slice(0, 3)).toEqual([200, 200, 200]);
