@@ -70,29 +70,27 @@ function writeElement(el: XElement, rendered: Map<string, string>, out: Buffered
   const qn = el.prefix ? `${el.prefix}:${el.local}` : el.local;
   // exc-c14n §3: a namespace node is output when it is visibly utilized (by the element's own
   // prefix or an attribute's) and not already rendered with the same value by an output ancestor.
-  const utilized = new Map<string, string>();
-  utilized.set(el.prefix, el.ns);
-  for (const a of el.attrs) if (a.prefix && a.prefix !== 'xml') utilized.set(a.prefix, a.ns);
+  let next = rendered;
+  let decls: Array<[string, string]> | undefined;
+  const consider = (p: string, u: string) => {
+    const have = rendered.get(p);
+    // The default namespace: xmlns="" only undoes a non-empty default an ancestor rendered.
+    if (p === '' ? (have ?? '') === u : have === u) return;
+    decls ??= [];
+    if (!decls.some((d) => d[0] === p)) decls.push([p, u]);
+  };
+  consider(el.prefix, el.ns);
+  for (const a of el.attrs) if (a.prefix && a.prefix !== 'xml' && a.prefix !== el.prefix) consider(a.prefix, a.ns);
   if (o.inclusivePrefixes) {
     for (const p0 of o.inclusivePrefixes) {
       const p = p0 === '#default' ? '' : p0;
-      if (utilized.has(p)) continue;
+      if (p === el.prefix || el.attrs.some((a) => a.prefix === p)) continue;
       const u = lookupNamespace(el, p);
-      if (u !== undefined && (p !== '' || u !== '')) utilized.set(p, u);
+      if (u !== undefined && (p !== '' || u !== '')) consider(p, u);
     }
   }
-  let next = rendered;
-  const decls: Array<[string, string]> = [];
-  for (const [p, u] of utilized) {
-    const have = rendered.get(p);
-    if (p === '') {
-      // The default namespace: xmlns="" only undoes a non-empty default an ancestor rendered.
-      if ((have ?? '') === u) continue;
-    } else if (have === u) continue;
-    decls.push([p, u]);
-  }
   let s = '<' + qn;
-  if (decls.length) {
+  if (decls) {
     decls.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
     next = new Map(rendered);
     for (const [p, u] of decls) {

@@ -69,6 +69,8 @@ export class XmlError extends Error {
 const DSIG_NS = 'http://www.w3.org/2000/09/xmldsig#';
 
 const MAX_DEPTH = 256;
+const NO_DECLS: Array<[string, string]> = Object.freeze([]) as unknown as Array<[string, string]>;
+const NO_ATTRS: XAttr[] = Object.freeze([]) as unknown as XAttr[];
 
 const PREDEFINED: Record<string, string> = { lt: '<', gt: '>', amp: '&', apos: "'", quot: '"' };
 
@@ -292,7 +294,8 @@ export function parseXml(input: string | Uint8Array): XDocument {
       rawAttrs.push([an, v]);
       i = end + 1;
     }
-    const nsDecls: Array<[string, string]> = [];
+    // Most elements have no attributes: share one empty array instead of allocating two.
+    const nsDecls: Array<[string, string]> = rawAttrs.length ? [] : NO_DECLS;
     for (const [n, v] of rawAttrs) {
       if (n === 'xmlns') nsDecls.push(['', v]);
       else if (n.startsWith('xmlns:')) {
@@ -309,7 +312,7 @@ export function parseXml(input: string | Uint8Array): XDocument {
     const [prefix, local] = splitQName(qn);
     const ns = lookup(prefix);
     if (ns === undefined) fail(`undeclared prefix ${prefix}`);
-    const attrs: XAttr[] = [];
+    const attrs: XAttr[] = rawAttrs.length ? [] : NO_ATTRS;
     for (const [n, v] of rawAttrs) {
       if (n === 'xmlns' || n.startsWith('xmlns:')) continue;
       const [ap, al] = splitQName(n);
