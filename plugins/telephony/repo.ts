@@ -1,3 +1,4 @@
+import type { Statement } from 'better-sqlite3';
 import type { DB } from '../../server/store/db.ts';
 import type { Tenant } from '../../server/tenancy.ts';
 import type { CallStatus } from './schemas.ts';
@@ -38,7 +39,20 @@ function likeArg(s: string): string {
 
 /** All SQL of the telephony plugin. Every method that reads tenant data takes the Tenant first. */
 export class TelephonyRepo {
+  // Prepared statements by SQL text: preparing is a large share of a callback's cost (profiled).
+  readonly #stmts = new Map<string, Statement<unknown[]>>();
+
   constructor(readonly db: DB) {}
+
+  private q(sql: string): Statement<unknown[]> {
+    let st = this.#stmts.get(sql);
+    if (!st) {
+      if (this.#stmts.size > 500) this.#stmts.clear();
+      st = this.db.prepare(sql);
+      this.#stmts.set(sql, st);
+    }
+    return st;
+  }
 
   tx<T>(fn: () => T): T {
     return this.db.transaction(fn).immediate();
@@ -47,16 +61,16 @@ export class TelephonyRepo {
   // ---- trunks ----------------------------------------------------------------------------------
 
   trunks(t: Tenant): TrunkRow[] {
-    return this.db.prepare('SELECT * FROM tel_trunks WHERE tenant_id = ? ORDER BY id').all(t.id) as TrunkRow[];
+    return this.q('SELECT * FROM tel_trunks WHERE tenant_id = ? ORDER BY id').all(t.id) as TrunkRow[];
   }
 
   trunk(t: Tenant, id: string): TrunkRow | undefined {
-    return this.db.prepare('SELECT * FROM tel_trunks WHERE tenant_id = ? AND id = ?').get(t.id, id) as TrunkRow | undefined;
+    return this.q('SELECT * FROM tel_trunks WHERE tenant_id = ? AND id = ?').get(t.id, id) as TrunkRow | undefined;
   }
 
   /** Every tenant's trunks: only for the bridge push (PUT /trunks carries the full set). */
   allTrunksForBridge(): TrunkRow[] {
-    return this.db.prepare('SELECT * FROM tel_trunks ORDER BY tenant_id, id').all() as TrunkRow[];
+    return this.q('SELECT * FROM tel_trunks ORDER BY tenant_id, id').all() as TrunkRow[];
   }
 
   upsertTrunk(t: Tenant, r: Omit<TrunkRow, 'tenant_id' | 'created_at' | 'updated_at'>, now: string): void {
@@ -73,13 +87,13 @@ export class TelephonyRepo {
   }
 
   deleteTrunk(t: Tenant, id: string): boolean {
-    return this.db.prepare('DELETE FROM tel_trunks WHERE tenant_id = ? AND id = ?').run(t.id, id).changes > 0;
+    return this.q('DELETE FROM tel_trunks WHERE tenant_id = ? AND id = ?').run(t.id, id).changes > 0;
   }
 
   // ---- settings --------------------------------------------------------------------------------
 
   settings(t: Tenant): SettingsRow {
-    return (this.db.prepare('SELECT * FROM tel_settings WHERE tenant_id = ?').get(t.id) as SettingsRow | undefined)
+    return (this.q('SELECT * FROM tel_settings WHERE tenant_id = ?').get(t.id) as SettingsRow | undefined)
       ?? { tenant_id: t.id, default_trunk_id: '', engine_api_key_sealed: '', model: '' };
   }
 
@@ -94,7 +108,7 @@ export class TelephonyRepo {
   // ---- outbound routes -------------------------------------------------------------------------
 
   outboundRoutes(t: Tenant): OutboundRouteRow[] {
-    return (this.db.prepare('SELECT match, trunk_ids FROM tel_outbound_routes WHERE tenant_id = ? ORDER BY position').all(t.id) as { match: string; trunk_ids: string }[])
+    return (this.q('SELECT match, trunk_ids FROM tel_outbound_routes WHERE tenant_id = ? ORDER BY position').all(t.id) as { match: string; trunk_ids: string }[])
       .map((r) => ({ match: r.match, trunkIds: JSON.parse(r.trunk_ids) as string[] }));
   }
 
@@ -103,51 +117,51 @@ export class TelephonyRepo {
   }
 
   appendOutbound(t: Tenant, r: OutboundRouteRow): void {
-    const pos = (this.db.prepare('SELECT COALESCE(MAX(position), 0) + 1 AS p FROM tel_outbound_routes WHERE tenant_id = ?').get(t.id) as { p: number }).p;
-    this.db.prepare('INSERT INTO tel_outbound_routes (tenant_id, position, match, trunk_ids) VALUES (?, ?, ?, ?)').run(t.id, pos, r.match, JSON.stringify(r.trunkIds));
+    const pos = (this.q('SELECT COALESCE(MAX(position), 0) + 1 AS p FROM tel_outbound_routes WHERE tenant_id = ?').get(t.id) as { p: number }).p;
+    this.q('INSERT INTO tel_outbound_routes (tenant_id, position, match, trunk_ids) VALUES (?, ?, ?, ?)').run(t.id, pos, r.match, JSON.stringify(r.trunkIds));
   }
 
   updateOutbound(t: Tenant, match: string, trunkIds: string[]): boolean {
-    return this.db.prepare('UPDATE tel_outbound_routes SET trunk_ids = ? WHERE tenant_id = ? AND match = ?').run(JSON.stringify(trunkIds), t.id, match).changes > 0;
+    return this.q('UPDATE tel_outbound_routes SET trunk_ids = ? WHERE tenant_id = ? AND match = ?').run(JSON.stringify(trunkIds), t.id, match).changes > 0;
   }
 
   deleteOutbound(t: Tenant, match: string): boolean {
-    return this.db.prepare('DELETE FROM tel_outbound_routes WHERE tenant_id = ? AND match = ?').run(t.id, match).changes > 0;
+    return this.q('DELETE FROM tel_outbound_routes WHERE tenant_id = ? AND match = ?').run(t.id, match).changes > 0;
   }
 
   // ---- inbound routes --------------------------------------------------------------------------
 
   inboundRoutes(t: Tenant): (InboundRouteRow & { id: number; position: number })[] {
-    return (this.db.prepare('SELECT id, position, did, from_number, user FROM tel_inbound_routes WHERE tenant_id = ? ORDER BY position, id').all(t.id) as
+    return (this.q('SELECT id, position, did, from_number, user FROM tel_inbound_routes WHERE tenant_id = ? ORDER BY position, id').all(t.id) as
       { id: number; position: number; did: string; from_number: string; user: string }[])
       .map((r) => ({ id: r.id, position: r.position, did: r.did, fromNumber: r.from_number, user: r.user }));
   }
 
   insertInbound(t: Tenant, position: number, r: InboundRouteRow): void {
-    this.db.prepare('INSERT INTO tel_inbound_routes (tenant_id, position, did, from_number, user) VALUES (?, ?, ?, ?, ?)').run(t.id, position, r.did, r.fromNumber, r.user);
+    this.q('INSERT INTO tel_inbound_routes (tenant_id, position, did, from_number, user) VALUES (?, ?, ?, ?, ?)').run(t.id, position, r.did, r.fromNumber, r.user);
   }
 
   setInboundPosition(t: Tenant, id: number, position: number): void {
-    this.db.prepare('UPDATE tel_inbound_routes SET position = ? WHERE tenant_id = ? AND id = ?').run(position, t.id, id);
+    this.q('UPDATE tel_inbound_routes SET position = ? WHERE tenant_id = ? AND id = ?').run(position, t.id, id);
   }
 
   updateInboundUser(t: Tenant, id: number, user: string): void {
-    this.db.prepare('UPDATE tel_inbound_routes SET user = ? WHERE tenant_id = ? AND id = ?').run(user, t.id, id);
+    this.q('UPDATE tel_inbound_routes SET user = ? WHERE tenant_id = ? AND id = ?').run(user, t.id, id);
   }
 
   deleteInbound(t: Tenant, id: number): void {
-    this.db.prepare('DELETE FROM tel_inbound_routes WHERE tenant_id = ? AND id = ?').run(t.id, id);
+    this.q('DELETE FROM tel_inbound_routes WHERE tenant_id = ? AND id = ?').run(t.id, id);
   }
 
   // ---- whitelist -------------------------------------------------------------------------------
 
   whitelist(t: Tenant): WhitelistRow[] {
-    return this.db.prepare('SELECT number, comment, added_at, added_by FROM tel_whitelist WHERE tenant_id = ? ORDER BY added_at, number').all(t.id) as WhitelistRow[];
+    return this.q('SELECT number, comment, added_at, added_by FROM tel_whitelist WHERE tenant_id = ? ORDER BY added_at, number').all(t.id) as WhitelistRow[];
   }
 
   /** True when the number was added now, false when it was already listed. */
   whitelistAdd(t: Tenant, number: string, comment: string, by: string, now: string): boolean {
-    return this.db.prepare('INSERT OR IGNORE INTO tel_whitelist (tenant_id, number, comment, added_at, added_by) VALUES (?, ?, ?, ?, ?)')
+    return this.q('INSERT OR IGNORE INTO tel_whitelist (tenant_id, number, comment, added_at, added_by) VALUES (?, ?, ?, ?, ?)')
       .run(t.id, number, comment, now, by).changes > 0;
   }
 
@@ -155,16 +169,16 @@ export class TelephonyRepo {
 
   insertCall(r: CallRow): void {
     const cols = Object.keys(r);
-    this.db.prepare(`INSERT INTO tel_calls (${cols.join(', ')}) VALUES (${cols.map((c) => '@' + c).join(', ')})`).run(r);
+    this.q(`INSERT INTO tel_calls (${cols.join(', ')}) VALUES (${cols.map((c) => '@' + c).join(', ')})`).run(r);
   }
 
   call(t: Tenant, callId: string): CallRow | undefined {
-    return this.db.prepare('SELECT * FROM tel_calls WHERE tenant_id = ? AND call_id = ?').get(t.id, callId) as CallRow | undefined;
+    return this.q('SELECT * FROM tel_calls WHERE tenant_id = ? AND call_id = ?').get(t.id, callId) as CallRow | undefined;
   }
 
   /** By id alone: bridge callbacks and jobs, which carry the call id and then check the tenant. */
   callAnyTenant(callId: string): CallRow | undefined {
-    return this.db.prepare('SELECT * FROM tel_calls WHERE call_id = ?').get(callId) as CallRow | undefined;
+    return this.q('SELECT * FROM tel_calls WHERE call_id = ?').get(callId) as CallRow | undefined;
   }
 
   listCalls(t: Tenant, statuses: string[] | undefined, limit: number, offset: number): { rows: CallRow[]; total: number } {
@@ -175,25 +189,25 @@ export class TelephonyRepo {
       args.push(...statuses);
     }
     const w = where.join(' AND ');
-    const total = (this.db.prepare(`SELECT COUNT(*) AS n FROM tel_calls WHERE ${w}`).get(...args) as { n: number }).n;
-    const rows = this.db.prepare(`SELECT * FROM tel_calls WHERE ${w} ORDER BY created_at DESC, call_id LIMIT ? OFFSET ?`).all(...args, limit, offset) as CallRow[];
+    const total = (this.q(`SELECT COUNT(*) AS n FROM tel_calls WHERE ${w}`).get(...args) as { n: number }).n;
+    const rows = this.q(`SELECT * FROM tel_calls WHERE ${w} ORDER BY created_at DESC, call_id LIMIT ? OFFSET ?`).all(...args, limit, offset) as CallRow[];
     return { rows, total };
   }
 
   /** Calls the bridge holds (dispatching or in-flight), across tenants: the supervisor's sweep. */
   callsAtBridge(): CallRow[] {
-    return this.db.prepare("SELECT * FROM tel_calls WHERE status IN ('dispatching', 'in-flight')").all() as CallRow[];
+    return this.q("SELECT * FROM tel_calls WHERE status IN ('dispatching', 'in-flight')").all() as CallRow[];
   }
 
   updateCall(callId: string, patch: Partial<CallRow>): void {
     const cols = Object.keys(patch);
     if (!cols.length) return;
-    this.db.prepare(`UPDATE tel_calls SET ${cols.map((c) => `${c} = @${c}`).join(', ')} WHERE call_id = @call_id`).run({ ...patch, call_id: callId });
+    this.q(`UPDATE tel_calls SET ${cols.map((c) => `${c} = @${c}`).join(', ')} WHERE call_id = @call_id`).run({ ...patch, call_id: callId });
   }
 
   /** Records a bridge callback; false when this (instance, seq) was seen before. */
   markBridgeEvent(instance: string, seq: number, callId: string, type: string, now: string): boolean {
-    return this.db.prepare('INSERT OR IGNORE INTO tel_bridge_events (instance, seq, call_id, type, received) VALUES (?, ?, ?, ?, ?)')
+    return this.q('INSERT OR IGNORE INTO tel_bridge_events (instance, seq, call_id, type, received) VALUES (?, ?, ?, ?, ?)')
       .run(instance, seq, callId, type, now).changes > 0;
   }
 
@@ -201,11 +215,11 @@ export class TelephonyRepo {
 
   upsertTranscript(r: TranscriptRow): void {
     const cols = Object.keys(r);
-    this.db.prepare(`INSERT OR REPLACE INTO tel_transcripts (${cols.join(', ')}) VALUES (${cols.map((c) => '@' + c).join(', ')})`).run(r);
+    this.q(`INSERT OR REPLACE INTO tel_transcripts (${cols.join(', ')}) VALUES (${cols.map((c) => '@' + c).join(', ')})`).run(r);
   }
 
   transcript(t: Tenant, callId: string): TranscriptRow | undefined {
-    return this.db.prepare('SELECT * FROM tel_transcripts WHERE tenant_id = ? AND call_id = ?').get(t.id, callId) as TranscriptRow | undefined;
+    return this.q('SELECT * FROM tel_transcripts WHERE tenant_id = ? AND call_id = ?').get(t.id, callId) as TranscriptRow | undefined;
   }
 
   listTranscripts(t: Tenant, f: { sources?: string[]; q?: string; since?: string; limit: number; offset: number }): { rows: TranscriptRow[]; total: number } {
@@ -226,21 +240,21 @@ export class TelephonyRepo {
       args.push(f.since);
     }
     const w = where.join(' AND ');
-    const total = (this.db.prepare(`SELECT COUNT(*) AS n FROM tel_transcripts WHERE ${w}`).get(...args) as { n: number }).n;
-    const rows = this.db.prepare(`SELECT * FROM tel_transcripts WHERE ${w} ORDER BY started_utc DESC, call_id DESC LIMIT ? OFFSET ?`).all(...args, f.limit, f.offset) as TranscriptRow[];
+    const total = (this.q(`SELECT COUNT(*) AS n FROM tel_transcripts WHERE ${w}`).get(...args) as { n: number }).n;
+    const rows = this.q(`SELECT * FROM tel_transcripts WHERE ${w} ORDER BY started_utc DESC, call_id DESC LIMIT ? OFFSET ?`).all(...args, f.limit, f.offset) as TranscriptRow[];
     return { rows, total };
   }
 
   // ---- virtual numbers -------------------------------------------------------------------------
 
   numbers(t: Tenant, limit = 10_000, offset = 0): { rows: NumberRow[]; total: number } {
-    const total = (this.db.prepare('SELECT COUNT(*) AS n FROM tel_numbers WHERE tenant_id = ?').get(t.id) as { n: number }).n;
-    const rows = this.db.prepare('SELECT * FROM tel_numbers WHERE tenant_id = ? ORDER BY number LIMIT ? OFFSET ?').all(t.id, limit, offset) as NumberRow[];
+    const total = (this.q('SELECT COUNT(*) AS n FROM tel_numbers WHERE tenant_id = ?').get(t.id) as { n: number }).n;
+    const rows = this.q('SELECT * FROM tel_numbers WHERE tenant_id = ? ORDER BY number LIMIT ? OFFSET ?').all(t.id, limit, offset) as NumberRow[];
     return { rows, total };
   }
 
   number(t: Tenant, number: string): NumberRow | undefined {
-    return this.db.prepare('SELECT * FROM tel_numbers WHERE tenant_id = ? AND number = ?').get(t.id, number) as NumberRow | undefined;
+    return this.q('SELECT * FROM tel_numbers WHERE tenant_id = ? AND number = ?').get(t.id, number) as NumberRow | undefined;
   }
 
   upsertNumber(t: Tenant, r: Omit<NumberRow, 'tenant_id'>): void {
@@ -256,6 +270,6 @@ export class TelephonyRepo {
   }
 
   deleteNumber(t: Tenant, number: string): boolean {
-    return this.db.prepare('DELETE FROM tel_numbers WHERE tenant_id = ? AND number = ?').run(t.id, number).changes > 0;
+    return this.q('DELETE FROM tel_numbers WHERE tenant_id = ? AND number = ?').run(t.id, number).changes > 0;
   }
 }
