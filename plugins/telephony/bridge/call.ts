@@ -53,6 +53,7 @@ export interface CallMetrics {
   sendJitterMaxMs: number;
   intervals: number;
   lateFrames: number;
+  skippedSlots: number;
   packetsSent: number;
   packetsReceived: number;
   rxLost: number;
@@ -425,6 +426,7 @@ export class Call {
       sendJitterMaxMs: m?.sendJitterMaxMs ?? 0,
       intervals: m?.intervals ?? 0,
       lateFrames: m?.lateFrames ?? 0,
+      skippedSlots: m?.skippedSlots ?? 0,
       packetsSent: m?.packetsSent ?? 0,
       packetsReceived: m?.packetsReceived ?? 0,
       rxLost: m?.rxLost ?? 0,

@@ -4,7 +4,7 @@ import { MediaSession, PortPool } from './session.ts';
 import { upsample8to16 } from './audio.ts';
 import { InputBatcher, type LegHandlers, type LegMetrics, type LegStart, type MediaHost, type MediaLeg } from './leg.ts';
 
-const EMPTY: LegMetrics = { sendJitterP99Ms: 0, sendJitterMaxMs: 0, intervals: 0, lateFrames: 0, packetsSent: 0, packetsReceived: 0, rxLost: 0, firstAudioSentAt: null };
+const EMPTY: LegMetrics = { sendJitterP99Ms: 0, sendJitterMaxMs: 0, intervals: 0, lateFrames: 0, skippedSlots: 0, packetsSent: 0, packetsReceived: 0, rxLost: 0, firstAudioSentAt: null };
 
 export class InlineLeg implements MediaLeg {
   private session: MediaSession | null = null;

@@ -17,6 +17,7 @@ export interface LegMetrics {
   sendJitterMaxMs: number;
   intervals: number;
   lateFrames: number;
+  skippedSlots: number;
   packetsSent: number;
   packetsReceived: number;
   rxLost: number;

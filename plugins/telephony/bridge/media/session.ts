@@ -77,8 +77,14 @@ class Pacer {
     const now = process.hrtime.bigint();
     const horizon = now + 500_000n;
     for (const s of this.sessions) {
-      let guard = 0;
-      while (s.nextDue <= horizon && guard++ < 50) s.tick(now);
+      if (s.nextDue > horizon) continue;
+      // After a stall (descheduled process, GC) do not burst the missed frames out back to
+      // back: skip their slots like silence suppression (RTP timestamp jumps, sequence stays
+      // contiguous, marker on the next packet; RFC 3551 §4.1). Queued AI audio is kept, only
+      // delayed. One frame of lateness is absorbed by sending the due frame now.
+      const behind = now - s.nextDue;
+      if (behind >= 2n * FRAME_NS) s.skip(Number(behind / FRAME_NS));
+      s.tick(now);
     }
     this.arm();
   }
@@ -119,8 +125,10 @@ export class MediaSession {
   packetsReceived = 0;
   /** hrtime of the first packet that carried AI audio (not silence). */
   firstAudioSentAt: bigint | null = null;
-  /** Frames due but not sent on time (more than one frame late); should stay 0. */
+  /** Frames sent more than one frame late; should stay 0. */
   lateFrames = 0;
+  /** 20 ms slots skipped after stalls of two frames or more (no packet sent for them). */
+  skippedSlots = 0;
 
   constructor(private readonly o: MediaOptions) {
     this.silence = silenceFrame(o.codec);
@@ -187,6 +195,16 @@ export class MediaSession {
     return out;
   }
 
+  /** Skips `n` 20 ms slots that passed while the process could not run. */
+  skip(n: number): void {
+    this.nextDue += BigInt(n) * FRAME_NS;
+    this.ts = (this.ts + n * FRAME_SAMPLES) >>> 0;
+    this.skippedSlots += n;
+    this.talking = false; // the next packet starts a new spurt (marker bit)
+    // The far end's frames kept arriving meanwhile: play out as many so the buffer stays small.
+    for (let i = 0; i < n; i++) this.playoutOne();
+  }
+
   /** Sends the frame due at `nextDue` and plays out one far-end frame. */
   tick(now: bigint): void {
     if (now - this.nextDue > FRAME_NS) this.lateFrames++;
@@ -206,6 +224,10 @@ export class MediaSession {
     if (frame && this.firstAudioSentAt === null) this.firstAudioSentAt = sendAt;
     this.nextDue += FRAME_NS;
 
+    this.playoutOne();
+  }
+
+  private playoutOne(): void {
     const incoming = this.jitter.pop();
     if (incoming !== undefined && this.o.onAudio) {
       this.o.onAudio(incoming === null ? new Int16Array(FRAME_SAMPLES) : decodeG711(this.o.codec, incoming));
@@ -235,6 +257,7 @@ export class MediaSession {
       sendJitterMaxMs: this.stats.max,
       intervals: this.stats.count,
       lateFrames: this.lateFrames,
+      skippedSlots: this.skippedSlots,
       packetsSent: this.packetsSent,
       packetsReceived: this.packetsReceived,
       rxLost: this.jitter.lost,

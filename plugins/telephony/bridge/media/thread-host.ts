@@ -11,7 +11,7 @@ type FromThread =
   | { op: 'queue'; id: number; ms: number; plays: number }
   | { op: 'stopped'; id: number; metrics: LegMetrics | null };
 
-const EMPTY: LegMetrics = { sendJitterP99Ms: 0, sendJitterMaxMs: 0, intervals: 0, lateFrames: 0, packetsSent: 0, packetsReceived: 0, rxLost: 0, firstAudioSentAt: null };
+const EMPTY: LegMetrics = { sendJitterP99Ms: 0, sendJitterMaxMs: 0, intervals: 0, lateFrames: 0, skippedSlots: 0, packetsSent: 0, packetsReceived: 0, rxLost: 0, firstAudioSentAt: null };
 
 class ThreadLeg implements MediaLeg {
   handlers: LegHandlers | null = null;
