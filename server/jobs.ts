@@ -80,6 +80,18 @@ export class JobQueue {
     this.owner = `${opts.nodeId}:${process.pid}:${crypto.randomBytes(3).toString('hex')}`;
   }
 
+  readonly #stmts = new Map<string, import('better-sqlite3').Statement>();
+
+  /** Statements are prepared once: the queue runs them for every job. */
+  private stmt(sql: string): import('better-sqlite3').Statement {
+    let st = this.#stmts.get(sql);
+    if (!st) {
+      st = this.db.prepare(sql);
+      this.#stmts.set(sql, st);
+    }
+    return st;
+  }
+
   define<T>(def: JobDefinition<T>): void {
     if (this.#defs.has(def.queue)) throw new Error(`job queue ${def.queue} defined twice`);
     this.#defs.set(def.queue, def as JobDefinition<unknown>);
@@ -93,39 +105,41 @@ export class JobQueue {
     const def = this.#defs.get(queue);
     const maxAttempts = o.maxAttempts ?? def?.maxAttempts ?? 5;
     if (o.dedupeKey) {
-      const existing = this.db.prepare('SELECT id FROM jobs WHERE queue = ? AND dedupe_key = ?').get(queue, o.dedupeKey) as { id: number } | undefined;
+      const existing = this.stmt('SELECT id FROM jobs WHERE queue = ? AND dedupe_key = ?').get(queue, o.dedupeKey) as { id: number } | undefined;
       if (existing) return existing.id;
     }
-    const r = this.db
-      .prepare('INSERT INTO jobs (queue, tenant_id, dedupe_key, data, run_at, max_attempts, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
+    // ON CONFLICT: another process may insert the same key between the check above and here.
+    const r = this.stmt(`INSERT INTO jobs (queue, tenant_id, dedupe_key, data, run_at, max_attempts, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+                         ON CONFLICT (queue, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING`)
       .run(queue, o.tenantId ?? null, o.dedupeKey ?? null, JSON.stringify(data), o.runAt ?? now, maxAttempts, now);
+    if (r.changes === 0 && o.dedupeKey) {
+      return (this.stmt('SELECT id FROM jobs WHERE queue = ? AND dedupe_key = ?').get(queue, o.dedupeKey) as { id: number }).id;
+    }
     if (this.#started) queueMicrotask(() => this.kick());
     return Number(r.lastInsertRowid);
   }
 
   /** Cancels a pending job by dedupe key (scheduled calls); a running job is left to finish. */
   cancel(queue: string, dedupeKey: string): boolean {
-    const r = this.db
-      .prepare("UPDATE jobs SET state = 'cancelled', finished_at = ? WHERE queue = ? AND dedupe_key = ? AND state = 'pending'")
+    const r = this.stmt("UPDATE jobs SET state = 'cancelled', finished_at = ? WHERE queue = ? AND dedupe_key = ? AND state = 'pending'")
       .run(this.clock.now(), queue, dedupeKey);
     return r.changes > 0;
   }
 
   /** Moves a pending job to a new time (e.g. reschedule). */
   reschedule(queue: string, dedupeKey: string, runAt: number): boolean {
-    return this.db.prepare("UPDATE jobs SET run_at = ? WHERE queue = ? AND dedupe_key = ? AND state = 'pending'").run(runAt, queue, dedupeKey).changes > 0;
+    return this.stmt("UPDATE jobs SET run_at = ? WHERE queue = ? AND dedupe_key = ? AND state = 'pending'").run(runAt, queue, dedupeKey).changes > 0;
   }
 
   get(id: number): JobRow | undefined {
-    return this.db.prepare('SELECT * FROM jobs WHERE id = ?').get(id) as JobRow | undefined;
+    return this.stmt('SELECT * FROM jobs WHERE id = ?').get(id) as JobRow | undefined;
   }
 
   start(): void {
     if (this.#started) return;
     this.#started = true;
     // Jobs this node leased before a crash or kill are ours to run again now, not after the lease.
-    this.db
-      .prepare("UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_until = NULL WHERE state = 'running' AND lease_owner LIKE ?")
+    this.stmt("UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_until = NULL WHERE state = 'running' AND lease_owner LIKE ?")
       .run(`${this.opts.nodeId}:%`);
     this.schedule(0);
   }
@@ -162,7 +176,7 @@ export class JobQueue {
   }
 
   private nextDelay(): number {
-    const row = this.db.prepare("SELECT MIN(run_at) AS t FROM jobs WHERE state = 'pending'").get() as { t: number | null };
+    const row = this.stmt("SELECT MIN(run_at) AS t FROM jobs WHERE state = 'pending'").get() as { t: number | null };
     if (row.t == null) return this.opts.pollMs;
     return Math.max(10, Math.min(this.opts.pollMs, row.t - this.clock.now()));
   }
@@ -174,8 +188,7 @@ export class JobQueue {
       const free = (def.concurrency ?? 4) - running.size;
       if (free <= 0) continue;
       const lease = def.leaseMs ?? this.opts.leaseMs;
-      const rows = this.db
-        .prepare(
+      const rows = this.stmt(
           `UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = ?, lease_until = ?
            WHERE id IN (SELECT id FROM jobs WHERE queue = ? AND
                           ((state = 'pending' AND run_at <= ?) OR (state = 'running' AND lease_until < ?))
@@ -203,7 +216,7 @@ export class JobQueue {
     const lease = def.leaseMs ?? this.opts.leaseMs;
     const heartbeat = setInterval(() => {
       try {
-        this.db.prepare("UPDATE jobs SET lease_until = ? WHERE id = ? AND lease_owner = ? AND state = 'running'").run(this.clock.now() + lease, row.id, this.owner);
+        this.stmt("UPDATE jobs SET lease_until = ? WHERE id = ? AND lease_owner = ? AND state = 'running'").run(this.clock.now() + lease, row.id, this.owner);
       } catch (e) {
         this.log.warn({ err: e, job: row.id }, 'job lease renewal failed');
       }
@@ -229,8 +242,7 @@ export class JobQueue {
         this.log.warn({ queue: row.queue, job: row.id, attempt: row.attempts, error: msg }, 'job failed for good');
       } else {
         const at = e instanceof RetryAt ? e.at : this.clock.now() + (def.backoffMs?.(row.attempts) ?? defaultBackoff(row.attempts));
-        this.db
-          .prepare("UPDATE jobs SET state = 'pending', run_at = ?, last_error = ?, lease_owner = NULL, lease_until = NULL WHERE id = ? AND lease_owner = ?")
+        this.stmt("UPDATE jobs SET state = 'pending', run_at = ?, last_error = ?, lease_owner = NULL, lease_until = NULL WHERE id = ? AND lease_owner = ?")
           .run(at, msg.slice(0, 2000), row.id, this.owner);
         this.log.debug({ queue: row.queue, job: row.id, attempt: row.attempts, error: msg }, 'job will retry');
       }
@@ -242,8 +254,7 @@ export class JobQueue {
   }
 
   private finish(row: JobRow, state: 'done' | 'failed', error: string | null): void {
-    this.db
-      .prepare('UPDATE jobs SET state = ?, finished_at = ?, last_error = ?, lease_owner = NULL, lease_until = NULL WHERE id = ? AND lease_owner = ?')
+    this.stmt('UPDATE jobs SET state = ?, finished_at = ?, last_error = ?, lease_owner = NULL, lease_until = NULL WHERE id = ? AND lease_owner = ?')
       .run(state, this.clock.now(), error?.slice(0, 2000) ?? null, row.id, this.owner);
   }
 
@@ -260,14 +271,13 @@ export class JobQueue {
     for (const ac of this.#aborts) ac.abort(new Error('shutting down'));
     await Promise.race([Promise.allSettled(all), new Promise((r) => setTimeout(r, 1000))]);
     // Whatever is still leased by us goes back to pending: it runs again at the next start.
-    this.db
-      .prepare("UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_until = NULL WHERE state = 'running' AND lease_owner = ?")
+    this.stmt("UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_until = NULL WHERE state = 'running' AND lease_owner = ?")
       .run(this.owner);
   }
 
   /** Housekeeping: drop finished jobs older than `keepMs`. */
   prune(keepMs: number): number {
-    return this.db.prepare("DELETE FROM jobs WHERE state IN ('done', 'failed', 'cancelled') AND finished_at < ?").run(this.clock.now() - keepMs).changes;
+    return this.stmt("DELETE FROM jobs WHERE state IN ('done', 'failed', 'cancelled') AND finished_at < ?").run(this.clock.now() - keepMs).changes;
   }
 }
 
