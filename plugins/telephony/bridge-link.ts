@@ -120,6 +120,10 @@ export class BridgeLink {
       SOVCOMMS_BRIDGE_RTP_PORTS: this.cfg.rtpPorts,
     });
     if (this.cfg.aiEngineUrl) env.SOVCOMMS_AI_ENGINE_URL = this.cfg.aiEngineUrl;
+    if (this.cfg.callbackCaFile) env.NODE_EXTRA_CA_CERTS = path.resolve(this.cfg.callbackCaFile);
+    else if (callbackUrl.startsWith('https:')) {
+      this.log.warn({ callbackUrl }, 'https callback URL without bridge.callbackCaFile: the bridge must trust this server\'s certificate');
+    }
     const entry = path.resolve(ROOT, this.cfg.entry);
     const child = spawn(process.execPath, [path.join(ROOT, 'bin/run-ts.mjs'), entry], {
       cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe', 'ipc'],

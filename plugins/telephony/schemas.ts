@@ -40,6 +40,11 @@ export const telephonyConfig = z
         entry: z.string().min(1).default('plugins/telephony/bridge/main.ts'),
         /** Where the bridge posts events; default: this server's own URL + /internal/bridge/events. */
         callbackUrl: z.url().optional(),
+        /**
+         * PEM file of the CA that signed this server's certificate, for an https callback URL
+         * (handed to the bridge as NODE_EXTRA_CA_CERTS; TLS verification stays on).
+         */
+        callbackCaFile: z.string().min(1).optional(),
         sipHost: z.string().default('127.0.0.1'),
         sipPort: z.number().int().min(0).max(65535).default(5060),
         rtpPorts: z.string().regex(/^\d+-\d+$/).default('20000-20999'),
