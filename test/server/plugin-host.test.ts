@@ -95,4 +95,17 @@ describe('clean shutdown', () => {
     expect(t.appliance.core.db.open).toBe(false);
     await t.stop();
   });
+
+  it('checkpoints the WAL periodically while running and truncates it at stop', async () => {
+    const a = await Appliance.create({ dataDir: dir(), env: {}, plugins: [], logDestination: new LogCapture(), overrides: { http: { port: 0, host: '127.0.0.1' }, store: { checkpointMs: 1000 } } });
+    const calls: string[] = [];
+    const db = a.core.db;
+    const orig = db.pragma.bind(db);
+    db.pragma = ((source: string, options?: { simple?: boolean }) => { calls.push(source); return orig(source, options); }) as typeof db.pragma;
+    await a.start();
+    await new Promise((r) => setTimeout(r, 1400));
+    expect(calls).toContain('wal_checkpoint(PASSIVE)');
+    await a.stop();
+    expect(calls[calls.length - 1]).toBe('wal_checkpoint(TRUNCATE)');
+  });
 });
