@@ -124,6 +124,16 @@ describe('job queue', () => {
     expect(core.jobs.enqueue('d', { s: 'again' }, { dedupeKey: 'k1' })).toBe(first);
   });
 
+  it('a dedupe key stays idempotent when another process inserts the same key between check and insert', () => {
+    const core = setup(new ManualClock());
+    // Simulates the other process winning the race: a row with the key appears just before our insert.
+    core.db.exec(`CREATE TEMP TRIGGER race BEFORE INSERT ON jobs WHEN NEW.dedupe_key = 'race' AND NOT EXISTS (SELECT 1 FROM jobs WHERE dedupe_key = 'race')
+      BEGIN INSERT INTO jobs (queue, dedupe_key, data, run_at, max_attempts, created_at) VALUES (NEW.queue, 'race', '{"by":"other"}', NEW.run_at, 5, NEW.created_at); END`);
+    const id = core.jobs.enqueue('d', { by: 'us' }, { dedupeKey: 'race' });
+    const rows = core.db.prepare("SELECT id, data FROM jobs WHERE dedupe_key = 'race'").all();
+    expect(rows).toEqual([{ id, data: '{"by":"other"}' }]);
+  });
+
   it('a job leased by a crashed runner is taken over when the lease expires', async () => {
     const clock = new ManualClock();
     const core = setup(clock);
