@@ -196,7 +196,7 @@ export class AuthorizeFlow {
    * Decides what the request still needs (sign-in, account choice, consent) and either shows that
    * page or answers the client. Called at the start and after each page's form.
    */
-  async proceed(req: RouteRequest, res: Response, a: AuthzRequest, client: OidcClient, it: Interaction<AuthzRequest> | undefined, browser: string): Promise<Reply> {
+  async proceed(req: RouteRequest, _res: Response, a: AuthzRequest, client: OidcClient, it: Interaction<AuthzRequest> | undefined, browser: string): Promise<Reply> {
     const tenant = req.tenant;
     const now = this.p.now();
     const session = this.s.get(tenant, parseCookies(req.headers.cookie)[SID_COOKIE]);

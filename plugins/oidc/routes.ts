@@ -3,7 +3,6 @@ import { policy } from '../../server/auth.ts';
 import type { RouteRegistrar, RouteRequest } from '../../server/http/route.ts';
 import { reply } from '../../server/http/route.ts';
 import { InputError, NotAllowedError, NotFoundError } from '../../server/errors.ts';
-import type { Tenant } from '../../server/tenancy.ts';
 import type { PluginContext } from '../../server/plugin.ts';
 import { AUTH_METHODS, clientInput, clientView, snakeKeys } from './clients.ts';
 import { CLIENT_ALGS, SCOPES, oauthError, type OidcProvider, type RequestInfo } from './provider.ts';
@@ -214,4 +213,3 @@ export function adminRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>, p
   });
 }
 
-export type { Tenant };
