@@ -8,7 +8,7 @@
  *
  * Targets (issue 2): throughput >= 0.7 of the bare server's, idle RSS < 150 MB, ready < 1.5 s.
  * Knobs (env): BENCH_ROWS (100000), BENCH_CONNECTIONS (10), BENCH_SECONDS (10 per server, split
- * over BENCH_ROUNDS = 2 rounds), BENCH_WARMUP_SECONDS (2), BENCH_STARTS (3), BENCH_PROFILE_DIR
+ * over BENCH_ROUNDS = 4 rounds), BENCH_WARMUP_SECONDS (2), BENCH_STARTS (3), BENCH_PROFILE_DIR
  * (write V8 CPU profiles of the loaded appliance and bare server there; read it with bench/lib/profile-top.ts).
  */
 import fs from 'node:fs';
@@ -29,7 +29,7 @@ const num = (name: string, dflt: number) => {
 const ROWS = num('BENCH_ROWS', 100_000);
 const CONNECTIONS = num('BENCH_CONNECTIONS', 10);
 const SECONDS = num('BENCH_SECONDS', 10);
-const ROUNDS = num('BENCH_ROUNDS', 2);
+const ROUNDS = num('BENCH_ROUNDS', 4);
 const WARMUP = num('BENCH_WARMUP_SECONDS', 2);
 const STARTS = num('BENCH_STARTS', 3);
 const PROFILE_DIR = process.env.BENCH_PROFILE_DIR ? path.resolve(process.env.BENCH_PROFILE_DIR) : undefined;
@@ -115,7 +115,8 @@ export default async function run(): Promise<BenchResult[]> {
       const s = await spawnServer({
         modulePath: path.join(ROOT, 'bin', 'sovcomms.mjs'),
         args: ['serve', '--data-dir', dataDir, '--host', '127.0.0.1', '--port', String(appPort)],
-        env: cleanEnv(),
+        // BENCH_APPLIANCE_NODE_OPTIONS: V8/Node flags for the appliance only (GC experiments).
+        env: { ...cleanEnv(), ...(process.env.BENCH_APPLIANCE_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_APPLIANCE_NODE_OPTIONS } : {}) },
         // The server that takes the load can be profiled: BENCH_PROFILE_DIR=/tmp/prof.
         execArgv: PROFILE_DIR && i === STARTS - 1 ? ['--cpu-prof', `--cpu-prof-dir=${path.join(PROFILE_DIR, 'appliance')}`] : [],
         readyUrl: `http://127.0.0.1:${appPort}/readyz`,
