@@ -41,7 +41,7 @@ describe('trunk registration and keepalive', () => {
     await until(() => u.trunkStatus('r1').registered === true);
     expect(u.trunkStatus('r1')).toEqual({ registered: true, lastError: null });
     // The registrar granted 2 s: the refresh must come by itself, then shutdown sends Expires: 0.
-    await new Promise((r) => setTimeout(r, 1600));
+    await new Promise((r) => setTimeout(r, 2500)); // refresh is due after 1 s
     await u.shutdown();
     const exit = await s.exited;
     expect(exit.code, exit.output).toBe(0);
