@@ -212,6 +212,27 @@ describe('negative cases', () => {
     expect(b.jar.get('sc_sid')).not.toBe(sidBefore);
   });
 
+  it('prompt=none without consent answers consent_required; a request object signed by another key is refused', async () => {
+    await s.appliance.core.users.add(s.primary, { name: 'dave', role: 'user', password: 'dave password 1' });
+    const c = await rp(s, A, 'webapp', webSecret, oidc.ClientSecretBasic(webSecret));
+    const b = new TestBrowser(s, A);
+    // Sign dave in through another client that needs no consent, then ask webapp silently.
+    const spa = await rp(s, A, 'spa', undefined, oidc.None());
+    await authorizeThrough(b, oidc.buildAuthorizationUrl(spa, { redirect_uri: CB, scope: 'openid', code_challenge: 'a'.repeat(43), code_challenge_method: 'S256' }), { username: 'dave', password: 'dave password 1' });
+    const r = await b.get(oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid', prompt: 'none', state: 'c' }).href);
+    expect(new URL(r.headers.get('location')!).searchParams.get('error')).toBe('consent_required');
+    const other = (await jose.generateKeyPair('ES256')).privateKey;
+    const jar = await rp(s, A, 'jarapp', {}, oidc.PrivateKeyJwt({ key: jarKey, kid: 'jar-1' }));
+    const url = await oidc.buildAuthorizationUrlWithJAR(jar, { redirect_uri: CB, scope: 'openid', state: 'k', code_challenge: 'a'.repeat(43), code_challenge_method: 'S256' }, { key: other, kid: 'jar-1' });
+    // The redirect_uri was only inside the unverifiable object: nothing to redirect to safely.
+    const rj = await b.get(url.href);
+    expect(rj.status).toBe(400);
+    expect(rj.headers.get('location')).toBeNull();
+    url.searchParams.set('redirect_uri', CB);
+    const rq = await b.get(url.href);
+    expect(new URL(rq.headers.get('location')!).searchParams.get('error')).toBe('invalid_request_object');
+  });
+
   it('a login form without the CSRF token is refused', async () => {
     const b = new TestBrowser(s, A);
     const r = await b.get(`/oauth2/v1/authorize?client_id=spa&response_type=code&scope=openid&code_challenge=${'a'.repeat(43)}&code_challenge_method=S256&redirect_uri=${encodeURIComponent(CB)}`);
