@@ -6,6 +6,7 @@ import { Writable } from 'node:stream';
 import { Appliance, type ApplianceOptions } from '../../server/app.ts';
 import type { Tenant } from '../../server/tenancy.ts';
 import { signAdminHmac } from '../../server/auth.ts';
+import { deepMerge } from '../../server/config.ts';
 
 /**
  * fetch()-alike over node:http. undici's fetch silently drops a Host header, and tenancy is
@@ -84,13 +85,15 @@ export async function startTestServer(opts: ApplianceOptions & { keepDataDir?: b
   const dataDir = opts.dataDir ?? tempDir();
   const logs = new LogCapture();
   let adminPassword = '';
-  const overrides = {
+  // Tests talk only to loopback: the trusted-list plugin's scheduled upstream refresh is off
+  // unless a test turns it on (a manual clock moved past its first run would reach the internet).
+  const overrides = deepMerge({
     http: { port: 0, host: '127.0.0.1', drainMs: 500 },
     rateLimit: { publicPerMinute: 100_000, authenticatedPerMinute: 100_000, sensitivePerMinute: 100_000 },
     jobs: { pollMs: 50 },
     log: { level: 'info' },
-    ...opts.overrides,
-  };
+    plugins: { lotl: { autoRefresh: false } },
+  }, opts.overrides ?? {});
   const appliance = await Appliance.create({
     ...opts,
     dataDir,

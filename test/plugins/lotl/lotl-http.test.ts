@@ -49,7 +49,7 @@ beforeAll(async () => {
   await startMirror();
   s = await startTestServer({
     clock,
-    overrides: { plugins: { lotl: { mirrorBaseUrl: mirrorUrl, fetchTimeoutMs: 5000, refreshBudgetMs: 30_000 } } },
+    overrides: { plugins: { lotl: { autoRefresh: true, mirrorBaseUrl: mirrorUrl, fetchTimeoutMs: 5000, refreshBudgetMs: 30_000 } } },
   });
 });
 
