@@ -33,7 +33,7 @@ export const telephonyConfig = z
          * embedded: the core spawns and supervises the bridge process; remote: a bridge at `url`
          * with `token`; off: no bridge (calls answer 503 bridge_not_configured).
          */
-        mode: z.enum(['embedded', 'remote', 'off']).default('off'),
+        mode: z.enum(['embedded', 'remote', 'off']).default('embedded'),
         url: z.url().optional(),
         token: z.string().min(16).optional(),
         /** Entry of the embedded bridge, relative to the project root. */

@@ -19,7 +19,9 @@ export interface CliResult {
 export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('SOVCOMMS_')) env[k] = v;
-  return { ...env, ...extra };
+  // Child appliances of tests spawn no SIP bridge and fetch no trusted lists unless a test says so.
+  const quiet = JSON.stringify({ plugins: { telephony: { bridge: { mode: 'off' } }, lotl: { autoRefresh: false } } });
+  return { ...env, SOVCOMMS_CONFIG_JSON: quiet, ...extra };
 }
 
 /** Runs one CLI command to completion. `dataDir` is appended as `--data-dir DIR` when given. */

@@ -86,13 +86,14 @@ export async function startTestServer(opts: ApplianceOptions & { keepDataDir?: b
   const logs = new LogCapture();
   let adminPassword = '';
   // Tests talk only to loopback: the trusted-list plugin's scheduled upstream refresh is off
-  // unless a test turns it on (a manual clock moved past its first run would reach the internet).
+  // unless a test turns it on (a manual clock moved past its first run would reach the internet),
+  // and no SIP bridge is spawned unless a test asks for one (the product default is embedded).
   const overrides = deepMerge({
     http: { port: 0, host: '127.0.0.1', drainMs: 500 },
     rateLimit: { publicPerMinute: 100_000, authenticatedPerMinute: 100_000, sensitivePerMinute: 100_000 },
     jobs: { pollMs: 50 },
     log: { level: 'info' },
-    plugins: { lotl: { autoRefresh: false } },
+    plugins: { lotl: { autoRefresh: false }, telephony: { bridge: { mode: 'off' } } },
   }, opts.overrides ?? {});
   const appliance = await Appliance.create({
     ...opts,
