@@ -17,6 +17,7 @@ import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { startSipp } from '../test/support/sipp.ts';
 import { GeminiLiveFake } from '../test/support/gemini-live-fake.ts';
+import type { CallMetrics } from '../plugins/telephony/bridge/call.ts';
 
 const ROOT = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const CALLS = Number(process.env.TELEPHONY_BENCH_CALLS ?? 200);
@@ -25,18 +26,7 @@ const HOLD_MS = Number(process.env.TELEPHONY_BENCH_HOLD_MS ?? 10_000);
 /** Calls placed and ended first so JIT and lazily loaded modules (fetch, ws) are warm. */
 const WARMUP = 10;
 
-interface Metrics {
-  callId: string;
-  sendJitterP99Ms: number;
-  sendJitterMaxMs: number;
-  intervals: number;
-  lateFrames: number;
-  skippedSlots: number;
-  packetsSent: number;
-  packetsReceived: number;
-  rxLost: number;
-  firstAudioAddedMs: number | null;
-}
+type Metrics = CallMetrics;
 
 function pct(values: number[], p: number): number {
   if (!values.length) return 0;

@@ -47,16 +47,9 @@ export interface CallDeps {
 const CALLEE_FINAL = new Set([486, 600, 603, 487, 404, 484]);
 const BUSY = new Set([486, 600]);
 
-export interface CallMetrics {
+/** A leg's media figures, per call, as /stats reports them. */
+export interface CallMetrics extends Omit<LegMetrics, 'firstAudioSentAt'> {
   callId: string;
-  sendJitterP99Ms: number;
-  sendJitterMaxMs: number;
-  intervals: number;
-  lateFrames: number;
-  skippedSlots: number;
-  packetsSent: number;
-  packetsReceived: number;
-  rxLost: number;
   /** 200 OK → first AI audio packet sent, minus the engine's own latency. */
   firstAudioAddedMs: number | null;
 }
