@@ -1,11 +1,7 @@
 import crypto from 'node:crypto';
 import type { Response } from 'express';
 import { z } from 'zod';
-import nodemailer from 'nodemailer';
-import {
-  generateAuthenticationOptions, generateRegistrationOptions, verifyAuthenticationResponse, verifyRegistrationResponse,
-  type AuthenticationResponseJSON, type RegistrationResponseJSON,
-} from '@simplewebauthn/server';
+import type { AuthenticationResponseJSON, RegistrationResponseJSON } from '@simplewebauthn/server';
 import { policy } from '../../server/auth.ts';
 import { reply, type RouteRegistrar, type RouteRequest } from '../../server/http/route.ts';
 import { AppError, InputError, NotFoundError } from '../../server/errors.ts';
@@ -15,6 +11,11 @@ import type { Tenant } from '../../server/tenancy.ts';
 import type { AuthorizeFlow, Deps } from './authorize.ts';
 import { BROWSER_COOKIE, SID_COOKIE, cookie, parseCookies } from './sessions.ts';
 import { page } from './pages.ts';
+
+// Loaded on first use: @simplewebauthn/server and nodemailer cost ~0.45 s of every start, and
+// most starts never see a passkey or send a mail before they are needed.
+const webauthn = () => import('@simplewebauthn/server');
+const mailer = async () => (await import('nodemailer')).default;
 
 const CHALLENGE_COOKIE = 'sc_wa';
 const EMAIL_TOKEN_TTL = 15 * 60;
@@ -91,7 +92,7 @@ export function interactRoutes(r: RouteRegistrar, d: Deps, flow: AuthorizeFlow):
     responses: { 200: { description: 'PublicKeyCredentialRequestOptionsJSON', schema: z.object({ challenge: z.string() }).loose() } },
     handler: async (req, res) => {
       if (!d.sessions().checkCsrf(browser(req), `login|${req.body.i ?? ''}`, req.body.csrf)) throw new AppError(403, 'invalid_csrf', 'the form expired; reload the page');
-      const opts = await generateAuthenticationOptions({ rpID: rpId(req), userVerification: 'required', allowCredentials: [] });
+      const opts = await (await webauthn()).generateAuthenticationOptions({ rpID: rpId(req), userVerification: 'required', allowCredentials: [] });
       sealChallenge(res, req, { c: opts.challenge, p: 'signin' });
       ctx.audit.write(req.tenant, { event: 'passkey-signin-start', ip: req.ip, ua: req.ua });
       return opts;
@@ -118,7 +119,7 @@ export function interactRoutes(r: RouteRegistrar, d: Deps, flow: AuthorizeFlow):
       if (!user) throw fail('account not active');
       let v;
       try {
-        v = await verifyAuthenticationResponse({
+        v = await (await webauthn()).verifyAuthenticationResponse({
           response: req.body.response as unknown as AuthenticationResponseJSON, expectedChallenge: ch.c, expectedOrigin: req.origin, expectedRPID: rpId(req),
           credential: { id: row.id, publicKey: Buffer.from(row.public_key, 'base64url'), counter: row.counter, transports: JSON.parse(row.transports) as string[] },
           requireUserVerification: true,
@@ -156,7 +157,7 @@ export function interactRoutes(r: RouteRegistrar, d: Deps, flow: AuthorizeFlow):
       const user = currentUser(req);
       if (!user) throw new AppError(401, 'login_required', 'sign in first');
       const existing = ctx.db.prepare('SELECT id, transports FROM oidc_passkeys WHERE tenant_id = ? AND user_id = ?').all(req.tenant.id, user.id) as { id: string; transports: string }[];
-      const opts = await generateRegistrationOptions({
+      const opts = await (await webauthn()).generateRegistrationOptions({
         rpName: req.tenant.name, rpID: rpId(req), userName: user.name, userID: new TextEncoder().encode(user.id), attestationType: 'none',
         authenticatorSelection: { residentKey: 'required', userVerification: 'required' },
         excludeCredentials: existing.map((e) => ({ id: e.id, transports: JSON.parse(e.transports) as string[] })),
@@ -177,7 +178,7 @@ export function interactRoutes(r: RouteRegistrar, d: Deps, flow: AuthorizeFlow):
       if (!user || !ch || ch.u !== user.id) throw new AppError(400, 'passkey_rejected', 'no registration in progress for this user');
       let v;
       try {
-        v = await verifyRegistrationResponse({
+        v = await (await webauthn()).verifyRegistrationResponse({
           response: req.body.response as unknown as RegistrationResponseJSON, expectedChallenge: ch.c, expectedOrigin: req.origin, expectedRPID: rpId(req), requireUserVerification: true,
         });
       } catch (e) {
@@ -226,7 +227,7 @@ export function interactRoutes(r: RouteRegistrar, d: Deps, flow: AuthorizeFlow):
       const tenant = job.tenantId ? ctx.tenants.byId(job.tenantId) : undefined;
       const cfg = tenant && relay(tenant);
       if (!cfg) return;
-      await nodemailer.createTransport(cfg.url).sendMail({ from: cfg.from, to: job.data.to, subject: job.data.subject, text: ctx.keys.openString(job.data.sealed, 'oidc-mail') });
+      await (await mailer()).createTransport(cfg.url).sendMail({ from: cfg.from, to: job.data.to, subject: job.data.subject, text: ctx.keys.openString(job.data.sealed, 'oidc-mail') });
     },
   });
   const send = async (tenant: Tenant, to: string, subject: string, text: string): Promise<boolean> => {

@@ -1,4 +1,3 @@
-import nodemailer from 'nodemailer';
 import type { Transporter } from 'nodemailer';
 import type { TelephonyConfig } from './schemas.ts';
 import type { FullTranscript } from './schemas.ts';
@@ -13,8 +12,10 @@ export class OutcomeMailer {
     return this.cfg !== undefined;
   }
 
-  private transport(): Transporter {
+  /** nodemailer is loaded on first mail: most starts never send one. */
+  private async transport(): Promise<Transporter> {
     const c = this.cfg!;
+    const nodemailer = (await import('nodemailer')).default;
     this.#transport ??= nodemailer.createTransport({
       host: c.host, port: c.port, secure: c.secure,
       ...(c.user ? { auth: { user: c.user, pass: c.pass ?? '' } } : {}),
@@ -34,7 +35,7 @@ export class OutcomeMailer {
       '',
       ...(t ? ['Transcript:', ...t.turns.map((x) => `[${x.ts}] ${x.speaker}: ${x.text}`)] : ['No transcript (the call was not answered).']),
     ];
-    await this.transport().sendMail({
+    await (await this.transport()).sendMail({
       from: this.cfg!.from,
       to,
       subject: `Call ${call.displayName || call.phone}: ${call.outcome}`,
