@@ -19,8 +19,9 @@ export class OutcomeMailer {
     this.#transport ??= nodemailer.createTransport({
       host: c.host, port: c.port, secure: c.secure,
       ...(c.user ? { auth: { user: c.user, pass: c.pass ?? '' } } : {}),
-      // A loopback relay without TLS is the usual appliance setup; STARTTLS is used when offered.
-      tls: { rejectUnauthorized: false },
+      // STARTTLS is used when the relay offers it, and its certificate is checked unless the
+      // operator said the relay is self-signed.
+      tls: { rejectUnauthorized: !c.allowUnverifiedTls },
       connectionTimeout: 10_000, greetingTimeout: 10_000, socketTimeout: 30_000,
     });
     return this.#transport;

@@ -70,6 +70,11 @@ export const telephonyConfig = z
         user: z.string().optional(),
         pass: z.string().optional(),
         from: z.string().min(3).default('sovcomms@localhost'),
+        /**
+         * Accept a relay certificate that does not verify (a self-signed relay on the LAN). Off by
+         * default: STARTTLS or TLS to the relay checks its certificate like any other client.
+         */
+        allowUnverifiedTls: z.boolean().default(false),
       })
       .strict()
       .optional(),
