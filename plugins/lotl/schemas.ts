@@ -23,8 +23,12 @@ export const lotlConfig = z.object({
   fetchTimeoutMs: z.number().int().min(500).max(120_000).default(20_000),
   fetchConcurrency: z.number().int().min(1).max(16).default(4),
   maxListBytes: z.number().int().min(1024).max(256 * 1024 * 1024).default(32 * 1024 * 1024),
-  /** 'after-first-run': zero anchors count as degraded once a list was stored or an operator imported/refreshed. */
-  degradedWhenEmpty: z.enum(['always', 'after-first-run']).default('after-first-run'),
+  /**
+   * 'always' (issue 6: health is degraded when anchors are zero): a fresh appliance without
+   * trusted lists says so in /readyz. 'after-first-run': only once a list was stored or an
+   * operator imported or refreshed.
+   */
+  degradedWhenEmpty: z.enum(['always', 'after-first-run']).default('always'),
 });
 export type LotlConfig = z.infer<typeof lotlConfig>;
 

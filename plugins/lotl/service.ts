@@ -458,10 +458,9 @@ export class LotlService {
     const covered = this.inServiceTerritories();
     const anchors = this.repo.distinctAnchorCount(covered);
     const expired = this.repo.lists().filter((l) => this.#isStale(l.next_update) && l.next_update !== null).map((l) => l.territory);
-    // Zero anchors is degraded once trusted lists were expected: a list was ever stored, or an
-    // operator imported or refreshed. A new appliance that only had a scheduled refresh fail
-    // (offline, air-gapped before its first import) stays ok with the reason spelled out, so a
-    // fresh install's /readyz reads `ready`; `degradedWhenEmpty: always` drops that grace.
+    // Zero anchors is degraded (the verifier has nothing to trust) unless the operator chose
+    // `degradedWhenEmpty: after-first-run`: then only once lists were expected (a list was ever
+    // stored, or an operator imported or refreshed).
     const expected = this.repo.getState('operator_run') !== undefined || this.repo.lists().length > 0;
     const lastRun = this.repo.getState('last_run_at');
     const detail = { anchor_count: anchors, countries_covered: covered.length, expired, last_run_at: lastRun ?? null };

@@ -11,7 +11,8 @@ describe('HTTP conventions', () => {
     const r = await s.fetch('/readyz');
     expect(r.status).toBe(200);
     const body = await r.json() as { status: string; plugins: Record<string, { state: string }> };
-    expect(body.status).toBe('ready');
+    // Ready to serve; 'degraded' when a plugin reports it (a fresh appliance has no trust anchors yet).
+    expect(['ready', 'degraded']).toContain(body.status);
     expect(body.plugins.audit.state).toBe('started');
   });
 

@@ -79,14 +79,16 @@ async function upload(name: string, xml: string | Buffer, opts: { signed?: boole
 }
 
 describe('trusted-list cache over HTTP', { timeout: 90_000 }, () => {
-  it('starts empty: zero anchors, health ok until a first run, a refresh scheduled', async () => {
+  it('starts empty: zero anchors, health degraded, a refresh scheduled', async () => {
     const { status, body } = await json('/lotl.ashx?status');
     expect(status).toBe(200);
     expect(body).toMatchObject({ anchor_count: 0, countries_covered: [], lists: [] });
     expect(Date.parse(body.next_refresh_at)).toBe(FIXED + 10 * 60_000);
     const ready = await json('/readyz');
     expect(ready.body.plugins.lotl.state).toBe('started');
-    expect(ready.body.plugins.lotl.health.status).toBe('ok');
+    expect(ready.status).toBe(200);
+    expect(ready.body.status).toBe('degraded');
+    expect(ready.body.plugins.lotl.health).toMatchObject({ status: 'degraded', reason: expect.stringContaining('no trust anchors') });
   });
 
   it('POST ?refresh needs an admin: 401 without credentials', async () => {
