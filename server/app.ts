@@ -230,7 +230,14 @@ export class Appliance {
     const fast = this.host.fastHandlers;
     if (!fast.length) return this.app;
     return (req, res) => {
-      for (const f of fast) if (this.host.isStarted(f.plugin) && f.handler(req, res)) return;
+      for (const f of fast) {
+        if (this.host.isStarted(f.plugin) && f.handler(req, res)) {
+          // Counted like Express requests, so shutdown drains the lean path too.
+          this.#inflight++;
+          res.once('close', () => { this.#inflight--; });
+          return;
+        }
+      }
       this.app(req, res);
     };
   }

@@ -57,7 +57,14 @@ export class EventBus {
   emit(tenantId: string, name: string, data: Record<string, unknown>): number {
     const decl = this.#schemas.get(name);
     if (!decl) throw new Error(`event ${name} is not declared by any plugin`);
-    const parsed = decl.schema.parse(data) as Record<string, unknown>;
+    // Bad event data is a bug in the emitting plugin, not bad client input: a plain Error (500),
+    // never a ZodError that the error middleware would render as 400.
+    const checked = decl.schema.safeParse(data);
+    if (!checked.success) {
+      const issue = checked.error.issues[0];
+      throw new Error(`event ${name}: invalid data at ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`);
+    }
+    const parsed = checked.data as Record<string, unknown>;
     const r = this.db
       .prepare('INSERT INTO events (tenant_id, name, data, ts) VALUES (?, ?, ?, ?)')
       .run(tenantId, name, JSON.stringify(parsed), new Date(this.clock.now()).toISOString());

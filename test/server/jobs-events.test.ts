@@ -342,3 +342,16 @@ describe('robustness', () => {
     expect(heard).toEqual([3]);
   });
 });
+
+describe('event data checks', () => {
+  it('bad data from a plugin is a server bug (plain Error), not a client error (ZodError → 400)', async () => {
+    const { z } = await import('zod');
+    const core = setup(new ManualClock());
+    core.events.declare('test', 'thing.done', z.object({ n: z.number() }));
+    let err: unknown;
+    try { core.events.emit('t1', 'thing.done', { n: 'x' }); } catch (e) { err = e; }
+    expect(err).toBeInstanceOf(Error);
+    expect(err).not.toBeInstanceOf(z.ZodError);
+    expect(String((err as Error).message)).toMatch(/thing\.done: invalid data at n/);
+  });
+});
