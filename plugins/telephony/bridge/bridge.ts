@@ -34,6 +34,8 @@ export interface BridgeOptions {
   keepaliveMs: number;
   /** RTP on its own thread (default) or in the main event loop. */
   mediaThread: boolean;
+  /** Priority (nice) asked for the media thread; needs CAP_SYS_NICE, else ignored. 0 = leave. */
+  mediaNice?: number;
   timers?: Timers;
   engineFactory?: (cfg: PlaceCall['engine']) => VoiceEngine;
 }
@@ -57,6 +59,7 @@ export function optionsFromEnv(env: NodeJS.ProcessEnv): BridgeOptions {
     maxCalls: int(env.SOVCOMMS_BRIDGE_MAX_CALLS, 500),
     keepaliveMs: int(env.SOVCOMMS_BRIDGE_KEEPALIVE_SEC, 30) * 1000,
     mediaThread: env.SOVCOMMS_BRIDGE_MEDIA_THREAD !== '0',
+    mediaNice: int(env.SOVCOMMS_BRIDGE_MEDIA_NICE, -10) || 0,
   };
 }
 
@@ -105,7 +108,7 @@ export class Bridge {
       // Count every one, log the first and then every 100th: a flood must not flood the log.
       if (malformed++ % 100 === 0) log('warn', 'malformed SIP message dropped', { error: err.message, count: malformed });
     });
-    this.media = this.o.mediaThread ? new ThreadMediaHost(this.o.rtpMin, this.o.rtpMax, this.o.sipHost) : new InlineMediaHost(this.o.rtpMin, this.o.rtpMax, this.o.sipHost);
+    this.media = this.o.mediaThread ? new ThreadMediaHost(this.o.rtpMin, this.o.rtpMax, this.o.sipHost, this.o.mediaNice ?? 0) : new InlineMediaHost(this.o.rtpMin, this.o.rtpMax, this.o.sipHost);
     this.server = http.createServer((req, res) => void this.handle(req, res));
     this.server.keepAliveTimeout = 5000;
     await new Promise<void>((resolve, reject) => {

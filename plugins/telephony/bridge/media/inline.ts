@@ -1,7 +1,7 @@
 /** Media in the calling thread: used on the media thread itself, and when the thread is off. */
 import type dgram from 'node:dgram';
 import { MediaSession, PortPool } from './session.ts';
-import { upsample8to16 } from './audio.ts';
+import { upsample8to16Into } from './audio.ts';
 import { InputBatcher, type LegHandlers, type LegMetrics, type LegStart, type MediaHost, type MediaLeg } from './leg.ts';
 
 const EMPTY: LegMetrics = { sendJitterP99Ms: 0, sendJitterMaxMs: 0, intervals: 0, lateFrames: 0, skippedSlots: 0, packetsSent: 0, packetsReceived: 0, rxLost: 0, firstAudioSentAt: null };
@@ -17,7 +17,7 @@ export class InlineLeg implements MediaLeg {
 
   start(o: LegStart, h: LegHandlers): void {
     if (this.session || this.stopped) return;
-    const batcher = new InputBatcher(h.onAudio16k, 1280, upsample8to16);
+    const batcher = new InputBatcher(h.onAudio16k, 1280, upsample8to16Into);
     this.session = new MediaSession({ socket: this.socket, ...o, onAudio: (pcm) => batcher.push(pcm), onDtmf: h.onDtmf });
     this.session.start();
   }

@@ -4,9 +4,11 @@
  * buffer for the far end's audio and RFC 4733 DTMF.
  */
 import dgram from 'node:dgram';
+import dns from 'node:dns';
+import { isIP } from 'node:net';
 import { randomInt } from 'node:crypto';
-import { buildRtp, DtmfReceiver, JitterBuffer, parseRtp } from './rtp.ts';
-import { decodeG711, encodeG711, silenceFrame, type Codec } from './audio.ts';
+import { DtmfReceiver, JitterBuffer, parseRtp } from './rtp.ts';
+import { decodeG711Into, encodeG711Into, silenceFrame, type Codec } from './audio.ts';
 
 const FRAME_NS = 20_000_000n;
 const FRAME_SAMPLES = 160;
@@ -98,7 +100,10 @@ export interface MediaOptions {
   dtmfPayloadType: number | null;
   remoteHost: string;
   remotePort: number;
-  /** Decoded far-end audio, 160 samples at 8 kHz per 20 ms (gaps concealed with silence). */
+  /**
+   * Decoded far-end audio, 160 samples at 8 kHz per 20 ms (gaps concealed with silence). The
+   * array is reused for the next frame: copy what you keep.
+   */
   onAudio?: (pcm8k: Int16Array) => void;
   onDtmf?: (digit: string) => void;
 }
@@ -121,6 +126,9 @@ export class MediaSession {
   private rephased = false;
   private running = false;
   private readonly silence: Uint8Array;
+  /** Reused for every far-end frame handed to onAudio (decoded / concealed gap). */
+  private decoded = new Int16Array(FRAME_SAMPLES);
+  private readonly zero = new Int16Array(FRAME_SAMPLES);
   packetsSent = 0;
   packetsReceived = 0;
   /** hrtime of the first packet that carried AI audio (not silence). */
@@ -176,14 +184,18 @@ export class MediaSession {
     return this.queued / 8;
   }
 
-  private takeFrame(): Int16Array | null {
-    if (this.queued === 0) return null;
-    const out = new Int16Array(FRAME_SAMPLES);
+  /**
+   * Encodes the next frame of queued audio straight into `out` at `at` (RTP payload) and returns
+   * true, or returns false when nothing is queued. A short tail is padded with encoded zeros,
+   * exactly as a zero-filled 160-sample frame would be.
+   */
+  private writeFrame(out: Uint8Array, at: number): boolean {
+    if (this.queued === 0) return false;
     let n = 0;
     while (n < FRAME_SAMPLES && this.queue.length) {
       const head = this.queue[0];
       const take = Math.min(FRAME_SAMPLES - n, head.length - this.queueOffset);
-      out.set(head.subarray(this.queueOffset, this.queueOffset + take), n);
+      encodeG711Into(this.o.codec, head, this.queueOffset, take, out, at + n);
       n += take;
       this.queueOffset += take;
       if (this.queueOffset >= head.length) {
@@ -191,8 +203,9 @@ export class MediaSession {
         this.queueOffset = 0;
       }
     }
+    if (n < FRAME_SAMPLES) out.set(this.silence.subarray(n), at + n);
     this.queued -= n;
-    return out;
+    return true;
   }
 
   /** Skips `n` 20 ms slots that passed while the process could not run. */
@@ -208,11 +221,19 @@ export class MediaSession {
   /** Sends the frame due at `nextDue` and plays out one far-end frame. */
   tick(now: bigint): void {
     if (now - this.nextDue > FRAME_NS) this.lateFrames++;
-    const frame = this.takeFrame();
-    const payload = frame ? encodeG711(this.o.codec, frame) : this.silence;
-    const marker = frame !== null && !this.talking; // RFC 3551 §4.1: first packet of a talk spurt
-    this.talking = frame !== null;
-    const pkt = buildRtp({ marker, payloadType: this.o.payloadType, sequence: this.seq, timestamp: this.ts, ssrc: this.ssrc, payload });
+    // Header and payload written into one packet buffer (Buffer.allocUnsafe takes it from the
+    // shared 8 KiB pool: no ArrayBuffer per packet). Not reused: an EAGAIN send may still hold it.
+    const pkt = Buffer.allocUnsafe(12 + FRAME_SAMPLES);
+    const hasAudio = this.writeFrame(pkt, 12);
+    if (!hasAudio) pkt.set(this.silence, 12);
+    const marker = hasAudio && !this.talking; // RFC 3551 §4.1: first packet of a talk spurt
+    this.talking = hasAudio;
+    // RFC 3550 §5.1 fixed header, V=2, no padding/extension/CSRC.
+    pkt[0] = 0x80;
+    pkt[1] = (marker ? 0x80 : 0) | (this.o.payloadType & 0x7f);
+    pkt.writeUInt16BE(this.seq & 0xffff, 2);
+    pkt.writeUInt32BE(this.ts >>> 0, 4);
+    pkt.writeUInt32BE(this.ssrc >>> 0, 8);
     this.seq = (this.seq + 1) & 0xffff;
     this.ts = (this.ts + FRAME_SAMPLES) >>> 0;
     const sendAt = process.hrtime.bigint();
@@ -221,7 +242,7 @@ export class MediaSession {
     this.lastSent = sendAt;
     this.o.socket.send(pkt, this.o.remotePort, this.o.remoteHost);
     this.packetsSent++;
-    if (frame && this.firstAudioSentAt === null) this.firstAudioSentAt = sendAt;
+    if (hasAudio && this.firstAudioSentAt === null) this.firstAudioSentAt = sendAt;
     this.nextDue += FRAME_NS;
 
     this.playoutOne();
@@ -229,9 +250,15 @@ export class MediaSession {
 
   private playoutOne(): void {
     const incoming = this.jitter.pop();
-    if (incoming !== undefined && this.o.onAudio) {
-      this.o.onAudio(incoming === null ? new Int16Array(FRAME_SAMPLES) : decodeG711(this.o.codec, incoming));
+    if (incoming === undefined || !this.o.onAudio) return;
+    if (incoming === null) {
+      this.zero.fill(0); // a consumer may not write it, but stay safe: 160 stores
+      this.o.onAudio(this.zero);
+      return;
     }
+    if (incoming.length !== this.decoded.length) this.decoded = new Int16Array(incoming.length);
+    decodeG711Into(this.o.codec, incoming, this.decoded);
+    this.o.onAudio(this.decoded);
   }
 
   private onPacket(buf: Buffer, host: string, _port: number): void {
@@ -248,7 +275,8 @@ export class MediaSession {
     if (p.payloadType !== this.o.payloadType) return;
     if (this.remoteSsrc !== null && p.ssrc !== this.remoteSsrc) this.jitter = new JitterBuffer(3); // new source: new sequence space
     this.remoteSsrc = p.ssrc;
-    this.jitter.push(p.sequence, Buffer.from(p.payload));
+    // `buf` is this packet's own memory (dgram allocates per datagram): keep a view, no copy.
+    this.jitter.push(p.sequence, p.payload);
   }
 
   metrics(): import('./leg.ts').LegMetrics {
@@ -280,6 +308,18 @@ export class MediaSession {
   }
 }
 
+/**
+ * dgram resolves the destination of every send() through dns.lookup, which for an IP literal
+ * still defers the send to a nextTick with a closure per packet. The SDP `c=` address is almost
+ * always a literal: hand it back synchronously and fall back to dns.lookup for a name.
+ */
+function literalLookup(host: string, family: unknown, cb: (err: Error | null, address: string, family: number) => void): void {
+  const v = isIP(host);
+  if (v) cb(null, host, v);
+  // dgram passes a bare family number here; dns.lookup accepts it as options.
+  else dns.lookup(host, family as number, cb as (err: NodeJS.ErrnoException | null, address: string, family: number) => void);
+}
+
 /** RTP port allocator over the configured range (even ports, RFC 3550 §11). */
 export class PortPool {
   private next: number;
@@ -297,7 +337,7 @@ export class PortPool {
       const port = this.next;
       this.next += 2;
       if (this.next > this.max) this.next = this.min + (this.min % 2);
-      const sock = dgram.createSocket('udp4');
+      const sock = dgram.createSocket({ type: 'udp4', lookup: literalLookup });
       const ok = await new Promise<boolean>((res) => {
         sock.once('error', () => res(false));
         sock.bind(port, this.host, () => res(true));

@@ -71,10 +71,11 @@ export class ThreadMediaHost implements MediaHost {
   private readonly legs = new Map<number, ThreadLeg>();
   private failed: Error | null = null;
 
-  constructor(min: number, max: number, host: string) {
+  /** `nice`: scheduling priority asked for the media thread (Linux, needs CAP_SYS_NICE; 0 = leave). */
+  constructor(min: number, max: number, host: string, nice = 0) {
     const boot = new URL('./worker-boot.mjs', import.meta.url);
     const entry = new URL(`./thread${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url).href;
-    this.worker = new Worker(boot, { workerData: { entry, min, max, host } });
+    this.worker = new Worker(boot, { workerData: { entry, min, max, host, nice } });
     this.worker.on('message', (m: FromThread) => this.onMessage(m));
     this.worker.on('error', (err) => {
       // The media thread died: every call's media is gone. Fail fast instead of hanging.

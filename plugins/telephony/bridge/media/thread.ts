@@ -4,6 +4,8 @@
  * ThreadMediaHost through worker-boot.mjs.
  */
 import { parentPort, workerData, isMainThread } from 'node:worker_threads';
+import { readlinkSync } from 'node:fs';
+import os from 'node:os';
 import { InlineMediaHost, type InlineLeg } from './inline.ts';
 import type { LegStart } from './leg.ts';
 
@@ -16,7 +18,18 @@ export type ToThread =
 
 if (!isMainThread && parentPort) {
   const port = parentPort;
-  const { min, max, host } = workerData as { min: number; max: number; host: string };
+  const { min, max, host, nice } = workerData as { min: number; max: number; host: string; nice: number };
+  // A frame is due every 20 ms per call: when the machine is busy the scheduler must run this
+  // thread first (as media servers run their RTP threads). Linux applies setpriority(2) to one
+  // thread when given its TID; /proc/thread-self names it. Raising priority needs CAP_SYS_NICE:
+  // without it this quietly stays at the default priority.
+  if (nice !== 0 && process.platform === 'linux') {
+    try {
+      os.setPriority(Number(readlinkSync('/proc/thread-self').split('/').pop()), nice);
+    } catch {
+      // not permitted or no procfs: run at normal priority
+    }
+  }
   const media = new InlineMediaHost(min, max, host);
   const legs = new Map<number, { leg: InlineLeg; plays: number; reported: number }>();
   // Queue levels go back to the call logic (for "hang up once the goodbye has played").
