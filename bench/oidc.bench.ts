@@ -19,7 +19,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { BenchResult } from './lib/contract.ts';
-import { freePort, LoadStats, ROOT, sleep, spawnServer, type Spawned } from './lib/load.ts';
+import { freePort, loadRound, LoadStats, ROOT, sleep, spawnServer, type Spawned } from './lib/load.ts';
 
 const num = (name: string, dflt: number) => {
   const v = Number(process.env[name] ?? dflt);
@@ -224,7 +224,7 @@ export default async function run(): Promise<BenchResult[]> {
       ['bare', `http://127.0.0.1:${barePort}/token`, new LoadStats(), bare.child.pid!],
     ];
     const load = (url: string, seconds: number, into?: LoadStats, pid?: number) =>
-      import('autocannon').then(() => loadRoundPost(url, { connections: CONNECTIONS, seconds, headers, body, into, serverPid: pid }));
+      loadRound(url, { method: 'POST', connections: CONNECTIONS, seconds, headers, body, into, serverPid: pid });
     for (const [, url] of targets) await load(url, WARMUP);
     const per = SECONDS / ROUNDS;
     for (let i = 0; i < ROUNDS; i++) {
@@ -282,30 +282,5 @@ export default async function run(): Promise<BenchResult[]> {
   }
 }
 
-/** loadRound with a POST body (the shared helper only does GETs). */
-async function loadRoundPost(url: string, o: { connections: number; seconds: number; headers: Record<string, string>; body: string; into?: LoadStats; serverPid?: number }) {
-  const { default: autocannon } = await import('autocannon');
-  const { cpuMs } = await import('./lib/load.ts');
-  const cpu0 = o.serverPid ? cpuMs(o.serverPid) : undefined;
-  const inst = autocannon({ url, method: 'POST', connections: o.connections, duration: o.seconds, headers: o.headers, body: o.body, timeout: 10 });
-  const s = o.into;
-  if (s) {
-    inst.on('response', (_c: unknown, status: number, _b: number, ms: number) => {
-      s.statuses[status] = (s.statuses[status] ?? 0) + 1;
-      if (status >= 200 && status < 300) {
-        s.ok++;
-        s.latencies.push(ms);
-      } else s.bad++;
-    });
-  }
-  const r = await inst;
-  if (s) {
-    s.seconds += r.duration;
-    s.errors += r.errors + r.timeouts;
-    const cpu1 = o.serverPid ? cpuMs(o.serverPid) : undefined;
-    s.cpuMs += cpu0 !== undefined && cpu1 !== undefined ? cpu1 - cpu0 : NaN;
-  }
-  return r;
-}
 
 

@@ -143,9 +143,9 @@ export class LoadStats {
  * One autocannon round against `url`. With `into`, every response's latency and status is kept
  * (autocannon's own histogram cannot be merged across rounds).
  */
-export async function loadRound(url: string, o: { connections: number; seconds: number; headers?: Record<string, string>; into?: LoadStats; serverPid?: number }): Promise<Result> {
+export async function loadRound(url: string, o: { connections: number; seconds: number; headers?: Record<string, string>; method?: 'GET' | 'POST'; body?: string; into?: LoadStats; serverPid?: number }): Promise<Result> {
   const cpu0 = o.serverPid ? cpuMs(o.serverPid) : undefined;
-  const inst = autocannon({ url, connections: o.connections, duration: o.seconds, headers: o.headers, timeout: 10 });
+  const inst = autocannon({ url, method: o.method ?? 'GET', connections: o.connections, duration: o.seconds, headers: o.headers, body: o.body, timeout: 10 });
   const s = o.into;
   if (s) {
     inst.on('response', (_client: unknown, status: number, _bytes: number, ms: number) => {
