@@ -1,6 +1,7 @@
 import { SMTPServer } from 'smtp-server';
 import type { AddressInfo } from 'node:net';
 import type { TestServer } from '../../support/server.ts';
+import { until as pollUntil } from '../../support/until.ts';
 
 // Response bodies are checked field by field; `any` keeps those checks short.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -19,15 +20,8 @@ export function adm(s: TestServer, p: string, bucket: string, json?: unknown, ho
   return s.fetch(p, { method: body ? 'POST' : 'GET', body, host, headers: { 'x-service-admin-signature': sig, ...(body ? { 'content-type': 'application/json' } : {}) } });
 }
 
-export async function until<T>(fn: () => T | Promise<T>, ms = 5000, what = 'condition'): Promise<NonNullable<T>> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v as NonNullable<T>;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+/** `until` with this folder's shorter default wait. */
+export const until = <T>(fn: () => T | Promise<T>, ms = 5000, what = 'condition') => pollUntil(fn, ms, what);
 
 export function eventsOf(s: TestServer, callId: string): { name: string; data: Json }[] {
   return (s.appliance.core.db.prepare('SELECT name, data FROM events ORDER BY id').all() as { name: string; data: string }[])

@@ -168,7 +168,8 @@ export class OutboundCall extends EventEmitter<OutboundCallEvents> {
     if (this.ack) this.sendAck();
   }
 
-  private buildAck(): SipRequest {
+  /** §12.2.1.1: the headers every request inside the dialog starts with (new Via, route set). */
+  private dialogHeaders(cseq: string): SipHeaders {
     const h = new SipHeaders();
     h.append('Via', this.ua.via(this.trunk.transport));
     for (const r of this.routeSet) h.append('Route', r);
@@ -176,7 +177,12 @@ export class OutboundCall extends EventEmitter<OutboundCallEvents> {
     h.append('From', this.invite.headers.get('From') as string);
     h.append('To', `<${this.remoteUri}>;tag=${this.remoteTag}`);
     h.append('Call-ID', this.callId);
-    h.append('CSeq', `${this.cseq} ACK`);
+    h.append('CSeq', cseq);
+    return h;
+  }
+
+  private buildAck(): SipRequest {
+    const h = this.dialogHeaders(`${this.cseq} ACK`);
     for (const a of this.invite.headers.getAll('Proxy-Authorization')) h.append('Proxy-Authorization', a);
     for (const a of this.invite.headers.getAll('Authorization')) h.append('Authorization', a);
     h.append('User-Agent', USER_AGENT);
@@ -223,14 +229,7 @@ export class OutboundCall extends EventEmitter<OutboundCallEvents> {
 
   private inDialog(method: string, extra: Array<[string, string]> = [], body?: { type: string; data: string }): SipRequest {
     this.cseq++;
-    const h = new SipHeaders();
-    h.append('Via', this.ua.via(this.trunk.transport));
-    for (const r of this.routeSet) h.append('Route', r);
-    h.append('Max-Forwards', '70');
-    h.append('From', this.invite.headers.get('From') as string);
-    h.append('To', `<${this.remoteUri}>;tag=${this.remoteTag}`);
-    h.append('Call-ID', this.callId);
-    h.append('CSeq', `${this.cseq} ${method}`);
+    const h = this.dialogHeaders(`${this.cseq} ${method}`);
     h.append('User-Agent', USER_AGENT);
     for (const [n, v] of extra) h.append(n, v);
     if (body) h.append('Content-Type', body.type);
