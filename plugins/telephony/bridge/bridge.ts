@@ -34,8 +34,10 @@ export interface BridgeOptions {
   keepaliveMs: number;
   /** RTP on its own thread (default) or in the main event loop. */
   mediaThread: boolean;
-  /** Priority (nice) asked for the media thread; needs CAP_SYS_NICE, else ignored. 0 = leave. */
+  /** Priority (nice) asked for the media threads; needs CAP_SYS_NICE, else ignored. 0 = leave. */
   mediaNice?: number;
+  /** SCHED_FIFO priority asked for the RTP sending thread; needs CAP_SYS_NICE, else nice. 0 = none. */
+  mediaRtPriority?: number;
   timers?: Timers;
   engineFactory?: (cfg: PlaceCall['engine']) => VoiceEngine;
 }
@@ -60,6 +62,7 @@ export function optionsFromEnv(env: NodeJS.ProcessEnv): BridgeOptions {
     keepaliveMs: int(env.SOVCOMMS_BRIDGE_KEEPALIVE_SEC, 30) * 1000,
     mediaThread: env.SOVCOMMS_BRIDGE_MEDIA_THREAD !== '0',
     mediaNice: int(env.SOVCOMMS_BRIDGE_MEDIA_NICE, -10) || 0,
+    mediaRtPriority: int(env.SOVCOMMS_BRIDGE_MEDIA_RTPRIO, 10) || 0,
   };
 }
 
@@ -108,7 +111,9 @@ export class Bridge {
       // Count every one, log the first and then every 100th: a flood must not flood the log.
       if (malformed++ % 100 === 0) log('warn', 'malformed SIP message dropped', { error: err.message, count: malformed });
     });
-    this.media = this.o.mediaThread ? new ThreadMediaHost(this.o.rtpMin, this.o.rtpMax, this.o.sipHost, this.o.mediaNice ?? 0) : new InlineMediaHost(this.o.rtpMin, this.o.rtpMax, this.o.sipHost);
+    this.media = this.o.mediaThread
+      ? new ThreadMediaHost({ min: this.o.rtpMin, max: this.o.rtpMax, host: this.o.sipHost, nice: this.o.mediaNice ?? 0, rtPriority: this.o.mediaRtPriority ?? 0 })
+      : new InlineMediaHost(this.o.rtpMin, this.o.rtpMax, this.o.sipHost);
     this.server = http.createServer((req, res) => void this.handle(req, res));
     this.server.keepAliveTimeout = 5000;
     await new Promise<void>((resolve, reject) => {
@@ -199,7 +204,14 @@ export class Bridge {
     if (this.calls.size >= this.o.maxCalls) throw new HttpError(503, 'no_capacity', 'the bridge carries its maximum number of calls');
     const known = req.trunkIds.filter((id) => this.trunks.has(id));
     if (known.length === 0) throw new HttpError(400, 'invalid_request', 'none of trunkIds is configured on the bridge');
-    if (known.every((id) => (this.trunkLoad.get(id) ?? 0) >= this.trunks.get(id)!.maxConcurrentCalls)) {
+    // Calls still opening their media have not picked a trunk yet: count each against every trunk
+    // it may use, so two quick POSTs cannot both pass a trunk with room for one.
+    const pending = (id: string) => {
+      let n = 0;
+      for (const c of this.calls.values()) if (c.trunkId === null && c.trunkIds.includes(id)) n++;
+      return n;
+    };
+    if (known.every((id) => (this.trunkLoad.get(id) ?? 0) + pending(id) >= this.trunks.get(id)!.maxConcurrentCalls)) {
       throw new HttpError(503, 'no_capacity', 'every trunk of the call is at its maximum concurrent calls');
     }
     const factory = this.o.engineFactory ?? ((cfg: PlaceCall['engine']) => new GeminiLiveEngine(cfg, this.o.engineUrl));
@@ -227,7 +239,8 @@ export class Bridge {
 
   stats(): object {
     const cpu = process.cpuUsage();
-    return { activeCalls: this.calls.size, eventsPending: this.events.pending, cpuUserMicros: cpu.user, cpuSystemMicros: cpu.system, uptimeSec: process.uptime(), ended: this.recent };
+    const mediaThreads = this.media instanceof ThreadMediaHost ? this.media.priorities : {};
+    return { activeCalls: this.calls.size, eventsPending: this.events.pending, cpuUserMicros: cpu.user, cpuSystemMicros: cpu.system, uptimeSec: process.uptime(), mediaThreads, ended: this.recent };
   }
 
   async stop(): Promise<void> {

@@ -96,6 +96,9 @@ export class Call {
   get callId(): string {
     return this.req.callId;
   }
+  get trunkIds(): readonly string[] {
+    return this.req.trunkIds;
+  }
 
   async start(): Promise<void> {
     // Connect the engine while the phone rings, so the greeting is not delayed by the handshake.

@@ -1,7 +1,8 @@
 /**
- * One call's RTP media: a UDP socket, a 20 ms sender paced from the monotonic clock (never from
- * timer counts, which drift and catch up in bursts), a playback queue the AI fills, a jitter
- * buffer for the far end's audio and RFC 4733 DTMF.
+ * One call's RTP media: a 20 ms sender paced from the monotonic clock (never from timer counts,
+ * which drift and catch up in bursts) with the playback queue the AI fills, and a receiver with a
+ * jitter buffer for the far end's audio and RFC 4733 DTMF. The two halves can run on one socket in
+ * one thread (MediaSession) or on two threads (media/thread.ts), each with its own pacer.
  */
 import dgram from 'node:dgram';
 import dns from 'node:dns';
@@ -9,6 +10,7 @@ import { isIP } from 'node:net';
 import { randomInt } from 'node:crypto';
 import { DtmfReceiver, JitterBuffer, parseRtp } from './rtp.ts';
 import { decodeG711Into, encodeG711Into, silenceFrame, type Codec } from './audio.ts';
+import type { LegMetrics } from './leg.ts';
 
 const FRAME_NS = 20_000_000n;
 const FRAME_SAMPLES = 160;
@@ -41,96 +43,143 @@ export class IntervalStats {
   }
 }
 
+/** Something the pacer drives every 20 ms: an RTP sender or a far-end playout clock. */
+export interface Clocked {
+  /** hrtime (ns) at which the next frame is due. */
+  nextDue: bigint;
+  /** Handles the frame due at `nextDue` and advances it by one frame. */
+  tick(now: bigint): void;
+  /** Skips `n` frames that passed while the thread could not run. */
+  skip(n: number): void;
+}
+
 /**
- * One timer for all sessions: it wakes at the earliest due frame and sends every frame that is
- * due, so 200 calls cost at most ~1000 wakeups per second and frames are never skipped.
+ * One timer for all calls of a thread: it wakes at the earliest due frame and handles every frame
+ * that is due, so 200 calls cost at most ~1000 wakeups per second. Senders go first in each run;
+ * playout (decode, resample, hand-off) runs after every due packet has left.
  */
-class Pacer {
-  private readonly sessions = new Set<MediaSession>();
+export class Pacer {
+  private readonly senders = new Set<Clocked>();
+  private readonly others = new Set<Clocked>();
   private timer: NodeJS.Timeout | null = null;
   private wakeAt = 0n;
 
-  add(s: MediaSession): void {
-    this.sessions.add(s);
+  add(s: Clocked, sender: boolean): void {
+    (sender ? this.senders : this.others).add(s);
     this.arm();
   }
-  remove(s: MediaSession): void {
-    this.sessions.delete(s);
-    if (this.sessions.size === 0 && this.timer) {
+  remove(s: Clocked): void {
+    this.senders.delete(s);
+    this.others.delete(s);
+    if (this.senders.size + this.others.size === 0 && this.timer) {
       clearTimeout(this.timer);
       this.timer = null;
     }
   }
-  /** Re-arms when a session's next deadline moved earlier. */
+  /** Re-arms when a deadline moved earlier. */
   arm(): void {
     let earliest: bigint | null = null;
-    for (const s of this.sessions) if (earliest === null || s.nextDue < earliest) earliest = s.nextDue;
+    for (const s of this.senders) if (earliest === null || s.nextDue < earliest) earliest = s.nextDue;
+    for (const s of this.others) if (earliest === null || s.nextDue < earliest) earliest = s.nextDue;
     if (earliest === null) return;
     if (this.timer && earliest >= this.wakeAt) return;
     if (this.timer) clearTimeout(this.timer);
     const now = process.hrtime.bigint();
     const delayMs = Number(earliest - now) / 1e6;
     this.wakeAt = earliest;
-    // setTimeout rounds up to whole ms; wake ~0.5 ms early and send what is due by then.
+    // setTimeout rounds up to whole ms; wake ~0.5 ms early and handle what is due by then.
     this.timer = setTimeout(() => this.run(), Math.max(0, Math.floor(delayMs - 0.5)));
   }
   private run(): void {
     this.timer = null;
     const now = process.hrtime.bigint();
     const horizon = now + 500_000n;
-    for (const s of this.sessions) {
+    Pacer.due(this.senders, now, horizon);
+    Pacer.due(this.others, now, horizon);
+    this.arm();
+  }
+  private static due(set: Set<Clocked>, now: bigint, horizon: bigint): void {
+    for (const s of set) {
       if (s.nextDue > horizon) continue;
-      // After a stall (descheduled process, GC) do not burst the missed frames out back to
+      // After a stall (descheduled thread, GC) do not burst the missed frames out back to
       // back: skip their slots like silence suppression (RTP timestamp jumps, sequence stays
       // contiguous, marker on the next packet; RFC 3551 §4.1). Queued AI audio is kept, only
-      // delayed. One frame of lateness is absorbed by sending the due frame now.
+      // delayed. One frame of lateness is absorbed by handling the due frame now.
       const behind = now - s.nextDue;
       if (behind >= 2n * FRAME_NS) s.skip(Number(behind / FRAME_NS));
       s.tick(now);
     }
-    this.arm();
   }
 }
-const pacer = new Pacer();
+/** The pacer of this thread (each worker thread has its own module instance). */
+export const pacer = new Pacer();
 
-export interface MediaOptions {
+/** Where a sender takes its audio from: queued 8 kHz samples, encoded straight into a packet. */
+export interface FrameSource {
+  /** Samples queued. */
+  readonly queued: number;
+  /** Encodes up to `n` queued samples into `out` at `at`; returns how many it took. */
+  encodeInto(codec: Codec, out: Uint8Array, at: number, n: number): number;
+}
+
+/** The playback queue in the sender's own thread: a list of the arrays play() was given. */
+export class ArrayQueue implements FrameSource {
+  private chunks: Int16Array[] = [];
+  private offset = 0;
+  queued = 0;
+  push(pcm: Int16Array): void {
+    this.chunks.push(pcm);
+    this.queued += pcm.length;
+  }
+  flush(): void {
+    this.chunks = [];
+    this.offset = 0;
+    this.queued = 0;
+  }
+  encodeInto(codec: Codec, out: Uint8Array, at: number, n: number): number {
+    let done = 0;
+    while (done < n && this.chunks.length) {
+      const head = this.chunks[0];
+      const take = Math.min(n - done, head.length - this.offset);
+      encodeG711Into(codec, head, this.offset, take, out, at + done);
+      done += take;
+      this.offset += take;
+      if (this.offset >= head.length) {
+        this.chunks.shift();
+        this.offset = 0;
+      }
+    }
+    this.queued -= done;
+    return done;
+  }
+}
+
+export interface SenderOptions {
   socket: dgram.Socket;
   codec: Codec;
   payloadType: number;
-  dtmfPayloadType: number | null;
   remoteHost: string;
   remotePort: number;
-  /**
-   * Decoded far-end audio, 160 samples at 8 kHz per 20 ms (gaps concealed with silence). The
-   * array is reused for the next frame: copy what you keep.
-   */
-  onAudio?: (pcm8k: Int16Array) => void;
-  onDtmf?: (digit: string) => void;
+  /** Audio filled by another thread (media/ring.ts); without it play() fills a queue of its own. */
+  source?: FrameSource;
 }
 
-export class MediaSession {
+/** The sending half of a call's media: paced RTP from a playback queue, G.711 encoded. */
+export class RtpSender implements Clocked {
   readonly stats = new IntervalStats();
   nextDue = 0n;
   private lastSent = 0n;
   private seq = randomInt(0, 0xffff);
   private ts = randomInt(0, 0x7fffffff);
   private readonly ssrc = randomInt(1, 0x7fffffff);
-  private queue: Int16Array[] = [];
-  private queueOffset = 0;
-  private queued = 0;
-  private jitter = new JitterBuffer(3);
-  private readonly dtmf = new DtmfReceiver();
-  private remoteSsrc: number | null = null;
+  private readonly own: ArrayQueue | null;
+  private readonly source: FrameSource;
   private talking = false;
   /** The grid was moved for the first AI audio: that one interval is not a jitter sample. */
   private rephased = false;
   private running = false;
   private readonly silence: Uint8Array;
-  /** Reused for every far-end frame handed to onAudio (decoded / concealed gap). */
-  private decoded = new Int16Array(FRAME_SAMPLES);
-  private readonly zero = new Int16Array(FRAME_SAMPLES);
   packetsSent = 0;
-  packetsReceived = 0;
   /** hrtime of the first packet that carried AI audio (not silence). */
   firstAudioSentAt: bigint | null = null;
   /** Frames sent more than one frame late; should stay 0. */
@@ -138,32 +187,32 @@ export class MediaSession {
   /** 20 ms slots skipped after stalls of two frames or more (no packet sent for them). */
   skippedSlots = 0;
 
-  constructor(private readonly o: MediaOptions) {
+  constructor(private readonly o: SenderOptions) {
     this.silence = silenceFrame(o.codec);
-    o.socket.on('message', (buf, rinfo) => this.onPacket(buf, rinfo.address, rinfo.port));
-  }
-
-  get localPort(): number {
-    return this.o.socket.address().port;
-  }
-  get jitterStats(): { lost: number; late: number; received: number } {
-    return { lost: this.jitter.lost, late: this.jitter.late, received: this.jitter.received };
+    this.own = o.source ? null : new ArrayQueue();
+    this.source = o.source ?? this.own!;
   }
 
   start(): void {
     if (this.running) return;
     this.running = true;
     this.nextDue = process.hrtime.bigint();
-    pacer.add(this);
+    pacer.add(this, true);
   }
 
-  /** Queues 8 kHz PCM for playout. The first audio after silence starts right away (new spurt). */
+  /** Queues 8 kHz PCM for playout (own queue only; a shared source is filled by its writer). */
   play(pcm8k: Int16Array): void {
-    if (pcm8k.length === 0) return;
-    this.queue.push(pcm8k);
-    this.queued += pcm8k.length;
+    if (pcm8k.length === 0 || !this.own) return;
+    this.own.push(pcm8k);
+    this.audioQueued();
+  }
+
+  /**
+   * New audio was queued. The first AI audio of the call starts right away: the 20 ms grid is
+   * re-phased to now, so the first word does not wait up to one frame.
+   */
+  audioQueued(): void {
     if (!this.talking && this.running && this.firstAudioSentAt === null) {
-      // Re-phase the 20 ms grid to now so the first AI word does not wait up to one frame.
       const now = process.hrtime.bigint();
       if (this.nextDue > now) {
         this.ts = (this.ts + Math.round((Number(now - this.lastSent) / 1e6) * 8) - FRAME_SAMPLES) >>> 0;
@@ -173,15 +222,13 @@ export class MediaSession {
       }
     }
   }
-  /** Barge-in: drop everything not yet sent. */
+  /** Barge-in: drop everything not yet sent (own queue; a shared source is flushed by its writer). */
   flush(): void {
-    this.queue = [];
-    this.queueOffset = 0;
-    this.queued = 0;
+    this.own?.flush();
   }
 
   get queuedMs(): number {
-    return this.queued / 8;
+    return this.source.queued / 8;
   }
 
   /**
@@ -190,35 +237,20 @@ export class MediaSession {
    * exactly as a zero-filled 160-sample frame would be.
    */
   private writeFrame(out: Uint8Array, at: number): boolean {
-    if (this.queued === 0) return false;
-    let n = 0;
-    while (n < FRAME_SAMPLES && this.queue.length) {
-      const head = this.queue[0];
-      const take = Math.min(FRAME_SAMPLES - n, head.length - this.queueOffset);
-      encodeG711Into(this.o.codec, head, this.queueOffset, take, out, at + n);
-      n += take;
-      this.queueOffset += take;
-      if (this.queueOffset >= head.length) {
-        this.queue.shift();
-        this.queueOffset = 0;
-      }
-    }
+    const n = this.source.encodeInto(this.o.codec, out, at, FRAME_SAMPLES);
+    if (n === 0) return false;
     if (n < FRAME_SAMPLES) out.set(this.silence.subarray(n), at + n);
-    this.queued -= n;
     return true;
   }
 
-  /** Skips `n` 20 ms slots that passed while the process could not run. */
   skip(n: number): void {
     this.nextDue += BigInt(n) * FRAME_NS;
     this.ts = (this.ts + n * FRAME_SAMPLES) >>> 0;
     this.skippedSlots += n;
     this.talking = false; // the next packet starts a new spurt (marker bit)
-    // The far end's frames kept arriving meanwhile: play out as many so the buffer stays small.
-    for (let i = 0; i < n; i++) this.playoutOne();
   }
 
-  /** Sends the frame due at `nextDue` and plays out one far-end frame. */
+  /** Sends the frame due at `nextDue`. */
   tick(now: bigint): void {
     if (now - this.nextDue > FRAME_NS) this.lateFrames++;
     // Header and payload written into one packet buffer (Buffer.allocUnsafe takes it from the
@@ -244,11 +276,93 @@ export class MediaSession {
     this.packetsSent++;
     if (hasAudio && this.firstAudioSentAt === null) this.firstAudioSentAt = sendAt;
     this.nextDue += FRAME_NS;
+  }
 
+  metrics(): SenderMetrics {
+    return {
+      sendJitterP99Ms: this.stats.percentile(0.99),
+      sendJitterMaxMs: this.stats.max,
+      intervals: this.stats.count,
+      lateFrames: this.lateFrames,
+      skippedSlots: this.skippedSlots,
+      packetsSent: this.packetsSent,
+      firstAudioSentAt: this.firstAudioSentAt,
+    };
+  }
+
+  stop(): void {
+    if (!this.running) return;
+    this.running = false;
+    pacer.remove(this);
+  }
+}
+
+export type SenderMetrics = Omit<LegMetrics, 'packetsReceived' | 'rxLost'>;
+export type ReceiverMetrics = Pick<LegMetrics, 'packetsReceived' | 'rxLost'>;
+
+export interface ReceiverOptions {
+  socket: dgram.Socket;
+  codec: Codec;
+  payloadType: number;
+  dtmfPayloadType: number | null;
+  remoteHost: string;
+  /** Connect the socket to the far end (the two-thread split: see PortPool). */
+  connectTo?: number;
+  /**
+   * Decoded far-end audio, 160 samples at 8 kHz per 20 ms (gaps concealed with silence). The
+   * array is reused for the next frame: copy what you keep.
+   */
+  onAudio?: (pcm8k: Int16Array) => void;
+  onDtmf?: (digit: string) => void;
+}
+
+/**
+ * The receiving half: RTP from the negotiated peer into a jitter buffer, RFC 4733 DTMF, and a
+ * 20 ms playout clock that decodes one frame per tick (a gap is concealed with silence).
+ */
+export class RtpReceiver implements Clocked {
+  nextDue = 0n;
+  private jitter = new JitterBuffer(3);
+  private readonly dtmf = new DtmfReceiver();
+  private remoteSsrc: number | null = null;
+  private running = false;
+  /** Reused for every far-end frame handed to onAudio (decoded / concealed gap). */
+  private decoded = new Int16Array(FRAME_SAMPLES);
+  private readonly zero = new Int16Array(FRAME_SAMPLES);
+  packetsReceived = 0;
+
+  constructor(private readonly o: ReceiverOptions) {
+    o.socket.on('message', (buf, rinfo) => this.onPacket(buf, rinfo.address));
+    if (o.connectTo !== undefined) {
+      try {
+        // Errors (an unresolvable name) arrive on the socket's 'error' listener: it stays unconnected.
+        o.socket.connect(o.connectTo, o.remoteHost);
+      } catch {
+        // already connected
+      }
+    }
+  }
+
+  /** Starts the playout clock; `ownClock` false when a sender's tick drives it instead. */
+  start(ownClock = true): void {
+    if (this.running) return;
+    this.running = true;
+    this.nextDue = process.hrtime.bigint() + FRAME_NS;
+    if (ownClock) pacer.add(this, false);
+  }
+
+  tick(_now: bigint): void {
+    this.nextDue += FRAME_NS;
     this.playoutOne();
   }
 
-  private playoutOne(): void {
+  skip(n: number): void {
+    this.nextDue += BigInt(n) * FRAME_NS;
+    // The far end's frames kept arriving meanwhile: play out as many so the buffer stays small.
+    for (let i = 0; i < n; i++) this.playoutOne();
+  }
+
+  playoutOne(): void {
     const incoming = this.jitter.pop();
     if (incoming === undefined || !this.o.onAudio) return;
     if (incoming === null) {
@@ -261,7 +375,7 @@ export class MediaSession {
     this.o.onAudio(this.decoded);
   }
 
-  private onPacket(buf: Buffer, host: string, _port: number): void {
+  private onPacket(buf: Buffer, host: string): void {
     const p = parseRtp(buf);
     if (!p) return;
     // Accept media only from the negotiated peer address (RFC 3550 §8.2 spirit: ignore strays).
@@ -279,27 +393,76 @@ export class MediaSession {
     this.jitter.push(p.sequence, p.payload);
   }
 
-  metrics(): import('./leg.ts').LegMetrics {
-    return {
-      sendJitterP99Ms: this.stats.percentile(0.99),
-      sendJitterMaxMs: this.stats.max,
-      intervals: this.stats.count,
-      lateFrames: this.lateFrames,
-      skippedSlots: this.skippedSlots,
-      packetsSent: this.packetsSent,
-      packetsReceived: this.packetsReceived,
-      rxLost: this.jitter.lost,
-      firstAudioSentAt: this.firstAudioSentAt,
-    };
+  get jitterStats(): { lost: number; late: number; received: number } {
+    return { lost: this.jitter.lost, late: this.jitter.late, received: this.jitter.received };
+  }
+
+  metrics(): ReceiverMetrics {
+    return { packetsReceived: this.packetsReceived, rxLost: this.jitter.lost };
   }
 
   stop(): void {
-    if (!this.running) {
-      this.o.socket.close();
-      return;
-    }
+    if (!this.running) return;
     this.running = false;
     pacer.remove(this);
+  }
+}
+
+export interface MediaOptions extends SenderOptions, Omit<ReceiverOptions, 'socket' | 'codec' | 'payloadType' | 'remoteHost'> {}
+
+/**
+ * Both halves on one socket in one thread (media inline, or where the two-thread split is not
+ * available): the sender's tick also plays out one far-end frame, after the packet left.
+ */
+export class MediaSession {
+  private readonly tx: RtpSender;
+  private readonly rx: RtpReceiver;
+
+  constructor(private readonly o: MediaOptions) {
+    this.tx = new RtpSender(o);
+    this.rx = new RtpReceiver(o);
+  }
+
+  get localPort(): number {
+    return this.o.socket.address().port;
+  }
+  get stats(): IntervalStats {
+    return this.tx.stats;
+  }
+  get packetsSent(): number {
+    return this.tx.packetsSent;
+  }
+  get firstAudioSentAt(): bigint | null {
+    return this.tx.firstAudioSentAt;
+  }
+  get jitterStats(): { lost: number; late: number; received: number } {
+    return this.rx.jitterStats;
+  }
+  get queuedMs(): number {
+    return this.tx.queuedMs;
+  }
+
+  start(): void {
+    this.tx.start();
+    this.rx.start();
+  }
+  play(pcm8k: Int16Array): void {
+    this.tx.play(pcm8k);
+  }
+  audioQueued(): void {
+    this.tx.audioQueued();
+  }
+  flush(): void {
+    this.tx.flush();
+  }
+
+  metrics(): LegMetrics {
+    return { ...this.tx.metrics(), ...this.rx.metrics() };
+  }
+
+  stop(): void {
+    this.tx.stop();
+    this.rx.stop();
     try {
       this.o.socket.close();
     } catch {
@@ -313,14 +476,31 @@ export class MediaSession {
  * still defers the send to a nextTick with a closure per packet. The SDP `c=` address is almost
  * always a literal: hand it back synchronously and fall back to dns.lookup for a name.
  */
+let lastLiteral = '';
+let lastFamily = 0;
 function literalLookup(host: string, family: unknown, cb: (err: Error | null, address: string, family: number) => void): void {
+  // Every packet of a call goes to the same address: remember the last literal (no regex per send).
+  if (host === lastLiteral) return cb(null, host, lastFamily);
   const v = isIP(host);
-  if (v) cb(null, host, v);
+  if (v) {
+    lastLiteral = host;
+    lastFamily = v;
+    cb(null, host, v);
+  }
   // dgram passes a bare family number here; dns.lookup accepts it as options.
   else dns.lookup(host, family as number, cb as (err: NodeJS.ErrnoException | null, address: string, family: number) => void);
 }
 
-/** RTP port allocator over the configured range (even ports, RFC 3550 §11). */
+/**
+ * RTP port allocator over the configured range (even ports, RFC 3550 §11).
+ *
+ * `open()` binds a socket of its own. The two-thread media (media/thread.ts) needs two sockets on
+ * one port instead: `reserve()` finds a port nothing else holds (an exclusive probe bind), then
+ * each thread binds it with SO_REUSEADDR (`bindSocket(…, true)`). Linux hands unicast datagrams
+ * to the socket bound last, so the receiving thread binds after the sending one, and connects to
+ * the far end once it is known (RtpReceiver): a connected socket outranks any unconnected one on
+ * the port, so another local process binding it with SO_REUSEADDR later still gets nothing.
+ */
 export class PortPool {
   private next: number;
   constructor(
@@ -331,28 +511,48 @@ export class PortPool {
     this.next = min + (min % 2);
   }
 
-  async open(): Promise<dgram.Socket> {
+  private async firstFree<T>(take: (port: number) => Promise<T | null>): Promise<T> {
     const span = Math.floor((this.max - this.min) / 2) + 1;
     for (let i = 0; i < span; i++) {
       const port = this.next;
       this.next += 2;
       if (this.next > this.max) this.next = this.min + (this.min % 2);
-      const sock = dgram.createSocket({ type: 'udp4', lookup: literalLookup });
-      const ok = await new Promise<boolean>((res) => {
-        sock.once('error', () => res(false));
-        sock.bind(port, this.host, () => res(true));
-      });
-      if (ok) {
-        sock.removeAllListeners('error');
-        sock.on('error', () => undefined);
-        return sock;
-      }
-      try {
-        sock.close();
-      } catch {
-        // never bound
-      }
+      const got = await take(port);
+      if (got !== null) return got;
     }
     throw new Error('no free RTP port in range');
   }
+
+  open(): Promise<dgram.Socket> {
+    return this.firstFree((port) => bindSocket(port, this.host, false));
+  }
+
+  reserve(): Promise<number> {
+    return this.firstFree(async (port) => {
+      const probe = await bindSocket(port, this.host, false);
+      if (!probe) return null;
+      await new Promise<void>((r) => probe.close(() => r()));
+      return port;
+    });
+  }
+}
+
+/** Binds a UDP socket for RTP, or resolves null when the port is taken. */
+export async function bindSocket(port: number, host: string, shared: boolean): Promise<dgram.Socket | null> {
+  const sock = dgram.createSocket({ type: 'udp4', lookup: literalLookup, reuseAddr: shared });
+  const ok = await new Promise<boolean>((res) => {
+    sock.once('error', () => res(false));
+    sock.bind(port, host, () => res(true));
+  });
+  if (ok) {
+    sock.removeAllListeners('error');
+    sock.on('error', () => undefined);
+    return sock;
+  }
+  try {
+    sock.close();
+  } catch {
+    // never bound
+  }
+  return null;
 }

@@ -1,52 +1,141 @@
-/** Main-thread side of the media thread: one Worker for all calls, a MediaLeg proxy per call. */
+/**
+ * Main-thread side of the media threads (media/thread.ts): on Linux a sending thread and a
+ * receiving thread sharing each call's RTP port, elsewhere one thread doing both; a MediaLeg
+ * proxy per call.
+ */
 import { Worker } from 'node:worker_threads';
 import type { LegHandlers, LegMetrics, LegStart, MediaHost, MediaLeg } from './leg.ts';
-import type { ToThread } from './thread.ts';
+import type { MediaRole, ThreadData, ToThread } from './thread.ts';
+import { RingWriter, createRing } from './ring.ts';
 
 type FromThread =
+  | { op: 'priority'; priority: string }
   | { op: 'opened'; id: number; port: number }
+  | { op: 'reserved'; id: number; port: number }
   | { op: 'error'; id: number; message: string }
   | { op: 'audio'; id: number; pcm: Int16Array }
   | { op: 'dtmf'; id: number; digit: string }
-  | { op: 'queue'; id: number; ms: number; plays: number }
-  | { op: 'stopped'; id: number; metrics: LegMetrics | null };
+  | { op: 'stopped'; id: number; metrics: Partial<LegMetrics> | null };
 
 const EMPTY: LegMetrics = { sendJitterP99Ms: 0, sendJitterMaxMs: 0, intervals: 0, lateFrames: 0, skippedSlots: 0, packetsSent: 0, packetsReceived: 0, rxLost: 0, firstAudioSentAt: null };
 
+/** Bind attempts per call when another process takes a reserved port in between. */
+const BIND_ATTEMPTS = 5;
+
+export interface MediaThreadOptions {
+  min: number;
+  max: number;
+  host: string;
+  /** nice value asked for the media threads (Linux, needs CAP_SYS_NICE; 0 = leave). */
+  nice?: number;
+  /** SCHED_FIFO priority asked for the sending thread (needs CAP_SYS_NICE; 0 = none). */
+  rtPriority?: number;
+  /** Two threads (sender, receiver) or one; default: two on Linux, where SO_REUSEADDR allows it. */
+  split?: boolean;
+}
+
+/** One media worker and its pending requests. */
+class MediaThread {
+  readonly worker: Worker;
+  priority = 'default';
+  private readonly waiting = new Map<string, { resolve: (v: FromThread) => void; reject: (e: Error) => void }>();
+  failed: Error | null = null;
+
+  constructor(
+    readonly role: MediaRole,
+    o: MediaThreadOptions,
+    private readonly onEvent: (m: FromThread) => void,
+  ) {
+    const boot = new URL('./worker-boot.mjs', import.meta.url);
+    const entry = new URL(`./thread${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url).href;
+    const data: ThreadData = { entry, role, min: o.min, max: o.max, host: o.host, nice: o.nice ?? 0, rtPriority: role === 'rx' ? 0 : (o.rtPriority ?? 0) };
+    this.worker = new Worker(boot, { workerData: data, name: `media-${role}` });
+    this.worker.on('message', (m: FromThread) => this.onMessage(m));
+    this.worker.on('error', (err) => {
+      // A media thread died: every call's media is gone. Fail fast instead of hanging.
+      this.failed = err;
+      for (const w of this.waiting.values()) w.reject(err);
+      this.waiting.clear();
+      throw err;
+    });
+  }
+
+  post(m: ToThread): void {
+    this.worker.postMessage(m);
+  }
+
+  /** Posts `m` and resolves with the thread's answer of kind `answer` (or rejects on `error`). */
+  ask(m: ToThread, answer: FromThread['op']): Promise<FromThread> {
+    if (this.failed) return Promise.reject(this.failed);
+    return new Promise((resolve, reject) => {
+      this.waiting.set(`${answer}:${m.id}`, { resolve, reject });
+      this.waiting.set(`error:${m.id}`, { resolve, reject });
+      this.post(m);
+    });
+  }
+
+  private onMessage(m: FromThread): void {
+    if (m.op === 'priority') {
+      this.priority = m.priority;
+      return;
+    }
+    if (m.op === 'error' || m.op === 'opened' || m.op === 'reserved') {
+      const w = this.waiting.get(`${m.op}:${m.id}`);
+      this.waiting.delete(`opened:${m.id}`);
+      this.waiting.delete(`reserved:${m.id}`);
+      this.waiting.delete(`error:${m.id}`);
+      if (m.op === 'error') w?.reject(new Error(m.message));
+      else w?.resolve(m);
+      return;
+    }
+    this.onEvent(m);
+  }
+}
+
 class ThreadLeg implements MediaLeg {
   handlers: LegHandlers | null = null;
-  private plays = 0;
-  private queued = 0;
+  private readonly sab = createRing();
+  private readonly ring = new RingWriter(this.sab);
+  private kicked = false;
   firstAudioSentAt: bigint | null = null;
+  /** Halves still to report after a stop, and what they reported. */
+  pendingStops = 0;
+  collected: Partial<LegMetrics> = {};
   stopWaiter: ((m: LegMetrics) => void) | null = null;
   private stopping: Promise<LegMetrics> | null = null;
 
   constructor(
     private readonly host: ThreadMediaHost,
+    private readonly tx: MediaThread,
+    private readonly rx: MediaThread | null,
     readonly id: number,
     readonly port: number,
   ) {}
 
   start(o: LegStart, h: LegHandlers): void {
     this.handlers = h;
-    this.host.post({ op: 'start', id: this.id, o });
+    this.tx.post({ op: 'start', id: this.id, o, ring: this.sab });
+    this.rx?.post({ op: 'start', id: this.id, o, ring: this.sab });
   }
   play(pcm8k: Int16Array): void {
-    if (pcm8k.length === 0) return;
-    this.plays++;
-    this.queued += pcm8k.length / 8;
-    this.host.post({ op: 'play', id: this.id, pcm: pcm8k }, [pcm8k.buffer as ArrayBuffer]);
+    if (pcm8k.length === 0 || this.stopping) return;
+    if (this.ring.write(pcm8k)) this.host.pumpLater(this);
+    if (!this.kicked) {
+      // The sender re-phases its 20 ms grid for the first AI audio: tell it now rather than
+      // letting it find the audio at its next tick.
+      this.kicked = true;
+      this.tx.post({ op: 'kick', id: this.id });
+    }
+  }
+  /** Moves held-back audio into the ring; false once nothing is held. */
+  pump(): boolean {
+    return !this.stopping && this.ring.pump();
   }
   flush(): void {
-    this.queued = 0;
-    this.host.post({ op: 'flush', id: this.id });
-  }
-  /** A report counts only when the thread had seen every play we sent (no stale zero). */
-  onQueue(ms: number, plays: number): void {
-    if (plays === this.plays) this.queued = ms;
+    this.ring.flush();
   }
   get queuedMs(): number {
-    return this.queued;
+    return this.ring.queued / 8;
   }
   stop(): Promise<LegMetrics> {
     if (!this.stopping) {
@@ -58,82 +147,104 @@ class ThreadLeg implements MediaLeg {
           resolve(m);
         };
       });
-      this.host.post({ op: 'stop', id: this.id });
+      this.pendingStops = this.rx ? 2 : 1;
+      this.tx.post({ op: 'stop', id: this.id });
+      this.rx?.post({ op: 'stop', id: this.id });
     }
     return this.stopping;
+  }
+  /** One half reported its figures; the leg's are complete once both have. */
+  onStopped(metrics: Partial<LegMetrics> | null): boolean {
+    Object.assign(this.collected, metrics ?? {});
+    if (--this.pendingStops > 0) return false;
+    this.stopWaiter?.({ ...EMPTY, ...this.collected });
+    return true;
   }
 }
 
 export class ThreadMediaHost implements MediaHost {
-  private readonly worker: Worker;
+  private readonly tx: MediaThread;
+  private readonly rx: MediaThread | null;
   private nextId = 1;
-  private readonly opening = new Map<number, { resolve: (l: MediaLeg) => void; reject: (e: Error) => void }>();
   private readonly legs = new Map<number, ThreadLeg>();
-  private failed: Error | null = null;
 
-  /** `nice`: scheduling priority asked for the media thread (Linux, needs CAP_SYS_NICE; 0 = leave). */
-  constructor(min: number, max: number, host: string, nice = 0) {
-    const boot = new URL('./worker-boot.mjs', import.meta.url);
-    const entry = new URL(`./thread${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url).href;
-    this.worker = new Worker(boot, { workerData: { entry, min, max, host, nice } });
-    this.worker.on('message', (m: FromThread) => this.onMessage(m));
-    this.worker.on('error', (err) => {
-      // The media thread died: every call's media is gone. Fail fast instead of hanging.
-      this.failed = err;
-      for (const o of this.opening.values()) o.reject(err);
-      this.opening.clear();
-      throw err;
-    });
+  constructor(o: MediaThreadOptions) {
+    const split = o.split ?? process.platform === 'linux';
+    const onEvent = (m: FromThread) => this.onEvent(m);
+    this.tx = new MediaThread(split ? 'tx' : 'both', o, onEvent);
+    this.rx = split ? new MediaThread('rx', o, onEvent) : null;
   }
 
-  post(m: ToThread, transfer: ArrayBuffer[] = []): void {
-    this.worker.postMessage(m, transfer);
+  /** Scheduling each media thread obtained (for the log and GET /stats). */
+  get priorities(): Record<string, string> {
+    const out: Record<string, string> = { [this.tx.role]: this.tx.priority };
+    if (this.rx) out.rx = this.rx.priority;
+    return out;
   }
 
-  private onMessage(m: FromThread): void {
+  private onEvent(m: FromThread): void {
     switch (m.op) {
-      case 'opened': {
-        const o = this.opening.get(m.id);
-        this.opening.delete(m.id);
-        const leg = new ThreadLeg(this, m.id, m.port);
-        this.legs.set(m.id, leg);
-        o?.resolve(leg);
-        return;
-      }
-      case 'error': {
-        const o = this.opening.get(m.id);
-        this.opening.delete(m.id);
-        o?.reject(new Error(m.message));
-        return;
-      }
       case 'audio':
         this.legs.get(m.id)?.handlers?.onAudio16k(m.pcm);
         return;
       case 'dtmf':
         this.legs.get(m.id)?.handlers?.onDtmf(m.digit);
         return;
-      case 'queue':
-        this.legs.get(m.id)?.onQueue(m.ms, m.plays);
-        return;
       case 'stopped': {
         const leg = this.legs.get(m.id);
-        this.legs.delete(m.id);
-        leg?.stopWaiter?.(m.metrics ?? EMPTY);
+        if (leg?.onStopped(m.metrics)) this.legs.delete(m.id);
         return;
       }
     }
   }
 
-  open(): Promise<MediaLeg> {
-    if (this.failed) return Promise.reject(this.failed);
+  async open(): Promise<MediaLeg> {
     const id = this.nextId++;
-    return new Promise((resolve, reject) => {
-      this.opening.set(id, { resolve, reject });
-      this.post({ op: 'open', id });
-    });
+    let port: number;
+    if (!this.rx) {
+      port = (await this.tx.ask({ op: 'open', id }, 'opened') as { port: number }).port;
+    } else {
+      // The receiving thread finds a free port; the sending thread binds it first and the
+      // receiving thread last, so the datagrams go to the receiver (Linux: the socket bound last
+      // wins among SO_REUSEADDR sockets). Another process may take the port in between: retry.
+      for (let attempt = 1; ; attempt++) {
+        port = (await this.rx.ask({ op: 'reserve', id }, 'reserved') as { port: number }).port;
+        try {
+          await this.tx.ask({ op: 'bind', id, port }, 'opened');
+        } catch (err) {
+          if (attempt < BIND_ATTEMPTS) continue;
+          throw err;
+        }
+        try {
+          await this.rx.ask({ op: 'bind', id, port }, 'opened');
+          break;
+        } catch (err) {
+          this.tx.post({ op: 'stop', id });
+          if (attempt >= BIND_ATTEMPTS) throw err;
+        }
+      }
+    }
+    const leg = new ThreadLeg(this, this.tx, this.rx, id, port);
+    this.legs.set(id, leg);
+    return leg;
+  }
+
+  /** Legs with audio held back from a full ring, topped up every 100 ms (the ring holds 4 s). */
+  private readonly pumping = new Set<ThreadLeg>();
+  private pumpTimer: NodeJS.Timeout | null = null;
+  pumpLater(leg: ThreadLeg): void {
+    this.pumping.add(leg);
+    this.pumpTimer ??= setInterval(() => {
+      for (const l of this.pumping) if (!l.pump()) this.pumping.delete(l);
+      if (this.pumping.size === 0 && this.pumpTimer) {
+        clearInterval(this.pumpTimer);
+        this.pumpTimer = null;
+      }
+    }, 100);
   }
 
   async close(): Promise<void> {
-    await this.worker.terminate();
+    if (this.pumpTimer) clearInterval(this.pumpTimer);
+    await Promise.all([this.tx.worker.terminate(), this.rx?.worker.terminate()]);
   }
 }

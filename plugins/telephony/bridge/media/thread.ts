@@ -1,82 +1,179 @@
 /**
- * The media thread (ARCHITECTURE.md: media timing must not share an event loop with the rest).
- * Owns the RTP sockets and the 20 ms pacer; the call logic talks to it by messages. Started by
- * ThreadMediaHost through worker-boot.mjs.
+ * The media threads (ARCHITECTURE.md: media timing must not share an event loop with the rest).
+ * Started by ThreadMediaHost through worker-boot.mjs in one of three roles:
+ *  - `tx`: the RTP senders and their 20 ms pacer, nothing else. It allocates almost nothing per
+ *    packet, so its garbage collections stay short, and it runs at real-time priority when the
+ *    system allows it.
+ *  - `rx`: the RTP receivers (one datagram object per packet, the source of most GC work), the
+ *    jitter buffers, DTMF, G.711 decoding and 8→16 kHz resampling for the engine.
+ *  - `both`: the two on one socket in one thread, where the two-socket split is unavailable
+ *    (not Linux).
+ * The call logic talks to them by messages (media/thread-host.ts); the AI's audio goes to the
+ * sending thread through a shared ring per call (media/ring.ts), not by message.
  */
-import { parentPort, workerData, isMainThread } from 'node:worker_threads';
+import { parentPort, workerData, isMainThread, type MessagePort } from 'node:worker_threads';
 import { readlinkSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import os from 'node:os';
-import { InlineMediaHost, type InlineLeg } from './inline.ts';
-import type { LegStart } from './leg.ts';
+import type dgram from 'node:dgram';
+import { PortPool, RtpReceiver, RtpSender, MediaSession, bindSocket } from './session.ts';
+import { RingReader } from './ring.ts';
+import { upsample8to16Into } from './audio.ts';
+import { InputBatcher, type LegStart } from './leg.ts';
+
+export type MediaRole = 'tx' | 'rx' | 'both';
 
 export type ToThread =
-  | { op: 'open'; id: number }
-  | { op: 'start'; id: number; o: LegStart }
-  | { op: 'play'; id: number; pcm: Int16Array }
-  | { op: 'flush'; id: number }
+  | { op: 'open'; id: number } // both: bind a port of its own
+  | { op: 'reserve'; id: number } // rx: find a free port
+  | { op: 'bind'; id: number; port: number } // tx, rx: bind the reserved port (shared)
+  | { op: 'start'; id: number; o: LegStart; ring: SharedArrayBuffer }
+  | { op: 'kick'; id: number } // tx, both: the first AI audio was written to the ring
   | { op: 'stop'; id: number };
 
-if (!isMainThread && parentPort) {
-  const port = parentPort;
-  const { min, max, host, nice } = workerData as { min: number; max: number; host: string; nice: number };
-  // A frame is due every 20 ms per call: when the machine is busy the scheduler must run this
-  // thread first (as media servers run their RTP threads). Linux applies setpriority(2) to one
-  // thread when given its TID; /proc/thread-self names it. Raising priority needs CAP_SYS_NICE:
-  // without it this quietly stays at the default priority.
-  if (nice !== 0 && process.platform === 'linux') {
+export interface ThreadData {
+  entry: string;
+  role: MediaRole;
+  min: number;
+  max: number;
+  host: string;
+  /** nice value asked for (0 = leave). */
+  nice: number;
+  /** SCHED_FIFO priority asked for (0 = none); falls back to `nice` when refused. */
+  rtPriority: number;
+}
+
+/**
+ * Raises this thread's scheduling priority (Linux: both calls act on one thread when given its
+ * TID, which /proc/thread-self names). SCHED_FIFO goes through util-linux `chrt`, since Node has
+ * no sched_setscheduler binding; it needs CAP_SYS_NICE (or root) and an RLIMIT_RTPRIO, and the
+ * kernel's RT throttling (sched_rt_runtime_us) still leaves 5 % to everything else. Returns what
+ * was obtained, for the log.
+ */
+export function raisePriority(rtPriority: number, nice: number, run = execFileSync): string {
+  if (process.platform !== 'linux') return 'default';
+  let tid = 0;
+  try {
+    tid = Number(readlinkSync('/proc/thread-self').split('/').pop());
+  } catch {
+    return 'default';
+  }
+  if (!(tid > 0)) return 'default';
+  if (rtPriority > 0) {
     try {
-      os.setPriority(Number(readlinkSync('/proc/thread-self').split('/').pop()), nice);
+      run('chrt', ['-f', '-p', String(rtPriority), String(tid)], { stdio: 'ignore', timeout: 2000 });
+      return `fifo:${rtPriority}`;
     } catch {
-      // not permitted or no procfs: run at normal priority
+      // not permitted or no chrt: try nice
     }
   }
-  const media = new InlineMediaHost(min, max, host);
-  const legs = new Map<number, { leg: InlineLeg; plays: number; reported: number }>();
-  // Queue levels go back to the call logic (for "hang up once the goodbye has played").
-  setInterval(() => {
-    for (const [id, l] of legs) {
-      const ms = l.leg.queuedMs;
-      if (ms !== l.reported) {
-        l.reported = ms;
-        port.postMessage({ op: 'queue', id, ms, plays: l.plays });
-      }
+  if (nice !== 0) {
+    try {
+      os.setPriority(tid, nice);
+      return `nice:${nice}`;
+    } catch {
+      // not permitted: stay at the default priority
     }
-  }, 50).unref();
+  }
+  return 'default';
+}
+
+interface TxEntry {
+  kind: 'tx';
+  socket: dgram.Socket;
+  sender: RtpSender | null;
+}
+interface RxEntry {
+  kind: 'rx';
+  socket: dgram.Socket;
+  receiver: RtpReceiver | null;
+}
+interface BothEntry {
+  kind: 'both';
+  socket: dgram.Socket;
+  session: MediaSession | null;
+}
+type Entry = TxEntry | RxEntry | BothEntry;
+
+function serve(port: MessagePort, d: ThreadData): void {
+  const priority = raisePriority(d.rtPriority, d.nice);
+  port.postMessage({ op: 'priority', priority });
+  const pool = new PortPool(d.min, d.max, d.host);
+  const legs = new Map<number, Entry>();
+  const fail = (id: number, err: unknown) => port.postMessage({ op: 'error', id, message: err instanceof Error ? err.message : String(err) });
+
   port.on('message', (m: ToThread) => {
     const l = legs.get(m.id);
     switch (m.op) {
       case 'open':
-        media.open().then(
-          (leg) => {
-            legs.set(m.id, { leg: leg as InlineLeg, plays: 0, reported: 0 });
-            port.postMessage({ op: 'opened', id: m.id, port: leg.port });
-          },
-          (err: Error) => port.postMessage({ op: 'error', id: m.id, message: err.message }),
-        );
+        pool.open().then((socket) => {
+          legs.set(m.id, { kind: 'both', socket, session: null });
+          port.postMessage({ op: 'opened', id: m.id, port: socket.address().port });
+        }, (err: unknown) => fail(m.id, err));
+        return;
+      case 'reserve':
+        pool.reserve().then((p) => port.postMessage({ op: 'reserved', id: m.id, port: p }), (err: unknown) => fail(m.id, err));
+        return;
+      case 'bind':
+        bindSocket(m.port, d.host, true).then((socket) => {
+          if (!socket) return fail(m.id, `RTP port ${m.port} was taken`);
+          if (d.role === 'tx') {
+            // Datagrams reach the receiving thread's socket (bound after this one); anything
+            // that still lands here (a stray, or after that socket closed) is dropped.
+            socket.on('message', () => undefined);
+            legs.set(m.id, { kind: 'tx', socket, sender: null });
+          } else {
+            legs.set(m.id, { kind: 'rx', socket, receiver: null });
+          }
+          port.postMessage({ op: 'opened', id: m.id, port: m.port });
+        }, (err: unknown) => fail(m.id, err));
         return;
       case 'start':
-        l?.leg.start(m.o, {
-          onAudio16k: (pcm) => port.postMessage({ op: 'audio', id: m.id, pcm }, [pcm.buffer as ArrayBuffer]),
-          onDtmf: (digit) => port.postMessage({ op: 'dtmf', id: m.id, digit }),
-        });
-        return;
-      case 'play':
-        if (l) {
-          l.plays++;
-          l.leg.play(m.pcm);
+        if (!l) return;
+        if (l.kind === 'tx' && !l.sender) {
+          l.sender = new RtpSender({ socket: l.socket, ...m.o, source: new RingReader(m.ring) });
+          l.sender.start();
+        } else if (l.kind === 'rx' && !l.receiver) {
+          l.receiver = new RtpReceiver({ socket: l.socket, ...m.o, connectTo: m.o.remotePort, ...handlers(port, m.id) });
+          l.receiver.start();
+        } else if (l.kind === 'both' && !l.session) {
+          l.session = new MediaSession({ socket: l.socket, ...m.o, source: new RingReader(m.ring), ...handlers(port, m.id) });
+          l.session.start();
         }
         return;
-      case 'flush':
-        l?.leg.flush();
+      case 'kick':
+        if (l?.kind === 'tx') l.sender?.audioQueued();
+        else if (l?.kind === 'both') l.session?.audioQueued();
         return;
-      case 'stop':
-        if (!l) {
-          port.postMessage({ op: 'stopped', id: m.id, metrics: null });
-          return;
-        }
+      case 'stop': {
         legs.delete(m.id);
-        void l.leg.stop().then((metrics) => port.postMessage({ op: 'stopped', id: m.id, metrics }));
+        let metrics: object | null = null;
+        if (l?.kind === 'both' && l.session) {
+          metrics = l.session.metrics();
+          l.session.stop(); // closes the socket
+        } else if (l && l.kind !== 'both') {
+          const half = l.kind === 'tx' ? l.sender : l.receiver;
+          if (half) {
+            metrics = half.metrics();
+            half.stop();
+          }
+          try {
+            l.socket.close();
+          } catch {
+            // already closed
+          }
+        }
+        port.postMessage({ op: 'stopped', id: m.id, metrics });
         return;
+      }
     }
   });
 }
+
+/** Far-end audio to the call logic in 80 ms batches at 16 kHz, and DTMF digits. */
+function handlers(port: MessagePort, id: number): { onAudio: (pcm: Int16Array) => void; onDtmf: (digit: string) => void } {
+  const batcher = new InputBatcher((pcm) => port.postMessage({ op: 'audio', id, pcm }, [pcm.buffer as ArrayBuffer]), 1280, upsample8to16Into);
+  return { onAudio: (pcm) => batcher.push(pcm), onDtmf: (digit) => port.postMessage({ op: 'dtmf', id, digit }) };
+}
+
+if (!isMainThread && parentPort) serve(parentPort, workerData as ThreadData);
