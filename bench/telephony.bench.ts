@@ -85,7 +85,8 @@ export default async function run(): Promise<Array<{ name: string; value: number
   const base = 30000 + 2 * Math.floor(Math.random() * 4000);
   // TELEPHONY_BENCH_PROF=DIR writes a V8 CPU profile of the bridge there.
   const prof = process.env.TELEPHONY_BENCH_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.TELEPHONY_BENCH_PROF}`] : [];
-  const bridge = spawn(process.execPath, [...prof, '--import', 'tsx', path.join(ROOT, 'plugins/telephony/bridge/main.ts')], {
+  const nodeArgs = (process.env.TELEPHONY_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const bridge = spawn(process.execPath, [...prof, ...nodeArgs, '--import', 'tsx', path.join(ROOT, 'plugins/telephony/bridge/main.ts')], {
     cwd: ROOT,
     env: {
       ...process.env,
@@ -165,12 +166,15 @@ export default async function run(): Promise<Array<{ name: string; value: number
     await Promise.all(ids.map((id) => api('POST', `/calls/${id}/hangup`, { reason: 'finished' }).catch(() => undefined)));
     const deadline = Date.now() + 60_000;
     while (ids.some((id) => !ended.has(id)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 250));
-    const stats = (await api('GET', '/stats')).ended as Metrics[];
+    const statsBody = await api('GET', '/stats');
+    const stats = statsBody.ended as Metrics[];
+    const threads = Object.entries((statsBody.mediaThreads ?? {}) as Record<string, string>).map(([k, v]) => `${k} ${v}`).join(', ') || 'inline';
     const mine = stats.filter((m) => ids.includes(m.callId));
     const finished = ids.filter((id) => ended.get(id)?.outcome === 'finished').length;
     const jitterP99 = pct(mine.map((m) => m.sendJitterP99Ms), 0.99);
     const late = mine.reduce((a, m) => a + m.lateFrames, 0);
     const lostRoundTrip = mine.map((m) => Math.max(0, m.packetsSent - m.packetsReceived));
+    const seqGaps = mine.map((m) => m.rxLost);
     const first = mine.map((m) => m.firstAudioAddedMs).filter((v): v is number => v !== null);
     const peer = await naivePeer(CALLS, 10_000);
     const cpuPerCall = cpuEnd.at > cpuStart.at ? ((cpuEnd.cpu - cpuStart.cpu) / 1e6 / (cpuEnd.at - cpuStart.at) / CALLS) * 100 : 0;
@@ -184,7 +188,7 @@ export default async function run(): Promise<Array<{ name: string; value: number
         peerValue: Number(peer.p99.toFixed(2)),
         ratio: peer.p99 > 0 ? Number((jitterP99 / peer.p99).toFixed(2)) : undefined,
         target: '< 5 ms',
-        note: `per call: p99 of |interval - 20 ms| over all its packets; the row is the 99th percentile over calls. Peer: one setInterval per stream in its own process (${peer.missingPerStream.toFixed(1)} frames missing per stream in 10 s)`,
+        note: `per call: p99 of |interval - 20 ms| over all its packets; the row is the 99th percentile over calls; media threads: ${threads}. Peer: one setInterval per stream in its own process (${peer.missingPerStream.toFixed(1)} frames missing per stream in 10 s)`,
       },
       {
         name: 'bridge CPU per established call',
@@ -200,7 +204,8 @@ export default async function run(): Promise<Array<{ name: string; value: number
         target: '<= 0 slots',
         note: 'after a stall of 2+ frames the pacer skips the missed slots (timestamp jump, contiguous sequence, queued AI audio kept) instead of bursting them',
       },
-      { name: 'RTP frames lost per call (round trip via SIPp echo)', value: Number(pct(lostRoundTrip, 0.99).toFixed(1)), unit: 'frames', note: 'p99 over calls of sent - echoed back; includes frames still in flight at BYE (up to ~2)' },
+      { name: 'RTP frames lost per call (sequence gaps in SIPp\'s echo, worst call)', value: Math.max(0, ...seqGaps), unit: 'frames', target: '<= 0 frames', note: 'gaps in the sequence numbers of our own packets coming back through SIPp -rtp_echo, counted by the jitter buffer: a frame we never sent or that was dropped on the round trip' },
+      { name: 'RTP frames sent but not echoed per call (p99)', value: Number(pct(lostRoundTrip, 0.99).toFixed(1)), unit: 'frames', note: 'p99 over calls of sent - echoed back; includes frames still in flight at BYE (up to ~2)' },
       { name: '200 OK to first AI audio packet, engine latency excluded (p50)', value: Number(pct(first, 0.5).toFixed(2)), unit: 'ms', target: '< 20 ms' },
       { name: '200 OK to first AI audio packet, engine latency excluded (p99)', value: Number(pct(first, 0.99).toFixed(2)), unit: 'ms', target: '< 20 ms' },
     ];
