@@ -55,14 +55,16 @@ export const lotlCli: Record<string, CliCommand> = {
         const json = rest.includes('--json');
         if (rest.some((a) => a !== '--json')) throw new UsageError('lotl status takes only --json');
         const svc = serviceOf(ctx);
-        const id = Number(new LotlRepo(ctx.db).getState('refresh_job') || NaN);
+        const repo = new LotlRepo(ctx.db);
+        const id = Number(repo.getState('refresh_job') || NaN);
         const job = Number.isFinite(id) ? ctx.jobs.get(id) : undefined;
-        const m = svc.manifest(job && job.state === 'pending' ? new Date(job.run_at).toISOString() : null);
+        const m = svc.manifest(job && job.state === 'pending' ? new Date(job.run_at).toISOString() : null, Number(repo.getState('refresh_failures') ?? 0) || 0);
         if (json) {
           ctx.out(JSON.stringify(m, null, 2));
           return 0;
         }
         ctx.out(`as_of ${m.as_of}  next_refresh_at ${m.next_refresh_at ?? '-'}  anchors ${m.anchor_count}  LOTL sequence ${m.lotl_sequence ?? '-'}`);
+        if (m.refresh_failures) ctx.out(`the last ${m.refresh_failures} scheduled refresh(es) could not fetch the LOTL; retrying sooner`);
         ctx.out(`countries covered (${m.countries_covered.length}): ${m.countries_covered.join(' ') || '-'}`);
         if (m.countries_missing.length) ctx.out(`countries pointed to but not in service: ${m.countries_missing.join(' ')}`);
         for (const l of m.lists) {

@@ -11,6 +11,17 @@ import { LotlService } from './service.ts';
 export const REFRESH_QUEUE = 'lotl.refresh';
 
 /**
+ * Delay before the next scheduled refresh: the interval, or after `failures` runs in a row that
+ * could not fetch the LOTL, the retry ladder (capped at the interval).
+ */
+export function nextDelayMs(cfg: Pick<LotlConfig, 'refreshIntervalHours' | 'retryMinutes'>, failures: number): number {
+  const interval = cfg.refreshIntervalHours * 3600_000;
+  if (failures <= 0) return interval;
+  const minutes = cfg.retryMinutes[Math.min(failures, cfg.retryMinutes.length) - 1]!;
+  return Math.min(interval, minutes * 60_000);
+}
+
+/**
  * The EU trusted-list cache (ETSI TS 119 612): the LOTL and the national lists, their XAdES
  * signatures checked against pinned signers, and the service certificates kept as trust anchors
  * for the wallet verifier (`ctx.use('lotl')` gives the LotlService). Online refresh on a
@@ -28,6 +39,8 @@ export default definePlugin(() => {
     const job = Number.isFinite(id) ? jobs?.get(id) : undefined;
     return job && (job.state === 'pending' || job.state === 'running') ? new Date(job.run_at).toISOString() : null;
   };
+
+  const refreshFailures = (): number => Number(repo?.getState('refresh_failures') ?? 0) || 0;
 
   /** Keeps exactly one pending refresh job; its dedupe key is its time, so a restart reuses it. */
   const schedule = (delayMs: number) => {
@@ -52,7 +65,7 @@ export default definePlugin(() => {
       jobs = ctx.jobs;
       clock = ctx.clock;
       ctx.provide('lotl', service);
-      lotlRoutes(r, () => service!, () => cfg!, nextRefreshAt, ctx.audit);
+      lotlRoutes(r, () => service!, () => cfg!, () => ({ at: nextRefreshAt(), failures: refreshFailures() }), ctx.audit);
     },
     start(ctx) {
       // Fail the start (with its reason) when the pinned signer set cannot be read.
@@ -65,12 +78,16 @@ export default definePlugin(() => {
         leaseMs: ctx.config.refreshBudgetMs + 60_000,
         run: async (job) => {
           if (!ctx.config.autoRefresh) return; // switched off after this job was queued
+          let lotlFetched = false;
           try {
             const r = await service!.refresh(job.signal, { scheduled: true });
-            ctx.log.info({ accepted: r.accepted, rejected: r.rejected, anchors: r.anchor_count }, 'scheduled trusted-list refresh');
+            lotlFetched = !r.lists.some((l) => l.territory === 'EU' && l.outcome === 'failed');
+            ctx.log.info({ accepted: r.accepted, rejected: r.rejected, anchors: r.anchor_count, lotlFetched }, 'scheduled trusted-list refresh');
           } finally {
             repo!.setState('refresh_job', '');
-            schedule(ctx.config.refreshIntervalHours * 3600_000);
+            const failures = lotlFetched ? 0 : refreshFailures() + 1;
+            repo!.setState('refresh_failures', String(failures));
+            schedule(nextDelayMs(ctx.config, failures));
           }
         },
       });

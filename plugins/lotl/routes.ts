@@ -13,7 +13,7 @@ const TAR_TYPES = ['application/x-tar', 'application/tar', 'application/gzip', '
 export const IMPORT_BUCKET = 'lotl-import';
 export const REFRESH_BUCKET = 'lotl-refresh';
 
-export function lotlRoutes(r: RouteRegistrar, svc: () => LotlService, cfg: () => LotlConfig, nextRefreshAt: () => string | null, audit: AuditWriter): void {
+export function lotlRoutes(r: RouteRegistrar, svc: () => LotlService, cfg: () => LotlConfig, nextRefresh: () => { at: string | null; failures: number }, audit: AuditWriter): void {
   r.add({
     method: 'GET',
     path: '/lotl.ashx?status',
@@ -23,7 +23,8 @@ export function lotlRoutes(r: RouteRegistrar, svc: () => LotlService, cfg: () =>
     responses: { 200: { description: 'LotlManifest with per-list detail', schema: manifest } },
     handler: (_req, res) => {
       res.setHeader('Cache-Control', 'no-cache');
-      return svc().manifest(nextRefreshAt());
+      const next = nextRefresh();
+      return svc().manifest(next.at, next.failures);
     },
   });
 

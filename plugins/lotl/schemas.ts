@@ -16,6 +16,12 @@ export const lotlConfig = z.object({
   acceptExpired: z.boolean().default(false),
   autoRefresh: z.boolean().default(true),
   refreshIntervalHours: z.number().positive().max(24 * 31).default(24),
+  /**
+   * When a scheduled refresh cannot fetch the LOTL (network down, upstream failing), the next
+   * try comes after these delays in turn, the last one repeating, never later than
+   * refreshIntervalHours; a run that fetched the LOTL goes back to the interval.
+   */
+  retryMinutes: z.array(z.number().positive().max(24 * 60)).min(1).default([5, 15, 60, 240]),
   /** First scheduled refresh when no LOTL is stored yet. */
   firstRefreshDelayMinutes: z.number().min(0).max(24 * 60).default(10),
   /** Upper bound of one refresh (the spec's POST ?refresh blocks 20 to 60 s). */
@@ -95,6 +101,8 @@ export const listStatus = z.object({
 export const manifest = z.object({
   as_of: z.string(),
   next_refresh_at: z.string().nullable(),
+  /** Scheduled refreshes in a row that could not fetch the LOTL (0 after a good one). */
+  refresh_failures: z.number().int(),
   anchor_count: z.number().int(),
   countries_covered: z.array(z.string()),
   lotl_sequence: z.number().nullable(),

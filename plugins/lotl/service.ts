@@ -413,7 +413,7 @@ export class LotlService {
     };
   }
 
-  manifest(nextRefreshAt: string | null): Manifest {
+  manifest(nextRefreshAt: string | null, refreshFailures = 0): Manifest {
     const lists = this.repo.lists();
     const results = new Map(this.repo.results().map((r) => [r.territory, r]));
     const inService = new Set(this.inServiceTerritories());
@@ -446,6 +446,7 @@ export class LotlService {
     return {
       as_of: this.repo.getState('last_run_at') ?? new Date(0).toISOString(),
       next_refresh_at: nextRefreshAt,
+      refresh_failures: refreshFailures,
       anchor_count: this.repo.distinctAnchorCount(covered),
       countries_covered: covered.map(isoCountry).sort(),
       lotl_sequence: lotl?.sequence ?? null,
