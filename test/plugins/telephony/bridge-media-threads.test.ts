@@ -10,7 +10,8 @@ import { raisePriority } from '../../../plugins/telephony/bridge/media/thread.ts
 import { bindSocket } from '../../../plugins/telephony/bridge/media/session.ts';
 import { buildRtp, parseRtp } from '../../../plugins/telephony/bridge/media/rtp.ts';
 import { decodeG711, encodeG711 } from '../../../plugins/telephony/bridge/media/audio.ts';
-import type { MediaLeg } from '../../../plugins/telephony/bridge/media/leg.ts';
+import type { MediaHost, MediaLeg } from '../../../plugins/telephony/bridge/media/leg.ts';
+import { InlineMediaHost } from '../../../plugins/telephony/bridge/media/inline.ts';
 import { until } from '../../support/until.ts';
 
 const cleanups: Array<() => unknown> = [];
@@ -119,10 +120,15 @@ async function farEnd(): Promise<{ sock: dgram.Socket; port: number; got: Array<
   return { sock, port: sock.address().port, got };
 }
 
-for (const split of [true, false]) {
-  describe(split ? 'two media threads (sender and receiver share the port)' : 'one media thread', () => {
+const hosts: Array<[string, (min: number) => MediaHost]> = [
+  ['two media threads (sender and receiver share the port)', (min) => new ThreadMediaHost({ min, max: min + 199, host: '127.0.0.1', split: true })],
+  ['one media thread', (min) => new ThreadMediaHost({ min, max: min + 199, host: '127.0.0.1', split: false })],
+  ['media inline (SOVCOMMS_BRIDGE_MEDIA_THREAD=0)', (min) => new InlineMediaHost(min, min + 199, '127.0.0.1')],
+];
+for (const [i, [title, make]] of hosts.entries()) {
+  describe(title, () => {
     it('sends paced RTP from the advertised port, plays the queued audio, hands the far end\'s audio up, and reports the figures', async () => {
-      const host = new ThreadMediaHost({ min: 41000 + (split ? 0 : 200), max: 41199 + (split ? 0 : 200), host: '127.0.0.1', split });
+      const host = make(41000 + i * 200);
       cleanups.push(() => host.close());
       const far = await farEnd();
       const legs: MediaLeg[] = [await host.open(), await host.open()];
@@ -176,7 +182,7 @@ for (const split of [true, false]) {
 describe('two media threads: the port stays ours', () => {
   it('a later SO_REUSEADDR socket of another program on the port does not receive the call\'s media', async () => {
     if (process.platform !== 'linux') return;
-    const host = new ThreadMediaHost({ min: 41400, max: 41499, host: '127.0.0.1', split: true });
+    const host = new ThreadMediaHost({ min: 41700, max: 41799, host: '127.0.0.1', split: true });
     cleanups.push(() => host.close());
     const far = await farEnd();
     const leg = await host.open();
