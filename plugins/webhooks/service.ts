@@ -68,6 +68,10 @@ export class WebhookService {
     http: new http.Agent({ keepAlive: true, keepAliveMsecs: 1000, maxFreeSockets: 64, timeout: 4000 }),
     https: new https.Agent({ keepAlive: true, keepAliveMsecs: 1000, maxFreeSockets: 64, timeout: 4000 }),
   };
+  /** Attempt outcomes waiting for the next group commit (see `commit`). */
+  #outcomes: { fn: () => void; resolve: () => void; reject: (e: unknown) => void }[] = [];
+  /** Parsed `events` column by its JSON text (the fan-out reads it for every event). */
+  readonly #eventLists = new Map<string, string[]>();
   /** Opened secrets by subscription id and sealed value (a changed row opens anew). */
   readonly #secrets = new Map<string, { sealed: string; secret: string }>();
 
@@ -84,6 +88,54 @@ export class WebhookService {
     this.#agents.http.destroy();
     this.#agents.https.destroy();
     this.#secrets.clear();
+  }
+
+  /**
+   * Group commit: the outcomes of attempts that finish in the same turn of the event loop are
+   * written in one IMMEDIATE transaction (one WAL append instead of one per delivery; the commit
+   * was the largest single CPU cost per delivery). Each outcome runs in its own savepoint (a
+   * nested better-sqlite3 transaction), so one that throws is rolled back alone and only its
+   * caller sees the error. The promise settles after the commit: the job ends, and the queue
+   * marks it done, only once its outcome is durable, exactly as with a transaction of its own.
+   */
+  private commit(fn: () => void): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.#outcomes.push({ fn, resolve, reject });
+      if (this.#outcomes.length === 1) setImmediate(() => this.flushOutcomes());
+    });
+  }
+
+  private flushOutcomes(): void {
+    const batch = this.#outcomes;
+    this.#outcomes = [];
+    const db = this.d.repo.db;
+    const errors = new Map<number, unknown>();
+    try {
+      db.transaction(() => {
+        batch.forEach((o, i) => {
+          try {
+            db.transaction(o.fn)();
+          } catch (e) {
+            errors.set(i, e);
+          }
+        });
+      }).immediate();
+    } catch (e) {
+      // BEGIN or COMMIT failed (say SQLITE_BUSY past the timeout): nothing of the batch is written.
+      for (const o of batch) o.reject(e);
+      return;
+    }
+    batch.forEach((o, i) => (errors.has(i) ? o.reject(errors.get(i)) : o.resolve()));
+  }
+
+  private eventsOf(json: string): string[] {
+    let e = this.#eventLists.get(json);
+    if (!e) {
+      e = JSON.parse(json) as string[];
+      if (this.#eventLists.size > 10_000) this.#eventLists.clear();
+      this.#eventLists.set(json, e);
+    }
+    return e;
   }
 
   private secretOf(sub: Pick<SubscriptionRow, 'id' | 'secret_sealed'>): string {
@@ -242,7 +294,7 @@ export class WebhookService {
     if (!tenant) return;
     let subs = this.d.repo.activeFor(ev.tenantId);
     if (ev.name === TEST_EVENT) subs = subs.filter((s) => s.id === (ev.data as { subscriptionId?: unknown }).subscriptionId);
-    else subs = subs.filter((s) => { const e = JSON.parse(s.events) as string[]; return e.includes('*') || e.includes(ev.name); });
+    else subs = subs.filter((s) => { const e = this.eventsOf(s.events); return e.includes('*') || e.includes(ev.name); });
     if (!subs.length) return;
     const payload = JSON.stringify({ event: ev.name, tenant: tenant.host, ts: ev.ts, data: ev.data });
     const now = iso(this.d.clock.now());
@@ -323,11 +375,11 @@ export class WebhookService {
     const now = clock.now();
     const ok = r.status !== null && r.status >= 200 && r.status < 300;
     const base = { delivery_id: d.id, attempt, started_at: iso(startedAt), duration_ms: r.durationMs, status: r.status };
-    const tx = (fn: () => void): void => repo.db.transaction(fn).immediate();
+    const tx = (fn: () => void): Promise<void> => this.commit(fn);
     const done = { at: iso(now) };
 
     if (ok) {
-      tx(() => {
+      await tx(() => {
         // recordAttempt is false when the subscription was removed while the request was out.
         if (!repo.recordAttempt({ ...base, error: null, next_try_at: null }, { state: 'delivered', ...done })) return;
         if (repo.succeeded(subId, done.at)) this.admit(subId, { tenant_id: d.tenant_id, active: 1 }, 1);
@@ -336,13 +388,13 @@ export class WebhookService {
     }
     if (job.signal.aborted) {
       // Shutdown, not the receiver's fault: no tally, run again at the next start.
-      tx(() => { repo.recordAttempt({ ...base, error: r.error ?? 'interrupted', next_try_at: done.at }); });
+      await tx(() => { repo.recordAttempt({ ...base, error: r.error ?? 'interrupted', next_try_at: done.at }); });
       throw new RetryAt(now, 'interrupted by shutdown');
     }
     const error = describeFailure(r);
     if (r.status === 410) {
       // 410 Gone: the receiver says the endpoint is gone for good; stop at once (issue 5 §2).
-      tx(() => {
+      await tx(() => {
         if (!repo.recordAttempt({ ...base, error, next_try_at: null }, { state: 'failed', ...done })) return;
         repo.disable(subId);
         repo.skipQueued(subId, done.at, 'subscription disabled by 410 Gone');
@@ -351,7 +403,7 @@ export class WebhookService {
       throw new PermanentFailure(error);
     }
     if (r.refused || job.attempt >= job.maxAttempts) {
-      tx(() => {
+      await tx(() => {
         if (!repo.recordAttempt({ ...base, error, next_try_at: null }, { state: 'failed', ...done })) return;
         if (repo.failed(subId, AUTO_PAUSE_AFTER)) {
           repo.skipQueued(subId, done.at, `subscription paused after ${AUTO_PAUSE_AFTER} consecutive failed deliveries`);
@@ -367,7 +419,7 @@ export class WebhookService {
       if (ra !== undefined) delay = Math.min(ra, this.d.config.maxRetryAfterSec * 1000);
     }
     const at = now + delay;
-    tx(() => { repo.recordAttempt({ ...base, error, next_try_at: iso(at) }); });
+    await tx(() => { repo.recordAttempt({ ...base, error, next_try_at: iso(at) }); });
     throw new RetryAt(at, error);
   }
 }
