@@ -225,7 +225,7 @@ export class Call {
     }
     const engine = this.engine!;
     this.media!.start(
-      { codec: neg.codec, payloadType: neg.payloadType, dtmfPayloadType: neg.dtmfPayloadType, remoteHost: neg.host, remotePort: neg.port },
+      { codec: neg.codec, payloadType: neg.payloadType, dtmfPayloadType: neg.dtmfPayloadType, remoteHost: neg.host, remotePort: neg.port, remoteRtcpPort: neg.rtcpPort },
       {
         onAudio16k: (pcm) => engine.sendAudio(pcm),
         onDtmf: (d) => {
@@ -426,6 +426,12 @@ export class Call {
       packetsSent: m?.packetsSent ?? 0,
       packetsReceived: m?.packetsReceived ?? 0,
       rxLost: m?.rxLost ?? 0,
+      rtcpSent: m?.rtcpSent ?? 0,
+      rtcpReceived: m?.rtcpReceived ?? 0,
+      rttMs: m?.rttMs ?? null,
+      remoteFractionLostMax: m?.remoteFractionLostMax ?? null,
+      remoteJitterMs: m?.remoteJitterMs ?? null,
+      rxJitterMs: m?.rxJitterMs ?? 0,
       firstAudioAddedMs: this.firstAudioAdded(m?.firstAudioSentAt ?? null),
     };
     const talkSec = this.answeredAt ? Math.max(0, Math.round((endedAt.getTime() - this.answeredAt.getTime()) / 1000)) : 0;

@@ -9,6 +9,7 @@ import { ThreadMediaHost } from '../../../plugins/telephony/bridge/media/thread-
 import { raisePriority } from '../../../plugins/telephony/bridge/media/thread.ts';
 import { bindSocket } from '../../../plugins/telephony/bridge/media/session.ts';
 import { buildRtp, parseRtp } from '../../../plugins/telephony/bridge/media/rtp.ts';
+import { buildReport, parseRtcp, type RtcpPacket } from '../../../plugins/telephony/bridge/media/rtcp.ts';
 import { decodeG711, encodeG711 } from '../../../plugins/telephony/bridge/media/audio.ts';
 import type { MediaHost, MediaLeg } from '../../../plugins/telephony/bridge/media/leg.ts';
 import { InlineMediaHost } from '../../../plugins/telephony/bridge/media/inline.ts';
@@ -108,22 +109,38 @@ describe('scheduling priority of the media threads', () => {
   });
 });
 
-async function farEnd(): Promise<{ sock: dgram.Socket; port: number; got: Array<{ port: number; payload: Buffer; seq: number }> }> {
+interface FarEnd {
+  sock: dgram.Socket;
+  port: number;
+  got: Array<{ port: number; payload: Buffer; seq: number; ssrc: number }>;
+  rtcpSock: dgram.Socket;
+  rtcpPort: number;
+  rtcp: Array<{ port: number; packets: RtcpPacket[] }>;
+}
+
+async function farEnd(): Promise<FarEnd> {
   const sock = dgram.createSocket('udp4');
   await new Promise<void>((r) => sock.bind(0, '127.0.0.1', r));
-  const got: Array<{ port: number; payload: Buffer; seq: number }> = [];
+  const got: FarEnd['got'] = [];
   sock.on('message', (b, rinfo) => {
     const p = parseRtp(b);
-    if (p) got.push({ port: rinfo.port, payload: Buffer.from(p.payload), seq: p.sequence });
+    if (p) got.push({ port: rinfo.port, payload: Buffer.from(p.payload), seq: p.sequence, ssrc: p.ssrc });
   });
-  cleanups.push(() => sock.close());
-  return { sock, port: sock.address().port, got };
+  const rtcpSock = dgram.createSocket('udp4');
+  await new Promise<void>((r) => rtcpSock.bind(0, '127.0.0.1', r));
+  const rtcp: FarEnd['rtcp'] = [];
+  rtcpSock.on('message', (b, rinfo) => {
+    const packets = parseRtcp(b);
+    if (packets) rtcp.push({ port: rinfo.port, packets });
+  });
+  cleanups.push(() => sock.close(), () => rtcpSock.close());
+  return { sock, port: sock.address().port, got, rtcpSock, rtcpPort: rtcpSock.address().port, rtcp };
 }
 
 const hosts: Array<[string, (min: number) => MediaHost]> = [
-  ['two media threads (sender and receiver share the port)', (min) => new ThreadMediaHost({ min, max: min + 199, host: '127.0.0.1', split: true })],
-  ['one media thread', (min) => new ThreadMediaHost({ min, max: min + 199, host: '127.0.0.1', split: false })],
-  ['media inline (SOVCOMMS_BRIDGE_MEDIA_THREAD=0)', (min) => new InlineMediaHost(min, min + 199, '127.0.0.1')],
+  ['two media threads (sender and receiver share the port)', (min) => new ThreadMediaHost({ min, max: min + 199, host: '127.0.0.1', split: true, rtcpIntervalMs: 100 })],
+  ['one media thread', (min) => new ThreadMediaHost({ min, max: min + 199, host: '127.0.0.1', split: false, rtcpIntervalMs: 100 })],
+  ['media inline (SOVCOMMS_BRIDGE_MEDIA_THREAD=0)', (min) => new InlineMediaHost(min, min + 199, '127.0.0.1', 100)],
 ];
 for (const [i, [title, make]] of hosts.entries()) {
   describe(title, () => {
@@ -136,7 +153,7 @@ for (const [i, [title, make]] of hosts.entries()) {
       expect(legs[1].port).not.toBe(legs[0].port);
       const heard: Int16Array[] = [];
       const leg = legs[0];
-      leg.start({ codec: 'PCMU', payloadType: 0, dtmfPayloadType: 101, remoteHost: '127.0.0.1', remotePort: far.port }, { onAudio16k: (pcm) => heard.push(pcm), onDtmf: () => undefined });
+      leg.start({ codec: 'PCMU', payloadType: 0, dtmfPayloadType: 101, remoteHost: '127.0.0.1', remotePort: far.port, remoteRtcpPort: far.rtcpPort }, { onAudio16k: (pcm) => heard.push(pcm), onDtmf: () => undefined });
       await until(() => far.got.length >= 3, 5000, 'silence packets');
       const loud = new Int16Array(800).fill(6000); // 100 ms
       leg.play(loud);
@@ -164,7 +181,30 @@ for (const [i, [title, make]] of hosts.entries()) {
       await new Promise((r) => setTimeout(r, 120));
       expect(far.got.slice(before).every((g) => g.payload[0] === 0xff)).toBe(true);
 
+      // RTCP from RTP port + 1: a sender report about the stream the far end has been receiving.
+      // (The first ones may predate the far end's audio: take one with a report block.)
+      const report = await until(() => far.rtcp.find((r) => r.packets[0]?.type === 'sr' && r.packets[0].blocks.length > 0), 5000, 'a sender report');
+      expect(report.port).toBe(leg.port + 1);
+      const sr = report.packets[0] as Extract<RtcpPacket, { type: 'sr' }>;
+      expect(sr.ssrc).toBe(far.got[0].ssrc);
+      expect(sr.sender.packets).toBeGreaterThan(0);
+      expect(sr.sender.octets).toBe(sr.sender.packets * 160);
+      expect(report.packets[1]).toMatchObject({ type: 'sdes', chunks: [{ ssrc: sr.ssrc, cname: expect.stringMatching(/@sovcomms$/) }] });
+      expect(sr.blocks[0]).toMatchObject({ ssrc: 77, cumulativeLost: 0 }); // what we heard of the far end's 20 frames
+      // The far end answers with a receiver report about our stream: loss 25/256, LSR/DLSR for the RTT.
+      const lsr = ((sr.sender.ntpSec & 0xffff) * 65536 + (sr.sender.ntpFrac >>> 16)) >>> 0;
+      far.rtcpSock.send(buildReport(77, null, { ssrc: sr.ssrc, fractionLost: 25, cumulativeLost: 3, extendedMax: 100, jitter: 80, lsr, dlsr: 0 }), leg.port + 1, '127.0.0.1');
+      await new Promise((r) => setTimeout(r, 100));
+
       const m = await leg.stop();
+      expect(m.rtcpSent).toBeGreaterThanOrEqual(1);
+      expect(m.rtcpReceived).toBe(1);
+      expect(m.remoteFractionLostMax).toBeCloseTo(25 / 256, 5);
+      expect(m.remoteJitterMs).toBe(10); // 80 timestamp units at 8 kHz
+      expect(m.rttMs).not.toBeNull();
+      expect(m.rttMs!).toBeGreaterThanOrEqual(0);
+      expect(m.rttMs!).toBeLessThan(2000);
+      await until(() => far.rtcp.find((r) => r.packets.some((p) => p.type === 'bye')), 5000, 'RTCP BYE');
       expect(m.packetsSent).toBeGreaterThanOrEqual(far.got.length);
       expect(m.packetsReceived).toBe(20);
       expect(m.intervals).toBeGreaterThan(5);
@@ -172,9 +212,11 @@ for (const [i, [title, make]] of hosts.entries()) {
       expect(m.sendJitterMaxMs).toBeGreaterThanOrEqual(m.sendJitterP99Ms - 0.05); // p99 is a 0.1 ms bin
       // The other leg never started: its stop still answers, and its port is free again.
       await legs[1].stop();
-      const again = await bindSocket(leg.port, '127.0.0.1', false);
-      expect(again).not.toBeNull();
-      again!.close();
+      for (const p of [leg.port, leg.port + 1, legs[1].port, legs[1].port + 1]) {
+        const again = await bindSocket(p, '127.0.0.1', false);
+        expect(again, `port ${p} free again`).not.toBeNull();
+        again!.close();
+      }
     });
   });
 }

@@ -96,7 +96,9 @@ describe('SDP offer/answer (RFC 3264)', () => {
     expect(offer.media[0]).toMatchObject({ type: 'audio', port: 20000, protocol: 'RTP/AVP', payloads: '8 101', ptime: 20, direction: 'sendrecv' });
     expect(offer.media[0].rtp.map((r) => r.codec)).toEqual(['PCMA', 'telephone-event']);
     const answer = 'v=0\r\no=- 1 1 IN IP4 10.0.0.2\r\ns=-\r\nc=IN IP4 10.0.0.2\r\nt=0 0\r\nm=audio 30000 RTP/AVP 0 8 96\r\na=rtpmap:96 telephone-event/8000\r\n';
-    expect(parseAnswer(answer, ['PCMA', 'PCMU'])).toEqual({ host: '10.0.0.2', port: 30000, codec: 'PCMU', payloadType: 0, dtmfPayloadType: 96 });
+    expect(parseAnswer(answer, ['PCMA', 'PCMU'])).toEqual({ host: '10.0.0.2', port: 30000, rtcpPort: 30001, codec: 'PCMU', payloadType: 0, dtmfPayloadType: 96 });
+    // RFC 3605: an explicit RTCP port wins over RTP port + 1.
+    expect(parseAnswer(answer + 'a=rtcp:40001\r\n', ['PCMU']).rtcpPort).toBe(40001);
     expect(parseAnswer(answer, ['PCMA'])).toMatchObject({ codec: 'PCMA', payloadType: 8 });
     expect(() => parseAnswer(answer.replace('0 8 96', '18'), ['PCMA'])).toThrow(SdpError);
     expect(() => parseAnswer(answer.replace('m=audio 30000', 'm=audio 0'), ['PCMA'])).toThrow(/no active audio/);

@@ -2,23 +2,27 @@
 import type dgram from 'node:dgram';
 import { MediaSession, PortPool } from './session.ts';
 import { upsample8to16Into } from './audio.ts';
-import { InputBatcher, type LegHandlers, type LegMetrics, type LegStart, type MediaHost, type MediaLeg } from './leg.ts';
+import { EMPTY_METRICS, InputBatcher, type LegHandlers, type LegMetrics, type LegStart, type MediaHost, type MediaLeg } from './leg.ts';
 
-const EMPTY: LegMetrics = { sendJitterP99Ms: 0, sendJitterMaxMs: 0, intervals: 0, lateFrames: 0, skippedSlots: 0, packetsSent: 0, packetsReceived: 0, rxLost: 0, firstAudioSentAt: null };
 
 export class InlineLeg implements MediaLeg {
   private session: MediaSession | null = null;
   private stopped = false;
   readonly port: number;
 
-  constructor(private readonly socket: dgram.Socket) {
+  constructor(
+    private readonly socket: dgram.Socket,
+    private readonly rtcpSocket: dgram.Socket,
+    private readonly rtcpIntervalMs?: number,
+  ) {
     this.port = socket.address().port;
   }
 
   start(o: LegStart, h: LegHandlers): void {
     if (this.session || this.stopped) return;
     const batcher = new InputBatcher(h.onAudio16k, 1280, upsample8to16Into);
-    this.session = new MediaSession({ socket: this.socket, ...o, onAudio: (pcm) => batcher.push(pcm), onDtmf: h.onDtmf });
+    const rtcp = { socket: this.rtcpSocket, remotePort: o.remoteRtcpPort ?? o.remotePort + 1, intervalMs: this.rtcpIntervalMs };
+    this.session = new MediaSession({ socket: this.socket, ...o, rtcp, onAudio: (pcm) => batcher.push(pcm), onDtmf: h.onDtmf });
     this.session.start();
   }
   play(pcm8k: Int16Array): void {
@@ -34,12 +38,13 @@ export class InlineLeg implements MediaLeg {
     return this.session?.firstAudioSentAt ?? null;
   }
   async stop(): Promise<LegMetrics> {
-    if (this.stopped) return EMPTY;
+    if (this.stopped) return EMPTY_METRICS;
     this.stopped = true;
     const s = this.session;
     if (!s) {
       this.socket.close();
-      return EMPTY;
+      this.rtcpSocket.close();
+      return EMPTY_METRICS;
     }
     const m = s.metrics();
     s.stop();
@@ -49,11 +54,17 @@ export class InlineLeg implements MediaLeg {
 
 export class InlineMediaHost implements MediaHost {
   private readonly pool: PortPool;
-  constructor(min: number, max: number, host: string) {
+  constructor(
+    min: number,
+    max: number,
+    host: string,
+    private readonly rtcpIntervalMs?: number,
+  ) {
     this.pool = new PortPool(min, max, host);
   }
   async open(): Promise<MediaLeg> {
-    return new InlineLeg(await this.pool.open());
+    const { rtp, rtcp } = await this.pool.open();
+    return new InlineLeg(rtp, rtcp, this.rtcpIntervalMs);
   }
   async close(): Promise<void> {}
 }

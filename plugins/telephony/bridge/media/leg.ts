@@ -3,6 +3,7 @@
  * media thread (media/thread.ts). Far-end audio arrives already at 16 kHz in 80 ms batches.
  */
 import type { Codec } from './audio.ts';
+import type { RtcpMetrics } from './rtcp.ts';
 
 export interface LegStart {
   codec: Codec;
@@ -10,9 +11,11 @@ export interface LegStart {
   dtmfPayloadType: number | null;
   remoteHost: string;
   remotePort: number;
+  /** Far end's RTCP port (default remotePort + 1). */
+  remoteRtcpPort?: number;
 }
 
-export interface LegMetrics {
+export interface LegMetrics extends RtcpMetrics {
   sendJitterP99Ms: number;
   sendJitterMaxMs: number;
   intervals: number;
@@ -23,6 +26,11 @@ export interface LegMetrics {
   rxLost: number;
   firstAudioSentAt: bigint | null;
 }
+
+export const EMPTY_METRICS: LegMetrics = {
+  sendJitterP99Ms: 0, sendJitterMaxMs: 0, intervals: 0, lateFrames: 0, skippedSlots: 0, packetsSent: 0, packetsReceived: 0, rxLost: 0, firstAudioSentAt: null,
+  rtcpSent: 0, rtcpReceived: 0, rttMs: null, remoteFractionLostMax: null, remoteJitterMs: null, rxJitterMs: 0,
+};
 
 export interface LegHandlers {
   onAudio16k: (pcm: Int16Array) => void;

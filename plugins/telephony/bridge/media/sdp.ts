@@ -36,6 +36,8 @@ export function buildOffer(o: { host: string; port: number; codecs: Codec[]; ses
 export interface NegotiatedMedia {
   host: string;
   port: number;
+  /** RTCP port: the answer's a=rtcp (RFC 3605), else RTP port + 1 (RFC 3550 §11). */
+  rtcpPort: number;
   codec: Codec;
   payloadType: number;
   dtmfPayloadType: number | null;
@@ -73,5 +75,6 @@ export function parseAnswer(sdp: string, offered: Codec[]): NegotiatedMedia {
   }
   if (!chosen) throw new SdpError('no common audio codec in SDP answer');
   const te = (audio.rtp ?? []).find((r) => r.codec.toLowerCase() === 'telephone-event' && r.rate === 8000);
-  return { host, port: audio.port, codec: chosen.codec, payloadType: chosen.pt, dtmfPayloadType: te ? te.payload : null };
+  const rtcpPort = audio.rtcp?.port && audio.rtcp.port > 0 && audio.rtcp.port < 65536 ? audio.rtcp.port : audio.port + 1;
+  return { host, port: audio.port, rtcpPort, codec: chosen.codec, payloadType: chosen.pt, dtmfPayloadType: te ? te.payload : null };
 }

@@ -11,6 +11,7 @@ import { randomInt } from 'node:crypto';
 import { DtmfReceiver, JitterBuffer, parseRtp } from './rtp.ts';
 import { decodeG711Into, encodeG711Into, silenceFrame, type Codec } from './audio.ts';
 import type { LegMetrics } from './leg.ts';
+import { ReceptionStats, RtcpSession, SenderInfo, type RtcpMetrics } from './rtcp.ts';
 
 const FRAME_NS = 20_000_000n;
 const FRAME_SAMPLES = 160;
@@ -162,6 +163,8 @@ export interface SenderOptions {
   remotePort: number;
   /** Audio filled by another thread (media/ring.ts); without it play() fills a queue of its own. */
   source?: FrameSource;
+  /** Where the sender publishes what it sent, for RTCP sender reports (possibly on another thread). */
+  info?: SenderInfo;
 }
 
 /** The sending half of a call's media: paced RTP from a playback queue, G.711 encoded. */
@@ -274,6 +277,8 @@ export class RtpSender implements Clocked {
     this.lastSent = sendAt;
     this.o.socket.send(pkt, this.o.remotePort, this.o.remoteHost);
     this.packetsSent++;
+    // Sender report figures (RFC 3550 §6.4.1: payload octets only). A few plain stores.
+    this.o.info?.update(this.ssrc, this.packetsSent, this.packetsSent * FRAME_SAMPLES, pkt.readUInt32BE(4), Number(sendAt) / 1e6);
     if (hasAudio && this.firstAudioSentAt === null) this.firstAudioSentAt = sendAt;
     this.nextDue += FRAME_NS;
   }
@@ -297,8 +302,8 @@ export class RtpSender implements Clocked {
   }
 }
 
-export type SenderMetrics = Omit<LegMetrics, 'packetsReceived' | 'rxLost'>;
-export type ReceiverMetrics = Pick<LegMetrics, 'packetsReceived' | 'rxLost'>;
+export type SenderMetrics = Omit<LegMetrics, 'packetsReceived' | 'rxLost' | keyof RtcpMetrics>;
+export type ReceiverMetrics = Pick<LegMetrics, 'packetsReceived' | 'rxLost' | keyof RtcpMetrics>;
 
 export interface ReceiverOptions {
   socket: dgram.Socket;
@@ -308,6 +313,8 @@ export interface ReceiverOptions {
   remoteHost: string;
   /** Connect the socket to the far end (the two-thread split: see PortPool). */
   connectTo?: number;
+  /** RTCP (RFC 3550 §6) on RTP port + 1, reporting what `info`'s sender sent. */
+  rtcp?: { socket: dgram.Socket; remotePort: number; info: SenderInfo; intervalMs?: number };
   /**
    * Decoded far-end audio, 160 samples at 8 kHz per 20 ms (gaps concealed with silence). The
    * array is reused for the next frame: copy what you keep.
@@ -330,9 +337,12 @@ export class RtpReceiver implements Clocked {
   private decoded = new Int16Array(FRAME_SAMPLES);
   private readonly zero = new Int16Array(FRAME_SAMPLES);
   packetsReceived = 0;
+  private readonly reception = new ReceptionStats();
+  private readonly rtcp: RtcpSession | null;
 
   constructor(private readonly o: ReceiverOptions) {
     o.socket.on('message', (buf, rinfo) => this.onPacket(buf, rinfo.address));
+    this.rtcp = o.rtcp ? new RtcpSession({ socket: o.rtcp.socket, remoteHost: o.remoteHost, remotePort: o.rtcp.remotePort, sender: o.rtcp.info, reception: this.reception, intervalMs: o.rtcp.intervalMs }) : null;
     if (o.connectTo !== undefined) {
       try {
         // Errors (an unresolvable name) arrive on the socket's 'error' listener: it stays unconnected.
@@ -349,6 +359,7 @@ export class RtpReceiver implements Clocked {
     this.running = true;
     this.nextDue = process.hrtime.bigint() + FRAME_NS;
     if (ownClock) pacer.add(this, false);
+    this.rtcp?.start();
   }
 
   tick(_now: bigint): void {
@@ -381,6 +392,7 @@ export class RtpReceiver implements Clocked {
     // Accept media only from the negotiated peer address (RFC 3550 §8.2 spirit: ignore strays).
     if (host !== this.o.remoteHost) return;
     this.packetsReceived++;
+    this.reception.onRtp(p.ssrc, p.sequence, p.timestamp, performance.now());
     if (this.o.dtmfPayloadType !== null && p.payloadType === this.o.dtmfPayloadType) {
       const d = this.dtmf.onPacket(p);
       if (d && this.o.onDtmf) this.o.onDtmf(d);
@@ -398,17 +410,29 @@ export class RtpReceiver implements Clocked {
   }
 
   metrics(): ReceiverMetrics {
-    return { packetsReceived: this.packetsReceived, rxLost: this.jitter.lost };
+    const rtcp = this.rtcp?.metrics() ?? { rtcpSent: 0, rtcpReceived: 0, rttMs: null, remoteFractionLostMax: null, remoteJitterMs: null, rxJitterMs: (this.reception.jitter / 8000) * 1000 };
+    return { packetsReceived: this.packetsReceived, rxLost: this.jitter.lost, ...rtcp };
   }
 
+  /** Stops the playout clock; RTCP says BYE (§6.6) and its socket is closed. */
   stop(): void {
-    if (!this.running) return;
-    this.running = false;
-    pacer.remove(this);
+    if (this.running) {
+      this.running = false;
+      pacer.remove(this);
+    }
+    this.rtcp?.stop();
+    try {
+      this.o.rtcp?.socket.close();
+    } catch {
+      // already closed
+    }
   }
 }
 
-export interface MediaOptions extends SenderOptions, Omit<ReceiverOptions, 'socket' | 'codec' | 'payloadType' | 'remoteHost'> {}
+export interface MediaOptions extends SenderOptions, Omit<ReceiverOptions, 'socket' | 'codec' | 'payloadType' | 'remoteHost' | 'rtcp'> {
+  /** RTCP socket (RTP port + 1) and the far end's RTCP port. */
+  rtcp?: { socket: dgram.Socket; remotePort: number; intervalMs?: number };
+}
 
 /**
  * Both halves on one socket in one thread (media inline, or where the two-thread split is not
@@ -419,8 +443,9 @@ export class MediaSession {
   private readonly rx: RtpReceiver;
 
   constructor(private readonly o: MediaOptions) {
-    this.tx = new RtpSender(o);
-    this.rx = new RtpReceiver(o);
+    const info = o.info ?? new SenderInfo();
+    this.tx = new RtpSender({ ...o, info });
+    this.rx = new RtpReceiver({ ...o, rtcp: o.rtcp ? { ...o.rtcp, info } : undefined });
   }
 
   get localPort(): number {
@@ -511,28 +536,42 @@ export class PortPool {
     this.next = min + (min % 2);
   }
 
+  /** Tries even ports P (with P + 1 for RTCP inside the range) from where the last one ended. */
   private async firstFree<T>(take: (port: number) => Promise<T | null>): Promise<T> {
-    const span = Math.floor((this.max - this.min) / 2) + 1;
+    const first = this.min + (this.min % 2);
+    const span = Math.floor((this.max - 1 - first) / 2) + 1;
     for (let i = 0; i < span; i++) {
+      if (this.next + 1 > this.max) this.next = first;
       const port = this.next;
       this.next += 2;
-      if (this.next > this.max) this.next = this.min + (this.min % 2);
       const got = await take(port);
       if (got !== null) return got;
     }
     throw new Error('no free RTP port in range');
   }
 
-  open(): Promise<dgram.Socket> {
-    return this.firstFree((port) => bindSocket(port, this.host, false));
+  /** RTP socket on P and RTCP socket on P + 1, both exclusive. */
+  open(): Promise<{ rtp: dgram.Socket; rtcp: dgram.Socket }> {
+    return this.firstFree(async (port) => {
+      const rtp = await bindSocket(port, this.host, false);
+      if (!rtp) return null;
+      const rtcp = await bindSocket(port + 1, this.host, false);
+      if (!rtcp) {
+        rtp.close();
+        return null;
+      }
+      return { rtp, rtcp };
+    });
   }
 
-  reserve(): Promise<number> {
+  /** A port P nothing holds (probed, then let go for the two shared binds) and the RTCP socket on P + 1. */
+  reserve(): Promise<{ port: number; rtcp: dgram.Socket }> {
     return this.firstFree(async (port) => {
       const probe = await bindSocket(port, this.host, false);
       if (!probe) return null;
+      const rtcp = await bindSocket(port + 1, this.host, false);
       await new Promise<void>((r) => probe.close(() => r()));
-      return port;
+      return rtcp ? { port, rtcp } : null;
     });
   }
 }

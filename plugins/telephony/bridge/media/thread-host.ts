@@ -4,7 +4,7 @@
  * proxy per call.
  */
 import { Worker } from 'node:worker_threads';
-import type { LegHandlers, LegMetrics, LegStart, MediaHost, MediaLeg } from './leg.ts';
+import { EMPTY_METRICS, type LegHandlers, type LegMetrics, type LegStart, type MediaHost, type MediaLeg } from './leg.ts';
 import type { MediaRole, ThreadData, ToThread } from './thread.ts';
 import { RingWriter, createRing } from './ring.ts';
 
@@ -17,7 +17,6 @@ type FromThread =
   | { op: 'dtmf'; id: number; digit: string }
   | { op: 'stopped'; id: number; metrics: Partial<LegMetrics> | null };
 
-const EMPTY: LegMetrics = { sendJitterP99Ms: 0, sendJitterMaxMs: 0, intervals: 0, lateFrames: 0, skippedSlots: 0, packetsSent: 0, packetsReceived: 0, rxLost: 0, firstAudioSentAt: null };
 
 /** Bind attempts per call when another process takes a reserved port in between. */
 const BIND_ATTEMPTS = 5;
@@ -32,6 +31,8 @@ export interface MediaThreadOptions {
   rtPriority?: number;
   /** Two threads (sender, receiver) or one; default: two on Linux, where SO_REUSEADDR allows it. */
   split?: boolean;
+  /** RTCP report interval (default 5 s, RFC 3550 §6.2). */
+  rtcpIntervalMs?: number;
 }
 
 /** One media worker and its pending requests. */
@@ -48,7 +49,7 @@ class MediaThread {
   ) {
     const boot = new URL('./worker-boot.mjs', import.meta.url);
     const entry = new URL(`./thread${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url).href;
-    const data: ThreadData = { entry, role, min: o.min, max: o.max, host: o.host, nice: o.nice ?? 0, rtPriority: role === 'rx' ? 0 : (o.rtPriority ?? 0) };
+    const data: ThreadData = { entry, role, min: o.min, max: o.max, host: o.host, nice: o.nice ?? 0, rtPriority: role === 'rx' ? 0 : (o.rtPriority ?? 0), rtcpIntervalMs: o.rtcpIntervalMs };
     this.worker = new Worker(boot, { workerData: data, name: `media-${role}` });
     this.worker.on('message', (m: FromThread) => this.onMessage(m));
     this.worker.on('error', (err) => {
@@ -114,8 +115,9 @@ class ThreadLeg implements MediaLeg {
 
   start(o: LegStart, h: LegHandlers): void {
     this.handlers = h;
-    this.tx.post({ op: 'start', id: this.id, o, ring: this.sab });
-    this.rx?.post({ op: 'start', id: this.id, o, ring: this.sab });
+    const info = new SharedArrayBuffer(32); // SenderInfo: tx writes, RTCP on rx reads
+    this.tx.post({ op: 'start', id: this.id, o, ring: this.sab, info });
+    this.rx?.post({ op: 'start', id: this.id, o, ring: this.sab, info });
   }
   play(pcm8k: Int16Array): void {
     if (pcm8k.length === 0 || this.stopping) return;
@@ -140,7 +142,7 @@ class ThreadLeg implements MediaLeg {
   stop(): Promise<LegMetrics> {
     if (!this.stopping) {
       this.stopping = new Promise<LegMetrics>((resolve) => {
-        const t = setTimeout(() => resolve(EMPTY), 2000);
+        const t = setTimeout(() => resolve(EMPTY_METRICS), 2000);
         this.stopWaiter = (m) => {
           clearTimeout(t);
           this.firstAudioSentAt = m.firstAudioSentAt;
@@ -157,7 +159,7 @@ class ThreadLeg implements MediaLeg {
   onStopped(metrics: Partial<LegMetrics> | null): boolean {
     Object.assign(this.collected, metrics ?? {});
     if (--this.pendingStops > 0) return false;
-    this.stopWaiter?.({ ...EMPTY, ...this.collected });
+    this.stopWaiter?.({ ...EMPTY_METRICS, ...this.collected });
     return true;
   }
 }

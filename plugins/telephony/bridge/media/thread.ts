@@ -18,6 +18,7 @@ import os from 'node:os';
 import type dgram from 'node:dgram';
 import { PortPool, RtpReceiver, RtpSender, MediaSession, bindSocket } from './session.ts';
 import { RingReader } from './ring.ts';
+import { SenderInfo } from './rtcp.ts';
 import { upsample8to16Into } from './audio.ts';
 import { InputBatcher, type LegStart } from './leg.ts';
 
@@ -27,7 +28,7 @@ export type ToThread =
   | { op: 'open'; id: number } // both: bind a port of its own
   | { op: 'reserve'; id: number } // rx: find a free port
   | { op: 'bind'; id: number; port: number } // tx, rx: bind the reserved port (shared)
-  | { op: 'start'; id: number; o: LegStart; ring: SharedArrayBuffer }
+  | { op: 'start'; id: number; o: LegStart; ring: SharedArrayBuffer; info: SharedArrayBuffer }
   | { op: 'kick'; id: number } // tx, both: the first AI audio was written to the ring
   | { op: 'stop'; id: number };
 
@@ -41,6 +42,8 @@ export interface ThreadData {
   nice: number;
   /** SCHED_FIFO priority asked for (0 = none); falls back to `nice` when refused. */
   rtPriority: number;
+  /** RTCP report interval (default RFC 3550's 5 s minimum for two parties). */
+  rtcpIntervalMs?: number;
 }
 
 /**
@@ -86,11 +89,13 @@ interface TxEntry {
 interface RxEntry {
   kind: 'rx';
   socket: dgram.Socket;
+  rtcp: dgram.Socket;
   receiver: RtpReceiver | null;
 }
 interface BothEntry {
   kind: 'both';
   socket: dgram.Socket;
+  rtcp: dgram.Socket;
   session: MediaSession | null;
 }
 type Entry = TxEntry | RxEntry | BothEntry;
@@ -100,30 +105,42 @@ function serve(port: MessagePort, d: ThreadData): void {
   port.postMessage({ op: 'priority', priority });
   const pool = new PortPool(d.min, d.max, d.host);
   const legs = new Map<number, Entry>();
+  /** RTCP sockets (RTP port + 1) of ports reserved but not bound yet (rx). */
+  const reserved = new Map<number, dgram.Socket>();
   const fail = (id: number, err: unknown) => port.postMessage({ op: 'error', id, message: err instanceof Error ? err.message : String(err) });
 
   port.on('message', (m: ToThread) => {
     const l = legs.get(m.id);
     switch (m.op) {
       case 'open':
-        pool.open().then((socket) => {
-          legs.set(m.id, { kind: 'both', socket, session: null });
-          port.postMessage({ op: 'opened', id: m.id, port: socket.address().port });
+        pool.open().then(({ rtp, rtcp }) => {
+          legs.set(m.id, { kind: 'both', socket: rtp, rtcp, session: null });
+          port.postMessage({ op: 'opened', id: m.id, port: rtp.address().port });
         }, (err: unknown) => fail(m.id, err));
         return;
       case 'reserve':
-        pool.reserve().then((p) => port.postMessage({ op: 'reserved', id: m.id, port: p }), (err: unknown) => fail(m.id, err));
+        pool.reserve().then(({ port: p, rtcp }) => {
+          reserved.get(m.id)?.close(); // a retry: the earlier reservation is given up
+          reserved.set(m.id, rtcp);
+          port.postMessage({ op: 'reserved', id: m.id, port: p });
+        }, (err: unknown) => fail(m.id, err));
         return;
       case 'bind':
         bindSocket(m.port, d.host, true).then((socket) => {
-          if (!socket) return fail(m.id, `RTP port ${m.port} was taken`);
+          if (!socket) {
+            if (d.role === 'rx') reserved.get(m.id)?.close();
+            reserved.delete(m.id);
+            return fail(m.id, `RTP port ${m.port} was taken`);
+          }
           if (d.role === 'tx') {
             // Datagrams reach the receiving thread's socket (bound after this one); anything
             // that still lands here (a stray, or after that socket closed) is dropped.
             socket.on('message', () => undefined);
             legs.set(m.id, { kind: 'tx', socket, sender: null });
           } else {
-            legs.set(m.id, { kind: 'rx', socket, receiver: null });
+            const rtcp = reserved.get(m.id)!;
+            reserved.delete(m.id);
+            legs.set(m.id, { kind: 'rx', socket, rtcp, receiver: null });
           }
           port.postMessage({ op: 'opened', id: m.id, port: m.port });
         }, (err: unknown) => fail(m.id, err));
@@ -131,13 +148,15 @@ function serve(port: MessagePort, d: ThreadData): void {
       case 'start':
         if (!l) return;
         if (l.kind === 'tx' && !l.sender) {
-          l.sender = new RtpSender({ socket: l.socket, ...m.o, source: new RingReader(m.ring) });
+          l.sender = new RtpSender({ socket: l.socket, ...m.o, source: new RingReader(m.ring), info: new SenderInfo(m.info) });
           l.sender.start();
         } else if (l.kind === 'rx' && !l.receiver) {
-          l.receiver = new RtpReceiver({ socket: l.socket, ...m.o, connectTo: m.o.remotePort, ...handlers(port, m.id) });
+          const rtcp = { socket: l.rtcp, remotePort: m.o.remoteRtcpPort ?? m.o.remotePort + 1, info: new SenderInfo(m.info), intervalMs: d.rtcpIntervalMs };
+          l.receiver = new RtpReceiver({ socket: l.socket, ...m.o, connectTo: m.o.remotePort, rtcp, ...handlers(port, m.id) });
           l.receiver.start();
         } else if (l.kind === 'both' && !l.session) {
-          l.session = new MediaSession({ socket: l.socket, ...m.o, source: new RingReader(m.ring), ...handlers(port, m.id) });
+          const rtcp = { socket: l.rtcp, remotePort: m.o.remoteRtcpPort ?? m.o.remotePort + 1, intervalMs: d.rtcpIntervalMs };
+          l.session = new MediaSession({ socket: l.socket, ...m.o, source: new RingReader(m.ring), info: new SenderInfo(m.info), rtcp, ...handlers(port, m.id) });
           l.session.start();
         }
         return;
@@ -150,18 +169,23 @@ function serve(port: MessagePort, d: ThreadData): void {
         let metrics: object | null = null;
         if (l?.kind === 'both' && l.session) {
           metrics = l.session.metrics();
-          l.session.stop(); // closes the socket
-        } else if (l && l.kind !== 'both') {
-          const half = l.kind === 'tx' ? l.sender : l.receiver;
+          l.session.stop(); // closes both sockets
+        } else if (l) {
+          const half = l.kind === 'tx' ? l.sender : l.kind === 'rx' ? l.receiver : null;
           if (half) {
             metrics = half.metrics();
-            half.stop();
+            half.stop(); // a receiver also says RTCP BYE and closes the RTCP socket
+          } else if (l.kind !== 'tx') {
+            l.rtcp.close();
           }
           try {
             l.socket.close();
           } catch {
             // already closed
           }
+        } else {
+          reserved.get(m.id)?.close(); // stopped between reserve and bind
+          reserved.delete(m.id);
         }
         port.postMessage({ op: 'stopped', id: m.id, metrics });
         return;
