@@ -43,6 +43,12 @@ afterAll(async () => {
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- response bodies are checked by the assertions
 type Json = any;
 const status = async (): Promise<Json> => (await s.fetch('/lotl.ashx?status')).json();
+/** The status once the scheduled run has counted `failures` and queued the next one. */
+const afterRun = (failures: number, what: string): Promise<Json> =>
+  until(async () => {
+    const b = await status();
+    return b.refresh_failures === failures && b.next_refresh_at ? b : null;
+  }, 20_000, what);
 
 describe('scheduled trusted-list refresh with the upstream down', { timeout: 60_000 }, () => {
   it('retries after 5, then 15 minutes, and returns to the 24 h interval once the LOTL is fetched', async () => {
@@ -51,26 +57,17 @@ describe('scheduled trusted-list refresh with the upstream down', { timeout: 60_
     expect(Date.parse(first.next_refresh_at)).toBe(FIXED + 10 * 60_000);
 
     clock.advance(11 * 60_000); // the first refresh runs and finds the upstream down
-    let st = await until(async () => {
-      const b = await status();
-      return b.refresh_failures === 1 && b.next_refresh_at ? b : null;
-    }, 20_000, 'the first failed run');
+    let st = await afterRun(1, 'the first failed run');
     expect(Date.parse(st.next_refresh_at) - Date.parse(st.as_of)).toBe(5 * 60_000);
     expect(lotlRequests).toBe(1);
 
     clock.advance(6 * 60_000);
-    st = await until(async () => {
-      const b = await status();
-      return b.refresh_failures === 2 && b.next_refresh_at ? b : null;
-    }, 20_000, 'the second failed run');
+    st = await afterRun(2, 'the second failed run');
     expect(Date.parse(st.next_refresh_at) - Date.parse(st.as_of)).toBe(15 * 60_000);
 
     healthy = true;
     clock.advance(16 * 60_000);
-    st = await until(async () => {
-      const b = await status();
-      return b.refresh_failures === 0 && b.next_refresh_at ? b : null;
-    }, 20_000, 'the good run');
+    st = await afterRun(0, 'the good run');
     expect(Date.parse(st.next_refresh_at) - Date.parse(st.as_of)).toBe(24 * 3600_000);
     expect(st.lists.find((l: Json) => l.territory === 'EU')).toMatchObject({ stored: true, sequence: 390 });
     expect(lotlRequests).toBe(3);
