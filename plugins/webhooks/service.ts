@@ -312,15 +312,16 @@ export class WebhookService {
    * `slots` skips counting when the caller knows how many slots it freed (a finished delivery).
    */
   admit(subscriptionId: string, known?: Pick<SubscriptionRow, 'tenant_id' | 'active'>, slots?: number): void {
-    const n = slots ?? this.d.config.perSubscriptionConcurrency;
-    const queued = this.d.repo.oldestQueued(subscriptionId, n);
+    // Count first: during a backlog the fan-out calls this for every new row of a full
+    // subscription, and the count (a covering index range) is cheaper than reading queued rows.
+    const free = slots ?? this.d.config.perSubscriptionConcurrency - this.d.repo.admittedCount(subscriptionId);
+    if (free <= 0) return;
+    const queued = this.d.repo.oldestQueued(subscriptionId, free);
     if (!queued.length) return;
     const sub = known ?? this.d.repo.subscriptionById(subscriptionId);
     if (!sub || sub.active !== 1) return;
-    const free = slots ?? n - this.d.repo.admittedCount(subscriptionId);
-    if (free <= 0) return;
     const now = iso(this.d.clock.now());
-    for (const q of queued.slice(0, free)) {
+    for (const q of queued) {
       // No dedupe key: admission and the row's move to `pending` commit together, so a row is admitted once.
       const jobId = this.d.jobs.enqueue(QUEUE, { deliveryId: q.id }, { tenantId: sub.tenant_id, maxAttempts: MAX_ATTEMPTS });
       this.d.repo.markPending(q.id, jobId, now);
@@ -380,6 +381,8 @@ export class WebhookService {
 
     if (ok) {
       await tx(() => {
+        // The job's "done" commits with the outcome (one commit per delivery instead of two).
+        job.complete?.();
         // recordAttempt is false when the subscription was removed while the request was out.
         if (!repo.recordAttempt({ ...base, error: null, next_try_at: null }, { state: 'delivered', ...done })) return;
         if (repo.succeeded(subId, done.at)) this.admit(subId, { tenant_id: d.tenant_id, active: 1 }, 1);

@@ -1,0 +1,126 @@
+import fs from 'node:fs';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { openCore, type CoreServices } from '../../../server/app.ts';
+import { LogCapture, startTestServer, tempDir, type TestServer } from '../../support/server.ts';
+import type { WebhookService } from '../../../plugins/webhooks/service.ts';
+import { Receiver, testPlugins, until } from './support.ts';
+
+/**
+ * The paths the throughput work added: the core queue's `RunningJob.complete()` (the job's
+ * "done" in the handler's own transaction), the webhooks plugin's group commit of attempt
+ * outcomes, and the admission index.
+ */
+
+describe('RunningJob.complete (core job queue)', () => {
+  const open: Array<{ core: CoreServices; dir: string }> = [];
+  afterEach(async () => {
+    for (const { core, dir } of open.splice(0)) {
+      await core.jobs.shutdown(200);
+      core.events.stop();
+      if (core.db.open) core.db.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+  const setup = (): CoreServices => {
+    const dir = tempDir('sovcomms-jobs-complete-');
+    const core = openCore({ dataDir: dir, env: {}, overrides: { jobs: { pollMs: 20 } }, logDestination: new LogCapture() });
+    open.push({ core, dir });
+    core.db.exec('CREATE TABLE effects (job INTEGER, attempt INTEGER)');
+    return core;
+  };
+
+  it('marks the job done in the handler\'s transaction, together with its effect', async () => {
+    const core = setup();
+    const states: string[] = [];
+    core.jobs.define({
+      queue: 'c', parseData: (d) => d,
+      async run(job) {
+        core.db.transaction(() => {
+          core.db.prepare('INSERT INTO effects VALUES (?, ?)').run(job.id, job.attempt);
+          job.complete?.();
+          // Inside the open transaction the row is already done: one commit carries both.
+          states.push(core.jobs.get(job.id)!.state);
+        }).immediate();
+      },
+    });
+    core.jobs.start();
+    const id = core.jobs.enqueue('c', {});
+    await until(() => core.jobs.get(id)!.state === 'done', 5000, 'job done');
+    expect(states).toEqual(['done']);
+    expect(core.jobs.get(id)).toMatchObject({ attempts: 1, lease_owner: null, last_error: null });
+    expect(core.db.prepare('SELECT COUNT(*) AS n FROM effects').get()).toEqual({ n: 1 });
+  });
+
+  it('a rolled-back complete() leaves the job to the normal retry', async () => {
+    const core = setup();
+    core.jobs.define({
+      queue: 'r', parseData: (d) => d, backoffMs: () => 0,
+      async run(job) {
+        core.db.transaction(() => {
+          core.db.prepare('INSERT INTO effects VALUES (?, ?)').run(job.id, job.attempt);
+          job.complete?.();
+          if (job.attempt === 1) throw new Error('rolled back');
+        }).immediate();
+      },
+    });
+    core.jobs.start();
+    const id = core.jobs.enqueue('r', {});
+    await until(() => core.jobs.get(id)!.state === 'done', 5000, 'job done on the 2nd attempt');
+    expect(core.jobs.get(id)).toMatchObject({ attempts: 2, state: 'done' });
+    // Only the second attempt's effect committed.
+    expect(core.db.prepare('SELECT attempt FROM effects').all()).toEqual([{ attempt: 2 }]);
+  });
+});
+
+describe('group commit of delivery outcomes', () => {
+  let s: TestServer;
+  let rx: Receiver;
+  beforeAll(async () => {
+    rx = await new Receiver().start();
+    s = await startTestServer({ plugins: testPlugins(), overrides: { plugins: { webhooks: { allowLoopback: true, perSubscriptionConcurrency: 4 } } } });
+  });
+  afterAll(async () => {
+    await s?.stop();
+    await rx?.stop();
+  });
+
+  it('many deliveries finishing together: each outcome, attempt row and job commit, per-subscription bound held', async () => {
+    const svc = s.appliance.host.provided<WebhookService>('webhooks')!;
+    const tenant = s.primary;
+    const subs: string[] = [];
+    for (let i = 0; i < 3; i++) subs.push((await svc.add(tenant, { url: `${rx.url}/gc/${i}`, events: ['call.ended'] }, 'test')).item.id);
+    // Track the most deliveries of one subscription the receiver saw in flight at once.
+    let inFlight = 0;
+    let maxInFlight = 0;
+    rx.respond = (r) => {
+      if (!r.path.startsWith('/gc/0')) return { status: 200 };
+      inFlight++;
+      maxInFlight = Math.max(maxInFlight, inFlight);
+      setTimeout(() => inFlight--, 15);
+      return { status: 200, delayMs: 15 };
+    };
+    const db = s.appliance.core.db;
+    db.transaction(() => {
+      for (let i = 0; i < 40; i++) s.appliance.core.events.emit(tenant.id, 'call.ended', { callId: `gc-${i}` });
+    }).immediate();
+    const q = (sql: string) => db.prepare(sql).get(...subs) as { n: number };
+    const marks = subs.map(() => '?').join(',');
+    await until(() => q(`SELECT COUNT(*) AS n FROM webhook_deliveries WHERE subscription_id IN (${marks}) AND state = 'delivered'`).n === 120, 20_000, '120 deliveries');
+    expect(q(`SELECT COUNT(*) AS n FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE d.subscription_id IN (${marks})`).n).toBe(120);
+    // Every job ended as done (marked in the outcome's transaction, not left running or pending).
+    const jobs = db.prepare(`SELECT j.state, COUNT(*) AS n FROM jobs j JOIN webhook_deliveries d ON d.job_id = j.id WHERE d.subscription_id IN (${marks}) GROUP BY j.state`).all(...subs);
+    expect(jobs).toEqual([{ state: 'done', n: 120 }]);
+    expect(maxInFlight).toBeGreaterThan(1);
+    expect(maxInFlight).toBeLessThanOrEqual(4);
+    // Admission stayed oldest first per subscription: every delivery's event arrived for sub 0.
+    expect(rx.received.filter((r) => r.path.startsWith('/gc/0')).length).toBe(40);
+    for (const id of subs) svc.remove(tenant, id);
+  });
+
+  it('the admission query walks the index in (created_at, rowid) order: no temporary sort', () => {
+    const plan = s.appliance.core.db
+      .prepare("EXPLAIN QUERY PLAN SELECT id FROM webhook_deliveries WHERE subscription_id = ? AND state = 'queued' ORDER BY created_at, rowid LIMIT ?")
+      .all('x', 4) as { detail: string }[];
+    expect(plan.map((p) => p.detail).join('\n')).not.toContain('TEMP B-TREE');
+  });
+});
