@@ -38,6 +38,8 @@ export interface BridgeOptions {
   mediaNice?: number;
   /** SCHED_FIFO priority asked for the RTP sending thread; needs CAP_SYS_NICE, else nice. 0 = none. */
   mediaRtPriority?: number;
+  /** Hang up an answered call after this long without RTP or RTCP from the far end; 0 = never. */
+  mediaTimeoutMs?: number;
   timers?: Timers;
   engineFactory?: (cfg: PlaceCall['engine']) => VoiceEngine;
 }
@@ -63,6 +65,7 @@ export function optionsFromEnv(env: NodeJS.ProcessEnv): BridgeOptions {
     mediaThread: env.SOVCOMMS_BRIDGE_MEDIA_THREAD !== '0',
     mediaNice: int(env.SOVCOMMS_BRIDGE_MEDIA_NICE, -10) || 0,
     mediaRtPriority: int(env.SOVCOMMS_BRIDGE_MEDIA_RTPRIO, 10) || 0,
+    mediaTimeoutMs: (int(env.SOVCOMMS_BRIDGE_MEDIA_TIMEOUT_SEC, 45) || 0) * 1000,
   };
 }
 
@@ -221,6 +224,7 @@ export class Bridge {
       sipHost: this.o.sipHost,
       trunks: this.trunks,
       trunkLoad: this.trunkLoad,
+      mediaTimeoutMs: this.o.mediaTimeoutMs ?? 0,
       engineFactory: factory,
       emit: (type, callId, fields) => this.events.emit(type, callId, fields),
       onDone: (c) => {

@@ -41,6 +41,8 @@ export interface CallDeps {
   engineFactory: (cfg: PlaceCall['engine']) => VoiceEngine;
   emit: EmitFn;
   onDone: (call: Call) => void;
+  /** Hang up when nothing (RTP or RTCP) came from the far end for this long; 0 = never. */
+  mediaTimeoutMs?: number;
 }
 
 /** Statuses after which trying the next trunk makes no sense: the callee itself answered. */
@@ -98,6 +100,9 @@ export class Call {
   }
   get trunkIds(): readonly string[] {
     return this.req.trunkIds;
+  }
+  private get mediaTimeoutMs(): number {
+    return this.req.mediaTimeoutSec !== undefined ? this.req.mediaTimeoutSec * 1000 : (this.deps.mediaTimeoutMs ?? 0);
   }
 
   async start(): Promise<void> {
@@ -225,13 +230,16 @@ export class Call {
     }
     const engine = this.engine!;
     this.media!.start(
-      { codec: neg.codec, payloadType: neg.payloadType, dtmfPayloadType: neg.dtmfPayloadType, remoteHost: neg.host, remotePort: neg.port, remoteRtcpPort: neg.rtcpPort },
+      { codec: neg.codec, payloadType: neg.payloadType, dtmfPayloadType: neg.dtmfPayloadType, remoteHost: neg.host, remotePort: neg.port, remoteRtcpPort: neg.rtcpPort, mediaTimeoutMs: this.mediaTimeoutMs },
       {
         onAudio16k: (pcm) => engine.sendAudio(pcm),
         onDtmf: (d) => {
           this.dtmf.push(d);
           engine.sendText(`The caller pressed the telephone key ${d}.`);
         },
+        // The far end vanished without a BYE (lost signalling, a trunk that dropped the call):
+        // do not keep paying for the AI and the line until maxSeconds.
+        onMediaTimeout: () => this.hangup('failed', `no media from the far end for ${Math.round(this.mediaTimeoutMs / 1000)} s`),
       },
     );
     this.mediaStarted = true;

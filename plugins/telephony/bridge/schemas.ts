@@ -27,6 +27,8 @@ export const PlaceCallSchema = z.object({
   trunkIds: z.array(z.string().min(1)).min(1).max(20),
   ringTimeoutSec: z.number().int().min(1).max(600),
   maxSeconds: z.number().int().min(1).max(86_400),
+  /** Hang up after this long without RTP or RTCP from the far end (0 = never); default from the bridge. */
+  mediaTimeoutSec: z.number().int().min(0).max(3600).optional(),
   engine: z.object({
     url: z.string().url().optional(),
     apiKey: z.string().max(500),

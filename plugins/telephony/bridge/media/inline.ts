@@ -22,7 +22,7 @@ export class InlineLeg implements MediaLeg {
     if (this.session || this.stopped) return;
     const batcher = new InputBatcher(h.onAudio16k, 1280, upsample8to16Into);
     const rtcp = { socket: this.rtcpSocket, remotePort: o.remoteRtcpPort ?? o.remotePort + 1, intervalMs: this.rtcpIntervalMs };
-    this.session = new MediaSession({ socket: this.socket, ...o, rtcp, onAudio: (pcm) => batcher.push(pcm), onDtmf: h.onDtmf });
+    this.session = new MediaSession({ socket: this.socket, ...o, rtcp, onAudio: (pcm) => batcher.push(pcm), onDtmf: h.onDtmf, onMediaTimeout: h.onMediaTimeout });
     this.session.start();
   }
   play(pcm8k: Int16Array): void {

@@ -13,6 +13,11 @@ export interface LegStart {
   remotePort: number;
   /** Far end's RTCP port (default remotePort + 1). */
   remoteRtcpPort?: number;
+  /**
+   * Report the far end as gone when neither RTP nor RTCP came from it for this long (0 = never).
+   * RTCP counts too, so a far end that suppresses silence (RFC 3389) but keeps reporting is alive.
+   */
+  mediaTimeoutMs?: number;
 }
 
 export interface LegMetrics extends RtcpMetrics {
@@ -35,6 +40,8 @@ export const EMPTY_METRICS: LegMetrics = {
 export interface LegHandlers {
   onAudio16k: (pcm: Int16Array) => void;
   onDtmf: (digit: string) => void;
+  /** Nothing came from the far end for LegStart.mediaTimeoutMs (called once). */
+  onMediaTimeout?: () => void;
 }
 
 export interface MediaLeg {

@@ -317,6 +317,8 @@ export interface RtcpOptions {
   reception: ReceptionStats;
   intervalMs?: number;
   clockRate?: number;
+  /** A valid RTCP packet came from the far end (liveness). */
+  onValid?: () => void;
 }
 
 /** The RTCP side of one call: periodic SR/RR + SDES, BYE at the end, the far end's reports read. */
@@ -378,6 +380,7 @@ export class RtcpSession {
     const packets = parseRtcp(buf);
     if (!packets) return;
     this.received++;
+    this.o.onValid?.();
     const ours = this.o.sender.read()?.ssrc;
     const nowMs = monoMs();
     for (const p of packets) {

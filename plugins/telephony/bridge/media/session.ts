@@ -321,6 +321,9 @@ export interface ReceiverOptions {
    */
   onAudio?: (pcm8k: Int16Array) => void;
   onDtmf?: (digit: string) => void;
+  /** See LegStart.mediaTimeoutMs. */
+  mediaTimeoutMs?: number;
+  onMediaTimeout?: () => void;
 }
 
 /**
@@ -339,10 +342,13 @@ export class RtpReceiver implements Clocked {
   packetsReceived = 0;
   private readonly reception = new ReceptionStats();
   private readonly rtcp: RtcpSession | null;
+  /** performance.now() of the last RTP or RTCP from the far end (or of start). */
+  private heardAt = 0;
+  private timedOut = false;
 
   constructor(private readonly o: ReceiverOptions) {
     o.socket.on('message', (buf, rinfo) => this.onPacket(buf, rinfo.address));
-    this.rtcp = o.rtcp ? new RtcpSession({ socket: o.rtcp.socket, remoteHost: o.remoteHost, remotePort: o.rtcp.remotePort, sender: o.rtcp.info, reception: this.reception, intervalMs: o.rtcp.intervalMs }) : null;
+    this.rtcp = o.rtcp ? new RtcpSession({ socket: o.rtcp.socket, remoteHost: o.remoteHost, remotePort: o.rtcp.remotePort, sender: o.rtcp.info, reception: this.reception, intervalMs: o.rtcp.intervalMs, onValid: () => (this.heardAt = performance.now()) }) : null;
     if (o.connectTo !== undefined) {
       try {
         // Errors (an unresolvable name) arrive on the socket's 'error' listener: it stays unconnected.
@@ -358,6 +364,7 @@ export class RtpReceiver implements Clocked {
     if (this.running) return;
     this.running = true;
     this.nextDue = process.hrtime.bigint() + FRAME_NS;
+    this.heardAt = performance.now();
     if (ownClock) pacer.add(this, false);
     this.rtcp?.start();
   }
@@ -365,6 +372,14 @@ export class RtpReceiver implements Clocked {
   tick(_now: bigint): void {
     this.nextDue += FRAME_NS;
     this.playoutOne();
+    this.checkTimeout();
+  }
+
+  private checkTimeout(): void {
+    const limit = this.o.mediaTimeoutMs ?? 0;
+    if (limit <= 0 || this.timedOut || performance.now() - this.heardAt < limit) return;
+    this.timedOut = true;
+    this.o.onMediaTimeout?.();
   }
 
   skip(n: number): void {
@@ -392,6 +407,7 @@ export class RtpReceiver implements Clocked {
     // Accept media only from the negotiated peer address (RFC 3550 §8.2 spirit: ignore strays).
     if (host !== this.o.remoteHost) return;
     this.packetsReceived++;
+    this.heardAt = performance.now();
     this.reception.onRtp(p.ssrc, p.sequence, p.timestamp, performance.now());
     if (this.o.dtmfPayloadType !== null && p.payloadType === this.o.dtmfPayloadType) {
       const d = this.dtmf.onPacket(p);

@@ -15,6 +15,7 @@ type FromThread =
   | { op: 'error'; id: number; message: string }
   | { op: 'audio'; id: number; pcm: Int16Array }
   | { op: 'dtmf'; id: number; digit: string }
+  | { op: 'timeout'; id: number }
   | { op: 'stopped'; id: number; metrics: Partial<LegMetrics> | null };
 
 
@@ -191,6 +192,9 @@ export class ThreadMediaHost implements MediaHost {
         return;
       case 'dtmf':
         this.legs.get(m.id)?.handlers?.onDtmf(m.digit);
+        return;
+      case 'timeout':
+        this.legs.get(m.id)?.handlers?.onMediaTimeout?.();
         return;
       case 'stopped': {
         const leg = this.legs.get(m.id);
