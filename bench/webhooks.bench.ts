@@ -159,12 +159,15 @@ export default async function run(): Promise<BenchResult[]> {
     // 1. Throughput, with the bare sender beside it (warm both up first): to a receiver that keeps
     //    connections alive (Node's default server), then to one that closes every connection.
     const throughput = async (group: 'tp' | 'close') => {
-      const agent = group === 'tp' ? new http.Agent({ keepAlive: true, maxFreeSockets: CONCURRENCY }) : false;
+      // A fresh pool per bare run: a socket idle since the warm-up could meet the receiver's close.
+      const agent = () => (group === 'tp' ? new http.Agent({ keepAlive: true, maxFreeSockets: CONCURRENCY }) : false as const);
       const subs: string[] = [];
       for (let i = 0; i < SUBS; i++) subs.push((await svc.add(tenant, { url: `${rx.url}/${group}/${i}`, events: ['bench.event'] }, 'bench')).item.id);
       emitMany(20);
       await waitCount(rx, group, 20 * SUBS);
-      await bareSend(rx.url, 200, 'whsec_' + crypto.randomBytes(24).toString('base64'), agent, group === 'tp' ? 'peer' : 'close-peer');
+      const warm = agent();
+      await bareSend(rx.url, 200, 'whsec_' + crypto.randomBytes(24).toString('base64'), warm, group === 'tp' ? 'peer' : 'close-peer');
+      if (warm) warm.destroy();
       const before = (await rx.counts())[group] ?? 0;
       const total = EVENTS * SUBS;
       const t0 = performance.now();
@@ -174,8 +177,9 @@ export default async function run(): Promise<BenchResult[]> {
       const ours = total / ((performance.now() - t0) / 1000);
       const cpu = process.cpuUsage(cpu0);
       const cpuMs = (cpu.user + cpu.system) / 1000 / total;
-      const bareMs = await bareSend(rx.url, total, 'whsec_' + crypto.randomBytes(24).toString('base64'), agent, group === 'tp' ? 'peer' : 'close-peer');
-      if (agent) agent.destroy();
+      const bareAgent = agent();
+      const bareMs = await bareSend(rx.url, total, 'whsec_' + crypto.randomBytes(24).toString('base64'), bareAgent, group === 'tp' ? 'peer' : 'close-peer');
+      if (bareAgent) bareAgent.destroy();
       a.core.db.transaction(() => { for (const id of subs) svc.remove(tenant, id); }).immediate();
       return { ours, bare: total / (bareMs / 1000), cpuMs };
     };

@@ -93,6 +93,50 @@ export class AddressRefused extends Error {
 }
 
 /**
+ * A resolver that remembers each name's answer for `ttlMs` (by `now`, the service's clock). It
+ * only saves the lookup: callers still check every address against the policy on every use
+ * (resolveAllowed) and connect to the checked address, so a cached answer can never carry a
+ * delivery to an address the policy refuses now; a rebinding name is seen at the latest `ttlMs`
+ * later. Only non-empty answers are kept; a failed lookup is asked again next time. 0 disables it.
+ */
+export function cachingResolver(resolve: Resolver, ttlMs: number, now: () => number, maxNames = 1000): Resolver {
+  if (ttlMs <= 0) return resolve;
+  const cache = new Map<string, { at: number; addrs: { address: string; family: number }[] }>();
+  return async (host) => {
+    const t = now();
+    const hit = cache.get(host);
+    if (hit && t - hit.at < ttlMs && t >= hit.at) return hit.addrs;
+    const addrs = await resolve(host);
+    if (addrs.length) {
+      if (cache.size >= maxNames) cache.clear();
+      cache.set(host, { at: t, addrs });
+    }
+    return addrs;
+  };
+}
+
+/**
+ * Verdicts per policy object and address: the check builds socket addresses and walks several
+ * block lists, and the sender asks it on every attempt for the same few addresses. Keyed by the
+ * policy object (treated as immutable; mergePolicy always makes a new one), so a changed policy
+ * is never answered from an old verdict.
+ */
+const verdicts = new WeakMap<NetworkPolicy, Map<string, { why: string | null; norm: { address: string; family: 4 | 6 } | null }>>();
+
+function verdict(address: string, policy: NetworkPolicy): { why: string | null; norm: { address: string; family: 4 | 6 } | null } {
+  let m = verdicts.get(policy);
+  if (!m) verdicts.set(policy, (m = new Map()));
+  let v = m.get(address);
+  if (!v) {
+    const why = refusal(address, policy);
+    v = { why, norm: why ? null : normalizeAddress(address) };
+    if (m.size >= 1000) m.clear();
+    m.set(address, v);
+  }
+  return v;
+}
+
+/**
  * Resolves a URL's host and keeps the addresses the policy allows, in resolver order. The sender
  * connects to exactly these addresses (no second lookup), so DNS rebinding between check and
  * connect is impossible.
@@ -104,9 +148,9 @@ export async function resolveAllowed(url: URL, policy: NetworkPolicy, resolve: R
   const reasons: string[] = [];
   const allowed: { address: string; family: 4 | 6 }[] = [];
   for (const a of addrs) {
-    const why = refusal(a.address, policy);
-    if (why) reasons.push(why);
-    else allowed.push(normalizeAddress(a.address));
+    const v = verdict(a.address, policy);
+    if (v.why) reasons.push(v.why);
+    else allowed.push({ ...v.norm! });
   }
   if (!allowed.length) throw new AddressRefused(`address refused for ${host}: ${[...new Set(reasons)].join('; ')}`);
   return allowed;

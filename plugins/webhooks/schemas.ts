@@ -41,6 +41,11 @@ export const webhooksConfig = z
     maxRetryAfterSec: z.number().int().min(1).default(3600),
     /** Finished deliveries and their attempt log are kept this many days (0 keeps them). */
     retentionDays: z.number().int().min(0).default(30),
+    /**
+     * How long a receiver's DNS answer is reused (ms; 0 asks the resolver for every attempt).
+     * Every attempt still checks the addresses against the policy and connects to a checked one.
+     */
+    dnsCacheMs: z.number().int().min(0).max(300_000).default(5000),
     /** Subscriptions per tenant. */
     maxSubscriptions: z.number().int().min(1).default(1000),
     /** Default address policy for every tenant ... */

@@ -9,7 +9,7 @@ import { PermanentFailure, RetryAt, type JobQueue, type RunningJob } from '../..
 import type { KeyService } from '../../server/keys.ts';
 import type { Logger } from '../../server/log.ts';
 import type { Tenant, TenantService } from '../../server/tenancy.ts';
-import { mergePolicy, refusal, systemResolver, type NetworkPolicy, type Resolver } from './net-policy.ts';
+import { cachingResolver, mergePolicy, refusal, systemResolver, type NetworkPolicy, type Resolver } from './net-policy.ts';
 import type { DeliveryRow, SubscriptionRow, WebhookRepo } from './repo.ts';
 import type { DeliveryItem, SubscriptionItem, WebhooksConfig } from './schemas.ts';
 import { newSecret, retryAfterMs, send } from './sender.ts';
@@ -76,8 +76,11 @@ export class WebhookService {
   readonly #secrets = new Map<string, { sealed: string; secret: string }>();
 
   constructor(private readonly d: WebhookDeps) {
-    this.#resolve = d.resolve ?? systemResolver;
+    this.#resolve = cachingResolver(d.resolve ?? systemResolver, d.config.dnsCacheMs, () => d.clock.now());
   }
+
+  /** The merged policy per tenant, rebuilt when the tenant's host names change. */
+  readonly #policies = new Map<string, { hosts: string; policy: NetworkPolicy }>();
 
   get repo(): WebhookRepo {
     return this.d.repo;
@@ -93,10 +96,11 @@ export class WebhookService {
   /**
    * Group commit: the outcomes of attempts that finish in the same turn of the event loop are
    * written in one IMMEDIATE transaction (one WAL append instead of one per delivery; the commit
-   * was the largest single CPU cost per delivery). Each outcome runs in its own savepoint (a
-   * nested better-sqlite3 transaction), so one that throws is rolled back alone and only its
-   * caller sees the error. The promise settles after the commit: the job ends, and the queue
-   * marks it done, only once its outcome is durable, exactly as with a transaction of its own.
+   * was the largest single CPU cost per delivery). The promise settles after the commit: the
+   * job ends, and the queue marks it done, only once its outcome is durable, exactly as with a
+   * transaction of its own. If any outcome throws, the whole batch rolls back and each outcome
+   * runs again in a transaction of its own, so only the failing one sees its error and nothing
+   * of it is half-written (cheaper than a savepoint per outcome in the common case).
    */
   private commit(fn: () => void): Promise<void> {
     return new Promise<void>((resolve, reject) => {
@@ -105,27 +109,30 @@ export class WebhookService {
     });
   }
 
+  /** Built once: better-sqlite3's transaction() wraps a function anew on every call. */
+  #batchTx?: (batch: { fn: () => void }[]) => void;
+  #oneTx?: (fn: () => void) => void;
+
   private flushOutcomes(): void {
     const batch = this.#outcomes;
     this.#outcomes = [];
     const db = this.d.repo.db;
-    const errors = new Map<number, unknown>();
+    this.#batchTx ??= ((t) => (b: { fn: () => void }[]) => t.immediate(b))(db.transaction((b: { fn: () => void }[]) => { for (const o of b) o.fn(); }));
+    this.#oneTx ??= ((t) => (fn: () => void) => t.immediate(fn))(db.transaction((fn: () => void) => fn()));
     try {
-      db.transaction(() => {
-        batch.forEach((o, i) => {
-          try {
-            db.transaction(o.fn)();
-          } catch (e) {
-            errors.set(i, e);
-          }
-        });
-      }).immediate();
-    } catch (e) {
-      // BEGIN or COMMIT failed (say SQLITE_BUSY past the timeout): nothing of the batch is written.
-      for (const o of batch) o.reject(e);
+      this.#batchTx(batch);
+    } catch {
+      for (const o of batch) {
+        try {
+          this.#oneTx(o.fn);
+          o.resolve();
+        } catch (e) {
+          o.reject(e);
+        }
+      }
       return;
     }
-    batch.forEach((o, i) => (errors.has(i) ? o.reject(errors.get(i)) : o.resolve()));
+    for (const o of batch) o.resolve();
   }
 
   private eventsOf(json: string): string[] {
@@ -149,9 +156,16 @@ export class WebhookService {
 
   /** Defaults, then the overrides of any of the tenant's host names. */
   policyFor(tenant: Tenant): NetworkPolicy {
+    // Cached: every attempt asks, and the address verdicts are memoised per policy object.
+    const hosts = tenant.hosts.join(' ');
+    const hit = this.#policies.get(tenant.id);
+    if (hit && hit.hosts === hosts) return hit.policy;
     const c = this.d.config;
     const own = tenant.hosts.map((h) => c.tenants[h]).filter(Boolean);
-    return mergePolicy(c, ...own);
+    const policy = Object.freeze(mergePolicy(c, ...own));
+    if (this.#policies.size > 10_000) this.#policies.clear();
+    this.#policies.set(tenant.id, { hosts, policy });
+    return policy;
   }
 
   // ---- subscriptions -----------------------------------------------------------------------

@@ -3,6 +3,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openCore, type CoreServices } from '../../../server/app.ts';
 import { LogCapture, startTestServer, tempDir, type TestServer } from '../../support/server.ts';
 import type { WebhookService } from '../../../plugins/webhooks/service.ts';
+import { DEFAULT_POLICY, cachingResolver, mergePolicy, resolveAllowed } from '../../../plugins/webhooks/net-policy.ts';
+import { send } from '../../../plugins/webhooks/sender.ts';
 import { Receiver, testPlugins, until } from './support.ts';
 
 /**
@@ -122,5 +124,60 @@ describe('group commit of delivery outcomes', () => {
       .prepare("EXPLAIN QUERY PLAN SELECT id FROM webhook_deliveries WHERE subscription_id = ? AND state = 'queued' ORDER BY created_at, rowid LIMIT ?")
       .all('x', 4) as { detail: string }[];
     expect(plan.map((p) => p.detail).join('\n')).not.toContain('TEMP B-TREE');
+  });
+});
+
+describe('DNS answer cache', () => {
+  it('reuses an answer within its time, asks again after it', async () => {
+    let now = 1000;
+    let calls = 0;
+    const r = cachingResolver(async () => { calls++; return [{ address: '10.0.0.1', family: 4 }]; }, 5000, () => now);
+    await r('a.example');
+    await r('a.example');
+    expect(calls).toBe(1);
+    await r('b.example');
+    expect(calls).toBe(2);
+    now += 4999;
+    await r('a.example');
+    expect(calls).toBe(2);
+    now += 1;
+    await r('a.example');
+    expect(calls).toBe(3);
+    // 0 turns it off; an empty answer is never kept.
+    const off = cachingResolver(async () => { calls++; return []; }, 0, () => now);
+    await off('c.example');
+    await off('c.example');
+    expect(calls).toBe(5);
+    const empty = cachingResolver(async () => { calls++; return []; }, 5000, () => now);
+    await empty('d.example');
+    await empty('d.example');
+    expect(calls).toBe(7);
+  });
+
+  it('every attempt still checks the cached addresses against the policy, and a rebinding name is refused once the answer expires', async () => {
+    const rx = await new Receiver().start();
+    try {
+      const port = new URL(rx.url).port;
+      let now = 0;
+      let answer = '127.0.0.1';
+      const r = cachingResolver(async () => [{ address: answer, family: 4 }], 5000, () => now);
+      const loopbackOk = mergePolicy({ allowLoopback: true });
+      const d = { url: `http://rebind.example:${port}/x`, body: '{}', event: 'call.ended', deliveryId: 'd1', attempt: 1, secret: 'whsec_AAAA', timestampSec: 1 };
+      expect((await send(d, { policy: loopbackOk, timeoutMs: 2000, maxResponseBytes: 100, resolve: r })).status).toBe(200);
+      // The name now points at the metadata service; the cached (checked) answer is still used...
+      answer = '169.254.169.254';
+      expect(await resolveAllowed(new URL(d.url), loopbackOk, r)).toEqual([{ address: '127.0.0.1', family: 4 }]);
+      // ...but a policy that refuses it refuses it at once, cache or not.
+      expect(await send(d, { policy: DEFAULT_POLICY, timeoutMs: 2000, maxResponseBytes: 100, resolve: r })).toMatchObject({ status: null, refused: true });
+      // After the cache time the new answer is resolved and checked: refused, nothing sent.
+      now += 5000;
+      const before = rx.received.length;
+      const refused = await send(d, { policy: loopbackOk, timeoutMs: 2000, maxResponseBytes: 100, resolve: r });
+      expect(refused).toMatchObject({ status: null, refused: true });
+      expect(refused.error).toMatch(/metadata/);
+      expect(rx.received.length).toBe(before);
+    } finally {
+      await rx.stop();
+    }
   });
 });
