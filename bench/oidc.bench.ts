@@ -10,7 +10,8 @@
  *
  * Target (issue 3): >= 1.2x oidc-provider's client_credentials throughput.
  * Knobs (env): BENCH_CONNECTIONS (10), BENCH_SECONDS (10 per server, in BENCH_ROUNDS = 2 rounds),
- * BENCH_WARMUP_SECONDS (2), BENCH_FLOWS (300).
+ * BENCH_WARMUP_SECONDS (2), BENCH_FLOWS (300), OIDC_BENCH_CPU_PROF (a directory: the appliance and
+ * oidc-provider run with --cpu-prof writing there; summarize with bench/lib/profile-top.ts).
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -33,6 +34,8 @@ const WARMUP = num('BENCH_WARMUP_SECONDS', 2);
 const FLOWS = num('BENCH_FLOWS', 300);
 const SELF = fileURLToPath(import.meta.url);
 const CLIENT_ID = 'bench-svc';
+const PROF_DIR = process.env.OIDC_BENCH_CPU_PROF;
+const profArgs = (name: string) => (PROF_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROF_DIR}`, `--cpu-prof-name=${name}.cpuprofile`] : []);
 
 // ---- peers (child processes of this file) -------------------------------------------------
 
@@ -196,13 +199,13 @@ export default async function run(): Promise<BenchResult[]> {
     const appPort = await freePort();
     const app = await spawnServer({
       modulePath: path.join(ROOT, 'bin', 'sovcomms.mjs'), args: ['serve', '--data-dir', dataDir, '--host', '127.0.0.1', '--port', String(appPort)],
-      env: cleanEnv(), readyUrl: `http://127.0.0.1:${appPort}/readyz`,
+      env: cleanEnv(), readyUrl: `http://127.0.0.1:${appPort}/readyz`, execArgv: profArgs('appliance'),
     });
     running.push(app);
     const opPort = await freePort();
     const op = await spawnServer({
       modulePath: SELF, env: { ...cleanEnv(), OIDC_BENCH_ROLE: 'oidc-provider', PORT: String(opPort), BENCH_SECRET: secret },
-      readyUrl: `http://127.0.0.1:${opPort}/.well-known/openid-configuration`,
+      readyUrl: `http://127.0.0.1:${opPort}/.well-known/openid-configuration`, execArgv: profArgs('oidc-provider'),
     });
     running.push(op);
     const barePort = await freePort();

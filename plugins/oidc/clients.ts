@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { DB } from '../../server/store/db.ts';
 import type { Tenant } from '../../server/tenancy.ts';
 import { InputError, NotFoundError } from '../../server/errors.ts';
-import { sha256Hex, safeEqual } from '../../server/keys.ts';
+import { sha256Hex } from '../../server/keys.ts';
 
 export const AUTH_METHODS = ['none', 'client_secret_basic', 'client_secret_post', 'private_key_jwt'] as const;
 export type AuthMethod = (typeof AUTH_METHODS)[number];
@@ -124,28 +124,50 @@ export function newClientSecret(): string {
   return 'cs_' + crypto.randomBytes(32).toString('base64url');
 }
 
+interface CacheEntry { row: ClientRow | undefined; client: OidcClient | undefined; digest: Buffer | undefined; at: number }
+const NO_SECRET = Buffer.alloc(32);
+
 /** OIDC clients of a tenant. Secrets are stored as SHA-256 only and shown once. */
 export class ClientRepo {
   readonly #get;
+  readonly #dataVersion;
   /**
-   * Parsed rows for a short while: the token endpoint looks a client up twice per request. Changes
-   * through this repo drop the entry at once; another process's (the CLI's) show within CACHE_MS.
+   * Parsed rows (and the secret's digest) for a short while: the token endpoint reads its client
+   * on every request. Changes through this repo drop the entry at once; changes by another
+   * connection (the `sovcomms client` CLI) drop the whole cache at the next lookup, because
+   * SQLite's `data_version` (https://sqlite.org/pragma.html#pragma_data_version) moves whenever
+   * another connection commits: a removed client or a replaced secret stops working for every
+   * request that starts after the commit. The pragma is read at most once per millisecond
+   * (a statement per token was ~3 % of a token's CPU); a request within that millisecond is one
+   * that could as well have come a moment before the commit. CACHE_MS bounds the life of an
+   * entry for anything else.
    */
-  readonly #cache = new Map<string, { row: ClientRow | undefined; client: OidcClient | undefined; at: number }>();
+  readonly #cache = new Map<string, CacheEntry>();
+  #version = -1;
+  #versionAt = -1;
   static readonly CACHE_MS = 2000;
 
   constructor(private readonly db: DB) {
     this.#get = db.prepare('SELECT * FROM oidc_clients WHERE tenant_id = ? AND client_id = ?');
+    this.#dataVersion = db.prepare('PRAGMA data_version').pluck();
   }
 
-  #lookup(tenant: Tenant, clientId: string): { row: ClientRow | undefined; client: OidcClient | undefined } {
-    const key = `${tenant.id}\u0000${clientId}`;
+  #lookup(tenant: Tenant, clientId: string): CacheEntry {
     const now = Date.now();
+    if (now !== this.#versionAt) {
+      this.#versionAt = now;
+      const version = this.#dataVersion.get() as number;
+      if (version !== this.#version) {
+        this.#cache.clear();
+        this.#version = version;
+      }
+    }
+    const key = `${tenant.id}\u0000${clientId}`;
     const hit = this.#cache.get(key);
     if (hit && now - hit.at < ClientRepo.CACHE_MS) return hit;
     if (clientId === CONSOLE_CLIENT_ID) this.ensureBuiltin(tenant);
     const row = this.#get.get(tenant.id, clientId) as ClientRow | undefined;
-    const entry = { row, client: row && toClient(row), at: now };
+    const entry: CacheEntry = { row, client: row && toClient(row), digest: row?.secret_hash ? Buffer.from(row.secret_hash, 'hex') : undefined, at: now };
     if (this.#cache.size > 10_000) this.#cache.clear();
     this.#cache.set(key, entry);
     return entry;
@@ -163,9 +185,30 @@ export class ClientRepo {
 
   /** The secret check in constant time; false for clients without a secret. */
   checkSecret(tenant: Tenant, clientId: string, secret: string): boolean {
-    const r = this.#lookup(tenant, clientId).row;
-    const h = sha256Hex(secret);
-    return safeEqual(r?.secret_hash ?? '0'.repeat(64), h) && !!r?.secret_hash;
+    return this.#secretMatches(this.#lookup(tenant, clientId), secret);
+  }
+
+  /**
+   * The client, when it exists, uses `method`, and `secret` is its secret; otherwise undefined.
+   * One cache lookup for the token endpoint's secret-based client authentication.
+   */
+  authenticateSecret(tenant: Tenant, clientId: string, method: AuthMethod, secret: string): OidcClient | undefined {
+    const e = this.#lookup(tenant, clientId);
+    // The digest comparison runs whatever the client's state, so an unknown client and a wrong
+    // secret take the same time.
+    const ok = this.#secretMatches(e, secret);
+    return ok && e.client!.authMethod === method ? { ...e.client! } : undefined;
+  }
+
+  /**
+   * SHA-256 of the presented secret against the stored one, compared with timingSafeEqual (both
+   * 32 bytes, so nothing about the stored value leaks through the comparison's length or time).
+   * Secrets are 256 random bits (newClientSecret), so a fast hash is enough: there is nothing to
+   * guess that a slow KDF would protect.
+   */
+  #secretMatches(e: CacheEntry, secret: string): boolean {
+    const presented = crypto.hash('sha256', secret, 'buffer');
+    return crypto.timingSafeEqual(e.digest ?? NO_SECRET, presented) && e.digest !== undefined;
   }
 
   list(tenant: Tenant): OidcClient[] {

@@ -20,6 +20,10 @@ interface LoadedKey {
   /** WebCrypto form of the public key, made once (jose verifies with WebCrypto). */
   verifyKey?: Promise<jose.CryptoKey>;
   privateKey?: crypto.KeyObject;
+  /** The private key with its signing options, made once (ES256 wants r||s, RFC 7518 §3.4). */
+  signKey?: crypto.SignKeyObjectInput;
+  /** Encoded protected headers by typ: the same bytes for every token this key signs. */
+  headers?: Map<string, string>;
   active: boolean;
 }
 
@@ -61,6 +65,8 @@ export class SigningKeys {
       const k: LoadedKey = { kid: r.kid, alg: r.alg, publicJwk, publicKey: crypto.createPublicKey({ key: publicJwk as crypto.JsonWebKey, format: 'jwk' }), active: r.state === 'active' };
       if (k.active && !tk.active.has(r.alg)) {
         k.privateKey = crypto.createPrivateKey(this.keys.openString(r.private_sealed, `oidc-key|${tenant.id}|${r.kid}`));
+        k.signKey = r.alg === 'ES256' ? { key: k.privateKey, dsaEncoding: 'ieee-p1363' } : { key: k.privateKey };
+        k.headers = new Map();
         tk.active.set(r.alg, k);
       }
       tk.byKid.set(r.kid, k);
@@ -111,11 +117,20 @@ export class SigningKeys {
    * ES256 signatures are r||s (RFC 7518 §3.4), hence ieee-p1363.
    */
   async sign(tenant: Tenant, payload: jose.JWTPayload, opts: { alg: SigAlg; typ?: string }): Promise<string> {
+    return this.signSync(tenant, payload, opts);
+  }
+
+  /** sign() without the promise (the token endpoint's lean path). */
+  signSync(tenant: Tenant, payload: object, opts: { alg: SigAlg; typ?: string }): string {
     const k = this.load(tenant).active.get(opts.alg)!;
-    const header = { alg: k.alg, kid: k.kid, ...(opts.typ ? { typ: opts.typ } : {}) };
-    const input = `${Buffer.from(JSON.stringify(header)).toString('base64url')}.${Buffer.from(JSON.stringify(payload)).toString('base64url')}`;
-    const sig = crypto.sign('sha256', Buffer.from(input), k.alg === 'ES256' ? { key: k.privateKey!, dsaEncoding: 'ieee-p1363' } : k.privateKey!);
-    return `${input}.${sig.toString('base64url')}`;
+    const typ = opts.typ ?? '';
+    let head = k.headers!.get(typ);
+    if (head === undefined) {
+      head = Buffer.from(JSON.stringify({ alg: k.alg, kid: k.kid, ...(typ ? { typ } : {}) })).toString('base64url');
+      k.headers!.set(typ, head);
+    }
+    const input = `${head}.${Buffer.from(JSON.stringify(payload)).toString('base64url')}`;
+    return `${input}.${crypto.sign('sha256', Buffer.from(input), k.signKey!).toString('base64url')}`;
   }
 
   /**

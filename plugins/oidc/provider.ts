@@ -56,6 +56,21 @@ interface RefreshRow {
 
 export interface AuthenticatedClient { client: OidcClient; method: AuthMethod }
 
+/**
+ * 16 random bytes as base64url (a token's jti): drawn from a 4 KiB block of the CSPRNG filled at
+ * once, as crypto.randomUUID does, since a randomBytes call per token costs more than its bytes.
+ */
+let jtiPool = Buffer.alloc(0);
+let jtiPos = 0;
+function randomId16(): string {
+  if (jtiPos + 16 > jtiPool.length) {
+    jtiPool = crypto.randomBytes(4096);
+    jtiPos = 0;
+  }
+  jtiPos += 16;
+  return jtiPool.toString('base64url', jtiPos - 16, jtiPos);
+}
+
 function b64urlSha256(s: string): string {
   return crypto.createHash('sha256').update(s).digest('base64url');
 }
@@ -63,6 +78,33 @@ function b64urlSha256(s: string): string {
 function header(h: RequestInfo['headers'], name: string): string | undefined {
   const v = h[name];
   return Array.isArray(v) ? v[0] : v;
+}
+
+/** The credentials of an `Authorization: Basic` header (scheme case-insensitive, RFC 7617 §2), or undefined. */
+function basicCredentials(authz: string | undefined): string | undefined {
+  if (authz === undefined || authz.length < 6 || authz.slice(0, 5).toLowerCase() !== 'basic' || (authz[5] !== ' ' && authz[5] !== '\t')) return undefined;
+  return authz.slice(6).trim();
+}
+
+/** `id:secret` from base64, each form-urlencoded (RFC 6749 §2.3.1); undefined when malformed. */
+function decodeBasic(b64: string): { id: string; secret: string } | undefined {
+  const dec = Buffer.from(b64, 'base64').toString('utf8');
+  const i = dec.indexOf(':');
+  if (i < 0) return undefined;
+  try {
+    return { id: formDecode(dec.slice(0, i)), secret: formDecode(dec.slice(i + 1)) };
+  } catch {
+    return undefined;
+  }
+}
+
+function formDecode(s: string): string {
+  return s.includes('%') || s.includes('+') ? decodeURIComponent(s.replace(/\+/g, ' ')) : s;
+}
+
+/** RFC 6749 §5.2 invalid_client; 401 with WWW-Authenticate when the client tried Basic. */
+function clientAuthFailed(why: string, basic: boolean): AppError {
+  return oauthError('invalid_client', why, 401, basic ? { 'WWW-Authenticate': 'Basic realm="oauth2", charset="UTF-8"' } : undefined);
 }
 
 /**
@@ -115,36 +157,22 @@ export class OidcProvider {
    * may be used (RFC 6749 §2.3), and it must be the one the client registered.
    */
   async authenticateClient(tenant: Tenant, issuer: string, form: { client_id?: string; client_secret?: string; client_assertion_type?: string; client_assertion?: string }, req: RequestInfo): Promise<AuthenticatedClient | undefined> {
-    const authz = header(req.headers, 'authorization');
-    const basic = authz && /^Basic\s+/i.test(authz) ? authz.replace(/^Basic\s+/i, '') : undefined;
-    const used = [basic !== undefined, form.client_secret !== undefined, form.client_assertion !== undefined].filter(Boolean).length;
+    const basic = basicCredentials(header(req.headers, 'authorization'));
+    const used = (basic !== undefined ? 1 : 0) + (form.client_secret !== undefined ? 1 : 0) + (form.client_assertion !== undefined ? 1 : 0);
     if (used > 1) throw oauthError('invalid_request', 'more than one client authentication method used');
-    const fail = (why: string) => {
-      const hdrs: Record<string, string> | undefined = basic !== undefined ? { 'WWW-Authenticate': 'Basic realm="oauth2", charset="UTF-8"' } : undefined;
-      return oauthError('invalid_client', why, 401, hdrs);
-    };
     if (basic !== undefined) {
-      const dec = Buffer.from(basic, 'base64').toString('utf8');
-      const i = dec.indexOf(':');
-      if (i < 0) throw fail('malformed Basic credentials');
       // RFC 6749 §2.3.1: client_id and secret are form-urlencoded before base64.
-      let id: string;
-      let secret: string;
-      try {
-        id = decodeURIComponent(dec.slice(0, i).replace(/\+/g, ' '));
-        secret = decodeURIComponent(dec.slice(i + 1).replace(/\+/g, ' '));
-      } catch {
-        throw fail('malformed Basic credentials');
-      }
-      if (form.client_id !== undefined && form.client_id !== id) throw oauthError('invalid_request', 'client_id differs from the authenticated client');
-      const c = this.clients.get(tenant, id);
-      if (!c || c.authMethod !== 'client_secret_basic' || !this.clients.checkSecret(tenant, id, secret)) throw fail('client authentication failed');
+      const cred = decodeBasic(basic);
+      if (!cred) throw clientAuthFailed('malformed Basic credentials', true);
+      if (form.client_id !== undefined && form.client_id !== cred.id) throw oauthError('invalid_request', 'client_id differs from the authenticated client');
+      const c = this.clients.authenticateSecret(tenant, cred.id, 'client_secret_basic', cred.secret);
+      if (!c) throw clientAuthFailed('client authentication failed', true);
       return { client: c, method: 'client_secret_basic' };
     }
+    const fail = (why: string) => clientAuthFailed(why, false);
     if (form.client_secret !== undefined) {
-      const id = form.client_id ?? '';
-      const c = this.clients.get(tenant, id);
-      if (!c || c.authMethod !== 'client_secret_post' || !this.clients.checkSecret(tenant, id, form.client_secret)) throw fail('client authentication failed');
+      const c = this.clients.authenticateSecret(tenant, form.client_id ?? '', 'client_secret_post', form.client_secret);
+      if (!c) throw fail('client authentication failed');
       return { client: c, method: 'client_secret_post' };
     }
     if (form.client_assertion !== undefined) {
@@ -401,7 +429,7 @@ export class OidcProvider {
   async accessToken(tenant: Tenant, issuer: string, o: { client: OidcClient; user?: User; scope: string[]; grantId?: string; authTime?: number; extra?: Record<string, unknown> }): Promise<{ token: string; exp: number; jti: string }> {
     const now = this.now();
     const exp = now + this.config.accessTokenTtl;
-    const jti = crypto.randomBytes(16).toString('base64url');
+    const jti = randomId16();
     // RFC 9068 §2.2: iss, exp, aud, sub, client_id, iat, jti; plus tenant, roles and scope.
     const payload: jose.JWTPayload = {
       iss: issuer, sub: o.user?.id ?? o.client.clientId, aud: issuer, client_id: o.client.clientId, iat: now, exp, jti,
