@@ -119,6 +119,40 @@ describe('group commit of delivery outcomes', () => {
     for (const id of subs) svc.remove(tenant, id);
   });
 
+  it('an outcome that fails to commit fails alone: the others of its batch commit, its job retries', async () => {
+    const svc = s.appliance.host.provided<WebhookService>('webhooks')!;
+    const tenant = s.primary;
+    const db = s.appliance.core.db;
+    // Answers delayed alike arrive together, so good and poisoned outcomes share a group commit
+    // (checked while writing this test: one batch of 8 took the fallback path).
+    rx.respond = () => ({ status: 200, delayMs: 60 });
+    const subs: string[] = [];
+    for (let i = 0; i < 4; i++) subs.push((await svc.add(tenant, { url: `${rx.url}/poison/${i}`, events: ['call.ended'] }, 'test')).item.id);
+    // A temporary trigger on this connection makes one delivery's attempt row unwritable.
+    db.exec(`CREATE TEMP TRIGGER poison BEFORE INSERT ON webhook_attempts
+             WHEN (SELECT payload FROM webhook_deliveries WHERE id = NEW.delivery_id) LIKE '%poison-me%'
+             BEGIN SELECT RAISE(ABORT, 'poisoned outcome'); END`);
+    try {
+      db.transaction(() => {
+        for (const c of ['ok-1', 'poison-me', 'ok-2']) s.appliance.core.events.emit(tenant.id, 'call.ended', { callId: c });
+      }).immediate();
+      const marks = subs.map(() => '?').join(',');
+      const byState = () => db.prepare(`SELECT state, COUNT(*) AS n FROM webhook_deliveries WHERE subscription_id IN (${marks}) GROUP BY state ORDER BY state`).all(...subs);
+      await until(() => JSON.stringify(byState()) === JSON.stringify([{ state: 'delivered', n: 8 }, { state: 'pending', n: 4 }]), 10_000, '8 delivered, 4 poisoned pending');
+      await until(() => (db.prepare(`SELECT COUNT(*) AS n FROM jobs j JOIN webhook_deliveries d ON d.job_id = j.id
+                                     WHERE d.subscription_id IN (${marks}) AND j.state = 'pending' AND j.last_error LIKE '%poisoned outcome%'`).get(...subs) as { n: number }).n === 4,
+      5000, 'poisoned jobs back to pending for a retry');
+      // Nothing of a poisoned outcome was written; every good one has exactly its attempt row.
+      const attempts = db.prepare(`SELECT d.payload LIKE '%poison-me%' AS poisoned, COUNT(a.id) AS n FROM webhook_deliveries d LEFT JOIN webhook_attempts a ON a.delivery_id = d.id
+                                   WHERE d.subscription_id IN (${marks}) GROUP BY d.id ORDER BY poisoned`).all(...subs) as { poisoned: number; n: number }[];
+      expect(attempts.filter((a) => a.poisoned === 0).every((a) => a.n === 1)).toBe(true);
+      expect(attempts.filter((a) => a.poisoned === 1).map((a) => a.n)).toEqual([0, 0, 0, 0]);
+    } finally {
+      db.exec('DROP TRIGGER poison');
+      for (const id of subs) svc.remove(tenant, id);
+    }
+  });
+
   it('the admission query walks the index in (created_at, rowid) order: no temporary sort', () => {
     const plan = s.appliance.core.db
       .prepare("EXPLAIN QUERY PLAN SELECT id FROM webhook_deliveries WHERE subscription_id = ? AND state = 'queued' ORDER BY created_at, rowid LIMIT ?")
