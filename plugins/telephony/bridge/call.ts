@@ -3,7 +3,7 @@
  * keep the transcript, and end with exactly one outcome (CONTROL-API.md `ended`).
  */
 import type { SipUserAgent, OutboundCall } from './sip/ua.ts';
-import { buildOffer, parseAnswer, SdpError } from './media/sdp.ts';
+import { buildOffer, parseAnswer, parseReoffer, SdpError } from './media/sdp.ts';
 import type { LegMetrics, MediaHost, MediaLeg } from './media/leg.ts';
 import { Decimator24to8, type Codec } from './media/audio.ts';
 import type { ToolCall, VoiceEngine } from './engine/types.ts';
@@ -161,6 +161,9 @@ export class Call {
       if (leg !== this.leg) return;
       this.onAnswered(leg, trunk, codecs, res.body.toString('utf8'), invitedAt);
     });
+    leg.on('reoffer', (sdp) => {
+      if (leg === this.leg) this.onReoffer(sdp);
+    });
     leg.on('failed', (status, reason) => {
       if (leg !== this.leg || this.ended) return;
       this.sipStatus = status;
@@ -229,6 +232,7 @@ export class Call {
       return;
     }
     const engine = this.engine!;
+    this.remote = { host: neg.host, port: neg.port, rtcpPort: neg.rtcpPort };
     this.media!.start(
       { codec: neg.codec, payloadType: neg.payloadType, dtmfPayloadType: neg.dtmfPayloadType, remoteHost: neg.host, remotePort: neg.port, remoteRtcpPort: neg.rtcpPort, mediaTimeoutMs: this.mediaTimeoutMs },
       {
@@ -254,6 +258,22 @@ export class Call {
       this.beginSentHr = process.hrtime.bigint();
       engine.begin();
     });
+  }
+
+  /** Far end's media as last negotiated: a re-offer moves it, or holds the call. */
+  private remote: { host: string; port: number; rtcpPort: number } | null = null;
+
+  private onReoffer(sdp: string): void {
+    if (!this.media || !this.mediaStarted || !this.remote) return;
+    let o;
+    try {
+      o = parseReoffer(sdp);
+    } catch {
+      return; // we answer with our media unchanged; nothing to follow
+    }
+    // A hold address (0.0.0.0) keeps the old target: there is nowhere else to send.
+    if (o.host !== null) this.remote = { host: o.host, port: o.port, rtcpPort: o.rtcpPort };
+    this.media.retarget({ remoteHost: this.remote.host, remotePort: this.remote.port, remoteRtcpPort: this.remote.rtcpPort, expectMedia: o.sends });
   }
 
   private wireEngine(engine: VoiceEngine): void {

@@ -249,3 +249,23 @@ describe('two media threads: the port stays ours', () => {
     expect((await leg.stop()).packetsReceived).toBe(24);
   });
 });
+
+describe('media timeout', () => {
+  it('fires once after the far end went quiet, and not while it holds the call', async () => {
+    const host = new InlineMediaHost(41900, 41999, '127.0.0.1');
+    cleanups.push(() => host.close());
+    const far = await farEnd();
+    const leg = await host.open();
+    let timeouts = 0;
+    const target = { remoteHost: '127.0.0.1', remotePort: far.port, remoteRtcpPort: far.rtcpPort };
+    leg.start({ codec: 'PCMU', payloadType: 0, dtmfPayloadType: null, ...target, mediaTimeoutMs: 300 }, { onAudio16k: () => undefined, onDtmf: () => undefined, onMediaTimeout: () => timeouts++ });
+    leg.retarget({ ...target, expectMedia: false }); // on hold: silence is expected
+    await new Promise((r) => setTimeout(r, 600));
+    expect(timeouts).toBe(0);
+    leg.retarget({ ...target, expectMedia: true }); // off hold, and still nothing comes
+    await until(() => timeouts === 1 || undefined, 3000, 'the timeout');
+    await new Promise((r) => setTimeout(r, 400));
+    expect(timeouts).toBe(1);
+    await leg.stop();
+  });
+});

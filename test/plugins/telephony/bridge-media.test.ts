@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import sdpTransform from 'sdp-transform';
 import { buildRtp, parseRtp, JitterBuffer, DtmfReceiver, seqDiff } from '../../../plugins/telephony/bridge/media/rtp.ts';
 import { Decimator24to8, decodeG711, encodeG711, upsample8to16, pcmFromBytes, pcmToBytes } from '../../../plugins/telephony/bridge/media/audio.ts';
-import { buildOffer, parseAnswer, SdpError } from '../../../plugins/telephony/bridge/media/sdp.ts';
+import { buildOffer, parseAnswer, parseReoffer, SdpError } from '../../../plugins/telephony/bridge/media/sdp.ts';
 import { IntervalStats } from '../../../plugins/telephony/bridge/media/session.ts';
 
 describe('RTP (RFC 3550)', () => {
@@ -103,4 +103,15 @@ describe('SDP offer/answer (RFC 3264)', () => {
     expect(() => parseAnswer(answer.replace('0 8 96', '18'), ['PCMA'])).toThrow(SdpError);
     expect(() => parseAnswer(answer.replace('m=audio 30000', 'm=audio 0'), ['PCMA'])).toThrow(/no active audio/);
   });
+
+  it('reads a re-offer: moved media, hold by direction (RFC 3264 §8.4) or by the 0.0.0.0 address (RFC 2543)', () => {
+    const base = 'v=0\r\no=- 1 2 IN IP4 10.0.0.2\r\ns=-\r\nc=IN IP4 10.0.0.9\r\nt=0 0\r\nm=audio 31000 RTP/AVP 0\r\n';
+    expect(parseReoffer(base)).toEqual({ host: '10.0.0.9', port: 31000, rtcpPort: 31001, sends: true });
+    expect(parseReoffer(base + 'a=sendonly\r\n').sends).toBe(true); // music on hold still flows
+    expect(parseReoffer(base + 'a=recvonly\r\n').sends).toBe(false);
+    expect(parseReoffer(base + 'a=inactive\r\n').sends).toBe(false);
+    expect(parseReoffer(base.replace('c=IN IP4 10.0.0.9', 'c=IN IP4 0.0.0.0'))).toMatchObject({ host: null, sends: false });
+    expect(() => parseReoffer(base.replace('m=audio 31000', 'm=audio 0'))).toThrow(SdpError);
+  });
 });
+

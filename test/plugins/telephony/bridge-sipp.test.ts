@@ -7,7 +7,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
+import dgram from 'node:dgram';
 import { startSipp, type SippOptions, type SippRun } from '../../support/sipp.ts';
+import { buildRtp, parseRtp } from '../../../plugins/telephony/bridge/media/rtp.ts';
 import { GeminiLiveFake, type ScriptStep } from '../../support/gemini-live-fake.ts';
 
 const TOKEN = randomBytes(24).toString('hex');
@@ -305,6 +307,39 @@ describe('telephony bridge against SIPp', () => {
     await api('POST', `/calls/${callId}/hangup`, { reason: 'finished' });
     expect(await waitFor(() => eventsOf(callId).find((e) => e.type === 'ended'))).toMatchObject({ outcome: 'finished' });
     expect((await echo.exited).code).toBe(0);
+  });
+
+  it('follows a re-INVITE that moves the far end\'s media: RTP goes to the new port, media from there is accepted', async () => {
+    const moved = dgram.createSocket('udp4');
+    await new Promise<void>((r) => moved.bind(0, '127.0.0.1', r));
+    cleanups.push(() => new Promise((r) => moved.close(() => r(undefined))));
+    const newport = moved.address().port;
+    let bridgePort = 0;
+    let got = 0;
+    moved.on('message', (b, rinfo) => {
+      if (parseRtp(b)) {
+        got++;
+        bridgePort = rinfo.port;
+      }
+    });
+    const s = await sipp({ scenario: 'answer-reinvite', keys: { newport: String(newport) } });
+    const engine = await fake([{ say: 'Hallo.', audioMs: 300 }, { wait: 15_000 }]);
+    await api('PUT', '/trunks', { trunks: [trunkFor('t1', s, { scenario: 'answer-reinvite' })] });
+    const callId = `oac-${randomBytes(6).toString('hex')}`;
+    expect((await api('POST', '/calls', placeBody(callId, ['t1'], engine.url, { mediaTimeoutSec: 3 }))).status).toBe(202);
+    await waitFor(() => (got >= 10 ? true : undefined), 10_000);
+    // The far end's media from the new port reaches the call (the receiver re-connected there).
+    const frame = Buffer.alloc(160, 0xff);
+    for (let i = 0; i < 100; i++) {
+      moved.send(buildRtp({ marker: i === 0, payloadType: 0, sequence: i, timestamp: i * 160, ssrc: 99, payload: frame }), bridgePort, '127.0.0.1');
+      await new Promise((r) => setTimeout(r, 20)); // 2 s: also well past half the media timeout
+    }
+    expect(eventsOf(callId).find((e) => e.type === 'ended')).toBeUndefined();
+    await api('POST', `/calls/${callId}/hangup`, { reason: 'finished' });
+    await waitFor(() => eventsOf(callId).find((e) => e.type === 'ended'));
+    expect((await s.exited).code).toBe(0);
+    const st = (await api('GET', '/stats')).json.ended as Array<{ callId: string; packetsReceived: number }>;
+    expect(st.find((m) => m.callId === callId)!.packetsReceived).toBeGreaterThanOrEqual(100);
   });
 
   it.each([

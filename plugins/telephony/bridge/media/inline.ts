@@ -2,7 +2,7 @@
 import type dgram from 'node:dgram';
 import { MediaSession, PortPool } from './session.ts';
 import { upsample8to16Into } from './audio.ts';
-import { EMPTY_METRICS, InputBatcher, type LegHandlers, type LegMetrics, type LegStart, type MediaHost, type MediaLeg } from './leg.ts';
+import { EMPTY_METRICS, InputBatcher, type LegHandlers, type LegMetrics, type LegStart, type LegTarget, type MediaHost, type MediaLeg } from './leg.ts';
 
 
 export class InlineLeg implements MediaLeg {
@@ -30,6 +30,9 @@ export class InlineLeg implements MediaLeg {
   }
   flush(): void {
     this.session?.flush();
+  }
+  retarget(t: LegTarget): void {
+    this.session?.retarget(t);
   }
   get queuedMs(): number {
     return this.session?.queuedMs ?? 0;

@@ -20,6 +20,15 @@ export interface LegStart {
   mediaTimeoutMs?: number;
 }
 
+/** Where the far end now wants media (a re-INVITE's offer, RFC 3264 §8). */
+export interface LegTarget {
+  remoteHost: string;
+  remotePort: number;
+  remoteRtcpPort: number;
+  /** false while the far end holds the call (recvonly/inactive): no media expected from it. */
+  expectMedia: boolean;
+}
+
 export interface LegMetrics extends RtcpMetrics {
   sendJitterP99Ms: number;
   sendJitterMaxMs: number;
@@ -52,6 +61,8 @@ export interface MediaLeg {
   play(pcm8k: Int16Array): void;
   /** Barge-in: drop what is queued. */
   flush(): void;
+  /** The far end moved its media or put the call on/off hold (re-INVITE). */
+  retarget(t: LegTarget): void;
   /** Approximate ms of audio still queued (0 once the queue drained). */
   readonly queuedMs: number;
   readonly firstAudioSentAt: bigint | null;

@@ -413,6 +413,11 @@ export class RtcpSession {
     };
   }
 
+  retarget(host: string, port: number): void {
+    this.o.remoteHost = host;
+    this.o.remotePort = port;
+  }
+
   /** Sends a last report with BYE (§6.6) and stops; the caller closes the socket. */
   stop(): void {
     if (this.stopped) return;

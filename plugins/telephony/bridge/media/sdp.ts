@@ -78,3 +78,23 @@ export function parseAnswer(sdp: string, offered: Codec[]): NegotiatedMedia {
   const rtcpPort = audio.rtcp?.port && audio.rtcp.port > 0 && audio.rtcp.port < 65536 ? audio.rtcp.port : audio.port + 1;
   return { host, port: audio.port, rtcpPort, codec: chosen.codec, payloadType: chosen.pt, dtmfPayloadType: te ? te.payload : null };
 }
+
+/**
+ * Where a re-offer (RFC 3264 §8) puts the far end's media, and whether it will send: `recvonly`
+ * and `inactive` (or the RFC 2543 hold address 0.0.0.0) mean no media from it for now.
+ */
+export function parseReoffer(sdp: string): { host: string | null; port: number; rtcpPort: number; sends: boolean } {
+  let parsed: sdpTransform.SessionDescription;
+  try {
+    parsed = sdpTransform.parse(sdp);
+  } catch {
+    throw new SdpError('unparseable SDP offer');
+  }
+  const audio = parsed.media.find((m) => m.type === 'audio' && m.port > 0);
+  if (!audio) throw new SdpError('SDP offer has no active audio stream');
+  const ip = audio.connection?.ip ?? parsed.connection?.ip ?? null;
+  const direction = audio.direction ?? parsed.direction ?? 'sendrecv';
+  const host = ip === '0.0.0.0' ? null : ip;
+  const rtcpPort = audio.rtcp?.port && audio.rtcp.port > 0 && audio.rtcp.port < 65536 ? audio.rtcp.port : audio.port + 1;
+  return { host, port: audio.port, rtcpPort, sends: host !== null && (direction === 'sendrecv' || direction === 'sendonly') };
+}

@@ -10,7 +10,7 @@ import { isIP } from 'node:net';
 import { randomInt } from 'node:crypto';
 import { DtmfReceiver, JitterBuffer, parseRtp } from './rtp.ts';
 import { decodeG711Into, encodeG711Into, silenceFrame, type Codec } from './audio.ts';
-import type { LegMetrics } from './leg.ts';
+import type { LegMetrics, LegTarget } from './leg.ts';
 import { ReceptionStats, RtcpSession, SenderInfo, type RtcpMetrics } from './rtcp.ts';
 
 const FRAME_NS = 20_000_000n;
@@ -225,6 +225,12 @@ export class RtpSender implements Clocked {
       }
     }
   }
+  /** The far end's media moved (re-INVITE). */
+  retarget(host: string, port: number): void {
+    this.o.remoteHost = host;
+    this.o.remotePort = port;
+  }
+
   /** Barge-in: drop everything not yet sent (own queue; a shared source is flushed by its writer). */
   flush(): void {
     this.own?.flush();
@@ -345,6 +351,7 @@ export class RtpReceiver implements Clocked {
   /** performance.now() of the last RTP or RTCP from the far end (or of start). */
   private heardAt = 0;
   private timedOut = false;
+  private expectMedia = true;
 
   constructor(private readonly o: ReceiverOptions) {
     o.socket.on('message', (buf, rinfo) => this.onPacket(buf, rinfo.address));
@@ -375,9 +382,30 @@ export class RtpReceiver implements Clocked {
     this.checkTimeout();
   }
 
+  /** The far end's media moved, or it holds the call (no media expected, no timeout meanwhile). */
+  retarget(t: LegTarget): void {
+    this.expectMedia = t.expectMedia;
+    this.heardAt = performance.now();
+    if (t.remoteHost !== this.o.remoteHost || t.remotePort !== this.o.connectTo) {
+      this.o.remoteHost = t.remoteHost;
+      this.jitter = new JitterBuffer(3); // a new source, likely a new sequence space
+      this.remoteSsrc = null;
+      if (this.o.connectTo !== undefined) {
+        this.o.connectTo = t.remotePort;
+        try {
+          this.o.socket.disconnect();
+          this.o.socket.connect(t.remotePort, t.remoteHost);
+        } catch {
+          // not connected yet: stays as it is
+        }
+      }
+    }
+    this.rtcp?.retarget(t.remoteHost, t.remoteRtcpPort);
+  }
+
   private checkTimeout(): void {
     const limit = this.o.mediaTimeoutMs ?? 0;
-    if (limit <= 0 || this.timedOut || performance.now() - this.heardAt < limit) return;
+    if (limit <= 0 || this.timedOut || !this.expectMedia || performance.now() - this.heardAt < limit) return;
     this.timedOut = true;
     this.o.onMediaTimeout?.();
   }
@@ -492,6 +520,10 @@ export class MediaSession {
   }
   audioQueued(): void {
     this.tx.audioQueued();
+  }
+  retarget(t: LegTarget): void {
+    this.tx.retarget(t.remoteHost, t.remotePort);
+    this.rx.retarget(t);
   }
   flush(): void {
     this.tx.flush();

@@ -4,7 +4,7 @@
  * proxy per call.
  */
 import { Worker } from 'node:worker_threads';
-import { EMPTY_METRICS, type LegHandlers, type LegMetrics, type LegStart, type MediaHost, type MediaLeg } from './leg.ts';
+import { EMPTY_METRICS, type LegHandlers, type LegMetrics, type LegStart, type LegTarget, type MediaHost, type MediaLeg } from './leg.ts';
 import type { MediaRole, ThreadData, ToThread } from './thread.ts';
 import { RingWriter, createRing } from './ring.ts';
 
@@ -136,6 +136,10 @@ class ThreadLeg implements MediaLeg {
   }
   flush(): void {
     this.ring.flush();
+  }
+  retarget(t: LegTarget): void {
+    this.tx.post({ op: 'retarget', id: this.id, t });
+    this.rx?.post({ op: 'retarget', id: this.id, t });
   }
   get queuedMs(): number {
     return this.ring.queued / 8;

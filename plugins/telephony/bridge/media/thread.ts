@@ -20,7 +20,7 @@ import { PortPool, RtpReceiver, RtpSender, MediaSession, bindSocket } from './se
 import { RingReader } from './ring.ts';
 import { SenderInfo } from './rtcp.ts';
 import { upsample8to16Into } from './audio.ts';
-import { InputBatcher, type LegStart } from './leg.ts';
+import { InputBatcher, type LegStart, type LegTarget } from './leg.ts';
 
 export type MediaRole = 'tx' | 'rx' | 'both';
 
@@ -30,6 +30,7 @@ export type ToThread =
   | { op: 'bind'; id: number; port: number } // tx, rx: bind the reserved port (shared)
   | { op: 'start'; id: number; o: LegStart; ring: SharedArrayBuffer; info: SharedArrayBuffer }
   | { op: 'kick'; id: number } // tx, both: the first AI audio was written to the ring
+  | { op: 'retarget'; id: number; t: LegTarget }
   | { op: 'stop'; id: number };
 
 export interface ThreadData {
@@ -159,6 +160,11 @@ function serve(port: MessagePort, d: ThreadData): void {
           l.session = new MediaSession({ socket: l.socket, ...m.o, source: new RingReader(m.ring), info: new SenderInfo(m.info), rtcp, ...handlers(port, m.id) });
           l.session.start();
         }
+        return;
+      case 'retarget':
+        if (l?.kind === 'tx') l.sender?.retarget(m.t.remoteHost, m.t.remotePort);
+        else if (l?.kind === 'rx') l.receiver?.retarget(m.t);
+        else if (l?.kind === 'both') l.session?.retarget(m.t);
         return;
       case 'kick':
         if (l?.kind === 'tx') l.sender?.audioQueued();

@@ -51,6 +51,8 @@ export interface OutboundCallEvents {
   bye: [];
   notify: [req: SipRequest];
   info: [req: SipRequest];
+  /** A re-INVITE inside the dialog carried an SDP offer (media moved, hold, session refresh). */
+  reoffer: [sdp: string];
 }
 
 type CallState = 'calling' | 'early' | 'confirmed' | 'terminated';
@@ -306,7 +308,9 @@ export class OutboundCall extends EventEmitter<OutboundCallEvents> {
         return;
       }
       case 'INVITE': {
-        // Session refresh / re-INVITE (§14.2): keep our media as offered.
+        // Session refresh / re-INVITE (§14.2): our side of the media stays as offered; the far
+        // end's new offer may move its media or hold the call (the call logic follows it).
+        if (req.body.length) this.emit('reoffer', req.body.toString('utf8'));
         const res = makeResponse(req, 200);
         res.headers.append('Contact', this.ua.contact(this.trunk.transport));
         res.headers.append('Content-Type', 'application/sdp');
