@@ -9,7 +9,8 @@
  * token exchange), sequential and interleaved, on both.
  *
  * Target (issue 3): >= 1.2x oidc-provider's client_credentials throughput.
- * Knobs (env): BENCH_CONNECTIONS (10), BENCH_SECONDS (10 per server, in BENCH_ROUNDS = 2 rounds),
+ * Knobs (env): BENCH_CONNECTIONS (10), BENCH_SECONDS (12 per server, in BENCH_ROUNDS = 6 alternating
+ * rounds of 2 s: on a shared machine a neighbour's burst then lands on both servers alike),
  * BENCH_WARMUP_SECONDS (2), BENCH_FLOWS (300), OIDC_BENCH_CPU_PROF (a directory: the appliance and
  * oidc-provider run with --cpu-prof writing there; summarize with bench/lib/profile-top.ts).
  */
@@ -28,8 +29,8 @@ const num = (name: string, dflt: number) => {
   return v;
 };
 const CONNECTIONS = num('BENCH_CONNECTIONS', 10);
-const SECONDS = num('BENCH_SECONDS', 10);
-const ROUNDS = num('BENCH_ROUNDS', 2);
+const SECONDS = num('BENCH_SECONDS', 12);
+const ROUNDS = num('BENCH_ROUNDS', 6);
 const WARMUP = num('BENCH_WARMUP_SECONDS', 2);
 const FLOWS = num('BENCH_FLOWS', 300);
 const SELF = fileURLToPath(import.meta.url);
@@ -187,6 +188,17 @@ async function signIn(port: number, password: string): Promise<string> {
   return `sc_b=${b}; sc_sid=${sid}`;
 }
 
+/** Adds one round's figures to a server's totals. */
+function mergeInto(dst: LoadStats, src: LoadStats): void {
+  for (const l of src.latencies) dst.latencies.push(l);
+  dst.ok += src.ok;
+  dst.bad += src.bad;
+  dst.errors += src.errors;
+  dst.seconds += src.seconds;
+  dst.cpuMs += src.cpuMs;
+  for (const [k, v] of Object.entries(src.statuses)) dst.statuses[k] = (dst.statuses[k] ?? 0) + v;
+}
+
 export default async function run(): Promise<BenchResult[]> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sovcomms-bench-oidc-'));
   const running: Spawned[] = [];
@@ -230,10 +242,22 @@ export default async function run(): Promise<BenchResult[]> {
       loadRound(url, { method: 'POST', connections: CONNECTIONS, seconds, headers, body, into, serverPid: pid });
     for (const [, url] of targets) await load(url, WARMUP);
     const per = SECONDS / ROUNDS;
+    const perRound: Record<string, { rps: number; cpu: number }[]> = { appliance: [], 'oidc-provider': [], bare: [] };
     for (let i = 0; i < ROUNDS; i++) {
       const order = i % 2 ? [...targets].reverse() : targets;
-      for (const [, url, stats, pid] of order) await load(url, per, stats, pid);
+      for (const [name, url, stats, pid] of order) {
+        const one = new LoadStats();
+        await load(url, per, one, pid);
+        mergeInto(stats, one);
+        perRound[name]!.push({ rps: one.rps, cpu: one.cpuUsPerRequest });
+      }
     }
+    // Each round's rate and CPU per token: on a shared machine a neighbour's burst shows as one bad round.
+    for (const [name, rounds] of Object.entries(perRound)) console.log(`rounds ${name}: ${rounds.map((r) => `${Math.round(r.rps)}/s ${Math.round(r.cpu)} µs`).join(', ')}`);
+    const cpuRange = (name: string) => {
+      const xs = perRound[name]!.map((r) => r.cpu);
+      return `${Math.round(Math.min(...xs))}–${Math.round(Math.max(...xs))} µs`;
+    };
     const [sa, so, sb] = targets.map((t) => t[2]);
     console.log(`client_credentials: appliance ${Math.round(sa!.rps)}/s, oidc-provider ${Math.round(so!.rps)}/s, bare node:http ${Math.round(sb!.rps)}/s`);
 
@@ -272,7 +296,8 @@ export default async function run(): Promise<BenchResult[]> {
       },
       ...(Number.isFinite(sa!.cpuUsPerRequest) && Number.isFinite(so!.cpuUsPerRequest) ? [{
         name: 'client_credentials server CPU per token', value: sa!.cpuUsPerRequest, unit: 'µs', peer: 'oidc-provider 9', peerValue: so!.cpuUsPerRequest,
-        ratio: so!.cpuUsPerRequest / sa!.cpuUsPerRequest, note: 'server process CPU during the measured rounds / 2xx responses; ratio = peer/appliance (steadier than req/s on a shared machine)',
+        ratio: so!.cpuUsPerRequest / sa!.cpuUsPerRequest,
+        note: `server process CPU during the measured rounds / 2xx responses; ratio = peer/appliance (steadier than req/s on a shared machine); per round: appliance ${cpuRange('appliance')}, oidc-provider ${cpuRange('oidc-provider')}`,
       }] : []),
       {
         name: 'code + PKCE full flow p99', value: pct(99), unit: 'ms', peer: 'oidc-provider 9', peerValue: pctOf(peerFlows, 99), ratio: pct(99) / pctOf(peerFlows, 99),
