@@ -263,6 +263,10 @@ function header(h: Record<string, string | string[] | undefined>, name: string):
   return Array.isArray(v) ? v[0] : v;
 }
 
-export function requireBodyless(len: number): void {
-  if (len > 0) throw new InputError('this endpoint takes no body');
+/** A bodyless endpoint: nothing, whitespace or an empty JSON object (clients that always send `{}`). */
+export function requireBodyless(raw: Buffer): void {
+  if (raw.length === 0) return;
+  const text = raw.toString('utf8').trim();
+  if (text === '' || /^\{\s*\}$/.test(text)) return;
+  throw new InputError('this endpoint takes no body');
 }

@@ -24,6 +24,8 @@ export function localTrunkId(tenantId: string, bridgeId: string | null | undefin
 }
 
 const CATCHALL = '*';
+/** The catchall row is Did `*` without a caller filter; a `*` row with a FromNumber is an ordinary row. */
+const isCatchall = (r: { did: string; fromNumber: string }) => r.did === CATCHALL && r.fromNumber === '';
 
 /**
  * Trunks, tenant settings, outbound and inbound routes, the PSTN whitelist and virtual numbers:
@@ -123,10 +125,17 @@ export class TelephonyAdmin {
     return r;
   }
 
+  /** A route naming a trunk the tenant does not have would fail every call it matches: refuse it. */
+  private checkTrunks(t: Tenant, trunkIds: string[]): void {
+    const i = trunkIds.findIndex((id) => !this.repo.trunk(t, id));
+    if (i >= 0) throw new InputError(`invalid field trunkIds[${i}]: no trunk ${trunkIds[i]}`, 'invalid_request', { field: `trunkIds[${i}]` });
+  }
+
   /** Appended at the end; an existing match answers 409 duplicate_route. */
   addOutbound(t: Tenant, r: OutboundRouteRow): OutboundRouteRow {
     return this.repo.tx(() => {
       if (this.repo.outboundRoute(t, r.match)) throw new ConflictError('duplicate_route', `an outbound route for ${r.match} exists; PUT it to change its trunks`);
+      this.checkTrunks(t, r.trunkIds);
       this.repo.appendOutbound(t, r);
       return this.repo.outboundRoute(t, r.match)!;
     });
@@ -134,6 +143,8 @@ export class TelephonyAdmin {
 
   /** PUT replaces trunkIds only; the match (the key) is not editable. */
   updateOutbound(t: Tenant, match: string, trunkIds: string[]): OutboundRouteRow {
+    if (!this.repo.outboundRoute(t, match)) throw new NotFoundError(`no outbound route ${match}`);
+    this.checkTrunks(t, trunkIds);
     if (!this.repo.updateOutbound(t, match, trunkIds)) throw new NotFoundError(`no outbound route ${match}`);
     return this.repo.outboundRoute(t, match)!;
   }
@@ -152,9 +163,9 @@ export class TelephonyAdmin {
   /** The rows in evaluation order, with the `*` catchall auto-inserted when missing (rule 2). */
   inbound(t: Tenant): (InboundRouteRow & { id: number; position: number })[] {
     let rows = this.repo.inboundRoutes(t);
-    if (!rows.some((r) => r.did === CATCHALL)) {
+    if (!rows.some(isCatchall)) {
       this.repo.tx(() => {
-        if (this.repo.inboundRoutes(t).some((r) => r.did === CATCHALL)) return;
+        if (this.repo.inboundRoutes(t).some(isCatchall)) return;
         const last = rows.length ? rows[rows.length - 1]!.position : 0;
         this.repo.insertInbound(t, last + 1000, { did: CATCHALL, fromNumber: '', user: '' });
       });
@@ -163,9 +174,15 @@ export class TelephonyAdmin {
     return rows;
   }
 
-  /** Rule 4: (Did, FromNumber) addresses a row; PUT/DELETE act on the first match. */
+  /**
+   * Rule 4: (Did, FromNumber) addresses a row; PUT/DELETE act on the first match (legacy
+   * duplicates). Without fromNumber the row without a caller filter is meant (the pair POST makes
+   * when FromNumber is left out); only when the Did has no such row, its first row.
+   */
   private findInbound(t: Tenant, did: string, fromNumber: string | undefined) {
-    return this.inbound(t).find((r) => r.did === did && (fromNumber === undefined ? true : r.fromNumber === fromNumber));
+    const rows = this.inbound(t).filter((r) => r.did === did);
+    if (fromNumber !== undefined) return rows.find((r) => r.fromNumber === fromNumber);
+    return rows.find((r) => r.fromNumber === '') ?? rows[0];
   }
 
   inboundOne(t: Tenant, did: string, fromNumber?: string): InboundRouteRow {
@@ -181,7 +198,7 @@ export class TelephonyAdmin {
       if (rows.some((x) => x.did === r.did && x.fromNumber === r.fromNumber)) {
         throw new ConflictError('duplicate_route', `an inbound route for Did ${r.did}${r.fromNumber ? ` and FromNumber ${r.fromNumber}` : ''} exists`);
       }
-      const catchIdx = rows.findIndex((x) => x.did === CATCHALL);
+      const catchIdx = rows.findIndex(isCatchall);
       // Renumber in steps so the new row lands right before the catchall, in one transaction.
       const ordered = [...rows];
       ordered.splice(catchIdx < 0 ? ordered.length : catchIdx, 0, { ...r, id: -1, position: 0 });
@@ -203,7 +220,7 @@ export class TelephonyAdmin {
 
   deleteInbound(t: Tenant, did: string, fromNumber: string | undefined): InboundRouteRow {
     const r = this.findInbound(t, did, fromNumber);
-    if (r?.did === CATCHALL || (!r && did === CATCHALL)) {
+    if ((r && isCatchall(r)) || (!r && did === CATCHALL && !fromNumber)) {
       throw new InputError('the * catchall inbound route cannot be deleted; PUT it to change its User', 'cannot_delete_catchall');
     }
     if (!r) throw new NotFoundError(`no inbound route for Did ${did}${fromNumber ? ` and FromNumber ${fromNumber}` : ''}`);

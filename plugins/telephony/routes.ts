@@ -50,7 +50,8 @@ export function telephonyRoutes(r: RouteRegistrar, svc: () => Services): void {
 
   // ---- calls -----------------------------------------------------------------------------------
   r.add({
-    method: 'POST', path: `${V1}/calls`, area: 'calls', auth: policy.v1Admin, rateLimit: 'sensitive',
+    // The authenticated limit, not the sign-in one: a dialer places many calls a minute.
+    method: 'POST', path: `${V1}/calls`, area: 'calls', auth: policy.v1Admin,
     summary: 'Place an outbound AI call: whitelist the number, pick a trunk by the outbound routes, dial now or at scheduleAtUtc',
     description: 'email is optional (no outcome mail without it); apiKey falls back to the tenant\'s stored engine key.',
     body: S.callCreate,
@@ -79,7 +80,7 @@ export function telephonyRoutes(r: RouteRegistrar, svc: () => Services): void {
     params: z.object({ id: z.string().max(64) }),
     responses: { 200: { description: '{ok, callId, newStatus, actor} or {ok, wasNoop}', schema: okBody }, 404: err('not_found'), 502: err('bridge_unreachable') },
     handler: async (req) => {
-      requireBodyless(req.rawBody.length);
+      requireBodyless(req.rawBody);
       const out = await svc().calls.hangup(req.tenant, req.principal!, req.params.id);
       return 'wasNoop' in out ? out : audited(svc, req, 'call-hangup', { call: req.params.id }, out);
     },

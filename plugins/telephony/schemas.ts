@@ -136,7 +136,10 @@ export const inboundRoute = z.object({ did: z.string(), fromNumber: z.string(), 
 export const inboundCreate = z.object({ did: didPattern, fromNumber: fromPattern.default(''), user: z.string().min(1).max(200) });
 export const inboundUpdate = z.object({ user: z.string().min(1).max(200) });
 export const didParam = z.object({ did: z.string().min(1).max(41) });
-export const fromQuery = z.object({ fromNumber: z.string().max(21).optional() });
+/** `fromNumber` (or `FromNumber`, as request keys may be PascalCase) addresses one of a Did's rows. */
+export const fromQuery = z
+  .object({ fromNumber: z.string().max(21).optional(), FromNumber: z.string().max(21).optional() })
+  .transform((q) => ({ fromNumber: q.fromNumber ?? q.FromNumber }));
 
 // ---- whitelist ---------------------------------------------------------------------------------
 
@@ -162,7 +165,12 @@ export const callCreate = z.object({
   maxSeconds: z.number().int().min(10).max(3600).default(300),
   retries: z.number().int().min(0).max(10).default(0),
   retryDelayMinutes: z.number().int().min(1).max(1440).default(5),
-  scheduleAtUtc: z.iso.datetime({ offset: false }).optional().describe('ISO 8601 UTC (ending in Z)'),
+  // ISO 8601 with Z or an offset (Python's isoformat() writes +00:00); stored as UTC.
+  scheduleAtUtc: z.iso
+    .datetime({ offset: true, local: false })
+    .transform((v) => new Date(v).toISOString())
+    .optional()
+    .describe('ISO 8601 date-time, Z or an offset such as +00:00; stored as UTC'),
 });
 export type CallCreate = z.infer<typeof callCreate>;
 
@@ -189,7 +197,7 @@ export const callIdParam = z.object({ id: z.string().regex(/^oac-[0-9a-f]{12}$/,
 // ---- transcripts -------------------------------------------------------------------------------
 
 export const transcriptQuery = pageQuery.extend({
-  source: z.enum(['vnum', 'outbound-ai']).optional(),
+  source: z.enum(['vnum', 'outbound-ai', 'both']).optional().describe('vnum, outbound-ai, or both (the default)'),
   q: z.string().max(200).optional(),
   since: z.string().max(40).optional().describe('ISO 8601 UTC; only startedUtc >= since'),
 });

@@ -34,7 +34,7 @@ export class TranscriptStore {
     };
   }
 
-  list(t: Tenant, q: { source?: 'vnum' | 'outbound-ai'; q?: string; since?: string; limit: number; offset: number }) {
+  list(t: Tenant, q: { source?: 'vnum' | 'outbound-ai' | 'both'; q?: string; since?: string; limit: number; offset: number }) {
     let since: string | undefined;
     if (q.since) {
       const s = /[zZ]|[+-]\d\d:?\d\d$/.test(q.since) || !/T/.test(q.since) ? q.since : `${q.since}Z`;

@@ -3,6 +3,7 @@ import { ManualClock } from '../../../server/clock.ts';
 import { startTestServer, type TestServer } from '../../support/server.ts';
 import { FakeBridge } from '../../support/fake-bridge.ts';
 import { adm, call, eventsOf, j, startSmtp, until, type Json } from './helpers.ts';
+import { callCreate } from '../../../plugins/telephony/schemas.ts';
 
 const TOKEN = 'fake-bridge-control-token-0123456789';
 const V1 = '/api.ashx/v1';
@@ -57,9 +58,15 @@ describe('POST /calls validation: every bad field answers 400 naming it', () => 
     ['retryDelayMinutes', { retryDelayMinutes: 0 }],
     ['retryDelayMinutes', { retryDelayMinutes: 1441 }],
     ['scheduleAtUtc', { scheduleAtUtc: 'tomorrow' }],
-    ['scheduleAtUtc', { scheduleAtUtc: '2026-01-01T10:00:00+02:00' }],
+    ['scheduleAtUtc', { scheduleAtUtc: '2026-01-01T10:00:00' }], // no zone: whose 10 o'clock?
     ['displayName', { displayName: 'x'.repeat(101) }],
   ];
+  it('scheduleAtUtc takes Z or an offset (Python writes +00:00) and keeps it as UTC', () => {
+    const base = { phone: '+4930123456', systemPrompt: 'x' };
+    expect(callCreate.parse({ ...base, scheduleAtUtc: '2030-01-01T10:00:00+00:00' }).scheduleAtUtc).toBe('2030-01-01T10:00:00.000Z');
+    expect(callCreate.parse({ ...base, scheduleAtUtc: '2030-01-01T10:00:00+02:00' }).scheduleAtUtc).toBe('2030-01-01T08:00:00.000Z');
+    expect(callCreate.parse({ ...base, scheduleAtUtc: '2030-01-01T10:00:00Z' }).scheduleAtUtc).toBe('2030-01-01T10:00:00.000Z');
+  });
   for (const [field, over] of cases) {
     it(`${field} = ${JSON.stringify(Object.values(over)[0])}`, async () => {
       const r = await post(call(over));
@@ -213,8 +220,10 @@ describe('hangup', () => {
     const r = await post(call({ scheduleAtUtc: '2026-01-01T06:00:00Z' }));
     expect(r.body).toMatchObject({ ok: true, bridgeReply: 'scheduled for 2026-01-01T06:00:00.000Z' });
     expect((await get(r.body.callId)).body).toMatchObject({ status: 'scheduled', scheduledForUtc: '2026-01-01T06:00:00.000Z', attempt: 0 });
-    const h = await hangup(r.body.callId);
+    // Clients that always send a JSON body send `{}`: that is still no body.
+    const h = await j(s.fetch(`${V1}/calls/${r.body.callId}/hangup`, { method: 'POST', key: s.adminKey, json: {} }));
     expect(h.body).toEqual({ ok: true, callId: r.body.callId, newStatus: 'cancelled', actor: 'admin' });
+    expect((await j(s.fetch(`${V1}/calls/${r.body.callId}/hangup`, { method: 'POST', key: s.adminKey, json: { reason: 'x' } }))).status).toBe(400);
     clock.advance(7 * 3600_000);
     s.appliance.core.jobs.kick();
     await new Promise((res) => setTimeout(res, 200));
@@ -339,6 +348,7 @@ describe('lists, filters and tenants', () => {
     expect([...starts].sort().reverse()).toEqual(starts);
     expect((await j(s.fetch(`${V1}/transcripts?source=vnum`, { key: s.adminKey }))).body.total).toBe(0);
     expect((await j(s.fetch(`${V1}/transcripts?source=outbound-ai`, { key: s.adminKey }))).body.total).toBe(all.total);
+    expect((await j(s.fetch(`${V1}/transcripts?source=both`, { key: s.adminKey }))).body.total).toBe(all.total); // the documented default
     expect((await j(s.fetch(`${V1}/transcripts?q=Dr.%20Ex`, { key: s.adminKey }))).body.total).toBe(all.total);
     expect((await j(s.fetch(`${V1}/transcripts?q=nobody`, { key: s.adminKey }))).body.total).toBe(0);
     expect((await j(s.fetch(`${V1}/transcripts?since=2030-01-01T00:00:00Z`, { key: s.adminKey }))).body.total).toBe(0);

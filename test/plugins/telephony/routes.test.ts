@@ -60,7 +60,7 @@ describe('pickTrunks (pure)', () => {
 
 describe('outbound routes v1', () => {
   it('POST appends at the end, GET lists in order with defaultTrunkId in the envelope', async () => {
-    await adm('/signal.ashx?trunks=save', 'trunks-save', { id: 'main', name: 'Main', host: '127.0.0.1' });
+    for (const id of ['main', 'a', 'b']) await adm('/signal.ashx?trunks=save', 'trunks-save', { id, name: id, host: '127.0.0.1' });
     expect((await j(await adm('/signal.ashx?telephony=settings-save', 'telephony-settings-save', { defaultTrunkId: 'main' }))).status).toBe(200);
     for (const m of ['+49*', 'global', '+4930*']) {
       const r = await j(await f(`${v1}/outbound-routes`, { key: s.adminKey, json: { match: m, trunkIds: ['main'] } }));
@@ -82,6 +82,18 @@ describe('outbound routes v1', () => {
     expect(r.status).toBe(404);
     expect(r.body.error).toBe('not_found');
   });
+  it('a route naming a trunk the tenant does not have answers 400 naming it (POST and PUT)', async () => {
+    const r = await j(await f(`${v1}/outbound-routes`, { key: s.adminKey, json: { match: '+33*', trunkIds: ['main', 'nosuchtrunk'] } }));
+    expect(r.status).toBe(400);
+    expect(r.body).toMatchObject({ error: 'invalid_request', field: 'trunkIds[1]' });
+    expect(r.body.error_description).toContain('nosuchtrunk');
+    const p = await j(await f(`${v1}/outbound-routes/global`, { method: 'PUT', key: s.adminKey, json: { trunkIds: ['ghost'] } }));
+    expect(p.status).toBe(400);
+    // Another tenant's trunk is no trunk of this one.
+    const other = await j(await f(`${v1}/outbound-routes`, { key: keyB, host: B, json: { match: '+33*', trunkIds: ['main'] } }));
+    expect(other.body.field).toBe('trunkIds[0]');
+  });
+
   it('PUT replaces trunkIds only (a match in the body is ignored)', async () => {
     const r = await j(await f(`${v1}/outbound-routes/global`, { method: 'PUT', key: s.adminKey, json: { match: 'other', trunkIds: ['a', 'b'] } }));
     expect(r.body).toEqual({ match: 'global', trunkIds: ['a', 'b'] });
@@ -150,6 +162,25 @@ describe('inbound routes v1', () => {
     expect(d.body).toEqual({ deleted: { Did: '200', FromNumber: '+49*', User: 'dave' } });
     expect((await f(`${v1}/inbound-routes/200?fromNumber=${encodeURIComponent('+49*')}`, { method: 'DELETE', key: s.adminKey })).status).toBe(404);
   });
+  it('without fromNumber, PUT/DELETE/GET mean the row without a caller filter; FromNumber works as the query key too', async () => {
+    for (const [from, user] of [['+1*', 'us-desk'], ['', 'desk']] as const) {
+      expect((await f(`${v1}/inbound-routes`, { key: s.adminKey, json: { Did: '+4977', FromNumber: from, User: user } })).status).toBe(201);
+    }
+    const put = await j(await f(`${v1}/inbound-routes/%2B4977`, { method: 'PUT', key: s.adminKey, json: { User: 'desk-2' } }));
+    expect(put.body).toEqual({ Did: '+4977', FromNumber: '', User: 'desk-2' });
+    expect((await j(await f(`${v1}/inbound-routes/%2B4977`, { key: s.adminKey }))).body).toEqual({ did: '+4977', fromNumber: '', user: 'desk-2' });
+    expect((await j(await f(`${v1}/inbound-routes/%2B4977?FromNumber=%2B1%2A`, { key: s.adminKey }))).body).toEqual({ did: '+4977', fromNumber: '+1*', user: 'us-desk' });
+    expect((await j(await f(`${v1}/inbound-routes/%2B4977`, { method: 'DELETE', key: s.adminKey }))).body).toEqual({ deleted: { Did: '+4977', FromNumber: '', User: 'desk-2' } });
+    // With the plain row gone, the Did's first row answers.
+    expect((await j(await f(`${v1}/inbound-routes/%2B4977`, { method: 'DELETE', key: s.adminKey }))).body).toEqual({ deleted: { Did: '+4977', FromNumber: '+1*', User: 'us-desk' } });
+  });
+  it('a * row with a caller filter is an ordinary row: it can be deleted; the catchall still cannot', async () => {
+    expect((await f(`${v1}/inbound-routes`, { key: s.adminKey, json: { Did: '*', FromNumber: '+1*', User: 'us' } })).status).toBe(201);
+    expect((await j(await f(`${v1}/inbound-routes/%2A`, { key: s.adminKey }))).body).toMatchObject({ did: '*', fromNumber: '' });
+    const d = await j(await f(`${v1}/inbound-routes/%2A?fromNumber=%2B1%2A`, { method: 'DELETE', key: s.adminKey }));
+    expect(d.body).toEqual({ deleted: { Did: '*', FromNumber: '+1*', User: 'us' } });
+    expect((await j(await f(`${v1}/inbound-routes/%2A`, { method: 'DELETE', key: s.adminKey }))).body.error).toBe('cannot_delete_catchall');
+  });
   it('a new row after deletions still lands before the catchall', async () => {
     await f(`${v1}/inbound-routes`, { key: s.adminKey, json: { did: 'anonymous', user: 'anon' } });
     const l = await j(await f(`${v1}/inbound-routes`, { key: s.adminKey }));
@@ -188,7 +219,7 @@ describe('PSTN whitelist and trunks (/signal.ashx)', () => {
     const row = s.appliance.core.db.prepare("SELECT password_sealed FROM tel_trunks WHERE id = 'sipgate'").get() as { password_sealed: string };
     expect(row.password_sealed.startsWith('v1.')).toBe(true);
     const l = await j(await adm('/signal.ashx?trunks=list', 'trunks-list'));
-    expect(l.body.trunks.map((t: { id: string }) => t.id)).toEqual(['main', 'sipgate']);
+    expect(l.body.trunks.map((t: { id: string }) => t.id)).toEqual(['a', 'b', 'main', 'sipgate']);
     expect(JSON.stringify(l.body)).not.toContain('s3cret-pw');
     expect((await j(await adm('/signal.ashx?trunks=list', 'trunks-list', undefined, B))).body.trunks).toEqual([]);
     await adm('/signal.ashx?trunks=remove', 'trunks-remove', { id: 'main' });
