@@ -55,6 +55,7 @@ interface RefreshRow {
 }
 
 export interface AuthenticatedClient { client: OidcClient; method: AuthMethod }
+type ClientAuthForm = { client_id?: string; client_secret?: string; client_assertion_type?: string; client_assertion?: string };
 
 /**
  * 16 random bytes as base64url (a token's jti): drawn from a 4 KiB block of the CSPRNG filled at
@@ -112,7 +113,7 @@ function clientAuthFailed(why: string, basic: boolean): AppError {
  * verification, revocation and introspection. No HTTP in here; routes.ts maps requests onto it.
  */
 export class OidcProvider {
-  readonly #grants = new Map<string, { handler: GrantHandler; clientAuth: 'required' | 'optional' }>();
+  readonly #grants = new Map<string, { handler: GrantHandler; clientAuth: 'required' | 'optional'; sync?: (g: GrantContext) => Record<string, unknown> }>();
   readonly #stmts;
 
   constructor(
@@ -132,7 +133,7 @@ export class OidcProvider {
     };
     this.#grants.set('authorization_code', { handler: (g) => this.codeGrant(g), clientAuth: 'required' });
     this.#grants.set('refresh_token', { handler: (g) => this.refreshGrant(g), clientAuth: 'required' });
-    this.#grants.set('client_credentials', { handler: (g) => this.clientCredentialsGrant(g), clientAuth: 'required' });
+    this.#grants.set('client_credentials', { handler: async (g) => this.clientCredentialsGrant(g), clientAuth: 'required', sync: (g) => this.clientCredentialsGrant(g) });
     this.#grants.set('password', { handler: (g) => this.passwordGrant(g), clientAuth: 'required' });
     this.#grants.set(JWT_BEARER, { handler: (g) => this.jwtBearerGrant(g), clientAuth: 'optional' });
   }
@@ -156,7 +157,12 @@ export class OidcProvider {
    * Authenticates the client of a token, revocation or introspection request. Exactly one method
    * may be used (RFC 6749 §2.3), and it must be the one the client registered.
    */
-  async authenticateClient(tenant: Tenant, issuer: string, form: { client_id?: string; client_secret?: string; client_assertion_type?: string; client_assertion?: string }, req: RequestInfo): Promise<AuthenticatedClient | undefined> {
+  async authenticateClient(tenant: Tenant, issuer: string, form: ClientAuthForm, req: RequestInfo): Promise<AuthenticatedClient | undefined> {
+    return this.#authenticate(tenant, issuer, form, req);
+  }
+
+  /** authenticateClient, synchronous unless a client assertion has to be verified. */
+  #authenticate(tenant: Tenant, issuer: string, form: ClientAuthForm, req: RequestInfo): AuthenticatedClient | undefined | Promise<AuthenticatedClient> {
     const basic = basicCredentials(header(req.headers, 'authorization'));
     const used = (basic !== undefined ? 1 : 0) + (form.client_secret !== undefined ? 1 : 0) + (form.client_assertion !== undefined ? 1 : 0);
     if (used > 1) throw oauthError('invalid_request', 'more than one client authentication method used');
@@ -169,37 +175,40 @@ export class OidcProvider {
       if (!c) throw clientAuthFailed('client authentication failed', true);
       return { client: c, method: 'client_secret_basic' };
     }
-    const fail = (why: string) => clientAuthFailed(why, false);
     if (form.client_secret !== undefined) {
       const c = this.clients.authenticateSecret(tenant, form.client_id ?? '', 'client_secret_post', form.client_secret);
-      if (!c) throw fail('client authentication failed');
+      if (!c) throw clientAuthFailed('client authentication failed', false);
       return { client: c, method: 'client_secret_post' };
     }
-    if (form.client_assertion !== undefined) {
-      if (form.client_assertion_type !== CLIENT_ASSERTION_TYPE) throw oauthError('invalid_request', `client_assertion_type must be ${CLIENT_ASSERTION_TYPE}`);
-      let claims: jose.JWTPayload;
-      try {
-        claims = jose.decodeJwt(form.client_assertion);
-      } catch {
-        throw fail('client_assertion is not a JWT');
-      }
-      const id = typeof claims.iss === 'string' ? claims.iss : '';
-      if (form.client_id !== undefined && form.client_id !== id) throw oauthError('invalid_request', 'client_id differs from the assertion issuer');
-      const c = this.clients.get(tenant, id);
-      if (!c || c.authMethod !== 'private_key_jwt') throw fail('client authentication failed');
-      // RFC 7523 §3: iss = sub = client_id, aud = the token endpoint (we accept the issuer too, OIDC Core §9).
-      await this.verifyClientJwt(tenant, c, form.client_assertion, [issuer, `${issuer}/oauth2/v1/token`, `${issuer}/oidc.ashx/token`], true).catch((e: unknown) => {
-        throw fail(`client_assertion rejected: ${(e as Error).message}`);
-      });
-      return { client: c, method: 'private_key_jwt' };
-    }
+    if (form.client_assertion !== undefined) return this.#authenticateAssertion(tenant, issuer, form, form.client_assertion);
     if (form.client_id !== undefined) {
       const c = this.clients.get(tenant, form.client_id);
-      if (!c) throw fail('unknown client');
-      if (c.authMethod !== 'none') throw fail(`client ${c.clientId} must authenticate with ${c.authMethod}`);
+      if (!c) throw clientAuthFailed('unknown client', false);
+      if (c.authMethod !== 'none') throw clientAuthFailed(`client ${c.clientId} must authenticate with ${c.authMethod}`, false);
       return { client: c, method: 'none' };
     }
     return undefined;
+  }
+
+  /** private_key_jwt (RFC 7523 §2.2, OIDC Core §9). */
+  async #authenticateAssertion(tenant: Tenant, issuer: string, form: ClientAuthForm, assertion: string): Promise<AuthenticatedClient> {
+    const fail = (why: string) => clientAuthFailed(why, false);
+    if (form.client_assertion_type !== CLIENT_ASSERTION_TYPE) throw oauthError('invalid_request', `client_assertion_type must be ${CLIENT_ASSERTION_TYPE}`);
+    let claims: jose.JWTPayload;
+    try {
+      claims = jose.decodeJwt(assertion);
+    } catch {
+      throw fail('client_assertion is not a JWT');
+    }
+    const id = typeof claims.iss === 'string' ? claims.iss : '';
+    if (form.client_id !== undefined && form.client_id !== id) throw oauthError('invalid_request', 'client_id differs from the assertion issuer');
+    const c = this.clients.get(tenant, id);
+    if (!c || c.authMethod !== 'private_key_jwt') throw fail('client authentication failed');
+    // RFC 7523 §3: iss = sub = client_id, aud = the token endpoint (we accept the issuer too, OIDC Core §9).
+    await this.verifyClientJwt(tenant, c, assertion, [issuer, `${issuer}/oauth2/v1/token`, `${issuer}/oidc.ashx/token`], true).catch((e: unknown) => {
+      throw fail(`client_assertion rejected: ${(e as Error).message}`);
+    });
+    return { client: c, method: 'private_key_jwt' };
   }
 
   /** Verifies a JWT signed with one of the client's registered keys (RFC 7523, RFC 9101). */
@@ -229,12 +238,14 @@ export class OidcProvider {
   async token(tenant: Tenant, issuer: string, form: TokenForm, req: RequestInfo): Promise<Record<string, unknown>> {
     const g = this.#grants.get(form.grant_type);
     if (!g) throw oauthError('unsupported_grant_type', `grant_type ${form.grant_type} is not supported`);
-    const auth = await this.authenticateClient(tenant, issuer, form, req);
+    const pending = this.#authenticate(tenant, issuer, form, req);
+    const auth = pending instanceof Promise ? await pending : pending;
     if (!auth && g.clientAuth === 'required') throw oauthError('invalid_client', 'client authentication or client_id is required', 401);
     if (auth && !auth.client.grantTypes.includes(form.grant_type)) {
       throw oauthError('unauthorized_client', `client ${auth.client.clientId} may not use grant_type ${form.grant_type}`);
     }
-    return g.handler({ tenant, issuer, form, client: auth?.client, req, provider: this });
+    const ctx: GrantContext = { tenant, issuer, form, client: auth?.client, req, provider: this };
+    return g.sync ? g.sync(ctx) : g.handler(ctx);
   }
 
   /** Scopes asked for, limited to the known ones (RFC 6749 §3.3: unknown → invalid_scope). */
@@ -319,11 +330,13 @@ export class OidcProvider {
     });
   }
 
-  private async clientCredentialsGrant(g: GrantContext): Promise<Record<string, unknown>> {
+  /** Synchronous: nothing to wait for (no id_token, no refresh token), so no promise per step. */
+  private clientCredentialsGrant(g: GrantContext): Record<string, unknown> {
     const client = g.client!;
     // No user: identity scopes make no sense (OIDC Core §3.1.2.1 is about users).
     const scope = this.parseScope(g.form.scope, []).filter((s) => s !== 'openid' && s !== 'offline_access' && s !== 'profile' && s !== 'email');
-    return this.issue(g.tenant, g.issuer, { client, scope, withIdToken: false, withRefresh: false });
+    const at = this.mintAccessToken(g.tenant, g.issuer, { client, scope });
+    return { access_token: at.token, token_type: 'Bearer', expires_in: this.config.accessTokenTtl, scope: scope.join(' ') };
   }
 
   private async passwordGrant(g: GrantContext): Promise<Record<string, unknown>> {
@@ -427,6 +440,10 @@ export class OidcProvider {
   }
 
   async accessToken(tenant: Tenant, issuer: string, o: { client: OidcClient; user?: User; scope: string[]; grantId?: string; authTime?: number; extra?: Record<string, unknown> }): Promise<{ token: string; exp: number; jti: string }> {
+    return this.mintAccessToken(tenant, issuer, o);
+  }
+
+  mintAccessToken(tenant: Tenant, issuer: string, o: { client: OidcClient; user?: User; scope: string[]; grantId?: string; authTime?: number; extra?: Record<string, unknown> }): { token: string; exp: number; jti: string } {
     const now = this.now();
     const exp = now + this.config.accessTokenTtl;
     const jti = randomId16();
@@ -439,7 +456,7 @@ export class OidcProvider {
       ...(o.grantId ? { gid: o.grantId } : {}),
       ...o.extra,
     };
-    return { token: await this.keys.sign(tenant, payload, { alg: this.config.accessTokenAlg, typ: 'at+jwt' }), exp, jti };
+    return { token: this.keys.signSync(tenant, payload, { alg: this.config.accessTokenAlg, typ: 'at+jwt' }), exp, jti };
   }
 
   async idToken(tenant: Tenant, issuer: string, o: { client: OidcClient; user: User; authTime: number; nonce?: string; sid?: string; accessToken?: string; code?: string; scope: string[]; amr?: string[] }): Promise<string> {
@@ -468,7 +485,7 @@ export class OidcProvider {
     client: OidcClient; user?: User; scope: string[]; grantId?: string; authTime?: number; nonce?: string; sid?: string;
     withIdToken: boolean; withRefresh: boolean; refreshScope?: string[]; amr?: string[];
   }): Promise<Record<string, unknown>> {
-    const at = await this.accessToken(tenant, issuer, o);
+    const at = this.mintAccessToken(tenant, issuer, o);
     const out: Record<string, unknown> = { access_token: at.token, token_type: 'Bearer', expires_in: this.config.accessTokenTtl, scope: o.scope.join(' ') };
     if (o.withIdToken && o.user) {
       out.id_token = await this.idToken(tenant, issuer, { client: o.client, user: o.user, authTime: o.authTime ?? this.now(), nonce: o.nonce, sid: o.sid, accessToken: at.token, scope: o.scope, amr: o.amr });
