@@ -278,13 +278,16 @@ export class Call {
 
   private wireEngine(engine: VoiceEngine): void {
     engine.on('audio', (pcm24) => {
+      if (this.bridged) return; // the AI has left a bridged transfer
       if (this.state !== 'answered' && this.pendingOutcome === null) return;
       if (!this.media || !this.mediaStarted) return;
       if (this.firstEngineAudioHr === null) this.firstEngineAudioHr = process.hrtime.bigint();
       this.lastEngineAudioAt = Date.now();
       this.media.play(this.decimator.process(pcm24));
     });
-    engine.on('interrupted', () => this.media?.flush());
+    engine.on('interrupted', () => {
+      if (!this.bridged) this.media?.flush();
+    });
     engine.on('inputTranscript', (t) => this.addTranscript('Caller', t));
     engine.on('outputTranscript', (t) => this.addTranscript('AI', t));
     engine.on('turnComplete', () => {
@@ -339,7 +342,12 @@ export class Call {
     }
   }
 
-  /** RFC 3515 blind transfer of the far end; a refused REFER keeps the call with the AI. */
+  /**
+   * RFC 3515 blind transfer of the far end. Many trunks refuse REFER: then, for a phone number,
+   * a second leg — we call the number on the same trunk and, once it answers, connect the two
+   * parties' media in the media threads and let the AI leave. A failed second leg keeps the call
+   * with the AI.
+   */
   private async transfer(c: ToolCall): Promise<void> {
     const engine = this.engine!;
     const toPhone = typeof c.args.phone === 'string' ? c.args.phone : '';
@@ -353,13 +361,96 @@ export class Call {
       ? `sip:${toPhone}@${trunk.host}:${trunk.port}`
       : `sip:${encodeURIComponent(toUser)}@${trunk.fromDomain || trunk.host}`;
     const status = await this.leg.refer(target);
-    if (status < 200 || status >= 300) {
-      engine.sendToolResponse(c, { ok: false, error: `transfer refused (SIP ${status})` });
+    if (this.ended) return;
+    if (status >= 200 && status < 300) {
+      engine.sendToolResponse(c, { ok: true });
+      this.deps.emit('transferred', this.callId, { toUser, toPhone, transferType: 'outbound-to-user', trunkId: this.trunkId });
+      this.hangup('transferred-to-vnum', '');
+      return;
+    }
+    const second = toPhone && /^\+?[0-9]{2,15}$/.test(toPhone) ? await this.secondLeg(trunk, toPhone) : `no phone number for a second leg`;
+    if (this.ended) return;
+    if (typeof second === 'string') {
+      engine.sendToolResponse(c, { ok: false, error: `transfer refused (SIP ${status}); second leg: ${second}` });
       return;
     }
     engine.sendToolResponse(c, { ok: true });
     this.deps.emit('transferred', this.callId, { toUser, toPhone, transferType: 'outbound-to-user', trunkId: this.trunkId });
-    this.hangup('transferred-to-vnum', '');
+    // The two parties now hear each other; the AI leaves. Either side's BYE ends both.
+    this.pendingOutcome = 'transferred-to-vnum';
+    this.bridged = true;
+    this.media!.bridgeTo(second);
+    second.bridgeTo(this.media!);
+    this.engine?.close();
+  }
+
+  private bridged = false;
+  /** The second leg of a bridged transfer: its dialog and media, torn down with the call. */
+  private second: { leg: OutboundCall; media: MediaLeg } | null = null;
+
+  /** Calls `phone` on `trunk`; resolves with its started media leg once answered, or why not. */
+  private async secondLeg(trunk: Trunk, phone: string): Promise<MediaLeg | string> {
+    // The second leg is a call on the trunk like any other: it counts against maxConcurrentCalls.
+    const load = this.deps.trunkLoad.get(trunk.id) ?? 0;
+    if (load >= trunk.maxConcurrentCalls) return `trunk ${trunk.id} at max concurrent calls`;
+    this.deps.trunkLoad.set(trunk.id, load + 1);
+    this.secondLoad = trunk.id;
+    const result = await this.dialSecond(trunk, phone);
+    if (typeof result === 'string') this.releaseSecondLoad();
+    return result;
+  }
+
+  private secondLoad: string | null = null;
+  private releaseSecondLoad(): void {
+    if (this.secondLoad === null) return;
+    this.deps.trunkLoad.set(this.secondLoad, Math.max(0, (this.deps.trunkLoad.get(this.secondLoad) ?? 1) - 1));
+    this.secondLoad = null;
+  }
+
+  private async dialSecond(trunk: Trunk, phone: string): Promise<MediaLeg | string> {
+    let media: MediaLeg;
+    try {
+      media = await this.deps.media.open();
+    } catch (err) {
+      return (err as Error).message;
+    }
+    if (this.ended) {
+      void media.stop();
+      return 'the call ended';
+    }
+    const codecs: Codec[] = trunk.codecs.length ? trunk.codecs : ['PCMU', 'PCMA'];
+    const offer = buildOffer({ host: this.deps.sipHost, port: media.port, codecs, sessionId: Date.now() });
+    const leg = this.deps.ua.invite(trunk, phone, this.req.displayName, offer);
+    this.second = { leg, media };
+    return new Promise((resolve) => {
+      const giveUp = (why: string) => {
+        clearTimeout(timer);
+        if (this.second?.leg === leg) this.second = null;
+        void media.stop();
+        resolve(why);
+      };
+      const timer = setTimeout(() => leg.cancel(), this.req.ringTimeoutSec * 1000);
+      leg.on('failed', (st, reason) => giveUp(st === 487 ? 'no answer' : `SIP ${st} ${reason}`));
+      leg.on('bye', () => {
+        if (this.second?.leg === leg) this.hangup('transferred-to-vnum', '');
+      });
+      leg.on('answered', (res) => {
+        clearTimeout(timer);
+        if (this.ended) return resolve('the call ended'); // end() tears the leg down
+        let neg;
+        try {
+          neg = parseAnswer(res.body.toString('utf8'), codecs);
+        } catch (err) {
+          void leg.bye();
+          return giveUp(err instanceof SdpError ? err.message : 'bad SDP answer');
+        }
+        media.start(
+          { codec: neg.codec, payloadType: neg.payloadType, dtmfPayloadType: neg.dtmfPayloadType, remoteHost: neg.host, remotePort: neg.port, remoteRtcpPort: neg.rtcpPort, mediaTimeoutMs: this.mediaTimeoutMs },
+          { onAudio16k: () => undefined, onDtmf: () => undefined, onMediaTimeout: () => this.hangup('transferred-to-vnum', '') },
+        );
+        resolve(media);
+      });
+    });
   }
 
   /** Lets the AI finish its goodbye (queue empty, no new audio for 400 ms), then BYE. */
@@ -388,6 +479,8 @@ export class Call {
   /** Ends from our side: BYE when answered, CANCEL when still ringing. */
   hangup(outcome: Outcome, errorDetail: string): void {
     if (this.ended) return;
+    // A bridged transfer's outcome was settled when the AI handed over (a failure still reports).
+    if (this.bridged && outcome !== 'failed') outcome = 'transferred-to-vnum';
     if (this.state === 'answered' || this.state === 'ending') {
       this.state = 'ending';
       if (this.leg && this.leg.state === 'confirmed') {
@@ -436,6 +529,14 @@ export class Call {
     for (const t of [this.ringTimer, this.maxTimer, this.drainTimer]) if (t) clearTimeout(t);
     this.releaseTrunk();
     this.engine?.close();
+    this.releaseSecondLoad();
+    const second = this.second;
+    this.second = null;
+    if (second) {
+      if (second.leg.state === 'confirmed') void second.leg.bye();
+      else if (second.leg.state !== 'terminated') second.leg.cancel();
+      void second.media.stop();
+    }
     const endedAt = new Date();
     const media = this.media;
     this.media = null;
@@ -454,6 +555,7 @@ export class Call {
       packetsSent: m?.packetsSent ?? 0,
       packetsReceived: m?.packetsReceived ?? 0,
       rxLost: m?.rxLost ?? 0,
+      relayedFrames: m?.relayedFrames ?? 0,
       rtcpSent: m?.rtcpSent ?? 0,
       rtcpReceived: m?.rtcpReceived ?? 0,
       rttMs: m?.rttMs ?? null,

@@ -81,6 +81,16 @@ describe('playback ring (SharedArrayBuffer, one writer, one reader)', () => {
     expect(w.queued).toBe(0);
   });
 
+  it('a flush that happened before the reader existed still applies', () => {
+    const sab = createRing(256);
+    const w = new RingWriter(sab);
+    w.write(ramp(200));
+    w.flush();
+    const r = new RingReader(sab); // the media thread takes the call up only now
+    expect(r.queued).toBe(0);
+    expect(r.encodeInto('PCMU', new Uint8Array(160), 0, 160)).toBe(0);
+  });
+
   it('refuses a capacity that is not a power of two', () => {
     expect(() => createRing(1000)).toThrow(/power of two/);
   });
@@ -217,6 +227,37 @@ for (const [i, [title, make]] of hosts.entries()) {
         expect(again, `port ${p} free again`).not.toBeNull();
         again!.close();
       }
+    });
+  });
+}
+
+for (const [i, [title, make]] of hosts.entries()) {
+  describe(`${title}: bridged transfer`, () => {
+    it('bridgeTo relays each far end\'s audio to the other party at 8 kHz, without the engine', async () => {
+      const host = make(42000 + i * 100);
+      cleanups.push(() => host.close());
+      const [farA, farB] = [await farEnd(), await farEnd()];
+      const [a, b] = [await host.open(), await host.open()];
+      let toEngine = 0;
+      const handlers = { onAudio16k: () => void toEngine++, onDtmf: () => undefined };
+      a.start({ codec: 'PCMU', payloadType: 0, dtmfPayloadType: null, remoteHost: '127.0.0.1', remotePort: farA.port, remoteRtcpPort: farA.rtcpPort }, handlers);
+      b.start({ codec: 'PCMA', payloadType: 8, dtmfPayloadType: null, remoteHost: '127.0.0.1', remotePort: farB.port, remoteRtcpPort: farB.rtcpPort }, handlers);
+      a.play(new Int16Array(8000).fill(5000)); // the AI was talking: dropped at the bridge
+      a.bridgeTo(b);
+      b.bridgeTo(a);
+      // Far end A talks (μ-law); far end B must hear it (A-law, re-encoded), and nothing of the AI.
+      const tone = encodeG711('PCMU', new Int16Array(160).fill(2000));
+      for (let k = 0; k < 25; k++) {
+        farA.sock.send(buildRtp({ marker: k === 0, payloadType: 0, sequence: k, timestamp: k * 160, ssrc: 1, payload: tone }), a.port, '127.0.0.1');
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      const loud = (g: { payload: Buffer }) => Math.abs(decodeG711('PCMA', g.payload.subarray(0, 1))[0]) > 1500;
+      await until(() => farB.got.filter(loud).length >= 15 || undefined, 5000, 'A\'s audio at B');
+      expect(farB.got.filter(loud).every((g) => Math.abs(decodeG711('PCMA', g.payload.subarray(0, 1))[0] - 2000) < 150)).toBe(true);
+      expect(farA.got.filter((g) => g.payload[0] !== 0xff).length).toBe(0); // the AI's queued audio never played
+      expect(toEngine).toBe(0);
+      expect((await a.stop()).relayedFrames).toBeGreaterThanOrEqual(20);
+      await b.stop();
     });
   });
 }

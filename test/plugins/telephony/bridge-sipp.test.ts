@@ -361,6 +361,26 @@ describe('telephony bridge against SIPp', () => {
     expect(exit.code, exit.output).toBe(0);
   });
 
+  it('a refused REFER falls back to a second leg: the number is called, the parties are bridged, the AI leaves', async () => {
+    const s = await sipp({ scenario: 'answer-refer-403', rtpEcho: true, calls: 2 });
+    const engine = await fake([{ say: 'Ich verbinde Sie.', audioMs: 300 }, { tool: 'transfer_to_user', args: { phone: '+4989777' } }, { wait: 15_000 }]);
+    await api('PUT', '/trunks', { trunks: [trunkFor('t1', s, { scenario: 'answer-refer-403' })] });
+    const callId = `oac-${randomBytes(6).toString('hex')}`;
+    expect((await api('POST', '/calls', placeBody(callId, ['t1'], engine.url))).status).toBe(202);
+    await waitFor(() => eventsOf(callId).find((e) => e.type === 'transferred'));
+    expect(engine.sessions[0].toolResponses[0]).toMatchObject({ name: 'transfer_to_user', response: { ok: true } });
+    expect(eventsOf(callId).find((e) => e.type === 'transferred')).toMatchObject({ toPhone: '+4989777', transferType: 'outbound-to-user', trunkId: 't1' });
+    expect(((await api('GET', '/calls')).json.calls as Array<{ callId: string }>).map((c) => c.callId)).toEqual([callId]); // still up, bridged
+    await new Promise((r) => setTimeout(r, 600)); // media flows both ways through the echoes
+    await api('POST', `/calls/${callId}/hangup`, { reason: 'finished' });
+    const ended = await waitFor(() => eventsOf(callId).find((e) => e.type === 'ended'));
+    expect(ended).toMatchObject({ outcome: 'transferred-to-vnum', answered: true });
+    const exit = await s.exited; // both calls got their BYE
+    expect(exit.code, exit.output).toBe(0);
+    const st = (await api('GET', '/stats')).json.ended as Array<{ callId: string; relayedFrames: number }>;
+    expect(st.find((m) => m.callId === callId)!.relayedFrames).toBeGreaterThan(10);
+  });
+
   it('hangup while ringing sends CANCEL (cancelled); a full trunk answers 503 no_capacity', async () => {
     const s = await sipp({ scenario: 'ring-no-answer' });
     const engine = await fake(GREET_AND_END);

@@ -34,6 +34,10 @@ export class InlineLeg implements MediaLeg {
   retarget(t: LegTarget): void {
     this.session?.retarget(t);
   }
+  bridgeTo(other: MediaLeg): void {
+    this.session?.flush();
+    this.session?.forwardTo((pcm) => other.play(pcm.slice()));
+  }
   get queuedMs(): number {
     return this.session?.queuedMs ?? 0;
   }

@@ -38,11 +38,13 @@ export interface LegMetrics extends RtcpMetrics {
   packetsSent: number;
   packetsReceived: number;
   rxLost: number;
+  /** Far-end frames handed to the other party of a bridged transfer. */
+  relayedFrames: number;
   firstAudioSentAt: bigint | null;
 }
 
 export const EMPTY_METRICS: LegMetrics = {
-  sendJitterP99Ms: 0, sendJitterMaxMs: 0, intervals: 0, lateFrames: 0, skippedSlots: 0, packetsSent: 0, packetsReceived: 0, rxLost: 0, firstAudioSentAt: null,
+  sendJitterP99Ms: 0, sendJitterMaxMs: 0, intervals: 0, lateFrames: 0, skippedSlots: 0, packetsSent: 0, packetsReceived: 0, rxLost: 0, relayedFrames: 0, firstAudioSentAt: null,
   rtcpSent: 0, rtcpReceived: 0, rttMs: null, remoteFractionLostMax: null, remoteJitterMs: null, rxJitterMs: 0,
 };
 
@@ -63,6 +65,11 @@ export interface MediaLeg {
   flush(): void;
   /** The far end moved its media or put the call on/off hold (re-INVITE). */
   retarget(t: LegTarget): void;
+  /**
+   * Second-leg transfer: from now on this leg's far-end audio goes straight into `other`'s
+   * playback (8 kHz, no engine in between) instead of to onAudio16k. Call it on both legs.
+   */
+  bridgeTo(other: MediaLeg): void;
   /** Approximate ms of audio still queued (0 once the queue drained). */
   readonly queuedMs: number;
   readonly firstAudioSentAt: bigint | null;

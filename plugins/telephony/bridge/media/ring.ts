@@ -60,6 +60,14 @@ export class RingWriter extends RingSide {
     return true;
   }
 
+  /**
+   * Copies what fits and drops the rest (no hold-back): for relaying live audio between two
+   * calls, where audio 4 s late is worse than none. `pcm` may be reused by the caller afterwards.
+   */
+  writeOrDrop(pcm: Int16Array): number {
+    return this.copyIn(pcm, 0);
+  }
+
   /** Moves held audio into the ring; returns true while some is still held. */
   pump(): boolean {
     while (this.overflow.length) {
@@ -104,17 +112,14 @@ export class RingWriter extends RingSide {
 
 /** The sending media thread's side. */
 export class RingReader extends RingSide {
-  private flushSeen: number;
-  constructor(sab: SharedArrayBuffer) {
-    super(sab);
-    this.flushSeen = Atomics.load(this.head, FLUSHED_AT);
-  }
-
-  /** Applies a pending flush: the read point jumps to where the writer flushed. */
+  /**
+   * Applies a pending flush: the read point jumps to where the writer flushed. Compared on every
+   * read, not remembered: a flush may come before this reader exists (audio queued and flushed
+   * before the media thread took the call up). Distances are taken modulo 2^32 and stay far
+   * below 2^31 (the bridge caps a call at 24 h, 6.9e8 samples).
+   */
   private catchUp(): void {
     const f = Atomics.load(this.head, FLUSHED_AT);
-    if (f === this.flushSeen) return;
-    this.flushSeen = f;
     if (((f - Atomics.load(this.head, READ)) | 0) > 0) Atomics.store(this.head, READ, f);
   }
 

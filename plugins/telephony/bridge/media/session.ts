@@ -308,8 +308,8 @@ export class RtpSender implements Clocked {
   }
 }
 
-export type SenderMetrics = Omit<LegMetrics, 'packetsReceived' | 'rxLost' | keyof RtcpMetrics>;
-export type ReceiverMetrics = Pick<LegMetrics, 'packetsReceived' | 'rxLost' | keyof RtcpMetrics>;
+export type SenderMetrics = Omit<LegMetrics, 'packetsReceived' | 'rxLost' | 'relayedFrames' | keyof RtcpMetrics>;
+export type ReceiverMetrics = Pick<LegMetrics, 'packetsReceived' | 'rxLost' | 'relayedFrames' | keyof RtcpMetrics>;
 
 export interface ReceiverOptions {
   socket: dgram.Socket;
@@ -382,6 +382,9 @@ export class RtpReceiver implements Clocked {
     this.checkTimeout();
   }
 
+  /** Second-leg transfer: decoded far-end frames go here instead of to onAudio. */
+  forward: ((pcm8k: Int16Array) => void) | null = null;
+
   /** The far end's media moved, or it holds the call (no media expected, no timeout meanwhile). */
   retarget(t: LegTarget): void {
     this.expectMedia = t.expectMedia;
@@ -416,17 +419,21 @@ export class RtpReceiver implements Clocked {
     for (let i = 0; i < n; i++) this.playoutOne();
   }
 
+  relayedFrames = 0;
+
   playoutOne(): void {
     const incoming = this.jitter.pop();
-    if (incoming === undefined || !this.o.onAudio) return;
+    const sink = this.forward ?? this.o.onAudio;
+    if (incoming === undefined || !sink) return;
+    if (this.forward) this.relayedFrames++;
     if (incoming === null) {
       this.zero.fill(0); // a consumer may not write it, but stay safe: 160 stores
-      this.o.onAudio(this.zero);
+      sink(this.zero);
       return;
     }
     if (incoming.length !== this.decoded.length) this.decoded = new Int16Array(incoming.length);
     decodeG711Into(this.o.codec, incoming, this.decoded);
-    this.o.onAudio(this.decoded);
+    sink(this.decoded);
   }
 
   private onPacket(buf: Buffer, host: string): void {
@@ -455,7 +462,7 @@ export class RtpReceiver implements Clocked {
 
   metrics(): ReceiverMetrics {
     const rtcp = this.rtcp?.metrics() ?? { rtcpSent: 0, rtcpReceived: 0, rttMs: null, remoteFractionLostMax: null, remoteJitterMs: null, rxJitterMs: (this.reception.jitter / 8000) * 1000 };
-    return { packetsReceived: this.packetsReceived, rxLost: this.jitter.lost, ...rtcp };
+    return { packetsReceived: this.packetsReceived, rxLost: this.jitter.lost, relayedFrames: this.relayedFrames, ...rtcp };
   }
 
   /** Stops the playout clock; RTCP says BYE (§6.6) and its socket is closed. */
@@ -524,6 +531,10 @@ export class MediaSession {
   retarget(t: LegTarget): void {
     this.tx.retarget(t.remoteHost, t.remotePort);
     this.rx.retarget(t);
+  }
+  /** Far-end audio goes to `sink` (another call's playback) instead of onAudio. */
+  forwardTo(sink: (pcm8k: Int16Array) => void): void {
+    this.rx.forward = sink;
   }
   flush(): void {
     this.tx.flush();

@@ -121,7 +121,8 @@ class ThreadLeg implements MediaLeg {
     this.rx?.post({ op: 'start', id: this.id, o, ring: this.sab, info });
   }
   play(pcm8k: Int16Array): void {
-    if (pcm8k.length === 0 || this.stopping) return;
+    // Once bridged, another leg's receiver is the ring's only producer (single-producer ring).
+    if (pcm8k.length === 0 || this.stopping || this.bridged) return;
     if (this.ring.write(pcm8k)) this.host.pumpLater(this);
     if (!this.kicked) {
       // The sender re-phases its 20 ms grid for the first AI audio: tell it now rather than
@@ -136,6 +137,17 @@ class ThreadLeg implements MediaLeg {
   }
   flush(): void {
     this.ring.flush();
+  }
+  /** The ring this leg plays from (another leg's receiver writes into it once bridged). */
+  get playbackRing(): SharedArrayBuffer {
+    return this.sab;
+  }
+  private bridged = false;
+  bridgeTo(other: MediaLeg): void {
+    if (!(other instanceof ThreadLeg)) throw new Error('bridgeTo needs a leg of the same media host');
+    this.bridged = true;
+    this.ring.flush(); // the AI's queued words are not for the new party
+    (this.rx ?? this.tx).post({ op: 'forward', id: this.id, ring: other.playbackRing });
   }
   retarget(t: LegTarget): void {
     this.tx.post({ op: 'retarget', id: this.id, t });

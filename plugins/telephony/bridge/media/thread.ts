@@ -17,7 +17,7 @@ import { execFileSync } from 'node:child_process';
 import os from 'node:os';
 import type dgram from 'node:dgram';
 import { PortPool, RtpReceiver, RtpSender, MediaSession, bindSocket } from './session.ts';
-import { RingReader } from './ring.ts';
+import { RingReader, RingWriter } from './ring.ts';
 import { SenderInfo } from './rtcp.ts';
 import { upsample8to16Into } from './audio.ts';
 import { InputBatcher, type LegStart, type LegTarget } from './leg.ts';
@@ -31,6 +31,7 @@ export type ToThread =
   | { op: 'start'; id: number; o: LegStart; ring: SharedArrayBuffer; info: SharedArrayBuffer }
   | { op: 'kick'; id: number } // tx, both: the first AI audio was written to the ring
   | { op: 'retarget'; id: number; t: LegTarget }
+  | { op: 'forward'; id: number; ring: SharedArrayBuffer } // rx, both: far-end audio into that ring
   | { op: 'stop'; id: number };
 
 export interface ThreadData {
@@ -166,6 +167,14 @@ function serve(port: MessagePort, d: ThreadData): void {
         else if (l?.kind === 'rx') l.receiver?.retarget(m.t);
         else if (l?.kind === 'both') l.session?.retarget(m.t);
         return;
+      case 'forward': {
+        // The other call's ring gets a producer here; the call logic stopped writing to it.
+        const ring = new RingWriter(m.ring);
+        const sink = (pcm: Int16Array) => void ring.writeOrDrop(pcm);
+        if (l?.kind === 'rx' && l.receiver) l.receiver.forward = sink;
+        else if (l?.kind === 'both') l.session?.forwardTo(sink);
+        return;
+      }
       case 'kick':
         if (l?.kind === 'tx') l.sender?.audioQueued();
         else if (l?.kind === 'both') l.session?.audioQueued();
