@@ -1,26 +1,16 @@
-import fs from 'node:fs';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { openCore, type CoreServices } from '../../server/app.ts';
+import type { CoreServices } from '../../server/app.ts';
 import { ManualClock } from '../../server/clock.ts';
 import { EventBus, type AppEvent } from '../../server/events.ts';
 import { JobQueue, PermanentFailure, RetryAt, type JobRow } from '../../server/jobs.ts';
-import { LogCapture, tempDir } from '../support/server.ts';
+import { tempDir } from '../support/server.ts';
+import { coreHarness } from '../support/core.ts';
 
-const open: Array<{ core: CoreServices; dir: string }> = [];
-afterEach(async () => {
-  for (const { core, dir } of open.splice(0)) {
-    await core.jobs.shutdown(200);
-    core.events.stop();
-    if (core.db.open) core.db.close();
-    fs.rmSync(dir, { recursive: true, force: true });
-  }
-});
+const openTestCore = coreHarness('sovcomms-jobs-');
 
-function setup(clock = new ManualClock(), dir = tempDir('sovcomms-jobs-')): CoreServices {
-  const core = openCore({ dataDir: dir, env: {}, clock, overrides: { jobs: { pollMs: 20 } }, logDestination: new LogCapture() });
-  open.push({ core, dir });
-  return core;
+function setup(clock = new ManualClock(), dir?: string): CoreServices {
+  return openTestCore({ clock, dir });
 }
 
 async function until(cond: () => boolean, ms = 5000, what = 'condition'): Promise<void> {

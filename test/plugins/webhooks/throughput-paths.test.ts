@@ -1,11 +1,11 @@
-import fs from 'node:fs';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { openCore, type CoreServices } from '../../../server/app.ts';
-import { LogCapture, startTestServer, tempDir, type TestServer } from '../../support/server.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CoreServices } from '../../../server/app.ts';
+import { startTestServer, type TestServer } from '../../support/server.ts';
 import type { WebhookService } from '../../../plugins/webhooks/service.ts';
 import { DEFAULT_POLICY, cachingResolver, mergePolicy, resolveAllowed } from '../../../plugins/webhooks/net-policy.ts';
 import { send } from '../../../plugins/webhooks/sender.ts';
 import { Receiver, testPlugins, until } from './support.ts';
+import { coreHarness } from '../../support/core.ts';
 
 /**
  * The paths the throughput work added: the core queue's `RunningJob.complete()` (the job's
@@ -14,19 +14,9 @@ import { Receiver, testPlugins, until } from './support.ts';
  */
 
 describe('RunningJob.complete (core job queue)', () => {
-  const open: Array<{ core: CoreServices; dir: string }> = [];
-  afterEach(async () => {
-    for (const { core, dir } of open.splice(0)) {
-      await core.jobs.shutdown(200);
-      core.events.stop();
-      if (core.db.open) core.db.close();
-      fs.rmSync(dir, { recursive: true, force: true });
-    }
-  });
+  const openTestCore = coreHarness('sovcomms-jobs-complete-');
   const setup = (): CoreServices => {
-    const dir = tempDir('sovcomms-jobs-complete-');
-    const core = openCore({ dataDir: dir, env: {}, overrides: { jobs: { pollMs: 20 } }, logDestination: new LogCapture() });
-    open.push({ core, dir });
+    const core = openTestCore();
     core.db.exec('CREATE TABLE effects (job INTEGER, attempt INTEGER)');
     return core;
   };

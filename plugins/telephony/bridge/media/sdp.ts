@@ -47,16 +47,29 @@ export class SdpError extends Error {
   override name = 'SdpError';
 }
 
-/** Reads the answer; throws SdpError when no offered codec survived (RFC 3264 §6: must be a subset). */
-export function parseAnswer(sdp: string, offered: Codec[]): NegotiatedMedia {
+type AudioMedia = sdpTransform.SessionDescription['media'][number];
+
+/** The session and its first active audio stream; `what` names the description in errors. */
+function activeAudio(sdp: string, what: 'answer' | 'offer'): { parsed: sdpTransform.SessionDescription; audio: AudioMedia } {
   let parsed: sdpTransform.SessionDescription;
   try {
     parsed = sdpTransform.parse(sdp);
   } catch {
-    throw new SdpError('unparseable SDP answer');
+    throw new SdpError(`unparseable SDP ${what}`);
   }
   const audio = parsed.media.find((m) => m.type === 'audio' && m.port > 0);
-  if (!audio) throw new SdpError('SDP answer has no active audio stream');
+  if (!audio) throw new SdpError(`SDP ${what} has no active audio stream`);
+  return { parsed, audio };
+}
+
+/** RTCP port: a=rtcp (RFC 3605), else RTP port + 1 (RFC 3550 §11). */
+function rtcpPortOf(audio: AudioMedia): number {
+  return audio.rtcp?.port && audio.rtcp.port > 0 && audio.rtcp.port < 65536 ? audio.rtcp.port : audio.port + 1;
+}
+
+/** Reads the answer; throws SdpError when no offered codec survived (RFC 3264 §6: must be a subset). */
+export function parseAnswer(sdp: string, offered: Codec[]): NegotiatedMedia {
+  const { parsed, audio } = activeAudio(sdp, 'answer');
   const host = audio.connection?.ip ?? parsed.connection?.ip;
   if (!host) throw new SdpError('SDP answer has no connection address');
   const pts = String(audio.payloads ?? '')
@@ -75,8 +88,7 @@ export function parseAnswer(sdp: string, offered: Codec[]): NegotiatedMedia {
   }
   if (!chosen) throw new SdpError('no common audio codec in SDP answer');
   const te = (audio.rtp ?? []).find((r) => r.codec.toLowerCase() === 'telephone-event' && r.rate === 8000);
-  const rtcpPort = audio.rtcp?.port && audio.rtcp.port > 0 && audio.rtcp.port < 65536 ? audio.rtcp.port : audio.port + 1;
-  return { host, port: audio.port, rtcpPort, codec: chosen.codec, payloadType: chosen.pt, dtmfPayloadType: te ? te.payload : null };
+  return { host, port: audio.port, rtcpPort: rtcpPortOf(audio), codec: chosen.codec, payloadType: chosen.pt, dtmfPayloadType: te ? te.payload : null };
 }
 
 /**
@@ -84,17 +96,9 @@ export function parseAnswer(sdp: string, offered: Codec[]): NegotiatedMedia {
  * and `inactive` (or the RFC 2543 hold address 0.0.0.0) mean no media from it for now.
  */
 export function parseReoffer(sdp: string): { host: string | null; port: number; rtcpPort: number; sends: boolean } {
-  let parsed: sdpTransform.SessionDescription;
-  try {
-    parsed = sdpTransform.parse(sdp);
-  } catch {
-    throw new SdpError('unparseable SDP offer');
-  }
-  const audio = parsed.media.find((m) => m.type === 'audio' && m.port > 0);
-  if (!audio) throw new SdpError('SDP offer has no active audio stream');
+  const { parsed, audio } = activeAudio(sdp, 'offer');
   const ip = audio.connection?.ip ?? parsed.connection?.ip ?? null;
   const direction = audio.direction ?? parsed.direction ?? 'sendrecv';
   const host = ip === '0.0.0.0' ? null : ip;
-  const rtcpPort = audio.rtcp?.port && audio.rtcp.port > 0 && audio.rtcp.port < 65536 ? audio.rtcp.port : audio.port + 1;
-  return { host, port: audio.port, rtcpPort, sends: host !== null && (direction === 'sendrecv' || direction === 'sendonly') };
+  return { host, port: audio.port, rtcpPort: rtcpPortOf(audio), sends: host !== null && (direction === 'sendrecv' || direction === 'sendonly') };
 }
