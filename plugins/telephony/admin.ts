@@ -10,7 +10,7 @@ import type { numberInput } from './schemas.ts';
 /** Trunk as the bridge gets it (CONTROL-API.md `Trunk`): ids are `<tenant-id>.<trunk-id>`. */
 export interface BridgeTrunk {
   id: string; host: string; port: number; transport: 'udp' | 'tcp'; username?: string; password?: string;
-  register: boolean; fromDomain?: string; callerId?: string; maxConcurrentCalls: number; codecs: ('PCMU' | 'PCMA')[];
+  register: boolean; fromDomain?: string; callerId?: string; maxConcurrentCalls: number; codecs: ('PCMU' | 'PCMA')[]; dnsSrv?: boolean;
 }
 
 export function bridgeTrunkId(tenantId: string, trunkId: string): string {
@@ -55,7 +55,7 @@ export class TelephonyAdmin {
     this.repo.upsertTrunk(t, {
       id, name: input.name, host: input.host, port: input.port, transport: input.transport, username: input.username,
       password_sealed: sealed, register: input.register ? 1 : 0, from_domain: input.fromDomain, caller_id: input.callerId,
-      max_concurrent_calls: input.maxConcurrentCalls, codecs: JSON.stringify(input.codecs),
+      max_concurrent_calls: input.maxConcurrentCalls, codecs: JSON.stringify(input.codecs), dns_srv: input.dnsSrv ? 1 : 0,
     }, this.now());
     this.trunksChanged();
     return this.repo.trunk(t, id)!;
@@ -85,6 +85,7 @@ export class TelephonyAdmin {
       ...(r.password_sealed ? { password: this.keys.openString(r.password_sealed, `telephony-trunk:${r.tenant_id}:${r.id}`) } : {}),
       register: r.register === 1, ...(r.from_domain ? { fromDomain: r.from_domain } : {}), ...(r.caller_id ? { callerId: r.caller_id } : {}),
       maxConcurrentCalls: r.max_concurrent_calls, codecs: JSON.parse(r.codecs) as ('PCMU' | 'PCMA')[],
+      ...(r.dns_srv ? { dnsSrv: true } : {}),
     }));
   }
 
@@ -276,7 +277,7 @@ export function trunkView(r: TrunkRow, status?: { registered: boolean | null; la
   return {
     id: r.id, name: r.name, host: r.host, port: r.port, transport: r.transport, username: r.username, hasPassword: r.password_sealed !== '',
     register: r.register === 1, fromDomain: r.from_domain, callerId: r.caller_id, maxConcurrentCalls: r.max_concurrent_calls,
-    codecs: JSON.parse(r.codecs) as string[], registered: status?.registered ?? null, lastError: status?.lastError ?? null,
+    codecs: JSON.parse(r.codecs) as string[], dnsSrv: r.dns_srv === 1, registered: status?.registered ?? null, lastError: status?.lastError ?? null,
   };
 }
 

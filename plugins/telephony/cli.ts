@@ -31,7 +31,7 @@ function zodMessage(e: unknown): string {
 export const trunkCommand: CliCommand = {
   summary: 'SIP trunks',
   usage: [
-    'trunk add --name NAME --host HOST [--id ID] [--port 5060] [--transport udp|tcp] [--username U] [--password-stdin] [--register] [--from-domain D] [--caller-id N] [--max-calls 10] [--codecs PCMU,PCMA] [--default] [--tenant HOST]',
+    'trunk add --name NAME --host HOST [--id ID] [--port 5060] [--transport udp|tcp] [--username U] [--password-stdin] [--register] [--from-domain D] [--caller-id N] [--max-calls 10] [--codecs PCMU,PCMA] [--srv] [--default] [--tenant HOST]',
     'trunk list [--tenant HOST]',
     'trunk remove ID [--tenant HOST]',
   ],
@@ -41,7 +41,7 @@ export const trunkCommand: CliCommand = {
         tenant: { type: 'string' }, id: { type: 'string' }, name: { type: 'string' }, host: { type: 'string' }, port: { type: 'string' },
         transport: { type: 'string' }, username: { type: 'string' }, 'password-stdin': { type: 'boolean' }, register: { type: 'boolean' },
         'from-domain': { type: 'string' }, 'caller-id': { type: 'string' }, 'max-calls': { type: 'string' }, codecs: { type: 'string' },
-        default: { type: 'boolean' },
+        default: { type: 'boolean' }, srv: { type: 'boolean' },
     });
     const a = admin(ctx);
     const t = tenantOf(ctx, values.tenant);
@@ -52,6 +52,7 @@ export const trunkCommand: CliCommand = {
           id: values.id, name: values.name, host: values.host, port: values.port ? Number(values.port) : undefined, transport: values.transport,
           username: values.username, password, register: values.register ?? false, fromDomain: values['from-domain'], callerId: values['caller-id'],
           maxConcurrentCalls: values['max-calls'] ? Number(values['max-calls']) : undefined, codecs: typeof values.codecs === 'string' ? values.codecs.split(',') : undefined,
+          dnsSrv: values.srv ?? false,
         });
         if (!parsed.success) throw new UsageError(`trunk add: ${zodMessage(parsed.error)}`);
         const row = a.saveTrunk(t, parsed.data);
@@ -63,7 +64,7 @@ export const trunkCommand: CliCommand = {
         const def = a.settings(t).defaultTrunkId;
         for (const r of a.trunks(t)) {
           const v = trunkView(r);
-          ctx.out(`${v.id}${v.id === def ? ' (default)' : ''}\t${v.name}\t${v.transport}://${v.host}:${v.port}\tuser=${v.username || '-'}\tpassword=${v.hasPassword ? 'set' : 'none'}\tregister=${v.register}\tmax=${v.maxConcurrentCalls}\t${v.codecs.join(',')}`);
+          ctx.out(`${v.id}${v.id === def ? ' (default)' : ''}\t${v.name}\t${v.transport}://${v.host}${v.dnsSrv ? ' (SRV)' : `:${v.port}`}\tuser=${v.username || '-'}\tpassword=${v.hasPassword ? 'set' : 'none'}\tregister=${v.register}\tmax=${v.maxConcurrentCalls}\t${v.codecs.join(',')}`);
         }
         return 0;
       }

@@ -7,7 +7,7 @@ import type { InboundRouteRow, OutboundRouteRow } from './routing.ts';
 export interface TrunkRow {
   tenant_id: string; id: string; name: string; host: string; port: number; transport: 'udp' | 'tcp'; username: string;
   password_sealed: string; register: number; from_domain: string; caller_id: string; max_concurrent_calls: number;
-  codecs: string; created_at: string; updated_at: string;
+  codecs: string; dns_srv: number; created_at: string; updated_at: string;
 }
 
 export interface CallRow {
@@ -76,13 +76,14 @@ export class TelephonyRepo {
   upsertTrunk(t: Tenant, r: Omit<TrunkRow, 'tenant_id' | 'created_at' | 'updated_at'>, now: string): void {
     this.db
       .prepare(`INSERT INTO tel_trunks (tenant_id, id, name, host, port, transport, username, password_sealed, register, from_domain,
-                  caller_id, max_concurrent_calls, codecs, created_at, updated_at)
+                  caller_id, max_concurrent_calls, codecs, dns_srv, created_at, updated_at)
                 VALUES (@tenant_id, @id, @name, @host, @port, @transport, @username, @password_sealed, @register, @from_domain,
-                  @caller_id, @max_concurrent_calls, @codecs, @now, @now)
+                  @caller_id, @max_concurrent_calls, @codecs, @dns_srv, @now, @now)
                 ON CONFLICT(tenant_id, id) DO UPDATE SET name = excluded.name, host = excluded.host, port = excluded.port,
                   transport = excluded.transport, username = excluded.username, password_sealed = excluded.password_sealed,
                   register = excluded.register, from_domain = excluded.from_domain, caller_id = excluded.caller_id,
-                  max_concurrent_calls = excluded.max_concurrent_calls, codecs = excluded.codecs, updated_at = excluded.updated_at`)
+                  max_concurrent_calls = excluded.max_concurrent_calls, codecs = excluded.codecs, dns_srv = excluded.dns_srv,
+                  updated_at = excluded.updated_at`)
       .run({ ...r, tenant_id: t.id, now });
   }
 

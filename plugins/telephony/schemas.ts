@@ -108,13 +108,14 @@ export const trunkInput = z.object({
   callerId: z.string().max(64).default(''),
   maxConcurrentCalls: z.number().int().min(1).max(1000).default(10),
   codecs: z.array(z.enum(['PCMU', 'PCMA'])).min(1).default(['PCMU', 'PCMA']),
+  dnsSrv: z.boolean().default(false).describe('locate the server by DNS SRV _sip._udp|_tcp.<host> (RFC 3263); port is the fallback'),
 });
 export type TrunkInput = z.infer<typeof trunkInput>;
 
 export const trunkView = z.object({
   id: z.string(), name: z.string(), host: z.string(), port: z.number().int(), transport: z.enum(['udp', 'tcp']),
   username: z.string(), hasPassword: z.boolean(), register: z.boolean(), fromDomain: z.string(), callerId: z.string(),
-  maxConcurrentCalls: z.number().int(), codecs: z.array(z.string()),
+  maxConcurrentCalls: z.number().int(), codecs: z.array(z.string()), dnsSrv: z.boolean(),
   registered: z.boolean().nullable().describe('from the bridge /health; null when unknown or not registering'),
   lastError: z.string().nullable(),
 });

@@ -11,6 +11,7 @@ import { DEFAULT_TIMERS, type Timers } from './sip/transaction.ts';
 import type { MediaHost } from './media/leg.ts';
 import { InlineMediaHost } from './media/inline.ts';
 import { ThreadMediaHost } from './media/thread-host.ts';
+import { SipResolver } from './sip/resolve.ts';
 import { Call, type CallMetrics } from './call.ts';
 import { EventSender } from './events.ts';
 import { GeminiLiveEngine } from './engine/gemini-live.ts';
@@ -40,6 +41,8 @@ export interface BridgeOptions {
   mediaRtPriority?: number;
   /** Hang up an answered call after this long without RTP or RTCP from the far end; 0 = never. */
   mediaTimeoutMs?: number;
+  /** DNS servers for trunk SRV lookups (`ip[:port]`, comma-separated); default the system's. */
+  dnsServers?: string;
   timers?: Timers;
   engineFactory?: (cfg: PlaceCall['engine']) => VoiceEngine;
 }
@@ -66,6 +69,7 @@ export function optionsFromEnv(env: NodeJS.ProcessEnv): BridgeOptions {
     mediaNice: int(env.SOVCOMMS_BRIDGE_MEDIA_NICE, -10) || 0,
     mediaRtPriority: int(env.SOVCOMMS_BRIDGE_MEDIA_RTPRIO, 10) || 0,
     mediaTimeoutMs: (int(env.SOVCOMMS_BRIDGE_MEDIA_TIMEOUT_SEC, 45) || 0) * 1000,
+    dnsServers: env.SOVCOMMS_BRIDGE_DNS_SERVERS || undefined,
   };
 }
 
@@ -83,6 +87,8 @@ function digest(s: string): Buffer {
   return createHash('sha256').update(s).digest();
 }
 
+const SRV_REFRESH_MS = 5 * 60_000;
+
 export class Bridge {
   readonly instanceId = randomBytes(8).toString('hex');
   private readonly transport = new SipTransport();
@@ -95,11 +101,13 @@ export class Bridge {
   readonly events: EventSender;
   private media!: MediaHost;
   private readonly tokenDigest: Buffer;
+  private readonly resolver: SipResolver;
   controlUrl = '';
 
   constructor(private readonly o: BridgeOptions) {
     this.events = new EventSender(o.callbackUrl, o.token, this.instanceId);
     this.tokenDigest = digest(o.token);
+    this.resolver = new SipResolver(o.dnsServers);
   }
 
   get sipPort(): number {
@@ -187,7 +195,11 @@ export class Bridge {
       version: BRIDGE_VERSION,
       sip: { host: this.o.sipHost, port: this.transport.port },
       activeCalls: this.calls.size,
-      trunks: [...this.trunks.values()].map((t) => ({ id: t.id, ...this.ua.trunkStatus(t.id) })),
+      trunks: [...this.trunks.values()].map((t) => {
+        const st = this.ua.trunkStatus(t.id);
+        const dns = this.dnsErrors.get(t.id);
+        return { id: t.id, ...st, lastError: dns ?? st.lastError };
+      }),
     };
   }
 
@@ -197,9 +209,49 @@ export class Bridge {
       if (ids.has(t.id)) throw new HttpError(400, 'invalid_request', `duplicate trunk id ${t.id}`);
       ids.add(t.id);
     }
+    const located = await Promise.all(trunks.map((t) => this.locate(t)));
     this.trunks.clear();
-    for (const t of trunks) this.trunks.set(t.id, t);
-    await this.ua.setTrunks(trunks, this.o.keepaliveMs > 0 ? this.o.keepaliveMs : 0);
+    for (const t of located) this.trunks.set(t.id, t);
+    await this.ua.setTrunks(located, this.o.keepaliveMs > 0 ? this.o.keepaliveMs : 0);
+    if (this.srvTimer) clearInterval(this.srvTimer);
+    this.srvTimer = null;
+    if (located.some((t) => t.dnsSrv)) {
+      // SRV answers change (maintenance, failover): look again every 5 minutes.
+      this.srvTimer = setInterval(() => void this.relocate(), SRV_REFRESH_MS);
+      this.srvTimer.unref();
+    }
+  }
+
+  private srvTimer: NodeJS.Timeout | null = null;
+  private readonly dnsErrors = new Map<string, string>();
+
+  /** A trunk with `dnsSrv` gets the address its SRV records name (RFC 3263); others as given. */
+  private async locate(t: Trunk): Promise<Trunk & { addr?: { host: string; port: number } }> {
+    if (!t.dnsSrv) {
+      this.dnsErrors.delete(t.id);
+      return t;
+    }
+    try {
+      const to = await this.resolver.locate(t.host, t.transport, t.port);
+      this.dnsErrors.delete(t.id);
+      return { ...t, addr: { host: to.host, port: to.port } };
+    } catch (err) {
+      // Keep the trunk: requests go to the host name (the system resolver, port as configured).
+      const msg = (err as Error).message;
+      this.dnsErrors.set(t.id, msg);
+      log('warn', 'trunk DNS SRV lookup failed', { trunkId: t.id, error: msg });
+      return t;
+    }
+  }
+
+  private async relocate(): Promise<void> {
+    for (const t of [...this.trunks.values()]) {
+      if (!t.dnsSrv) continue;
+      const next = await this.locate(t);
+      const cur = this.trunks.get(t.id) as (Trunk & { addr?: { host: string; port: number } }) | undefined;
+      // Mutated in place: calls and the UA hold the same trunk object.
+      if (cur && next !== t) cur.addr = (next as { addr?: { host: string; port: number } }).addr;
+    }
   }
 
   placeCall(req: PlaceCall): Call {
@@ -256,6 +308,7 @@ export class Bridge {
     this.events.stop();
     await this.ua?.shutdown();
     await this.transport.close();
+    if (this.srvTimer) clearInterval(this.srvTimer);
     await this.media?.close();
     await new Promise<void>((r) => {
       if (!this.server) return r();

@@ -13,6 +13,8 @@ export const TrunkSchema = z.object({
   callerId: z.string().max(64).optional(),
   maxConcurrentCalls: z.number().int().min(1).max(10_000),
   codecs: z.array(z.enum(['PCMU', 'PCMA'])).max(2),
+  /** Locate the server through DNS SRV `_sip._<transport>.<host>` (RFC 3263 §4.2); port is the fallback. */
+  dnsSrv: z.boolean().optional(),
 });
 export type Trunk = z.infer<typeof TrunkSchema>;
 

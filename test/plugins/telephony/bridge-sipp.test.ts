@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import dgram from 'node:dgram';
 import { startSipp, type SippOptions, type SippRun } from '../../support/sipp.ts';
+import { DnsServer } from '../../support/dns-server.ts';
 import { buildRtp, parseRtp } from '../../../plugins/telephony/bridge/media/rtp.ts';
 import { GeminiLiveFake, type ScriptStep } from '../../support/gemini-live-fake.ts';
 
@@ -16,6 +17,7 @@ const TOKEN = randomBytes(24).toString('hex');
 let bridge: ChildProcess;
 let controlUrl = '';
 let callbacks: http.Server;
+const dns = new DnsServer();
 const events: Array<Record<string, unknown>> = [];
 const waiters: Array<() => void> = [];
 const cleanups: Array<() => Promise<unknown>> = [];
@@ -47,6 +49,7 @@ async function waitFor<T>(fn: () => T | undefined, ms = 20_000): Promise<T> {
 }
 
 beforeAll(async () => {
+  await dns.start();
   callbacks = http.createServer((req, res) => {
     let body = '';
     req.on('data', (c) => (body += c));
@@ -72,6 +75,7 @@ beforeAll(async () => {
       SOVCOMMS_BRIDGE_SIP_HOST: '127.0.0.1',
       SOVCOMMS_BRIDGE_RTP_PORTS: `${base}-${base + 199}`,
       SOVCOMMS_BRIDGE_KEEPALIVE_SEC: '0',
+      SOVCOMMS_BRIDGE_DNS_SERVERS: `127.0.0.1:${dns.port}`,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -89,6 +93,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  await dns.stop();
   if (bridge && bridge.exitCode === null) {
     const exited = new Promise((r) => bridge.once('exit', r));
     bridge.kill('SIGTERM');
@@ -359,6 +364,30 @@ describe('telephony bridge against SIPp', () => {
     expect(engine.sessions[0].toolResponses[0]).toMatchObject({ name: 'transfer_to_user', response: { ok: true } });
     const exit = await sippRun.exited;
     expect(exit.code, exit.output).toBe(0);
+  });
+
+  it('a trunk with dnsSrv is reached where its SRV records point (RFC 3263), not at its configured port', async () => {
+    const s = await sipp({ scenario: 'answer' });
+    dns.records.set('_sip._udp.trunk.example.test', [
+      { type: 'SRV', priority: 20, weight: 0, port: 9, target: 'backup.example.test' }, // lower preference: never chosen
+      { type: 'SRV', priority: 10, weight: 5, port: s.port, target: 'edge1.example.test' },
+    ]);
+    dns.records.set('edge1.example.test', [{ type: 'A', address: '127.0.0.1' }]);
+    dns.records.set('backup.example.test', [{ type: 'A', address: '127.0.0.1' }]);
+    dns.records.set('trunk.example.test', []);
+    const engine = await fake(GREET_AND_END);
+    const put = await api('PUT', '/trunks', { trunks: [trunkFor('t1', s, { scenario: 'answer' }, { host: 'trunk.example.test', port: 5, dnsSrv: true })] });
+    expect(put.status).toBe(200);
+    const callId = `oac-${randomBytes(6).toString('hex')}`;
+    expect((await api('POST', '/calls', placeBody(callId, ['t1'], engine.url))).status).toBe(202);
+    const ended = await waitFor(() => eventsOf(callId).find((e) => e.type === 'ended'));
+    expect(ended).toMatchObject({ outcome: 'finished', answered: true });
+    expect((await s.exited).code).toBe(0);
+    expect(dns.queries.some((q) => q.name === '_sip._udp.trunk.example.test' && q.type === 33)).toBe(true);
+    // A name without SRV records or address: the trunk stays, /health says why.
+    await api('PUT', '/trunks', { trunks: [{ ...trunkFor('t2', s, { scenario: 'answer' }), host: 'nowhere.example.test', dnsSrv: true }] });
+    const h = await api('GET', '/health');
+    expect((h.json.trunks as Array<{ id: string; lastError: string | null }>).find((t) => t.id === 't2')!.lastError).toMatch(/nowhere\.example\.test/);
   });
 
   it('a refused REFER falls back to a second leg: the number is called, the parties are bridged, the AI leaves', async () => {

@@ -31,6 +31,13 @@ describe('sovcomms trunk', () => {
     expect((await cli(['trunk', 'remove', 'carrier'])).code).toBe(0);
     expect((await cli(['trunk', 'list'])).out).toEqual([]);
   });
+  it('--srv: the host is a domain located by its SIP SRV records', async () => {
+    expect((await cli(['trunk', 'add', '--id', 'srv', '--name', 'Provider', '--host', 'provider.example', '--srv'])).code).toBe(0);
+    expect((await cli(['trunk', 'list'])).out[0]).toContain('udp://provider.example (SRV)	');
+    const http = (await j(adm(s, '/signal.ashx?trunks=list', 'trunks-list'))).body;
+    expect(http.trunks.find((t: { id: string }) => t.id === 'srv')).toMatchObject({ dnsSrv: true, host: 'provider.example' });
+    expect((await cli(['trunk', 'remove', 'srv'])).code).toBe(0);
+  });
   it('bad input is a usage error (exit 2) naming the problem', async () => {
     const r = await cli(['trunk', 'add', '--name', 'X', '--host', 'h', '--transport', 'sctp']);
     expect(r.code).toBe(2);

@@ -33,10 +33,18 @@ export interface TrunkTarget {
   password?: string;
   fromDomain?: string;
   callerId?: string;
+  /** Locate the server by DNS SRV (the bridge fills `addr`). */
+  dnsSrv?: boolean;
+  /** Resolved address to send to, when it differs from host:port. */
+  addr?: { host: string; port: number };
 }
 
 function peerOf(t: TrunkTarget): Peer {
-  return { host: t.host, port: t.port, transport: t.transport };
+  return { host: t.addr?.host ?? t.host, port: t.addr?.port ?? t.port, transport: t.transport };
+}
+/** The trunk's host as URIs name it: no port when DNS SRV locates the server (RFC 3263 §4.2). */
+function uriHost(t: TrunkTarget): string {
+  return t.dnsSrv ? (t.host.includes(':') ? `[${t.host}]` : t.host) : hostPort(t.host, t.port);
 }
 function hostPort(host: string, port: number): string {
   return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
@@ -87,7 +95,7 @@ export class OutboundCall extends EventEmitter<OutboundCallEvents> {
     const domain = trunk.fromDomain || trunk.host;
     const user = trunk.callerId || trunk.username || 'sovcomms';
     this.localUri = `sip:${encodeURIComponent(user).replace(/%2B/g, '+')}@${domain}`;
-    this.remoteUri = `sip:${number}@${hostPort(trunk.host, trunk.port)}`;
+    this.remoteUri = `sip:${number}@${uriHost(trunk)}`;
     this.remoteTarget = this.remoteUri;
   }
 
@@ -369,7 +377,7 @@ class Registration {
   private send(auth: [string, string] | null, expires = this.expires, onDone?: () => void): void {
     const domain = this.trunk.fromDomain || this.trunk.host;
     const aor = `sip:${this.trunk.username ?? 'sovcomms'}@${domain}`;
-    const uri = `sip:${hostPort(this.trunk.host, this.trunk.port)}`;
+    const uri = `sip:${uriHost(this.trunk)}`;
     this.cseq++;
     const h = new SipHeaders();
     h.append('Via', this.ua.via(this.trunk.transport));
@@ -582,12 +590,12 @@ export class SipUserAgent extends EventEmitter<UaEvents> {
     h.append('Via', this.via(t.transport));
     h.append('Max-Forwards', '70');
     h.append('From', `<sip:sovcomms@${t.fromDomain || this.host}>;tag=${newTag()}`);
-    h.append('To', `<sip:${hostPort(t.host, t.port)}>`);
+    h.append('To', `<sip:${uriHost(t)}>`);
     h.append('Call-ID', newCallId(this.host));
     h.append('CSeq', '1 OPTIONS');
     h.append('Accept', 'application/sdp');
     h.append('User-Agent', USER_AGENT);
-    const req: SipRequest = { kind: 'request', method: 'OPTIONS', uri: `sip:${hostPort(t.host, t.port)}`, headers: h, body: Buffer.alloc(0) };
+    const req: SipRequest = { kind: 'request', method: 'OPTIONS', uri: `sip:${uriHost(t)}`, headers: h, body: Buffer.alloc(0) };
     this.layer.sendRequest(req, peerOf(t), {
       // §11.2: any final response (even 4xx/5xx) proves the trunk is reachable.
       onResponse: (res) => {
