@@ -17,7 +17,7 @@ import { EventSender } from './events.ts';
 import { GeminiLiveEngine } from './engine/gemini-live.ts';
 import type { VoiceEngine } from './engine/types.ts';
 import { log } from './log.ts';
-import { HangupSchema, PlaceCallSchema, TrunksBodySchema, type PlaceCall, type Trunk } from './schemas.ts';
+import { HangupSchema, PlaceCallSchema, TrunksBodySchema, type LocatedTrunk, type PlaceCall, type Trunk } from './schemas.ts';
 
 export const BRIDGE_VERSION = '1.0.0';
 
@@ -94,7 +94,7 @@ export class Bridge {
   private readonly transport = new SipTransport();
   private ua!: SipUserAgent;
   private server: http.Server | null = null;
-  private readonly trunks = new Map<string, Trunk>();
+  private readonly trunks = new Map<string, LocatedTrunk>();
   private readonly trunkLoad = new Map<string, number>();
   private readonly calls = new Map<string, Call>();
   private readonly recent: CallMetrics[] = [];
@@ -226,15 +226,15 @@ export class Bridge {
   private readonly dnsErrors = new Map<string, string>();
 
   /** A trunk with `dnsSrv` gets the address its SRV records name (RFC 3263); others as given. */
-  private async locate(t: Trunk): Promise<Trunk & { addr?: { host: string; port: number } }> {
+  private async locate(t: Trunk): Promise<LocatedTrunk> {
     if (!t.dnsSrv) {
       this.dnsErrors.delete(t.id);
       return t;
     }
     try {
-      const to = await this.resolver.locate(t.host, t.transport, t.port);
+      const all = (await this.resolver.locateAll(t.host, t.transport, t.port)).map((a) => ({ host: a.host, port: a.port }));
       this.dnsErrors.delete(t.id);
-      return { ...t, addr: { host: to.host, port: to.port } };
+      return { ...t, addr: all[0], addrs: all };
     } catch (err) {
       // Keep the trunk: requests go to the host name (the system resolver, port as configured).
       const msg = (err as Error).message;
@@ -248,9 +248,12 @@ export class Bridge {
     for (const t of [...this.trunks.values()]) {
       if (!t.dnsSrv) continue;
       const next = await this.locate(t);
-      const cur = this.trunks.get(t.id) as (Trunk & { addr?: { host: string; port: number } }) | undefined;
+      const cur = this.trunks.get(t.id);
       // Mutated in place: calls and the UA hold the same trunk object.
-      if (cur && next !== t) cur.addr = (next as { addr?: { host: string; port: number } }).addr;
+      if (cur && next !== t) {
+        cur.addr = next.addr;
+        cur.addrs = next.addrs;
+      }
     }
   }
 

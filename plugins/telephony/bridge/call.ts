@@ -7,7 +7,7 @@ import { buildOffer, parseAnswer, parseReoffer, SdpError } from './media/sdp.ts'
 import type { LegMetrics, MediaHost, MediaLeg } from './media/leg.ts';
 import { Decimator24to8, type Codec } from './media/audio.ts';
 import type { ToolCall, VoiceEngine } from './engine/types.ts';
-import type { PlaceCall, Trunk } from './schemas.ts';
+import type { LocatedTrunk, PlaceCall, Trunk } from './schemas.ts';
 
 export type CallState = 'dialing' | 'ringing' | 'answered' | 'ending';
 export type Outcome =
@@ -35,7 +35,7 @@ export interface CallDeps {
   ua: SipUserAgent;
   media: MediaHost;
   sipHost: string;
-  trunks: Map<string, Trunk>;
+  trunks: Map<string, LocatedTrunk>;
   /** Calls in progress per trunk id (for maxConcurrentCalls). */
   trunkLoad: Map<string, number>;
   engineFactory: (cfg: PlaceCall['engine']) => VoiceEngine;
@@ -133,7 +133,8 @@ export class Call {
     this.ringTimer = setTimeout(() => this.onRingTimeout(), this.req.ringTimeoutSec * 1000);
     this.tryTrunk(0, 'no trunk could be tried');
   }
-  private tryTrunk(index: number, lastError: string): void {
+  /** `target`: which of the trunk's SRV targets (RFC 3263 §4.3 failover within one trunk). */
+  private tryTrunk(index: number, lastError: string, target = 0): void {
     if (this.ended) return;
     const ids = this.req.trunkIds;
     if (index >= ids.length) {
@@ -144,14 +145,16 @@ export class Call {
     const trunk = this.deps.trunks.get(id);
     if (!trunk) return this.tryTrunk(index + 1, `unknown trunk ${id}`);
     const load = this.deps.trunkLoad.get(id) ?? 0;
-    if (load >= trunk.maxConcurrentCalls) return this.tryTrunk(index + 1, `trunk ${id} at max concurrent calls`);
-    this.setTrunkLoad(id);
-    this.trunkId = id;
-    this.deps.emit('dialing', this.callId, { trunkId: id });
+    if (target === 0 && load >= trunk.maxConcurrentCalls) return this.tryTrunk(index + 1, `trunk ${id} at max concurrent calls`);
+    if (target === 0) {
+      this.setTrunkLoad(id);
+      this.trunkId = id;
+      this.deps.emit('dialing', this.callId, { trunkId: id });
+    }
     const codecs: Codec[] = trunk.codecs.length ? trunk.codecs : ['PCMU', 'PCMA'];
     const offer = buildOffer({ host: this.deps.sipHost, port: this.media!.port, codecs, sessionId: Date.now() });
     const invitedAt = process.hrtime.bigint();
-    const leg = this.deps.ua.invite(trunk, this.req.phone, this.req.displayName, offer);
+    const leg = this.deps.ua.invite(trunk, this.req.phone, this.req.displayName, offer, trunk.addrs?.[target]);
     this.leg = leg;
     leg.on('provisional', (res) => {
       if (leg !== this.leg) return;
@@ -178,6 +181,11 @@ export class Call {
       const detail = status === 408 && reason.startsWith('SIP') ? reason : `SIP ${status} ${reason}`;
       if (CALLEE_FINAL.has(status)) {
         this.end('failed', { errorDetail: detail });
+        return;
+      }
+      // The server did not answer, or is unavailable: its SRV peers serve the same trunk (§4.3).
+      if ((status === 408 || status === 503) && trunk.addrs && target + 1 < trunk.addrs.length) {
+        this.tryTrunk(index, detail, target + 1);
         return;
       }
       this.releaseTrunk();

@@ -17,6 +17,8 @@ export const TrunkSchema = z.object({
   dnsSrv: z.boolean().optional(),
 });
 export type Trunk = z.infer<typeof TrunkSchema>;
+/** A trunk as the bridge holds it: with the addresses DNS SRV gave (`addrs` in try order). */
+export type LocatedTrunk = Trunk & { addr?: { host: string; port: number }; addrs?: Array<{ host: string; port: number }> };
 
 export const TrunksBodySchema = z.object({ trunks: z.array(TrunkSchema).max(1000) });
 

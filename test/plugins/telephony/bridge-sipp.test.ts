@@ -390,6 +390,27 @@ describe('telephony bridge against SIPp', () => {
     expect((h.json.trunks as Array<{ id: string; lastError: string | null }>).find((t) => t.id === 't2')!.lastError).toMatch(/nowhere\.example\.test/);
   });
 
+  it('a 503 from the first SRV target moves the INVITE to the next one of the same trunk (RFC 3263 §4.3)', async () => {
+    const busy = await sipp({ scenario: 'reject-503' });
+    const good = await sipp({ scenario: 'answer' });
+    dns.records.set('_sip._udp.pool.example.test', [
+      { type: 'SRV', priority: 10, weight: 0, port: busy.port, target: 'node1.example.test' },
+      { type: 'SRV', priority: 20, weight: 0, port: good.port, target: 'node2.example.test' },
+    ]);
+    dns.records.set('node1.example.test', [{ type: 'A', address: '127.0.0.1' }]);
+    dns.records.set('node2.example.test', [{ type: 'A', address: '127.0.0.1' }]);
+    dns.records.set('pool.example.test', []);
+    const engine = await fake(GREET_AND_END);
+    await api('PUT', '/trunks', { trunks: [{ ...trunkFor('t1', good, { scenario: 'answer' }), host: 'pool.example.test', dnsSrv: true }] });
+    const callId = `oac-${randomBytes(6).toString('hex')}`;
+    expect((await api('POST', '/calls', placeBody(callId, ['t1'], engine.url))).status).toBe(202);
+    const ended = await waitFor(() => eventsOf(callId).find((e) => e.type === 'ended'));
+    expect(ended).toMatchObject({ outcome: 'finished', answered: true, trunkId: 't1' });
+    expect(eventsOf(callId).filter((e) => e.type === 'dialing')).toHaveLength(1); // one trunk, two servers
+    expect((await busy.exited).code).toBe(0);
+    expect((await good.exited).code).toBe(0);
+  });
+
   it('a refused REFER falls back to a second leg: the number is called, the parties are bridged, the AI leaves', async () => {
     const s = await sipp({ scenario: 'answer-refer-403', rtpEcho: true, calls: 2 });
     const engine = await fake([{ say: 'Ich verbinde Sie.', audioMs: 300 }, { tool: 'transfer_to_user', args: { phone: '+4989777' } }, { wait: 15_000 }]);

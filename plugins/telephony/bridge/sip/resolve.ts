@@ -59,9 +59,17 @@ export class SipResolver {
     return v6[0]!;
   }
 
-  /** Where to send a trunk's requests: an IP literal and a port. */
+  /** Where to send a trunk's requests: an IP literal and a port (the first of `locateAll`). */
   async locate(host: string, transport: TransportName, fallbackPort: number): Promise<{ host: string; port: number; via: 'srv' | 'address' }> {
-    if (isIP(host)) return { host, port: fallbackPort, via: 'address' };
+    return (await this.locateAll(host, transport, fallbackPort))[0]!;
+  }
+
+  /**
+   * Every target to try, in order (RFC 3263 §4.3: on a timeout or a 503 the client tries the
+   * next one): each SRV target with an address, or the host's own address.
+   */
+  async locateAll(host: string, transport: TransportName, fallbackPort: number): Promise<Array<{ host: string; port: number; via: 'srv' | 'address' }>> {
+    if (isIP(host)) return [{ host, port: fallbackPort, via: 'address' }];
     let records: SrvRecord[] = [];
     try {
       records = await this.dns.resolveSrv(`_sip._${transport}.${host}`);
@@ -72,14 +80,16 @@ export class SipResolver {
     // A single "." target means the service is decidedly not offered there (RFC 2782).
     if (records.length && records.every((r) => !r.name || r.name === '.')) throw new Error(`${host} offers no SIP service over ${transport} (SRV target ".")`);
     records = records.filter((r) => r.name && r.name !== '.');
+    const out: Array<{ host: string; port: number; via: 'srv' | 'address' }> = [];
     for (const r of orderSrv(records)) {
       try {
-        return { host: await this.address(r.name), port: r.port, via: 'srv' };
+        out.push({ host: await this.address(r.name), port: r.port, via: 'srv' });
       } catch {
-        // next target
+        // no address: skip this target
       }
     }
+    if (out.length) return out;
     if (records.length) throw new Error(`no SRV target of ${host} has an address`);
-    return { host: await this.address(host), port: fallbackPort, via: 'address' };
+    return [{ host: await this.address(host), port: fallbackPort, via: 'address' }];
   }
 }

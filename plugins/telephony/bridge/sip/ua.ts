@@ -37,6 +37,8 @@ export interface TrunkTarget {
   dnsSrv?: boolean;
   /** Resolved address to send to, when it differs from host:port. */
   addr?: { host: string; port: number };
+  /** Every SRV target with an address, in RFC 2782 order (`addr` is the first). */
+  addrs?: Array<{ host: string; port: number }>;
 }
 
 function peerOf(t: TrunkTarget): Peer {
@@ -83,14 +85,19 @@ export class OutboundCall extends EventEmitter<OutboundCallEvents> {
   readonly localUri: string;
   readonly remoteUri: string;
 
+  /** Where this call's requests go: the trunk's address, or one of its SRV targets (RFC 3263 §4.3). */
+  private readonly peer: Peer;
+
   constructor(
     private readonly ua: SipUserAgent,
     readonly trunk: TrunkTarget,
     readonly number: string,
     private readonly displayName: string,
     private readonly sdpOffer: string,
+    target?: { host: string; port: number },
   ) {
     super();
+    this.peer = target ? { host: target.host, port: target.port, transport: trunk.transport } : peerOf(trunk);
     this.callId = newCallId(ua.host);
     const domain = trunk.fromDomain || trunk.host;
     const user = trunk.callerId || trunk.username || 'sovcomms';
@@ -119,7 +126,7 @@ export class OutboundCall extends EventEmitter<OutboundCallEvents> {
     if (authHeader) h.append(authHeader[0], authHeader[1]);
     this.invite = { kind: 'request', method: 'INVITE', uri: this.remoteUri, headers: h, body: Buffer.from(this.sdpOffer) };
     this.ua.register(this);
-    this.inviteTx = this.ua.layer.sendRequest(this.invite, peerOf(this.trunk), {
+    this.inviteTx = this.ua.layer.sendRequest(this.invite, this.peer, {
       onResponse: (res) => this.onInviteResponse(res),
       onTimeout: (reason) => this.fail(408, reason),
     });
@@ -200,7 +207,7 @@ export class OutboundCall extends EventEmitter<OutboundCallEvents> {
   }
 
   private sendAck(): void {
-    if (this.ack) this.ua.transport.send(this.ack, peerOf(this.trunk)).catch(() => undefined);
+    if (this.ack) this.ua.transport.send(this.ack, this.peer).catch(() => undefined);
   }
 
   /** True once any provisional response (even 100) arrived for the current INVITE. */
@@ -227,7 +234,7 @@ export class OutboundCall extends EventEmitter<OutboundCallEvents> {
     h.append('CSeq', `${this.cseq} CANCEL`);
     h.append('User-Agent', USER_AGENT);
     const cancel: SipRequest = { kind: 'request', method: 'CANCEL', uri: this.invite.uri, headers: h, body: Buffer.alloc(0) };
-    this.ua.layer.sendRequest(cancel, peerOf(this.trunk), {
+    this.ua.layer.sendRequest(cancel, this.peer, {
       onResponse: () => undefined,
       onTimeout: () => {
         // No answer to CANCEL either: give up on the INVITE transaction.
@@ -276,7 +283,7 @@ export class OutboundCall extends EventEmitter<OutboundCallEvents> {
 
   /** Sends a non-INVITE request and answers one digest challenge (§22.2). */
   private sendWithAuth(req: SipRequest, done: (status: number) => void, retried = false): void {
-    this.ua.layer.sendRequest(req, peerOf(this.trunk), {
+    this.ua.layer.sendRequest(req, this.peer, {
       onResponse: (res) => {
         if (res.status < 200) return;
         if ((res.status === 401 || res.status === 407) && !retried && this.trunk.username !== undefined && this.trunk.password !== undefined) {
@@ -498,8 +505,8 @@ export class SipUserAgent extends EventEmitter<UaEvents> {
     }, 5000).unref();
   }
 
-  invite(trunk: TrunkTarget, number: string, displayName: string, sdpOffer: string): OutboundCall {
-    const call = new OutboundCall(this, trunk, number, displayName, sdpOffer);
+  invite(trunk: TrunkTarget, number: string, displayName: string, sdpOffer: string, target?: { host: string; port: number }): OutboundCall {
+    const call = new OutboundCall(this, trunk, number, displayName, sdpOffer, target);
     call.start();
     return call;
   }
