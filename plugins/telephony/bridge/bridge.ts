@@ -123,7 +123,15 @@ export class Bridge {
       if (malformed++ % 100 === 0) log('warn', 'malformed SIP message dropped', { error: err.message, count: malformed });
     });
     this.media = this.o.mediaThread
-      ? new ThreadMediaHost({ min: this.o.rtpMin, max: this.o.rtpMax, host: this.o.sipHost, nice: this.o.mediaNice ?? 0, rtPriority: this.o.mediaRtPriority ?? 0 })
+      ? new ThreadMediaHost({
+          min: this.o.rtpMin, max: this.o.rtpMax, host: this.o.sipHost, nice: this.o.mediaNice ?? 0, rtPriority: this.o.mediaRtPriority ?? 0,
+          onPriority: (role, priority) => {
+            // Say it once at start: without CAP_SYS_NICE the sender shares the CPU like any thread.
+            if (role !== 'rx' && priority === 'default' && process.platform === 'linux' && (this.o.mediaRtPriority || this.o.mediaNice)) {
+              log('warn', 'the RTP sending thread runs at the default priority; grant CAP_SYS_NICE (systemd AmbientCapabilities=CAP_SYS_NICE, LimitRTPRIO=) for steady 20 ms pacing under load', { role });
+            } else log('info', 'media thread scheduling', { role, priority });
+          },
+        })
       : new InlineMediaHost(this.o.rtpMin, this.o.rtpMax, this.o.sipHost);
     this.server = http.createServer((req, res) => void this.handle(req, res));
     this.server.keepAliveTimeout = 5000;
@@ -195,6 +203,7 @@ export class Bridge {
       version: BRIDGE_VERSION,
       sip: { host: this.o.sipHost, port: this.transport.port },
       activeCalls: this.calls.size,
+      mediaThreads: this.media instanceof ThreadMediaHost ? this.media.priorities : {},
       trunks: [...this.trunks.values()].map((t) => {
         const st = this.ua.trunkStatus(t.id);
         const dns = this.dnsErrors.get(t.id);

@@ -170,6 +170,8 @@ describe('telephony bridge against SIPp', () => {
     expect(h.status).toBe(200);
     expect(h.json).toMatchObject({ status: 'ok', activeCalls: 0, sip: { host: '127.0.0.1' } });
     expect(typeof (h.json.sip as { port: number }).port).toBe('number');
+    // Linux: a sending and a receiving media thread, each saying what scheduling it got.
+    if (process.platform === 'linux') expect(Object.keys(h.json.mediaThreads as object).sort()).toEqual(['rx', 'tx']);
     const bad = await api('GET', '/health', undefined, 'x'.repeat(48));
     expect(bad.status).toBe(401);
     expect(bad.json.error).toBe('invalid_token');

@@ -34,6 +34,8 @@ export interface MediaThreadOptions {
   split?: boolean;
   /** RTCP report interval (default 5 s, RFC 3550 §6.2). */
   rtcpIntervalMs?: number;
+  /** Told what scheduling each media thread obtained, once it knows. */
+  onPriority?: (role: MediaRole, priority: string) => void;
 }
 
 /** One media worker and its pending requests. */
@@ -45,7 +47,7 @@ class MediaThread {
 
   constructor(
     readonly role: MediaRole,
-    o: MediaThreadOptions,
+    private readonly o: MediaThreadOptions,
     private readonly onEvent: (m: FromThread) => void,
   ) {
     const boot = new URL('./worker-boot.mjs', import.meta.url);
@@ -79,6 +81,7 @@ class MediaThread {
   private onMessage(m: FromThread): void {
     if (m.op === 'priority') {
       this.priority = m.priority;
+      this.o.onPriority?.(this.role, m.priority);
       return;
     }
     if (m.op === 'error' || m.op === 'opened' || m.op === 'reserved') {
