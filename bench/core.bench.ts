@@ -17,21 +17,12 @@ import path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { Appliance } from '../server/app.ts';
 import { AuditRepo, type AuditRow } from '../plugins/audit/repo.ts';
-import type { BenchResult } from './lib/contract.ts';
-import { freePort, loadRound, LoadStats, ROOT, rssMiB, sleep, spawnServer, type Spawned } from './lib/load.ts';
+import { envNumber, type BenchResult } from './lib/contract.ts';
+import { freePort, loadKnobs, loadRound, LoadStats, ROOT, rssMiB, sleep, spawnServer, type Spawned } from './lib/load.ts';
 
-const num = (name: string, dflt: number) => {
-  const v = Number(process.env[name] ?? dflt);
-  if (!Number.isFinite(v) || v <= 0) throw new Error(`${name} must be a positive number, got ${process.env[name]}`);
-  return v;
-};
-
-const ROWS = num('BENCH_ROWS', 100_000);
-const CONNECTIONS = num('BENCH_CONNECTIONS', 10);
-const SECONDS = num('BENCH_SECONDS', 10);
-const ROUNDS = num('BENCH_ROUNDS', 4);
-const WARMUP = num('BENCH_WARMUP_SECONDS', 2);
-const STARTS = num('BENCH_STARTS', 3);
+const ROWS = envNumber('BENCH_ROWS', 100_000);
+const { CONNECTIONS, SECONDS, ROUNDS, WARMUP } = loadKnobs({ connections: 10, seconds: 10, rounds: 4, warmup: 2 });
+const STARTS = envNumber('BENCH_STARTS', 3);
 const PROFILE_DIR = process.env.BENCH_PROFILE_DIR ? path.resolve(process.env.BENCH_PROFILE_DIR) : undefined;
 const PATH = '/api.ashx/v1/auditlog?limit=50';
 

@@ -17,7 +17,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
-import type { BenchResult } from './lib/contract.ts';
+import { envNumber, type BenchResult } from './lib/contract.ts';
 
 const HERE = fileURLToPath(import.meta.url);
 const ROOT = path.resolve(path.dirname(HERE), '..');
@@ -26,11 +26,6 @@ const SNAPSHOT = path.resolve(ROOT, '..', 'shared', 'fixtures', 'trusted-lists',
 const JDK_MS = 3000;
 const JDK_MB = 176;
 
-const num = (name: string, dflt: number) => {
-  const v = Number(process.env[name] ?? dflt);
-  if (!Number.isFinite(v) || v <= 0) throw new Error(`${name} must be a positive number`);
-  return v;
-};
 
 /** Child: import the snapshot into DIR with nothing else loaded, report time and peak RSS. */
 async function childImport(dir: string): Promise<void> {
@@ -104,9 +99,9 @@ async function rps(url: string, paths: string[], seconds: number, connections: n
 }
 
 export default async function run(): Promise<BenchResult[]> {
-  const RUNS = num('BENCH_LOTL_RUNS', 3);
-  const SECONDS = num('BENCH_LOTL_SECONDS', 5);
-  const CONNECTIONS = num('BENCH_LOTL_CONNECTIONS', 10);
+  const RUNS = envNumber('BENCH_LOTL_RUNS', 3);
+  const SECONDS = envNumber('BENCH_LOTL_SECONDS', 5);
+  const CONNECTIONS = envNumber('BENCH_LOTL_CONNECTIONS', 10);
   const dirs: string[] = [];
   const imports: Array<Record<string, number>> = [];
   try {

@@ -20,19 +20,11 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { BenchResult } from './lib/contract.ts';
-import { freePort, loadRound, LoadStats, ROOT, sleep, spawnServer, type Spawned } from './lib/load.ts';
+import { envNumber, type BenchResult } from './lib/contract.ts';
+import { freePort, loadKnobs, loadRound, LoadStats, ROOT, sleep, spawnServer, type Spawned } from './lib/load.ts';
 
-const num = (name: string, dflt: number) => {
-  const v = Number(process.env[name] ?? dflt);
-  if (!Number.isFinite(v) || v <= 0) throw new Error(`${name} must be a positive number, got ${process.env[name]}`);
-  return v;
-};
-const CONNECTIONS = num('BENCH_CONNECTIONS', 10);
-const SECONDS = num('BENCH_SECONDS', 12);
-const ROUNDS = num('BENCH_ROUNDS', 6);
-const WARMUP = num('BENCH_WARMUP_SECONDS', 2);
-const FLOWS = num('BENCH_FLOWS', 300);
+const { CONNECTIONS, SECONDS, ROUNDS, WARMUP } = loadKnobs({ connections: 10, seconds: 12, rounds: 6, warmup: 2 });
+const FLOWS = envNumber('BENCH_FLOWS', 300);
 const SELF = fileURLToPath(import.meta.url);
 const CLIENT_ID = 'bench-svc';
 const PROF_DIR = process.env.OIDC_BENCH_CPU_PROF;

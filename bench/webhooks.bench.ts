@@ -28,16 +28,11 @@ import audit from '../plugins/audit/index.ts';
 import webhooks from '../plugins/webhooks/index.ts';
 import type { WebhookService } from '../plugins/webhooks/service.ts';
 import { serviceSignature } from '../plugins/webhooks/sender.ts';
-import type { BenchResult } from './lib/contract.ts';
+import { envNumber, type BenchResult } from './lib/contract.ts';
 
-const num = (name: string, dflt: number) => {
-  const v = Number(process.env[name] ?? dflt);
-  if (!Number.isFinite(v) || v <= 0) throw new Error(`${name} must be a positive number, got ${process.env[name]}`);
-  return v;
-};
-const SUBS = num('BENCH_WH_SUBS', 10);
-const EVENTS = num('BENCH_WH_EVENTS', 500);
-const SAMPLES = num('BENCH_WH_LATENCY_SAMPLES', 60);
+const SUBS = envNumber('BENCH_WH_SUBS', 10);
+const EVENTS = envNumber('BENCH_WH_EVENTS', 500);
+const SAMPLES = envNumber('BENCH_WH_LATENCY_SAMPLES', 60);
 const CONCURRENCY = 64;
 
 const benchEvents = definePlugin(() => ({

@@ -70,3 +70,10 @@ export function fmt(n: number | undefined): string {
   const digits = a >= 100 ? 0 : a >= 10 ? 1 : a >= 1 ? 2 : 3;
   return n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: 0 });
 }
+
+/** A positive number from the environment (a bench knob), or `dflt`; anything else is an error. */
+export function envNumber(name: string, dflt: number): number {
+  const v = Number(process.env[name] ?? dflt);
+  if (!Number.isFinite(v) || v <= 0) throw new Error(`${name} must be a positive number, got ${process.env[name]}`);
+  return v;
+}

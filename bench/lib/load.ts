@@ -9,6 +9,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon, { type Result } from 'autocannon';
+import { envNumber } from './contract.ts';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const RUN_TS = path.join(ROOT, 'bin', 'run-ts.mjs');
@@ -164,4 +165,17 @@ export async function loadRound(url: string, o: { connections: number; seconds: 
     s.cpuMs += cpu0 !== undefined && cpu1 !== undefined ? cpu1 - cpu0 : NaN;
   }
   return r;
+}
+
+/**
+ * The HTTP load knobs the server benchmarks share (`BENCH_CONNECTIONS`, `BENCH_SECONDS`,
+ * `BENCH_ROUNDS`, `BENCH_WARMUP_SECONDS`), with each benchmark's own defaults.
+ */
+export function loadKnobs(d: { connections: number; seconds: number; rounds: number; warmup: number }): { CONNECTIONS: number; SECONDS: number; ROUNDS: number; WARMUP: number } {
+  return {
+    CONNECTIONS: envNumber('BENCH_CONNECTIONS', d.connections),
+    SECONDS: envNumber('BENCH_SECONDS', d.seconds),
+    ROUNDS: envNumber('BENCH_ROUNDS', d.rounds),
+    WARMUP: envNumber('BENCH_WARMUP_SECONDS', d.warmup),
+  };
 }

@@ -1,18 +1,17 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../server/config.ts';
 import { Appliance } from '../../server/app.ts';
 import { ConfigError } from '../../server/errors.ts';
-import { LogCapture, tempDir } from '../support/server.ts';
+import { LogCapture } from '../support/server.ts';
 import { probePlugin, withBuiltins } from './fixtures/test-plugins.ts';
+import { scratchDirs } from '../support/cleanup.ts';
 
-const dirs: string[] = [];
-afterAll(() => { for (const d of dirs) fs.rmSync(d, { recursive: true, force: true }); });
+const scratch = scratchDirs('sovcomms-config-');
 
 function dataDir(config?: unknown): string {
-  const d = tempDir('sovcomms-config-');
-  dirs.push(d);
+  const d = scratch();
   if (config !== undefined) fs.writeFileSync(path.join(d, 'config.json'), typeof config === 'string' ? config : JSON.stringify(config));
   return d;
 }

@@ -1,21 +1,16 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Appliance } from '../../server/app.ts';
 import { definePlugin, type PluginManifest } from '../../server/plugin.ts';
 import { appliedVersion, migrate, sqlMigrations, type Migration } from '../../server/store/migrate.ts';
 import { openStore } from '../../server/store/db.ts';
 import { MigrationError } from '../../server/errors.ts';
-import { LogCapture, tempDir } from '../support/server.ts';
+import { LogCapture } from '../support/server.ts';
 import { withBuiltins } from './fixtures/test-plugins.ts';
+import { scratchDirs } from '../support/cleanup.ts';
 
-const dirs: string[] = [];
-afterAll(() => { for (const d of dirs) fs.rmSync(d, { recursive: true, force: true }); });
-function dir(): string {
-  const d = tempDir('sovcomms-migrate-');
-  dirs.push(d);
-  return d;
-}
+const dir = scratchDirs('sovcomms-migrate-');
 
 const STEPS: Migration[] = [
   { version: 1, name: '0001-notes', sql: 'CREATE TABLE notes (id INTEGER PRIMARY KEY, tenant_id TEXT NOT NULL, body TEXT NOT NULL) STRICT;' },

@@ -1,19 +1,13 @@
-import fs from 'node:fs';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { Appliance } from '../../server/app.ts';
 import { definePlugin, type PluginManifest } from '../../server/plugin.ts';
 import { policy } from '../../server/auth.ts';
-import { LogCapture, startTestServer, tempDir } from '../support/server.ts';
+import { LogCapture, startTestServer } from '../support/server.ts';
 import { probePlugin, withBuiltins } from './fixtures/test-plugins.ts';
+import { scratchDirs } from '../support/cleanup.ts';
 
-const dirs: string[] = [];
-afterAll(() => { for (const d of dirs) fs.rmSync(d, { recursive: true, force: true }); });
-function dir(): string {
-  const d = tempDir('sovcomms-host-');
-  dirs.push(d);
-  return d;
-}
+const dir = scratchDirs('sovcomms-host-');
 const m = (p: Parameters<typeof definePlugin>[0]) => definePlugin(p)() as PluginManifest;
 const create = (plugins: PluginManifest[]) => Appliance.create({ dataDir: dir(), env: {}, plugins, logDestination: new LogCapture(), overrides: { http: { port: 0 } } });
 

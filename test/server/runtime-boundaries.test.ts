@@ -3,8 +3,8 @@ import path from 'node:path';
 import { builtinModules } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
-import { afterAll, describe, expect, it } from 'vitest';
-import { tempDir } from '../support/server.ts';
+import { describe, expect, it } from 'vitest';
+import { scratchDirs } from '../support/cleanup.ts';
 
 /**
  * Runtime boundaries (STYLE.md, the Signal-Desktop idea): `main/` alone may import `electron`;
@@ -107,12 +107,10 @@ export function checkBoundaries(root: string): Violation[] {
   return v;
 }
 
-const dirs: string[] = [];
-afterAll(() => { for (const d of dirs) fs.rmSync(d, { recursive: true, force: true }); });
+const scratch = scratchDirs('sovcomms-boundaries-');
 
 function tree(files: Record<string, string>): string {
-  const d = tempDir('sovcomms-boundaries-');
-  dirs.push(d);
+  const d = scratch();
   for (const [p, text] of Object.entries(files)) {
     fs.mkdirSync(path.dirname(path.join(d, p)), { recursive: true });
     fs.writeFileSync(path.join(d, p), text);

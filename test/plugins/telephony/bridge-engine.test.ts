@@ -1,15 +1,13 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import dgram from 'node:dgram';
 import WebSocket from 'ws';
 import { GeminiLiveEngine } from '../../../plugins/telephony/bridge/engine/gemini-live.ts';
 import { MediaSession } from '../../../plugins/telephony/bridge/media/session.ts';
 import { parseRtp } from '../../../plugins/telephony/bridge/media/rtp.ts';
 import { GeminiLiveFake, type ScriptStep } from '../../support/gemini-live-fake.ts';
+import { cleanupsAfterEach } from '../../support/cleanup.ts';
 
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-});
+const cleanups = cleanupsAfterEach();
 
 const cfg = { apiKey: 'k1', model: 'gemini-live-2.5-flash-preview', voice: 'Kore', language: 'en-US', systemPrompt: 'Be brief.' };
 

@@ -1,12 +1,10 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { EventSender } from '../../../plugins/telephony/bridge/events.ts';
+import { cleanupsAfterEach } from '../../support/cleanup.ts';
 
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-});
+const cleanups = cleanupsAfterEach();
 
 describe('bridge → core event delivery', () => {
   it('retries until a 2xx, keeps seq and order, sends the token and the instance id', async () => {

@@ -2,7 +2,7 @@
  * The media threads (media/thread.ts, thread-host.ts) and the shared playback ring (media/ring.ts):
  * real worker threads, real UDP sockets on loopback, a test socket as the far end.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import dgram from 'node:dgram';
 import { RingReader, RingWriter, createRing } from '../../../plugins/telephony/bridge/media/ring.ts';
 import { ThreadMediaHost } from '../../../plugins/telephony/bridge/media/thread-host.ts';
@@ -14,11 +14,9 @@ import { decodeG711, encodeG711 } from '../../../plugins/telephony/bridge/media/
 import type { MediaHost, MediaLeg } from '../../../plugins/telephony/bridge/media/leg.ts';
 import { InlineMediaHost } from '../../../plugins/telephony/bridge/media/inline.ts';
 import { until } from '../../support/until.ts';
+import { cleanupsAfterEach } from '../../support/cleanup.ts';
 
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupsAfterEach();
 
 function ramp(n: number, from = 0): Int16Array {
   return Int16Array.from({ length: n }, (_v, i) => ((from + i) % 2000) * 10 - 10000);

@@ -1,13 +1,11 @@
 /** REGISTER with digest and refresh, OPTIONS keepalive: the UA against real SIPp registrars. */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SipTransport } from '../../../plugins/telephony/bridge/sip/transport.ts';
 import { SipUserAgent } from '../../../plugins/telephony/bridge/sip/ua.ts';
 import { startSipp, type SippRun } from '../../support/sipp.ts';
+import { cleanupsAfterEach } from '../../support/cleanup.ts';
 
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-});
+const cleanups = cleanupsAfterEach();
 
 async function ua(): Promise<SipUserAgent> {
   const t = new SipTransport();

@@ -1,15 +1,13 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import dgram from 'node:dgram';
 import net from 'node:net';
 import { SipTransport } from '../../../plugins/telephony/bridge/sip/transport.ts';
 import { TransactionLayer } from '../../../plugins/telephony/bridge/sip/transaction.ts';
 import { makeResponse, newBranch, parseDatagram, serialize, SipHeaders, StreamFramer, type SipRequest, type SipResponse } from '../../../plugins/telephony/bridge/sip/message.ts';
+import { cleanupsAfterEach } from '../../support/cleanup.ts';
 
 const T = { T1: 100, T2: 400, T4: 200 };
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-});
+const cleanups = cleanupsAfterEach();
 
 async function transport(): Promise<SipTransport> {
   const t = new SipTransport();
