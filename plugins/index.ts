@@ -1,4 +1,4 @@
-import type { PluginManifest } from '../server/plugin.ts';
+import type { PluginManifest } from '../server/sdk.ts';
 import audit from './audit/index.ts';
 import rpCa from './rp-ca/index.ts';
 import webhooks from './webhooks/index.ts';

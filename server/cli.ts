@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { parse, str, table } from './cli-args.ts';
 import { Appliance, openCore, loadBuiltinPlugins, type CoreServices } from './app.ts';
 import { defaultDataDir, loadConfig } from './config.ts';
 import { ConfigError, MigrationError, AppError } from './errors.ts';
@@ -26,26 +26,6 @@ const defaultIo: CliIo = {
     return Buffer.concat(chunks).toString('utf8');
   },
 };
-
-type Options = NonNullable<ParseArgsConfig['options']>;
-
-/** parseArgs with the appliance's conventions: strict, `--data-dir` everywhere, usage errors naming the argument. */
-export function parse(args: string[], options: Options, maxPositionals = Infinity): { values: Record<string, string | boolean | undefined>; positionals: string[] } {
-  try {
-    const r = parseArgs({ args, options: { 'data-dir': { type: 'string' }, ...options }, allowPositionals: true, strict: true }) as {
-      values: Record<string, string | boolean | undefined>; positionals: string[];
-    };
-    if (r.positionals.length > maxPositionals) throw new UsageError(`unexpected argument: ${r.positionals[maxPositionals]}`);
-    return r;
-  } catch (e) {
-    if (e instanceof UsageError) throw e;
-    throw new UsageError((e as Error).message.replace(/\. To specify.*$/s, ''));
-  }
-}
-
-function str(v: unknown): string | undefined {
-  return typeof v === 'string' ? v : undefined;
-}
 
 const CORE_USAGE: Record<string, string[]> = {
   serve: ['serve [--host H] [--port P] [--tls-cert F --tls-key F | --tls auto]'],
@@ -107,12 +87,6 @@ async function readPassword(values: Record<string, unknown>, io: CliIo): Promise
     return (await io.stdin()).replace(/\r?\n$/, '');
   }
   return str(values.password);
-}
-
-function table(rows: Record<string, unknown>[], cols: string[]): string[] {
-  const w = cols.map((c) => Math.max(c.length, ...rows.map((r) => String(r[c] ?? '').length)));
-  const line = (vals: string[]) => vals.map((v, i) => v.padEnd(w[i]!)).join('  ').trimEnd();
-  return [line(cols.map((c) => c.toUpperCase())), ...rows.map((r) => line(cols.map((c) => String(r[c] ?? ''))))];
 }
 
 async function cmdServe(args: string[], io: CliIo): Promise<number> {

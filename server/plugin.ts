@@ -98,7 +98,22 @@ export interface CliCommand {
   run(args: string[], ctx: CliContext): Promise<number>;
 }
 
-export class UsageError extends Error {}
+export { UsageError } from './cli-args.ts';
+
+/**
+ * A typed reference to a service one plugin provides and others use (`ctx.provide(ref, impl)`,
+ * `ctx.use(ref)`): the name is for messages and uniqueness, the type parameter carries the
+ * interface, so no caller names a string or casts.
+ */
+export interface ServiceRef<T> {
+  readonly name: string;
+  /** Phantom: never set, only carries T. */
+  readonly __type?: (t: T) => T;
+}
+
+export function defineService<T>(name: string): ServiceRef<T> {
+  return { name };
+}
 
 export type PluginHealth = { status: 'ok' | 'degraded'; reason?: string; detail?: Record<string, unknown> };
 

@@ -1,5 +1,4 @@
-import { definePlugin } from '../../server/plugin.ts';
-import { sqlMigrations } from '../../server/store/migrate.ts';
+import { definePlugin, sqlMigrations } from '../../server/sdk.ts';
 import { AuditRepo } from './repo.ts';
 import { AuditService } from './service.ts';
 import { auditRoutes } from './routes.ts';

@@ -1,7 +1,5 @@
 import type Database from 'better-sqlite3';
-import type { DB } from '../../server/store/db.ts';
-import type { Tenant } from '../../server/tenancy.ts';
-
+import type { DB, Tenant } from '../../server/sdk.ts';
 export interface AuditRow { ts: string; event: string; user: string; ip: string; ua: string; extra: string }
 
 export interface AuditFilter { event?: string; user?: string; since?: string; limit: number; offset: number }

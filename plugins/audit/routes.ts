@@ -1,6 +1,4 @@
-import { policy } from '../../server/auth.ts';
-import { envelope, envelopeSchema, pageOf } from '../../server/http/envelope.ts';
-import type { RouteRegistrar } from '../../server/http/route.ts';
+import { envelope, envelopeSchema, pageOf, policy, type RouteRegistrar } from '../../server/sdk.ts';
 import { auditEntry, auditQuery } from './schemas.ts';
 import type { AuditService } from './service.ts';
 

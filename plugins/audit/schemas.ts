@@ -1,6 +1,5 @@
 import { z } from 'zod';
-import { pageQuery } from '../../server/http/envelope.ts';
-
+import { pageQuery } from '../../server/sdk.ts';
 export const auditEntry = z.object({
   ts: z.string().describe('ISO 8601 UTC'),
   event: z.string(),

@@ -1,7 +1,4 @@
-import type { AuditInput, AuditWriter } from '../../server/plugin.ts';
-import type { Tenant } from '../../server/tenancy.ts';
-import type { Clock } from '../../server/clock.ts';
-import { InputError } from '../../server/errors.ts';
+import { type AuditInput, type AuditWriter, type Clock, InputError, type Tenant } from '../../server/sdk.ts';
 import type { AuditRepo, AuditFilter } from './repo.ts';
 
 const EVENT_RE = /^[a-z0-9][a-z0-9.-]{0,63}$/;

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { UsageError, type CliCommand, type CliContext } from '../../server/plugin.ts';
+import { type CliCommand, type CliContext, UsageError } from '../../server/sdk.ts';
 import { LotlRepo } from './repo.ts';
 import { lotlConfig } from './schemas.ts';
 import { LotlService, type Candidate } from './service.ts';

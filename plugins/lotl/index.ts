@@ -1,7 +1,4 @@
-import { definePlugin } from '../../server/plugin.ts';
-import { sqlMigrations } from '../../server/store/migrate.ts';
-import type { JobQueue } from '../../server/jobs.ts';
-import type { Clock } from '../../server/clock.ts';
+import { type Clock, definePlugin, type JobQueue, sqlMigrations } from '../../server/sdk.ts';
 import { lotlCli } from './cli.ts';
 import { LotlRepo } from './repo.ts';
 import { lotlRoutes } from './routes.ts';

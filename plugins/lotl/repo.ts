@@ -1,4 +1,4 @@
-import type { DB } from '../../server/store/db.ts';
+import type { DB } from '../../server/sdk.ts';
 import type { TslPointer, TslService } from './tsl.ts';
 import { sha256Hex } from './xades.ts';
 

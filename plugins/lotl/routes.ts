@@ -1,9 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
-import { policy } from '../../server/auth.ts';
-import { InputError, NotFoundError } from '../../server/errors.ts';
-import { reply, type RouteRegistrar } from '../../server/http/route.ts';
-import type { AuditWriter } from '../../server/plugin.ts';
+import { type AuditWriter, InputError, NotFoundError, policy, reply, type RouteRegistrar } from '../../server/sdk.ts';
 import { anchorItem, anchorQuery, anchorsQuery, manifest, runReport, type LotlConfig } from './schemas.ts';
 import { isoCountry, type Candidate, type LotlService } from './service.ts';
 import { readTar, TarError } from './tar.ts';

@@ -1,16 +1,14 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import type { Clock } from '../../server/clock.ts';
-import type { Logger } from '../../server/log.ts';
+import { resourcePath, type Clock, type Logger } from '../../server/sdk.ts';
 import type { LotlRepo, ListRow, ResultRow } from './repo.ts';
 import type { LotlConfig, ListOutcome, Manifest, RunReport } from './schemas.ts';
 import { dersOfPem, pemOf, readTsl, selfPointer, TSL_XML_MIME, TslError, type Tsl } from './tsl.ts';
 import { child, childElements, parseXml, XmlError, type XDocument } from './xml.ts';
 import { DSIG, pinned, SignatureError, verifyEnvelopedSignature, type PinnedCert, type VerifiedSignature } from './xades.ts';
 
-export const DEFAULT_SIGNERS = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'resources', 'lotl', 'lotl-signers.pem');
+export const DEFAULT_SIGNERS = resourcePath('lotl', 'lotl-signers.pem');
 
 /** One document offered to the cache: a file from an import, or a download. */
 export interface Candidate {

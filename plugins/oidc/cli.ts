@@ -1,5 +1,4 @@
-import { parse } from '../../server/cli.ts';
-import { UsageError, type CliCommand, type CliContext } from '../../server/plugin.ts';
+import { type CliCommand, type CliContext, parse, UsageError } from '../../server/sdk.ts';
 import { ClientRepo, clientInput, clientView } from './clients.ts';
 
 function repo(ctx: CliContext): ClientRepo {

@@ -1,10 +1,6 @@
 import crypto from 'node:crypto';
 import { z } from 'zod';
-import type { DB } from '../../server/store/db.ts';
-import type { Tenant } from '../../server/tenancy.ts';
-import { InputError, NotFoundError } from '../../server/errors.ts';
-import { sha256Hex } from '../../server/keys.ts';
-
+import { type DB, InputError, NotFoundError, sha256Hex, type Tenant } from '../../server/sdk.ts';
 export const AUTH_METHODS = ['none', 'client_secret_basic', 'client_secret_post', 'private_key_jwt'] as const;
 export type AuthMethod = (typeof AUTH_METHODS)[number];
 

@@ -1,9 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
-import type { FastHandler } from '../../server/http/route.ts';
-import { newRequestId, queryObject } from '../../server/http/dispatch.ts';
-import { AppError, InputError } from '../../server/errors.ts';
-import type { PluginContext } from '../../server/plugin.ts';
+import { AppError, type FastHandler, InputError, newRequestId, type PluginContext, queryObject } from '../../server/sdk.ts';
 import type { OidcProvider } from './provider.ts';
 import { tokenForm, type OidcConfig } from './schemas.ts';
 

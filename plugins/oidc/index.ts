@@ -1,5 +1,4 @@
-import { definePlugin } from '../../server/plugin.ts';
-import { sqlMigrations } from '../../server/store/migrate.ts';
+import { definePlugin, sqlMigrations } from '../../server/sdk.ts';
 import { ClientRepo } from './clients.ts';
 import { SigningKeys } from './keys.ts';
 import { OidcProvider, type OidcService } from './provider.ts';

@@ -1,10 +1,6 @@
 import crypto from 'node:crypto';
 import * as jose from 'jose';
-import type { DB } from '../../server/store/db.ts';
-import type { KeyService } from '../../server/keys.ts';
-import type { Tenant } from '../../server/tenancy.ts';
-import type { Clock } from '../../server/clock.ts';
-
+import type { Clock, DB, KeyService, Tenant } from '../../server/sdk.ts';
 export type SigAlg = 'RS256' | 'ES256';
 export const SIG_ALGS: readonly SigAlg[] = ['RS256', 'ES256'];
 

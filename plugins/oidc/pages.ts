@@ -1,10 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { reply, type Reply } from '../../server/http/route.ts';
-
+import { reply, resourcePath, type Reply } from '../../server/sdk.ts';
 /** The sign-in pages live in resources/login/ (shipped defaults an operator may restyle). */
-export const PAGES_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../resources/login');
+export const PAGES_DIR = resourcePath('login');
 
 const cache = new Map<string, string>();
 

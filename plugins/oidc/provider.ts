@@ -1,15 +1,6 @@
 import crypto from 'node:crypto';
 import * as jose from 'jose';
-import type { DB } from '../../server/store/db.ts';
-import type { Tenant, TenantService } from '../../server/tenancy.ts';
-import type { User, UserService } from '../../server/users.ts';
-import { verifyPassword } from '../../server/users.ts';
-import type { AuditWriter } from '../../server/plugin.ts';
-import type { Principal } from '../../server/auth.ts';
-import type { Clock } from '../../server/clock.ts';
-import type { RateLimiter } from '../../server/http/rate-limit.ts';
-import { AppError } from '../../server/errors.ts';
-import { sha256Hex } from '../../server/keys.ts';
+import { AppError, type AuditWriter, type Clock, type DB, type Principal, type RateLimiter, sha256Hex, type Tenant, type TenantService, type User, type UserService, verifyPassword } from '../../server/sdk.ts';
 import { SigningKeys, halfHash, type SigAlg } from './keys.ts';
 import { ClientRepo, JWT_BEARER, redirectUriAllowed, type AuthMethod, type OidcClient } from './clients.ts';
 import type { OidcConfig, TokenForm } from './schemas.ts';

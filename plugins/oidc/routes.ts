@@ -1,9 +1,5 @@
 import { z } from 'zod';
-import { policy } from '../../server/auth.ts';
-import type { RouteRegistrar, RouteRequest } from '../../server/http/route.ts';
-import { reply } from '../../server/http/route.ts';
-import { InputError, NotAllowedError, NotFoundError } from '../../server/errors.ts';
-import type { PluginContext } from '../../server/plugin.ts';
+import { InputError, NotAllowedError, NotFoundError, type PluginContext, policy, reply, type RouteRegistrar, type RouteRequest } from '../../server/sdk.ts';
 import { AUTH_METHODS, clientInput, clientView, snakeKeys } from './clients.ts';
 import { CLIENT_ALGS, SCOPES, oauthError, type OidcProvider, type RequestInfo } from './provider.ts';
 import { discoverySchema, introspection, jwksSchema, oauthError as oauthErrorSchema, tokenForm, tokenOnlyForm, tokenResponse, type OidcConfig } from './schemas.ts';

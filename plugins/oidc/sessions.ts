@@ -1,9 +1,5 @@
 import crypto from 'node:crypto';
-import type { DB } from '../../server/store/db.ts';
-import type { Tenant } from '../../server/tenancy.ts';
-import type { Clock } from '../../server/clock.ts';
-import { sha256Hex, safeEqual } from '../../server/keys.ts';
-
+import { type Clock, type DB, safeEqual, sha256Hex, type Tenant } from '../../server/sdk.ts';
 export const SID_COOKIE = 'sc_sid';
 /** Browser binding: a random value that CSRF tokens and pending interactions are tied to. */
 export const BROWSER_COOKIE = 'sc_b';

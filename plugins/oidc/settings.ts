@@ -1,5 +1,4 @@
-import type { DB } from '../../server/store/db.ts';
-import type { Tenant } from '../../server/tenancy.ts';
+import type { DB, Tenant } from '../../server/sdk.ts';
 import type { OidcConfig } from './schemas.ts';
 
 export interface TenantOidcSettings { allowPlainPkce: boolean }

@@ -1,6 +1,5 @@
 import fs from 'node:fs';
-import { parse } from '../../server/cli.ts';
-import { UsageError, type CliCommand, type CliContext } from '../../server/plugin.ts';
+import { type CliCommand, type CliContext, parse, str, UsageError } from '../../server/sdk.ts';
 import type { CaStatus } from './service.ts';
 import type { RpCaConfig } from './schemas.ts';
 
@@ -8,10 +7,6 @@ const USAGE = [
   'ca init [--tenant HOST] [--hsm-module PATH --token-label L (--pin PIN | --pin-stdin) [--key-label K]] [--force]',
   'ca status [--tenant HOST] [--json]',
 ];
-
-function str(v: unknown): string | undefined {
-  return typeof v === 'string' ? v : undefined;
-}
 
 function printStatus(ctx: CliContext, s: CaStatus): void {
   ctx.out(`tenant:       ${s.tenant}`);

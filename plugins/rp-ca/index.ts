@@ -1,6 +1,5 @@
 import { z } from 'zod';
-import { definePlugin, type PluginHealth } from '../../server/plugin.ts';
-import { sqlMigrations } from '../../server/store/migrate.ts';
+import { definePlugin, type PluginHealth, sqlMigrations } from '../../server/sdk.ts';
 import { caCommand } from './cli.ts';
 import { rpCaRoutes } from './routes.ts';
 import { rpCaConfig } from './schemas.ts';

@@ -1,6 +1,4 @@
-import type { DB } from '../../server/store/db.ts';
-import type { Tenant } from '../../server/tenancy.ts';
-
+import type { DB, Tenant } from '../../server/sdk.ts';
 export interface CaRow {
   tenant_id: string;
   key_kind: 'software' | 'pkcs11';

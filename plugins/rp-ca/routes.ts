@@ -1,8 +1,5 @@
 import { z } from 'zod';
-import { policy } from '../../server/auth.ts';
-import { envelope, envelopeSchema, pageOf } from '../../server/http/envelope.ts';
-import { reply, type RouteRegistrar } from '../../server/http/route.ts';
-import type { AuditWriter } from '../../server/plugin.ts';
+import { type AuditWriter, envelope, envelopeSchema, pageOf, policy, reply, type RouteRegistrar } from '../../server/sdk.ts';
 import { caQuery, certItem, issueBody, issueResponse, listQuery, revokeBody, revokeResponse, type RpCaConfig } from './schemas.ts';
 import type { CaService } from './service.ts';
 

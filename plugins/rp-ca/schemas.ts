@@ -1,6 +1,5 @@
 import { z } from 'zod';
-import { pageQuery } from '../../server/http/envelope.ts';
-
+import { pageQuery } from '../../server/sdk.ts';
 /**
  * Default certificate policy: an OID under the X.667 UUID arc (2.25.<uuid>), ours by
  * construction. An operator issuing under a published policy (an ETSI TS 119 411-8 policy of a

@@ -1,11 +1,6 @@
 import crypto from 'node:crypto';
 import net from 'node:net';
-import type { DB } from '../../server/store/db.ts';
-import type { Tenant } from '../../server/tenancy.ts';
-import type { KeyService } from '../../server/keys.ts';
-import type { Clock } from '../../server/clock.ts';
-import type { Logger } from '../../server/log.ts';
-import { AppError, ConflictError, InputError, NotFoundError } from '../../server/errors.ts';
+import { AppError, type Clock, ConflictError, type DB, InputError, type KeyService, type Logger, NotFoundError, type Tenant } from '../../server/sdk.ts';
 import { CaRepo, type CaRow, type CertRow, type NewCa } from './repo.ts';
 import { HsmError, Pkcs11Signer, SoftwareSigner, type HsmConfig, type Signer } from './signer.ts';
 import { createCaCertificate, createCrl, createLeafCertificate, fingerprint, pem, randomSerialHex, x509, x509Hash } from './x509.ts';

@@ -1,10 +1,7 @@
 import crypto from 'node:crypto';
 import net from 'node:net';
 import os from 'node:os';
-import type { Tenant, TenantService } from '../../server/tenancy.ts';
-import type { KeyService } from '../../server/keys.ts';
-import type { Clock } from '../../server/clock.ts';
-import type { Logger } from '../../server/log.ts';
+import type { Clock, KeyService, Logger, Tenant, TenantService } from '../../server/sdk.ts';
 import type { CaService } from './service.ts';
 import type { RpCaConfig } from './schemas.ts';
 import { pem, x509 } from './x509.ts';

@@ -1,6 +1,4 @@
-import type { KeyService } from '../../server/keys.ts';
-import type { Tenant } from '../../server/tenancy.ts';
-import { ConflictError, InputError, NotFoundError } from '../../server/errors.ts';
+import { ConflictError, InputError, type KeyService, NotFoundError, type Tenant } from '../../server/sdk.ts';
 import type { NumberRow, TelephonyRepo, TrunkRow } from './repo.ts';
 import type { InboundRouteRow, OutboundRouteRow } from './routing.ts';
 import { TRUNK_ID_RE, type TrunkInput } from './schemas.ts';

@@ -3,8 +3,7 @@ import crypto from 'node:crypto';
 import path from 'node:path';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { BadGatewayError, ServiceUnavailableError } from '../../server/errors.ts';
-import type { Logger } from '../../server/log.ts';
+import { BadGatewayError, type Logger, ServiceUnavailableError } from '../../server/sdk.ts';
 import type { TelephonyConfig } from './schemas.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');

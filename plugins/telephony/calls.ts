@@ -1,12 +1,5 @@
 import crypto from 'node:crypto';
-import type { Principal } from '../../server/auth.ts';
-import type { Clock } from '../../server/clock.ts';
-import { AppError, BadGatewayError, InputError, NotFoundError } from '../../server/errors.ts';
-import type { EventBus } from '../../server/events.ts';
-import type { JobQueue } from '../../server/jobs.ts';
-import type { KeyService } from '../../server/keys.ts';
-import type { Logger } from '../../server/log.ts';
-import type { Tenant, TenantService } from '../../server/tenancy.ts';
+import { AppError, BadGatewayError, type Clock, type EventBus, InputError, type JobQueue, type KeyService, type Logger, NotFoundError, type Principal, type Tenant, type TenantService } from '../../server/sdk.ts';
 import { bridgeTrunkId, localTrunkId, type TelephonyAdmin } from './admin.ts';
 import type { BridgeLink } from './bridge-link.ts';
 import type { OutcomeMailer } from './mail.ts';

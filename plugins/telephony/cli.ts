@@ -1,6 +1,5 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { UsageError, type CliCommand, type CliContext } from '../../server/plugin.ts';
-import type { Tenant } from '../../server/tenancy.ts';
+import { type CliCommand, type CliContext, type Tenant, UsageError } from '../../server/sdk.ts';
 import { numberView, TelephonyAdmin, trunkView } from './admin.ts';
 import { TelephonyRepo } from './repo.ts';
 import { numberInput, trunkInput } from './schemas.ts';

@@ -1,5 +1,4 @@
-import { definePlugin, type PluginContext } from '../../server/plugin.ts';
-import { sqlMigrations } from '../../server/store/migrate.ts';
+import { definePlugin, type PluginContext, sqlMigrations } from '../../server/sdk.ts';
 import { TelephonyAdmin } from './admin.ts';
 import { BridgeLink } from './bridge-link.ts';
 import { CallService, DIAL_QUEUE, MAIL_QUEUE, type DialJob, type MailJob } from './calls.ts';

@@ -1,6 +1,5 @@
 import type { Statement } from 'better-sqlite3';
-import type { DB } from '../../server/store/db.ts';
-import type { Tenant } from '../../server/tenancy.ts';
+import type { DB, Tenant } from '../../server/sdk.ts';
 import type { CallStatus } from './schemas.ts';
 import type { InboundRouteRow, OutboundRouteRow } from './routing.ts';
 

@@ -1,11 +1,5 @@
 import { z } from 'zod';
-import { policy, requireBodyless } from '../../server/auth.ts';
-import { envelope, envelopeSchema, pageOf, pageQuery } from '../../server/http/envelope.ts';
-import { pascalizeKeys } from '../../server/http/key-case.ts';
-import { reply, type RouteRegistrar } from '../../server/http/route.ts';
-import { InputError } from '../../server/errors.ts';
-import type { AuditWriter } from '../../server/plugin.ts';
-import type { RouteRequest } from '../../server/http/route.ts';
+import { type AuditWriter, envelope, envelopeSchema, InputError, pageOf, pageQuery, pascalizeKeys, policy, reply, requireBodyless, type RouteRegistrar, type RouteRequest } from '../../server/sdk.ts';
 import { numberView, trunkView, type TelephonyAdmin } from './admin.ts';
 import type { BridgeLink } from './bridge-link.ts';
 import { toRecord, type CallService } from './calls.ts';

@@ -1,6 +1,5 @@
 import { z } from 'zod';
-import { pageQuery } from '../../server/http/envelope.ts';
-
+import { pageQuery } from '../../server/sdk.ts';
 /** E.164: `+`, a non-zero country code digit, at most 15 digits in all (ITU-T E.164 §6). */
 export const E164_RE = /^\+[1-9]\d{4,14}$/;
 export const e164 = z.string().regex(E164_RE, 'must be an E.164 number like +4930123456');

@@ -1,8 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Paths } from '../../server/plugin.ts';
-import type { Tenant } from '../../server/tenancy.ts';
-import { InputError, NotFoundError } from '../../server/errors.ts';
+import { InputError, NotFoundError, type Paths, type Tenant } from '../../server/sdk.ts';
 import type { TelephonyRepo, TranscriptRow } from './repo.ts';
 import type { FullTranscript } from './schemas.ts';
 

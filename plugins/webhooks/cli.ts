@@ -1,7 +1,4 @@
-import { parse } from '../../server/cli.ts';
-import { UsageError, type CliCommand, type CliContext } from '../../server/plugin.ts';
-import { NotFoundError } from '../../server/errors.ts';
-import type { Tenant } from '../../server/tenancy.ts';
+import { type CliCommand, type CliContext, NotFoundError, parse, type Tenant, UsageError } from '../../server/sdk.ts';
 import { WebhookRepo } from './repo.ts';
 import { eventsInput, webhooksConfig } from './schemas.ts';
 import { WebhookService } from './service.ts';

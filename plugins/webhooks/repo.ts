@@ -1,7 +1,5 @@
 import type Database from 'better-sqlite3';
-import type { DB } from '../../server/store/db.ts';
-import type { Tenant } from '../../server/tenancy.ts';
-
+import type { DB, Tenant } from '../../server/sdk.ts';
 export interface SubscriptionRow {
   id: string; tenant_id: string; url: string; events: string; active: number; secret_sealed: string;
   created_at: string; created_by: string; last_fired_at: string | null; failures: number;

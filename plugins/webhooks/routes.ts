@@ -1,8 +1,5 @@
 import { z } from 'zod';
-import { policy, type Principal } from '../../server/auth.ts';
-import { envelope, envelopeSchema, pageOf, pageQuery } from '../../server/http/envelope.ts';
-import type { RouteRegistrar, RouteRequest } from '../../server/http/route.ts';
-import type { PluginContext } from '../../server/plugin.ts';
+import { envelope, envelopeSchema, pageOf, pageQuery, type PluginContext, policy, type Principal, type RouteRegistrar, type RouteRequest } from '../../server/sdk.ts';
 import {
   addBody, createdSubscription, deliveriesQuery, deliveryItem, idBody, listQuery, redeliverBody, subscriptionItem,
 } from './schemas.ts';

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { pageQuery } from '../../server/http/envelope.ts';
+import { pageQuery } from '../../server/sdk.ts';
 import { isCidr } from './net-policy.ts';
 
 /** The parts of the address policy a tenant may override (issue 5 §5: "per-tenant policy"). */

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
-import { BUILD } from '../../server/build-info.ts';
+import { BUILD } from '../../server/sdk.ts';
 import { resolveAllowed, type NetworkPolicy, type Resolver } from './net-policy.ts';
 
 /**

@@ -75,6 +75,44 @@ function areaOf(root: string, fromFile: string, spec: string): string | undefine
   return rel.split(path.sep)[0];
 }
 
+/**
+ * The plugin contract (ARCHITECTURE.md): a file under `plugins/<p>/` imports the SDK
+ * (`server/sdk.ts`), files of its own plugin, another plugin's `api.ts` (typed service references),
+ * Node built-ins and npm packages; nothing else of the core or of another plugin. The telephony
+ * bridge is its own process: `plugins/telephony/bridge/` imports only itself and the control
+ * contract both sides share (`plugins/telephony/control.ts`), never the SDK or the core.
+ * Type-only imports count too: a type from a core file is still a reach around the SDK.
+ */
+const BRIDGE = path.join('plugins', 'telephony', 'bridge');
+const BRIDGE_CONTRACT = path.join('plugins', 'telephony', 'control.ts');
+const SDK = path.join('server', 'sdk.ts');
+
+export function checkPluginImports(root: string): Violation[] {
+  const v: Violation[] = [];
+  for (const file of walk(path.join(root, 'plugins'))) {
+    const rel = path.relative(root, file);
+    const plugin = rel.split(path.sep)[1]!;
+    const inBridge = rel.startsWith(BRIDGE + path.sep);
+    for (const i of scan(file).imports) {
+      if (!i.spec.startsWith('.')) continue; // built-ins and npm packages
+      const target = path.relative(root, path.resolve(path.dirname(file), i.spec));
+      const add = (rule: string) => v.push({ file: rel, line: i.line, rule: `${rule} (${i.spec})` });
+      if (inBridge) {
+        if (!target.startsWith(BRIDGE + path.sep) && target !== BRIDGE_CONTRACT) add('the bridge imports only itself and plugins/telephony/control.ts');
+        continue;
+      }
+      const parts = target.split(path.sep);
+      if (target === SDK) continue;
+      if (parts[0] === 'plugins' && parts[1] === plugin && parts.length > 2) continue;
+      if (parts[0] === 'plugins' && parts.length === 3 && parts[2] === 'api.ts') continue;
+      // The registry of built-in plugins imports each manifest.
+      if (rel === path.join('plugins', 'index.ts') && parts[0] === 'plugins' && parts.length === 3 && parts[2] === 'index.ts') continue;
+      add(parts[0] === 'plugins' ? `plugins/${plugin} reaches into another plugin: use its api.ts service reference` : `plugins/${plugin} imports the core past the SDK: import from server/sdk.ts`);
+    }
+  }
+  return v;
+}
+
 export function checkBoundaries(root: string): Violation[] {
   const v: Violation[] = [];
   const add = (file: string, line: number, rule: string) => v.push({ file: path.relative(root, file), line, rule });
@@ -152,6 +190,36 @@ describe('runtime boundaries', () => {
       'renderer/ui.ts:1', 'renderer/ui.ts:2', 'renderer/ui.ts:3', 'renderer/ui.ts:4',
       'server/a.ts:1', 'server/b.ts:3',
     ].sort());
+  });
+
+  it('plugins reach the core only through server/sdk.ts; the bridge only through its contract', () => {
+    expect(checkPluginImports(ROOT).map((x) => `${x.file}:${x.line}: ${x.rule}`)).toEqual([]);
+    const root = tree({
+      'server/sdk.ts': 'export const x = 1;\n',
+      'plugins/index.ts': "import a from './a/index.ts';\nexport default [a];\n",
+      'plugins/a/index.ts': [
+        "import { x } from '../../server/sdk.ts';",
+        "import { own } from './own.ts';",
+        "import type { Tenant } from '../../server/tenancy.ts';",
+        "import { parse } from '../../server/cli.ts';",
+        "import { secret } from '../b/service.ts';",
+        "import { bRef } from '../b/api.ts';",
+        "import { z } from 'zod';",
+        "import fs from 'node:fs';",
+        "const pages = '../../resources/login';",
+        'export default { x, own, parse, secret, bRef, z, fs, pages };',
+      ].join('\n'),
+      'plugins/telephony/bridge/call.ts': [
+        "import { leg } from './media/leg.ts';",
+        "import { control } from '../control.ts';",
+        "import { x } from '../../../server/sdk.ts';",
+        "import { schemas } from '../schemas.ts';",
+        'export { leg, control, x, schemas };',
+      ].join('\n'),
+    });
+    expect(checkPluginImports(root).map((x) => `${x.file}:${x.line}`).sort()).toEqual(
+      ['plugins/a/index.ts:3', 'plugins/a/index.ts:4', 'plugins/a/index.ts:5', 'plugins/telephony/bridge/call.ts:3', 'plugins/telephony/bridge/call.ts:4'].sort(),
+    );
   });
 
   it('allows what each side is for', () => {

@@ -1,0 +1,39 @@
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+
+/** A bad command line: the CLI prints it and exits 2. */
+export class UsageError extends Error {}
+
+export type CliOptions = NonNullable<ParseArgsConfig['options']>;
+
+export interface ParsedArgs {
+  values: Record<string, string | boolean | undefined>;
+  positionals: string[];
+}
+
+/**
+ * parseArgs with the appliance's conventions: strict, `--data-dir` accepted everywhere, usage
+ * errors naming the argument. Lives apart from server/cli.ts so plugin commands can use it without
+ * importing the CLI (which imports the app, which imports the plugins).
+ */
+export function parse(args: string[], options: CliOptions, maxPositionals = Infinity): ParsedArgs {
+  try {
+    const r = parseArgs({ args, options: { 'data-dir': { type: 'string' }, ...options }, allowPositionals: true, strict: true }) as ParsedArgs;
+    if (r.positionals.length > maxPositionals) throw new UsageError(`unexpected argument: ${r.positionals[maxPositionals]}`);
+    return r;
+  } catch (e) {
+    if (e instanceof UsageError) throw e;
+    throw new UsageError((e as Error).message.replace(/\. To specify.*$/s, ''));
+  }
+}
+
+/** A string option's value, or undefined for a flag or an absent option. */
+export function str(v: unknown): string | undefined {
+  return typeof v === 'string' ? v : undefined;
+}
+
+/** Rows as an aligned text table: a header line, then one line per row, each a whole line. */
+export function table(rows: Record<string, unknown>[], cols: string[]): string[] {
+  const w = cols.map((c) => Math.max(c.length, ...rows.map((r) => String(r[c] ?? '').length)));
+  const line = (vals: string[]) => vals.map((v, i) => v.padEnd(w[i]!)).join('  ').trimEnd();
+  return [line(cols.map((c) => c.toUpperCase())), ...rows.map((r) => line(cols.map((c) => String(r[c] ?? ''))))];
+}

@@ -1,0 +1,56 @@
+/**
+ * The plugin SDK: the one module a plugin imports from the core (a boundary test enforces it).
+ * Everything a plugin needs from the core is named here, so the core's file layout can change
+ * without touching a plugin, and a reader sees the whole contract in one place.
+ */
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+// The manifest, its context and the CLI contract.
+export { definePlugin, defineService } from './plugin.ts';
+export type {
+  AuditInput, AuditWriter, CliCommand, CliContext, Paths, PluginContext, PluginDefinition, PluginHealth, PluginManifest, ServiceRef,
+} from './plugin.ts';
+export { UsageError, parse, str, table, type CliOptions, type ParsedArgs } from './cli-args.ts';
+
+// Errors with stable codes (rendered by the one error middleware).
+export {
+  AppError, AuthenticationError, BadGatewayError, ConflictError, InputError, NotAllowedError, NotFoundError, RateLimitedError, ServiceUnavailableError,
+} from './errors.ts';
+
+// Routes: registration, auth policies, replies, list envelopes, key case.
+export { policy, requireBodyless } from './auth.ts';
+export type { AuthPolicy, AuthService, Principal } from './auth.ts';
+export { reply } from './http/route.ts';
+export type { FastHandler, Reply, RouteDef, RouteRegistrar, RouteRequest } from './http/route.ts';
+export { envelope, envelopeSchema, pageOf, pageQuery, type Envelope, type Page } from './http/envelope.ts';
+export { pascalizeKeys } from './http/key-case.ts';
+export { newRequestId, queryObject } from './http/dispatch.ts';
+export type { RateLimiter } from './http/rate-limit.ts';
+
+// Storage, jobs and events.
+export { sqlMigrations, type Migration } from './store/migrate.ts';
+export type { DB } from './store/db.ts';
+export { PermanentFailure, RetryAt } from './jobs.ts';
+export type { JobQueue, RunningJob } from './jobs.ts';
+export type { AppEvent, EventBus } from './events.ts';
+
+// Tenancy, users, keys, time, logs, build.
+export type { Tenant, TenantService } from './tenancy.ts';
+export { checkPasswordPolicy, verifyPassword, type Role, type User, type UserService } from './users.ts';
+export { safeEqual, sha256Hex, type KeyService, type SecretSettings } from './keys.ts';
+export type { Clock } from './clock.ts';
+export type { Logger } from './log.ts';
+export { BUILD } from './build-info.ts';
+
+const RESOURCES = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'resources');
+
+/**
+ * A file or folder shipped in `resources/` (defaults an operator may restyle or replace). Segments
+ * are fixed names from the code; anything that climbs out of the folder throws.
+ */
+export function resourcePath(...segments: string[]): string {
+  const p = path.resolve(RESOURCES, ...segments);
+  if (p !== RESOURCES && !p.startsWith(RESOURCES + path.sep)) throw new Error(`resource path escapes resources/: ${segments.join('/')}`);
+  return p;
+}
