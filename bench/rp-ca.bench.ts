@@ -54,7 +54,7 @@ export default async function run(): Promise<BenchResult[]> {
   const { rpCaConfig } = await import('../plugins/rp-ca/schemas.ts');
   const { Pkcs11Signer, SoftwareSigner } = await import('../plugins/rp-ca/signer.ts');
   const sink = new Writable({ write: (_c, _e, cb) => cb() });
-  const a = await Appliance.create({ dataDir: path.join(dir, 'data'), env: {}, plugins: [rpCa()], logDestination: sink });
+  const a = await Appliance.create({ dataDir: path.join(dir, 'data'), env: {}, plugins: [rpCa], logDestination: sink });
   const core = a.core;
   const service = new CaService({ db: core.db, keys: core.keys, clock: core.clock, log: core.log, config: rpCaConfig.parse({}) });
   try {

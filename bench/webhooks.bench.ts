@@ -16,6 +16,7 @@
  * Knobs (env): BENCH_WH_SUBS (10), BENCH_WH_EVENTS (500), BENCH_WH_LATENCY_SAMPLES (60).
  */
 import crypto from 'node:crypto';
+import { WEBHOOKS } from '../plugins/webhooks/api.ts';
 import http from 'node:http';
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -23,7 +24,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { Appliance } from '../server/app.ts';
-import { definePlugin, type PluginManifest } from '../server/plugin.ts';
+import { definePlugin, type PluginManifest, type AnyPlugin } from '../server/plugin.ts';
 import audit from '../plugins/audit/index.ts';
 import webhooks from '../plugins/webhooks/index.ts';
 import type { WebhookService } from '../plugins/webhooks/service.ts';
@@ -35,11 +36,11 @@ const EVENTS = envNumber('BENCH_WH_EVENTS', 500);
 const SAMPLES = envNumber('BENCH_WH_LATENCY_SAMPLES', 60);
 const CONCURRENCY = 64;
 
-const benchEvents = definePlugin(() => ({
+const benchEvents = definePlugin({
   name: 'bench-events',
   description: 'declares bench.event',
   events: { 'bench.event': z.object({ n: z.number().int() }) },
-}));
+});
 
 /**
  * The receiver, a plain Node script in its own process: counts POSTs by the first path segment,
@@ -142,12 +143,12 @@ export default async function run(): Promise<BenchResult[]> {
       http: { port: 0, host: '127.0.0.1', drainMs: 1000 }, log: { level: 'silent' }, jobs: { pollMs: 50 },
       plugins: { webhooks: { allowLoopback: true, concurrency: CONCURRENCY, timeoutMs: 10_000 } },
     },
-    plugins: [audit, webhooks, benchEvents].map((m) => m() as unknown as PluginManifest),
+    plugins: [audit, webhooks, benchEvents] as AnyPlugin[],
   });
   await a.start();
   const out: BenchResult[] = [];
   try {
-    const svc = a.host.provided<WebhookService>('webhooks')!;
+    const svc = a.host.provided(WEBHOOKS)!;
     const tenant = a.core.tenants.primary()!;
     const emitMany = (n: number) => a.core.db.transaction(() => { for (let i = 0; i < n; i++) a.core.events.emit(tenant.id, 'bench.event', { n: i }); }).immediate();
 

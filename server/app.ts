@@ -19,7 +19,8 @@ import { Dispatcher, newRequestId, renderError } from './http/dispatch.ts';
 import { createLogger, type Logger } from './log.ts';
 import { systemClock, type Clock } from './clock.ts';
 import { PluginHost, makePaths, type PluginStatus } from './plugin-host.ts';
-import type { AuditInput, AuditWriter, PluginManifest } from './plugin.ts';
+import type { AnyPlugin, AuditInput, AuditWriter } from './plugin.ts';
+import { AUDIT_WRITER, TLS_AUTO } from './core-services.ts';
 import { coreRoutes } from './core-routes.ts';
 import { AppError, ConfigError } from './errors.ts';
 import type { Tenant } from './tenancy.ts';
@@ -33,20 +34,13 @@ export interface ApplianceOptions {
   /** Highest config layer (CLI flags, tests). */
   overrides?: Record<string, unknown>;
   /** Plugins to load; default: every built-in plugin. */
-  plugins?: PluginManifest[];
+  plugins?: AnyPlugin[];
   clock?: Clock;
   logDestination?: DestinationStream;
   /** The master key from the host process (Electron's OS key store). */
   masterKey?: Buffer;
   /** Told once, on the first start, the generated admin password (printed, never logged). */
   onFirstRun?: (info: { host: string; user: string; password: string }) => void;
-}
-
-/** The 'tls-auto' service a plugin provides for `http.tls: 'auto'` (PEM chain and key). */
-export interface TlsAutoProvider {
-  getCredentials(): { cert: string; key: string };
-  /** Tells the server to swap its secure context after a renewal. */
-  onRenew?(listener: () => void): void;
 }
 
 /** Everything both the server and the CLI need: store, keys and the core services. */
@@ -116,7 +110,7 @@ export async function bootstrap(core: CoreServices): Promise<{ host: string; use
   return { host: tenant.host, user: 'admin', password };
 }
 
-export async function loadBuiltinPlugins(): Promise<PluginManifest[]> {
+export async function loadBuiltinPlugins(): Promise<AnyPlugin[]> {
   const { builtinPlugins } = await import('../plugins/index.ts');
   return builtinPlugins();
 }
@@ -136,7 +130,7 @@ export class Appliance {
   #listeningResolve: (v: { url: string; port: number }) => void = () => {};
   #listening = new Promise<{ url: string; port: number }>((r) => { this.#listeningResolve = r; });
 
-  private constructor(core: CoreServices, plugins: PluginManifest[]) {
+  private constructor(core: CoreServices, plugins: AnyPlugin[]) {
     this.core = core;
     const paths = makePaths(core.config.dataDir);
     this.host = new PluginHost(plugins, {
@@ -163,9 +157,10 @@ export class Appliance {
       a.host.configure();
       a.host.migrateAll();
       a.host.declareEvents();
+      await a.host.setupAll();
+      core.audit.target = a.host.provided(AUDIT_WRITER);
       for (const def of coreRoutes(a.dispatcher, () => a.host)) a.dispatcher.add('core', def);
       a.host.registerRoutes(a.dispatcher, a.app);
-      core.audit.target = a.host.provided<AuditWriter>('audit');
       a.dispatcher.seal();
       a.finishExpress();
       return a;
@@ -267,7 +262,7 @@ export class Appliance {
     if (tls === 'auto') {
       // `serve --tls auto`: the certificate comes from the plugin that provides 'tls-auto' (rp-ca);
       // its renewals swap the secure context of the running listener.
-      const auto = this.host.provided<TlsAutoProvider>('tls-auto');
+      const auto = this.host.provided(TLS_AUTO);
       if (!auto) throw new ConfigError('http.tls', '"auto" needs a plugin that provides tls-auto (rp-ca); it is not loaded or did not start');
       const s = https.createServer(auto.getCredentials(), this.listener());
       auto.onRenew?.(() => s.setSecureContext(auto.getCredentials()));

@@ -220,9 +220,8 @@ export class AuthService {
     const authz = header(req.headers, 'authorization');
     const sig = header(req.headers, HMAC_HEADER);
     if (authz !== undefined) {
-      const m = /^Bearer\s+(\S+)\s*$/i.exec(authz);
-      if (!m) throw this.unauthorized('malformed Authorization header: expected "Bearer <token>"', 'invalid_request');
-      const token = m[1]!;
+      const token = bearerToken(authz);
+      if (!token) throw this.unauthorized('malformed Authorization header: expected "Bearer <token>"', 'invalid_request');
       const isKey = token.startsWith('ak_');
       if (isKey && !p.accept.includes('apiKey')) {
         throw new NotAllowedError('an ak_ API key is not accepted here; use an OIDC bearer token', 'insufficient_scope');
@@ -264,6 +263,14 @@ function header(h: Record<string, string | string[] | undefined>, name: string):
 }
 
 /** A bodyless endpoint: nothing, whitespace or an empty JSON object (clients that always send `{}`). */
+/** The token of an `Authorization: Bearer <token>` header (RFC 6750 §2.1), or undefined. */
+export function bearerToken(header: string | string[] | undefined): string | undefined {
+  const h = Array.isArray(header) ? header[0] : header;
+  if (h === undefined) return undefined;
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(h);
+  return m ? m[1] : undefined;
+}
+
 export function requireBodyless(raw: Buffer): void {
   if (raw.length === 0) return;
   const text = raw.toString('utf8').trim();

@@ -7,7 +7,8 @@ import { Appliance, openCore, loadBuiltinPlugins, type CoreServices } from './ap
 import { defaultDataDir, loadConfig } from './config.ts';
 import { ConfigError, MigrationError, AppError } from './errors.ts';
 import { PluginHost, makePaths } from './plugin-host.ts';
-import { UsageError, type CliCommand, type CliContext, type PluginManifest } from './plugin.ts';
+import { UsageError, type AnyPlugin, type CliContext } from './plugin.ts';
+import { AUDIT_WRITER } from './core-services.ts';
 import { BUILD } from './build-info.ts';
 import type { Role } from './users.ts';
 
@@ -45,13 +46,13 @@ const CORE_USAGE: Record<string, string[]> = {
 interface Opened {
   core: CoreServices;
   host: PluginHost;
-  plugins: PluginManifest[];
+  plugins: AnyPlugin[];
   ctx(plugin: string | null, io: CliIo): CliContext;
   close(): void;
 }
 
 /** Opens the store for a CLI command: core and plugin migrations applied, events declared. */
-async function openForCli(dataDir: string, plugins?: PluginManifest[]): Promise<Opened> {
+async function openForCli(dataDir: string, plugins?: AnyPlugin[]): Promise<Opened> {
   const core = openCore({ dataDir });
   core.auth.adminSecret();
   const list = plugins ?? (await loadBuiltinPlugins());
@@ -65,6 +66,9 @@ async function openForCli(dataDir: string, plugins?: PluginManifest[]): Promise<
     host.configure();
     host.migrateAll();
     host.declareEvents();
+    // The same setup as the server's: a command runs on the very services the server would build.
+    await host.setupAll();
+    core.audit.target = host.provided(AUDIT_WRITER);
   } catch (e) {
     core.db.close();
     throw e;
@@ -318,18 +322,18 @@ async function cmdDoctor(o: Opened, io: CliIo): Promise<number> {
 }
 
 /** Every usage line, core commands first, then each plugin's. */
-export async function cliUsage(plugins?: PluginManifest[]): Promise<string[]> {
+export async function cliUsage(plugins?: AnyPlugin[]): Promise<string[]> {
   const list = plugins ?? (await loadBuiltinPlugins());
   return [...Object.values(CORE_USAGE).flat(), ...list.flatMap((p) => Object.values(p.cli ?? {}).flatMap((c) => c.usage))];
 }
 
-async function help(io: CliIo, plugins: PluginManifest[]): Promise<void> {
+async function help(io: CliIo, plugins: AnyPlugin[]): Promise<void> {
   io.out('usage: sovcomms <command> [options]   (every command takes --data-dir DIR; default ./data or $SOVCOMMS_DATA_DIR)');
   for (const l of await cliUsage(plugins)) io.out(`  sovcomms ${l}`);
 }
 
 /** Runs one CLI invocation; returns the exit code (0 ok, 1 failure, 2 usage). */
-export async function main(argv: string[], io: CliIo = defaultIo, opts: { plugins?: PluginManifest[] } = {}): Promise<number> {
+export async function main(argv: string[], io: CliIo = defaultIo, opts: { plugins?: AnyPlugin[] } = {}): Promise<number> {
   const [cmd, ...rest] = argv;
   try {
     if (!cmd || cmd === 'help' || cmd === '--help' || cmd === '-h') {
@@ -360,7 +364,7 @@ export async function main(argv: string[], io: CliIo = defaultIo, opts: { plugin
           return 0;
         }
         case 'doctor': parse(args, {}, 0); return await cmdDoctor(o, io);
-        default: return await (pluginCmd!.c as CliCommand).run(args, o.ctx(pluginCmd!.p.name, io));
+        default: return await pluginCmd!.c!.run(args, o.ctx(pluginCmd!.p.name, io), o.host.services(pluginCmd!.p.name));
       }
     } finally {
       o.close();

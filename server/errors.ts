@@ -89,3 +89,11 @@ export class MigrationError extends Error {
     this.name = 'MigrationError';
   }
 }
+
+/** One line for a schema failure: the first issue, with its path (`trunks.0.codecs: too big`). */
+export function zodMessage(error: { issues: readonly { path: readonly PropertyKey[]; message: string }[] }, prefix = ''): string {
+  const issue = error.issues[0];
+  if (!issue) return prefix ? `${prefix}: invalid` : 'invalid';
+  const where = [prefix, issue.path.map(String).join('.')].filter(Boolean).join('.');
+  return where ? `${where}: ${issue.message}` : issue.message;
+}

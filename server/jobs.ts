@@ -1,18 +1,22 @@
 import crypto from 'node:crypto';
+import type { z } from 'zod';
+import { zodMessage } from './errors.ts';
 import type { DB } from './store/db.ts';
 import type { Clock } from './clock.ts';
 import type { Logger } from './log.ts';
 
 /**
  * One durable job queue over the `jobs` table (the Signal-Desktop JobQueue idea): every queue
- * declares how to parse its data, how to run a job and how often to try. Jobs are leased with an
+ * declares its payload schema, how to run a job and how often to try. Jobs are leased with an
  * expiry, so a crashed runner's work is picked up again; a finished job is never run again.
  * Delivery is at-least-once: a handler whose effect must not repeat makes it idempotent (a
  * dedupe key, or a state check inside its own transaction).
  */
 export interface JobDefinition<T> {
-  queue: string;
-  parseData(data: unknown): T;
+  /** The queue's name (unique per appliance; stored with every job). */
+  name: string;
+  /** The payload's schema: a job whose data does not match fails at once with the reason (never a cast). */
+  schema: z.ZodType<T>;
   run(job: RunningJob<T>): Promise<void>;
   maxAttempts?: number;
   /** Delay before attempt `n + 1` after `n` failed attempts (default exponential, 1 s .. 1 h). */
@@ -101,9 +105,9 @@ export class JobQueue {
   }
 
   define<T>(def: JobDefinition<T>): void {
-    if (this.#defs.has(def.queue)) throw new Error(`job queue ${def.queue} defined twice`);
-    this.#defs.set(def.queue, def as JobDefinition<unknown>);
-    this.#running.set(def.queue, new Set());
+    if (this.#defs.has(def.name)) throw new Error(`job queue ${def.name} defined twice`);
+    this.#defs.set(def.name, def as JobDefinition<unknown>);
+    this.#running.set(def.name, new Set());
     if (this.#started) this.kick();
   }
 
@@ -231,13 +235,20 @@ export class JobQueue {
     }, Math.max(50, Math.floor(lease / 3)));
     heartbeat.unref();
     try {
-      let data: unknown;
+      let raw: unknown;
       try {
-        data = def.parseData(JSON.parse(row.data));
+        raw = JSON.parse(row.data);
       } catch (e) {
         this.finish(row, 'failed', `bad job data: ${(e as Error).message}`);
         return;
       }
+      const parsed = def.schema.safeParse(raw);
+      if (!parsed.success) {
+        this.finish(row, 'failed', `bad job data: ${zodMessage(parsed.error)}`);
+        this.log.warn({ queue: row.queue, job: row.id, error: zodMessage(parsed.error) }, 'job data does not match its schema');
+        return;
+      }
+      const data = parsed.data;
       let completed = false;
       await def.run({
         id: row.id, queue: row.queue, tenantId: row.tenant_id, data, attempt: row.attempts, maxAttempts: row.max_attempts,

@@ -4,7 +4,7 @@ import express from 'express';
 import { z } from 'zod';
 import { parseConfigSection } from './config.ts';
 import { migrate } from './store/migrate.ts';
-import type { PluginContext, PluginHealth, PluginManifest, Paths } from './plugin.ts';
+import type { AnyPlugin, PluginContext, PluginHealth, Paths, ServiceRef } from './plugin.ts';
 import type { Dispatcher } from './http/dispatch.ts';
 import type { FastHandler, RouteRegistrar } from './http/route.ts';
 import type { Tenant } from './tenancy.ts';
@@ -22,11 +22,11 @@ export interface PluginStatus {
 type Services = Omit<PluginContext, 'name' | 'config' | 'provide' | 'use' | 'tryUse' | 'log'> & { log: PluginContext['log'] };
 
 /** Orders plugins so each comes after what it depends on; unknown or circular dependencies throw. */
-export function orderPlugins(plugins: PluginManifest[]): PluginManifest[] {
+export function orderPlugins(plugins: AnyPlugin[]): AnyPlugin[] {
   const byName = new Map(plugins.map((p) => [p.name, p]));
-  const out: PluginManifest[] = [];
+  const out: AnyPlugin[] = [];
   const state = new Map<string, 'visiting' | 'done'>();
-  const visit = (p: PluginManifest, trail: string[]) => {
+  const visit = (p: AnyPlugin, trail: string[]) => {
     const s = state.get(p.name);
     if (s === 'done') return;
     if (s === 'visiting') throw new Error(`plugin dependency cycle: ${[...trail, p.name].join(' -> ')}`);
@@ -64,14 +64,16 @@ export function makePaths(dataDir: string): Paths {
  * depend on it are skipped; the rest run.
  */
 export class PluginHost {
-  readonly order: PluginManifest[];
+  readonly order: AnyPlugin[];
   /** Lean handlers in front of Express (RouteRegistrar.fast), in registration order. */
   readonly fastHandlers: { plugin: string; handler: FastHandler }[] = [];
   readonly #status = new Map<string, PluginStatus>();
   readonly #ctx = new Map<string, PluginContext>();
+  /** What each plugin's `setup` returned (absent for plugins without one). */
+  readonly #services = new Map<string, unknown>();
   readonly #provided = new Map<string, { plugin: string; impl: unknown }>();
 
-  constructor(plugins: PluginManifest[], private readonly services: Services) {
+  constructor(plugins: AnyPlugin[], private readonly core: Services) {
     this.order = orderPlugins(plugins);
     for (const p of this.order) this.#status.set(p.name, { name: p.name, state: 'loaded', required: p.required ?? true });
   }
@@ -79,7 +81,7 @@ export class PluginHost {
   /** Validates every plugin's settings (a bad value stops the start naming its path). */
   configure(): void {
     for (const p of this.order) {
-      const raw = this.services.core.plugins[p.name] ?? {};
+      const raw = this.core.core.plugins[p.name] ?? {};
       const schema = p.config ?? z.object({}).loose();
       const config = parseConfigSection(schema, raw, `plugins.${p.name}`);
       this.#ctx.set(p.name, this.makeContext(p, config));
@@ -87,11 +89,32 @@ export class PluginHost {
   }
 
   migrateAll(): void {
-    for (const p of this.order) if (p.migrations?.length) migrate(this.services.db, p.name, p.migrations);
+    for (const p of this.order) if (p.migrations?.length) migrate(this.core.db, p.name, p.migrations);
   }
 
   declareEvents(): void {
-    for (const p of this.order) for (const [name, schema] of Object.entries(p.events ?? {})) this.services.events.declare(p.name, name, schema);
+    for (const p of this.order) for (const [name, schema] of Object.entries(p.events ?? {})) this.core.events.declare(p.name, name, schema);
+  }
+
+  /**
+   * Runs every plugin's `setup` once, in dependency order (so `ctx.use` finds what a dependency
+   * provided). A failing setup stops the whole start, naming the plugin: it means bad settings or
+   * unreadable files, which the operator must fix, not a plugin to run without.
+   */
+  async setupAll(): Promise<void> {
+    for (const p of this.order) {
+      if (!p.setup) continue;
+      try {
+        this.#services.set(p.name, await p.setup(this.#ctx.get(p.name)!));
+      } catch (e) {
+        throw new Error(`plugin ${p.name}: setup failed: ${(e as Error)?.message ?? String(e)}`, { cause: e });
+      }
+    }
+  }
+
+  /** What a plugin's `setup` built (the CLI hands it to the plugin's commands). */
+  services(name: string): unknown {
+    return this.#services.get(name);
   }
 
   registerRoutes(dispatcher: Dispatcher, app: express.Express): void {
@@ -107,13 +130,13 @@ export class PluginHost {
           this.fastHandlers.push({ plugin: p.name, handler });
         },
       };
-      p.routes(r, ctx as never);
+      p.routes(r, this.#services.get(p.name), ctx);
     }
   }
 
   /** A service some plugin provided (the core's own doors, like ctx.audit, use this). */
-  provided<T>(name: string): T | undefined {
-    return this.#provided.get(name)?.impl as T | undefined;
+  provided<T>(ref: ServiceRef<T>): T | undefined {
+    return this.#provided.get(ref.name)?.impl as T | undefined;
   }
 
   context(name: string): PluginContext | undefined {
@@ -127,17 +150,17 @@ export class PluginHost {
       if (failedDep) {
         st.state = 'skipped';
         st.error = `dependency ${failedDep} is not running`;
-        this.services.log.error({ plugin: p.name, reason: st.error }, 'plugin skipped');
+        this.core.log.error({ plugin: p.name, reason: st.error }, 'plugin skipped');
         continue;
       }
       st.state = 'starting';
       try {
-        await p.start?.(this.#ctx.get(p.name) as never);
+        await p.start?.(this.#services.get(p.name), this.#ctx.get(p.name)!);
         st.state = 'started';
       } catch (e) {
         st.state = 'failed';
         st.error = (e as Error)?.message ?? String(e);
-        this.services.log.error({ plugin: p.name, reason: st.error }, 'plugin failed to start');
+        this.core.log.error({ plugin: p.name, reason: st.error }, 'plugin failed to start');
       }
     }
   }
@@ -147,9 +170,9 @@ export class PluginHost {
       const st = this.#status.get(p.name)!;
       if (st.state !== 'started') continue;
       try {
-        await p.stop?.();
+        await p.stop?.(this.#services.get(p.name));
       } catch (e) {
-        this.services.log.error({ plugin: p.name, err: e }, 'plugin failed to stop cleanly');
+        this.core.log.error({ plugin: p.name, err: e }, 'plugin failed to stop cleanly');
       }
       st.state = 'stopped';
     }
@@ -164,7 +187,7 @@ export class PluginHost {
       const st = { ...this.#status.get(p.name)! };
       if (st.state === 'started' && p.health) {
         try {
-          st.health = p.health();
+          st.health = p.health(this.#services.get(p.name));
         } catch (e) {
           st.health = { status: 'degraded', reason: (e as Error).message };
         }
@@ -173,26 +196,27 @@ export class PluginHost {
     });
   }
 
-  private makeContext(p: PluginManifest, config: unknown): PluginContext {
-    const log = this.services.log.child({ plugin: p.name });
+  private makeContext(p: AnyPlugin, config: unknown): PluginContext {
+    const log = this.core.log.child({ plugin: p.name });
     const deps = new Set(p.dependsOn ?? []);
     return {
-      ...this.services,
+      ...this.core,
       name: p.name,
       config,
       log,
-      provide: (name, impl) => {
-        const prev = this.#provided.get(name);
-        if (prev && prev.plugin !== p.name) throw new Error(`service ${name} provided by both ${prev.plugin} and ${p.name}`);
-        this.#provided.set(name, { plugin: p.name, impl });
+      provide: (ref, impl) => {
+        const prev = this.#provided.get(ref.name);
+        if (prev && prev.plugin !== p.name) throw new Error(`service ${ref.name} provided by both ${prev.plugin} and ${p.name}`);
+        this.#provided.set(ref.name, { plugin: p.name, impl });
       },
-      use: <T>(name: string): T => {
-        const s = this.#provided.get(name);
-        if (!s) throw new Error(`plugin ${p.name} uses service ${name}, which no plugin provides`);
-        if (!deps.has(s.plugin) && s.plugin !== p.name) throw new Error(`plugin ${p.name} uses ${name} of ${s.plugin} without depending on it`);
+      // The ref's type parameter is the provider's promise (ctx.provide took a T for this ref).
+      use: <T>(ref: ServiceRef<T>): T => {
+        const s = this.#provided.get(ref.name);
+        if (!s) throw new Error(`plugin ${p.name} uses service ${ref.name}, which no plugin provides`);
+        if (!deps.has(s.plugin) && s.plugin !== p.name) throw new Error(`plugin ${p.name} uses ${ref.name} of ${s.plugin} without depending on it`);
         return s.impl as T;
       },
-      tryUse: <T>(name: string): T | undefined => this.#provided.get(name)?.impl as T | undefined,
+      tryUse: <T>(ref: ServiceRef<T>): T | undefined => this.#provided.get(ref.name)?.impl as T | undefined,
     };
   }
 }

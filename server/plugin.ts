@@ -58,12 +58,15 @@ export interface PluginContext<C = unknown> {
    * child process, like the telephony bridge's callback URL). Absent outside the server (CLI).
    */
   readonly listening?: Promise<{ url: string; port: number }>;
-  /** Offers a service interface to plugins that depend on this one. */
-  provide<T>(name: string, impl: T): void;
-  /** A service a dependency provided; throws if none did. */
-  use<T>(name: string): T;
-  /** Same, or undefined when no plugin provides it (optional integrations). */
-  tryUse<T>(name: string): T | undefined;
+  /** Offers a service to plugins that depend on this one (call it from `setup`). */
+  provide<T>(ref: ServiceRef<T>, impl: T): void;
+  /**
+   * A service a declared dependency (`dependsOn`) provided; throws when none did or when the
+   * provider is not a declared dependency (so start order guarantees it exists).
+   */
+  use<T>(ref: ServiceRef<T>): T;
+  /** Same, or undefined when no plugin provides it (optional integrations, no dependency needed). */
+  tryUse<T>(ref: ServiceRef<T>): T | undefined;
 }
 
 /** What a CLI command of a plugin gets: the store and services, no HTTP. */
@@ -90,12 +93,13 @@ export interface CliContext {
   readStdin(): Promise<string>;
 }
 
-export interface CliCommand {
+/** A `sovcomms` command of a plugin; `S` is what the plugin's `setup` built (the same as the server's). */
+export interface CliCommand<S = never> {
   summary: string;
   /** One usage line a subcommand, shown by `sovcomms help`. */
   usage: string[];
   /** Returns the exit code: 0 ok, 1 failure, 2 usage. Throw UsageError for bad arguments. */
-  run(args: string[], ctx: CliContext): Promise<number>;
+  run(args: string[], ctx: CliContext, services: S): Promise<number>;
 }
 
 export { UsageError } from './cli-args.ts';
@@ -117,39 +121,45 @@ export function defineService<T>(name: string): ServiceRef<T> {
 
 export type PluginHealth = { status: 'ok' | 'degraded'; reason?: string; detail?: Record<string, unknown> };
 
-export interface PluginManifest<C extends z.ZodType = z.ZodType> {
+/**
+ * A plugin's manifest (ARCHITECTURE.md "The plugin contract"). The order of things: the host
+ * validates `config`, applies `migrations`, declares `events`, then calls `setup` once, in
+ * dependency order, in the server and in the CLI alike; everything after receives what `setup`
+ * returned (`S`), so services are built once and nothing holds a half-built `let service`.
+ * `setup` builds objects and provides services; it starts nothing (no timers, sockets or child
+ * processes): that is `start`'s, which only the server calls.
+ */
+export interface PluginManifest<C extends z.ZodType = z.ZodType, S = unknown> {
   name: string;
   description: string;
-  /** Plugins that must start first ('core' is implicit). */
+  /** Plugins that must be set up and started first ('core' is implicit). */
   dependsOn?: string[];
   /** Readiness waits for required plugins (default true). */
   required?: boolean;
   migrations?: Migration[];
   /** Settings under `plugins.<name>` in config.json. */
   config?: C;
-  routes?(r: RouteRegistrar, ctx: PluginContext<z.infer<C>>): void;
   /** Events this plugin emits, with their data schemas. */
   events?: Record<string, z.ZodType>;
-  /** `sovcomms <command> ...` commands this plugin adds. */
-  cli?: Record<string, CliCommand>;
-  start?(ctx: PluginContext<z.infer<C>>): Promise<void> | void;
-  stop?(): Promise<void> | void;
+  /** Builds the plugin's services; may `ctx.provide` them and `ctx.use` its dependencies'. */
+  setup?(ctx: PluginContext<z.infer<C>>): S | Promise<S>;
+  /** Registers handlers (server only). */
+  routes?(r: RouteRegistrar, services: NoInfer<S>, ctx: PluginContext<z.infer<C>>): void;
+  /** `sovcomms <command> ...` commands this plugin adds, run on the same services. */
+  cli?: Record<string, CliCommand<S>>;
+  /** Background work: job queues (`ctx.jobs.define`), consumers, timers, child processes. */
+  start?(services: NoInfer<S>, ctx: PluginContext<z.infer<C>>): Promise<void> | void;
+  stop?(services: NoInfer<S>): Promise<void> | void;
   /** Diagnostics for /readyz and `doctor`. */
-  health?(): PluginHealth;
+  health?(services: NoInfer<S>): PluginHealth;
 }
 
-/**
- * A plugin is its manifest, or a factory of it when the plugin keeps state between `routes`,
- * `start` and `stop`: the host calls the factory once per appliance, so two appliances in one
- * process (tests, a future multi-node host) never share a plugin's state.
- */
-export type PluginDefinition<C extends z.ZodType = z.ZodType> = PluginManifest<C> | (() => PluginManifest<C>);
-
-export function definePlugin<C extends z.ZodType = z.ZodType>(m: PluginDefinition<C>): () => PluginManifest<C> {
-  const make = typeof m === 'function' ? m : () => m;
-  return () => {
-    const manifest = make();
-    if (!/^[a-z][a-z0-9-]*$/.test(manifest.name)) throw new Error(`invalid plugin name ${manifest.name}`);
-    return manifest;
-  };
+/** Defines a plugin; `C` comes from `config`, `S` from what `setup` returns (only there: the rest are NoInfer). */
+export function definePlugin<C extends z.ZodType = z.ZodType, S = undefined>(m: PluginManifest<C, S>): PluginManifest<C, S> {
+  if (!/^[a-z][a-z0-9-]*$/.test(m.name)) throw new Error(`invalid plugin name ${m.name}`);
+  return m;
 }
+
+/** A manifest of any settings and services, as the host holds them. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- the host is generic over every plugin's own C and S; each manifest is checked where it is defined
+export type AnyPlugin = PluginManifest<any, any>;

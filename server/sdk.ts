@@ -9,17 +9,18 @@ import { fileURLToPath } from 'node:url';
 // The manifest, its context and the CLI contract.
 export { definePlugin, defineService } from './plugin.ts';
 export type {
-  AuditInput, AuditWriter, CliCommand, CliContext, Paths, PluginContext, PluginDefinition, PluginHealth, PluginManifest, ServiceRef,
+  AnyPlugin, AuditInput, AuditWriter, CliCommand, CliContext, Paths, PluginContext, PluginHealth, PluginManifest, ServiceRef,
 } from './plugin.ts';
+export { AUDIT_WRITER, TLS_AUTO, type TlsAutoProvider } from './core-services.ts';
 export { UsageError, parse, str, table, type CliOptions, type ParsedArgs } from './cli-args.ts';
 
 // Errors with stable codes (rendered by the one error middleware).
 export {
-  AppError, AuthenticationError, BadGatewayError, ConflictError, InputError, NotAllowedError, NotFoundError, RateLimitedError, ServiceUnavailableError,
+  AppError, AuthenticationError, BadGatewayError, ConflictError, InputError, NotAllowedError, NotFoundError, RateLimitedError, ServiceUnavailableError, zodMessage,
 } from './errors.ts';
 
 // Routes: registration, auth policies, replies, list envelopes, key case.
-export { policy, requireBodyless } from './auth.ts';
+export { bearerToken, policy, requireBodyless } from './auth.ts';
 export type { AuthPolicy, AuthService, Principal } from './auth.ts';
 export { reply } from './http/route.ts';
 export type { FastHandler, Reply, RouteDef, RouteRegistrar, RouteRequest } from './http/route.ts';
@@ -32,7 +33,7 @@ export type { RateLimiter } from './http/rate-limit.ts';
 export { sqlMigrations, type Migration } from './store/migrate.ts';
 export type { DB } from './store/db.ts';
 export { PermanentFailure, RetryAt } from './jobs.ts';
-export type { JobQueue, RunningJob } from './jobs.ts';
+export type { JobDefinition, JobQueue, RunningJob } from './jobs.ts';
 export type { AppEvent, EventBus } from './events.ts';
 
 // Tenancy, users, keys, time, logs, build.

@@ -2,7 +2,7 @@ import { envelope, envelopeSchema, pageOf, policy, type RouteRegistrar } from '.
 import { auditEntry, auditQuery } from './schemas.ts';
 import type { AuditService } from './service.ts';
 
-export function auditRoutes(r: RouteRegistrar, service: () => AuditService): void {
+export function auditRoutes(r: RouteRegistrar, service: AuditService): void {
   r.add({
     method: 'GET',
     path: '/api.ashx/v1/auditlog',
@@ -13,7 +13,7 @@ export function auditRoutes(r: RouteRegistrar, service: () => AuditService): voi
     responses: { 200: { description: 'list envelope of audit entries', schema: envelopeSchema(auditEntry) } },
     handler: (req) => {
       const page = pageOf(req.query);
-      const { rows, total } = service().list(req.tenant, { ...page, event: req.query.event, user: req.query.user, since: req.query.since });
+      const { rows, total } = service.list(req.tenant, { ...page, event: req.query.event, user: req.query.user, since: req.query.since });
       return envelope(rows.map((r) => ({ ts: r.ts, event: r.event, tenant: req.tenant.host, user: r.user, ip: r.ip, ua: r.ua, extra: r.extra })), total, page, req.raw.originalUrl);
     },
   });

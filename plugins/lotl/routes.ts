@@ -1,16 +1,17 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { type AuditWriter, InputError, NotFoundError, policy, reply, type RouteRegistrar } from '../../server/sdk.ts';
-import { anchorItem, anchorQuery, anchorsQuery, manifest, runReport, type LotlConfig } from './schemas.ts';
-import { isoCountry, type Candidate, type LotlService } from './service.ts';
+import type { LotlServices } from './schemas.ts';
+import { anchorItem, anchorQuery, anchorsQuery, manifest, runReport } from './schemas.ts';
+import { isoCountry, type Candidate } from './service.ts';
 import { readTar, TarError } from './tar.ts';
 
 const XML_TYPES = ['application/xml', 'text/xml', 'application/vnd.etsi.tsl+xml'];
 const TAR_TYPES = ['application/x-tar', 'application/tar', 'application/gzip', 'application/x-gzip', 'application/octet-stream'];
 export const IMPORT_BUCKET = 'lotl-import';
 export const REFRESH_BUCKET = 'lotl-refresh';
-
-export function lotlRoutes(r: RouteRegistrar, svc: () => LotlService, cfg: () => LotlConfig, nextRefresh: () => { at: string | null; failures: number }, audit: AuditWriter): void {
+export function lotlRoutes(r: RouteRegistrar, s: LotlServices, audit: AuditWriter): void {
+  const { service, schedule, config } = s;
   r.add({
     method: 'GET',
     path: '/lotl.ashx?status',
@@ -20,8 +21,7 @@ export function lotlRoutes(r: RouteRegistrar, svc: () => LotlService, cfg: () =>
     responses: { 200: { description: 'LotlManifest with per-list detail', schema: manifest } },
     handler: (_req, res) => {
       res.setHeader('Cache-Control', 'no-cache');
-      const next = nextRefresh();
-      return svc().manifest(next.at, next.failures);
+      return service.manifest(schedule.nextRefreshAt(), schedule.failures());
     },
   });
 
@@ -34,7 +34,7 @@ export function lotlRoutes(r: RouteRegistrar, svc: () => LotlService, cfg: () =>
     responses: { 200: { description: 'JSON list of trust-anchor fingerprints with their service', schema: z.array(anchorItem) } },
     handler: (req, res) => {
       res.setHeader('Cache-Control', 'no-cache');
-      return svc().anchors(req.query.country).map((a) => ({
+      return service.anchors(req.query.country).map((a) => ({
         sha256: a.sha256, country: isoCountry(a.territory), territory: a.territory, tsp_name: a.tsp_name, service_name: a.service_name,
         service_type: a.service_type, status: a.status, status_since: a.status_since,
       }));
@@ -49,7 +49,7 @@ export function lotlRoutes(r: RouteRegistrar, svc: () => LotlService, cfg: () =>
     query: anchorQuery,
     responses: { 200: { description: 'PEM certificate', contentType: 'application/x-pem-file' }, 404: { description: 'no anchor in service with that fingerprint' } },
     handler: (req) => {
-      const pem = svc().anchorPem(req.query.anchor);
+      const pem = service.anchorPem(req.query.anchor);
       if (!pem) throw new NotFoundError(`no trust anchor ${req.query.anchor.toLowerCase()} in service`);
       return reply.text(200, pem, 'application/x-pem-file', { 'Cache-Control': 'public, max-age=300' });
     },
@@ -66,7 +66,7 @@ export function lotlRoutes(r: RouteRegistrar, svc: () => LotlService, cfg: () =>
     query: z.object({ refresh: z.string().optional() }),
     responses: { 200: { description: 'what happened to each list', schema: runReport } },
     handler: async (req) => {
-      const report = await svc().refresh();
+      const report = await service.refresh();
       req.log.info({ by: req.principal?.subject, accepted: report.accepted, rejected: report.rejected }, 'trusted-list refresh');
       audit.write(req.tenant, { event: 'lotl.refresh', user: req.principal?.userName, ip: req.ip, ua: req.ua, extra: { accepted: report.accepted, rejected: report.rejected, anchors: report.anchor_count } });
       return report;
@@ -105,9 +105,9 @@ export function lotlRoutes(r: RouteRegistrar, svc: () => LotlService, cfg: () =>
         if (!files.length) throw new InputError('the archive holds no .xml file', 'invalid_request');
       }
       for (const f of files) {
-        if (f.bytes.length > cfg().maxListBytes) throw new InputError(`${f.name} is larger than ${cfg().maxListBytes} bytes`, 'invalid_request');
+        if (f.bytes.length > config.maxListBytes) throw new InputError(`${f.name} is larger than ${config.maxListBytes} bytes`, 'invalid_request');
       }
-      const report = await svc().import(files);
+      const report = await service.import(files);
       req.log.info({ by: req.principal?.subject, files: files.length, accepted: report.accepted, rejected: report.rejected }, 'trusted-list import');
       audit.write(req.tenant, { event: 'lotl.import', user: req.principal?.userName, ip: req.ip, ua: req.ua, extra: { files: files.length, accepted: report.accepted, rejected: report.rejected, anchors: report.anchor_count } });
       return report;

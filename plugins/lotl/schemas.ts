@@ -125,3 +125,11 @@ export const anchorItem = z.object({
   status: z.string(),
   status_since: z.string(),
 });
+
+/** What setup builds; routes, the refresh job and `sovcomms lotl` share it. */
+export interface LotlServices {
+  repo: import('./repo.ts').LotlRepo;
+  service: import('./service.ts').LotlService;
+  schedule: import('./schedule.ts').RefreshSchedule;
+  config: LotlConfig;
+}

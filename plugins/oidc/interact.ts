@@ -214,10 +214,10 @@ export function interactRoutes(r: RouteRegistrar, d: Deps, flow: AuthorizeFlow):
   // Mail goes out through the durable job queue: the answer to the form does not wait for (or
   // reveal, by its timing, whether there was) a mail, and a relay that is down is retried. The
   // body carries a sign-in link, so it is sealed in the job row.
-  ctx.jobs.define<{ to: string; subject: string; sealed: string }>({
-    queue: 'oidc-mail',
+  ctx.jobs.define({
+    name: 'oidc-mail',
     maxAttempts: 5,
-    parseData: (d) => z.object({ to: z.string(), subject: z.string(), sealed: z.string() }).parse(d),
+    schema: z.object({ to: z.string(), subject: z.string(), sealed: z.string() }),
     run: async (job) => {
       const tenant = job.tenantId ? ctx.tenants.byId(job.tenantId) : undefined;
       const cfg = tenant && relay(tenant);

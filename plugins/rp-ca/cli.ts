@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { type CliCommand, type CliContext, parse, str, UsageError } from '../../server/sdk.ts';
 import type { CaStatus } from './service.ts';
-import type { RpCaConfig } from './schemas.ts';
+import type { RpCaServices } from './index.ts';
 
 const USAGE = [
   'ca init [--tenant HOST] [--hsm-module PATH --token-label L (--pin PIN | --pin-stdin) [--key-label K]] [--force]',
@@ -18,14 +18,12 @@ function printStatus(ctx: CliContext, s: CaStatus): void {
 }
 
 /** `sovcomms ca ...`: the operator's door to the tenant CA (key in software or in an HSM). */
-export const caCommand: CliCommand = {
+export const caCommand: CliCommand<RpCaServices> = {
   summary: 'Relying-party certificate authority: create or adopt the CA key, show where it lives',
   usage: USAGE,
-  async run(args, ctx) {
+  async run(args, ctx, services) {
     const [sub, ...rest] = args;
-    // Loaded here, not at the top: see lazy.ts.
-    const { CaService } = await import('./service.ts');
-    const service = new CaService({ db: ctx.db, keys: ctx.keys, clock: ctx.clock, log: ctx.log, config: ctx.config as RpCaConfig });
+    const service = await services.ca.get();
     try {
       switch (sub) {
         case 'init': {

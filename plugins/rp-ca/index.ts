@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { definePlugin, type PluginHealth, sqlMigrations } from '../../server/sdk.ts';
+import { definePlugin, type PluginHealth, sqlMigrations, TLS_AUTO } from '../../server/sdk.ts';
 import { caCommand } from './cli.ts';
 import { rpCaRoutes } from './routes.ts';
 import { rpCaConfig } from './schemas.ts';
@@ -7,61 +7,65 @@ import { lazyCaService, TlsAutoService } from './lazy.ts';
 
 const RENEW_QUEUE = 'rp-ca.tls-renew';
 
+export interface RpCaServices {
+  /** The CA service, loaded on first use (see lazy.ts). */
+  ca: ReturnType<typeof lazyCaService>;
+  tlsAuto: TlsAutoService;
+  health: PluginHealth;
+}
+
 /**
  * The relying-party certificate authority: one CA per tenant (key in software or in a PKCS#11
  * HSM), `/rp-cert.ashx?ca|issue|list|revoke|crl|cps`, the `sovcomms ca` commands, and the
- * appliance's own HTTPS certificate for `serve --tls auto` (service 'tls-auto').
+ * appliance's own HTTPS certificate for `serve --tls auto` (service TLS_AUTO).
  */
-export default definePlugin(() => {
-  let service: ReturnType<typeof lazyCaService> | undefined;
-  const tlsAuto = new TlsAutoService();
-  let health: PluginHealth = { status: 'ok' };
-  return {
-    name: 'rp-ca',
-    description: 'Relying-party certificate authority (software or PKCS#11 key), CRL, and the appliance HTTPS certificate',
-    migrations: sqlMigrations(import.meta.url),
-    config: rpCaConfig,
-    cli: { ca: caCommand },
-    routes(r, ctx) {
-      const svc = lazyCaService({ db: ctx.db, keys: ctx.keys, clock: ctx.clock, log: ctx.log, config: ctx.config });
-      service = svc;
-      rpCaRoutes(r, svc.get, ctx.audit, ctx.config);
-      ctx.provide('tls-auto', tlsAuto);
-    },
-    async start(ctx) {
-      if (ctx.core.http.tls !== 'auto') return;
-      const { TlsAuto } = await import('./tls.ts');
-      const t = new TlsAuto(await service!.get(), ctx.tenants, ctx.keys, ctx.clock, ctx.log, ctx.config.tls);
-      // The listener needs a certificate before it opens: issue (or load) it now.
-      await t.ensure();
-      tlsAuto.impl = t;
-      const everyMs = ctx.config.tls.checkIntervalMinutes * 60_000;
-      const scheduleNext = () => {
-        const at = ctx.clock.now() + everyMs;
-        // One pending check per slot: restarts and several nodes do not pile checks up.
-        ctx.jobs.enqueue(RENEW_QUEUE, {}, { runAt: at, dedupeKey: `check:${Math.floor(at / everyMs)}`, maxAttempts: 3 });
-      };
-      ctx.jobs.define({
-        queue: RENEW_QUEUE,
-        parseData: (d) => z.object({}).parse(d),
-        concurrency: 1,
-        run: async () => {
-          try {
-            await t.ensure();
-            health = { status: 'ok' };
-          } catch (e) {
-            health = { status: 'degraded', reason: `HTTPS certificate renewal failed: ${(e as Error).message}` };
-            throw e;
-          } finally {
-            scheduleNext();
-          }
-        },
-      });
-      scheduleNext();
-    },
-    stop() {
-      service?.loaded()?.close();
-    },
-    health: () => health,
-  };
+export default definePlugin({
+  name: 'rp-ca',
+  description: 'Relying-party certificate authority (software or PKCS#11 key), CRL, and the appliance HTTPS certificate',
+  migrations: sqlMigrations(import.meta.url),
+  config: rpCaConfig,
+  cli: { ca: caCommand },
+  setup(ctx): RpCaServices {
+    const tlsAuto = new TlsAutoService();
+    ctx.provide(TLS_AUTO, tlsAuto);
+    return { ca: lazyCaService({ db: ctx.db, keys: ctx.keys, clock: ctx.clock, log: ctx.log, config: ctx.config }), tlsAuto, health: { status: 'ok' } };
+  },
+  routes(r, s, ctx) {
+    rpCaRoutes(r, s.ca.get, ctx.audit, ctx.config);
+  },
+  async start(s, ctx) {
+    if (ctx.core.http.tls !== 'auto') return;
+    const { TlsAuto } = await import('./tls.ts');
+    const t = new TlsAuto(await s.ca.get(), ctx.tenants, ctx.keys, ctx.clock, ctx.log, ctx.config.tls);
+    // The listener needs a certificate before it opens: issue (or load) it now.
+    await t.ensure();
+    s.tlsAuto.impl = t;
+    const everyMs = ctx.config.tls.checkIntervalMinutes * 60_000;
+    const scheduleNext = () => {
+      const at = ctx.clock.now() + everyMs;
+      // One pending check per slot: restarts and several nodes do not pile checks up.
+      ctx.jobs.enqueue(RENEW_QUEUE, {}, { runAt: at, dedupeKey: `check:${Math.floor(at / everyMs)}`, maxAttempts: 3 });
+    };
+    ctx.jobs.define({
+      name: RENEW_QUEUE,
+      schema: z.object({}),
+      concurrency: 1,
+      run: async () => {
+        try {
+          await t.ensure();
+          s.health = { status: 'ok' };
+        } catch (e) {
+          s.health = { status: 'degraded', reason: `HTTPS certificate renewal failed: ${(e as Error).message}` };
+          throw e;
+        } finally {
+          scheduleNext();
+        }
+      },
+    });
+    scheduleNext();
+  },
+  stop(s) {
+    s.ca.loaded()?.close();
+  },
+  health: (s) => s.health,
 });

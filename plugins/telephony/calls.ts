@@ -1,4 +1,5 @@
 import crypto from 'node:crypto';
+import { z } from 'zod';
 import { AppError, BadGatewayError, type Clock, type EventBus, InputError, type JobQueue, type KeyService, type Logger, NotFoundError, type Principal, type Tenant, type TenantService } from '../../server/sdk.ts';
 import { bridgeTrunkId, localTrunkId, type TelephonyAdmin } from './admin.ts';
 import type { BridgeLink } from './bridge-link.ts';
@@ -15,8 +16,12 @@ export type HangupResult =
   | { ok: true; wasNoop: true; callId: string; status: CallStatus }
   | { ok: true; callId: string; newStatus: 'cancelled'; actor: string };
 
-export interface DialJob { callId: string; attempt: number }
-export interface MailJob { callId: string; attempt: number }
+/** Payload of a dial job (first try, retry, or scheduled call). */
+export const dialJob = z.object({ callId: z.string().min(1).max(64), attempt: z.number().int().min(1) });
+export type DialJob = z.infer<typeof dialJob>;
+/** Payload of an outcome-mail job. */
+export const mailJob = dialJob;
+export type MailJob = z.infer<typeof mailJob>;
 
 /** Spec "Outbound call status": states a call is over in (hangup on them is a no-op). */
 const ENDED: ReadonlySet<CallStatus> = new Set(['ended-success', 'ended-failed-final', 'cancelled']);

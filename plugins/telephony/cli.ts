@@ -1,48 +1,27 @@
-import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { type CliCommand, type CliContext, type Tenant, UsageError } from '../../server/sdk.ts';
-import { numberView, TelephonyAdmin, trunkView } from './admin.ts';
-import { TelephonyRepo } from './repo.ts';
-import { numberInput, trunkInput } from './schemas.ts';
-
-function admin(ctx: CliContext): TelephonyAdmin {
-  return new TelephonyAdmin(new TelephonyRepo(ctx.db), ctx.keys, () => new Date(ctx.clock.now()).toISOString());
-}
+import { type CliCommand, type CliContext, parse, type Tenant, UsageError, zodMessage } from '../../server/sdk.ts';
+import { numberView, trunkView } from './admin.ts';
+import { numberInput, trunkInput, type TelephonyServices } from './schemas.ts';
 
 function tenantOf(ctx: CliContext, host: unknown): Tenant {
   return typeof host === 'string' ? ctx.tenants.require(host) : ctx.tenants.require();
 }
 
-/** parseArgs whose complaints (unknown option, missing value) are usage errors (exit 2). */
-function parseCli(args: string[], options: NonNullable<ParseArgsConfig['options']>): { values: Record<string, string | boolean | undefined>; positionals: string[] } {
-  try {
-    return parseArgs({ args, allowPositionals: true, strict: true, options }) as { values: Record<string, string | boolean | undefined>; positionals: string[] };
-  } catch (e) {
-    throw new UsageError((e as Error).message.replace(/\. To specify.*$/s, ''));
-  }
-}
-
-function zodMessage(e: unknown): string {
-  const issues = (e as { issues?: { path: PropertyKey[]; message: string }[] }).issues;
-  return issues?.length ? `${issues[0]!.path.join('.')}: ${issues[0]!.message}` : (e as Error).message;
-}
-
 /** `sovcomms trunk add|list|remove`: SIP trunks of a tenant (the running server pushes changes to the bridge). */
-export const trunkCommand: CliCommand = {
+export const trunkCommand: CliCommand<TelephonyServices> = {
   summary: 'SIP trunks',
   usage: [
     'trunk add --name NAME --host HOST [--id ID] [--port 5060] [--transport udp|tcp] [--username U] [--password-stdin] [--register] [--from-domain D] [--caller-id N] [--max-calls 10] [--codecs PCMU,PCMA] [--srv] [--default] [--tenant HOST]',
     'trunk list [--tenant HOST]',
     'trunk remove ID [--tenant HOST]',
   ],
-  async run(args, ctx) {
+  async run(args, ctx, { admin: a }) {
     const [sub, ...rest] = args;
-    const { values, positionals } = parseCli(rest, {
+    const { values, positionals } = parse(rest, {
         tenant: { type: 'string' }, id: { type: 'string' }, name: { type: 'string' }, host: { type: 'string' }, port: { type: 'string' },
         transport: { type: 'string' }, username: { type: 'string' }, 'password-stdin': { type: 'boolean' }, register: { type: 'boolean' },
         'from-domain': { type: 'string' }, 'caller-id': { type: 'string' }, 'max-calls': { type: 'string' }, codecs: { type: 'string' },
         default: { type: 'boolean' }, srv: { type: 'boolean' },
     });
-    const a = admin(ctx);
     const t = tenantOf(ctx, values.tenant);
     switch (sub) {
       case 'add': {
@@ -81,21 +60,20 @@ export const trunkCommand: CliCommand = {
 };
 
 /** `sovcomms number add|list|remove`: virtual numbers of a tenant. */
-export const numberCommand: CliCommand = {
+export const numberCommand: CliCommand<TelephonyServices> = {
   summary: 'Virtual numbers',
   usage: [
     'number add NUMBER [--name N] [--voice V] [--language en-US] [--visibility public|signed-in] [--max-duration 3500] [--system-prompt TEXT] [--no-transcripts] [--api-key-stdin] [--tenant HOST]',
     'number list [--tenant HOST]',
     'number remove NUMBER [--tenant HOST]',
   ],
-  async run(args, ctx) {
+  async run(args, ctx, { admin: a }) {
     const [sub, ...rest] = args;
-    const { values, positionals } = parseCli(rest, {
+    const { values, positionals } = parse(rest, {
         tenant: { type: 'string' }, name: { type: 'string' }, voice: { type: 'string' }, language: { type: 'string' },
         visibility: { type: 'string' }, 'max-duration': { type: 'string' }, 'system-prompt': { type: 'string' },
         'no-transcripts': { type: 'boolean' }, 'api-key-stdin': { type: 'boolean' },
     });
-    const a = admin(ctx);
     const t = tenantOf(ctx, values.tenant);
     switch (sub) {
       case 'add': {

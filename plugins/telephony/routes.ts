@@ -1,25 +1,14 @@
 import { z } from 'zod';
-import { type AuditWriter, envelope, envelopeSchema, InputError, pageOf, pageQuery, pascalizeKeys, policy, reply, requireBodyless, type RouteRegistrar, type RouteRequest } from '../../server/sdk.ts';
-import { numberView, trunkView, type TelephonyAdmin } from './admin.ts';
+import { envelope, envelopeSchema, InputError, pageOf, pageQuery, pascalizeKeys, policy, reply, requireBodyless, type RouteRegistrar, type RouteRequest } from '../../server/sdk.ts';
+import { numberView, trunkView } from './admin.ts';
 import type { BridgeLink } from './bridge-link.ts';
-import { toRecord, type CallService } from './calls.ts';
-import type { TranscriptStore } from './transcripts.ts';
+import { toRecord } from './calls.ts';
 import * as S from './schemas.ts';
-
-export interface Services {
-  admin: TelephonyAdmin;
-  calls: CallService;
-  transcripts: TranscriptStore;
-  bridge: BridgeLink;
-  /** ctx.audit: who changed trunks, settings, numbers or the whitelist, and who hung up a call. */
-  audit: AuditWriter;
-  /** Told the X-Bridge-Instance of every callback (a new one means the bridge restarted). */
-  instanceSeen?(instance: string): void;
-}
+import type { TelephonyServices } from './schemas.ts';
 
 /** One audit entry for an admin change (never a secret in `extra`: the audit writer drops those keys anyway). */
-function audited<T>(svc: () => Services, req: RouteRequest, event: string, extra: Record<string, string | number | boolean>, out: T): T {
-  svc().audit.write(req.tenant, { event, user: req.principal?.userName ?? req.principal?.subject ?? '', ip: req.ip, ua: req.ua, extra });
+function audited<T>(svc: TelephonyServices, req: RouteRequest, event: string, extra: Record<string, string | number | boolean>, out: T): T {
+  svc.audit.write(req.tenant, { event, user: req.principal?.userName ?? req.principal?.subject ?? '', ip: req.ip, ua: req.ua, extra });
   return out;
 }
 
@@ -39,7 +28,7 @@ export async function trunkStatus(bridge: BridgeLink): Promise<Map<string, { reg
   return m;
 }
 
-export function telephonyRoutes(r: RouteRegistrar, svc: () => Services): void {
+export function telephonyRoutes(r: RouteRegistrar, svc: TelephonyServices): void {
   const V1 = '/api.ashx/v1';
 
   // ---- calls -----------------------------------------------------------------------------------
@@ -50,7 +39,7 @@ export function telephonyRoutes(r: RouteRegistrar, svc: () => Services): void {
     description: 'email is optional (no outcome mail without it); apiKey falls back to the tenant\'s stored engine key.',
     body: S.callCreate,
     responses: { 200: { description: 'call accepted', schema: S.callCreated }, 400: err('bad input, naming the field'), 502: err('bridge_unreachable'), 503: err('bridge_not_configured') },
-    handler: async (req) => svc().calls.create(req.tenant, req.principal!, req.body),
+    handler: async (req) => svc.calls.create(req.tenant, req.principal!, req.body),
   });
   r.add({
     method: 'GET', path: `${V1}/calls`, area: 'calls', auth: policy.v1Admin, summary: 'List outbound calls, newest first',
@@ -58,7 +47,7 @@ export function telephonyRoutes(r: RouteRegistrar, svc: () => Services): void {
     responses: { 200: { description: 'list envelope of call records', schema: envelopeSchema(S.callRecord) } },
     handler: (req) => {
       const page = pageOf(req.query);
-      const { rows, total } = svc().calls.list(req.tenant, req.query.status, page.limit, page.offset);
+      const { rows, total } = svc.calls.list(req.tenant, req.query.status, page.limit, page.offset);
       return envelope(rows.map((c) => toRecord(c, req.tenant.host)), total, page, req.raw.originalUrl);
     },
   });
@@ -66,7 +55,7 @@ export function telephonyRoutes(r: RouteRegistrar, svc: () => Services): void {
     method: 'GET', path: `${V1}/calls/:id`, area: 'calls', auth: policy.v1Admin, summary: 'One call record',
     params: z.object({ id: z.string().max(64) }),
     responses: { 200: { description: 'call record', schema: S.callRecord }, 404: err('not_found') },
-    handler: (req) => toRecord(svc().calls.get(req.tenant, req.params.id), req.tenant.host),
+    handler: (req) => toRecord(svc.calls.get(req.tenant, req.params.id), req.tenant.host),
   });
   r.add({
     method: 'POST', path: `${V1}/calls/:id/hangup`, area: 'calls', auth: policy.v1Admin,
@@ -75,7 +64,7 @@ export function telephonyRoutes(r: RouteRegistrar, svc: () => Services): void {
     responses: { 200: { description: '{ok, callId, newStatus, actor} or {ok, wasNoop}', schema: okBody }, 404: err('not_found'), 502: err('bridge_unreachable') },
     handler: async (req) => {
       requireBodyless(req.rawBody);
-      const out = await svc().calls.hangup(req.tenant, req.principal!, req.params.id);
+      const out = await svc.calls.hangup(req.tenant, req.principal!, req.params.id);
       return 'wasNoop' in out ? out : audited(svc, req, 'call-hangup', { call: req.params.id }, out);
     },
   });
@@ -87,7 +76,7 @@ export function telephonyRoutes(r: RouteRegistrar, svc: () => Services): void {
     responses: { 200: { description: 'list envelope plus tenant', schema: envelopeSchema(S.numberView, { tenant: z.string() }) } },
     handler: (req) => {
       const page = pageOf(req.query);
-      const { rows, total } = svc().admin.numbers(req.tenant, page.limit, page.offset);
+      const { rows, total } = svc.admin.numbers(req.tenant, page.limit, page.offset);
       return envelope(rows.map(numberView), total, page, req.raw.originalUrl, { tenant: req.tenant.host });
     },
   });
@@ -97,7 +86,7 @@ export function telephonyRoutes(r: RouteRegistrar, svc: () => Services): void {
     responses: { 200: { description: 'list envelope of transcript summaries', schema: envelopeSchema(S.transcriptSummary) } },
     handler: (req) => {
       const page = pageOf(req.query);
-      const { data, total } = svc().transcripts.list(req.tenant, { source: req.query.source, q: req.query.q, since: req.query.since, ...page });
+      const { data, total } = svc.transcripts.list(req.tenant, { source: req.query.source, q: req.query.q, since: req.query.since, ...page });
       return envelope(data, total, page, req.raw.originalUrl);
     },
   });
@@ -105,7 +94,7 @@ export function telephonyRoutes(r: RouteRegistrar, svc: () => Services): void {
     method: 'GET', path: `${V1}/transcripts/:callId`, area: 'transcripts', auth: policy.v1Admin, summary: 'One full transcript',
     params: z.object({ callId: z.string().max(64) }),
     responses: { 200: { description: 'full transcript', schema: S.fullTranscript }, 404: err('not_found') },
-    handler: (req) => svc().transcripts.read(req.tenant, req.params.callId),
+    handler: (req) => svc.transcripts.read(req.tenant, req.params.callId),
   });
 
   // ---- outbound routes (spec "Route rules") ----------------------------------------------------
@@ -115,7 +104,7 @@ export function telephonyRoutes(r: RouteRegistrar, svc: () => Services): void {
     responses: { 200: { description: 'list envelope plus defaultTrunkId', schema: envelopeSchema(S.outboundRoute, { defaultTrunkId: z.string() }) } },
     handler: (req) => {
       const page = pageOf(req.query);
-      const { routes, defaultTrunkId } = svc().admin.outbound(req.tenant);
+      const { routes, defaultTrunkId } = svc.admin.outbound(req.tenant);
       return envelope(routes.slice(page.offset, page.offset + page.limit), routes.length, page, req.raw.originalUrl, { defaultTrunkId });
     },
   });
@@ -123,25 +112,25 @@ export function telephonyRoutes(r: RouteRegistrar, svc: () => Services): void {
     method: 'GET', path: `${V1}/outbound-routes/:match`, area: 'routes', auth: policy.v1Admin, summary: 'One outbound route (match URL-encoded: * as %2A, + as %2B)',
     params: S.matchParam,
     responses: { 200: { description: 'route', schema: S.outboundRoute }, 404: err('not_found') },
-    handler: (req) => svc().admin.outboundOne(req.tenant, req.params.match),
+    handler: (req) => svc.admin.outboundOne(req.tenant, req.params.match),
   });
   r.add({
     method: 'POST', path: `${V1}/outbound-routes`, area: 'routes', auth: policy.v1Admin, summary: 'Append an outbound route at the end; 409 duplicate_route when the match exists',
     body: S.outboundCreate,
     responses: { 201: { description: 'created row', schema: S.outboundRoute }, 409: err('duplicate_route') },
-    handler: (req) => reply(201, svc().admin.addOutbound(req.tenant, req.body)),
+    handler: (req) => reply(201, svc.admin.addOutbound(req.tenant, req.body)),
   });
   r.add({
     method: 'PUT', path: `${V1}/outbound-routes/:match`, area: 'routes', auth: policy.v1Admin, summary: 'Replace the trunkIds of an outbound route (the match is not editable)',
     params: S.matchParam, body: S.outboundUpdate,
     responses: { 200: { description: 'updated row', schema: S.outboundRoute }, 404: err('not_found') },
-    handler: (req) => svc().admin.updateOutbound(req.tenant, req.params.match, req.body.trunkIds),
+    handler: (req) => svc.admin.updateOutbound(req.tenant, req.params.match, req.body.trunkIds),
   });
   r.add({
     method: 'DELETE', path: `${V1}/outbound-routes/:match`, area: 'routes', auth: policy.v1Admin, summary: 'Delete an outbound route (the default trunk is a setting, not a row)',
     params: S.matchParam,
     responses: { 200: { description: '{deleted: row}', schema: z.object({ deleted: S.outboundRoute }) }, 404: err('not_found') },
-    handler: (req) => ({ deleted: svc().admin.deleteOutbound(req.tenant, req.params.match) }),
+    handler: (req) => ({ deleted: svc.admin.deleteOutbound(req.tenant, req.params.match) }),
   });
 
   // ---- inbound routes --------------------------------------------------------------------------
@@ -152,7 +141,7 @@ export function telephonyRoutes(r: RouteRegistrar, svc: () => Services): void {
     responses: { 200: { description: 'list envelope of inbound routes', schema: envelopeSchema(S.inboundRoute) } },
     handler: (req) => {
       const page = pageOf(req.query);
-      const rows = svc().admin.inbound(req.tenant).map((x) => ({ did: x.did, fromNumber: x.fromNumber, user: x.user }));
+      const rows = svc.admin.inbound(req.tenant).map((x) => ({ did: x.did, fromNumber: x.fromNumber, user: x.user }));
       return envelope(rows.slice(page.offset, page.offset + page.limit), rows.length, page, req.raw.originalUrl);
     },
   });
@@ -160,25 +149,25 @@ export function telephonyRoutes(r: RouteRegistrar, svc: () => Services): void {
     method: 'GET', path: `${V1}/inbound-routes/:did`, area: 'routes', auth: policy.v1Admin, summary: 'One inbound route by Did (optional fromNumber query)',
     params: S.didParam, query: S.fromQuery,
     responses: { 200: { description: 'route', schema: S.inboundRoute }, 404: err('not_found') },
-    handler: (req) => svc().admin.inboundOne(req.tenant, req.params.did, req.query.fromNumber),
+    handler: (req) => svc.admin.inboundOne(req.tenant, req.params.did, req.query.fromNumber),
   });
   r.add({
     method: 'POST', path: `${V1}/inbound-routes`, area: 'routes', auth: policy.v1Admin, summary: 'Insert an inbound route just before the catchall; 409 duplicate_route on an existing (Did, FromNumber)',
     body: S.inboundCreate,
     responses: { 201: { description: 'created row (PascalCase echo)', schema: pascalRow }, 409: err('duplicate_route') },
-    handler: (req) => reply(201, pascalizeKeys({ ...svc().admin.addInbound(req.tenant, req.body) })),
+    handler: (req) => reply(201, pascalizeKeys({ ...svc.admin.addInbound(req.tenant, req.body) })),
   });
   r.add({
     method: 'PUT', path: `${V1}/inbound-routes/:did`, area: 'routes', auth: policy.v1Admin, summary: 'Change the User of the first row with this (Did, FromNumber)',
     params: S.didParam, query: S.fromQuery, body: S.inboundUpdate,
     responses: { 200: { description: 'updated row (PascalCase echo)', schema: pascalRow }, 404: err('not_found') },
-    handler: (req) => pascalizeKeys({ ...svc().admin.updateInbound(req.tenant, req.params.did, req.query.fromNumber, req.body.user) }),
+    handler: (req) => pascalizeKeys({ ...svc.admin.updateInbound(req.tenant, req.params.did, req.query.fromNumber, req.body.user) }),
   });
   r.add({
     method: 'DELETE', path: `${V1}/inbound-routes/:did`, area: 'routes', auth: policy.v1Admin, summary: 'Delete the first row with this (Did, FromNumber); the * catchall cannot be deleted',
     params: S.didParam, query: S.fromQuery,
     responses: { 200: { description: '{deleted: row} (PascalCase echo)', schema: z.object({ deleted: pascalRow }) }, 400: err('cannot_delete_catchall'), 404: err('not_found') },
-    handler: (req) => ({ deleted: pascalizeKeys({ ...svc().admin.deleteInbound(req.tenant, req.params.did, req.query.fromNumber) }) }),
+    handler: (req) => ({ deleted: pascalizeKeys({ ...svc.admin.deleteInbound(req.tenant, req.params.did, req.query.fromNumber) }) }),
   });
 
   // ---- tenant admin (/signal.ashx) -------------------------------------------------------------
@@ -186,14 +175,14 @@ export function telephonyRoutes(r: RouteRegistrar, svc: () => Services): void {
   r.add({
     method: 'GET', path: `${SIG}?whitelist=list`, area: 'admin', auth: policy.adminOrHmac('whitelist-list'), summary: 'PSTN whitelist entries',
     responses: { 200: { description: 'JSON list of whitelist entries', schema: z.array(S.whitelistEntry) } },
-    handler: (req) => svc().admin.whitelist(req.tenant),
+    handler: (req) => svc.admin.whitelist(req.tenant),
   });
   r.add({
     method: 'POST', path: `${SIG}?whitelist=add`, area: 'admin', auth: policy.adminOrHmac('whitelist-add'),
     summary: 'Add a number to the PSTN whitelist (HMAC bucket whitelist-add|Host|bodyLen)', body: S.whitelistAdd,
     responses: { 200: { description: '{ok, number, added}', schema: okBody } },
     handler: (req) => {
-      const added = svc().admin.whitelistAdd(req.tenant, req.body.number, req.body.comment, req.principal!.userName ?? req.principal!.subject);
+      const added = svc.admin.whitelistAdd(req.tenant, req.body.number, req.body.comment, req.principal!.userName ?? req.principal!.subject);
       return audited(svc, req, 'whitelist-add', { number: req.body.number, added }, { ok: true, number: req.body.number, added });
     },
   });
@@ -201,10 +190,10 @@ export function telephonyRoutes(r: RouteRegistrar, svc: () => Services): void {
     method: 'GET', path: `${SIG}?trunks=list`, area: 'admin', auth: policy.adminOrHmac('trunks-list'), summary: 'SIP trunks with registration status from the bridge (passwords never shown)',
     responses: { 200: { description: '{trunks}', schema: z.object({ trunks: z.array(S.trunkView), bridge: z.string() }) } },
     handler: async (req) => {
-      const st = await trunkStatus(svc().bridge);
+      const st = await trunkStatus(svc.bridge);
       return {
-        bridge: svc().bridge.state,
-        trunks: svc().admin.trunks(req.tenant).map((t) => trunkView(t, st.get(`${req.tenant.id}.${t.id}`))),
+        bridge: svc.bridge.state,
+        trunks: svc.admin.trunks(req.tenant).map((t) => trunkView(t, st.get(`${req.tenant.id}.${t.id}`))),
       };
     },
   });
@@ -213,7 +202,7 @@ export function telephonyRoutes(r: RouteRegistrar, svc: () => Services): void {
     body: S.trunkInput,
     responses: { 200: { description: 'the saved trunk', schema: S.trunkView } },
     handler: (req) => {
-      const t = trunkView(svc().admin.saveTrunk(req.tenant, req.body));
+      const t = trunkView(svc.admin.saveTrunk(req.tenant, req.body));
       return audited(svc, req, 'trunk-save', { trunk: t.id, host: t.host, credentialChanged: req.body.password !== undefined }, t);
     },
   });
@@ -221,46 +210,46 @@ export function telephonyRoutes(r: RouteRegistrar, svc: () => Services): void {
     method: 'POST', path: `${SIG}?trunks=remove`, area: 'admin', auth: policy.adminOrHmac('trunks-remove'), summary: 'Remove a SIP trunk',
     body: z.object({ id: z.string().max(40) }),
     responses: { 200: { description: '{ok, removed}', schema: okBody }, 404: err('not_found') },
-    handler: (req) => audited(svc, req, 'trunk-remove', { trunk: req.body.id }, { ok: true, removed: trunkView(svc().admin.removeTrunk(req.tenant, req.body.id)) }),
+    handler: (req) => audited(svc, req, 'trunk-remove', { trunk: req.body.id }, { ok: true, removed: trunkView(svc.admin.removeTrunk(req.tenant, req.body.id)) }),
   });
   r.add({
     method: 'GET', path: `${SIG}?telephony=settings`, area: 'admin', auth: policy.adminOrHmac('telephony-settings'), summary: 'Telephony settings of the tenant (default trunk, model; the engine key only as a flag)',
     responses: { 200: { description: 'settings', schema: z.object({ defaultTrunkId: z.string(), hasEngineApiKey: z.boolean(), model: z.string() }) } },
-    handler: (req) => svc().admin.settings(req.tenant),
+    handler: (req) => svc.admin.settings(req.tenant),
   });
   r.add({
     method: 'POST', path: `${SIG}?telephony=settings-save`, area: 'admin', auth: policy.adminOrHmac('telephony-settings-save'), summary: 'Set the default trunk, the engine API key (sealed) or the model',
     body: S.settingsInput,
     responses: { 200: { description: 'settings', schema: okBody } },
     handler: (req) => {
-      svc().admin.saveSettings(req.tenant, req.body);
+      svc.admin.saveSettings(req.tenant, req.body);
       const extra: Record<string, string | boolean> = { engineCredentialChanged: req.body.engineApiKey !== undefined };
       if (req.body.defaultTrunkId !== undefined) extra.defaultTrunk = req.body.defaultTrunkId;
-      return audited(svc, req, 'telephony-settings-save', extra, { ok: true, ...svc().admin.settings(req.tenant) });
+      return audited(svc, req, 'telephony-settings-save', extra, { ok: true, ...svc.admin.settings(req.tenant) });
     },
   });
   r.add({
     method: 'GET', path: `${SIG}?numbers=list`, area: 'admin', auth: policy.adminOrHmac('numbers-list'), summary: 'Virtual numbers (engine keys never shown)',
     responses: { 200: { description: '{numbers}', schema: z.object({ numbers: z.array(S.numberView) }) } },
-    handler: (req) => ({ numbers: svc().admin.numbers(req.tenant).rows.map(numberView) }),
+    handler: (req) => ({ numbers: svc.admin.numbers(req.tenant).rows.map(numberView) }),
   });
   r.add({
     method: 'POST', path: `${SIG}?numbers=save`, area: 'admin', auth: policy.adminOrHmac('numbers-save'), summary: 'Create or update a virtual number (engine key write-only, sealed)',
     body: S.numberInput,
     responses: { 200: { description: 'the saved number', schema: S.numberView } },
-    handler: (req) => audited(svc, req, 'number-save', { number: req.body.number, engineCredentialChanged: req.body.geminiApiKey !== undefined }, numberView(svc().admin.saveNumber(req.tenant, req.body))),
+    handler: (req) => audited(svc, req, 'number-save', { number: req.body.number, engineCredentialChanged: req.body.geminiApiKey !== undefined }, numberView(svc.admin.saveNumber(req.tenant, req.body))),
   });
   r.add({
     method: 'POST', path: `${SIG}?numbers=remove`, area: 'admin', auth: policy.adminOrHmac('numbers-remove'), summary: 'Remove a virtual number',
     body: z.object({ number: z.string().max(21) }),
     responses: { 200: { description: '{ok, removed}', schema: okBody }, 404: err('not_found') },
-    handler: (req) => audited(svc, req, 'number-remove', { number: req.body.number }, { ok: true, removed: numberView(svc().admin.removeNumber(req.tenant, req.body.number)) }),
+    handler: (req) => audited(svc, req, 'number-remove', { number: req.body.number }, { ok: true, removed: numberView(svc.admin.removeNumber(req.tenant, req.body.number)) }),
   });
   r.add({
     method: 'GET', path: `${SIG}?bridge=status`, area: 'admin', auth: policy.superAdmin('bridge-status'), summary: 'Telephony bridge status (mode, state, its /health)',
     responses: { 200: { description: 'status', schema: okBody } },
     handler: async () => {
-      const b = svc().bridge;
+      const b = svc.bridge;
       let health: unknown = null;
       if (b.configured) {
         try { health = (await b.request('GET', '/health')).body; } catch (e) { health = { error: (e as Error).message }; }
@@ -291,8 +280,8 @@ export function telephonyRoutes(r: RouteRegistrar, svc: () => Services): void {
         req.log.warn({ type: req.body.type, callId: req.body.callId, rejected }, 'malformed bridge event');
         return { ok: true, applied: false, rejected };
       }
-      const out = svc().calls.applyEvent(instance, parsed.data);
-      svc().instanceSeen?.(instance);
+      const out = svc.calls.applyEvent(instance, parsed.data);
+      svc.instanceSeen?.(instance);
       return { ok: true, ...out };
     },
   });

@@ -303,3 +303,18 @@ export const eventSchemas = {
     source: z.enum(['outbound-ai', 'vnum']),
   }),
 };
+
+/** What setup builds; routes, jobs and the `trunk`/`number` commands share it. */
+export interface TelephonyServices {
+  repo: import('./repo.ts').TelephonyRepo;
+  admin: import('./admin.ts').TelephonyAdmin;
+  calls: import('./calls.ts').CallService;
+  transcripts: import('./transcripts.ts').TranscriptStore;
+  bridge: import('./bridge-link.ts').BridgeLink;
+  mailer: import('./mail.ts').OutcomeMailer;
+  supervisor: import('./supervisor.ts').BridgeSupervisor;
+  /** ctx.audit: who changed trunks, settings, numbers or the whitelist, and who hung up a call. */
+  audit: import('../../server/sdk.ts').AuditWriter;
+  /** Told the X-Bridge-Instance of every callback (a new one means the bridge restarted). */
+  instanceSeen(instance: string): void;
+}

@@ -1,14 +1,7 @@
 import { type CliCommand, type CliContext, NotFoundError, parse, type Tenant, UsageError } from '../../server/sdk.ts';
-import { WebhookRepo } from './repo.ts';
-import { eventsInput, webhooksConfig } from './schemas.ts';
-import { WebhookService } from './service.ts';
-
-function serviceOf(ctx: CliContext): WebhookService {
-  return new WebhookService({
-    repo: new WebhookRepo(ctx.db), keys: ctx.keys, clock: ctx.clock, events: ctx.events, jobs: ctx.jobs, tenants: ctx.tenants,
-    log: ctx.log, config: webhooksConfig.parse(ctx.config ?? {}),
-  });
-}
+import type { WebhookServices } from './index.ts';
+import { eventsInput } from './schemas.ts';
+import type { WebhookService } from './service.ts';
 
 /** An id names one subscription appliance-wide; --tenant, when given, must agree. */
 function tenantOfSubscription(ctx: CliContext, svc: WebhookService, id: string, tenantHost: string | undefined): Tenant {
@@ -19,7 +12,7 @@ function tenantOfSubscription(ctx: CliContext, svc: WebhookService, id: string, 
   return tenant;
 }
 
-export const webhookCli: CliCommand = {
+export const webhookCli: CliCommand<WebhookServices> = {
   summary: 'Webhook subscriptions',
   usage: [
     'webhook add --url U --events E[,E] [--tenant HOST]   (prints the id and the secret, once)',
@@ -28,9 +21,8 @@ export const webhookCli: CliCommand = {
     'webhook resume ID',
     'webhook test ID',
   ],
-  async run(args, ctx) {
+  async run(args, ctx, { service: svc }) {
     const [sub, ...rest] = args;
-    const svc = serviceOf(ctx);
     switch (sub) {
       case 'add': {
         const { values } = parse(rest, { url: { type: 'string' }, events: { type: 'string' }, tenant: { type: 'string' } }, 0);

@@ -204,4 +204,11 @@ export class WebhookRepo {
       .q("DELETE FROM webhook_deliveries WHERE state IN ('delivered', 'failed', 'skipped') AND finished_at < ?")
       .run(beforeIso).changes;
   }
+
+  /** Deliveries waiting by state, and paused subscriptions (for /readyz and `doctor`). */
+  health(): { backlog: Record<string, number>; pausedSubscriptions: number } {
+    const counts = this.db.prepare("SELECT state, COUNT(*) AS n FROM webhook_deliveries WHERE state IN ('queued', 'pending') GROUP BY state").all() as { state: string; n: number }[];
+    const paused = (this.db.prepare('SELECT COUNT(*) AS n FROM webhook_subscriptions WHERE active = 0').get() as { n: number }).n;
+    return { backlog: Object.fromEntries(counts.map((c) => [c.state, c.n])), pausedSubscriptions: paused };
+  }
 }

@@ -15,7 +15,7 @@ export function actorOf(p: Principal | null): string {
  * HMAC header; the bucket is `webhooks-<verb>`, signed over `bucket|Host[|bodyLen]`), and the
  * read-only v1 list.
  */
-export function webhookRoutes(r: RouteRegistrar, service: () => WebhookService, ctx: PluginContext): void {
+export function webhookRoutes(r: RouteRegistrar, service: WebhookService, ctx: PluginContext): void {
   const audit = (req: RouteRequest, event: string, extra: Record<string, string | number | boolean>) =>
     ctx.audit.write(req.tenant, { event, user: actorOf(req.principal), ip: req.ip, ua: req.ua, extra });
   const ok = z.object({ ok: z.literal(true) });
@@ -30,7 +30,7 @@ export function webhookRoutes(r: RouteRegistrar, service: () => WebhookService, 
     responses: { 200: { description: 'list envelope of subscriptions', schema: envelopeSchema(subscriptionItem) } },
     handler: (req) => {
       const page = pageOf(req.query);
-      const { items, total } = service().list(req.tenant, page);
+      const { items, total } = service.list(req.tenant, page);
       return envelope(items, total, page, req.raw.originalUrl);
     },
   });
@@ -43,7 +43,7 @@ export function webhookRoutes(r: RouteRegistrar, service: () => WebhookService, 
     auth: policy.adminOrHmac('webhooks-list'),
     query: listQuery,
     responses: { 200: { description: 'subscriptions', schema: z.array(subscriptionItem) } },
-    handler: (req) => service().list(req.tenant).items,
+    handler: (req) => service.list(req.tenant).items,
   });
 
   r.add({
@@ -58,7 +58,7 @@ export function webhookRoutes(r: RouteRegistrar, service: () => WebhookService, 
     body: addBody,
     responses: { 200: { description: 'the subscription and its secret (shown once)', schema: createdSubscription } },
     handler: async (req) => {
-      const { item, secret } = await service().add(req.tenant, req.body, actorOf(req.principal));
+      const { item, secret } = await service.add(req.tenant, req.body, actorOf(req.principal));
       audit(req, 'webhook.add', { id: item.id, url: item.url, events: item.events.join(',') });
       return { ...item, secret };
     },
@@ -73,7 +73,7 @@ export function webhookRoutes(r: RouteRegistrar, service: () => WebhookService, 
     body: idBody,
     responses: { 200: { description: 'the removed subscription', schema: z.object({ deleted: subscriptionItem }) }, 404: { description: 'not_found' } },
     handler: (req) => {
-      const deleted = service().remove(req.tenant, req.body.id);
+      const deleted = service.remove(req.tenant, req.body.id);
       audit(req, 'webhook.remove', { id: deleted.id });
       return { deleted };
     },
@@ -88,7 +88,7 @@ export function webhookRoutes(r: RouteRegistrar, service: () => WebhookService, 
     body: idBody,
     responses: { 200: { description: 'the subscription', schema: subscriptionItem }, 404: { description: 'not_found' } },
     handler: (req) => {
-      const item = service().resume(req.tenant, req.body.id);
+      const item = service.resume(req.tenant, req.body.id);
       audit(req, 'webhook.resume', { id: item.id });
       return item;
     },
@@ -108,7 +108,7 @@ export function webhookRoutes(r: RouteRegistrar, service: () => WebhookService, 
       409: { description: 'subscription_paused' },
     },
     handler: (req) => {
-      const { eventId } = service().testFire(req.tenant, req.body.id, actorOf(req.principal));
+      const { eventId } = service.testFire(req.tenant, req.body.id, actorOf(req.principal));
       return { ok: true as const, id: req.body.id, event: 'webhook.test', eventId };
     },
   });
@@ -123,7 +123,7 @@ export function webhookRoutes(r: RouteRegistrar, service: () => WebhookService, 
     responses: { 200: { description: 'list envelope of deliveries', schema: envelopeSchema(deliveryItem) }, 404: { description: 'not_found' } },
     handler: (req) => {
       const page = pageOf(req.query);
-      const { items, total } = service().deliveries(req.tenant, req.query.id, page);
+      const { items, total } = service.deliveries(req.tenant, req.query.id, page);
       return envelope(items, total, page, req.raw.originalUrl);
     },
   });
@@ -141,7 +141,7 @@ export function webhookRoutes(r: RouteRegistrar, service: () => WebhookService, 
       409: { description: 'delivery_in_progress or subscription_paused' },
     },
     handler: (req) => {
-      const r = service().redeliver(req.tenant, req.body.deliveryId);
+      const r = service.redeliver(req.tenant, req.body.deliveryId);
       audit(req, 'webhook.redeliver', { id: r.subscriptionId, delivery: r.id });
       return { ok: true as const, ...r };
     },

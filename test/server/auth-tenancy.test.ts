@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../support/server.ts';
+import { AUDIT_WRITER } from '../../server/core-services.ts';
 import { probePlugin, withBuiltins } from './fixtures/test-plugins.ts';
 import type { AuditWriter } from '../../server/plugin.ts';
 import type { Tenant } from '../../server/tenancy.ts';
@@ -31,7 +32,7 @@ async function expect401(r: Response): Promise<Record<string, unknown>> {
 
 describe('tenant isolation', () => {
   it('audit entries written under Host A are invisible under Host B', async () => {
-    const audit = s.appliance.host.provided<AuditWriter>('audit')!;
+    const audit = s.appliance.host.provided(AUDIT_WRITER)!;
     audit.write(a.tenant, { event: 'login.success', user: 'alice-only-in-a@example.com', ip: '10.0.0.1' });
     audit.write(b.tenant, { event: 'login.failure', user: 'bob-only-in-b@example.com', ip: '10.0.0.2' });
     const ra = await s.fetch('/api.ashx/v1/auditlog', { host: A, key: a.adminKey });

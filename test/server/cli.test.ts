@@ -8,7 +8,7 @@ import { signAdminHmac } from '../../server/auth.ts';
 import { verifyPassword } from '../../server/users.ts';
 import { main, type CliIo } from '../../server/cli.ts';
 import audit from '../../plugins/audit/index.ts';
-import type { PluginManifest } from '../../server/plugin.ts';
+import type { PluginManifest, AnyPlugin } from '../../server/plugin.ts';
 
 /**
  * The CLI end to end: `node bin/sovcomms.mjs ...` child processes against a data dir that a
@@ -272,7 +272,7 @@ describe('exit codes and failures', { timeout: 240_000 }, () => {
 });
 
 describe('usage errors in-process (same main(), no child process)', () => {
-  const plugins = [audit() as unknown as PluginManifest];
+  const plugins = [audit as AnyPlugin];
   async function run(argv: string[]): Promise<{ code: number; out: string; err: string }> {
     const out: string[] = [];
     const err: string[] = [];

@@ -28,7 +28,7 @@ describe('job queue', () => {
   it('enqueues and runs jobs with parsed data, once each', async () => {
     const core = setup();
     const seen: number[] = [];
-    core.jobs.define({ queue: 'q', parseData: (d) => num.parse(d), async run(job) { seen.push(job.data.n); } });
+    core.jobs.define({ name: 'q', schema: num, async run(job) { seen.push(job.data.n); } });
     core.jobs.start();
     const ids = [1, 2, 3].map((n) => core.jobs.enqueue('q', { n }));
     await until(() => ids.every((id) => row(core, id).state === 'done'), 5000, 'jobs done');
@@ -41,7 +41,7 @@ describe('job queue', () => {
     const core = setup(clock);
     const attempts: number[] = [];
     core.jobs.define({
-      queue: 'flaky', parseData: (d) => d, backoffMs: (n) => n * 10_000,
+      name: 'flaky', schema: z.unknown(), backoffMs: (n) => n * 10_000,
       async run(job) { attempts.push(job.attempt); if (job.attempt < 3) throw new Error(`boom ${job.attempt}`); },
     });
     core.jobs.start();
@@ -64,11 +64,11 @@ describe('job queue', () => {
   it('the default backoff is exponential; RetryAt picks the time; PermanentFailure and max attempts stop it', async () => {
     const clock = new ManualClock();
     const core = setup(clock);
-    core.jobs.define({ queue: 'default-backoff', parseData: (d) => d, async run() { throw new Error('nope'); } });
+    core.jobs.define({ name: 'default-backoff', schema: z.unknown(), async run() { throw new Error('nope'); } });
     const t0 = clock.now();
-    core.jobs.define({ queue: 'retry-at', parseData: (d) => d, async run() { throw new RetryAt(t0 + 123_456); } });
-    core.jobs.define({ queue: 'permanent', parseData: (d) => d, async run() { throw new PermanentFailure('gone for good'); } });
-    core.jobs.define({ queue: 'max', parseData: (d) => d, maxAttempts: 2, backoffMs: () => 0, async run() { throw new Error('always'); } });
+    core.jobs.define({ name: 'retry-at', schema: z.unknown(), async run() { throw new RetryAt(t0 + 123_456); } });
+    core.jobs.define({ name: 'permanent', schema: z.unknown(), async run() { throw new PermanentFailure('gone for good'); } });
+    core.jobs.define({ name: 'max', schema: z.unknown(), maxAttempts: 2, backoffMs: () => 0, async run() { throw new Error('always'); } });
     core.jobs.start();
     const a = core.jobs.enqueue('default-backoff', {});
     const b = core.jobs.enqueue('retry-at', {});
@@ -93,7 +93,7 @@ describe('job queue', () => {
     const clock = new ManualClock();
     const core = setup(clock);
     const ran: string[] = [];
-    core.jobs.define({ queue: 'd', parseData: (d) => z.object({ s: z.string() }).parse(d), async run(job) { ran.push(job.data.s); } });
+    core.jobs.define({ name: 'd', schema: z.object({ s: z.string() }), async run(job) { ran.push(job.data.s); } });
     const first = core.jobs.enqueue('d', { s: 'one' }, { dedupeKey: 'k1' });
     expect(core.jobs.enqueue('d', { s: 'two' }, { dedupeKey: 'k1' })).toBe(first);
     const later = core.jobs.enqueue('d', { s: 'later' }, { dedupeKey: 'k2', runAt: clock.now() + 3_600_000 });
@@ -128,7 +128,7 @@ describe('job queue', () => {
     const clock = new ManualClock();
     const core = setup(clock);
     const ran: number[] = [];
-    core.jobs.define({ queue: 'lease', parseData: (d) => d, async run(job) { ran.push(job.attempt); } });
+    core.jobs.define({ name: 'lease', schema: z.unknown(), async run(job) { ran.push(job.attempt); } });
     const id = core.jobs.enqueue('lease', {});
     // Another node took it and died.
     core.db.prepare("UPDATE jobs SET state = 'running', attempts = 1, lease_owner = 'other-node:1:abc', lease_until = ? WHERE id = ?").run(clock.now() + 60_000, id);
@@ -143,9 +143,9 @@ describe('job queue', () => {
 
   it('shutdown drains running jobs; what cannot finish goes back to pending', async () => {
     const core = setup(new ManualClock());
-    core.jobs.define({ queue: 'slow', parseData: (d) => d, async run() { await new Promise((r) => setTimeout(r, 150)); } });
+    core.jobs.define({ name: 'slow', schema: z.unknown(), async run() { await new Promise((r) => setTimeout(r, 150)); } });
     core.jobs.define({
-      queue: 'stuck', parseData: (d) => d,
+      name: 'stuck', schema: z.unknown(),
       run: (job) => new Promise<void>((_resolve, reject) => { job.signal.addEventListener('abort', () => reject(new Error('aborted'))); }),
     });
     const slow = core.jobs.enqueue('slow', {});
@@ -156,7 +156,7 @@ describe('job queue', () => {
 
     const core2 = setup(new ManualClock());
     core2.jobs.define({
-      queue: 'stuck', parseData: (d) => d,
+      name: 'stuck', schema: z.unknown(),
       run: (job) => new Promise<void>((_resolve, reject) => { job.signal.addEventListener('abort', () => reject(new Error('aborted'))); }),
     });
     const stuck = core2.jobs.enqueue('stuck', {});
@@ -268,7 +268,7 @@ describe('robustness', () => {
     let runs = 0;
     let release!: () => void;
     const gate = new Promise<void>((r) => { release = r; });
-    core.jobs.define({ queue: 'long', parseData: (d) => d, leaseMs: 1000, async run() { runs++; await gate; } });
+    core.jobs.define({ name: 'long', schema: z.unknown(), leaseMs: 1000, async run() { runs++; await gate; } });
     const id = core.jobs.enqueue('long', {});
     core.jobs.start();
     await until(() => runs === 1, 5000, 'first run');
@@ -289,7 +289,7 @@ describe('robustness', () => {
     const a = new JobQueue(core.db, { now: () => Date.now() }, core.log.child({}), { pollMs: 20, leaseMs: 1000, nodeId: 'node-a' });
     const b = new JobQueue(core.db, { now: () => Date.now() }, core.log.child({}), { pollMs: 20, leaseMs: 1000, nodeId: 'node-b' });
     const ranBy: string[] = [];
-    const def = (who: string) => ({ queue: 'slow-lease', parseData: (d: unknown) => d, leaseMs: 1000, async run() { ranBy.push(who); await new Promise((r) => setTimeout(r, 2500)); } });
+    const def = (who: string) => ({ name: 'slow-lease', schema: z.unknown(), leaseMs: 1000, async run() { ranBy.push(who); await new Promise((r) => setTimeout(r, 2500)); } });
     a.define(def('a'));
     b.define(def('b'));
     const id = a.enqueue('slow-lease', {});

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Appliance } from '../../server/app.ts';
-import { definePlugin, type PluginManifest } from '../../server/plugin.ts';
+import { definePlugin, type PluginManifest, type AnyPlugin } from '../../server/plugin.ts';
 import { appliedVersion, migrate, sqlMigrations, type Migration } from '../../server/store/migrate.ts';
 import { openStore } from '../../server/store/db.ts';
 import { MigrationError } from '../../server/errors.ts';
@@ -22,12 +22,12 @@ const STEPS: Migration[] = [
   },
 ];
 
-function notesPlugin(steps: Migration[]): PluginManifest {
-  return definePlugin({ name: 'notes', description: 'migration test plugin', migrations: steps })() as PluginManifest;
+function notesPlugin(steps: Migration[]): AnyPlugin {
+  return definePlugin({ name: 'notes', description: 'migration test plugin', migrations: steps }) as AnyPlugin;
 }
 
 async function open(dataDir: string, steps: Migration[]): Promise<Appliance> {
-  return Appliance.create({ dataDir, env: {}, plugins: await withBuiltins(() => notesPlugin(steps)), logDestination: new LogCapture() });
+  return Appliance.create({ dataDir, env: {}, plugins: await withBuiltins(notesPlugin(steps)), logDestination: new LogCapture() });
 }
 
 describe('migrations', () => {

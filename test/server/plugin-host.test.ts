@@ -1,14 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { Appliance } from '../../server/app.ts';
-import { definePlugin, type PluginManifest } from '../../server/plugin.ts';
+import { defineService, definePlugin, type PluginManifest, type AnyPlugin } from '../../server/plugin.ts';
 import { policy } from '../../server/auth.ts';
 import { LogCapture, startTestServer } from '../support/server.ts';
 import { probePlugin, withBuiltins } from './fixtures/test-plugins.ts';
 import { scratchDirs } from '../support/cleanup.ts';
 
 const dir = scratchDirs('sovcomms-host-');
-const m = (p: Parameters<typeof definePlugin>[0]) => definePlugin(p)() as PluginManifest;
+const m = (p: PluginManifest) => definePlugin(p) as AnyPlugin;
 const create = (plugins: PluginManifest[]) => Appliance.create({ dataDir: dir(), env: {}, plugins, logDestination: new LogCapture(), overrides: { http: { port: 0 } } });
 
 describe('plugin host', () => {
@@ -35,9 +35,10 @@ describe('plugin host', () => {
   it('refuses unknown dependencies, cycles, bad names and services used without a dependency', async () => {
     await expect(create([m({ name: 'x', description: '', dependsOn: ['nope'] })])).rejects.toThrow(/x depends on nope, which is not loaded/);
     await expect(create([m({ name: 'x', description: '', dependsOn: ['y'] }), m({ name: 'y', description: '', dependsOn: ['x'] })])).rejects.toThrow(/cycle/);
-    expect(() => definePlugin({ name: 'Bad Name', description: '' })()).toThrow(/invalid plugin name/);
-    const provider = m({ name: 'provider', description: '', routes: (_r, ctx) => ctx.provide('thing', { ok: true }) });
-    const sneaky = m({ name: 'sneaky', description: '', start: (ctx) => { ctx.use('thing'); } });
+    expect(() => definePlugin({ name: 'Bad Name', description: '' })).toThrow(/invalid plugin name/);
+    const thing = defineService<{ ok: boolean }>('thing');
+    const provider = m({ name: 'provider', description: '', setup: (ctx) => ctx.provide(thing, { ok: true }) });
+    const sneaky = m({ name: 'sneaky', description: '', start: (_s, ctx) => { ctx.use(thing); } });
     const a = await create([provider, sneaky]);
     await a.start();
     try {

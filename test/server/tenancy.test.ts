@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { AUDIT_WRITER } from '../../server/core-services.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { startTestServer, type TestServer } from '../support/server.ts';
@@ -39,7 +40,7 @@ describe('tenancy', () => {
     const core = s.appliance.core;
     const a = await s.addTenant('doomed.example');
     const b = await s.addTenant('survivor.example');
-    const audit = s.appliance.host.provided<AuditWriter>('audit')!;
+    const audit = s.appliance.host.provided(AUDIT_WRITER)!;
     core.events.declare('tenancy-test', 'tenancy.test', z.object({}).loose());
     for (const x of [a, b]) {
       audit.write(x.tenant, { event: 'login.success', user: 'someone' });

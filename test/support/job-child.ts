@@ -8,7 +8,7 @@
 import fs from 'node:fs';
 import { z } from 'zod';
 import { Appliance } from '../../server/app.ts';
-import { definePlugin, type PluginManifest } from '../../server/plugin.ts';
+import { definePlugin, type PluginManifest, type AnyPlugin } from '../../server/plugin.ts';
 import { builtinPlugins } from '../../plugins/index.ts';
 
 const [dataDir, outFile, enqueueArg] = process.argv.slice(2);
@@ -17,13 +17,13 @@ if (!dataDir || !outFile) {
   process.exit(2);
 }
 
-const crashJobs = definePlugin(() => ({
+const crashJobs = definePlugin({
   name: 'crashjobs',
   description: 'test jobs that append to a file',
-  start(ctx) {
+  start(_s, ctx) {
     ctx.jobs.define({
-      queue: 'crash-append',
-      parseData: (d) => z.object({ n: z.number().int() }).parse(d),
+      name: 'crash-append',
+      schema: z.object({ n: z.number().int() }),
       concurrency: 4,
       maxAttempts: 5,
       async run(job) {
@@ -39,13 +39,13 @@ const crashJobs = definePlugin(() => ({
       })();
     }
   },
-}));
+});
 
 const appliance = await Appliance.create({
   dataDir,
   env: {},
   overrides: { http: { port: 0, host: '127.0.0.1', drainMs: 3000 }, jobs: { pollMs: 20 }, log: { level: 'warn' } },
-  plugins: [...builtinPlugins(), crashJobs() as unknown as PluginManifest],
+  plugins: [...builtinPlugins(), crashJobs as AnyPlugin],
 });
 const { url } = await appliance.start();
 process.stdout.write(JSON.stringify({ ready: url, pid: process.pid }) + '\n');

@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../../support/server.ts';
+import { AUDIT_WRITER } from '../../../server/core-services.ts';
 import { ManualClock } from '../../../server/clock.ts';
 import type { AuditWriter } from '../../../server/plugin.ts';
 import type { Tenant } from '../../../server/tenancy.ts';
 import audit from '../../../plugins/audit/index.ts';
-import type { PluginManifest } from '../../../server/plugin.ts';
+import type { PluginManifest, AnyPlugin } from '../../../server/plugin.ts';
 
 /**
  * GET /api.ashx/v1/auditlog: the list envelope (limit default 50, cap 500, offset, total, next
@@ -20,9 +21,9 @@ interface Entry { ts: string; event: string; tenant: string; user: string; ip: s
 interface Env { data: Entry[]; total: number; limit: number; offset: number; next: string | null }
 
 beforeAll(async () => {
-  s = await startTestServer({ clock, plugins: [audit() as unknown as PluginManifest] });
+  s = await startTestServer({ clock, plugins: [audit as AnyPlugin] });
   other = await s.addTenant('other.example');
-  const writer = s.appliance.host.provided<AuditWriter>('audit')!;
+  const writer = s.appliance.host.provided(AUDIT_WRITER)!;
   s.appliance.core.db.transaction(() => {
     for (let i = 0; i < ROWS; i++) {
       clock.set(T0 + i * 1000);

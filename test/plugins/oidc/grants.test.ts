@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { definePlugin, type PluginManifest } from '../../../server/plugin.ts';
+import { definePlugin, type PluginManifest, type AnyPlugin } from '../../../server/plugin.ts';
 import audit from '../../../plugins/audit/index.ts';
 import oidcPlugin from '../../../plugins/oidc/index.ts';
-import { oauthError, type OidcService } from '../../../plugins/oidc/provider.ts';
+import { oauthError } from '../../../plugins/oidc/provider.ts';
+import { OIDC } from '../../../plugins/oidc/api.ts';
 import { startTestServer, type TestServer } from '../../support/server.ts';
 import { tokenForm } from './helpers.ts';
 
@@ -13,8 +14,8 @@ const issuerLike = definePlugin({
   name: 'grant-test',
   description: 'registers the pre-authorized_code grant',
   dependsOn: ['oidc'],
-  routes(_r, ctx) {
-    ctx.use<OidcService>('oidc').registerGrant(PRE_AUTH, async (g) => {
+  setup(ctx) {
+    ctx.use(OIDC).registerGrant(PRE_AUTH, async (g) => {
       if (g.form['pre-authorized_code'] !== 'good') throw oauthError('invalid_grant', 'unknown pre-authorized_code');
       return { access_token: `cred-${g.tenant.id}`, token_type: 'Bearer', expires_in: 300, c_nonce: 'n' };
     });
@@ -23,7 +24,7 @@ const issuerLike = definePlugin({
 
 let s: TestServer;
 beforeAll(async () => {
-  s = await startTestServer({ plugins: [audit, oidcPlugin, issuerLike].map((m) => m() as unknown as PluginManifest) });
+  s = await startTestServer({ plugins: [audit, oidcPlugin, issuerLike] as AnyPlugin[] });
 });
 afterAll(async () => { await s?.stop(); });
 

@@ -1,5 +1,6 @@
 import 'reflect-metadata';
 import crypto from 'node:crypto';
+import { TLS_AUTO } from '../../../server/core-services.ts';
 import fs from 'node:fs';
 import https from 'node:https';
 import os from 'node:os';
@@ -139,7 +140,8 @@ describe('serve --tls auto: the appliance serves HTTPS with a certificate from i
     });
     cleanups.push(() => s.stop());
     expect(s.url).toMatch(/^https:/);
-    const auto = s.appliance.host.provided<TlsAutoService>('tls-auto')!;
+    // The rp-ca plugin's provider (TLS_AUTO's implementation), with its renewal check and serial.
+    const auto = s.appliance.host.provided(TLS_AUTO) as TlsAutoService;
     const ca = s.appliance.core.db.prepare('SELECT cert_der FROM rp_ca WHERE tenant_id = ?').get(s.primary.id) as { cert_der: Buffer };
     const caPem = `-----BEGIN CERTIFICATE-----\n${ca.cert_der.toString('base64')}\n-----END CERTIFICATE-----\n`;
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main, type CliIo } from '../../../server/cli.ts';
 import telephony from '../../../plugins/telephony/index.ts';
-import type { PluginManifest } from '../../../server/plugin.ts';
+import type { PluginManifest, AnyPlugin } from '../../../server/plugin.ts';
 import { startTestServer, type TestServer } from '../../support/server.ts';
 import { adm, j } from './helpers.ts';
 
@@ -14,7 +14,7 @@ async function cli(args: string[], stdin = ''): Promise<{ code: number; out: str
   const out: string[] = [];
   const err: string[] = [];
   const io: CliIo = { out: (l) => out.push(l), err: (l) => err.push(l), stdin: async () => stdin };
-  const code = await main([...args, '--data-dir', s.dataDir], io, { plugins: [telephony() as unknown as PluginManifest] });
+  const code = await main([...args, '--data-dir', s.dataDir], io, { plugins: [telephony as AnyPlugin] });
   return { code, out, err };
 }
 

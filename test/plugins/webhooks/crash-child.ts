@@ -8,7 +8,7 @@
 import { z } from 'zod';
 import { Appliance } from '../../../server/app.ts';
 import { policy } from '../../../server/auth.ts';
-import { definePlugin, type PluginManifest } from '../../../server/plugin.ts';
+import { definePlugin, type PluginManifest, type AnyPlugin } from '../../../server/plugin.ts';
 import { testPlugins } from './support.ts';
 
 const [dataDir] = process.argv.slice(2);
@@ -17,10 +17,10 @@ if (!dataDir) {
   process.exit(2);
 }
 
-const emitter = definePlugin(() => ({
+const emitter = definePlugin({
   name: 'crash-emitter',
   description: 'emits call.ended in batches for the crash test',
-  routes(r, ctx) {
+  routes(r, _s, ctx) {
     r.add({
       method: 'POST',
       path: '/crash-emit.ashx',
@@ -37,13 +37,13 @@ const emitter = definePlugin(() => ({
       },
     });
   },
-}));
+});
 
 const appliance = await Appliance.create({
   dataDir,
   env: {},
   overrides: { http: { port: 0, host: '127.0.0.1', drainMs: 2000 }, log: { level: 'warn' } },
-  plugins: [...testPlugins(), emitter() as unknown as PluginManifest],
+  plugins: [...testPlugins(), emitter as AnyPlugin],
 });
 const { url } = await appliance.start();
 process.stdout.write(JSON.stringify({ ready: url, pid: process.pid }) + '\n');

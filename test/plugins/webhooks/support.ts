@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { z } from 'zod';
-import { definePlugin, type PluginManifest } from '../../../server/plugin.ts';
+import { definePlugin, type PluginManifest, type AnyPlugin } from '../../../server/plugin.ts';
 import audit from '../../../plugins/audit/index.ts';
 import webhooks from '../../../plugins/webhooks/index.ts';
 import type { TestServer } from '../../support/server.ts';
@@ -10,14 +10,14 @@ import type { TestServer } from '../../support/server.ts';
  * A stand-in for the telephony plugin (written elsewhere): it only declares `call.ended`, so
  * tests can emit it through the real EventBus.
  */
-export const callEvents = definePlugin(() => ({
+export const callEvents = definePlugin({
   name: 'test-calls',
   description: 'declares call.ended for webhook tests',
   events: { 'call.ended': z.object({ callId: z.string() }).loose() },
-}));
+});
 
 export function testPlugins(): PluginManifest[] {
-  return [audit, webhooks, callEvents].map((m) => m() as unknown as PluginManifest);
+  return [audit, webhooks, callEvents] as AnyPlugin[];
 }
 
 export interface Received {

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CoreServices } from '../../../server/app.ts';
+import { z } from 'zod';
+import { WEBHOOKS } from '../../../plugins/webhooks/api.ts';
 import { startTestServer, type TestServer } from '../../support/server.ts';
 import type { WebhookService } from '../../../plugins/webhooks/service.ts';
 import { DEFAULT_POLICY, cachingResolver, mergePolicy, resolveAllowed } from '../../../plugins/webhooks/net-policy.ts';
@@ -25,7 +27,7 @@ describe('RunningJob.complete (core job queue)', () => {
     const core = setup();
     const states: string[] = [];
     core.jobs.define({
-      queue: 'c', parseData: (d) => d,
+      name: 'c', schema: z.unknown(),
       async run(job) {
         core.db.transaction(() => {
           core.db.prepare('INSERT INTO effects VALUES (?, ?)').run(job.id, job.attempt);
@@ -46,7 +48,7 @@ describe('RunningJob.complete (core job queue)', () => {
   it('a rolled-back complete() leaves the job to the normal retry', async () => {
     const core = setup();
     core.jobs.define({
-      queue: 'r', parseData: (d) => d, backoffMs: () => 0,
+      name: 'r', schema: z.unknown(), backoffMs: () => 0,
       async run(job) {
         core.db.transaction(() => {
           core.db.prepare('INSERT INTO effects VALUES (?, ?)').run(job.id, job.attempt);
@@ -77,7 +79,7 @@ describe('group commit of delivery outcomes', () => {
   });
 
   it('many deliveries finishing together: each outcome, attempt row and job commit, per-subscription bound held', async () => {
-    const svc = s.appliance.host.provided<WebhookService>('webhooks')!;
+    const svc = s.appliance.host.provided(WEBHOOKS)!;
     const tenant = s.primary;
     const subs: string[] = [];
     for (let i = 0; i < 3; i++) subs.push((await svc.add(tenant, { url: `${rx.url}/gc/${i}`, events: ['call.ended'] }, 'test')).item.id);
@@ -110,7 +112,7 @@ describe('group commit of delivery outcomes', () => {
   });
 
   it('an outcome that fails to commit fails alone: the others of its batch commit, its job retries', async () => {
-    const svc = s.appliance.host.provided<WebhookService>('webhooks')!;
+    const svc = s.appliance.host.provided(WEBHOOKS)!;
     const tenant = s.primary;
     const db = s.appliance.core.db;
     // Answers delayed alike arrive together, so good and poisoned outcomes share a group commit

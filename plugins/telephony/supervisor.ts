@@ -1,0 +1,131 @@
+import type { Logger } from '../../server/sdk.ts';
+import type { TelephonyAdmin } from './admin.ts';
+import type { BridgeLink } from './bridge-link.ts';
+import type { CallService } from './calls.ts';
+import type { TelephonyRepo } from './repo.ts';
+
+/**
+ * Keeps the bridge in step with the store (CONTROL-API.md): the full trunk set is PUT on bridge
+ * start and after every change (the CLI, another process, changes trunks too, so a watch compares
+ * a fingerprint of the table); a remote bridge is polled, and when it restarted behind our back
+ * (new instance, empty trunk set) it gets the set again and the calls it lost are reconciled.
+ */
+export class BridgeSupervisor {
+  #pushTimer: NodeJS.Timeout | undefined;
+  #watchTimer: NodeJS.Timeout | undefined;
+  #stopped = false;
+  #lastPush = '';
+  #lastInstance = '';
+  #parts: { admin: TelephonyAdmin; bridge: BridgeLink; calls: CallService } | undefined;
+
+  constructor(
+    private readonly repo: TelephonyRepo,
+    private readonly log: Logger,
+  ) {}
+
+  /**
+   * The admin, the bridge link and the call service call into the supervisor (a trunk changed,
+   * the bridge came up or died) and it calls into them: they are built first and attached here,
+   * before anything can run.
+   */
+  attach(parts: { admin: TelephonyAdmin; bridge: BridgeLink; calls: CallService }): void {
+    this.#parts = parts;
+  }
+
+  private get parts(): { admin: TelephonyAdmin; bridge: BridgeLink; calls: CallService } {
+    if (!this.#parts) throw new Error('bridge supervisor used before setup attached its parts');
+    return this.#parts;
+  }
+
+  private fingerprint(): string {
+    return JSON.stringify(this.repo.db.prepare('SELECT COUNT(*) AS n, MAX(updated_at) AS u FROM tel_trunks').get());
+  }
+
+  /** A trunk changed here: push soon (changes in one burst go out together). */
+  schedulePush(): void {
+    if (this.#pushTimer) clearTimeout(this.#pushTimer);
+    this.#pushTimer = setTimeout(() => void this.pushTrunks(), 20);
+    this.#pushTimer.unref();
+  }
+
+  /** PUT /trunks with the full set: on bridge start and after every change. */
+  async pushTrunks(): Promise<void> {
+    const bridge = this.parts.bridge;
+    if (bridge.state !== 'ready') return;
+    const fp = this.fingerprint();
+    const trunks = this.parts.admin.bridgeTrunks();
+    try {
+      const ans = await bridge.request('PUT', '/trunks', { trunks });
+      if (ans.status >= 300) this.log.warn({ status: ans.status, error: ans.body.error }, 'bridge refused the trunk set');
+      else this.#lastPush = fp;
+    } catch (e) {
+      this.log.warn({ err: (e as Error).message }, 'trunk push to the bridge failed');
+    }
+  }
+
+  /** Called with the X-Bridge-Instance of every callback: a new one means the bridge restarted. */
+  instanceSeen(instance: string): void {
+    const prev = this.#lastInstance;
+    this.#lastInstance = instance;
+    if (prev && prev !== instance) {
+      this.log.warn({ instance }, 'new bridge instance');
+      void this.pushTrunks();
+      void this.reconcile(instance);
+    }
+  }
+
+  /** Starts the watch (every `pollMs`): trunk changes from other processes, a remote bridge's health. */
+  start(pollMs: number): void {
+    this.#stopped = false;
+    let watching = false;
+    this.#watchTimer = setInterval(() => {
+      if (watching) return;
+      watching = true;
+      void this.watch().finally(() => {
+        watching = false;
+      });
+    }, pollMs);
+    this.#watchTimer.unref();
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    if (this.#pushTimer) clearTimeout(this.#pushTimer);
+    if (this.#watchTimer) clearInterval(this.#watchTimer);
+  }
+
+  get stopped(): boolean {
+    return this.#stopped;
+  }
+
+  private async watch(): Promise<void> {
+    if (this.#stopped) return;
+    const bridge = this.parts.bridge;
+    if (bridge.mode !== 'remote') {
+      if (bridge.state === 'ready' && this.fingerprint() !== this.#lastPush) await this.pushTrunks();
+      return;
+    }
+    let health;
+    try {
+      health = await bridge.request('GET', '/health');
+    } catch {
+      if (bridge.state === 'ready') this.log.warn('remote bridge stopped answering');
+      bridge.markRemote(false);
+      return;
+    }
+    const wasDown = bridge.state !== 'ready';
+    bridge.markRemote(true);
+    const theirs = Array.isArray(health.body.trunks) ? health.body.trunks.length : -1;
+    if (wasDown || this.fingerprint() !== this.#lastPush || theirs !== this.parts.admin.bridgeTrunks().length) await this.pushTrunks();
+    if (wasDown) await this.reconcile(null);
+  }
+
+  async reconcile(instance: string | null): Promise<void> {
+    try {
+      const n = await this.parts.calls.reconcile(instance);
+      if (n) this.log.warn({ calls: n }, 'calls the bridge no longer has ended as failed');
+    } catch (e) {
+      this.log.warn({ err: (e as Error).message }, 'bridge reconcile failed');
+    }
+  }
+}
