@@ -1,3 +1,4 @@
+import { zodMessage } from './errors.ts';
 import type { z } from 'zod';
 import type { DB } from './store/db.ts';
 import type { Clock } from './clock.ts';
@@ -60,10 +61,7 @@ export class EventBus {
     // Bad event data is a bug in the emitting plugin, not bad client input: a plain Error (500),
     // never a ZodError that the error middleware would render as 400.
     const checked = decl.schema.safeParse(data);
-    if (!checked.success) {
-      const issue = checked.error.issues[0];
-      throw new Error(`event ${name}: invalid data at ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`);
-    }
+    if (!checked.success) throw new Error(`event ${name}: invalid data: ${zodMessage(checked.error)}`);
     const parsed = checked.data as Record<string, unknown>;
     const r = this.db
       .prepare('INSERT INTO events (tenant_id, name, data, ts) VALUES (?, ?, ?, ?)')

@@ -1,4 +1,4 @@
-import { type CliCommand, type CliContext, NotFoundError, parse, type Tenant, UsageError } from '../../server/sdk.ts';
+import { type CliCommand, type CliContext, NotFoundError, parse, type Tenant, UsageError, zodMessage } from '../../server/sdk.ts';
 import type { WebhookServices } from './index.ts';
 import { eventsInput } from './schemas.ts';
 import type { WebhookService } from './service.ts';
@@ -29,7 +29,7 @@ export const webhookCli: CliCommand<WebhookServices> = {
         if (typeof values.url !== 'string') throw new UsageError('webhook add: --url U is required');
         if (typeof values.events !== 'string') throw new UsageError('webhook add: --events E[,E] is required (or --events "*")');
         const events = eventsInput.safeParse(values.events);
-        if (!events.success) throw new UsageError(`--events: ${events.error.issues[0]?.message ?? 'invalid'}`);
+        if (!events.success) throw new UsageError(zodMessage(events.error, '--events'));
         const tenant = ctx.tenants.require(typeof values.tenant === 'string' ? values.tenant : undefined);
         const { item, secret } = await svc.add(tenant, { url: values.url, events: events.data }, 'cli');
         ctx.audit.write(tenant, { event: 'webhook.add', user: 'cli', extra: { id: item.id, url: item.url } });
