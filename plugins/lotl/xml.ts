@@ -72,6 +72,13 @@ const MAX_DEPTH = 256;
 const NO_DECLS: Array<[string, string]> = Object.freeze([]) as unknown as Array<[string, string]>;
 const NO_ATTRS: XAttr[] = Object.freeze([]) as unknown as XAttr[];
 
+/**
+ * Attributes one element may carry. The trusted lists and XML-DSig use a handful (the most seen in
+ * the EU snapshot is under ten, namespace declarations included); thousands only come from an
+ * attack on the parser.
+ */
+export const MAX_ATTRIBUTES = 256;
+
 const PREDEFINED: Record<string, string> = { lt: '<', gt: '>', amp: '&', apos: "'", quot: '"' };
 
 function isWs(c: number): boolean {
@@ -133,6 +140,9 @@ export function parseXml(input: string | Uint8Array): XDocument {
   const ids = new Map<string, XElement>();
   const duplicateIds = new Set<string>();
   const signatures: XElement[] = [];
+  // Reused per start tag (cleared each time): the unique-attribute checks.
+  const rawNames = new Set<string>();
+  const expandedNames = new Set<string>();
   const before: XPi[] = [];
   const after: XPi[] = [];
   let root: XElement | null = null;
@@ -262,6 +272,7 @@ export function parseXml(input: string | Uint8Array): XDocument {
     if (root && !cur) fail('a second document element');
     const qn = readName();
     const rawAttrs: Array<[string, string]> = [];
+    rawNames.clear();
     let selfClose = false;
     for (;;) {
       const ws0 = i;
@@ -290,7 +301,11 @@ export function parseXml(input: string | Uint8Array): XDocument {
       // XML 1.0 §3.3.3: literal whitespace in a CDATA attribute value becomes a space; character
       // references are applied after, so &#10; stays a line feed.
       const v = decodeRefs(/[\n\t]/.test(rv) ? rv.replace(/[\n\t]/g, ' ') : rv, i);
-      for (const [n] of rawAttrs) if (n === an) fail(`duplicate attribute ${an}`);
+      // XML 1.0 §3.1 (unique attribute spec): one hash lookup per attribute, so a hostile
+      // element with very many attributes costs linear time, and a cap refuses it outright.
+      if (rawAttrs.length >= MAX_ATTRIBUTES) fail(`more than ${MAX_ATTRIBUTES} attributes on one element`);
+      if (rawNames.has(an)) fail(`duplicate attribute ${an}`);
+      rawNames.add(an);
       rawAttrs.push([an, v]);
       i = end + 1;
     }
@@ -313,6 +328,7 @@ export function parseXml(input: string | Uint8Array): XDocument {
     const ns = lookup(prefix);
     if (ns === undefined) fail(`undeclared prefix ${prefix}`);
     const attrs: XAttr[] = rawAttrs.length ? [] : NO_ATTRS;
+    expandedNames.clear();
     for (const [n, v] of rawAttrs) {
       if (n === 'xmlns' || n.startsWith('xmlns:')) continue;
       const [ap, al] = splitQName(n);
@@ -321,7 +337,10 @@ export function parseXml(input: string | Uint8Array): XDocument {
         const u = lookup(ap);
         if (u === undefined) fail(`undeclared prefix ${ap}`);
         ans = u!;
-        for (const a of attrs) if (a.ns === ans && a.local === al) fail(`duplicate attribute {${ans}}${al}`);
+        // Namespaces §6.3: no two attributes with the same expanded name (prefixes may differ).
+        const expanded = `{${ans}}${al}`;
+        if (expandedNames.has(expanded)) fail(`duplicate attribute ${expanded}`);
+        expandedNames.add(expanded);
       }
       attrs.push({ prefix: ap, local: al, ns: ans, value: v });
     }
