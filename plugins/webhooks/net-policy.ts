@@ -1,5 +1,6 @@
 import net from 'node:net';
 import dns from 'node:dns';
+import os from 'node:os';
 import type { NetworkPolicyInput } from './schemas.ts';
 
 /** The address policy in force for one tenant, every field decided. */
@@ -50,12 +51,43 @@ export function isCidr(c: string): boolean {
 
 // Never a webhook target, whatever the policy: "this host" (RFC 1122 §3.2.1.3), multicast, broadcast, reserved.
 const ALWAYS_REFUSED = blockList(['0.0.0.0/8', '224.0.0.0/4', '240.0.0.0/4', '::/128', 'ff00::/8']);
+/**
+ * Special-purpose ranges (RFC 6890 registries) no real receiver lives in: documentation (RFC 5737,
+ * RFC 3849), benchmarking (RFC 2544), IETF protocol assignments, the deprecated 6to4 relay anycast,
+ * IPv6 discard (RFC 6666); and the translation and tunnel prefixes that embed an IPv4 address
+ * (NAT64 RFC 6052/8215, 6to4 RFC 3056, Teredo RFC 4380), which could carry a delivery to a
+ * loopback or LAN address the checks above would refuse in its plain form.
+ */
+const RESERVED = blockList([
+  '192.0.2.0/24', '198.51.100.0/24', '203.0.113.0/24', '2001:db8::/32', '198.18.0.0/15', '192.0.0.0/24', '192.88.99.0/24', '100::/64',
+  '64:ff9b::/96', '64:ff9b:1::/48', '2002::/16', '2001::/32',
+]);
 // Cloud instance-metadata services (AWS/GCP/Azure/OpenStack, AWS IPv6, ECS task metadata, Alibaba).
 const METADATA = blockList(['169.254.169.254/32', 'fd00:ec2::254/128', '169.254.170.2/32', '100.100.100.200/32']);
 const LOOPBACK = blockList(['127.0.0.0/8', '::1/128']);
 const LINK_LOCAL = blockList(['169.254.0.0/16', 'fe80::/10']);
 // RFC 1918, RFC 6598 shared address space, RFC 4193 unique local.
 const PRIVATE = blockList(['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '100.64.0.0/10', 'fc00::/7']);
+
+/**
+ * This machine's own interface addresses (re-read at most once a minute: DHCP, VPNs): a webhook
+ * must not call back into the appliance's own API or the other services on this host through
+ * its LAN address, which the private-network allowance would otherwise let through.
+ */
+let own: { at: number; list: net.BlockList } | undefined;
+function ownAddresses(now = Date.now()): net.BlockList {
+  if (own && now - own.at < 60_000) return own.list;
+  const list = new net.BlockList();
+  for (const addrs of Object.values(os.networkInterfaces())) {
+    for (const a of addrs ?? []) {
+      if (a.internal) continue; // loopback: its own rule (allowLoopback)
+      const { address, family } = normalizeAddress(a.address.split('%')[0]!);
+      list.addAddress(address, family === 4 ? 'ipv4' : 'ipv6');
+    }
+  }
+  own = { at: now, list };
+  return list;
+}
 
 /** An IPv4-mapped IPv6 address (::ffff:a.b.c.d) is checked as the IPv4 address it reaches. */
 export function normalizeAddress(address: string): { address: string; family: 4 | 6 } {
@@ -74,7 +106,9 @@ export function refusal(address: string, policy: NetworkPolicy): string | null {
   if (policy.denyCidrs.length && blockList(policy.denyCidrs).check(a, type)) return `${a} is in the tenant's deny list`;
   if (policy.allowCidrs.length && blockList(policy.allowCidrs).check(a, type)) return null;
   if (ALWAYS_REFUSED.check(a, type)) return `${a} is an unspecified, multicast or reserved address`;
+  if (RESERVED.check(a, type)) return `${a} is in a special-purpose (documentation, benchmarking or translation) range`;
   if (METADATA.check(a, type)) return `${a} is a cloud metadata address`;
+  if (ownAddresses().check(a, type)) return `${a} is an address of this appliance`;
   if (LOOPBACK.check(a, type)) return policy.allowLoopback ? null : `${a} is a loopback address`;
   if (LINK_LOCAL.check(a, type)) return policy.allowLinkLocal ? null : `${a} is a link-local address`;
   if (PRIVATE.check(a, type)) return policy.allowPrivate ? null : `${a} is a private network address`;

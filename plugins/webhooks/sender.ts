@@ -77,6 +77,8 @@ export interface SendResult {
   error?: string;
   /** The address policy refused every resolved address: retrying will not help. */
   refused?: boolean;
+  /** The address the request went to (absent when none was allowed). */
+  address?: string;
 }
 
 /**
@@ -96,7 +98,9 @@ export async function send(d: DeliveryRequest, o: SendOptions): Promise<SendResu
     return { status: null, headers: {}, body: '', durationMs: Math.round(performance.now() - started), error: err.message, refused: err.name === 'AddressRefused' };
   }
   let r: SendResult & { staleSocket?: boolean; noConnect?: boolean } = { status: null, headers: {}, body: '', durationMs: 0 };
+  let address: string | undefined;
   for (const target of targets) {
+    address = target.address;
     r = await sendOnce(d, url, target, o);
     // A kept-alive connection the receiver closed while idle fails at once with a reset (the
     // well-known keep-alive race); that is not the receiver's answer, so try once on a new one.
@@ -104,7 +108,7 @@ export async function send(d: DeliveryRequest, o: SendOptions): Promise<SendResu
     // Nothing listens at this address (say ::1 when the receiver is IPv4 only): the next allowed one.
     if (!r.noConnect || o.signal?.aborted) break;
   }
-  return { ...r, durationMs: Math.round(performance.now() - started) };
+  return { ...r, address, durationMs: Math.round(performance.now() - started) };
 }
 
 const NO_CONNECT = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'EAFNOSUPPORT']);

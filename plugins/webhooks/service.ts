@@ -198,7 +198,9 @@ export class WebhookService {
     }
     const reasons = addrs.map((a) => refusal(a.address, policy));
     if (addrs.length && reasons.every((r) => r !== null)) {
-      throw new InputError(`url: address refused by the tenant's network policy: ${[...new Set(reasons)].join('; ')}`, 'address_refused', { field: 'url' });
+      // Which address a name resolved to, and why it is refused, stays in the operator's log.
+      this.d.log.info({ tenant: tenant.host, host, reasons: [...new Set(reasons)] }, 'webhook URL refused by the network policy');
+      throw new InputError("url: the target's address is not allowed by this tenant's network policy", 'address_refused', { field: 'url' });
     }
     return u.toString();
   }
@@ -403,6 +405,9 @@ export class WebhookService {
       throw new RetryAt(now, 'interrupted by shutdown');
     }
     const error = describeFailure(r);
+    // The tenant's delivery log says only "refused" or "no response"; the reason (resolved
+    // address, connection error) is for the operator's log, so a tenant admin cannot map the LAN.
+    if (r.status === null) this.d.log.info({ subscription: subId, tenant: tenant.host, address: r.address, reason: r.error }, 'webhook delivery got no response');
     if (r.status === 410) {
       // 410 Gone: the receiver says the endpoint is gone for good; stop at once (issue 5 §2).
       await tx(() => {
@@ -435,8 +440,12 @@ export class WebhookService {
   }
 }
 
-function describeFailure(r: { status: number | null; error?: string; body: string }): string {
-  if (r.status === null) return (r.error ?? 'no response').slice(0, 500);
+/** Delivery-log texts for attempts without an answer: one per kind, never an address or an error code. */
+export const REFUSED_TEXT = 'target address refused by the network policy';
+export const NO_RESPONSE_TEXT = 'no response from the target (unreachable, connection refused or timed out)';
+
+function describeFailure(r: { status: number | null; body: string; refused?: boolean }): string {
+  if (r.status === null) return r.refused ? REFUSED_TEXT : NO_RESPONSE_TEXT;
   const snippet = r.body.replace(/\s+/g, ' ').trim().slice(0, 200);
   const what = r.status >= 300 && r.status < 400 ? `HTTP ${r.status} (redirects are not followed)` : `HTTP ${r.status}`;
   return snippet ? `${what}: ${snippet}` : what;

@@ -1,3 +1,4 @@
+import os from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../../support/server.ts';
 import { DEFAULT_POLICY, mergePolicy, refusal, resolveChecked } from '../../../plugins/webhooks/net-policy.ts';
@@ -9,9 +10,21 @@ describe('address policy', () => {
     for (const a of ['127.0.0.1', '127.5.6.7', '::1', '::ffff:127.0.0.1', '169.254.169.254', '169.254.10.1', 'fe80::1', '0.0.0.0', '::', '224.0.0.1', '255.255.255.255', 'fd00:ec2::254']) {
       expect(refusal(a, DEFAULT_POLICY), a).not.toBeNull();
     }
-    for (const a of ['10.1.2.3', '172.16.0.9', '192.168.1.20', '100.64.0.1', 'fd12::1', '93.184.216.34', '2001:db8::1']) {
+    for (const a of ['10.1.2.3', '172.16.0.9', '192.168.1.20', '100.64.0.1', 'fd12::1', '93.184.216.34', '2a00:1450:4001:82b::200e']) {
       expect(refusal(a, DEFAULT_POLICY), a).toBeNull();
     }
+  });
+
+  it('refuses documentation, benchmarking and IPv4-embedding ranges, and this appliance\'s own addresses, unless allow-listed', () => {
+    // Documentation (RFC 5737, RFC 3849), benchmarking (RFC 2544), IETF assignments, 6to4 relay,
+    // discard (RFC 6666), and NAT64 / 6to4 / Teredo forms that embed 127.0.0.1 or a LAN address.
+    for (const a of ['192.0.2.10', '198.51.100.7', '203.0.113.250', '2001:db8::1', '198.18.0.1', '198.19.255.1', '192.0.0.8', '192.88.99.1', '100::1', '64:ff9b::7f00:1', '64:ff9b:1::a00:1', '2002:7f00:1::1', '2001:0:4136:e378::1']) {
+      expect(refusal(a, DEFAULT_POLICY), a).toMatch(/special-purpose/);
+    }
+    const own = Object.values(os.networkInterfaces()).flat().filter((i) => i && !i.internal).map((i) => i!.address.split('%')[0]!);
+    for (const a of own) expect(refusal(a, { ...DEFAULT_POLICY, allowPrivate: true, allowLinkLocal: true }), a).not.toBeNull();
+    // An operator's explicit allow-list still wins (a documented escape hatch for lab setups).
+    expect(refusal('192.0.2.10', { ...DEFAULT_POLICY, allowCidrs: ['192.0.2.0/24'] })).toBeNull();
   });
 
   it('is configurable: loopback, private ranges, deny and allow lists; metadata needs an explicit allow', () => {
@@ -87,6 +100,13 @@ describe('SSRF refusals on the admin surface (default policy, one tenant allowed
       const r = await admin(s, 'add', { body: { url, events: ['*'] } });
       expect(r.status, url).toBe(400);
       expect(r.json.error, url).toBe('address_refused');
+      // The answer does not say what the name resolved to or which rule refused it.
+      expect(r.json.error_description, url).not.toMatch(/127\.|::1|169\.254|loopback|link-local|metadata/);
+    }
+    // Documentation ranges (RFC 5737) and this appliance's own LAN addresses are refused too.
+    const own = Object.values(os.networkInterfaces()).flat().find((i) => i && !i.internal && i.family === 'IPv4');
+    for (const url of ['http://203.0.113.9/hook', ...(own ? [`http://${own.address}:${port}/`] : [])]) {
+      expect((await admin(s, 'add', { body: { url, events: ['*'] } })).json.error, url).toBe('address_refused');
     }
     expect((await admin(s, 'add', { body: { url: 'http://192.168.55.10/hook', events: ['*'] } })).status).toBe(200);
   });
