@@ -6,7 +6,7 @@ import type { AuthService } from '../auth.ts';
 import type { Logger } from '../log.ts';
 import type { CoreConfig } from '../config.ts';
 import type { Tenant } from '../tenancy.ts';
-import { camelizeKeys } from './key-case.ts';
+import { camelizeKeys, MAX_JSON_DEPTH, nestsDeeperThan } from './key-case.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import { Reply, type Method, type RouteDef, type RouteRequest } from './route.ts';
 
@@ -319,6 +319,7 @@ function parseBody(def: RouteDef, req: Request, raw: Buffer): unknown {
       } catch {
         throw new InputError('malformed JSON body');
       }
+      if (nestsDeeperThan(value, MAX_JSON_DEPTH)) throw new InputError(`JSON body nested deeper than ${MAX_JSON_DEPTH} levels`);
       if (def.camelize !== false) value = camelizeKeys(value);
     } else if (isForm && (type === 'form' || type === 'json-or-form')) {
       value = queryObject(new URLSearchParams(raw.toString('utf8')));

@@ -1,3 +1,21 @@
+/** Deepest nesting of arrays and objects a JSON body may have (the API's deepest shape is under 8). */
+export const MAX_JSON_DEPTH = 64;
+
+/**
+ * Whether `value` nests deeper than `max`, walked without recursion: every later walk of a body
+ * (key folding, schema validation) recurses, and 200,000 nested brackets would overflow the stack.
+ */
+export function nestsDeeperThan(value: unknown, max: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 1]];
+  while (stack.length) {
+    const [v, depth] = stack.pop()!;
+    if (v === null || typeof v !== 'object') continue;
+    if (depth > max) return true;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) if (child !== null && typeof child === 'object') stack.push([child, depth + 1]);
+  }
+  return false;
+}
+
 /**
  * Request bodies accept camelCase or PascalCase keys (spec: "did or Did"). Keys that start with
  * an upper-case letter followed by a lower-case one are folded to camelCase, recursively;

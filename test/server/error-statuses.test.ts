@@ -33,6 +33,15 @@ describe('400 bad input', () => {
     expect(b.error_description).toMatch(/malformed JSON/);
   });
 
+  it('a deeply nested JSON body is 400 before any recursive walk (200,000 brackets once overflowed the stack: 500)', async () => {
+    const deep = `{"a":${'['.repeat(200_000)}${']'.repeat(200_000)}}`;
+    const b = await errorBody(await post(deep, 'application/json', '/api.ashx/v1/probe/log'), 400, 'invalid_request');
+    expect(b.error_description).toMatch(/nested deeper than 64 levels/);
+    // 64 levels are fine.
+    const ok = `{"a":${'['.repeat(62)}${']'.repeat(62)}}`;
+    expect((await post(ok, 'application/json', '/api.ashx/v1/probe/log')).status).toBe(200);
+  });
+
   it('names the invalid field (body, path parameter, query parameter)', async () => {
     let b = await errorBody(await post(JSON.stringify({ name: '', count: 1 })), 400, 'invalid_request');
     expect(b.error_description).toMatch(/\bname\b/);
