@@ -288,6 +288,12 @@ async function cmdDoctor(o: Opened, io: CliIo): Promise<number> {
   } catch {
     fail(`data dir ${c.dataDir} is not writable`);
   }
+  // Only the owner may read the data dir and the store (sealed secrets, hashes, call records).
+  for (const [what, p] of [['data dir', c.dataDir], ['database', path.join(c.dataDir, 'appliance.db')]] as const) {
+    const mode = fs.statSync(p).mode & 0o777;
+    if (mode & 0o077) fail(`${what} ${p} is readable by other local users (mode ${mode.toString(8)}); chmod ${what === 'data dir' ? '700' : '600'} it`);
+    else ok(`${what} is private to its owner (mode ${mode.toString(8)})`);
+  }
   const keyFile = path.join(c.dataDir, 'master.key');
   if (o.core.keys.source === 'file') {
     const mode = fs.statSync(keyFile).mode & 0o777;

@@ -269,6 +269,28 @@ describe('exit codes and failures', { timeout: 240_000 }, () => {
     expect(newer.code).toBe(1);
     expect(newer.stderr).toMatch(/audit\/99.*newer/);
   });
+
+  it('a data dir made world-readable (0755, database 0644) is made private on open; doctor fails one it cannot fix', async () => {
+    const d = dir();
+    fs.chmodSync(d, 0o755);
+    expect((await cli(['migrate'], { dataDir: d })).code).toBe(0);
+    fs.chmodSync(d, 0o755);
+    fs.chmodSync(path.join(d, 'appliance.db'), 0o644);
+    expect((await cli(['tenant', 'list'], { dataDir: d })).code).toBe(0);
+    expect(fs.statSync(d).mode & 0o777).toBe(0o700);
+    expect(fs.statSync(path.join(d, 'appliance.db')).mode & 0o777).toBe(0o600);
+    const doc = await cli(['doctor'], { dataDir: d });
+    expect(doc.stdout).toMatch(/^ok +data dir is private to its owner \(mode 700\)/m);
+    expect(doc.stdout).toMatch(/^ok +database is private to its owner \(mode 600\)/m);
+    if (process.getuid?.() === 0) {
+      // Owned by someone else: left as it is, and doctor says what to do.
+      fs.chmodSync(d, 0o755);
+      fs.chownSync(d, 4321, 4321);
+      const bad = await cli(['doctor'], { dataDir: d });
+      expect(bad.code).toBe(1);
+      expect(bad.stdout).toMatch(/^FAIL +data dir .* is readable by other local users \(mode 755\); chmod 700 it/m);
+    }
+  });
 });
 
 describe('usage errors in-process (same main(), no child process)', () => {
