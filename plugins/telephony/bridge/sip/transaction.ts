@@ -3,6 +3,16 @@
  * requests the bridge receives (BYE, OPTIONS, NOTIFY, CANCEL...).
  *
  * Timers follow §17.1.1.2 / §17.1.2.2 and Table 4. Retransmissions happen only on UDP.
+ *
+ * INVITE (§17.1.1.2): Timer A retransmits in Calling (T1, doubling, no cap), Timer B (64*T1)
+ * gives up in Calling only. A provisional response moves the transaction to Proceeding, where
+ * the transaction runs no timer at all: how long a phone may ring is the TU's decision (our ring
+ * timeout, then CANCEL, §9.1), and the TU bounds a Proceeding that never progresses (see
+ * OutboundCall in ua.ts). Timer D (>= 32 s UDP, 0 TCP) absorbs retransmitted non-2xx finals.
+ *
+ * Non-INVITE (§17.1.2.2): Timer E retransmits (T1 doubling up to T2; T2 once in Proceeding),
+ * Timer F (64*T1) gives up in Trying *and* Proceeding, Timer K (T4 UDP, 0 TCP) absorbs
+ * retransmitted finals.
  */
 import { branchOf, makeResponse, parseCSeq, SipHeaders, type SipRequest, type SipResponse } from './message.ts';
 import type { Peer, SipTransport } from './transport.ts';
@@ -27,8 +37,11 @@ export class ClientTransaction {
   state: TxState;
   readonly branch: string;
   readonly method: string;
+  /** Timer A (INVITE) / Timer E (non-INVITE): retransmission over UDP. */
   private timerA: NodeJS.Timeout | null = null;
+  /** Timer B (INVITE, Calling only) / Timer F (non-INVITE, Trying and Proceeding). */
   private timerB: NodeJS.Timeout | null = null;
+  /** Timer D (INVITE) / Timer K (non-INVITE): the Completed state's lifetime. */
   private timerD: NodeJS.Timeout | null = null;
   private interval: number;
   private ackForFailure: SipRequest | null = null;
@@ -81,9 +94,14 @@ export class ClientTransaction {
     if (res.status < 200) {
       if (this.state === 'calling' || this.state === 'trying' || this.state === 'proceeding') {
         this.state = 'proceeding';
-        if (isInvite && this.timerA) {
-          clearTimeout(this.timerA);
-          this.timerA = null;
+        if (isInvite) {
+          // §17.1.1.2: Timer A and Timer B belong to Calling. In Proceeding the INVITE is no
+          // longer retransmitted and does not time out here: a callee may ring for minutes, and
+          // the TU decides when to stop (ring timeout → CANCEL). Non-INVITE keeps Timer F running
+          // in Proceeding (§17.1.2.2), so BYE, CANCEL, REFER... still give up after 64*T1.
+          if (this.timerA) clearTimeout(this.timerA);
+          if (this.timerB) clearTimeout(this.timerB);
+          this.timerA = this.timerB = null;
         }
         this.handlers.onResponse(res);
       }

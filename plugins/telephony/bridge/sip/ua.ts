@@ -82,6 +82,18 @@ export class OutboundCall extends EventEmitter<OutboundCallEvents> {
   private gotProvisional = false;
   private cancelRequested = false;
   private cancelSent = false;
+  /**
+   * The TU's bound on an INVITE that a proxy took (100 Trying) but that never progresses, armed
+   * with each INVITE for 64*T1 (the Timer B value). The transaction stops Timer B on any 1xx
+   * (RFC 3261 §17.1.1.2), so without this a proxy that sends 100 and then nothing would hold the
+   * call forever. Modelled on a proxy's Timer C (§16.6 step 11, §16.7 step 2): on expiry after a
+   * provisional response, CANCEL and treat the branch as timed out (408). Only a 100 leaves it
+   * armed: 100 is hop-by-hop (§8.2.6.1) and says nothing of the callee, while 180/183 come from
+   * the callee's side and hand the decision to the ring timeout (the call's own TU timer).
+   */
+  private progressTimer: NodeJS.Timeout | null = null;
+  /** §9.1: 64*T1 after CANCEL without a final response, the INVITE transaction is given up. */
+  private cancelTimer: NodeJS.Timeout | null = null;
   readonly localUri: string;
   readonly remoteUri: string;
 
@@ -130,12 +142,45 @@ export class OutboundCall extends EventEmitter<OutboundCallEvents> {
       onResponse: (res) => this.onInviteResponse(res),
       onTimeout: (reason) => this.fail(408, reason),
     });
+    this.clearProgressTimer();
+    this.progressTimer = setTimeout(() => this.onNoProgress(), 64 * this.ua.layer.timers.T1);
+  }
+
+  /**
+   * 64*T1 after the INVITE, still no 180/183 and no final response. In Calling (nothing heard)
+   * the transaction's Timer B fires at the same moment and reports the timeout itself. After a
+   * 100 (Proceeding) we do what Timer B would have done, plus the CANCEL that §16.6 step 11
+   * asks for, since the far end did take the request (and CANCEL needs a 1xx, §9.1).
+   */
+  private onNoProgress(): void {
+    this.progressTimer = null;
+    if (this.state !== 'calling' || this.inviteTx?.state !== 'proceeding' || this.cancelSent) return;
+    this.cancelRequested = true;
+    this.sendCancel();
+    this.fail(408, 'SIP transaction timeout (no final response)');
+  }
+
+  private clearProgressTimer(): void {
+    if (this.progressTimer) clearTimeout(this.progressTimer);
+    this.progressTimer = null;
   }
 
   private onInviteResponse(res: SipResponse): void {
-    if (this.state === 'terminated') return;
+    if (res.status >= 200) {
+      if (this.cancelTimer) clearTimeout(this.cancelTimer);
+      this.cancelTimer = null;
+      this.clearProgressTimer();
+    }
+    if (this.state === 'terminated') {
+      // A 2xx that crossed our CANCEL after we had given up on the call (no-progress timeout):
+      // the callee is connected, so ACK and BYE it (§9.1, §15) rather than leave it up.
+      if (res.status >= 200 && res.status < 300 && this.cancelSent && !this.ack) this.confirm(res);
+      return;
+    }
     if (res.status < 200) {
       if (res.status > 100) {
+        // The callee's side is alerting (or sending early media): the ring timeout decides now.
+        this.clearProgressTimer();
         this.gotProvisional = true;
         if (this.state === 'calling') this.state = 'early';
         this.emit('provisional', res);
@@ -224,6 +269,7 @@ export class OutboundCall extends EventEmitter<OutboundCallEvents> {
 
   private sendCancel(): void {
     this.cancelSent = true;
+    this.clearProgressTimer();
     const h = new SipHeaders();
     h.append('Via', this.invite.headers.getAll('Via')[0]); // §9.1: same branch as the INVITE
     for (const r of this.invite.headers.getAll('Route')) h.append('Route', r);
@@ -242,6 +288,17 @@ export class OutboundCall extends EventEmitter<OutboundCallEvents> {
         this.fail(408, 'SIP CANCEL timeout');
       },
     });
+    // §9.1: the CANCEL was answered but the INVITE got no final response (no 487) within 64*T1:
+    // consider it cancelled and destroy its transaction, which in Proceeding has no timer of its
+    // own (§17.1.1.2). Not cleared by fail(): the call may have ended before the 487 came.
+    this.cancelTimer = setTimeout(() => {
+      this.cancelTimer = null;
+      const tx = this.inviteTx;
+      if (tx && (tx.state === 'calling' || tx.state === 'proceeding')) {
+        tx.terminate();
+        this.fail(408, 'SIP no final response to the INVITE 64*T1 after CANCEL');
+      }
+    }, 64 * this.ua.layer.timers.T1);
   }
 
   private inDialog(method: string, extra: Array<[string, string]> = [], body?: { type: string; data: string }): SipRequest {
@@ -303,6 +360,7 @@ export class OutboundCall extends EventEmitter<OutboundCallEvents> {
   }
 
   private fail(status: number, reason: string): void {
+    this.clearProgressTimer();
     if (this.state === 'terminated') return;
     this.state = 'terminated';
     this.ua.unregister(this);
