@@ -8,13 +8,14 @@ import { TelephonyRepo } from './repo.ts';
 import { telephonyRoutes } from './routes.ts';
 import { eventSchemas, telephonyConfig, type TelephonyServices } from './schemas.ts';
 import { BridgeSupervisor } from './supervisor.ts';
+import { TranscriptShares } from './shares.ts';
 import { TranscriptStore } from './transcripts.ts';
 
 export const BRIDGE_VERIFIER = 'telephony-bridge';
 
 /**
  * Telephony: SIP trunks, outbound and inbound routes, the PSTN whitelist, outbound AI calls and
- * their transcripts, virtual numbers, and the supervision of the telephony bridge process that
+ * their transcripts (with share links), virtual numbers, and the supervision of the telephony bridge process that
  * speaks SIP/RTP and the voice AI (CONTROL-API.md is the contract between the two).
  */
 export default definePlugin({
@@ -30,6 +31,7 @@ export default definePlugin({
     const supervisor = new BridgeSupervisor(repo, ctx.log);
     const admin = new TelephonyAdmin(repo, ctx.keys, () => new Date(ctx.clock.now()).toISOString(), () => supervisor.schedulePush());
     const transcripts = new TranscriptStore(repo, ctx.paths);
+    const shares = new TranscriptShares(repo, transcripts, ctx.events, ctx.clock);
     const mailer = new OutcomeMailer(ctx.config.mail);
     const bridge = new BridgeLink(ctx.config.bridge, ctx.log.child({ part: 'bridge' }), {
       onReady: () => supervisor.pushTrunks(),
@@ -49,11 +51,11 @@ export default definePlugin({
       if (!token || !bridge.checkToken(token)) return null;
       return { kind: 'client', tenantId: tenant.id, subject: 'telephony-bridge', userName: 'telephony-bridge', scopes: [], superAdmin: false };
     });
-    return { repo, admin, calls, transcripts, bridge, mailer, supervisor, audit: ctx.audit, instanceSeen: (i) => supervisor.instanceSeen(i) };
+    return { repo, admin, calls, transcripts, shares, bridge, mailer, supervisor, audit: ctx.audit, instanceSeen: (i) => supervisor.instanceSeen(i) };
   },
 
-  routes(r, s) {
-    telephonyRoutes(r, s);
+  routes(r, s, ctx) {
+    telephonyRoutes(r, s, { shareViewsPerMinute: ctx.config.shares.viewsPerMinutePerIp });
   },
 
   async start(s, ctx) {

@@ -28,6 +28,13 @@ export interface NumberRow {
   max_duration_sec: number; visibility: string; system_prompt: string; engine_api_key_sealed: string; created_at: string;
 }
 
+/** A transcript share link (migration 0003); the token itself is never stored. */
+export interface ShareRow {
+  id: string; tenant_id: string; call_id: string; token_hash: string; token_tail: string; ttl_hours: number;
+  created_at: string; created_by: string; expires_at: string | null; revoked_at: string | null; revoked_by: string | null;
+  views: number; last_viewed_at: string | null;
+}
+
 export interface WhitelistRow { number: string; comment: string; added_at: string; added_by: string }
 
 export interface SettingsRow { tenant_id: string; default_trunk_id: string; engine_api_key_sealed: string; model: string }
@@ -243,6 +250,39 @@ export class TelephonyRepo {
     const total = (this.q(`SELECT COUNT(*) AS n FROM tel_transcripts WHERE ${w}`).get(...args) as { n: number }).n;
     const rows = this.q(`SELECT * FROM tel_transcripts WHERE ${w} ORDER BY started_utc DESC, call_id DESC LIMIT ? OFFSET ?`).all(...args, f.limit, f.offset) as TranscriptRow[];
     return { rows, total };
+  }
+
+  // ---- transcript shares ---------------------------------------------------------------------
+
+  insertShare(r: ShareRow): void {
+    const cols = Object.keys(r);
+    this.q(`INSERT INTO tel_transcript_shares (${cols.join(', ')}) VALUES (${cols.map((c) => '@' + c).join(', ')})`).run(r);
+  }
+
+  share(t: Tenant, callId: string, id: string): ShareRow | undefined {
+    return this.q('SELECT * FROM tel_transcript_shares WHERE tenant_id = ? AND call_id = ? AND id = ?').get(t.id, callId, id) as ShareRow | undefined;
+  }
+
+  /** The page's lookup: by the token's hash (the unique index) and the tenant of the Host. */
+  shareByHash(t: Tenant, tokenHash: string): ShareRow | undefined {
+    return this.q('SELECT * FROM tel_transcript_shares WHERE token_hash = ? AND tenant_id = ?').get(tokenHash, t.id) as ShareRow | undefined;
+  }
+
+  listShares(t: Tenant, callId: string, limit: number, offset: number): { rows: ShareRow[]; total: number } {
+    const total = (this.q('SELECT COUNT(*) AS n FROM tel_transcript_shares WHERE tenant_id = ? AND call_id = ?').get(t.id, callId) as { n: number }).n;
+    const rows = this.q('SELECT * FROM tel_transcript_shares WHERE tenant_id = ? AND call_id = ? ORDER BY created_at DESC, id LIMIT ? OFFSET ?')
+      .all(t.id, callId, limit, offset) as ShareRow[];
+    return { rows, total };
+  }
+
+  /** True when this call revoked it; false when it was revoked already (the first revocation stands). */
+  revokeShare(t: Tenant, id: string, at: string, by: string): boolean {
+    return this.q('UPDATE tel_transcript_shares SET revoked_at = ?, revoked_by = ? WHERE tenant_id = ? AND id = ? AND revoked_at IS NULL')
+      .run(at, by, t.id, id).changes > 0;
+  }
+
+  recordShareView(t: Tenant, id: string, at: string): void {
+    this.q('UPDATE tel_transcript_shares SET views = views + 1, last_viewed_at = ? WHERE tenant_id = ? AND id = ?').run(at, t.id, id);
   }
 
   // ---- virtual numbers -------------------------------------------------------------------------

@@ -86,6 +86,17 @@ export const telephonyConfig = z
       .prefault({}),
     /** CANCEL after this many seconds of ringing (outcome no-answer). */
     ringTimeoutSec: z.number().int().min(5).max(300).default(45),
+    /** Transcript share links (README "Transcript sharing"). */
+    shares: z
+      .object({
+        /**
+         * Views of the public share page per client IP and minute, found or not: the page is public,
+         * so this bounds both scraping of a link and guessing of tokens.
+         */
+        viewsPerMinutePerIp: z.number().int().min(1).default(30),
+      })
+      .strict()
+      .prefault({}),
   })
   .strict();
 export type TelephonyConfig = z.infer<typeof telephonyConfig>;
@@ -218,6 +229,28 @@ export const fullTranscript = z.object({
 });
 export type FullTranscript = z.infer<typeof fullTranscript>;
 
+// ---- transcript shares -------------------------------------------------------------------------
+
+/** A year: a link living longer than that should be a new decision, not a forgotten default. */
+export const SHARE_MAX_TTL_HOURS = 8760;
+export const shareCreate = z.object({
+  ttlHours: z.number().int().min(0).max(SHARE_MAX_TTL_HOURS).default(24)
+    .describe(`hours until the link expires, 0 = never (at most ${SHARE_MAX_TTL_HOURS}; default 24)`),
+});
+export const shareParams = z.object({ callId: z.string().max(64), shareId: z.string().max(64) });
+export const shareView = z.object({
+  id: z.string(), callId: z.string(), file: z.string(),
+  tokenTail: z.string().describe('last 8 characters of the token: recognises a link, cannot open it'),
+  ttlHours: z.number().int(), createdBy: z.string(), createdUtc: z.string(), expiresUtc: z.string().nullable(),
+  status: z.enum(['active', 'expired', 'revoked']), revokedUtc: z.string().nullable(), revokedBy: z.string().nullable(),
+  views: z.number().int(), lastViewedUtc: z.string().nullable(),
+});
+export type ShareView = z.infer<typeof shareView>;
+export const shareCreated = shareView.extend({
+  token: z.string().describe('the share token: shown in this response only (stored as SHA-256)'),
+  url: z.string().describe('the public page: /transcript.ashx?share=<token> on the host the request addressed'),
+});
+
 // ---- virtual numbers ---------------------------------------------------------------------------
 
 export const numberInput = z.object({
@@ -302,6 +335,15 @@ export const eventSchemas = {
     callId: z.string(), phone: z.string(), displayName: z.string(), number: z.string(), file: z.string(), outcome: z.string(),
     source: z.enum(['outbound-ai', 'vnum']),
   }),
+  // Transcript share events (spec "Event kinds": names not shown there, chosen here). `token` is
+  // always the last 8 characters: a webhook receiver must not get the power to open the link.
+  // callId and shareId are added to the spec's fields so a receiver can correlate the three.
+  'transcript.share.created': z.object({
+    token: z.string().length(8), file: z.string(), ttlHours: z.number().int().min(0), createdBy: z.string(),
+    expiresUtc: z.string().nullable(), callId: z.string(), shareId: z.string(),
+  }),
+  'transcript.share.viewed': z.object({ token: z.string().length(8), file: z.string(), viewerIp: z.string(), callId: z.string(), shareId: z.string() }),
+  'transcript.share.revoked': z.object({ token: z.string().length(8), file: z.string(), revokedBy: z.string(), callId: z.string(), shareId: z.string() }),
 };
 
 /** What setup builds; routes, jobs and the `trunk`/`number` commands share it. */
@@ -310,6 +352,7 @@ export interface TelephonyServices {
   admin: import('./admin.ts').TelephonyAdmin;
   calls: import('./calls.ts').CallService;
   transcripts: import('./transcripts.ts').TranscriptStore;
+  shares: import('./shares.ts').TranscriptShares;
   bridge: import('./bridge-link.ts').BridgeLink;
   mailer: import('./mail.ts').OutcomeMailer;
   supervisor: import('./supervisor.ts').BridgeSupervisor;
