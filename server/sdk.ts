@@ -21,7 +21,7 @@ export {
 
 // Routes: registration, auth policies, replies, list envelopes, key case.
 export { bearerToken, policy, requireBodyless } from './auth.ts';
-export type { AuthPolicy, AuthService, Principal } from './auth.ts';
+export type { ApiKeyInfo, AuthPolicy, AuthService, Principal } from './auth.ts';
 export { reply } from './http/route.ts';
 export type { FastHandler, Reply, RouteDef, RouteRegistrar, RouteRequest } from './http/route.ts';
 export { envelope, envelopeSchema, pageOf, pageQuery, type Envelope, type Page } from './http/envelope.ts';
@@ -38,7 +38,7 @@ export type { AppEvent, EventBus } from './events.ts';
 
 // Tenancy, users, keys, time, logs, build.
 export type { Tenant, TenantService } from './tenancy.ts';
-export { checkPasswordPolicy, verifyPassword, type Role, type User, type UserService } from './users.ts';
+export { checkPasswordPolicy, generatePassword, verifyPassword, type Role, type User, type UserService, type UserStatus } from './users.ts';
 export { safeEqual, sha256Hex, type KeyService, type SecretSettings } from './keys.ts';
 export type { Clock } from './clock.ts';
 export type { Logger } from './log.ts';
