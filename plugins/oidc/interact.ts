@@ -326,6 +326,12 @@ export function interactRoutes(r: RouteRegistrar, d: Deps, flow: AuthorizeFlow):
   });
 
   // ---- invitation claim ----
+  // A disabled account's open invitation must not let it in (an admin may disable an invitee
+  // before the link is used): it reads like an expired invitation.
+  const claimable = (tenant: Tenant, userId: string) => {
+    const u = ctx.users.get(tenant, userId);
+    return u && u.status !== 'disabled' ? u : undefined;
+  };
   r.add({
     method: 'POST', path: '/signal.ashx?oidc-invite=1', summary: 'Invitation for an account without a password: a claim link (shown once, mailed when possible)', area: 'admin',
     auth: policy.adminOrHmac('oidc-invite'), body: z.object({ user: z.string().max(128) }).strict(),
@@ -352,7 +358,7 @@ export function interactRoutes(r: RouteRegistrar, d: Deps, flow: AuthorizeFlow):
     handler: (req) => {
       if (claimLimited(req)) throw new AppError(429, 'rate_limited', 'too many attempts; try again later', { headers: { 'Retry-After': '60' } });
       const tok = peekToken(req.tenant, req.query.t, 'claim');
-      const user = tok && ctx.users.get(req.tenant, tok.user_id);
+      const user = tok && claimable(req.tenant, tok.user_id);
       ctx.audit.write(req.tenant, { event: 'claim-info', user: user?.name, ip: req.ip, ua: req.ua, extra: { valid: !!user } });
       if (!tok || !user) throw new NotFoundError('unknown, expired or used invitation');
       return { user: user.name, email: user.email, tenant: req.tenant.name };
@@ -363,7 +369,7 @@ export function interactRoutes(r: RouteRegistrar, d: Deps, flow: AuthorizeFlow):
     responses: { 200: { description: 'HTML', contentType: 'text/html' } },
     handler: (req, res) => {
       const tok = peekToken(req.tenant, req.query.t, 'claim');
-      const user = tok && ctx.users.get(req.tenant, tok.user_id);
+      const user = tok && claimable(req.tenant, tok.user_id);
       if (!user) return page('message.html', { title: 'Invitation expired', message: 'This invitation has expired or was used. Ask your administrator for a new one.' }, 400);
       let b = browser(req);
       if (!b) {
@@ -386,7 +392,7 @@ export function interactRoutes(r: RouteRegistrar, d: Deps, flow: AuthorizeFlow):
       if (claimLimited(req)) throw new AppError(429, 'rate_limited', 'too many attempts; try again later', { headers: { 'Retry-After': '60' } });
       checkPasswordPolicy(req.body.password);
       const tok = consumeToken(req.tenant, req.body.t, 'claim');
-      const user = tok && ctx.users.get(req.tenant, tok.user_id);
+      const user = tok && claimable(req.tenant, tok.user_id);
       if (!tok || !user) throw new NotFoundError('unknown, expired or used invitation');
       await ctx.users.setPassword(req.tenant, user.name, req.body.password);
       ctx.audit.write(req.tenant, { event: 'claim', user: user.name, ip: req.ip, ua: req.ua });

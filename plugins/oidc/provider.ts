@@ -564,7 +564,9 @@ export class OidcProvider {
     const rt = this.db.prepare('SELECT * FROM oidc_refresh_tokens WHERE token_hash = ? AND tenant_id = ?').get(sha256Hex(token), tenant.id) as RefreshRow | undefined;
     if (rt) {
       if (rt.used_at !== null || rt.expires_at < this.now() || this.grantRevoked(rt.grant_id)) return { active: false };
-      const u = this.users.get(tenant, rt.user_id);
+      // RFC 7662 §2.2: active means usable; the refresh grant refuses a disabled account's token.
+      const u = this.activeUser(tenant, rt.user_id);
+      if (!u) return { active: false };
       return { active: true, token_type: 'refresh_token', client_id: rt.client_id, sub: rt.user_id, username: u?.name, scope: rt.scope, exp: rt.expires_at };
     }
     const c = await this.verifyAccessToken(tenant, token);
