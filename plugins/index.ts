@@ -5,8 +5,9 @@ import webhooks from './webhooks/index.ts';
 import oidc from './oidc/index.ts';
 import telephony from './telephony/index.ts';
 import lotl from './lotl/index.ts';
+import admin from './admin/index.ts';
 
 /** The built-in plugins, in no particular order: the host sorts them by dependency. */
 export function builtinPlugins(): AnyPlugin[] {
-  return [audit, rpCa, oidc, webhooks, telephony, lotl];
+  return [audit, rpCa, oidc, webhooks, telephony, lotl, admin];
 }
