@@ -13,8 +13,12 @@ const STATUSES = ['active', 'invited', 'disabled'] as const;
  * `?tenant=HOST`: act on another tenant (super-admin only, spec "What the service does"); `*` on
  * the lists means every tenant. Absent or one of the caller's own hosts: the caller's tenant.
  */
-export const tenantParam = z.string().min(1).max(253).optional()
-  .describe('host of the tenant to act on (super-admin only unless it is the caller\'s own); `*` = every tenant (lists only)');
+export const tenantParam = z
+  .string()
+  .min(1)
+  .max(253)
+  .optional()
+  .describe("host of the tenant to act on (super-admin only unless it is the caller's own); `*` = every tenant (lists only)");
 
 export const tenantQuery = z.object({ tenant: tenantParam });
 
@@ -27,8 +31,14 @@ export const userListQuery = pageQuery.extend({
 export const idParam = z.object({ id: z.string().min(1).max(64) });
 
 export const userView = z.object({
-  id: z.string(), name: z.string(), email: z.string().nullable(), role: z.enum(ROLES), status: z.enum(STATUSES),
-  hasPassword: z.boolean().describe('false for an invitation not claimed yet'), createdAtUtc: z.string(), tenant: z.string(),
+  id: z.string(),
+  name: z.string(),
+  email: z.string().nullable(),
+  role: z.enum(ROLES),
+  status: z.enum(STATUSES),
+  hasPassword: z.boolean().describe('false for an invitation not claimed yet'),
+  createdAtUtc: z.string(),
+  tenant: z.string(),
 });
 export type UserView = z.infer<typeof userView>;
 
@@ -37,21 +47,27 @@ export const userWithPassword = userView.extend({
   password: z.string().optional().describe('the generated password, shown once (only when one was generated)'),
 });
 
-export const userCreate = z.object({
-  name: z.string().min(1).max(128).describe('login name: letters, digits and . _ @ + -'),
-  role: z.enum(ROLES).default('user'),
-  email: z.email().max(320).nullable().optional(),
-  password: z.string().max(1024).optional().describe('initial password (policy-checked); omit for an invitation'),
-  generatePassword: z.boolean().default(false).describe('generate a password and return it once'),
-}).strict().refine((b) => !(b.password !== undefined && b.generatePassword), {
-  message: 'give password or generatePassword, not both', path: ['generatePassword'],
-});
+export const userCreate = z
+  .object({
+    name: z.string().min(1).max(128).describe('login name: letters, digits and . _ @ + -'),
+    role: z.enum(ROLES).default('user'),
+    email: z.email().max(320).nullable().optional(),
+    password: z.string().max(1024).optional().describe('initial password (policy-checked); omit for an invitation'),
+    generatePassword: z.boolean().default(false).describe('generate a password and return it once'),
+  })
+  .strict()
+  .refine((b) => !(b.password !== undefined && b.generatePassword), {
+    message: 'give password or generatePassword, not both',
+    path: ['generatePassword'],
+  });
 
 export const userPatch = z.object({ role: z.enum(ROLES) }).strict();
 
-export const passwordReset = z.object({
-  password: z.string().max(1024).optional().describe('the new password (policy-checked); omit to generate one, returned once'),
-}).strict();
+export const passwordReset = z
+  .object({
+    password: z.string().max(1024).optional().describe('the new password (policy-checked); omit to generate one, returned once'),
+  })
+  .strict();
 
 export const keyListQuery = pageQuery.extend({
   tenant: tenantParam,
@@ -60,10 +76,17 @@ export const keyListQuery = pageQuery.extend({
 });
 
 export const keyView = z.object({
-  id: z.string(), userId: z.string(), userName: z.string(),
-  userStatus: z.enum(STATUSES).describe('a disabled owner\'s keys are refused while the owner is disabled'),
-  name: z.string(), prefix: z.string().describe('first characters of the key, to recognise it; the key itself is never shown again'),
-  status: z.enum(['active', 'revoked']), createdAtUtc: z.string(), createdBy: z.string(),
-  lastUsedAtUtc: z.string().nullable(), revokedAtUtc: z.string().nullable(), tenant: z.string(),
+  id: z.string(),
+  userId: z.string(),
+  userName: z.string(),
+  userStatus: z.enum(STATUSES).describe("a disabled owner's keys are refused while the owner is disabled"),
+  name: z.string(),
+  prefix: z.string().describe('first characters of the key, to recognise it; the key itself is never shown again'),
+  status: z.enum(['active', 'revoked']),
+  createdAtUtc: z.string(),
+  createdBy: z.string(),
+  lastUsedAtUtc: z.string().nullable(),
+  revokedAtUtc: z.string().nullable(),
+  tenant: z.string(),
 });
 export type KeyView = z.infer<typeof keyView>;

@@ -1,6 +1,20 @@
 import {
-  type ApiKeyInfo, type AuditWriter, type AuthService, ConflictError, type DB, generatePassword, InputError, NotAllowedError,
-  NotFoundError, type Principal, type Role, type Tenant, type TenantService, type User, type UserService, type UserStatus,
+  type ApiKeyInfo,
+  type AuditWriter,
+  type AuthService,
+  ConflictError,
+  type DB,
+  generatePassword,
+  InputError,
+  NotAllowedError,
+  NotFoundError,
+  type Principal,
+  type Role,
+  type Tenant,
+  type TenantService,
+  type User,
+  type UserService,
+  type UserStatus,
 } from '../../server/sdk.ts';
 import type { KeyView, UserView } from './schemas.ts';
 
@@ -19,8 +33,18 @@ export function userView(u: User, t: Tenant): UserView {
 
 function keyView(k: ApiKeyInfo, t: Tenant, userStatus: UserStatus): KeyView {
   return {
-    id: k.id, userId: k.userId, userName: k.userName, userStatus, name: k.name, prefix: k.prefix, status: k.revokedAt ? 'revoked' : 'active',
-    createdAtUtc: k.createdAt, createdBy: k.createdBy, lastUsedAtUtc: k.lastUsedAt, revokedAtUtc: k.revokedAt, tenant: t.host,
+    id: k.id,
+    userId: k.userId,
+    userName: k.userName,
+    userStatus,
+    name: k.name,
+    prefix: k.prefix,
+    status: k.revokedAt ? 'revoked' : 'active',
+    createdAtUtc: k.createdAt,
+    createdBy: k.createdBy,
+    lastUsedAtUtc: k.lastUsedAt,
+    revokedAtUtc: k.revokedAt,
+    tenant: t.host,
   };
 }
 
@@ -50,7 +74,8 @@ export class AdminService {
     if (t?.id === actor.tenant.id) return [t];
     if (!actor.principal.superAdmin) throw new NotAllowedError('acting on another tenant needs a super-admin (an admin of the primary tenant)');
     if (tenantParam === '*') {
-      if (!many) throw new InputError('invalid query parameter tenant: * (every tenant) is for lists only; name one host', 'invalid_request', { field: 'tenant' });
+      if (!many)
+        throw new InputError('invalid query parameter tenant: * (every tenant) is for lists only; name one host', 'invalid_request', { field: 'tenant' });
       return this.tenants.list();
     }
     if (!t) throw new NotFoundError(`no tenant with host ${tenantParam}`);
@@ -66,7 +91,11 @@ export class AdminService {
     // `via`: a super-admin's change in another tenant names where it came from.
     const via = t.id === actor.tenant.id ? {} : { via: actor.tenant.host };
     this.audit.write(t, {
-      event, user: actor.principal.userName ?? actor.principal.subject, ip: actor.ip, ua: actor.ua, extra: { ...extra, ...via },
+      event,
+      user: actor.principal.userName ?? actor.principal.subject,
+      ip: actor.ip,
+      ua: actor.ua,
+      extra: { ...extra, ...via },
     });
   }
 
@@ -75,9 +104,12 @@ export class AdminService {
   listUsers(tenants: Tenant[], f: { status?: UserStatus; role?: Role; limit: number; offset: number }): { data: UserView[]; total: number } {
     // An appliance holds tens of accounts per tenant, not millions: filtering in memory keeps
     // every query tenant-scoped (the core's rule) without a cross-tenant SQL path.
-    const all = tenants.flatMap((t) => this.users.list(t)
-      .filter((u) => (!f.status || u.status === f.status) && (!f.role || u.role === f.role))
-      .map((u) => userView(u, t)));
+    const all = tenants.flatMap((t) =>
+      this.users
+        .list(t)
+        .filter((u) => (!f.status || u.status === f.status) && (!f.role || u.role === f.role))
+        .map((u) => userView(u, t)),
+    );
     return { data: all.slice(f.offset, f.offset + f.limit), total: all.length };
   }
 
@@ -88,7 +120,9 @@ export class AdminService {
   }
 
   async addUser(
-    t: Tenant, actor: Actor, input: { name: string; role: Role; email?: string | null; password?: string; generatePassword: boolean },
+    t: Tenant,
+    actor: Actor,
+    input: { name: string; role: Role; email?: string | null; password?: string; generatePassword: boolean },
   ): Promise<{ user: User; password?: string }> {
     const password = input.generatePassword ? generatePassword() : input.password;
     const user = await this.users.add(t, { name: input.name, role: input.role, email: input.email ?? null, password: password ?? null });
@@ -103,20 +137,29 @@ export class AdminService {
    * same time (or the CLI in another process) cannot both pass the check.
    */
   private guarded(t: Tenant, id: string, change: (u: User) => void, wouldRemoveAdmin: (u: User) => boolean): User {
-    return this.db.transaction(() => {
-      const u = this.user(t, id);
-      if (wouldRemoveAdmin(u) && !this.users.list(t).some((o) => o.id !== u.id && o.role === 'admin' && o.status === 'active')) {
-        throw new ConflictError('last_admin', `${u.name} is the last active admin of ${t.host}; make another user admin first`);
-      }
-      change(u);
-      return this.user(t, id);
-    }).immediate();
+    return this.db
+      .transaction(() => {
+        const u = this.user(t, id);
+        if (wouldRemoveAdmin(u) && !this.users.list(t).some((o) => o.id !== u.id && o.role === 'admin' && o.status === 'active')) {
+          throw new ConflictError('last_admin', `${u.name} is the last active admin of ${t.host}; make another user admin first`);
+        }
+        change(u);
+        return this.user(t, id);
+      })
+      .immediate();
   }
 
   setRole(t: Tenant, actor: Actor, id: string, role: Role): User {
     const before = this.user(t, id);
     if (before.role === role) return before;
-    const after = this.guarded(t, id, (u) => { this.users.setRole(t, u.name, role); }, (u) => u.role === 'admin' && u.status === 'active' && role !== 'admin');
+    const after = this.guarded(
+      t,
+      id,
+      (u) => {
+        this.users.setRole(t, u.name, role);
+      },
+      (u) => u.role === 'admin' && u.status === 'active' && role !== 'admin',
+    );
     this.write(t, actor, 'user-role-change', { target: after.name, from: before.role, to: after.role });
     return after;
   }
@@ -137,7 +180,14 @@ export class AdminService {
     if (t.id === actor.tenant.id && id === actor.principal.subject) {
       throw new ConflictError('cannot_disable_self', 'an admin cannot disable their own account; ask another admin');
     }
-    const after = this.guarded(t, id, (u) => { this.users.setStatus(t, u.id, 'disabled'); }, (u) => u.role === 'admin' && u.status === 'active');
+    const after = this.guarded(
+      t,
+      id,
+      (u) => {
+        this.users.setStatus(t, u.id, 'disabled');
+      },
+      (u) => u.role === 'admin' && u.status === 'active',
+    );
     this.write(t, actor, 'user-disable', { target: after.name, from: before.status });
     return after;
   }
@@ -157,7 +207,8 @@ export class AdminService {
   listKeys(tenants: Tenant[], f: { user?: string; status?: 'active' | 'revoked'; limit: number; offset: number }): { data: KeyView[]; total: number } {
     const all = tenants.flatMap((t) => {
       const status = new Map(this.users.list(t).map((u) => [u.id, u.status]));
-      return this.auth.listApiKeys(t)
+      return this.auth
+        .listApiKeys(t)
         .filter((k) => (!f.user || k.userName.toLowerCase() === f.user.toLowerCase()) && (!f.status || (f.status === 'revoked') === (k.revokedAt !== null)))
         .map((k) => keyView(k, t, status.get(k.userId) ?? 'disabled'));
     });

@@ -77,13 +77,18 @@ export function renderSharePage(tr: FullTranscript): string {
   const turns = (Array.isArray(tr.turns) ? tr.turns : []).map((t) => {
     const caller = t.speaker === 'Caller';
     const at = offset(tr.startedUtc, t.ts);
-    return `<li class="${caller ? 'caller' : 'ai'}"><span class="who">${escapeHtml(caller ? 'Caller' : 'AI')}</span>`
-      + (at ? `<time datetime="${escapeHtml(t.ts)}">${escapeHtml(at)}</time>` : '')
-      + `<p class="text">${escapeHtml(t.text)}</p></li>`;
+    return (
+      `<li class="${caller ? 'caller' : 'ai'}"><span class="who">${escapeHtml(caller ? 'Caller' : 'AI')}</span>` +
+      (at ? `<time datetime="${escapeHtml(t.ts)}">${escapeHtml(at)}</time>` : '') +
+      `<p class="text">${escapeHtml(t.text)}</p></li>`
+    );
   });
   const meta = [escapeHtml(tr.startedUtc), `${escapeHtml(tr.durationSec)} s`, escapeHtml(tr.outcome)].filter(Boolean).join(' · ');
   return page('Call transcript', `<h1>Call transcript</h1>\n<p class="meta">${meta}</p>\n<ol>\n${turns.join('\n')}\n</ol>`);
 }
 
 /** One page for every link that does not open (unknown, expired, revoked, another tenant's). */
-export const NOT_FOUND_PAGE = page('Link not available', '<h1>Link not available</h1>\n<p class="meta">This link does not exist, has expired or was revoked.</p>');
+export const NOT_FOUND_PAGE = page(
+  'Link not available',
+  '<h1>Link not available</h1>\n<p class="meta">This link does not exist, has expired or was revoked.</p>',
+);

@@ -11,9 +11,19 @@ const TAIL = 8;
 export function shareView(r: ShareRow, file: string, now: number): ShareView {
   const status = r.revoked_at ? 'revoked' : r.expires_at && Date.parse(r.expires_at) <= now ? 'expired' : 'active';
   return {
-    id: r.id, callId: r.call_id, file, tokenTail: r.token_tail, ttlHours: r.ttl_hours, createdBy: r.created_by,
-    createdUtc: r.created_at, expiresUtc: r.expires_at, status, revokedUtc: r.revoked_at, revokedBy: r.revoked_by,
-    views: r.views, lastViewedUtc: r.last_viewed_at,
+    id: r.id,
+    callId: r.call_id,
+    file,
+    tokenTail: r.token_tail,
+    ttlHours: r.ttl_hours,
+    createdBy: r.created_by,
+    createdUtc: r.created_at,
+    expiresUtc: r.expires_at,
+    status,
+    revokedUtc: r.revoked_at,
+    revokedBy: r.revoked_by,
+    views: r.views,
+    lastViewedUtc: r.last_viewed_at,
   };
 }
 
@@ -41,15 +51,30 @@ export class TranscriptShares {
     const token = crypto.randomBytes(32).toString('base64url');
     const now = this.clock.now();
     const row: ShareRow = {
-      id: 'shr_' + crypto.randomBytes(8).toString('hex'), tenant_id: t.id, call_id: callId, token_hash: sha256Hex(token),
-      token_tail: token.slice(-TAIL), ttl_hours: ttlHours, created_at: new Date(now).toISOString(), created_by: createdBy,
-      expires_at: ttlHours === 0 ? null : new Date(now + ttlHours * 3_600_000).toISOString(), revoked_at: null, revoked_by: null,
-      views: 0, last_viewed_at: null,
+      id: 'shr_' + crypto.randomBytes(8).toString('hex'),
+      tenant_id: t.id,
+      call_id: callId,
+      token_hash: sha256Hex(token),
+      token_tail: token.slice(-TAIL),
+      ttl_hours: ttlHours,
+      created_at: new Date(now).toISOString(),
+      created_by: createdBy,
+      expires_at: ttlHours === 0 ? null : new Date(now + ttlHours * 3_600_000).toISOString(),
+      revoked_at: null,
+      revoked_by: null,
+      views: 0,
+      last_viewed_at: null,
     };
     this.repo.tx(() => {
       this.repo.insertShare(row);
       this.events.emit(t.id, 'transcript.share.created', {
-        token: row.token_tail, file, ttlHours, createdBy, expiresUtc: row.expires_at, callId, shareId: row.id,
+        token: row.token_tail,
+        file,
+        ttlHours,
+        createdBy,
+        expiresUtc: row.expires_at,
+        callId,
+        shareId: row.id,
       });
     });
     return { share: shareView(row, file, now), token };

@@ -17,8 +17,10 @@ let tokB: string;
 let keyB: string;
 const minted: Record<string, { key: string; id: string }> = {};
 
-const as = (token: string, host: string) => (p: string, init: { method?: string; json?: unknown } = {}) =>
-  j(s.fetch(p, { ...init, method: init.method ?? (init.json !== undefined ? 'POST' : 'GET'), host, key: token }));
+const as =
+  (token: string, host: string) =>
+  (p: string, init: { method?: string; json?: unknown } = {}) =>
+    j(s.fetch(p, { ...init, method: init.method ?? (init.json !== undefined ? 'POST' : 'GET'), host, key: token }));
 const a = (p: string, init?: { method?: string; json?: unknown }) => as(tokA, A)(p, init);
 const b = (p: string, init?: { method?: string; json?: unknown }) => as(tokB, B)(p, init);
 const revoke = (id: string, q = '') => a(`${V1}/apikeys/${id}/revoke${q}`, { method: 'POST' });
@@ -42,18 +44,40 @@ beforeAll(async () => {
   minted.alice2 = await mint(A, tokA, 'alice', 'laptop');
   minted.admin = await mint(A, tokA, 'admin', 'cron');
 });
-afterAll(async () => { await s?.stop(); });
+afterAll(async () => {
+  await s?.stop();
+});
 
 describe('listing keys', () => {
-  it('the envelope of the tenant\'s keys: prefix and metadata, never the key or its hash', async () => {
+  it("the envelope of the tenant's keys: prefix and metadata, never the key or its hash", async () => {
     const r = await a(`${V1}/apikeys`);
     expect(r.status).toBe(200);
     expect(r.body).toMatchObject({ limit: 50, offset: 0, next: null });
     const item = r.body.data.find((k: Json) => k.id === minted.alice1!.id);
     expect(Object.keys(item).sort()).toEqual([
-      'createdAtUtc', 'createdBy', 'id', 'lastUsedAtUtc', 'name', 'prefix', 'revokedAtUtc', 'status', 'tenant', 'userId', 'userName', 'userStatus',
+      'createdAtUtc',
+      'createdBy',
+      'id',
+      'lastUsedAtUtc',
+      'name',
+      'prefix',
+      'revokedAtUtc',
+      'status',
+      'tenant',
+      'userId',
+      'userName',
+      'userStatus',
     ]);
-    expect(item).toMatchObject({ userName: 'alice', userStatus: 'active', name: 'build server', prefix: minted.alice1!.key.slice(0, 10), status: 'active', createdBy: 'admin', revokedAtUtc: null, tenant: 'localhost' });
+    expect(item).toMatchObject({
+      userName: 'alice',
+      userStatus: 'active',
+      name: 'build server',
+      prefix: minted.alice1!.key.slice(0, 10),
+      status: 'active',
+      createdBy: 'admin',
+      revokedAtUtc: null,
+      tenant: 'localhost',
+    });
     const text = JSON.stringify(r.body);
     for (const m of Object.values(minted)) {
       expect(text).not.toContain(m.key);
@@ -119,7 +143,7 @@ describe('revoking keys', () => {
 });
 
 describe('tenants', () => {
-  it('each admin sees and revokes only their own tenant\'s keys', async () => {
+  it("each admin sees and revokes only their own tenant's keys", async () => {
     const inB = await b(`${V1}/apikeys`);
     expect(inB.body.data.every((k: Json) => k.tenant === B_HOST)).toBe(true);
     expect(inB.body.data.map((k: Json) => k.id)).not.toContain(minted.admin!.id);
@@ -134,7 +158,7 @@ describe('tenants', () => {
     expect((await j(s.fetch(`${V1}/auditlog`, { host: B, key: keyB }))).status).toBe(200);
   });
 
-  it('the super-admin lists every tenant\'s keys with * and revokes in another tenant, audited there', async () => {
+  it("the super-admin lists every tenant's keys with * and revokes in another tenant, audited there", async () => {
     const all = await a(`${V1}/apikeys?tenant=*&limit=500`);
     expect(new Set(all.body.data.map((k: Json) => k.tenant))).toEqual(new Set(['localhost', B_HOST]));
     const bKey = all.body.data.find((k: Json) => k.tenant === B_HOST);

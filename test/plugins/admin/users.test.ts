@@ -25,26 +25,39 @@ beforeAll(async () => {
   await s.addTenant(B_HOST);
   tokA = await adminToken(s, A, 'admin', s.adminPassword);
   tokB = await adminToken(s, B, 'admin', B_PASSWORD);
-  svcSecret = (await saveClient(s, A, {
-    client_id: 'svc', redirect_uris: ['http://127.0.0.1/cb'], grant_types: ['password', 'refresh_token'], token_endpoint_auth_method: 'client_secret_basic',
-  })).client_secret!;
+  svcSecret = (
+    await saveClient(s, A, {
+      client_id: 'svc',
+      redirect_uris: ['http://127.0.0.1/cb'],
+      grant_types: ['password', 'refresh_token'],
+      token_endpoint_auth_method: 'client_secret_basic',
+    })
+  ).client_secret!;
 });
-afterAll(async () => { await s?.stop(); });
+afterAll(async () => {
+  await s?.stop();
+});
 
-type Init = { method?: string; json?: unknown; body?: string; headers?: Record<string, string> };
-const as = (token: string, host: string) => (p: string, init: Init = {}) =>
-  j(s.fetch(p, { ...init, method: init.method ?? (init.json !== undefined || init.body !== undefined ? 'POST' : 'GET'), host, key: token }));
+interface Init {
+  method?: string;
+  json?: unknown;
+  body?: string;
+  headers?: Record<string, string>;
+}
+const as =
+  (token: string, host: string) =>
+  (p: string, init: Init = {}) =>
+    j(s.fetch(p, { ...init, method: init.method ?? (init.json !== undefined || init.body !== undefined ? 'POST' : 'GET'), host, key: token }));
 const a = (p: string, init?: Init) => as(tokA, A)(p, init);
 const b = (p: string, init?: Init) => as(tokB, B)(p, init);
 const idOf = async (name: string, host = A, token = tokA) =>
   ((await as(token, host)(`${V1}/users?limit=500`)).body.data as Json[]).find((u) => u.name === name)!.id as string;
 const login = (host: string, username: string, password: string) =>
   tokenForm(s, host, { grant_type: 'password', client_id: 'sovcomms-console', username, password, scope: 'openid' });
-const audit = async (host: string, token: string, event: string) =>
-  ((await as(token, host)(`${V1}/auditlog?event=${event}&limit=500`)).body.data as Json[]);
+const audit = async (host: string, token: string, event: string) => (await as(token, host)(`${V1}/auditlog?event=${event}&limit=500`)).body.data as Json[];
 
 describe('who may call', () => {
-  it('an admin bearer only: none 401 with WWW-Authenticate, ak_ key 403, a user\'s bearer 403, the admin HMAC 401', async () => {
+  it("an admin bearer only: none 401 with WWW-Authenticate, ak_ key 403, a user's bearer 403, the admin HMAC 401", async () => {
     const none = await s.fetch(`${V1}/users`, { host: A });
     expect(none.status).toBe(401);
     expect(none.headers.get('www-authenticate')).toMatch(/^Bearer realm=/);
@@ -58,7 +71,7 @@ describe('who may call', () => {
 });
 
 describe('listing and adding users', () => {
-  it('GET lists the tenant\'s users in the envelope, without any password material', async () => {
+  it("GET lists the tenant's users in the envelope, without any password material", async () => {
     const r = await a(`${V1}/users`);
     expect(r.body).toMatchObject({ limit: 50, offset: 0, next: null });
     const admin = r.body.data.find((u: Json) => u.name === 'admin');
@@ -169,7 +182,12 @@ describe('disabling and enabling', () => {
   it('a disabled user loses every credential at once: access token, refresh token, ak_ key, sign-in', async () => {
     carolId = (await a(`${V1}/users`, { json: { name: 'carol', role: 'admin', password: carolPw } })).body.id;
     const access = (await login(A, 'carol', carolPw)).body.access_token as string;
-    const rt = await tokenForm(s, A, { grant_type: 'password', username: 'carol', password: carolPw, scope: 'openid offline_access' }, { authorization: basic('svc', svcSecret) });
+    const rt = await tokenForm(
+      s,
+      A,
+      { grant_type: 'password', username: 'carol', password: carolPw, scope: 'openid offline_access' },
+      { authorization: basic('svc', svcSecret) },
+    );
     expect(rt.status).toBe(200);
     const refresh = rt.body.refresh_token as string;
     const key = (await j(s.fetch('/signal.ashx?apikey-create=1', { method: 'POST', host: A, key: access, json: { name: 'carol-key' } }))).body.key as string;
@@ -186,7 +204,14 @@ describe('disabling and enabling', () => {
     expect(again.status).toBe(400);
     expect(again.body.error).toBe('invalid_grant');
     // Introspection first: a refresh attempt consumes the token, which would hide the reason.
-    const intro = await j(s.fetch('/oauth2/v1/introspect', { method: 'POST', host: A, body: new URLSearchParams({ token: refresh }), headers: { authorization: basic('svc', svcSecret) } }));
+    const intro = await j(
+      s.fetch('/oauth2/v1/introspect', {
+        method: 'POST',
+        host: A,
+        body: new URLSearchParams({ token: refresh }),
+        headers: { authorization: basic('svc', svcSecret) },
+      }),
+    );
     expect(intro.body).toEqual({ active: false });
     const refreshed = await tokenForm(s, A, { grant_type: 'refresh_token', refresh_token: refresh }, { authorization: basic('svc', svcSecret) });
     expect(refreshed.body.error).toBe('invalid_grant');
@@ -210,9 +235,14 @@ describe('disabling and enabling', () => {
   it('an invitation of a disabled account cannot be claimed (404, not a sign-in), and enable returns it to invited', async () => {
     const erin = (await a(`${V1}/users`, { json: { name: 'erin', email: 'erin@example.test' } })).body;
     const body = JSON.stringify({ user: 'erin' });
-    const inv = await j(s.fetch('/signal.ashx?oidc-invite=1', {
-      method: 'POST', host: A, body, headers: { 'content-type': 'application/json', 'x-service-admin-signature': s.hmac('oidc-invite', A, Buffer.byteLength(body)) },
-    }));
+    const inv = await j(
+      s.fetch('/signal.ashx?oidc-invite=1', {
+        method: 'POST',
+        host: A,
+        body,
+        headers: { 'content-type': 'application/json', 'x-service-admin-signature': s.hmac('oidc-invite', A, Buffer.byteLength(body)) },
+      }),
+    );
     expect(inv.status).toBe(200);
     const t = new URL(inv.body.claim_url as string).searchParams.get('t')!;
     await a(`${V1}/users/${erin.id}/disable`, { method: 'POST' });
@@ -282,7 +312,7 @@ describe('tenants', () => {
     expect(star.body.field).toBe('tenant');
   });
 
-  it('a super-admin\'s change lands in the other tenant, audited there with via=', async () => {
+  it("a super-admin's change lands in the other tenant, audited there with via=", async () => {
     const r = await a(`${V1}/users?tenant=${B_HOST}`, { json: { name: 'frank', generatePassword: true } });
     expect(r.body).toMatchObject({ name: 'frank', tenant: B_HOST });
     expect((await login(B, 'frank', r.body.password)).status).toBe(200);
@@ -310,8 +340,13 @@ describe('audit and API description', () => {
   it('every users endpoint is in /openapi.json, bearer only', async () => {
     const doc = (await j(s.fetch('/openapi.json'))).body;
     const ops: [string, string][] = [
-      ['/api.ashx/v1/users', 'get'], ['/api.ashx/v1/users', 'post'], ['/api.ashx/v1/users/{id}', 'get'], ['/api.ashx/v1/users/{id}', 'patch'],
-      ['/api.ashx/v1/users/{id}/password', 'post'], ['/api.ashx/v1/users/{id}/disable', 'post'], ['/api.ashx/v1/users/{id}/enable', 'post'],
+      ['/api.ashx/v1/users', 'get'],
+      ['/api.ashx/v1/users', 'post'],
+      ['/api.ashx/v1/users/{id}', 'get'],
+      ['/api.ashx/v1/users/{id}', 'patch'],
+      ['/api.ashx/v1/users/{id}/password', 'post'],
+      ['/api.ashx/v1/users/{id}/disable', 'post'],
+      ['/api.ashx/v1/users/{id}/enable', 'post'],
     ];
     for (const [p, m] of ops) {
       expect(doc.paths[p]?.[m], `${m} ${p}`).toBeDefined();

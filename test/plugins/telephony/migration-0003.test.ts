@@ -29,18 +29,43 @@ describe('telephony migration 0003-transcript-shares', () => {
     const db = openStore(d);
     try {
       migrate(db, 'core', CORE_MIGRATIONS);
-      expect(migrate(db, 'telephony', all.filter((m) => m.version <= 2)).applied).toEqual(['0001-telephony', '0002-trunk-dns-srv']);
+      expect(
+        migrate(
+          db,
+          'telephony',
+          all.filter((m) => m.version <= 2),
+        ).applied,
+      ).toEqual(['0001-telephony', '0002-trunk-dns-srv']);
       expect(appliedVersion(db, 'telephony')).toBe(2);
       const tenant = new TenantService(db, d).add('office.example', 'Office', { primary: true });
 
       // What a version-2 appliance wrote.
       const now = '2026-01-01T00:00:00.000Z';
-      db.prepare(`INSERT INTO tel_trunks (tenant_id, id, name, host, port, transport, dns_srv, created_at, updated_at)
-                  VALUES (?, 'main', 'Main', 'sip.example', 5060, 'udp', 1, ?, ?)`).run(tenant.id, now, now);
+      db.prepare(
+        `INSERT INTO tel_trunks (tenant_id, id, name, host, port, transport, dns_srv, created_at, updated_at)
+                  VALUES (?, 'main', 'Main', 'sip.example', 5060, 'udp', 1, ?, ?)`,
+      ).run(tenant.id, now, now);
       const transcript: TranscriptRow = {
-        tenant_id: tenant.id, call_id: 'oac-0123456789ab', caller_source: 'outbound-ai', started_utc: now, ended_utc: now, mtime_utc: now,
-        duration_sec: 42, rule: '', phone: '+4930123456', display_name: 'Dr. Example', number: '', outcome: 'finished', voice: 'Aoede',
-        language: 'en-US', model: 'm', tokens_total: 1, tokens_prompt: 1, turn_count: 2, size: 100, file: 'oac-0123456789ab.json',
+        tenant_id: tenant.id,
+        call_id: 'oac-0123456789ab',
+        caller_source: 'outbound-ai',
+        started_utc: now,
+        ended_utc: now,
+        mtime_utc: now,
+        duration_sec: 42,
+        rule: '',
+        phone: '+4930123456',
+        display_name: 'Dr. Example',
+        number: '',
+        outcome: 'finished',
+        voice: 'Aoede',
+        language: 'en-US',
+        model: 'm',
+        tokens_total: 1,
+        tokens_prompt: 1,
+        turn_count: 2,
+        size: 100,
+        file: 'oac-0123456789ab.json',
       };
       new TelephonyRepo(db).upsertTranscript(transcript);
       const before = JSON.stringify([db.prepare('SELECT * FROM tel_trunks').all(), db.prepare('SELECT * FROM tel_transcripts').all()]);

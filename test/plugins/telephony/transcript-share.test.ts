@@ -74,7 +74,9 @@ beforeAll(async () => {
   keyB = (await s.addTenant(B)).adminKey;
   expect((await adm(s, '/signal.ashx?trunks=save', 'trunks-save', { id: 'main', name: 'Main', host: '127.0.0.1' })).status).toBe(200);
   await adm(s, '/signal.ashx?telephony=settings-save', 'telephony-settings-save', { defaultTrunkId: 'main' });
-  const sub = await admin(s, 'add', { body: { url: `${hook.url}/hook`, events: ['transcript.share.created', 'transcript.share.viewed', 'transcript.share.revoked'] } });
+  const sub = await admin(s, 'add', {
+    body: { url: `${hook.url}/hook`, events: ['transcript.share.created', 'transcript.share.viewed', 'transcript.share.revoked'] },
+  });
   expect(sub.status).toBe(200);
   hookSecret = sub.json.secret as string;
   browser = await chromium.launch({
@@ -100,9 +102,20 @@ describe('creating, listing and revoking share links (v1)', () => {
     created = r.body;
     expect(created.token).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(created).toMatchObject({
-      id: expect.stringMatching(/^shr_[0-9a-f]{16}$/), callId, file: `${callId}.json`, tokenTail: created.token.slice(-8), ttlHours: 48,
-      createdBy: 'admin', createdUtc: '2026-01-01T00:00:00.000Z', expiresUtc: '2026-01-03T00:00:00.000Z', status: 'active',
-      revokedUtc: null, revokedBy: null, views: 0, lastViewedUtc: null, url: `${s.url}/transcript.ashx?share=${created.token}`,
+      id: expect.stringMatching(/^shr_[0-9a-f]{16}$/),
+      callId,
+      file: `${callId}.json`,
+      tokenTail: created.token.slice(-8),
+      ttlHours: 48,
+      createdBy: 'admin',
+      createdUtc: '2026-01-01T00:00:00.000Z',
+      expiresUtc: '2026-01-03T00:00:00.000Z',
+      status: 'active',
+      revokedUtc: null,
+      revokedBy: null,
+      views: 0,
+      lastViewedUtc: null,
+      url: `${s.url}/transcript.ashx?share=${created.token}`,
     });
     const row = s.appliance.core.db.prepare('SELECT * FROM tel_transcript_shares WHERE id = ?').get(created.id) as Record<string, unknown>;
     expect(row.token_hash).toBe(crypto.createHash('sha256').update(created.token).digest('hex'));
@@ -137,7 +150,18 @@ describe('creating, listing and revoking share links (v1)', () => {
       expect(r.status, String(ttlHours)).toBe(400);
       expect(r.body).toMatchObject({ error: 'invalid_request', field: 'ttlHours' });
     }
-    expect((await j(s.fetch(`${V1}/transcripts/${callId}/shares`, { method: 'POST', key: s.adminKey, body: '{"ttlHours":', headers: { 'content-type': 'application/json' } }))).status).toBe(400);
+    expect(
+      (
+        await j(
+          s.fetch(`${V1}/transcripts/${callId}/shares`, {
+            method: 'POST',
+            key: s.adminKey,
+            body: '{"ttlHours":',
+            headers: { 'content-type': 'application/json' },
+          }),
+        )
+      ).status,
+    ).toBe(400);
     expect((await share('oac-000000000000')).body.error).toBe('not_found');
     expect((await list('oac-000000000000')).status).toBe(404);
     expect((await revoke(callId, 'shr_0000000000000000')).body.error).toBe('not_found');
@@ -148,7 +172,7 @@ describe('creating, listing and revoking share links (v1)', () => {
     expect((await j(s.fetch(`/transcript.ashx?share=a&share=b`))).status).toBe(400);
     expect((await j(s.fetch(`${V1}/transcripts/${callId}/shares`, { method: 'DELETE', key: s.adminKey }))).status).toBe(405);
   });
-  it('needs role admin: no credential 401, a user\'s key 403', async () => {
+  it("needs role admin: no credential 401, a user's key 403", async () => {
     expect((await list(callId, '')).status).toBe(401);
     const u = await s.appliance.core.users.add(s.primary, { name: 'clerk', role: 'user', password: 'clerk password 1' });
     const key = s.appliance.core.auth.createApiKey(s.primary, u, { createdBy: 'test' }).key;
@@ -193,8 +217,13 @@ describe('the public page', () => {
     const dialogs: string[] = [];
     const cspErrors: string[] = [];
     p.on('request', (rq) => requests.push(rq.url()));
-    p.on('dialog', (d) => { dialogs.push(d.message()); void d.dismiss(); });
-    p.on('console', (m) => { if (/Content Security Policy/i.test(m.text())) cspErrors.push(m.text()); });
+    p.on('dialog', (d) => {
+      dialogs.push(d.message());
+      void d.dismiss();
+    });
+    p.on('console', (m) => {
+      if (/Content Security Policy/i.test(m.text())) cspErrors.push(m.text());
+    });
     const url = `${s.url}/transcript.ashx?share=${token}`;
     const res = await p.goto(url);
     expect(res!.status()).toBe(200);
@@ -214,9 +243,10 @@ describe('the public page', () => {
   });
 
   it('in Chromium: leaving the page sends no Referer (and Chromium does send one from an ordinary page)', async () => {
-    site.respond = (r) => r.path === '/control'
-      ? { status: 200, headers: { 'content-type': 'text/html' }, body: '<a id="go" href="/landing-from-control">go</a>' }
-      : { status: 200, headers: { 'content-type': 'text/plain' }, body: 'landed' };
+    site.respond = (r) =>
+      r.path === '/control'
+        ? { status: 200, headers: { 'content-type': 'text/html' }, body: '<a id="go" href="/landing-from-control">go</a>' }
+        : { status: 200, headers: { 'content-type': 'text/plain' }, body: 'landed' };
     const ctx = await browser.newContext();
     const p = await ctx.newPage();
     await p.goto(`${site.url}/control`);
@@ -225,10 +255,7 @@ describe('the public page', () => {
     expect(control.headers.referer).toBe(`${site.url}/control`);
 
     await p.goto(`${s.url}/transcript.ashx?share=${token}`);
-    await Promise.all([
-      p.waitForURL(`${site.url}/landing-from-share`),
-      p.evaluate(`location.href = ${JSON.stringify(`${site.url}/landing-from-share`)}`),
-    ]);
+    await Promise.all([p.waitForURL(`${site.url}/landing-from-share`), p.evaluate(`location.href = ${JSON.stringify(`${site.url}/landing-from-share`)}`)]);
     const landed = site.received.find((x) => x.path === '/landing-from-share')!;
     expect(landed).toBeDefined();
     expect(landed.headers.referer).toBeUndefined();
@@ -236,7 +263,7 @@ describe('the public page', () => {
     await ctx.close();
   });
 
-  it('expires on the appliance\'s clock; ttlHours 0 never does', async () => {
+  it("expires on the appliance's clock; ttlHours 0 never does", async () => {
     const forever = (await share(callId, { ttlHours: 0 })).body.token as string;
     expect((await page(token)).status).toBe(200);
     clock.advance(3600_000);
@@ -247,7 +274,7 @@ describe('the public page', () => {
     expect((await page(forever)).status).toBe(200);
   });
 
-  it('one 404 page for unknown, malformed, expired, revoked and other tenants\' links: no oracle', async () => {
+  it("one 404 page for unknown, malformed, expired, revoked and other tenants' links: no oracle", async () => {
     const live = (await share(callId, { ttlHours: 0 })).body;
     const revoked = (await share(callId, { ttlHours: 0 })).body;
     await revoke(callId, revoked.id);
@@ -259,11 +286,15 @@ describe('the public page', () => {
       ['revoked', page(revoked.token)],
       ['other tenant', page(live.token, B)],
     ];
-    const answers = await Promise.all(variants.map(async ([what, r]) => {
-      const res = await r;
-      const h = Object.fromEntries(['content-type', 'content-security-policy', 'x-robots-tag', 'referrer-policy', 'cache-control'].map((k) => [k, res.headers.get(k)]));
-      return { what, status: res.status, body: await res.text(), h };
-    }));
+    const answers = await Promise.all(
+      variants.map(async ([what, r]) => {
+        const res = await r;
+        const h = Object.fromEntries(
+          ['content-type', 'content-security-policy', 'x-robots-tag', 'referrer-policy', 'cache-control'].map((k) => [k, res.headers.get(k)]),
+        );
+        return { what, status: res.status, body: await res.text(), h };
+      }),
+    );
     for (const a of answers) {
       expect(a.status, a.what).toBe(404);
       expect(a.body, a.what).toBe(answers[0]!.body);
@@ -274,7 +305,7 @@ describe('the public page', () => {
     expect((await page(live.token)).status).toBe(200);
   });
 
-  it('tenant isolation on the v1 API: another tenant\'s admin cannot see, create or revoke shares of this transcript', async () => {
+  it("tenant isolation on the v1 API: another tenant's admin cannot see, create or revoke shares of this transcript", async () => {
     const mine = (await list(callId)).body.data[0];
     expect((await list(callId, keyB, B)).status).toBe(404);
     expect((await share(callId, { ttlHours: 1 }, keyB, B)).status).toBe(404);
@@ -285,7 +316,7 @@ describe('the public page', () => {
 });
 
 describe('events, audit and logs', () => {
-  it('created, viewed and revoked reach the webhook, signed, with only the token\'s last 8 characters', async () => {
+  it("created, viewed and revoked reach the webhook, signed, with only the token's last 8 characters", async () => {
     const callId = await transcriptWith(['Webhook test.']);
     const c = (await share(callId, { ttlHours: 2 })).body;
     expect((await page(c.token)).status).toBe(200);
