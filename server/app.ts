@@ -16,6 +16,7 @@ import { JobQueue } from './jobs.ts';
 import { EventBus } from './events.ts';
 import { RateLimiter } from './http/rate-limit.ts';
 import { Dispatcher, newRequestId, renderError } from './http/dispatch.ts';
+import { SECURITY_HEADERS } from './http/respond.ts';
 import { createLogger, type Logger } from './log.ts';
 import { systemClock, type Clock } from './clock.ts';
 import { PluginHost, makePaths, type PluginStatus } from './plugin-host.ts';
@@ -181,8 +182,7 @@ export class Appliance {
       const requestId = newRequestId(req.headers['x-request-id']);
       res.locals.requestId = requestId;
       res.setHeader('X-Request-Id', requestId);
-      res.setHeader('X-Content-Type-Options', 'nosniff');
-      res.setHeader('Referrer-Policy', 'no-referrer');
+      for (const [k, v] of SECURITY_HEADERS) res.setHeader(k, v);
       // The request's child logger is made on first use: with redaction configured, pino's
       // child() costs a few percent of a small request (bench/core.bench.ts), and at level warn
       // most requests never log.
@@ -218,14 +218,14 @@ export class Appliance {
   }
 
   /**
-   * The request listener: plugins' lean handlers (RouteRegistrar.fast) first, for running plugins
-   * only, then Express. Without fast handlers it is Express itself.
+   * The request listener: plugins' pre-router handlers (RouteRegistrar.preRouter) first, for
+   * running plugins only, then Express. Without pre-router handlers it is Express itself.
    */
   private listener(): http.RequestListener {
-    const fast = this.host.fastHandlers;
-    if (!fast.length) return this.app;
+    const pre = this.host.preRouters;
+    if (!pre.length) return this.app;
     return (req, res) => {
-      for (const f of fast) {
+      for (const f of pre) {
         if (this.host.isStarted(f.plugin) && f.handler(req, res)) {
           // Counted like Express requests, so shutdown drains the lean path too.
           this.#inflight++;

@@ -6,7 +6,7 @@ import { parseConfigSection } from './config.ts';
 import { migrate } from './store/migrate.ts';
 import type { AnyPlugin, PluginContext, PluginHealth, Paths, ServiceRef } from './plugin.ts';
 import type { Dispatcher } from './http/dispatch.ts';
-import type { FastHandler, RouteRegistrar } from './http/route.ts';
+import type { PreRouterHandler, RouteRegistrar } from './http/route.ts';
 import type { Tenant } from './tenancy.ts';
 
 export type PluginState = 'loaded' | 'starting' | 'started' | 'failed' | 'stopped' | 'skipped';
@@ -65,8 +65,8 @@ export function makePaths(dataDir: string): Paths {
  */
 export class PluginHost {
   readonly order: AnyPlugin[];
-  /** Lean handlers in front of Express (RouteRegistrar.fast), in registration order. */
-  readonly fastHandlers: { plugin: string; handler: FastHandler }[] = [];
+  /** Pre-router handlers (RouteRegistrar.preRouter), in registration order. */
+  readonly preRouters: { plugin: string; handler: PreRouterHandler }[] = [];
   readonly #status = new Map<string, PluginStatus>();
   readonly #ctx = new Map<string, PluginContext>();
   /** What each plugin's `setup` returned (absent for plugins without one). */
@@ -126,8 +126,8 @@ export class PluginHost {
         static: (prefix, dir) => {
           app.use(prefix, express.static(dir, { dotfiles: 'deny', index: false, redirect: false, fallthrough: true }));
         },
-        fast: (handler) => {
-          this.fastHandlers.push({ plugin: p.name, handler });
+        preRouter: (handler) => {
+          this.preRouters.push({ plugin: p.name, handler });
         },
       };
       p.routes(r, this.#services.get(p.name), ctx);

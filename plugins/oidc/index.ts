@@ -7,7 +7,7 @@ import { adminRoutes, protocolRoutes } from './routes.ts';
 import { oidcConfig } from './schemas.ts';
 import { TenantSettings } from './settings.ts';
 import { clientCli } from './cli.ts';
-import { tokenFastPath } from './fast.ts';
+import { tokenPreRouter } from './token-prerouter.ts';
 import { Sessions } from './sessions.ts';
 import { authorizeRoutes } from './authorize.ts';
 import { interactRoutes } from './interact.ts';
@@ -42,7 +42,7 @@ export default definePlugin({
     const p = () => s.provider;
     const settings = () => s.settings;
     protocolRoutes(r, ctx, p, settings);
-    r.fast?.(tokenFastPath(ctx, p));
+    r.preRouter(tokenPreRouter(ctx, s.provider));
     const deps = { ctx, p, sessions: () => s.sessions, settings };
     interactRoutes(r, deps, authorizeRoutes(r, deps));
     adminRoutes(r, ctx, p, settings);

@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import * as jose from 'jose';
-import { AppError, type AuditWriter, type Clock, type DB, type Principal, type RateLimiter, sha256Hex, type Tenant, type TenantService, type User, type UserService, verifyPassword } from '../../server/sdk.ts';
+import { AppError, RandomPool, type AuditWriter, type Clock, type DB, type Principal, type RateLimiter, sha256Hex, type Tenant, type TenantService, type User, type UserService, verifyPassword } from '../../server/sdk.ts';
 import { SigningKeys, halfHash, type SigAlg } from './keys.ts';
 import { ClientRepo, JWT_BEARER, redirectUriAllowed, type AuthMethod, type OidcClient } from './clients.ts';
 import type { OidcConfig, TokenForm } from './schemas.ts';
@@ -48,20 +48,8 @@ interface RefreshRow {
 export interface AuthenticatedClient { client: OidcClient; method: AuthMethod }
 type ClientAuthForm = { client_id?: string; client_secret?: string; client_assertion_type?: string; client_assertion?: string };
 
-/**
- * 16 random bytes as base64url (a token's jti): drawn from a 4 KiB block of the CSPRNG filled at
- * once, as crypto.randomUUID does, since a randomBytes call per token costs more than its bytes.
- */
-let jtiPool = Buffer.alloc(0);
-let jtiPos = 0;
-function randomId16(): string {
-  if (jtiPos + 16 > jtiPool.length) {
-    jtiPool = crypto.randomBytes(4096);
-    jtiPos = 0;
-  }
-  jtiPos += 16;
-  return jtiPool.toString('base64url', jtiPos - 16, jtiPos);
-}
+/** A token's jti: 16 fresh random bytes as base64url, from a pooled block (see RandomPool). */
+const jtiPool = new RandomPool();
 
 function b64urlSha256(s: string): string {
   return crypto.createHash('sha256').update(s).digest('base64url');
@@ -437,7 +425,7 @@ export class OidcProvider {
   mintAccessToken(tenant: Tenant, issuer: string, o: { client: OidcClient; user?: User; scope: string[]; grantId?: string; authTime?: number; extra?: Record<string, unknown> }): { token: string; exp: number; jti: string } {
     const now = this.now();
     const exp = now + this.config.accessTokenTtl;
-    const jti = randomId16();
+    const jti = jtiPool.base64url(16);
     // RFC 9068 §2.2: iss, exp, aud, sub, client_id, iat, jti; plus tenant, roles and scope.
     const payload: jose.JWTPayload = {
       iss: issuer, sub: o.user?.id ?? o.client.clientId, aud: issuer, client_id: o.client.clientId, iat: now, exp, jti,

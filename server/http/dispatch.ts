@@ -1,12 +1,13 @@
-import crypto from 'node:crypto';
 import type { NextFunction, Request, Response } from 'express';
-import { z } from 'zod';
+import type { z } from 'zod';
 import { AppError, InputError } from '../errors.ts';
 import type { AuthService } from '../auth.ts';
 import type { Logger } from '../log.ts';
 import type { CoreConfig } from '../config.ts';
 import type { Tenant } from '../tenancy.ts';
 import { camelizeKeys, MAX_JSON_DEPTH, nestsDeeperThan } from './key-case.ts';
+import { readBounded } from './body.ts';
+import { errorAnswer, newRequestId, plainIp } from './respond.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import { Reply, type Method, type RouteDef, type RouteRequest } from './route.ts';
 
@@ -157,7 +158,7 @@ export class Dispatcher {
       }
       const ip = clientIp(req);
       this.rateLimit(def, ip);
-      const rawBody = await readBody(req, def, this.deps.config.http.bodyLimitBytes);
+      const rawBody = await readBounded(req, def.bodyLimit ?? this.deps.config.http.bodyLimitBytes);
       const hostHeader = req.headers.host ?? '';
       const principal = await this.deps.auth.authenticate(def.auth, { headers: req.headers, tenant, rawHost: hostHeader, bodyLen: rawBody.length });
       const parsedParams = def.params ? validate(def.params, params, 'path parameter') : params;
@@ -233,8 +234,7 @@ export function queryObject(sp: URLSearchParams): Record<string, string | string
 }
 
 export function clientIp(req: Request): string {
-  const ip = req.ip ?? req.socket.remoteAddress ?? '';
-  return ip.startsWith('::ffff:') ? ip.slice(7) : ip;
+  return plainIp(req.ip ?? req.socket.remoteAddress ?? '');
 }
 
 function validate<S extends z.ZodType>(schema: S, input: unknown, what: string): z.infer<S> {
@@ -247,54 +247,6 @@ function validate<S extends z.ZodType>(schema: S, input: unknown, what: string):
 
 function mediaType(req: Request): string {
   return String(req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
-}
-
-/** Bytes of an oversized body read and thrown away after the 413, before the socket is cut. */
-const DISCARD_CAP = 1024 * 1024;
-
-async function readBody(req: Request, def: RouteDef, defaultLimit: number): Promise<Buffer> {
-  if (req.method === 'GET' || req.method === 'HEAD') return Buffer.alloc(0);
-  const limit = def.bodyLimit ?? defaultLimit;
-  const declared = Number(req.headers['content-length'] ?? NaN);
-  if (Number.isFinite(declared) && declared > limit) {
-    req.resume();
-    throw new AppError(413, 'payload_too_large', `request body over ${limit} bytes`, { headers: { Connection: 'close' } });
-  }
-  if (!req.readable || (declared === 0)) return Buffer.alloc(0);
-  // Listeners, not `for await`: leaving a for-await loop destroys the request and with it the
-  // socket, so a chunked body over the limit got a reset instead of its 413 (RFC 9110 §15.5.14).
-  return new Promise<Buffer>((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let settled = false;
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size <= limit) {
-        chunks.push(chunk);
-        return;
-      }
-      settled = true;
-      chunks.length = 0;
-      req.removeListener('data', onData);
-      // Keep reading (bounded) so the client sees the answer; `Connection: close` ends the socket after it.
-      let discarded = 0;
-      req.on('data', (c: Buffer) => {
-        discarded += c.length;
-        if (discarded > DISCARD_CAP) req.socket.destroy();
-      });
-      reject(new AppError(413, 'payload_too_large', `request body over ${limit} bytes`, { headers: { Connection: 'close' } }));
-    };
-    req.on('data', onData);
-    req.once('end', () => {
-      if (!settled) { settled = true; resolve(Buffer.concat(chunks)); }
-    });
-    req.once('error', (e) => {
-      if (!settled) { settled = true; reject(e); }
-    });
-    req.once('close', () => {
-      if (!settled) { settled = true; reject(new InputError('request body incomplete: the client closed the connection')); }
-    });
-  });
 }
 
 function parseBody(def: RouteDef, req: Request, raw: Buffer): unknown {
@@ -350,50 +302,19 @@ export function render(res: Response, out: unknown): void {
   res.status(200).json(out);
 }
 
-/** The one place an error becomes a response: `{error, error_description}`, never a stack. */
+/** The one place an error becomes an Express response: `{error, error_description}`, never a stack. */
 export function renderError(res: Response, e: unknown, log: Logger, requestId: string): void {
-  let status = 500;
-  let body: Record<string, unknown> = { error: 'server_error', error_description: `internal error (request ${requestId})` };
-  let headers: Record<string, string> = {};
-  if (e instanceof AppError) {
-    status = e.status;
-    body = { error: e.code, error_description: e.message, ...e.extra };
-    headers = e.headers;
-  } else if (e instanceof z.ZodError) {
-    status = 400;
-    const issue = e.issues[0];
-    body = { error: 'invalid_request', error_description: issue ? `${issue.path.join('.')}: ${issue.message}` : 'invalid input' };
-  } else if (isHttpError(e)) {
-    status = e.status;
-    body = { error: status === 413 ? 'payload_too_large' : 'invalid_request', error_description: e.expose ? e.message : 'bad request' };
-  }
-  if (status >= 500 && !(e instanceof AppError)) log.error({ err: e, requestId }, 'request failed');
+  const a = errorAnswer(e, requestId);
+  if (a.fault) log.error({ err: e, requestId }, 'request failed');
   if (res.headersSent) {
     res.destroy();
     return;
   }
-  for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
+  for (const [k, v] of Object.entries(a.headers)) res.setHeader(k, v);
   res.setHeader('Cache-Control', 'no-store');
-  res.status(status).json(body);
+  res.status(a.status).json(a.body);
 }
 
-function isHttpError(e: unknown): e is { status: number; expose: boolean; message: string } {
-  return typeof e === 'object' && e !== null && typeof (e as { status?: unknown }).status === 'number' && (e as { status: number }).status >= 400 && (e as { status: number }).status < 500;
-}
-
-// Request ids are not secrets (they go out in X-Request-Id): drawing them from a pooled random
-// buffer saves a randomBytes() call per request (bench/core.bench.ts) with the same 16 hex digits.
-let idPool = Buffer.alloc(0);
-let idPos = 0;
-
-export function newRequestId(incoming: unknown): string {
-  if (typeof incoming === 'string' && /^[A-Za-z0-9._-]{8,64}$/.test(incoming)) return incoming;
-  if (idPos + 8 > idPool.length) {
-    idPool = crypto.randomBytes(8 * 512);
-    idPos = 0;
-  }
-  idPos += 8;
-  return idPool.toString('hex', idPos - 8, idPos);
-}
+export { newRequestId };
 
 export type { Method };

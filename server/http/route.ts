@@ -98,13 +98,16 @@ export interface RouteRegistrar {
   /** Serves a folder of static files under a URL prefix (login pages, console). */
   static(prefix: string, dir: string): void;
   /**
-   * A lean handler in front of Express for a hot endpoint (issue 3: the token endpoint). It sees
-   * each raw request first, while its plugin runs, and returns true when it has answered; false
-   * passes the request on untouched (it must not have read the body then). The endpoint's RouteDef
-   * stays registered: it documents the endpoint in /openapi.json and serves what is passed on.
+   * A pre-router handler: it sees each raw request before the router (Express), while its plugin
+   * runs, and returns true when it has taken the request; false passes it on untouched (it must
+   * not have read the body then). For a hot endpoint whose per-request router cost matters (the
+   * OAuth token endpoint). It uses the same pipeline pieces as the router (server/http/body.ts,
+   * respond.ts: bounded body, error answers, security headers, request ids), so both paths answer
+   * alike. The endpoint's RouteDef stays registered: it documents the endpoint in /openapi.json
+   * and serves what is passed on.
    */
-  fast?(handler: FastHandler): void;
+  preRouter(handler: PreRouterHandler): void;
 }
 
-/** See RouteRegistrar.fast. */
-export type FastHandler = (req: IncomingMessage, res: ServerResponse) => boolean;
+/** See RouteRegistrar.preRouter. */
+export type PreRouterHandler = (req: IncomingMessage, res: ServerResponse) => boolean;

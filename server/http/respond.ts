@@ -1,0 +1,92 @@
+import crypto from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import { z } from 'zod';
+import { AppError } from '../errors.ts';
+
+/**
+ * What every answer carries, from the router or a pre-router handler (one list, so the two paths
+ * cannot drift): a request id, no MIME sniffing, no referrer.
+ */
+export const SECURITY_HEADERS: readonly (readonly [string, string])[] = [
+  ['X-Content-Type-Options', 'nosniff'],
+  ['Referrer-Policy', 'no-referrer'],
+];
+
+/** An error as the one error body `{error, error_description}`, its status and headers. */
+export interface ErrorAnswer {
+  status: number;
+  body: Record<string, unknown>;
+  headers: Record<string, string>;
+  /** A server fault (not a client mistake): log it at error level, with the request id. */
+  fault: boolean;
+}
+
+/** The one mapping from a thrown value to an answer: typed errors keep their code, anything else is a 500 without detail. */
+export function errorAnswer(e: unknown, requestId: string): ErrorAnswer {
+  if (e instanceof AppError) return { status: e.status, body: { error: e.code, error_description: e.message, ...e.extra }, headers: e.headers, fault: false };
+  if (e instanceof z.ZodError) {
+    const issue = e.issues[0];
+    return { status: 400, body: { error: 'invalid_request', error_description: issue ? `${issue.path.join('.')}: ${issue.message}` : 'invalid input' }, headers: {}, fault: false };
+  }
+  if (isHttpError(e)) {
+    return {
+      status: e.status,
+      body: { error: e.status === 413 ? 'payload_too_large' : 'invalid_request', error_description: e.expose ? e.message : 'bad request' },
+      headers: {},
+      fault: false,
+    };
+  }
+  return { status: 500, body: { error: 'server_error', error_description: `internal error (request ${requestId})` }, headers: {}, fault: true };
+}
+
+/** body-parser and friends throw errors with a 4xx `status` and an `expose` flag. */
+function isHttpError(e: unknown): e is { status: number; expose: boolean; message: string } {
+  if (typeof e !== 'object' || e === null) return false;
+  const status = (e as { status?: unknown }).status;
+  return typeof status === 'number' && status >= 400 && status < 500;
+}
+
+/**
+ * Random bytes drawn from a block filled at once (as crypto.randomUUID does): for identifiers
+ * made on every request (request ids, token ids), where a randomBytes() call each costs more than
+ * the bytes. Each identifier still gets fresh CSPRNG bytes; none is ever handed out twice.
+ */
+export class RandomPool {
+  #pool = Buffer.alloc(0);
+  #pos = 0;
+  constructor(private readonly blockSize = 4096) {}
+
+  take(bytes: number): Buffer {
+    if (this.#pos + bytes > this.#pool.length) {
+      this.#pool = crypto.randomBytes(Math.max(this.blockSize, bytes));
+      this.#pos = 0;
+    }
+    this.#pos += bytes;
+    return this.#pool.subarray(this.#pos - bytes, this.#pos);
+  }
+
+  hex(bytes: number): string {
+    return this.take(bytes).toString('hex');
+  }
+
+  base64url(bytes: number): string {
+    return this.take(bytes).toString('base64url');
+  }
+}
+
+const ids = new RandomPool();
+
+/** The request id: the client's `X-Request-Id` when it is a plain token, else 16 fresh hex digits. Not a secret (it is echoed). */
+export function newRequestId(incoming: unknown): string {
+  if (typeof incoming === 'string' && /^[A-Za-z0-9._-]{8,64}$/.test(incoming)) return incoming;
+  return ids.hex(8);
+}
+
+/** The peer's address as the appliance names clients (IPv4-mapped IPv6 shown as IPv4). */
+export function peerAddress(req: Pick<IncomingMessage, 'socket'>): string {
+  return plainIp(req.socket.remoteAddress ?? '');
+}
+
+export function plainIp(ip: string): string {
+  return ip.startsWith('::ffff:') ? ip.slice(7) : ip;
+}
