@@ -3,24 +3,24 @@ import crypto from 'node:crypto';
 import path from 'node:path';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { BadGatewayError, type Logger, ServiceUnavailableError } from '../../server/sdk.ts';
+import type { z } from 'zod';
+import { BadGatewayError, type Logger, ServiceUnavailableError, zodMessage } from '../../server/sdk.ts';
+import {
+  ControlErrorSchema, HangupAnswerSchema, HealthAnswerSchema, ListCallsAnswerSchema, PlaceCallAnswerSchema, PutTrunksAnswerSchema,
+  type ControlError, type HealthAnswer, type ListCallsAnswer, type PlaceCall, type Trunk,
+} from './control.ts';
 import type { TelephonyConfig } from './schemas.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
-export interface BridgeHealth {
-  status: string;
-  version?: string;
-  sip?: { host: string; port: number };
-  activeCalls?: number;
-  trunks?: { id: string; registered: boolean | null; lastError: string | null }[];
-}
-
-export interface BridgeAnswer {
+interface BridgeAnswer {
   status: number;
   body: Record<string, unknown>;
   text: string;
 }
+
+/** A control answer: the contract's body for a 2xx, the error body otherwise. */
+export type ControlAnswer<T> = { ok: true; status: number; body: T; text: string } | { ok: false; status: number; error: ControlError; text: string };
 
 export type BridgeState = 'off' | 'starting' | 'ready' | 'down' | 'stopped';
 
@@ -222,7 +222,54 @@ export class BridgeLink {
    * One control request. Throws 503 bridge_not_configured (mode off) or 502 bridge_unreachable
    * (no answer, or the embedded bridge is not up); any HTTP answer is returned as is.
    */
-  async request(method: string, p: string, body?: unknown): Promise<BridgeAnswer> {
+  // ---- the control API, typed (control.ts is the contract) --------------------------------------
+
+  /** GET /health. A 2xx outside the contract, or any error answer, is a 502. */
+  async health(): Promise<HealthAnswer> {
+    return this.expectOk('GET /health', await this.request('GET', '/health'), HealthAnswerSchema);
+  }
+
+  /** PUT /trunks with the full set (it replaces the bridge's). */
+  async putTrunks(trunks: Trunk[]): Promise<ControlAnswer<z.infer<typeof PutTrunksAnswerSchema>>> {
+    return this.answer('PUT /trunks', await this.request('PUT', '/trunks', { trunks }), PutTrunksAnswerSchema);
+  }
+
+  /** POST /calls: 202 when the bridge took the call; 409 duplicate_call, 400, 503 no_capacity as error answers. */
+  async placeCall(call: PlaceCall): Promise<ControlAnswer<z.infer<typeof PlaceCallAnswerSchema>>> {
+    return this.answer('POST /calls', await this.request('POST', '/calls', call), PlaceCallAnswerSchema);
+  }
+
+  /** POST /calls/:id/hangup: 404 not_found as an error answer when the bridge has no such call. */
+  async hangup(callId: string, reason: string): Promise<ControlAnswer<z.infer<typeof HangupAnswerSchema>>> {
+    return this.answer('POST /calls/:id/hangup', await this.request('POST', `/calls/${encodeURIComponent(callId)}/hangup`, { reason }), HangupAnswerSchema);
+  }
+
+  /** GET /calls: the calls the bridge carries now. */
+  async listCalls(): Promise<ListCallsAnswer> {
+    return this.expectOk('GET /calls', await this.request('GET', '/calls'), ListCallsAnswerSchema);
+  }
+
+  /** A 2xx body checked against its schema, or the error body of any other status. */
+  private answer<T>(what: string, a: BridgeAnswer, schema: z.ZodType<T>): ControlAnswer<T> {
+    if (a.status >= 200 && a.status < 300) return { ok: true, status: a.status, body: this.conform(what, a, schema), text: a.text };
+    const err = ControlErrorSchema.safeParse(a.body);
+    return { ok: false, status: a.status, error: err.success ? err.data : { error: 'bridge_error', error_description: a.text.slice(0, 200) }, text: a.text };
+  }
+
+  private expectOk<T>(what: string, a: BridgeAnswer, schema: z.ZodType<T>): T {
+    const r = this.answer(what, a, schema);
+    if (!r.ok) throw new BadGatewayError('bridge_error', `the telephony bridge answered ${what} with ${r.status} ${r.error.error}`);
+    return r.body;
+  }
+
+  private conform<T>(what: string, a: BridgeAnswer, schema: z.ZodType<T>): T {
+    const r = schema.safeParse(a.body);
+    if (!r.success) throw new BadGatewayError('bridge_protocol', `the telephony bridge answered ${what} outside the control contract: ${zodMessage(r.error)}`);
+    return r.data;
+  }
+
+  /** One raw request of the control API (the typed methods above are what callers use). */
+  private async request(method: string, p: string, body?: unknown): Promise<BridgeAnswer> {
     if (this.cfg.mode === 'off') {
       throw new ServiceUnavailableError('bridge_not_configured', 'no telephony bridge is configured (plugins.telephony.bridge.mode is off)');
     }

@@ -164,7 +164,7 @@ export class CallService {
     };
     let ans;
     try {
-      ans = await this.d.bridge.request('POST', '/calls', place);
+      ans = await this.d.bridge.placeCall(place);
     } catch (e) {
       const msg = (e as Error).message;
       if (mode === 'job' && !lastTry) throw e; // the job queue tries again with backoff
@@ -172,7 +172,7 @@ export class CallService {
       if (e instanceof AppError) throw new AppError(e.status, e.code, e.message, { extra: { callId: claimed.call_id } });
       throw e;
     }
-    if (ans.status === 202 || (ans.status === 409 && ans.body.error === 'duplicate_call')) {
+    if (ans.ok || (ans.status === 409 && ans.error.error === 'duplicate_call')) {
       const now = repo.tx(() => {
         const c = repo.callAnyTenant(claimed.call_id);
         if (c?.status === 'dispatching' && c.attempt === job.attempt) repo.updateCall(c.call_id, { status: 'in-flight' });
@@ -180,11 +180,11 @@ export class CallService {
       });
       // Hung up while the bridge was taking it: tell the bridge now, so the callee is not called.
       if (now === 'cancelled') {
-        await this.d.bridge.request('POST', `/calls/${encodeURIComponent(claimed.call_id)}/hangup`, { reason: 'cancelled' }).catch(() => undefined);
+        await this.d.bridge.hangup(claimed.call_id, 'cancelled').catch(() => undefined);
       }
       return { ok: true, reply: ans.text };
     }
-    this.finish(claimed, { outcome: 'failed', errorDetail: `bridge refused the call: ${ans.status} ${String(ans.body.error ?? '')} ${String(ans.body.error_description ?? '')}`.trim() });
+    this.finish(claimed, { outcome: 'failed', errorDetail: `bridge refused the call: ${ans.status} ${ans.error.error} ${ans.error.error_description ?? ''}`.trim() });
     return { ok: false, reply: ans.text };
   }
 
@@ -210,7 +210,7 @@ export class CallService {
     }
     // dispatching / in-flight: the bridge must end it (BYE, or CANCEL while ringing).
     if (c.status === 'in-flight') {
-      const ans = await this.d.bridge.request('POST', `/calls/${encodeURIComponent(callId)}/hangup`, { reason: `hangup by ${actor}` });
+      const ans = await this.d.bridge.hangup(callId, `hangup by ${actor}`);
       repo.tx(() => {
         const cur = repo.call(t, callId)!;
         if (ENDED.has(cur.status)) return;
@@ -220,7 +220,7 @@ export class CallService {
     } else {
       repo.tx(() => repo.updateCall(callId, { status: 'cancelled' }));
       try {
-        const ans = await this.d.bridge.request('POST', `/calls/${encodeURIComponent(callId)}/hangup`, { reason: `hangup by ${actor}` });
+        const ans = await this.d.bridge.hangup(callId, `hangup by ${actor}`);
         if (ans.status === 404) repo.tx(() => repo.updateCall(callId, { ended_at: this.nowIso(), ended_reason: 'cancelled' }));
       } catch (e) {
         if (!(e instanceof BadGatewayError)) throw e;
@@ -391,9 +391,15 @@ export class CallService {
    * that it neither lists (GET /calls) nor reported on since are gone: they end as failed.
    */
   async reconcile(newInstance: string | null): Promise<number> {
-    const ans = await this.d.bridge.request('GET', '/calls');
-    if (ans.status !== 200 || !Array.isArray(ans.body.calls)) return 0;
-    const active = new Set((ans.body.calls as { callId?: unknown }[]).map((c) => String(c.callId)));
+    let calls;
+    try {
+      ({ calls } = await this.d.bridge.listCalls());
+    } catch (e) {
+      // An answer outside the contract decides nothing: keep every call. Unreachable is the caller's to log.
+      if (e instanceof BadGatewayError && e.code !== 'bridge_unreachable') return 0;
+      throw e;
+    }
+    const active = new Set(calls.map((c) => c.callId));
     let n = 0;
     for (const c of this.d.repo.callsAtBridge()) {
       if (c.status !== 'in-flight' || active.has(c.call_id)) continue;

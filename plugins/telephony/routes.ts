@@ -21,8 +21,7 @@ export async function trunkStatus(bridge: BridgeLink): Promise<Map<string, { reg
   const m = new Map<string, { registered: boolean | null; lastError: string | null }>();
   if (!bridge.configured) return m;
   try {
-    const h = await bridge.request('GET', '/health');
-    for (const t of (h.body.trunks as { id: string; registered: boolean | null; lastError: string | null }[] | undefined) ?? []) m.set(t.id, t);
+    for (const t of (await bridge.health()).trunks) m.set(t.id, t);
   } catch {
     // Unknown status is shown as null; the list itself still answers.
   }
@@ -309,7 +308,7 @@ export function telephonyRoutes(r: RouteRegistrar, svc: TelephonyServices, opts:
       const b = svc.bridge;
       let health: unknown = null;
       if (b.configured) {
-        try { health = (await b.request('GET', '/health')).body; } catch (e) { health = { error: (e as Error).message }; }
+        try { health = await b.health(); } catch (e) { health = { error: (e as Error).message }; }
       }
       return { ok: b.state === 'ready', mode: b.mode, state: b.state, pid: b.pid ?? null, controlUrl: b.controlUrl ?? null, lastExit: b.lastExit, health };
     },

@@ -16,11 +16,8 @@ export const CALL_STATES = [
 ] as const;
 export type CallStatus = (typeof CALL_STATES)[number];
 
-/** Outcomes (spec "Outcome values" plus busy and failed, see notes/telephony.md). */
-export const OUTCOMES = [
-  'finished', 'far-hangup', 'voicemail', 'not-now', 'no-answer', 'busy', 'failed', 'max-duration', 'cancelled', 'transferred-to-vnum',
-] as const;
-export type Outcome = (typeof OUTCOMES)[number];
+/** Outcomes: one list, the control contract's (control.ts), shared with the bridge. */
+export { OUTCOMES, type Outcome } from './control.ts';
 
 // ---- plugin settings ---------------------------------------------------------------------------
 
@@ -278,35 +275,9 @@ export const settingsInput = z.object({
   model: z.string().max(100).optional(),
 });
 
-// ---- bridge events (CONTROL-API.md "Bridge → core") ------------------------------------------
+// ---- bridge events (CONTROL-API.md "Bridge → core"): the control contract's --------------------
 
-const transcriptIn = z.object({
-  turns: z.array(z.object({ speaker: z.enum(['AI', 'Caller']), text: z.string().max(100_000), ts: z.string() })).max(10_000).default([]),
-  tokensTotal: z.number().int().min(0).default(0),
-  tokensPrompt: z.number().int().min(0).default(0),
-  inputTurns: z.number().int().min(0).default(0),
-  outputTurns: z.number().int().min(0).default(0),
-  model: z.string().default(''),
-  voice: z.string().default(''),
-  language: z.string().default(''),
-});
-
-const evBase = { seq: z.number().int().min(0), callId: z.string().min(1).max(64), ts: z.string().optional() };
-export const bridgeEvent = z.discriminatedUnion('type', [
-  z.object({ ...evBase, type: z.literal('dialing'), trunkId: z.string() }),
-  z.object({ ...evBase, type: z.literal('answered'), trunkId: z.string(), answeredAt: z.string(), answerMs: z.number().int().min(0) }),
-  z.object({
-    ...evBase, type: z.literal('transferred'), toUser: z.string().default(''), toPhone: z.string().default(''),
-    transferType: z.string().default('outbound-to-user'), trunkId: z.string().nullable().default(null),
-  }),
-  z.object({
-    ...evBase, type: z.literal('ended'), outcome: z.enum(OUTCOMES), answered: z.boolean().default(false),
-    answeredAt: z.string().nullable().default(null), endedAt: z.string(), talkSec: z.number().min(0).default(0),
-    trunkId: z.string().nullable().default(null), errorDetail: z.string().default(''), sipStatus: z.number().int().nullable().default(null),
-    transcript: transcriptIn.prefault({}),
-  }),
-]);
-export type BridgeEvent = z.infer<typeof bridgeEvent>;
+export { BridgeEventSchema as bridgeEvent, type BridgeEvent } from './control.ts';
 
 // ---- events this plugin emits (spec "Event kinds and data payloads") -------------------------
 

@@ -55,8 +55,8 @@ export class BridgeSupervisor {
     const fp = this.fingerprint();
     const trunks = this.parts.admin.bridgeTrunks();
     try {
-      const ans = await bridge.request('PUT', '/trunks', { trunks });
-      if (ans.status >= 300) this.log.warn({ status: ans.status, error: ans.body.error }, 'bridge refused the trunk set');
+      const ans = await bridge.putTrunks(trunks);
+      if (!ans.ok) this.log.warn({ status: ans.status, error: ans.error.error }, 'bridge refused the trunk set');
       else this.#lastPush = fp;
     } catch (e) {
       this.log.warn({ err: (e as Error).message }, 'trunk push to the bridge failed');
@@ -107,7 +107,7 @@ export class BridgeSupervisor {
     }
     let health;
     try {
-      health = await bridge.request('GET', '/health');
+      health = await bridge.health();
     } catch {
       if (bridge.state === 'ready') this.log.warn('remote bridge stopped answering');
       bridge.markRemote(false);
@@ -115,7 +115,7 @@ export class BridgeSupervisor {
     }
     const wasDown = bridge.state !== 'ready';
     bridge.markRemote(true);
-    const theirs = Array.isArray(health.body.trunks) ? health.body.trunks.length : -1;
+    const theirs = health.trunks.length;
     if (wasDown || this.fingerprint() !== this.#lastPush || theirs !== this.parts.admin.bridgeTrunks().length) await this.pushTrunks();
     if (wasDown) await this.reconcile(null);
   }

@@ -8,20 +8,10 @@ import type { LegMetrics, MediaHost, MediaLeg } from './media/leg.ts';
 import { Decimator24to8, type Codec } from './media/audio.ts';
 import type { ToolCall, VoiceEngine } from './engine/types.ts';
 import type { LocatedTrunk, PlaceCall, Trunk } from './schemas.ts';
+import { isOutcome, type Outcome } from '../control.ts';
 
 export type CallState = 'dialing' | 'ringing' | 'answered' | 'ending';
-export type Outcome =
-  | 'finished'
-  | 'far-hangup'
-  | 'voicemail'
-  | 'not-now'
-  | 'no-answer'
-  | 'busy'
-  | 'failed'
-  | 'max-duration'
-  | 'cancelled'
-  | 'transferred-to-vnum';
-const OUTCOMES = new Set<string>(['finished', 'far-hangup', 'voicemail', 'not-now', 'no-answer', 'busy', 'failed', 'max-duration', 'cancelled', 'transferred-to-vnum']);
+export type { Outcome };
 
 export interface Turn {
   speaker: 'AI' | 'Caller';
@@ -518,7 +508,7 @@ export class Call {
 
   /** Outcome requested by the core's hangup (a known outcome value, else `cancelled`). */
   static outcomeFor(reason: string | undefined): Outcome {
-    return reason && OUTCOMES.has(reason) ? (reason as Outcome) : 'cancelled';
+    return reason && isOutcome(reason) ? reason : 'cancelled';
   }
 
   /** Set when the call ended (for the bridge's log line). */

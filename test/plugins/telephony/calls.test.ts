@@ -258,6 +258,19 @@ describe('hangup', () => {
       fake.placeOverride = undefined;
     }
   });
+  it('a bridge answer outside the control contract is 502 bridge_protocol naming the field, and the call ends failed', async () => {
+    // A 202 without `accepted: true` (say, a bridge of another protocol version): not taken as accepted.
+    fake.placeOverride = { status: 202, body: { callId: 'x' } };
+    try {
+      const r = await post(call({ email: undefined }));
+      expect(r.status).toBe(502);
+      expect(r.body).toMatchObject({ error: 'bridge_protocol' });
+      expect(r.body.error_description).toMatch(/POST \/calls outside the control contract: accepted: /);
+      expect((await get(r.body.callId)).body).toMatchObject({ status: 'ended-failed-final' });
+    } finally {
+      fake.placeOverride = undefined;
+    }
+  });
   it('dispatching (the bridge still taking it) → cancelled; the bridge is told as soon as it has the call', async () => {
     fake.placeDelayMs = 400;
     try {

@@ -1,0 +1,134 @@
+/**
+ * The control contract between the core and the telephony bridge (CONTROL-API.md), in one place
+ * both sides import: the bridge validates what the core sends with these schemas, the core
+ * validates what the bridge answers and posts back. It imports only zod, because the bridge is
+ * its own process and never loads the core or the plugin SDK (a boundary test enforces it).
+ * The wire format is stable across versions (a remote bridge may be older or newer): fields are
+ * added, never renamed, and answers are read loosely (unknown fields pass).
+ */
+import { z } from 'zod';
+
+// ---- outcomes ------------------------------------------------------------------------------------
+
+/**
+ * How a call ended (spec "Outcome values", plus busy and failed, see notes/telephony.md).
+ * `empty-room` and `transferred-to-vnum` belong to virtual-number calls.
+ */
+export const OUTCOMES = [
+  'finished', 'far-hangup', 'voicemail', 'not-now', 'no-answer', 'busy', 'failed', 'max-duration', 'cancelled', 'transferred-to-vnum', 'empty-room',
+] as const;
+export type Outcome = (typeof OUTCOMES)[number];
+const OUTCOME_SET: ReadonlySet<string> = new Set(OUTCOMES);
+export function isOutcome(s: string): s is Outcome {
+  return OUTCOME_SET.has(s);
+}
+
+// ---- core → bridge: requests ----------------------------------------------------------------------
+
+/** RFC 3261 §25.1: no control characters in anything that is copied into a SIP header. */
+const headerSafe = (max: number) => z.string().max(max).regex(/^[^\u0000-\u001f\u007f]*$/, 'control characters are not allowed');
+
+export const TrunkSchema = z.object({
+  id: z.string().min(1).max(100),
+  host: z.string().min(1).max(253),
+  port: z.number().int().min(1).max(65535),
+  transport: z.enum(['udp', 'tcp']),
+  username: headerSafe(200).optional(),
+  password: z.string().max(500).optional(),
+  register: z.boolean(),
+  fromDomain: headerSafe(253).optional(),
+  callerId: headerSafe(64).optional(),
+  maxConcurrentCalls: z.number().int().min(1).max(10_000),
+  /** The bridge speaks G.711 only: at most both laws, each once. */
+  codecs: z.array(z.enum(['PCMU', 'PCMA'])).max(2),
+  /** Locate the server through DNS SRV `_sip._<transport>.<host>` (RFC 3263 §4.2); port is the fallback. */
+  dnsSrv: z.boolean().optional(),
+});
+export type Trunk = z.infer<typeof TrunkSchema>;
+
+/** PUT /trunks: the full set (replaces). */
+export const TrunksBodySchema = z.object({ trunks: z.array(TrunkSchema).max(1000) });
+
+/** POST /calls. */
+export const PlaceCallSchema = z.object({
+  callId: z.string().min(1).max(100),
+  tenantId: z.string().min(1).max(200),
+  // E.164 (ITU-T E.164: '+' and up to 15 digits); the core validates too.
+  phone: z.string().regex(/^\+[1-9]\d{1,14}$/),
+  displayName: headerSafe(200),
+  trunkIds: z.array(z.string().min(1)).min(1).max(20),
+  ringTimeoutSec: z.number().int().min(1).max(600),
+  maxSeconds: z.number().int().min(1).max(86_400),
+  /** Hang up after this long without RTP or RTCP from the far end (0 = never); default from the bridge. */
+  mediaTimeoutSec: z.number().int().min(0).max(3600).optional(),
+  engine: z.object({
+    url: z.string().url().optional(),
+    apiKey: z.string().max(500),
+    model: z.string().min(1).max(200),
+    voice: z.string().min(1).max(100),
+    language: z.string().min(1).max(35),
+    systemPrompt: z.string().max(100_000),
+    leaveVoicemailMessage: z.boolean().optional(),
+  }),
+});
+export type PlaceCall = z.infer<typeof PlaceCallSchema>;
+
+/** POST /calls/:callId/hangup. */
+export const HangupSchema = z.object({ reason: z.string().max(200).optional() });
+
+// ---- bridge → core: answers -----------------------------------------------------------------------
+
+/** Every error answer: `{error, error_description}`. */
+export const ControlErrorSchema = z.looseObject({ error: z.string(), error_description: z.string().optional() });
+export type ControlError = z.infer<typeof ControlErrorSchema>;
+
+export const TrunkHealthSchema = z.looseObject({ id: z.string(), registered: z.boolean().nullable(), lastError: z.string().nullable() });
+export const HealthAnswerSchema = z.looseObject({
+  status: z.string(),
+  version: z.string().optional(),
+  sip: z.looseObject({ host: z.string(), port: z.number().int() }).optional(),
+  activeCalls: z.number().int().min(0).optional(),
+  trunks: z.array(TrunkHealthSchema).default([]),
+});
+export type HealthAnswer = z.infer<typeof HealthAnswerSchema>;
+
+export const PutTrunksAnswerSchema = z.looseObject({ ok: z.literal(true), count: z.number().int().min(0) });
+export const PlaceCallAnswerSchema = z.looseObject({ accepted: z.literal(true), callId: z.string() });
+export const HangupAnswerSchema = z.looseObject({ ok: z.literal(true), state: z.string().optional() });
+export const ListCallsAnswerSchema = z.looseObject({
+  calls: z.array(z.looseObject({ callId: z.string(), state: z.string().optional(), trunkId: z.string().nullable().optional(), startedAt: z.string().optional() })),
+});
+export type ListCallsAnswer = z.infer<typeof ListCallsAnswerSchema>;
+
+// ---- bridge → core: callback events (POST /internal/bridge/events) --------------------------------
+
+const transcriptIn = z.object({
+  turns: z.array(z.object({ speaker: z.enum(['AI', 'Caller']), text: z.string().max(100_000), ts: z.string() })).max(10_000).default([]),
+  tokensTotal: z.number().int().min(0).default(0),
+  tokensPrompt: z.number().int().min(0).default(0),
+  inputTurns: z.number().int().min(0).default(0),
+  outputTurns: z.number().int().min(0).default(0),
+  model: z.string().default(''),
+  voice: z.string().default(''),
+  language: z.string().default(''),
+});
+
+const evBase = { seq: z.number().int().min(0), callId: z.string().min(1).max(64), ts: z.string().optional() };
+export const BridgeEventSchema = z.discriminatedUnion('type', [
+  z.object({ ...evBase, type: z.literal('dialing'), trunkId: z.string() }),
+  z.object({ ...evBase, type: z.literal('answered'), trunkId: z.string(), answeredAt: z.string(), answerMs: z.number().int().min(0) }),
+  z.object({
+    ...evBase, type: z.literal('transferred'), toUser: z.string().default(''), toPhone: z.string().default(''),
+    transferType: z.string().default('outbound-to-user'), trunkId: z.string().nullable().default(null),
+  }),
+  z.object({
+    ...evBase, type: z.literal('ended'), outcome: z.enum(OUTCOMES), answered: z.boolean().default(false),
+    answeredAt: z.string().nullable().default(null), endedAt: z.string(), talkSec: z.number().min(0).default(0),
+    trunkId: z.string().nullable().default(null), errorDetail: z.string().default(''), sipStatus: z.number().int().nullable().default(null),
+    transcript: transcriptIn.prefault({}),
+  }),
+]);
+/** An event as the core reads it (defaults applied). */
+export type BridgeEvent = z.infer<typeof BridgeEventSchema>;
+/** An event as the bridge writes it (defaulted fields may be left out). */
+export type BridgeEventInput = z.input<typeof BridgeEventSchema>;
