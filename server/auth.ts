@@ -69,13 +69,40 @@ export interface ApiKeyInfo {
 export const HMAC_HEADER = 'x-service-admin-signature';
 export const ADMIN_SECRET_SETTING = 'admin-hmac-secret';
 
-/** The text the admin HMAC signs: `bucket|Host`, plus `|bodyLen` when the request has a body. */
+/**
+ * The text the admin HMAC signs. The spec's form is `bucket|Host` for every bucket (only its
+ * `whitelist-add` example appends `|bodyLen`); `bucket|Host|bodyLen` is accepted too, for every
+ * bucket, as an extension. Neither binds the body's content or a time: see the V2 header.
+ */
 export function hmacSigningText(bucket: string, host: string, bodyLen?: number): string {
   return bodyLen && bodyLen > 0 ? `${bucket}|${host}|${bodyLen}` : `${bucket}|${host}`;
 }
 
 export function signAdminHmac(secret: string, bucket: string, host: string, bodyLen?: number): string {
   return crypto.createHmac('sha256', secret).update(hmacSigningText(bucket, host, bodyLen)).digest('hex');
+}
+
+/**
+ * The stronger admin signature (our extension, recommended): `X-Service-Admin-Signature-V2:
+ * t=<unix seconds>,sig=<hex HMAC-SHA256>` over `v2|bucket|Host|t|<hex SHA-256 of the body>`. It
+ * binds the exact body and a time: refused more than 5 minutes from the server's clock, and a
+ * signature is accepted once (a replay within the window is refused).
+ */
+export const HMAC_V2_HEADER = 'x-service-admin-signature-v2';
+export const HMAC_V2_WINDOW_SEC = 300;
+
+export function hmacV2SigningText(bucket: string, host: string, t: number, body: Buffer | string): string {
+  return `v2|${bucket}|${host}|${t}|${crypto.createHash('sha256').update(body).digest('hex')}`;
+}
+
+/** The V2 header value for a request (the CLI's `admin-secret sign` prints it). */
+export function signAdminHmacV2(secret: string, bucket: string, host: string, body: Buffer | string, nowSec = Math.floor(Date.now() / 1000)): string {
+  const sig = crypto.createHmac('sha256', secret).update(hmacV2SigningText(bucket, host, nowSec, body)).digest('hex');
+  return `t=${nowSec},sig=${sig}`;
+}
+
+function hexEqual(a: string, b: string): boolean {
+  return a.length === b.length && crypto.timingSafeEqual(Buffer.from(a, 'hex'), Buffer.from(b, 'hex'));
 }
 
 /**
@@ -122,10 +149,41 @@ export class AuthService {
   }
 
   /** Checks the HMAC header in constant time against `bucket|Host[|bodyLen]`. */
+  /** The spec's admin signature: `bucket|Host`, or (extension) `bucket|Host|bodyLen` when there is a body. */
   verifyHmac(signature: string, bucket: string, host: string, bodyLen: number): boolean {
     if (!/^[0-9a-fA-F]{64}$/.test(signature)) return false;
-    const expected = signAdminHmac(this.adminSecret(), bucket, host, bodyLen);
-    return crypto.timingSafeEqual(Buffer.from(expected, 'hex'), Buffer.from(signature.toLowerCase(), 'hex'));
+    const sig = signature.toLowerCase();
+    const secret = this.adminSecret();
+    // Both forms are computed and compared, so the time taken does not say which one matched.
+    const spec = hexEqual(signAdminHmac(secret, bucket, host), sig);
+    const withLen = bodyLen > 0 && hexEqual(signAdminHmac(secret, bucket, host, bodyLen), sig);
+    return spec || withLen;
+  }
+
+  /** Signatures of the V2 header already used, with when they leave the window (replay refusal). */
+  readonly #seenV2 = new Map<string, number>();
+
+  /**
+   * The V2 header: `t=<unix>,sig=<hex>`. Throws 401 with `invalid_signature`, `stale_signature`
+   * (outside ±5 minutes) or `replayed_signature` (seen before within the window).
+   */
+  verifyHmacV2(value: string, bucket: string, host: string, body: Buffer, nowMs = Date.now()): void {
+    const m = /^\s*t=(\d{1,12})\s*,\s*sig=([0-9a-fA-F]{64})\s*$/.exec(value);
+    if (!m) throw this.unauthorized('malformed X-Service-Admin-Signature-V2: expected t=<unix seconds>,sig=<hex>', 'invalid_signature');
+    const t = Number(m[1]);
+    const sig = m[2]!.toLowerCase();
+    const expected = crypto.createHmac('sha256', this.adminSecret()).update(hmacV2SigningText(bucket, host, t, body)).digest('hex');
+    if (!hexEqual(expected, sig)) throw this.unauthorized('bad admin signature', 'invalid_signature');
+    const nowSec = Math.floor(nowMs / 1000);
+    if (Math.abs(nowSec - t) > HMAC_V2_WINDOW_SEC) throw this.unauthorized(`admin signature outside the ${HMAC_V2_WINDOW_SEC / 60}-minute window (t=${t}, now=${nowSec})`, 'stale_signature');
+    for (const [k, until] of this.#seenV2) {
+      if (until > nowSec) break; // insertion order is expiry order (same window for all)
+      this.#seenV2.delete(k);
+    }
+    if (this.#seenV2.has(sig)) throw this.unauthorized('admin signature already used (replay)', 'replayed_signature');
+    // Bounded: an attacker cannot make valid signatures, so this only grows with the admin's own use.
+    if (this.#seenV2.size >= 100_000) this.#seenV2.delete(this.#seenV2.keys().next().value!);
+    this.#seenV2.set(sig, nowSec + 2 * HMAC_V2_WINDOW_SEC);
   }
 
   async verifyBearer(token: string, tenant: Tenant): Promise<Principal | null> {
@@ -206,7 +264,7 @@ export class AuthService {
    */
   async authenticate(
     p: AuthPolicy,
-    req: { headers: Record<string, string | string[] | undefined>; tenant: Tenant; rawHost: string; bodyLen: number },
+    req: { headers: Record<string, string | string[] | undefined>; tenant: Tenant; rawHost: string; bodyLen: number; body?: Buffer },
   ): Promise<Principal | null> {
     if (p.kind === 'public') return null;
     if (p.kind === 'custom') {
@@ -219,6 +277,7 @@ export class AuthService {
     let principal: Principal | null = null;
     const authz = header(req.headers, 'authorization');
     const sig = header(req.headers, HMAC_HEADER);
+    const sigV2 = header(req.headers, HMAC_V2_HEADER);
     if (authz !== undefined) {
       const token = bearerToken(authz);
       if (!token) throw this.unauthorized('malformed Authorization header: expected "Bearer <token>"', 'invalid_request');
@@ -229,6 +288,9 @@ export class AuthService {
       if (!isKey && !p.accept.includes('bearer')) throw this.unauthorized('bearer tokens are not accepted here');
       principal = await this.verifyBearer(token, req.tenant);
       if (!principal) throw this.unauthorized(isKey ? 'invalid or revoked API key' : 'invalid, expired or revoked access token');
+    } else if (sigV2 !== undefined && p.accept.includes('hmac') && p.hmacBucket) {
+      this.verifyHmacV2(sigV2, p.hmacBucket, req.rawHost, req.body ?? Buffer.alloc(0));
+      principal = { kind: 'hmac', tenantId: req.tenant.id, subject: 'admin-hmac', userName: 'admin-hmac', role: 'admin', scopes: [], superAdmin: req.tenant.isPrimary };
     } else if (sig !== undefined && p.accept.includes('hmac') && p.hmacBucket) {
       if (!this.verifyHmac(sig, p.hmacBucket, req.rawHost, req.bodyLen)) throw this.unauthorized('bad admin signature', 'invalid_signature');
       principal = { kind: 'hmac', tenantId: req.tenant.id, subject: 'admin-hmac', userName: 'admin-hmac', role: 'admin', scopes: [], superAdmin: req.tenant.isPrimary };

@@ -9,6 +9,7 @@ import { ConfigError, MigrationError, AppError } from './errors.ts';
 import { PluginHost, makePaths } from './plugin-host.ts';
 import { UsageError, type AnyPlugin, type CliContext } from './plugin.ts';
 import { AUDIT_WRITER } from './core-services.ts';
+import { signAdminHmacV2 } from './auth.ts';
 import { BUILD } from './build-info.ts';
 import type { Role } from './users.ts';
 
@@ -38,7 +39,7 @@ const CORE_USAGE: Record<string, string[]> = {
     'user set-role NAME ROLE [--tenant HOST]',
   ],
   apikey: ['apikey create --user NAME [--tenant HOST] [--name LABEL]', 'apikey list [--tenant HOST] [--json]', 'apikey revoke ID'],
-  'admin-secret': ['admin-secret show', 'admin-secret rotate'],
+  'admin-secret': ['admin-secret show', 'admin-secret rotate', 'admin-secret sign BUCKET [--host H] [--body-file F]   (prints the X-Service-Admin-Signature-V2 header)'],
   migrate: ['migrate'],
   doctor: ['doctor'],
 };
@@ -267,12 +268,33 @@ async function cmdApiKey(args: string[], io: CliIo, o: Opened): Promise<number> 
 
 async function cmdAdminSecret(args: string[], io: CliIo, o: Opened): Promise<number> {
   const [sub, ...rest] = args;
+  if (sub === 'sign') {
+    // For scripts: `curl -H "$(sovcomms admin-secret sign whitelist-add --body-file b.json)" --data-binary @b.json ...`
+    const { values, positionals } = parse(rest, { host: { type: 'string' }, 'body-file': { type: 'string' } }, 1);
+    const bucket = positionals[0];
+    if (!bucket) throw new UsageError('admin-secret sign: BUCKET is required');
+    if (!/^[a-z0-9][a-z0-9._-]{0,63}$/.test(bucket)) throw new UsageError(`BUCKET: not a bucket name: ${bucket}`);
+    // The Host header exactly as the client will send it; by default the address `serve` listens on.
+    const c = o.core.config.http;
+    const host = str(values.host) ?? `${c.host.includes(':') ? `[${c.host}]` : c.host}:${c.port}`;
+    const file = str(values['body-file']);
+    let body: Buffer = Buffer.alloc(0);
+    if (file) {
+      try {
+        body = fs.readFileSync(file);
+      } catch (e) {
+        throw new UsageError(`--body-file: cannot read ${file} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+      }
+    }
+    io.out(`X-Service-Admin-Signature-V2: ${signAdminHmacV2(o.core.auth.adminSecret(), bucket, host, body)}`);
+    return 0;
+  }
   parse(rest, {}, 0);
   if (sub === 'show') io.out(o.core.auth.adminSecret());
   else if (sub === 'rotate') {
     io.out(o.core.auth.rotateAdminSecret());
     io.err('admin HMAC secret rotated; signatures made with the old one are refused from now on');
-  } else throw new UsageError(sub ? `admin-secret: unknown subcommand ${sub}` : 'admin-secret: subcommand required (show, rotate)');
+  } else throw new UsageError(sub ? `admin-secret: unknown subcommand ${sub}` : 'admin-secret: subcommand required (show, rotate, sign)');
   return 0;
 }
 

@@ -160,7 +160,7 @@ export class Dispatcher {
       this.rateLimit(def, ip);
       const rawBody = await readBounded(req, def.bodyLimit ?? this.deps.config.http.bodyLimitBytes);
       const hostHeader = req.headers.host ?? '';
-      const principal = await this.deps.auth.authenticate(def.auth, { headers: req.headers, tenant, rawHost: hostHeader, bodyLen: rawBody.length });
+      const principal = await this.deps.auth.authenticate(def.auth, { headers: req.headers, tenant, rawHost: hostHeader, bodyLen: rawBody.length, body: rawBody });
       const parsedParams = def.params ? validate(def.params, params, 'path parameter') : params;
       const parsedQuery = def.query ? validate(def.query, queryObject(url.searchParams), 'query parameter') : queryObject(url.searchParams);
       const body = parseBody(def, req, rawBody);

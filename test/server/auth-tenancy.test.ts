@@ -4,7 +4,10 @@ import { AUDIT_WRITER } from '../../server/core-services.ts';
 import { probePlugin, withBuiltins } from './fixtures/test-plugins.ts';
 import type { AuditWriter } from '../../server/plugin.ts';
 import type { Tenant } from '../../server/tenancy.ts';
-import { policy, type AuthPolicy } from '../../server/auth.ts';
+import fs from 'node:fs';
+import path from 'node:path';
+import { policy, signAdminHmacV2, type AuthPolicy } from '../../server/auth.ts';
+import { main } from '../../server/cli.ts';
 import { defaultHmacBucket } from '../../server/http/dispatch.ts';
 
 let s: TestServer;
@@ -162,14 +165,51 @@ describe('admin HMAC (X-Service-Admin-Signature)', () => {
     expect(await r.json()).toMatchObject({ kind: 'hmac', bodyLen: 0, superAdmin: true });
   });
 
-  it('a request with a body signs bucket|Host|bodyLen', async () => {
+  it('a request with a body: the spec form bucket|Host is accepted on every bucket, and bucket|Host|bodyLen too', async () => {
     const body = JSON.stringify({ msg: 'hello' });
     const withLen = await s.fetch(echo, { method: 'POST', body, headers: { 'Content-Type': 'application/json', 'X-Service-Admin-Signature': s.hmac('test-echo', undefined, Buffer.byteLength(body)) } });
     expect(withLen.status).toBe(200);
     expect(await withLen.json()).toMatchObject({ kind: 'hmac', bodyLen: Buffer.byteLength(body), msg: 'hello' });
-    // The same body signed without its length is refused.
-    const noLen = await s.fetch(echo, { method: 'POST', body, headers: { 'Content-Type': 'application/json', 'X-Service-Admin-Signature': s.hmac('test-echo') } });
-    expect((await expect401(noLen)).error).toBe('invalid_signature');
+    // A script written to the spec signs bucket|Host only, whatever the body (it was refused: 401).
+    const spec = await s.fetch(echo, { method: 'POST', body, headers: { 'Content-Type': 'application/json', 'X-Service-Admin-Signature': s.hmac('test-echo') } });
+    expect(spec.status).toBe(200);
+    // A wrong length is still refused.
+    const wrongLen = await s.fetch(echo, { method: 'POST', body, headers: { 'Content-Type': 'application/json', 'X-Service-Admin-Signature': s.hmac('test-echo', undefined, 3) } });
+    expect((await expect401(wrongLen)).error).toBe('invalid_signature');
+  });
+
+  it('the V2 header binds the body and a time: accepted once, refused when stale, replayed or for another body', async () => {
+    const body = JSON.stringify({ msg: 'v2' });
+    const host = `127.0.0.1:${s.port}`;
+    const secret = s.appliance.core.auth.adminSecret();
+    const send = (v: string, b = body) => s.fetch(echo, { method: 'POST', body: b, headers: { 'Content-Type': 'application/json', 'X-Service-Admin-Signature-V2': v } });
+    const v = signAdminHmacV2(secret, 'test-echo', host, body);
+    const ok = await send(v);
+    expect(ok.status).toBe(200);
+    expect(await ok.json()).toMatchObject({ kind: 'hmac', msg: 'v2' });
+    expect((await expect401(await send(v))).error).toBe('replayed_signature');
+    const now = Math.floor(Date.now() / 1000);
+    expect((await expect401(await send(signAdminHmacV2(secret, 'test-echo', host, body, now - 400)))).error).toBe('stale_signature');
+    expect((await expect401(await send(signAdminHmacV2(secret, 'test-echo', host, body, now + 400)))).error).toBe('stale_signature');
+    // Signed for one body, sent with another of the same length: the V1 forms cannot tell, V2 can.
+    expect((await expect401(await send(signAdminHmacV2(secret, 'test-echo', host, body), JSON.stringify({ msg: 'v3' })))).error).toBe('invalid_signature');
+    expect((await expect401(await send(signAdminHmacV2(secret, 'test-other', host, body)))).error).toBe('invalid_signature');
+    expect((await expect401(await send('t=1,sig=zz'))).error).toBe('invalid_signature');
+  });
+
+  it('`sovcomms admin-secret sign` prints a header the server accepts as it is', async () => {
+    const body = JSON.stringify({ msg: 'from a script' });
+    const file = path.join(s.dataDir, 'body.json');
+    fs.writeFileSync(file, body);
+    const out: string[] = [];
+    const io = { out: (l: string) => out.push(l), err: () => {}, stdin: async () => '' };
+    expect(await main(['admin-secret', 'sign', 'test-echo', '--host', `127.0.0.1:${s.port}`, '--body-file', file, '--data-dir', s.dataDir], io, { plugins: await withBuiltins(probePlugin) })).toBe(0);
+    expect(out).toHaveLength(1);
+    const [name, value] = out[0]!.split(/:\s(.*)/s) as [string, string];
+    expect(name).toBe('X-Service-Admin-Signature-V2');
+    const r = await s.fetch(echo, { method: 'POST', body, headers: { 'Content-Type': 'application/json', [name]: value } });
+    expect(r.status).toBe(200);
+    expect(await r.json()).toMatchObject({ msg: 'from a script' });
   });
 
   it('a bad signature, a wrong bucket, another host or a malformed header answers 401', async () => {
