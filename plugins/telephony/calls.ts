@@ -190,12 +190,16 @@ export class CallService {
 
   // ---- hangup (spec "Outbound call status" table) ---------------------------------------------
 
-  async hangup(t: Tenant, who: Principal, callId: string): Promise<HangupResult> {
+  /**
+   * Spec "Outbound call status": `ended-failed-retry-pending` is an ended state, so hanging it up
+   * is a no-op like the others; `cancelRetry` (our extension) stops the pending retry instead.
+   */
+  async hangup(t: Tenant, who: Principal, callId: string, opts: { cancelRetry?: boolean } = {}): Promise<HangupResult> {
     const { repo } = this.d;
     const c = repo.call(t, callId);
     if (!c) throw new NotFoundError(`no call ${callId}`);
     const actor = who.userName ?? who.subject;
-    if (ENDED.has(c.status)) return { ok: true, wasNoop: true, callId, status: c.status };
+    if (ENDED.has(c.status) || (c.status === 'ended-failed-retry-pending' && !opts.cancelRetry)) return { ok: true, wasNoop: true, callId, status: c.status };
     if (c.status === 'scheduled' || c.status === 'ended-failed-retry-pending') {
       // Never dialed (or waiting for its retry): cancel the pending dial job with the state.
       const changed = repo.tx(() => {
@@ -205,7 +209,7 @@ export class CallService {
         this.d.jobs.cancel(DIAL_QUEUE, `dial:${callId}:${cur.attempt + 1}`);
         return true;
       });
-      if (!changed) return this.hangup(t, who, callId);
+      if (!changed) return this.hangup(t, who, callId, opts);
       return { ok: true, callId, newStatus: 'cancelled' as const, actor };
     }
     // dispatching / in-flight: the bridge must end it (BYE, or CANCEL while ringing).

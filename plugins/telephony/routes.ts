@@ -59,12 +59,14 @@ export function telephonyRoutes(r: RouteRegistrar, svc: TelephonyServices, opts:
   });
   r.add({
     method: 'POST', path: `${V1}/calls/:id/hangup`, area: 'calls', auth: policy.v1Admin,
-    summary: 'Hang up: scheduled → cancelled; in flight → cancelled and the bridge sends BYE; already ended → wasNoop',
+    summary: 'Hang up: scheduled → cancelled; in flight → cancelled and the bridge sends BYE; already ended (retry pending included) → wasNoop',
+    description: 'Extension: `?cancelRetry=true` on a call in ended-failed-retry-pending cancels the pending retry (→ cancelled) instead of the no-op the spec describes.',
     params: z.object({ id: z.string().max(64) }),
+    query: z.object({ cancelRetry: z.enum(['true', 'false']).optional().describe('true: stop the pending retry of an ended-failed-retry-pending call') }),
     responses: { 200: { description: '{ok, callId, newStatus, actor} or {ok, wasNoop}', schema: okBody }, 404: err('not_found'), 502: err('bridge_unreachable') },
     handler: async (req) => {
       requireBodyless(req.rawBody);
-      const out = await svc.calls.hangup(req.tenant, req.principal!, req.params.id);
+      const out = await svc.calls.hangup(req.tenant, req.principal!, req.params.id, { cancelRetry: req.query.cancelRetry === 'true' });
       return 'wasNoop' in out ? out : audited(svc, req, 'call-hangup', { call: req.params.id }, out);
     },
   });

@@ -323,10 +323,14 @@ describe('retries on no-answer and busy', () => {
     await new Promise((res) => setTimeout(res, 100));
     expect(smtp.mails.filter((m) => m.to.includes('retry@example.com'))).toHaveLength(1);
   });
-  it('a retry-pending call can be cancelled', async () => {
+  it('hangup of a retry-pending call is a no-op (spec: an ended state); ?cancelRetry=true stops the retry', async () => {
     const id = (await post(call({ retries: 1, email: undefined }))).body.callId as string;
     await fake.emit(FakeBridge.ended(id, 'busy'));
-    expect((await hangup(id)).body.newStatus).toBe('cancelled');
+    expect((await hangup(id)).body).toEqual({ ok: true, wasNoop: true, callId: id, status: 'ended-failed-retry-pending' });
+    expect((await get(id)).body.status).toBe('ended-failed-retry-pending');
+    const r = await j(s.fetch(`${V1}/calls/${id}/hangup?cancelRetry=true`, { method: 'POST', key: s.adminKey }));
+    expect(r.body).toMatchObject({ ok: true, newStatus: 'cancelled' });
+    expect((await get(id)).body.status).toBe('cancelled');
     clock.advance(10 * 60_000);
     s.appliance.core.jobs.kick();
     await new Promise((res) => setTimeout(res, 150));
