@@ -15,7 +15,7 @@ export default definePlugin({
   config: auditConfig,
   setup(ctx) {
     const repo = new AuditRepo(ctx.db);
-    const service = new AuditService(repo, ctx.clock);
+    const service = new AuditService(repo, ctx.clock, ctx.users);
     // The core's ctx.audit writes here from the moment setup ends, for every plugin after it.
     ctx.provide(AUDIT_WRITER, service);
     return { repo, service, pruneTimer: undefined as NodeJS.Timeout | undefined };

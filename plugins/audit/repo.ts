@@ -2,7 +2,15 @@ import type Database from 'better-sqlite3';
 import type { DB, Tenant } from '../../server/sdk.ts';
 export interface AuditRow { ts: string; event: string; user: string; ip: string; ua: string; extra: string }
 
-export interface AuditFilter { event?: string; user?: string; since?: string; limit: number; offset: number }
+export interface AuditFilter {
+  event?: string;
+  user?: string;
+  since?: string;
+  limit: number;
+  offset: number;
+  /** Exact `user` values that also match the `user` filter (the accounts whose e-mail matched). */
+  subjects?: string[];
+}
 
 /** Escapes LIKE wildcards so a filter is a plain substring match. */
 function likeArg(s: string): string {
@@ -36,7 +44,11 @@ export class AuditRepo {
     const args: unknown[] = [tenant.id];
     // LIKE is case-insensitive for ASCII in SQLite, which is what event names and e-mails are.
     if (f.event) { where.push("event LIKE ? ESCAPE '\\'"); args.push(likeArg(f.event)); }
-    if (f.user) { where.push("user LIKE ? ESCAPE '\\'"); args.push(likeArg(f.user)); }
+    if (f.user) {
+      const extra = (f.subjects ?? []).slice(0, 500);
+      where.push(`(user LIKE ? ESCAPE '\\'${extra.length ? ` OR user IN (${extra.map(() => '?').join(', ')})` : ''})`);
+      args.push(likeArg(f.user), ...extra);
+    }
     if (f.since) { where.push('ts > ?'); args.push(f.since); }
     const w = where.join(' AND ');
     // Unfiltered: the per-tenant count the triggers of migration 0002 keep exact.

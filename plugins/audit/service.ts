@@ -1,4 +1,4 @@
-import { type AuditInput, type AuditWriter, type Clock, InputError, type Tenant } from '../../server/sdk.ts';
+import { type AuditInput, type AuditWriter, type Clock, InputError, type Tenant, type UserService } from '../../server/sdk.ts';
 import type { AuditRepo, AuditFilter } from './repo.ts';
 
 const EVENT_RE = /^[a-z0-9][a-z0-9.-]{0,63}$/;
@@ -17,7 +17,12 @@ export function formatExtra(extra: AuditInput['extra']): string {
 }
 
 export class AuditService implements AuditWriter {
-  constructor(private readonly repo: AuditRepo, private readonly clock: Clock) {}
+  constructor(
+    private readonly repo: AuditRepo,
+    private readonly clock: Clock,
+    /** The tenant's accounts, so the `user` filter also finds entries by an account's e-mail. */
+    private readonly users?: Pick<UserService, 'list'>,
+  ) {}
 
   write(tenant: Tenant, e: AuditInput): void {
     if (!EVENT_RE.test(e.event)) throw new Error(`invalid audit event name ${JSON.stringify(e.event)}`);
@@ -40,6 +45,13 @@ export class AuditService implements AuditWriter {
       if (Number.isNaN(t)) throw new InputError(`invalid query parameter since: not an ISO 8601 date-time: ${f.since}`, 'invalid_request', { field: 'since' });
       since = new Date(t).toISOString();
     }
-    return this.repo.list(tenant, { ...f, since });
+    // Spec: `user` is a case-insensitive substring "on subject or e-mail". Entries name the
+    // account (its name or id); an e-mail match adds the accounts whose address contains it.
+    let subjects: string[] | undefined;
+    if (f.user && this.users) {
+      const q = f.user.toLowerCase();
+      subjects = this.users.list(tenant).filter((u) => (u.email ?? '').toLowerCase().includes(q)).flatMap((u) => [u.name, u.id]);
+    }
+    return this.repo.list(tenant, { ...f, since, subjects });
   }
 }

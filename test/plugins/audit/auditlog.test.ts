@@ -115,6 +115,23 @@ describe('filters', () => {
     expect((await list('?user=_')).total).toBe(0);
   });
 
+  it('user matches the subject or the account e-mail (spec: "substring on subject or e-mail")', async () => {
+    // Entries by account name (as sign-in events write them); the account's e-mail finds them too.
+    await s.appliance.core.users.add(s.primary, { name: 'dave', role: 'user', email: 'Dave.Ops@Branch.example', password: null });
+    const writer = s.appliance.host.provided(AUDIT_WRITER)!;
+    // Older than every other row, so the ordering tests around this one see the same newest rows.
+    clock.set(T0 - 60_000);
+    writer.write(s.primary, { event: 'passkey-signin-ok', user: 'dave' });
+    writer.write(s.primary, { event: 'logout', user: 'dave' });
+    clock.set(T0);
+    const byMail = await list('?user=ops@branch');
+    expect(byMail.data.map((d) => d.event).sort()).toEqual(['logout', 'passkey-signin-ok']);
+    expect((await list('?user=DAVE')).total).toBe(2);
+    // Another tenant's account with that e-mail does not widen this tenant's match.
+    await s.appliance.core.users.add(other.tenant, { name: 'user1@example.com', role: 'user', email: 'x@branch.example', password: null });
+    expect((await list('?user=x@branch')).total).toBe(0);
+  });
+
   it('since: only newer events; a value without an offset is read as UTC', async () => {
     const cut = new Date(T0 + (ROWS - 11) * 1000);
     const withZ = await list(`?since=${encodeURIComponent(cut.toISOString())}`);
