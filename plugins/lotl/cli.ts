@@ -52,7 +52,8 @@ export const lotlCommand: CliCommand<LotlServices> = {
         ctx.out(JSON.stringify(m, null, 2));
         return 0;
       }
-      ctx.out(`as_of ${m.as_of}  next_refresh_at ${m.next_refresh_at ?? '-'}  anchors ${m.anchor_count}  LOTL sequence ${m.lotl_sequence ?? '-'}`);
+      ctx.out(`state ${m.state}  as_of ${m.as_of ?? '-'}  next_refresh_at ${m.next_refresh_at ?? (m.auto_refresh ? '-' : 'off')}  anchors ${m.anchor_count}  LOTL sequence ${m.lotl_sequence ?? '-'}`);
+      if (m.state === 'never-loaded') ctx.out('no trusted list was ever loaded: run `sovcomms lotl import PATH...` or wait for the scheduled refresh');
       if (m.refresh_failures) ctx.out(`the last ${m.refresh_failures} scheduled refresh(es) could not fetch the LOTL; retrying sooner`);
       ctx.out(`countries covered (${m.countries_covered.length}): ${m.countries_covered.join(' ') || '-'}`);
       if (m.countries_missing.length) ctx.out(`countries pointed to but not in service: ${m.countries_missing.join(' ')}`);

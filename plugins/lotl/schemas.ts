@@ -99,8 +99,13 @@ export const listStatus = z.object({
 
 /** The spec's LotlManifest plus per-list detail. */
 export const manifest = z.object({
-  as_of: z.string(),
-  next_refresh_at: z.string().nullable(),
+  /** never-loaded: no list was ever imported or fetched; stale: a stored list is past its next update; current otherwise. */
+  state: z.enum(['never-loaded', 'current', 'stale']),
+  /** When the last import or refresh ran (date-time); null before the first one. */
+  as_of: z.string().datetime().nullable(),
+  /** When the scheduled refresh runs next; null when none is queued (auto_refresh off, or one running). */
+  next_refresh_at: z.string().datetime().nullable(),
+  auto_refresh: z.boolean(),
   /** Scheduled refreshes in a row that could not fetch the LOTL (0 after a good one). */
   refresh_failures: z.number().int(),
   anchor_count: z.number().int(),

@@ -441,9 +441,15 @@ export class LotlService {
     const pointed = new Set(this.repo.pointers().filter((p) => p.mime_type === TSL_XML_MIME && !p.tsl_type.endsWith('EUlistofthelists')).map((p) => p.territory));
     const covered = [...inService].sort();
     const lotl = lists.find((l) => l.is_lotl);
+    const lastRun = this.repo.getState('last_run_at') || null;
+    const anyStale = out.some((l) => l.stored && l.stale && !l.closed);
     return {
-      as_of: this.repo.getState('last_run_at') ?? new Date(0).toISOString(),
+      // Spec LotlManifest: as_of and next_refresh_at are date-times; before the first run there is
+      // no time to give (null, never the epoch), and `state` says why.
+      state: !lastRun && !lists.length ? 'never-loaded' : anyStale ? 'stale' : 'current',
+      as_of: lastRun,
       next_refresh_at: nextRefreshAt,
+      auto_refresh: this.cfg.autoRefresh,
       refresh_failures: refreshFailures,
       anchor_count: this.repo.distinctAnchorCount(covered),
       countries_covered: covered.map(isoCountry).sort(),

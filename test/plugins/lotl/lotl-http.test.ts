@@ -83,6 +83,8 @@ describe('trusted-list cache over HTTP', { timeout: 90_000 }, () => {
     const { status, body } = await json('/lotl.ashx?status');
     expect(status).toBe(200);
     expect(body).toMatchObject({ anchor_count: 0, countries_covered: [], lists: [] });
+    // Before the first run there is no as_of (it was the epoch, not a date-time of any run): state says why.
+    expect(body).toMatchObject({ state: 'never-loaded', as_of: null, auto_refresh: true });
     expect(Date.parse(body.next_refresh_at)).toBe(FIXED + 10 * 60_000);
     const ready = await json('/readyz');
     expect(ready.body.plugins.lotl.state).toBe('started');
@@ -139,6 +141,10 @@ describe('trusted-list cache over HTTP', { timeout: 90_000 }, () => {
   it('?status: the LotlManifest with per-list detail; NL, NO, HR stale, UK closed (clock 2026-08-22)', async () => {
     const { body } = await json('/lotl.ashx?status');
     expect(body.lotl_sequence).toBe(390);
+    // NL and NO are stored but past their next update; as_of is the real time of the last run.
+    expect(body.state).toBe('stale');
+    expect(new Date(body.as_of).toISOString()).toBe(body.as_of);
+    expect(Date.parse(body.as_of)).toBeGreaterThan(0);
     expect(body.anchor_count).toBeGreaterThan(3000);
     expect(body.countries_covered).toHaveLength(25);
     for (const c of ['AT', 'BE', 'GR', 'FI', 'SE', 'SI', 'IT']) expect(body.countries_covered).toContain(c); // ISO 3166-1: GR, not EL
@@ -287,7 +293,7 @@ describe('trusted-list cache over HTTP', { timeout: 90_000 }, () => {
   it('sovcomms lotl status prints the manifest', async () => {
     const out: string[] = [];
     expect(await main(['lotl', 'status', '--data-dir', s.dataDir], { out: (l) => out.push(l), err: () => undefined, stdin: async () => '' })).toBe(0);
-    expect(out[0]).toMatch(/^as_of .* anchors \d+ {2}LOTL sequence 390$/);
+    expect(out[0]).toMatch(/^state (current|stale)  as_of \S+ .* anchors \d+ {2}LOTL sequence 390$/);
     expect(out.find((l) => l.startsWith('HR '))).toMatch(/rejected/);
     const js: string[] = [];
     await main(['lotl', 'status', '--json', '--data-dir', s.dataDir], { out: (l) => js.push(l), err: () => undefined, stdin: async () => '' });
