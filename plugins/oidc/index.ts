@@ -4,7 +4,7 @@ import { SigningKeys } from './keys.ts';
 import { OIDC } from './api.ts';
 import { OidcProvider } from './provider.ts';
 import { adminRoutes, protocolRoutes } from './routes.ts';
-import { oidcConfig } from './schemas.ts';
+import { oidcConfig, type OidcServices } from './schemas.ts';
 import { TenantSettings } from './settings.ts';
 import { clientCli } from './cli.ts';
 import { tokenPreRouter } from './token-prerouter.ts';
@@ -24,7 +24,7 @@ export default definePlugin({
   migrations: sqlMigrations(import.meta.url),
   config: oidcConfig,
   cli: { client: clientCli },
-  setup(ctx) {
+  setup(ctx): OidcServices {
     const keys = new SigningKeys(ctx.db, ctx.keys, ctx.clock);
     const provider = new OidcProvider(ctx.db, keys, new ClientRepo(ctx.db), ctx.users, ctx.tenants, ctx.audit, ctx.clock, ctx.rateLimit, ctx.config);
     const settings = new TenantSettings(ctx.db, ctx.config);

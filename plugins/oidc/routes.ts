@@ -167,13 +167,23 @@ export function adminRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>, p
     },
   });
   r.add({
-    method: 'POST', path: '/signal.ashx?oidc-clients-genkey=1', summary: 'New client secret for a confidential client; shown once, stored hashed', area,
+    method: 'POST', path: '/signal.ashx?oidc-clients-genkey=1', summary: 'New client secret for a confidential client (client_id optional when the tenant has exactly one); shown once, stored hashed', area,
     auth: policy.adminOrHmac('oidc-clients-genkey'), bodyType: 'json-or-form', body: genkeyBody,
     query: z.object({ 'oidc-clients-genkey': z.string(), client_id: z.string().max(128).optional() }),
     responses: { 200: { description: '{client_id, client_secret}', schema: z.object({ client_id: z.string(), client_secret: z.string() }) } },
     handler: (req) => {
-      const id = req.body.client_id ?? req.body.clientId ?? req.query.client_id;
-      if (!id) throw new InputError('client_id is required (body or query)');
+      let id = req.body.client_id ?? req.body.clientId ?? req.query.client_id;
+      if (!id) {
+        // The spec's call names no client: it means the tenant's one secret-based client.
+        const withSecret = p().clients.list(req.tenant).filter((c) => c.authMethod === 'client_secret_basic' || c.authMethod === 'client_secret_post');
+        if (withSecret.length !== 1) {
+          throw new InputError(
+            withSecret.length ? `client_id is required: the tenant has ${withSecret.length} clients with a secret (${withSecret.map((c) => c.clientId).join(', ')})` : 'client_id is required: the tenant has no client with a secret',
+            'invalid_request', { field: 'client_id' },
+          );
+        }
+        id = withSecret[0]!.clientId;
+      }
       const secret = p().clients.newSecret(req.tenant, id);
       ctx.audit.write(req.tenant, { event: 'oidc-client-genkey', user: req.principal?.userName ?? '', ip: req.ip, ua: req.ua, extra: { client: id } });
       return { client_id: id, client_secret: secret };

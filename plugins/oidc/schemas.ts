@@ -68,3 +68,10 @@ export type AuthorizeParams = z.infer<typeof authorizeParams>;
 export const logoutParams = z.object({
   id_token_hint: opt, post_logout_redirect_uri: opt, state: opt, client_id: opt, logout_hint: opt, ui_locales: opt,
 }).loose();
+
+/** What setup builds; routes, the pre-router and `sovcomms client` share it. */
+export interface OidcServices {
+  provider: import('./provider.ts').OidcProvider;
+  settings: import('./settings.ts').TenantSettings;
+  sessions: import('./sessions.ts').Sessions;
+}

@@ -216,6 +216,24 @@ describe('client management', () => {
     secret = ns;
   });
 
+  it('genkey without client_id (as the spec calls it): the only client of the tenant with a secret, else 400 naming client_id', async () => {
+    const genkey = (host: string) => s.fetch('/signal.ashx?oidc-clients-genkey=1', { method: 'POST', host, headers: { 'X-Service-Admin-Signature': s.hmac('oidc-clients-genkey', host) } });
+    const none = await genkey(B);
+    expect(none.status).toBe(400);
+    expect(await none.json()).toMatchObject({ error: 'invalid_request', field: 'client_id', error_description: expect.stringMatching(/no client with a secret/) });
+    await saveClient(s, B, { client_id: 'only-b', redirect_uris: [], grant_types: ['client_credentials'], token_endpoint_auth_method: 'client_secret_post' });
+    const one = await genkey(B);
+    expect(one.status).toBe(200);
+    const { client_id, client_secret } = (await one.json()) as { client_id: string; client_secret: string };
+    expect(client_id).toBe('only-b');
+    const tok = await tokenForm(s, B, { grant_type: 'client_credentials', client_id: 'only-b', client_secret });
+    expect(tok.status).toBe(200);
+    await saveClient(s, B, { client_id: 'second-b', redirect_uris: [], grant_types: ['client_credentials'], token_endpoint_auth_method: 'client_secret_basic' });
+    const two = await genkey(B);
+    expect(two.status).toBe(400);
+    expect(((await two.json()) as { error_description: string }).error_description).toMatch(/client_id is required: the tenant has 2 clients with a secret \(only-b, second-b\)/);
+  });
+
   it('refuses invalid metadata with 400', async () => {
     const bad = async (body: Record<string, unknown>) => {
       const json = JSON.stringify(body);
