@@ -3,7 +3,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { parse, str, table } from './cli-args.ts';
-import { Appliance, openCore, loadBuiltinPlugins, type CoreServices } from './app.ts';
+import { Appliance, bootstrap, openCore, loadBuiltinPlugins, type CoreServices } from './app.ts';
 import { defaultDataDir, loadConfig } from './config.ts';
 import { ConfigError, MigrationError, AppError } from './errors.ts';
 import { PluginHost, makePaths } from './plugin-host.ts';
@@ -19,9 +19,34 @@ export interface CliIo {
   stdin(): Promise<string>;
 }
 
+/**
+ * A reader that stops early (`sovcomms --help | head -1`) closes the pipe: the next write fails
+ * with EPIPE. That is the reader's choice, not a failure: stop writing and exit quietly, with the
+ * code the command would have had.
+ */
+let pipeClosed = false;
+function quietOnEpipe(stream: NodeJS.WriteStream): void {
+  stream.on('error', (e: NodeJS.ErrnoException) => {
+    if (e.code !== 'EPIPE') throw e;
+    pipeClosed = true;
+    // Buffered writes are gone anyway; the exit code set by the command (or 0) stands.
+    process.exit(process.exitCode ?? 0);
+  });
+}
+let epipeArmed = false;
+
 const defaultIo: CliIo = {
-  out: (l) => process.stdout.write(l + '\n'),
-  err: (l) => process.stderr.write(l + '\n'),
+  out: (l) => {
+    if (!epipeArmed) {
+      epipeArmed = true;
+      quietOnEpipe(process.stdout);
+      quietOnEpipe(process.stderr);
+    }
+    if (!pipeClosed) process.stdout.write(l + '\n');
+  },
+  err: (l) => {
+    if (!pipeClosed) process.stderr.write(l + '\n');
+  },
   stdin: async () => {
     const chunks: Buffer[] = [];
     for await (const c of process.stdin) chunks.push(c as Buffer);
@@ -53,9 +78,18 @@ interface Opened {
 }
 
 /** Opens the store for a CLI command: core and plugin migrations applied, events declared. */
-async function openForCli(dataDir: string, plugins?: AnyPlugin[]): Promise<Opened> {
+async function openForCli(dataDir: string, io: CliIo, plugins?: AnyPlugin[]): Promise<Opened> {
   const core = openCore({ dataDir });
-  core.auth.adminSecret();
+  // A fresh data dir is initialised exactly as the first `serve` does it (primary tenant, first
+  // administrator, secrets), so every command works from the first one on. The password goes to
+  // stderr: stdout may be data a script reads (`--json`).
+  try {
+    const first = await bootstrap(core);
+    if (first) for (const line of firstRunLines(first)) io.err(line);
+  } catch (e) {
+    core.db.close();
+    throw e;
+  }
   const list = plugins ?? (await loadBuiltinPlugins());
   const disabled = new Set(core.config.disabledPlugins);
   const paths = makePaths(core.config.dataDir);
@@ -84,6 +118,15 @@ async function openForCli(dataDir: string, plugins?: AnyPlugin[]): Promise<Opene
     }),
     close: () => core.db.close(),
   };
+}
+
+/** What the first start says, once: the primary tenant and the generated administrator password. */
+function firstRunLines({ host, user, password }: { host: string; user: string; password: string }): string[] {
+  return [
+    `First start: primary tenant ${host}, administrator "${user}".`,
+    `  password: ${password}`,
+    `  (shown once; change it with: sovcomms user passwd ${user})`,
+  ];
 }
 
 async function readPassword(values: Record<string, unknown>, io: CliIo): Promise<string | undefined> {
@@ -115,10 +158,8 @@ async function cmdServe(args: string[], io: CliIo): Promise<number> {
   const appliance = await Appliance.create({
     dataDir: str(values['data-dir']),
     overrides: Object.keys(http).length ? { http } : {},
-    onFirstRun: ({ host, user, password }) => {
-      io.out(`First start: primary tenant ${host}, administrator "${user}".`);
-      io.out(`  password: ${password}`);
-      io.out('  (shown once; change it with: sovcomms user passwd admin)');
+    onFirstRun: (first) => {
+      for (const line of firstRunLines(first)) io.out(line);
     },
   });
   const { url } = await appliance.start();
@@ -378,7 +419,7 @@ export async function main(argv: string[], io: CliIo = defaultIo, opts: { plugin
     const pluginCmd = plugins.map((p) => ({ p, c: p.cli?.[cmd] })).find((x) => x.c);
     if (!CORE_USAGE[cmd] && !pluginCmd) throw new UsageError(`unknown command: ${cmd} (see sovcomms help)`);
     if (cmd === 'migrate') loadConfig({ dataDir });
-    const o = await openForCli(dataDir, plugins);
+    const o = await openForCli(dataDir, io, plugins);
     try {
       const args = stripDataDir(rest);
       switch (cmd) {

@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli, startServe, type ServeProcess } from '../support/cli.ts';
+import { spawn } from 'node:child_process';
+import { BIN, cleanEnv, ROOT, runCli, startServe, type ServeProcess } from '../support/cli.ts';
 import { httpFetch, tempDir } from '../support/server.ts';
 import { signAdminHmac } from '../../server/auth.ts';
 import { verifyPassword } from '../../server/users.ts';
@@ -305,7 +306,8 @@ describe('usage errors in-process (same main(), no child process)', () => {
 
   it('names the bad argument for every command', async () => {
     const d = dir();
-    expect((await run(['tenant', 'add', 'localhost', '--data-dir', d])).code).toBe(0);
+    // The first command initialises the fresh dir (primary tenant localhost, its admin), as serve would.
+    expect((await run(['tenant', 'list', '--data-dir', d])).code).toBe(0);
     const cases: Array<[string[], RegExp]> = [
       [['tenant'], /subcommand required/],
       [['tenant', 'nope'], /unknown subcommand nope/],
@@ -335,5 +337,38 @@ describe('usage errors in-process (same main(), no child process)', () => {
     }
     expect((await run(['tenant', 'list', '--data-dir'])).code).toBe(2);
     expect((await run([])).code).toBe(2);
+  });
+});
+
+describe('a fresh data dir and a closed pipe', () => {
+  it('any command on a fresh data dir initialises it as the first serve would (admin password once, on stderr)', async () => {
+    const d = tempDir();
+    const first = await runCli(['user', 'list', '--json'], { dataDir: d });
+    expect(first.code, first.stderr).toBe(0);
+    // stdout stays data a script can parse; the one-time notice goes to stderr.
+    expect((JSON.parse(first.stdout) as { name: string; role: string }[]).map((u) => [u.name, u.role])).toEqual([['admin', 'admin']]);
+    expect(first.stderr).toMatch(/^First start: primary tenant \S+, administrator "admin"\.$/m);
+    const password = /^ {2}password: (\S+)$/m.exec(first.stderr)![1]!;
+    const db = new Database(path.join(d, 'appliance.db'), { readonly: true });
+    const row = db.prepare("SELECT password_hash FROM users WHERE name = 'admin'").get() as { password_hash: string };
+    db.close();
+    expect(await verifyPassword(password, row.password_hash)).toBe(true);
+    const again = await runCli(['tenant', 'list'], { dataDir: d });
+    expect(again.code).toBe(0);
+    expect(again.stderr).not.toMatch(/password/);
+    // A table ends every line, the last one included.
+    expect(again.stdout.endsWith('\n')).toBe(true);
+    expect(again.stdout.split('\n').filter(Boolean)).toHaveLength(2);
+  });
+
+  it('`sovcomms --help | head -1`: the reader closes the pipe early; the CLI exits 0 without a stack trace', async () => {
+    const child = spawn(process.execPath, [BIN, 'help'], { cwd: ROOT, env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (c: Buffer) => { stderr += c.toString(); });
+    // Close our end before the CLI writes (as `head -1` does once it has its line): its writes get EPIPE.
+    child.stdout.destroy();
+    const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
+    expect(stderr).not.toMatch(/EPIPE|at .+:\d+:\d+/);
+    expect(code).toBe(0);
   });
 });
