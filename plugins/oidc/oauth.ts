@@ -1,0 +1,49 @@
+/** OAuth 2.0 / OIDC vocabulary shared by the provider's modules. */
+import { AppError, type Tenant } from '../../server/sdk.ts';
+import type { OidcClient } from './clients.ts';
+import type { TokenForm } from './schemas.ts';
+import type { OidcProvider } from './provider.ts';
+
+export const SCOPES = ['openid', 'profile', 'email', 'offline_access', 'network_access'] as const;
+export const CLIENT_ASSERTION_TYPE = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
+/** Algorithms accepted from clients (request objects, client assertions); never `none` or HMAC. */
+export const CLIENT_ALGS = ['RS256', 'PS256', 'ES256', 'EdDSA'];
+
+/** The token endpoint's error codes (RFC 6749 §5.2, RFC 8628, OID4VCI §6.3). */
+export type OAuthErrorCode =
+  | 'invalid_request' | 'invalid_client' | 'invalid_grant' | 'unauthorized_client' | 'unsupported_grant_type' | 'invalid_scope' | 'invalid_token'
+  | 'access_denied' | 'server_error';
+
+/** An OAuth error as RFC 6749 §5.2 names it; rendered by the core as {error, error_description}. */
+export function oauthError(code: OAuthErrorCode | (string & {}), description: string, status = 400, headers?: Record<string, string>): AppError {
+  return new AppError(status, code, description, { headers });
+}
+
+export interface RequestInfo { ip: string; ua: string; headers: Record<string, string | string[] | undefined> }
+
+export interface GrantContext {
+  tenant: Tenant;
+  issuer: string;
+  form: TokenForm;
+  /** The authenticated client, or undefined when the grant allows anonymous use (pre-authorized_code). */
+  client: OidcClient | undefined;
+  req: RequestInfo;
+  provider: OidcProvider;
+}
+export type GrantHandler = (g: GrantContext) => Promise<Record<string, unknown>>;
+
+/** A grant of the token endpoint: its handler, whether the client must authenticate, and an optional synchronous path. */
+export interface Grant {
+  handler: GrantHandler;
+  clientAuth: 'required' | 'optional';
+  /** The same grant without a promise (client_credentials: nothing to wait for). */
+  sync?: (g: GrantContext) => Record<string, unknown>;
+}
+
+/** What other plugins get through ctx.use(OIDC). */
+export interface OidcService {
+  /** Adds a token endpoint grant (the OID4VCI pre-authorized_code grant of the wallet issuer). */
+  registerGrant(type: string, handler: GrantHandler, opts?: { clientAuth?: 'required' | 'optional' }): void;
+  issuer(origin: string): string;
+  provider: OidcProvider;
+}
