@@ -10,7 +10,7 @@ import { clientCli } from './cli.ts';
 import { tokenPreRouter } from './token-prerouter.ts';
 import { Sessions } from './sessions.ts';
 import { authorizeRoutes } from './authorize.ts';
-import { interactRoutes } from './interact.ts';
+import { defineMailJob, interactRoutes } from './interact.ts';
 
 /**
  * The OpenID Provider of every tenant (issue 3): discovery, JWKS, federation entity statement,
@@ -46,6 +46,9 @@ export default definePlugin({
     const deps = { ctx, p, sessions: () => s.sessions, settings };
     interactRoutes(r, deps, authorizeRoutes(r, deps));
     adminRoutes(r, ctx, p, settings);
+  },
+  start(_s, ctx) {
+    defineMailJob(ctx);
   },
   health: (s) => ({ status: 'ok', detail: { grants: s.provider.grantTypes() } }),
 });

@@ -10,9 +10,12 @@ export interface RefreshRow {
   token_hash: string; tenant_id: string; grant_id: string; client_id: string; user_id: string; scope: string; auth_time: number; expires_at: number; used_at: number | null;
 }
 
+export interface PasskeyRow { id: string; user_id: string; public_key: string; counter: number; transports: string }
+export interface EmailTokenRow { token_hash: string; user_id: string; interaction_id: string | null; expires_at: number; used_at: number | null }
+
 /**
- * The provider's SQL: grants, authorization codes, refresh tokens, used assertion ids and revoked
- * access-token ids. Codes and tokens are stored by SHA-256 only. Times are Unix seconds unless
+ * The provider's SQL: grants, authorization codes, refresh tokens, used assertion ids, revoked
+ * access-token ids, passkeys and e-mail link tokens. Codes and tokens are stored by SHA-256 only. Times are Unix seconds unless
  * the column says otherwise. Statements on the token path are prepared once.
  */
 export class OidcRepo {
@@ -108,5 +111,42 @@ export class OidcRepo {
 
   accessJtiRevoked(jti: string): boolean {
     return this.#revokedJti.get(jti) !== undefined;
+  }
+
+  // ---- passkeys (WebAuthn credentials) ----------------------------------------------------------
+
+  passkey(tenant: Tenant, id: string): PasskeyRow | undefined {
+    return this.db.prepare('SELECT * FROM oidc_passkeys WHERE id = ? AND tenant_id = ?').get(id, tenant.id) as PasskeyRow | undefined;
+  }
+
+  passkeysOf(tenant: Tenant, userId: string): Pick<PasskeyRow, 'id' | 'transports'>[] {
+    return this.db.prepare('SELECT id, transports FROM oidc_passkeys WHERE tenant_id = ? AND user_id = ?').all(tenant.id, userId) as Pick<PasskeyRow, 'id' | 'transports'>[];
+  }
+
+  insertPasskey(tenant: Tenant, userId: string, c: { id: string; publicKey: string; counter: number; transports: string[] }, nowIso: string): void {
+    this.db.prepare('INSERT INTO oidc_passkeys (id, tenant_id, user_id, public_key, counter, transports, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
+      .run(c.id, tenant.id, userId, c.publicKey, c.counter, JSON.stringify(c.transports), nowIso);
+  }
+
+  /** WebAuthn L3 §6.1.1: the signature counter the authenticator reported. */
+  setPasskeyCounter(id: string, counter: number): void {
+    this.db.prepare('UPDATE oidc_passkeys SET counter = ? WHERE id = ?').run(counter, id);
+  }
+
+  // ---- e-mail link tokens (magic link, recovery, invitation claim) -------------------------------
+
+  insertEmailToken(tenant: Tenant, tokenHash: string, o: { userId: string; purpose: string; interactionId: string | null; expiresAt: number }, nowSec: number): void {
+    this.db.prepare('DELETE FROM oidc_email_tokens WHERE expires_at < ?').run(nowSec);
+    this.db.prepare('INSERT INTO oidc_email_tokens (token_hash, tenant_id, user_id, purpose, interaction_id, expires_at) VALUES (?, ?, ?, ?, ?, ?)')
+      .run(tokenHash, tenant.id, o.userId, o.purpose, o.interactionId, o.expiresAt);
+  }
+
+  emailToken(tenant: Tenant, tokenHash: string, purpose: string): EmailTokenRow | undefined {
+    return this.db.prepare('SELECT * FROM oidc_email_tokens WHERE token_hash = ? AND tenant_id = ? AND purpose = ?').get(tokenHash, tenant.id, purpose) as EmailTokenRow | undefined;
+  }
+
+  /** Single use: true for the one caller whose UPDATE claimed the token. */
+  useEmailToken(tokenHash: string, nowSec: number): boolean {
+    return this.db.prepare('UPDATE oidc_email_tokens SET used_at = ? WHERE token_hash = ? AND used_at IS NULL').run(nowSec, tokenHash).changes > 0;
   }
 }
