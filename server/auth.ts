@@ -3,7 +3,7 @@ import type Database from 'better-sqlite3';
 import type { DB } from './store/db.ts';
 import type { Tenant } from './tenancy.ts';
 import type { Role } from './users.ts';
-import { AuthenticationError, InputError, NotAllowedError, NotFoundError } from './errors.ts';
+import { AuthenticationError, InputError, NotAllowedError, NotFoundError, RateLimitedError } from './errors.ts';
 import { sha256Hex, type SecretSettings } from './keys.ts';
 
 /** Who is calling, as established by the route's auth policy. */
@@ -87,9 +87,19 @@ export function signAdminHmac(secret: string, bucket: string, host: string, body
  * t=<unix seconds>,sig=<hex HMAC-SHA256>` over `v2|bucket|Host|t|<hex SHA-256 of the body>`. It
  * binds the exact body and a time: refused more than 5 minutes from the server's clock, and a
  * signature is accepted once (a replay within the window is refused).
+ * The method and path are not in the text: a bucket names exactly one method and address (the
+ * spec's buckets are the address's verb; a test holds every route to one bucket each), so they
+ * would add nothing, and scripts sign what the spec already has them sign. A separate header,
+ * not a new value of the spec's one, keeps a spec client's header meaning exactly what it says.
  */
 export const HMAC_V2_HEADER = 'x-service-admin-signature-v2';
 export const HMAC_V2_WINDOW_SEC = 300;
+/**
+ * Used V2 signatures remembered at most (each for 10 minutes). When that many were used in the
+ * window, new ones are refused (429) rather than forgetting one still valid, which would let it
+ * be replayed: only holders of the secret can add entries, so this caps the admin's own rate.
+ */
+export const HMAC_V2_REPLAY_MAX = 100_000;
 
 export function hmacV2SigningText(bucket: string, host: string, t: number, body: Buffer | string): string {
   return `v2|${bucket}|${host}|${t}|${crypto.createHash('sha256').update(body).digest('hex')}`;
@@ -120,6 +130,7 @@ export class AuthService {
     private readonly secrets: SecretSettings,
     private readonly isPrimaryTenant: (tenantId: string) => boolean,
     readonly realm = 'sovcomms',
+    private readonly opts: { replayMax?: number } = {},
   ) {}
 
   setBearerVerifier(v: BearerVerifier): void {
@@ -148,7 +159,6 @@ export class AuthService {
     return new AuthenticationError(description, code, this.realm);
   }
 
-  /** Checks the HMAC header in constant time against `bucket|Host[|bodyLen]`. */
   /** The spec's admin signature: `bucket|Host`, or (extension) `bucket|Host|bodyLen` when there is a body. */
   verifyHmac(signature: string, bucket: string, host: string, bodyLen: number): boolean {
     if (!/^[0-9a-fA-F]{64}$/.test(signature)) return false;
@@ -165,7 +175,8 @@ export class AuthService {
 
   /**
    * The V2 header: `t=<unix>,sig=<hex>`. Throws 401 with `invalid_signature`, `stale_signature`
-   * (outside ±5 minutes) or `replayed_signature` (seen before within the window).
+   * (outside ±5 minutes) or `replayed_signature` (seen before within the window), and 429 when
+   * the replay memory is full (see HMAC_V2_REPLAY_MAX).
    */
   verifyHmacV2(value: string, bucket: string, host: string, body: Buffer, nowMs = Date.now()): void {
     const m = /^\s*t=(\d{1,12})\s*,\s*sig=([0-9a-fA-F]{64})\s*$/.exec(value);
@@ -181,8 +192,13 @@ export class AuthService {
       this.#seenV2.delete(k);
     }
     if (this.#seenV2.has(sig)) throw this.unauthorized('admin signature already used (replay)', 'replayed_signature');
-    // Bounded: an attacker cannot make valid signatures, so this only grows with the admin's own use.
-    if (this.#seenV2.size >= 100_000) this.#seenV2.delete(this.#seenV2.keys().next().value!);
+    // Bounded, and failing closed: evicting a remembered signature inside its window would make
+    // it replayable again. The oldest entry leaves first, so that is when there is room.
+    if (this.#seenV2.size >= (this.opts.replayMax ?? HMAC_V2_REPLAY_MAX)) {
+      const oldest = this.#seenV2.values().next().value ?? nowSec + 1;
+      throw new RateLimitedError(Math.max(1, oldest - nowSec));
+    }
+    // Kept past the latest moment the signature could still verify (t may be up to 5 min ahead).
     this.#seenV2.set(sig, nowSec + 2 * HMAC_V2_WINDOW_SEC);
   }
 

@@ -56,7 +56,8 @@ export function coreRoutes(dispatcher: Dispatcher, host: () => PluginHost | unde
         auth: {
           bearer: 'Authorization: Bearer <access token> from the token endpoint; role=admin for v1',
           apiKey: 'Authorization: Bearer ak_... personal API key, in place of a bearer on v1',
-          adminHmac: 'X-Service-Admin-Signature: hex HMAC-SHA256 over bucket|Host[|bodyLen] with the admin shared secret',
+          adminHmac: 'X-Service-Admin-Signature: hex HMAC-SHA256 over bucket|Host (or bucket|Host|bodyLen) with the admin shared secret',
+          adminHmacV2: 'X-Service-Admin-Signature-V2: t=<unix seconds>,sig=<hex HMAC-SHA256 over v2|bucket|Host|t|<hex SHA-256 of the body>>; ±5 minutes, each signature once (extension; sovcomms admin-secret sign)',
         },
         pagination: { limitDefault: PAGE_DEFAULT, limitMax: PAGE_MAX, offsetDefault: 0, envelope: ['data', 'total', 'limit', 'offset', 'next'] },
         errors: {

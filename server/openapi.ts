@@ -25,7 +25,7 @@ function security(p: AuthPolicy): Json[] | undefined {
   const out: Json[] = [];
   if (p.accept.includes('bearer')) out.push({ bearer: [] });
   if (p.accept.includes('apiKey')) out.push({ apiKey: [] });
-  if (p.accept.includes('hmac')) out.push({ adminHmac: [] });
+  if (p.accept.includes('hmac')) out.push({ adminHmac: [] }, { adminHmacV2: [] });
   return out;
 }
 
@@ -120,7 +120,14 @@ export function buildOpenApi(routes: RegisteredRoute[], meta: { build: string; s
       securitySchemes: {
         bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'OIDC access token of this tenant' },
         apiKey: { type: 'http', scheme: 'bearer', description: 'personal API key with prefix ak_, in place of a bearer on v1' },
-        adminHmac: { type: 'apiKey', in: 'header', name: 'X-Service-Admin-Signature', description: 'hex HMAC-SHA256 of `bucket|Host[|bodyLen]` with the admin shared secret' },
+        adminHmac: {
+          type: 'apiKey', in: 'header', name: 'X-Service-Admin-Signature',
+          description: 'The spec\'s admin signature: hex HMAC-SHA256 with the admin shared secret of `bucket|Host` (every bucket, with or without a body), or of `bucket|Host|bodyLen`. The bucket is `x-hmac-bucket` of the operation; Host is the header as sent.',
+        },
+        adminHmacV2: {
+          type: 'apiKey', in: 'header', name: 'X-Service-Admin-Signature-V2',
+          description: 'Extension: `t=<unix seconds>,sig=<hex HMAC-SHA256 of "v2|bucket|Host|t|<hex SHA-256 of the body>">`. Refused outside ±5 minutes (401 stale_signature) and on a second use (401 replayed_signature). `sovcomms admin-secret sign BUCKET` prints it.',
+        },
         credentialToken: { type: 'http', scheme: 'bearer', description: 'credential access token of the wallet issuer' },
       },
     },

@@ -8,7 +8,10 @@ export interface AuditFilter {
   since?: string;
   limit: number;
   offset: number;
-  /** Exact `user` values that also match the `user` filter (the accounts whose e-mail matched). */
+  /**
+   * `user` values that also match the `user` filter, compared case-insensitively: every name, id
+   * and e-mail of the accounts the filter matched (see AuditService.list).
+   */
   subjects?: string[];
 }
 
@@ -45,9 +48,10 @@ export class AuditRepo {
     // LIKE is case-insensitive for ASCII in SQLite, which is what event names and e-mails are.
     if (f.event) { where.push("event LIKE ? ESCAPE '\\'"); args.push(likeArg(f.event)); }
     if (f.user) {
-      const extra = (f.subjects ?? []).slice(0, 500);
-      where.push(`(user LIKE ? ESCAPE '\\'${extra.length ? ` OR user IN (${extra.map(() => '?').join(', ')})` : ''})`);
-      args.push(likeArg(f.user), ...extra);
+      // The accounts' identifiers go in as one JSON array: one statement text whatever their
+      // number (the statement cache stays small) and no bound-parameter limit to cut them short.
+      where.push("(user LIKE ? ESCAPE '\\' OR lower(user) IN (SELECT value FROM json_each(?)))");
+      args.push(likeArg(f.user), JSON.stringify([...new Set((f.subjects ?? []).map((x) => x.toLowerCase()))]));
     }
     if (f.since) { where.push('ts > ?'); args.push(f.since); }
     const w = where.join(' AND ');

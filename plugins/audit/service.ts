@@ -45,12 +45,17 @@ export class AuditService implements AuditWriter {
       if (Number.isNaN(t)) throw new InputError(`invalid query parameter since: not an ISO 8601 date-time: ${f.since}`, 'invalid_request', { field: 'since' });
       since = new Date(t).toISOString();
     }
-    // Spec: `user` is a case-insensitive substring "on subject or e-mail". Entries name the
-    // account (its name or id); an e-mail match adds the accounts whose address contains it.
+    // Spec "GET /auditlog": `user` is a case-insensitive substring "on subject or e-mail". An
+    // entry names its account by whatever the writer had: the login name (sign-ins), the id, or
+    // the e-mail as typed (magic links, recovery). So a filter that matches an account by name,
+    // id or e-mail finds that account's entries under any of the three, whichever was written.
     let subjects: string[] | undefined;
     if (f.user && this.users) {
       const q = f.user.toLowerCase();
-      subjects = this.users.list(tenant).filter((u) => (u.email ?? '').toLowerCase().includes(q)).flatMap((u) => [u.name, u.id]);
+      subjects = this.users
+        .list(tenant)
+        .filter((u) => [u.name, u.id, u.email ?? ''].some((x) => x.toLowerCase().includes(q)))
+        .flatMap((u) => [u.name, u.id, ...(u.email ? [u.email] : [])]);
     }
     return this.repo.list(tenant, { ...f, since, subjects });
   }

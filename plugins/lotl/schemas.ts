@@ -99,13 +99,14 @@ export const listStatus = z.object({
 
 /** The spec's LotlManifest plus per-list detail. */
 export const manifest = z.object({
-  /** never-loaded: no list was ever imported or fetched; stale: a stored list is past its next update; current otherwise. */
-  state: z.enum(['never-loaded', 'current', 'stale']),
-  /** When the last import or refresh ran (date-time); null before the first one. */
-  as_of: z.string().datetime().nullable(),
-  /** When the scheduled refresh runs next; null when none is queued (auto_refresh off, or one running). */
-  next_refresh_at: z.string().datetime().nullable(),
-  auto_refresh: z.boolean(),
+  // Described with .describe(), not comments: /openapi.json carries these texts (spec LotlManifest
+  // has as_of and next_refresh_at as date-times; null and `state` are our documented extension).
+  state: z.enum(['never-loaded', 'current', 'stale']).describe(
+    'Extension. never-loaded: no trusted list was ever stored (as_of is null until an import or refresh runs, and stays so named after runs that stored nothing); stale: a stored list is past its NextUpdate; current otherwise.',
+  ),
+  as_of: z.string().datetime().nullable().describe('When the last import or refresh run ended (date-time, UTC); null before the first run (see state).'),
+  next_refresh_at: z.string().datetime().nullable().describe('When the scheduled refresh runs next (date-time, UTC); null when none is queued: auto_refresh off, or a refresh running.'),
+  auto_refresh: z.boolean().describe('Extension. Whether scheduled refreshes run at all (plugins.lotl.autoRefresh); false explains a null next_refresh_at.'),
   /** Scheduled refreshes in a row that could not fetch the LOTL (0 after a good one). */
   refresh_failures: z.number().int(),
   anchor_count: z.number().int(),

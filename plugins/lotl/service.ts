@@ -445,8 +445,9 @@ export class LotlService {
     const anyStale = out.some((l) => l.stored && l.stale && !l.closed);
     return {
       // Spec LotlManifest: as_of and next_refresh_at are date-times; before the first run there is
-      // no time to give (null, never the epoch), and `state` says why.
-      state: !lastRun && !lists.length ? 'never-loaded' : anyStale ? 'stale' : 'current',
+      // no time to give (null, never the epoch), and `state` says why. A run that stored nothing
+      // (upstream down, every list refused) gives as_of a time but loads nothing: still never-loaded.
+      state: !lists.length ? 'never-loaded' : anyStale ? 'stale' : 'current',
       as_of: lastRun,
       next_refresh_at: nextRefreshAt,
       auto_refresh: this.cfg.autoRefresh,

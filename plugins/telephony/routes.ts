@@ -59,7 +59,7 @@ export function telephonyRoutes(r: RouteRegistrar, svc: TelephonyServices, opts:
   });
   r.add({
     method: 'POST', path: `${V1}/calls/:id/hangup`, area: 'calls', auth: policy.v1Admin,
-    summary: 'Hang up: scheduled → cancelled; in flight → cancelled and the bridge sends BYE; already ended (retry pending included) → wasNoop',
+    summary: 'Hang up: scheduled → cancelled; in flight → cancelled and the bridge sends BYE; already ended (retry pending included) → wasNoop; extension ?cancelRetry=true stops a pending retry',
     description: 'Extension: `?cancelRetry=true` on a call in ended-failed-retry-pending cancels the pending retry (→ cancelled) instead of the no-op the spec describes.',
     params: z.object({ id: z.string().max(64) }),
     query: z.object({ cancelRetry: z.enum(['true', 'false']).optional().describe('true: stop the pending retry of an ended-failed-retry-pending call') }),

@@ -6,7 +6,8 @@ import type { AuditWriter } from '../../server/plugin.ts';
 import type { Tenant } from '../../server/tenancy.ts';
 import fs from 'node:fs';
 import path from 'node:path';
-import { policy, signAdminHmacV2, type AuthPolicy } from '../../server/auth.ts';
+import { AuthService, policy, signAdminHmacV2, type AuthPolicy } from '../../server/auth.ts';
+import { RateLimitedError } from '../../server/errors.ts';
 import { main } from '../../server/cli.ts';
 import { defaultHmacBucket } from '../../server/http/dispatch.ts';
 
@@ -244,6 +245,41 @@ describe('admin HMAC (X-Service-Admin-Signature)', () => {
       .filter((r) => !r.addresses.map(defaultHmacBucket).includes((r.def.auth as { hmacBucket: string }).hmacBucket))
       .map((r) => `${r.plugin}: ${r.def.method} ${r.addresses.join(' | ')} signs ${(r.def.auth as { hmacBucket: string }).hmacBucket}`);
     expect(off).toEqual([]);
+  });
+
+  it('each bucket names one method and address (why V2 need not sign the method or path)', () => {
+    const seen = new Map<string, string>();
+    const shared: string[] = [];
+    for (const r of s.appliance.dispatcher.routes) {
+      if (r.def.auth.kind !== 'credentials' || !r.def.auth.hmacBucket) continue;
+      const where = `${r.plugin}: ${r.def.method} ${r.addresses[0]}`;
+      const before = seen.get(r.def.auth.hmacBucket);
+      if (before) shared.push(`${r.def.auth.hmacBucket}: ${before} and ${where}`);
+      else seen.set(r.def.auth.hmacBucket, where);
+    }
+    expect(seen.size).toBeGreaterThan(10);
+    expect(shared).toEqual([]);
+  });
+
+  it('V2 replay memory is bounded and fails closed: when full, new signatures get 429, a remembered one stays refused', () => {
+    const core = s.appliance.core;
+    const auth = new AuthService(core.db, core.secrets, () => true, 'sovcomms', { replayMax: 2 });
+    const secret = auth.adminSecret();
+    const host = 'h.example';
+    const now = Math.floor(Date.now() / 1000);
+    const sign = (body: string, t = now) => signAdminHmacV2(secret, 'test-echo', host, body, t);
+    const verify = (v: string, body: string, atSec = now) => auth.verifyHmacV2(v, 'test-echo', host, Buffer.from(body), atSec * 1000);
+    const first = sign('1');
+    verify(first, '1');
+    verify(sign('2'), '2');
+    let e: unknown;
+    try { verify(sign('3'), '3'); } catch (x) { e = x; }
+    expect(e).toBeInstanceOf(RateLimitedError);
+    expect((e as RateLimitedError).headers['Retry-After']).toBe('600');
+    // Nothing was forgotten to make room: the first signature is still a replay.
+    expect(() => verify(first, '1')).toThrow(expect.objectContaining({ code: 'replayed_signature' }) as Error);
+    // Ten minutes on, the remembered ones have left the window and there is room again.
+    verify(sign('4', now + 601), '4', now + 601);
   });
 
   it('a rotated admin secret invalidates signatures made with the old one', async () => {

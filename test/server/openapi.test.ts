@@ -80,6 +80,14 @@ describe('OpenAPI description', () => {
     expect(missing).toEqual([]);
   });
 
+  it('HMAC routes offer the spec header and the V2 extension, both described', () => {
+    const schemes = (doc as unknown as { components: { securitySchemes: Record<string, { name: string; description: string }> } }).components.securitySchemes;
+    expect(schemes.adminHmac).toMatchObject({ name: 'X-Service-Admin-Signature', description: expect.stringContaining('`bucket|Host`') });
+    expect(schemes.adminHmacV2).toMatchObject({ name: 'X-Service-Admin-Signature-V2', description: expect.stringContaining('stale_signature') });
+    const op = doc.paths['/signal.ashx?test=echo']!.post!;
+    expect(op.security).toEqual(expect.arrayContaining([{ adminHmac: [] }, { adminHmacV2: [] }]));
+  });
+
   it('every operation has a unique operationId', () => {
     const ids = Object.values(doc.paths).flatMap((ops) => Object.values(ops).map((o) => o.operationId));
     const dup = ids.filter((id, i) => ids.indexOf(id) !== i);

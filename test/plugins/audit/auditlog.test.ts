@@ -132,6 +132,29 @@ describe('filters', () => {
     expect((await list('?user=x@branch')).total).toBe(0);
   });
 
+  it('user: an account found by name or id also finds the entries written with its e-mail, in any case', async () => {
+    // Magic-link and recovery entries carry the e-mail as typed; sign-ins carry the login name.
+    const erin = await s.appliance.core.users.add(s.primary, { name: 'erin', role: 'user', email: 'e.smith@corp.example', password: null });
+    const writer = s.appliance.host.provided(AUDIT_WRITER)!;
+    clock.set(T0 - 120_000);
+    writer.write(s.primary, { event: 'maglink-start', user: 'E.Smith@Corp.Example' });
+    writer.write(s.primary, { event: 'maglink-finish', user: 'erin' });
+    clock.set(T0);
+    const events = async (q: string) => (await list(`?user=${encodeURIComponent(q)}`)).data.map((d) => d.event).sort();
+    expect(await events('erin')).toEqual(['maglink-finish', 'maglink-start']);
+    expect(await events(erin.id)).toEqual(['maglink-finish', 'maglink-start']);
+    expect(await events('SMITH@corp')).toEqual(['maglink-finish', 'maglink-start']);
+    // Many matching accounts are not cut short (the old form bound at most 500 of them).
+    const many = 600;
+    for (let i = 0; i < many; i++) await s.appliance.core.users.add(s.primary, { name: `bulk${i}`, role: 'user', email: `bulk${i}@many.example`, password: null });
+    clock.set(T0 - 180_000);
+    writer.write(s.primary, { event: 'maglink-start', user: `BULK${many - 1}@many.example` });
+    writer.write(s.primary, { event: 'maglink-finish', user: `bulk${many - 1}` });
+    clock.set(T0);
+    expect(await events('@many.example')).toEqual(['maglink-finish', 'maglink-start']);
+    expect(await events(`bulk${many - 1}`)).toEqual(['maglink-finish', 'maglink-start']);
+  });
+
   it('since: only newer events; a value without an offset is read as UTC', async () => {
     const cut = new Date(T0 + (ROWS - 11) * 1000);
     const withZ = await list(`?since=${encodeURIComponent(cut.toISOString())}`);

@@ -336,6 +336,22 @@ describe('retries on no-answer and busy', () => {
     await new Promise((res) => setTimeout(res, 150));
     expect(placedFor(id)).toHaveLength(1);
   });
+  it('the no-op hangup leaves the pending retry as it was: it still dials; cancelRetry takes only true or false', async () => {
+    const id = (await post(call({ retries: 1, retryDelayMinutes: 5, email: undefined }))).body.callId as string;
+    await fake.emit(FakeBridge.ended(id, 'no-answer'));
+    const before = (await get(id)).body;
+    expect((await hangup(id)).body).toMatchObject({ ok: true, wasNoop: true });
+    expect((await j(s.fetch(`${V1}/calls/${id}/hangup?cancelRetry=false`, { method: 'POST', key: s.adminKey }))).body).toMatchObject({ wasNoop: true });
+    const bad = await j(s.fetch(`${V1}/calls/${id}/hangup?cancelRetry=yes`, { method: 'POST', key: s.adminKey }));
+    expect(bad.status).toBe(400);
+    expect(JSON.stringify(bad.body)).toContain('cancelRetry');
+    expect((await get(id)).body).toEqual(before);
+    clock.advance(5 * 60_000 + 1);
+    s.appliance.core.jobs.kick();
+    await until(() => placedFor(id).length === 2, 3000, 'the retry dials after a no-op hangup');
+    await until(async () => (await get(id)).body.status === 'in-flight', 3000, 'retry in flight');
+    await hangup(id);
+  });
   it('not-now and failed are not retried', async () => {
     for (const o of ['not-now', 'failed']) {
       const id = (await post(call({ retries: 3, email: undefined }))).body.callId as string;
