@@ -3,7 +3,7 @@ import type Database from 'better-sqlite3';
 import type { DB } from './store/db.ts';
 import type { Tenant } from './tenancy.ts';
 import type { Role } from './users.ts';
-import { AuthenticationError, InputError, NotAllowedError, NotFoundError, RateLimitedError } from './errors.ts';
+import { AuthenticationError, InputError, NotAllowedError, NotFoundError, RateLimitedError, type ErrorCode } from './errors.ts';
 import { sha256Hex, type SecretSettings } from './keys.ts';
 
 /** Who is calling, as established by the route's auth policy. */
@@ -155,7 +155,7 @@ export class AuthService {
     return s;
   }
 
-  unauthorized(description: string, code = 'invalid_token'): AuthenticationError {
+  unauthorized(description: string, code: ErrorCode = 'invalid_token'): AuthenticationError {
     return new AuthenticationError(description, code, this.realm);
   }
 

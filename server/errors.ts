@@ -1,17 +1,44 @@
 /**
+ * Every error code the appliance answers with: a typed union, so a typo is a compile error, the
+ * API description lists them, and clients can rely on the set. Add a code here before using it.
+ */
+export const ERROR_CODES = [
+  // generic HTTP (one per status the router maps)
+  'invalid_request', 'not_found', 'method_not_allowed', 'payload_too_large', 'unsupported_media_type', 'rate_limited', 'server_error',
+  'plugin_unavailable', 'login_required', 'invalid_csrf', 'conflict',
+  // credentials (RFC 6750, admin HMAC)
+  'invalid_token', 'insufficient_scope', 'invalid_signature', 'stale_signature', 'replayed_signature',
+  // OAuth 2.0 / OIDC (RFC 6749 §5.2, RFC 7591 §3.2.2, OIDC Core §3.1.2.6)
+  'invalid_grant', 'invalid_client', 'unauthorized_client', 'unsupported_grant_type', 'invalid_scope', 'access_denied', 'invalid_client_metadata',
+  'invalid_redirect_uri', 'interaction_required', 'consent_required', 'account_selection_required', 'unsupported_response_type', 'invalid_request_object',
+  'request_not_supported', 'request_uri_not_supported', 'temporarily_unavailable',
+  // accounts and tenants
+  'weak_password', 'duplicate_user', 'duplicate_tenant', 'cannot_remove_primary', 'cannot_disable_self', 'last_admin', 'already_claimed', 'already_revoked',
+  'passkey_rejected', 'invalid_key',
+  // telephony
+  'duplicate_route', 'cannot_delete_catchall', 'bridge_not_configured', 'bridge_unreachable', 'bridge_protocol', 'bridge_error', 'no_capacity', 'duplicate_call',
+  'not_whitelisted', 'no_route', 'no_trunk', 'invalid_phone',
+  // webhooks
+  'invalid_url', 'address_refused', 'too_many_subscriptions', 'subscription_paused', 'delivery_in_progress',
+  // certificate authority and trusted lists
+  'ca_unavailable', 'ca_exists', 'invalid_csr', 'invalid_client_id', 'hsm_error', 'invalid_list', 'import_failed',
+] as const;
+export type ErrorCode = (typeof ERROR_CODES)[number];
+
+/**
  * Business errors with stable codes (the jose / Backstage idea): services throw these, one error
  * middleware renders `{error, error_description}` with the status. No handler builds an error body.
  */
 export class AppError extends Error {
   readonly status: number;
-  readonly code: string;
+  readonly code: ErrorCode;
   readonly headers: Record<string, string>;
   /** Extra fields merged into the error body (e.g. `allowed` for 405). Never secrets. */
   readonly extra: Record<string, unknown>;
 
   constructor(
     status: number,
-    code: string,
+    code: ErrorCode,
     description: string,
     opts: { headers?: Record<string, string>; extra?: Record<string, unknown>; cause?: unknown } = {},
   ) {
@@ -25,31 +52,31 @@ export class AppError extends Error {
 }
 
 export class InputError extends AppError {
-  constructor(description: string, code = 'invalid_request', extra?: Record<string, unknown>) {
+  constructor(description: string, code: ErrorCode = 'invalid_request', extra?: Record<string, unknown>) {
     super(400, code, description, { extra });
   }
 }
 
 export class NotFoundError extends AppError {
-  constructor(description: string, code = 'not_found') {
+  constructor(description: string, code: ErrorCode = 'not_found') {
     super(404, code, description);
   }
 }
 
 export class ConflictError extends AppError {
-  constructor(code: string, description: string) {
+  constructor(code: ErrorCode, description: string) {
     super(409, code, description);
   }
 }
 
 export class AuthenticationError extends AppError {
-  constructor(description = 'authentication required', code = 'invalid_token', realm = 'sovcomms') {
+  constructor(description = 'authentication required', code: ErrorCode = 'invalid_token', realm = 'sovcomms') {
     super(401, code, description, { headers: { 'WWW-Authenticate': `Bearer realm="${realm}"` } });
   }
 }
 
 export class NotAllowedError extends AppError {
-  constructor(description = 'insufficient privileges', code = 'insufficient_scope') {
+  constructor(description = 'insufficient privileges', code: ErrorCode = 'insufficient_scope') {
     super(403, code, description);
   }
 }
@@ -63,13 +90,13 @@ export class RateLimitedError extends AppError {
 }
 
 export class ServiceUnavailableError extends AppError {
-  constructor(code: string, description: string) {
+  constructor(code: ErrorCode, description: string) {
     super(503, code, description);
   }
 }
 
 export class BadGatewayError extends AppError {
-  constructor(code: string, description: string) {
+  constructor(code: ErrorCode, description: string) {
     super(502, code, description);
   }
 }

@@ -1,3 +1,4 @@
+import { ERROR_CODES } from './errors.ts';
 import { z } from 'zod';
 import type { RegisteredRoute } from './http/dispatch.ts';
 import { parseAddress } from './http/dispatch.ts';
@@ -40,7 +41,7 @@ const errorSchema = {
   type: 'object',
   required: ['error'],
   properties: {
-    error: { type: 'string', description: 'stable error code' },
+    error: { type: 'string', enum: [...ERROR_CODES], description: 'stable error code (server/errors.ts ERROR_CODES)' },
     error_description: { type: 'string' },
     error_uri: { type: 'string', format: 'uri' },
   },

@@ -16,7 +16,8 @@ export { UsageError, parse, str, table, type CliOptions, type ParsedArgs } from 
 
 // Errors with stable codes (rendered by the one error middleware).
 export {
-  AppError, AuthenticationError, BadGatewayError, ConflictError, InputError, NotAllowedError, NotFoundError, RateLimitedError, ServiceUnavailableError, zodMessage,
+  AppError, AuthenticationError, BadGatewayError, ConflictError, ERROR_CODES, InputError, NotAllowedError, NotFoundError, RateLimitedError, ServiceUnavailableError, zodMessage,
+  type ErrorCode,
 } from './errors.ts';
 
 // Routes: registration, auth policies, replies, list envelopes, key case.

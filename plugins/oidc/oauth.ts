@@ -1,5 +1,5 @@
 /** OAuth 2.0 / OIDC vocabulary shared by the provider's modules. */
-import { AppError, type Tenant } from '../../server/sdk.ts';
+import { AppError, type ErrorCode, type Tenant } from '../../server/sdk.ts';
 import type { OidcClient } from './clients.ts';
 import type { TokenForm } from './schemas.ts';
 import type { OidcProvider } from './provider.ts';
@@ -9,13 +9,8 @@ export const CLIENT_ASSERTION_TYPE = 'urn:ietf:params:oauth:client-assertion-typ
 /** Algorithms accepted from clients (request objects, client assertions); never `none` or HMAC. */
 export const CLIENT_ALGS = ['RS256', 'PS256', 'ES256', 'EdDSA'];
 
-/** The token endpoint's error codes (RFC 6749 §5.2, RFC 8628, OID4VCI §6.3). */
-export type OAuthErrorCode =
-  | 'invalid_request' | 'invalid_client' | 'invalid_grant' | 'unauthorized_client' | 'unsupported_grant_type' | 'invalid_scope' | 'invalid_token'
-  | 'access_denied' | 'server_error';
-
-/** An OAuth error as RFC 6749 §5.2 names it; rendered by the core as {error, error_description}. */
-export function oauthError(code: OAuthErrorCode | (string & {}), description: string, status = 400, headers?: Record<string, string>): AppError {
+/** An OAuth error as RFC 6749 §5.2 names it (one of the appliance's typed codes); rendered by the core as {error, error_description}. */
+export function oauthError(code: ErrorCode, description: string, status = 400, headers?: Record<string, string>): AppError {
   return new AppError(status, code, description, { headers });
 }
 

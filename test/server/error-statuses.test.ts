@@ -107,7 +107,7 @@ describe('404, 405, 409', () => {
   });
 
   it('409 from a ConflictError', async () => {
-    await errorBody(await post(JSON.stringify({ name: 'taken', count: 1 })), 409, 'duplicate_item');
+    await errorBody(await post(JSON.stringify({ name: 'taken', count: 1 })), 409, 'conflict');
   });
 });
 
