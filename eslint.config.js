@@ -19,9 +19,17 @@ export default tseslint.config(
       '@typescript-eslint/no-non-null-assertion': 'off',
       // Unused names are errors, except the conventional `_` prefix for a parameter a signature needs.
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
+      // `let x = fallback; try { x = compute(); } catch { ... }` keeps the fallback visible where x
+      // is declared; the rule calls the first value useless. Off, as a style choice.
+      'no-useless-assignment': 'off',
       // Type-only imports stay visibly type-only (verbatimModuleSyntax relies on it).
       '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
     },
+  },
+  {
+    // The sign-in pages' small scripts run in the browser (served from resources/login/).
+    files: ['resources/**/*.js'],
+    languageOptions: { globals: { ...globals.browser }, sourceType: 'script' },
   },
   {
     // Tests and benches drive real peers and fixtures; the rules above still apply.

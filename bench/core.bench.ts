@@ -26,8 +26,24 @@ const STARTS = envNumber('BENCH_STARTS', 3);
 const PROFILE_DIR = process.env.BENCH_PROFILE_DIR ? path.resolve(process.env.BENCH_PROFILE_DIR) : undefined;
 const PATH = '/api.ashx/v1/auditlog?limit=50';
 
-const EVENTS = ['login.success', 'login.failure', 'token.issued', 'apikey.created', 'user.updated', 'call.started', 'call.ended', 'webhook.delivered', 'oidc.consent', 'wallet.presentation'];
-const UAS = ['Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0 Safari/537.36', 'curl/8.5.0', 'sovcomms-cli/0.1', 'okhttp/4.12.0'];
+const EVENTS = [
+  'login.success',
+  'login.failure',
+  'token.issued',
+  'apikey.created',
+  'user.updated',
+  'call.started',
+  'call.ended',
+  'webhook.delivered',
+  'oidc.consent',
+  'wallet.presentation',
+];
+const UAS = [
+  'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0 Safari/537.36',
+  'curl/8.5.0',
+  'sovcomms-cli/0.1',
+  'okhttp/4.12.0',
+];
 
 /** Deterministic, varied rows spread over the last ~100 days (same data every run). */
 function makeRow(i: number, start: number): AuditRow {
@@ -77,10 +93,13 @@ export default async function run(): Promise<BenchResult[]> {
     const { key, seedMs } = await seed(dataDir);
     console.log(`seeded ${ROWS} audit rows in ${Math.round(seedMs)} ms`);
     // Rate limits raised (one IP sends everything); log level warn: no access log line per request.
-    fs.writeFileSync(path.join(dataDir, 'config.json'), JSON.stringify({
-      log: { level: 'warn' },
-      rateLimit: { publicPerMinute: 100_000_000, authenticatedPerMinute: 100_000_000, sensitivePerMinute: 100_000_000 },
-    }));
+    fs.writeFileSync(
+      path.join(dataDir, 'config.json'),
+      JSON.stringify({
+        log: { level: 'warn' },
+        rateLimit: { publicPerMinute: 100_000_000, authenticatedPerMinute: 100_000_000, sensitivePerMinute: 100_000_000 },
+      }),
+    );
 
     const barePort = await freePort();
     const bare = await spawnServer({
@@ -127,11 +146,13 @@ export default async function run(): Promise<BenchResult[]> {
     const bareUrl = `http://127.0.0.1:${barePort}${PATH}`;
 
     // Fairness: both answer 200 with the same JSON for the same request.
-    const [ja, jb] = await Promise.all([appUrl, bareUrl].map(async (u) => {
-      const r = await fetch(u, { headers });
-      if (r.status !== 200) throw new Error(`${u} answered ${r.status}: ${await r.text()}`);
-      return (await r.json()) as { data: unknown[]; total: number };
-    }));
+    const [ja, jb] = await Promise.all(
+      [appUrl, bareUrl].map(async (u) => {
+        const r = await fetch(u, { headers });
+        if (r.status !== 200) throw new Error(`${u} answered ${r.status}: ${await r.text()}`);
+        return (await r.json()) as { data: unknown[]; total: number };
+      }),
+    );
     if (ja!.data.length !== 50 || ja!.total !== ROWS) throw new Error(`appliance returned ${ja!.data.length} rows of ${ja!.total}, expected 50 of ${ROWS}`);
     const same = isDeepStrictEqual(ja, jb);
 
@@ -150,37 +171,74 @@ export default async function run(): Promise<BenchResult[]> {
     const rssAfter = rssMiB(app!.child.pid!);
     console.log(`appliance ${Math.round(sa.rps)} req/s, bare ${Math.round(sb.rps)} req/s`);
     const failures = (s: LoadStats) => s.bad + s.errors;
-    const loadNote = `${CONNECTIONS} connections, ${SECONDS} s per server in ${ROUNDS} alternating rounds after ${WARMUP} s warmup, ${ROWS} rows`
-      + `; non-2xx/errors: appliance ${failures(sa)}, bare ${failures(sb)}`
-      + (same ? '; both return identical JSON' : '; WARNING: the two JSON bodies differ');
+    const loadNote =
+      `${CONNECTIONS} connections, ${SECONDS} s per server in ${ROUNDS} alternating rounds after ${WARMUP} s warmup, ${ROWS} rows` +
+      `; non-2xx/errors: appliance ${failures(sa)}, bare ${failures(sb)}` +
+      (same ? '; both return identical JSON' : '; WARNING: the two JSON bodies differ');
 
     return [
       {
-        name: 'auditlog limit=50 throughput', value: sa.rps, unit: 'req/s', peer: 'bare express+sqlite', peerValue: sb.rps,
-        ratio: sa.rps / sb.rps, target: '>= 0.7x', note: loadNote,
+        name: 'auditlog limit=50 throughput',
+        value: sa.rps,
+        unit: 'req/s',
+        peer: 'bare express+sqlite',
+        peerValue: sb.rps,
+        ratio: sa.rps / sb.rps,
+        target: '>= 0.7x',
+        note: loadNote,
       },
       {
-        name: 'auditlog limit=50 p99 latency', value: sa.percentile(99), unit: 'ms', peer: 'bare express+sqlite', peerValue: sb.percentile(99),
+        name: 'auditlog limit=50 p99 latency',
+        value: sa.percentile(99),
+        unit: 'ms',
+        peer: 'bare express+sqlite',
+        peerValue: sb.percentile(99),
         ratio: sa.percentile(99) / sb.percentile(99),
         note: `p50 appliance ${sa.percentile(50).toFixed(2)} ms, bare ${sb.percentile(50).toFixed(2)} ms; ${sa.latencies.length} and ${sb.latencies.length} samples`,
       },
-      ...(Number.isFinite(sa.cpuUsPerRequest) ? [{
-        name: 'auditlog limit=50 server CPU per request', value: sa.cpuUsPerRequest, unit: 'µs', peer: 'bare express+sqlite', peerValue: sb.cpuUsPerRequest,
-        ratio: sb.cpuUsPerRequest / sa.cpuUsPerRequest,
-        note: 'server process user+system CPU during the measured rounds / 2xx responses (from /proc); ratio = bare/appliance, i.e. the throughput ratio the two would reach on an otherwise idle core',
-      }] : []),
+      ...(Number.isFinite(sa.cpuUsPerRequest)
+        ? [
+            {
+              name: 'auditlog limit=50 server CPU per request',
+              value: sa.cpuUsPerRequest,
+              unit: 'µs',
+              peer: 'bare express+sqlite',
+              peerValue: sb.cpuUsPerRequest,
+              ratio: sb.cpuUsPerRequest / sa.cpuUsPerRequest,
+              note: 'server process user+system CPU during the measured rounds / 2xx responses (from /proc); ratio = bare/appliance, i.e. the throughput ratio the two would reach on an otherwise idle core',
+            },
+          ]
+        : []),
       {
-        name: 'idle RSS after start', value: median(rsses), unit: 'MB', peer: 'bare express+sqlite', peerValue: bareRss, target: '< 150 MB',
+        name: 'idle RSS after start',
+        value: median(rsses),
+        unit: 'MB',
+        peer: 'bare express+sqlite',
+        peerValue: bareRss,
+        target: '< 150 MB',
         note: `MiB (VmRSS) 1 s after ready, median of ${STARTS} starts: ${rsses.map(r1).join(', ')}; after the load: ${r1(rssAfter)}`,
       },
       {
-        name: 'time to ready', value: median(readies) / 1000, unit: 's', peer: 'bare express+sqlite', peerValue: bare.readyMs / 1000, target: '< 1.5 s',
+        name: 'time to ready',
+        value: median(readies) / 1000,
+        unit: 's',
+        peer: 'bare express+sqlite',
+        peerValue: bare.readyMs / 1000,
+        target: '< 1.5 s',
         note: `spawn of \`sovcomms serve\` to first /readyz 200 (node start, tsx loader, config, store, migrations check, plugins, listen), median of ${STARTS}: ${readies.map((r) => Math.round(r)).join(', ')} ms; 1-min load average ${loadBefore.toFixed(1)} on ${os.cpus().length} cores`,
       },
-      ...(readyCpus.length ? [{
-        name: 'CPU time to ready', value: median(readyCpus) / 1000, unit: 's', peer: 'bare express+sqlite', peerValue: bare.readyCpuMs === undefined ? undefined : bare.readyCpuMs / 1000,
-        note: `user+system CPU of the server process (all threads, incl. the tsx loader thread) from spawn to ready, median of ${STARTS}: ${readyCpus.join(', ')} ms; unlike the wall time it hardly grows when other processes load the machine`,
-      }] : []),
+      ...(readyCpus.length
+        ? [
+            {
+              name: 'CPU time to ready',
+              value: median(readyCpus) / 1000,
+              unit: 's',
+              peer: 'bare express+sqlite',
+              peerValue: bare.readyCpuMs === undefined ? undefined : bare.readyCpuMs / 1000,
+              note: `user+system CPU of the server process (all threads, incl. the tsx loader thread) from spawn to ready, median of ${STARTS}: ${readyCpus.join(', ')} ms; unlike the wall time it hardly grows when other processes load the machine`,
+            },
+          ]
+        : []),
     ];
   } finally {
     await Promise.all(running.map((s) => s.stop()));

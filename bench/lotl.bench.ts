@@ -26,7 +26,6 @@ const SNAPSHOT = path.resolve(ROOT, '..', 'shared', 'fixtures', 'trusted-lists',
 const JDK_MS = 3000;
 const JDK_MB = 176;
 
-
 /** Child: import the snapshot into DIR with nothing else loaded, report time and peak RSS. */
 async function childImport(dir: string): Promise<void> {
   const { openStore } = await import('../server/store/db.ts');
@@ -42,22 +41,36 @@ async function childImport(dir: string): Promise<void> {
   const baseline = process.memoryUsage().rss;
   const c0 = process.cpuUsage();
   const t0 = performance.now();
-  const files = fs.readdirSync(SNAPSHOT).filter((f) => f.endsWith('.xml')).map((f) => ({ name: f, source: `import:${f}`, bytes: fs.readFileSync(path.join(SNAPSHOT, f)) }));
+  const files = fs
+    .readdirSync(SNAPSHOT)
+    .filter((f) => f.endsWith('.xml'))
+    .map((f) => ({ name: f, source: `import:${f}`, bytes: fs.readFileSync(path.join(SNAPSHOT, f)) }));
   const report = await svc.import(files);
   const ms = performance.now() - t0;
   const cpu = process.cpuUsage(c0);
   db.close();
   const verified = report.lists.filter((l) => l.signature === 'valid' || l.signature === 'untrusted_signer').length;
-  process.stdout.write(JSON.stringify({ ms, cpuMs: (cpu.user + cpu.system) / 1000, peakMb: process.resourceUsage().maxRSS / 1024, baselineMb: baseline / 1048576, verified, anchors: report.anchor_count }) + '\n');
+  process.stdout.write(
+    JSON.stringify({
+      ms,
+      cpuMs: (cpu.user + cpu.system) / 1000,
+      peakMb: process.resourceUsage().maxRSS / 1024,
+      baselineMb: baseline / 1048576,
+      verified,
+      anchors: report.anchor_count,
+    }) + '\n',
+  );
 }
 
 /** Child: the real appliance over DIR on an ephemeral port; prints the port. */
 async function childServe(dir: string): Promise<void> {
   const { Appliance } = await import('../server/app.ts');
   const a = await Appliance.create({
-    dataDir: dir, env: {},
+    dataDir: dir,
+    env: {},
     overrides: {
-      http: { port: 0, host: '127.0.0.1', drainMs: 500 }, log: { level: 'silent' },
+      http: { port: 0, host: '127.0.0.1', drainMs: 500 },
+      log: { level: 'silent' },
       rateLimit: { publicPerMinute: 10_000_000, authenticatedPerMinute: 10_000_000, sensitivePerMinute: 10_000_000 },
       plugins: { lotl: { autoRefresh: false, acceptExpired: false } },
     },
@@ -78,11 +91,19 @@ function runChild(args: string[], keep = false): Promise<{ line: Record<string, 
       const nl = buf.indexOf('\n');
       if (nl >= 0) {
         const line = JSON.parse(buf.slice(0, nl)) as Record<string, number>;
-        resolve({ line, kill: () => { c.stdin.end(); return exited; } });
+        resolve({
+          line,
+          kill: () => {
+            c.stdin.end();
+            return exited;
+          },
+        });
         if (!keep) c.stdin.end();
       }
     });
-    c.on('exit', (code) => { if (code) reject(new Error(`child ${args[0]} exited with ${code}`)); });
+    c.on('exit', (code) => {
+      if (code) reject(new Error(`child ${args[0]} exited with ${code}`));
+    });
   });
 }
 
@@ -91,7 +112,10 @@ async function rps(url: string, paths: string[], seconds: number, connections: n
   // `requests` with setupRequest (autocannon's rotating-request API) is missing from our local
   // type declarations; passing it through a variable keeps the declared type honest elsewhere.
   const opts = {
-    url, connections, duration: seconds, timeout: 10,
+    url,
+    connections,
+    duration: seconds,
+    timeout: 10,
     requests: [{ method: 'GET', setupRequest: (req: Record<string, unknown>) => ({ ...req, path: paths[i++ % paths.length] }) }],
   };
   const r = await autocannon(opts);
@@ -103,7 +127,7 @@ export default async function run(): Promise<BenchResult[]> {
   const SECONDS = envNumber('BENCH_LOTL_SECONDS', 5);
   const CONNECTIONS = envNumber('BENCH_LOTL_CONNECTIONS', 10);
   const dirs: string[] = [];
-  const imports: Array<Record<string, number>> = [];
+  const imports: Record<string, number>[] = [];
   try {
     for (let k = 0; k < RUNS; k++) {
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lotl-bench-'));
@@ -115,17 +139,29 @@ export default async function run(): Promise<BenchResult[]> {
     const last = imports.at(-1)!;
     const out: BenchResult[] = [
       {
-        name: 'import 2026-08 snapshot (30 lists, 23 MB): wall time', value: Math.round(ms), unit: 'ms',
-        peer: 'JDK reference verifier (recorded, not run)', peerValue: JDK_MS, ratio: +(ms / JDK_MS).toFixed(2), target: '< 5000 ms',
+        name: 'import 2026-08 snapshot (30 lists, 23 MB): wall time',
+        value: Math.round(ms),
+        unit: 'ms',
+        peer: 'JDK reference verifier (recorded, not run)',
+        peerValue: JDK_MS,
+        ratio: +(ms / JDK_MS).toFixed(2),
+        target: '< 5000 ms',
         note: `median of ${RUNS} fresh processes; ${last.verified} signatures checked, ${last.anchors} anchors in service`,
       },
       {
-        name: 'import 2026-08 snapshot: CPU time', value: Math.round(imports.map((r) => r.cpuMs!).sort((a, b) => a - b)[Math.floor(imports.length / 2)]!), unit: 'ms',
+        name: 'import 2026-08 snapshot: CPU time',
+        value: Math.round(imports.map((r) => r.cpuMs!).sort((a, b) => a - b)[Math.floor(imports.length / 2)]!),
+        unit: 'ms',
         note: 'user + system of the importing process: steadier than wall time on a shared machine',
       },
       {
-        name: 'import 2026-08 snapshot: peak RSS', value: Math.round(peak), unit: 'MB',
-        peer: 'JDK reference verifier (recorded, not run)', peerValue: JDK_MB, ratio: +(peak / JDK_MB).toFixed(2), target: '< 300 MB',
+        name: 'import 2026-08 snapshot: peak RSS',
+        value: Math.round(peak),
+        unit: 'MB',
+        peer: 'JDK reference verifier (recorded, not run)',
+        peerValue: JDK_MB,
+        ratio: +(peak / JDK_MB).toFixed(2),
+        target: '< 300 MB',
         note: `whole process incl. Node + tsx (~${Math.round(last.baselineMb!)} MB before the import)`,
       },
     ];
@@ -133,14 +169,18 @@ export default async function run(): Promise<BenchResult[]> {
     const server = await runChild(['--child-serve', dirs[0]!], true);
     try {
       const base = `http://127.0.0.1:${server.line.port}`;
-      const anchors = (await (await fetch(`${base}/lotl.ashx?anchors`)).json()) as Array<{ sha256: string }>;
+      const anchors = (await (await fetch(`${base}/lotl.ashx?anchors`)).json()) as { sha256: string }[];
       const paths = [...new Set(anchors.map((a) => a.sha256))].map((s) => `/lotl.ashx?anchor=${s}`);
       await rps(base, paths, 1, CONNECTIONS); // warm-up
       const a = await rps(base, paths, SECONDS, CONNECTIONS);
       const h = await rps(base, ['/healthz'], SECONDS, CONNECTIONS);
       out.push({
-        name: 'GET /lotl.ashx?anchor=<sha256> (PEM)', value: Math.round(a.rps), unit: 'req/s',
-        peer: 'GET /healthz on the same process', peerValue: Math.round(h.rps), ratio: +(a.rps / h.rps).toFixed(2),
+        name: 'GET /lotl.ashx?anchor=<sha256> (PEM)',
+        value: Math.round(a.rps),
+        unit: 'req/s',
+        peer: 'GET /healthz on the same process',
+        peerValue: Math.round(h.rps),
+        ratio: +(a.rps / h.rps).toFixed(2),
         note: `${paths.length} distinct anchors rotated, ${CONNECTIONS} connections, ${SECONDS} s; non-2xx ${a.non2xx}`,
       });
     } finally {

@@ -39,13 +39,28 @@ async function peerOidcProvider(port: number, secret: string): Promise<void> {
   // Same client and grants as on the appliance. Sign-in through its development interactions
   // (any login accepted) once; afterwards the session and loadExistingGrant (consent skipped, as
   // on the appliance) answer the authorization request at once.
-  interface GrantLike { addOIDCScope(s: string): void; save(): Promise<string> }
-  interface OpCtx { oidc: { provider: { Grant: new (o: { clientId: string; accountId?: string }) => GrantLike }; client: { clientId: string }; session: { accountId?: string } } }
+  interface GrantLike {
+    addOIDCScope(s: string): void;
+    save(): Promise<string>;
+  }
+  interface OpCtx {
+    oidc: {
+      provider: { Grant: new (o: { clientId: string; accountId?: string }) => GrantLike };
+      client: { clientId: string };
+      session: { accountId?: string };
+    };
+  }
   const provider = new Provider(`http://127.0.0.1:${port}`, {
-    clients: [{
-      client_id: CLIENT_ID, client_secret: secret, grant_types: ['client_credentials', 'authorization_code'], redirect_uris: ['http://127.0.0.1/cb'],
-      response_types: ['code'], token_endpoint_auth_method: 'client_secret_basic',
-    }],
+    clients: [
+      {
+        client_id: CLIENT_ID,
+        client_secret: secret,
+        grant_types: ['client_credentials', 'authorization_code'],
+        redirect_uris: ['http://127.0.0.1/cb'],
+        response_types: ['code'],
+        token_endpoint_auth_method: 'client_secret_basic',
+      },
+    ],
     features: { clientCredentials: { enabled: true }, devInteractions: { enabled: true } },
     findAccount: (_ctx: unknown, id: string) => ({ accountId: id, claims: () => ({ sub: id }) }),
     loadExistingGrant: async (ctx: OpCtx) => {
@@ -94,8 +109,14 @@ async function seed(dataDir: string): Promise<{ secret: string; password: string
     const tenant = a.core.tenants.primary()!;
     const repo = new ClientRepo(a.core.db);
     const { secret } = repo.upsert(tenant, {
-      client_id: CLIENT_ID, redirect_uris: ['http://127.0.0.1/cb'], post_logout_redirect_uris: [], grant_types: ['client_credentials', 'authorization_code'],
-      token_endpoint_auth_method: 'client_secret_basic', allow_plain_pkce: false, id_token_signed_response_alg: 'RS256', skip_consent: true,
+      client_id: CLIENT_ID,
+      redirect_uris: ['http://127.0.0.1/cb'],
+      post_logout_redirect_uris: [],
+      grant_types: ['client_credentials', 'authorization_code'],
+      token_endpoint_auth_method: 'client_secret_basic',
+      allow_plain_pkce: false,
+      id_token_signed_response_alg: 'RS256',
+      skip_consent: true,
     });
     const password = 'bench password 1';
     await a.core.users.add(tenant, { name: 'bench', role: 'user', password });
@@ -105,14 +126,32 @@ async function seed(dataDir: string): Promise<{ secret: string; password: string
   }
 }
 
-function request(port: number, method: string, p: string, headers: Record<string, string>, body?: string): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+function request(
+  port: number,
+  method: string,
+  p: string,
+  headers: Record<string, string>,
+  body?: string,
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, method, path: p, headers: { ...headers, ...(body ? { 'content-length': String(Buffer.byteLength(body)) } : {}) }, agent: false }, (res) => {
-      let b = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => { b += c; });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: b }));
-    });
+    const req = http.request(
+      {
+        host: '127.0.0.1',
+        port,
+        method,
+        path: p,
+        headers: { ...headers, ...(body ? { 'content-length': String(Buffer.byteLength(body)) } : {}) },
+        agent: false,
+      },
+      (res) => {
+        let b = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => {
+          b += c;
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: b }));
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -123,13 +162,29 @@ async function codeFlow(port: number, cookieHeader: string, secret: string): Pro
   const t0 = performance.now();
   const verifier = crypto.randomBytes(32).toString('base64url');
   const challenge = crypto.createHash('sha256').update(verifier).digest('base64url');
-  const q = new URLSearchParams({ client_id: CLIENT_ID, response_type: 'code', scope: 'openid', redirect_uri: 'http://127.0.0.1/cb', state: 's', code_challenge: challenge, code_challenge_method: 'S256' });
+  const q = new URLSearchParams({
+    client_id: CLIENT_ID,
+    response_type: 'code',
+    scope: 'openid',
+    redirect_uri: 'http://127.0.0.1/cb',
+    state: 's',
+    code_challenge: challenge,
+    code_challenge_method: 'S256',
+  });
   const a = await request(port, 'GET', `/oauth2/v1/authorize?${q}`, { cookie: cookieHeader, host: `127.0.0.1:${port}` });
   const code = a.headers.location ? new URL(a.headers.location).searchParams.get('code') : null;
   if (a.status !== 302 || !code) throw new Error(`authorize answered ${a.status} ${a.headers.location ?? a.body.slice(0, 200)}`);
-  const t = await request(port, 'POST', '/oauth2/v1/token', {
-    'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`${CLIENT_ID}:${secret}`).toString('base64')}`, host: `127.0.0.1:${port}`,
-  }, new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: 'http://127.0.0.1/cb', code_verifier: verifier }).toString());
+  const t = await request(
+    port,
+    'POST',
+    '/oauth2/v1/token',
+    {
+      'content-type': 'application/x-www-form-urlencoded',
+      authorization: `Basic ${Buffer.from(`${CLIENT_ID}:${secret}`).toString('base64')}`,
+      host: `127.0.0.1:${port}`,
+    },
+    new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: 'http://127.0.0.1/cb', code_verifier: verifier }).toString(),
+  );
   if (t.status !== 200) throw new Error(`token answered ${t.status} ${t.body}`);
   return performance.now() - t0;
 }
@@ -138,7 +193,13 @@ async function codeFlow(port: number, cookieHeader: string, secret: string): Pro
 async function peerCodeFlow(port: number, jar: Map<string, string>, secret: string): Promise<number> {
   const t0 = performance.now();
   const call = async (method: string, p: string, body?: string, headers: Record<string, string> = {}) => {
-    const r = await request(port, method, p, { ...headers, cookie: [...jar].map(([k, v]) => `${k}=${v}`).join('; '), ...(body ? { 'content-type': 'application/x-www-form-urlencoded' } : {}) }, body);
+    const r = await request(
+      port,
+      method,
+      p,
+      { ...headers, cookie: [...jar].map(([k, v]) => `${k}=${v}`).join('; '), ...(body ? { 'content-type': 'application/x-www-form-urlencoded' } : {}) },
+      body,
+    );
     for (const c of ([] as string[]).concat(r.headers['set-cookie'] ?? [])) {
       const kv = c.split(';')[0]!;
       const i = kv.indexOf('=');
@@ -149,7 +210,15 @@ async function peerCodeFlow(port: number, jar: Map<string, string>, secret: stri
   };
   const verifier = crypto.randomBytes(32).toString('base64url');
   const challenge = crypto.createHash('sha256').update(verifier).digest('base64url');
-  const q = new URLSearchParams({ client_id: CLIENT_ID, response_type: 'code', scope: 'openid', redirect_uri: 'http://127.0.0.1/cb', state: 's', code_challenge: challenge, code_challenge_method: 'S256' });
+  const q = new URLSearchParams({
+    client_id: CLIENT_ID,
+    response_type: 'code',
+    scope: 'openid',
+    redirect_uri: 'http://127.0.0.1/cb',
+    state: 's',
+    code_challenge: challenge,
+    code_challenge_method: 'S256',
+  });
   let r = await call('GET', `/auth?${q}`);
   for (let i = 0; i < 6 && r.headers.location && !r.headers.location.startsWith('http://127.0.0.1/cb'); i++) {
     const loc = new URL(r.headers.location, `http://127.0.0.1:${port}`);
@@ -161,8 +230,12 @@ async function peerCodeFlow(port: number, jar: Map<string, string>, secret: stri
   }
   const code = r.headers.location ? new URL(r.headers.location).searchParams.get('code') : null;
   if (!code) throw new Error(`oidc-provider authorize answered ${r.status} ${r.body.slice(0, 200)}`);
-  const t = await call('POST', '/token', new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: 'http://127.0.0.1/cb', code_verifier: verifier }).toString(),
-    { authorization: `Basic ${Buffer.from(`${CLIENT_ID}:${secret}`).toString('base64')}` });
+  const t = await call(
+    'POST',
+    '/token',
+    new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: 'http://127.0.0.1/cb', code_verifier: verifier }).toString(),
+    { authorization: `Basic ${Buffer.from(`${CLIENT_ID}:${secret}`).toString('base64')}` },
+  );
   if (t.status !== 200) throw new Error(`oidc-provider token answered ${t.status} ${t.body}`);
   return performance.now() - t0;
 }
@@ -173,8 +246,13 @@ async function signIn(port: number, password: string): Promise<string> {
   const page = await request(port, 'GET', '/login.html', { host });
   const b = /sc_b=([^;]+)/.exec(String(page.headers['set-cookie']))![1]!;
   const csrf = /name="csrf" value="([^"]+)"/.exec(page.body)![1]!;
-  const r = await request(port, 'POST', '/oidc.ashx/login', { host, cookie: `sc_b=${b}`, 'content-type': 'application/x-www-form-urlencoded' },
-    new URLSearchParams({ csrf, i: '', username: 'bench', password }).toString());
+  const r = await request(
+    port,
+    'POST',
+    '/oidc.ashx/login',
+    { host, cookie: `sc_b=${b}`, 'content-type': 'application/x-www-form-urlencoded' },
+    new URLSearchParams({ csrf, i: '', username: 'bench', password }).toString(),
+  );
   const sid = /sc_sid=([^;]+)/.exec(String(r.headers['set-cookie']))?.[1];
   if (!sid) throw new Error(`sign-in failed: ${r.status}`);
   return `sc_b=${b}; sc_sid=${sid}`;
@@ -196,24 +274,36 @@ export default async function run(): Promise<BenchResult[]> {
   const running: Spawned[] = [];
   try {
     const { secret, password } = await seed(dataDir);
-    fs.writeFileSync(path.join(dataDir, 'config.json'), JSON.stringify({
-      log: { level: 'warn' },
-      rateLimit: { publicPerMinute: 100_000_000, authenticatedPerMinute: 100_000_000, sensitivePerMinute: 100_000_000 },
-    }));
+    fs.writeFileSync(
+      path.join(dataDir, 'config.json'),
+      JSON.stringify({
+        log: { level: 'warn' },
+        rateLimit: { publicPerMinute: 100_000_000, authenticatedPerMinute: 100_000_000, sensitivePerMinute: 100_000_000 },
+      }),
+    );
     const appPort = await freePort();
     const app = await spawnServer({
-      modulePath: path.join(ROOT, 'bin', 'sovcomms.mjs'), args: ['serve', '--data-dir', dataDir, '--host', '127.0.0.1', '--port', String(appPort)],
-      env: cleanEnv(), readyUrl: `http://127.0.0.1:${appPort}/readyz`, execArgv: profArgs('appliance'),
+      modulePath: path.join(ROOT, 'bin', 'sovcomms.mjs'),
+      args: ['serve', '--data-dir', dataDir, '--host', '127.0.0.1', '--port', String(appPort)],
+      env: cleanEnv(),
+      readyUrl: `http://127.0.0.1:${appPort}/readyz`,
+      execArgv: profArgs('appliance'),
     });
     running.push(app);
     const opPort = await freePort();
     const op = await spawnServer({
-      modulePath: SELF, env: { ...cleanEnv(), OIDC_BENCH_ROLE: 'oidc-provider', PORT: String(opPort), BENCH_SECRET: secret },
-      readyUrl: `http://127.0.0.1:${opPort}/.well-known/openid-configuration`, execArgv: profArgs('oidc-provider'),
+      modulePath: SELF,
+      env: { ...cleanEnv(), OIDC_BENCH_ROLE: 'oidc-provider', PORT: String(opPort), BENCH_SECRET: secret },
+      readyUrl: `http://127.0.0.1:${opPort}/.well-known/openid-configuration`,
+      execArgv: profArgs('oidc-provider'),
     });
     running.push(op);
     const barePort = await freePort();
-    const bare = await spawnServer({ modulePath: SELF, env: { ...cleanEnv(), OIDC_BENCH_ROLE: 'bare', PORT: String(barePort) }, readyUrl: `http://127.0.0.1:${barePort}/` });
+    const bare = await spawnServer({
+      modulePath: SELF,
+      env: { ...cleanEnv(), OIDC_BENCH_ROLE: 'bare', PORT: String(barePort) },
+      readyUrl: `http://127.0.0.1:${barePort}/`,
+    });
     running.push(bare);
     await sleep(500);
 
@@ -245,7 +335,8 @@ export default async function run(): Promise<BenchResult[]> {
       }
     }
     // Each round's rate and CPU per token: on a shared machine a neighbour's burst shows as one bad round.
-    for (const [name, rounds] of Object.entries(perRound)) console.log(`rounds ${name}: ${rounds.map((r) => `${Math.round(r.rps)}/s ${Math.round(r.cpu)} µs`).join(', ')}`);
+    for (const [name, rounds] of Object.entries(perRound))
+      console.log(`rounds ${name}: ${rounds.map((r) => `${Math.round(r.rps)}/s ${Math.round(r.cpu)} µs`).join(', ')}`);
     const cpuRange = (name: string) => {
       const xs = perRound[name]!.map((r) => r.cpu);
       return `${Math.round(Math.min(...xs))}–${Math.round(Math.max(...xs))} µs`;
@@ -274,25 +365,53 @@ export default async function run(): Promise<BenchResult[]> {
     const fails = (s: LoadStats) => s.bad + s.errors;
     return [
       {
-        name: 'client_credentials tokens/s', value: sa!.rps, unit: 'tokens/s', peer: 'oidc-provider 9 (memory adapter, opaque tokens)', peerValue: so!.rps,
-        ratio: sa!.rps / so!.rps, target: '>= 1.2x',
+        name: 'client_credentials tokens/s',
+        value: sa!.rps,
+        unit: 'tokens/s',
+        peer: 'oidc-provider 9 (memory adapter, opaque tokens)',
+        peerValue: so!.rps,
+        ratio: sa!.rps / so!.rps,
+        target: '>= 1.2x',
         note: `ES256 RFC 9068 JWTs vs opaque; client_secret_basic; ${CONNECTIONS} connections, ${SECONDS} s per server in ${ROUNDS} alternating rounds; non-2xx/errors: appliance ${fails(sa!)}, oidc-provider ${fails(so!)}`,
       },
       {
-        name: 'client_credentials vs bare node:http ceiling', value: sa!.rps, unit: 'tokens/s', peer: 'bare node:http fixed JSON', peerValue: sb!.rps, ratio: sa!.rps / sb!.rps,
+        name: 'client_credentials vs bare node:http ceiling',
+        value: sa!.rps,
+        unit: 'tokens/s',
+        peer: 'bare node:http fixed JSON',
+        peerValue: sb!.rps,
+        ratio: sa!.rps / sb!.rps,
         note: `bare ${Math.round(sb!.rps)}/s is the machine's ceiling with the load generator on the same cores`,
       },
       {
-        name: 'client_credentials p99 latency', value: sa!.percentile(99), unit: 'ms', peer: 'oidc-provider 9', peerValue: so!.percentile(99), ratio: sa!.percentile(99) / so!.percentile(99),
+        name: 'client_credentials p99 latency',
+        value: sa!.percentile(99),
+        unit: 'ms',
+        peer: 'oidc-provider 9',
+        peerValue: so!.percentile(99),
+        ratio: sa!.percentile(99) / so!.percentile(99),
         note: `p50 appliance ${sa!.percentile(50).toFixed(2)} ms, oidc-provider ${so!.percentile(50).toFixed(2)} ms`,
       },
-      ...(Number.isFinite(sa!.cpuUsPerRequest) && Number.isFinite(so!.cpuUsPerRequest) ? [{
-        name: 'client_credentials server CPU per token', value: sa!.cpuUsPerRequest, unit: 'µs', peer: 'oidc-provider 9', peerValue: so!.cpuUsPerRequest,
-        ratio: so!.cpuUsPerRequest / sa!.cpuUsPerRequest,
-        note: `server process CPU during the measured rounds / 2xx responses; ratio = peer/appliance (steadier than req/s on a shared machine); per round: appliance ${cpuRange('appliance')}, oidc-provider ${cpuRange('oidc-provider')}`,
-      }] : []),
+      ...(Number.isFinite(sa!.cpuUsPerRequest) && Number.isFinite(so!.cpuUsPerRequest)
+        ? [
+            {
+              name: 'client_credentials server CPU per token',
+              value: sa!.cpuUsPerRequest,
+              unit: 'µs',
+              peer: 'oidc-provider 9',
+              peerValue: so!.cpuUsPerRequest,
+              ratio: so!.cpuUsPerRequest / sa!.cpuUsPerRequest,
+              note: `server process CPU during the measured rounds / 2xx responses; ratio = peer/appliance (steadier than req/s on a shared machine); per round: appliance ${cpuRange('appliance')}, oidc-provider ${cpuRange('oidc-provider')}`,
+            },
+          ]
+        : []),
       {
-        name: 'code + PKCE full flow p99', value: pct(99), unit: 'ms', peer: 'oidc-provider 9', peerValue: pctOf(peerFlows, 99), ratio: pct(99) / pctOf(peerFlows, 99),
+        name: 'code + PKCE full flow p99',
+        value: pct(99),
+        unit: 'ms',
+        peer: 'oidc-provider 9',
+        peerValue: pctOf(peerFlows, 99),
+        ratio: pct(99) / pctOf(peerFlows, 99),
         note: `authorize (signed-in session, consent skipped) → 302 with code → token exchange (ES256 access token + RS256 id_token; oidc-provider: opaque access token + RS256 id_token), ${FLOWS} sequential flows each, interleaved; p50 ${pct(50).toFixed(2)} ms vs ${pctOf(peerFlows, 50).toFixed(2)} ms`,
       },
     ];
@@ -301,6 +420,3 @@ export default async function run(): Promise<BenchResult[]> {
     fs.rmSync(dataDir, { recursive: true, force: true });
   }
 }
-
-
-

@@ -66,14 +66,24 @@ export default async function run(): Promise<BenchResult[]> {
     let i = 0;
     const issue = (t: typeof sw) => () =>
       service.issueLeaf(t, {
-        purpose: 'rp', clientId: `x509_san_dns:rp${i}.example`, subjectCn: `rp${i}.example`, dnsNames: [`rp${i++}.example`], ipAddresses: [],
-        spki, keySource: 'public_key', days: 90, issuedBy: 'bench',
+        purpose: 'rp',
+        clientId: `x509_san_dns:rp${i}.example`,
+        subjectCn: `rp${i}.example`,
+        dnsNames: [`rp${i++}.example`],
+        ipAddresses: [],
+        spki,
+        keySource: 'public_key',
+        days: 90,
+        issuedBy: 'bench',
       });
     await issue(sw)();
     await issue(hsm)();
     const tot = { sw: { n: 0, ms: 0 }, hsm: { n: 0, ms: 0 } };
     for (let r = 0; r < rounds; r++) {
-      for (const [k, t] of [['sw', sw], ['hsm', hsm]] as const) {
+      for (const [k, t] of [
+        ['sw', sw],
+        ['hsm', hsm],
+      ] as const) {
         const x = await rate(seconds, issue(t));
         tot[k].n += x.n;
         tot[k].ms += x.ms;
@@ -88,7 +98,10 @@ export default async function run(): Promise<BenchResult[]> {
     const data = crypto.randomBytes(300);
     const sig = { sw: { n: 0, ms: 0 }, hsm: { n: 0, ms: 0 } };
     for (let r = 0; r < rounds; r++) {
-      for (const [k, s] of [['sw', soft], ['hsm', token]] as const) {
+      for (const [k, s] of [
+        ['sw', soft],
+        ['hsm', token],
+      ] as const) {
         const x = await rate(seconds / 2, () => s.sign(data));
         sig[k].n += x.n;
         sig[k].ms += x.ms;
@@ -100,13 +113,21 @@ export default async function run(): Promise<BenchResult[]> {
     const how = `${rounds} alternating rounds of ${seconds} s, one at a time (no concurrency), SQLite row per certificate`;
     return [
       {
-        name: 'certificates issued per second (HSM key, SoftHSM2)', value: Math.round(hsmRate), unit: 'cert/s',
-        peer: 'same CA, software key', peerValue: Math.round(swRate), ratio: hsmRate / swRate,
+        name: 'certificates issued per second (HSM key, SoftHSM2)',
+        value: Math.round(hsmRate),
+        unit: 'cert/s',
+        peer: 'same CA, software key',
+        peerValue: Math.round(swRate),
+        ratio: hsmRate / swRate,
         note: `CaService.issueLeaf: @peculiar/x509 TBS + ECDSA P-256 signature + insert; ${how}; ${tot.hsm.n} and ${tot.sw.n} certificates`,
       },
       {
-        name: 'ECDSA P-256 signatures per second (SoftHSM2 CKM_ECDSA, SHA-256 in Node)', value: Math.round(hsmSig), unit: 'sig/s',
-        peer: 'node:crypto sign (software key)', peerValue: Math.round(swSig), ratio: hsmSig / swSig,
+        name: 'ECDSA P-256 signatures per second (SoftHSM2 CKM_ECDSA, SHA-256 in Node)',
+        value: Math.round(hsmSig),
+        unit: 'sig/s',
+        peer: 'node:crypto sign (software key)',
+        peerValue: Math.round(swSig),
+        ratio: hsmSig / swSig,
         note: 'synchronous pkcs11js C_SignInit + C_Sign on one session vs crypto.sign with dsaEncoding ieee-p1363',
       },
     ];

@@ -42,7 +42,8 @@ export interface ResultsFile {
 }
 
 function discover(names: string[]): { name: string; file: string }[] {
-  const all = fs.readdirSync(BENCH_DIR)
+  const all = fs
+    .readdirSync(BENCH_DIR)
     .filter((f) => f.endsWith('.bench.ts'))
     .sort()
     .map((f) => ({ name: f.slice(0, -'.bench.ts'.length), file: path.join(BENCH_DIR, f) }));
@@ -56,7 +57,10 @@ function discover(names: string[]): { name: string; file: string }[] {
 }
 
 class RunnerError extends Error {
-  constructor(message: string, readonly exitCode: number) {
+  constructor(
+    message: string,
+    readonly exitCode: number,
+  ) {
     super(message);
   }
 }
@@ -91,8 +95,13 @@ function runOne(b: { name: string; file: string }, timeoutS: number): Promise<Be
       live.delete(child);
       killGroup(child);
       resolve({
-        bench: b.name, file: path.relative(ROOT, b.file), status, ...(err ? { error: err } : {}),
-        startedAt: startedAt.toISOString(), durationS: Math.round((performance.now() - t0) / 100) / 10, results: results ?? [],
+        bench: b.name,
+        file: path.relative(ROOT, b.file),
+        status,
+        ...(err ? { error: err } : {}),
+        startedAt: startedAt.toISOString(),
+        durationS: Math.round((performance.now() - t0) / 100) / 10,
+        results: results ?? [],
       });
     };
     const timer = setTimeout(() => finish('failed', `timed out after ${timeoutS} s`), timeoutS * 1000);
@@ -114,7 +123,12 @@ function runOne(b: { name: string; file: string }, timeoutS: number): Promise<Be
 
 function pad(cells: string[][]): string[] {
   const w = cells[0]!.map((_, i) => Math.max(...cells.map((r) => r[i]!.length)));
-  return cells.map((r) => r.map((c, i) => (i >= 2 && i !== 3 && i !== 4 && i !== 7 ? c.padStart(w[i]!) : c.padEnd(w[i]!))).join('  ').trimEnd());
+  return cells.map((r) =>
+    r
+      .map((c, i) => (i >= 2 && i !== 3 && i !== 4 && i !== 7 ? c.padStart(w[i]!) : c.padEnd(w[i]!)))
+      .join('  ')
+      .trimEnd(),
+  );
 }
 
 const HEAD = ['benchmark', 'result', 'value', 'unit', 'peer', 'peer value', 'ratio', 'target', 'met?'];
@@ -126,7 +140,17 @@ function metText(r: BenchResult): string {
 
 function rowsOf(o: BenchOutcome): string[][] {
   if (o.status === 'failed') return [[o.bench, `FAILED: ${o.error ?? 'unknown error'}`, '', '', '', '', '', '', '']];
-  return o.results.map((r) => [o.bench, r.name, fmt(r.value), r.unit, r.peer ?? '', fmt(r.peerValue), r.ratio === undefined ? '' : r.ratio.toFixed(2), r.target ?? '', metText(r)]);
+  return o.results.map((r) => [
+    o.bench,
+    r.name,
+    fmt(r.value),
+    r.unit,
+    r.peer ?? '',
+    fmt(r.peerValue),
+    r.ratio === undefined ? '' : r.ratio.toFixed(2),
+    r.target ?? '',
+    metText(r),
+  ]);
 }
 
 function printTable(outcomes: BenchOutcome[]): void {
@@ -163,7 +187,12 @@ export function renderMarkdown(f: ResultsFile): string {
     for (const r of o.results.filter((x) => x.note)) lines.push(`- **${mdCell(r.name)}**: ${mdCell(r.note!)}`);
     lines.push('');
   }
-  return lines.join('\n').replace(/\n{3,}/g, '\n\n').trimEnd() + '\n';
+  return (
+    lines
+      .join('\n')
+      .replace(/\n{3,}/g, '\n\n')
+      .trimEnd() + '\n'
+  );
 }
 
 function gitCommit(): string | undefined {
@@ -190,7 +219,9 @@ function writeResults(outcomes: BenchOutcome[], machine: MachineInfo): string {
     prev = undefined;
   }
   const file: ResultsFile = {
-    date, machine, commit: gitCommit(),
+    date,
+    machine,
+    commit: gitCommit(),
     benches: { ...(prev?.benches ?? {}), ...Object.fromEntries(outcomes.map((o) => [o.bench, o])) },
   };
   fs.mkdirSync(RESULTS_DIR, { recursive: true });
@@ -203,8 +234,15 @@ async function main(argv: string[]): Promise<number> {
   let parsed;
   try {
     parsed = parseArgs({
-      args: argv, allowPositionals: true,
-      options: { timeout: { type: 'string' }, 'no-write': { type: 'boolean' }, dir: { type: 'string' }, results: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+      args: argv,
+      allowPositionals: true,
+      options: {
+        timeout: { type: 'string' },
+        'no-write': { type: 'boolean' },
+        dir: { type: 'string' },
+        results: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
     });
   } catch (e) {
     console.error(`bench: ${(e as Error).message}`);
@@ -228,7 +266,9 @@ async function main(argv: string[]): Promise<number> {
   const benches = discover(positionals);
   if (!benches.length) throw new RunnerError('no bench/*.bench.ts found', 1);
   const machine = machineInfo();
-  console.log(`${benches.length} benchmark(s) on ${machine.cpuModel} x${machine.cores}, ${machine.ramGiB} GiB, node ${machine.node}, load ${machine.loadavg.join('/')}`);
+  console.log(
+    `${benches.length} benchmark(s) on ${machine.cpuModel} x${machine.cores}, ${machine.ramGiB} GiB, node ${machine.node}, load ${machine.loadavg.join('/')}`,
+  );
   const outcomes: BenchOutcome[] = [];
   for (const b of benches) {
     console.log(`\n=== ${b.name} (${path.relative(ROOT, b.file)})`);
@@ -252,7 +292,9 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) {
 }
 
 main(process.argv.slice(2)).then(
-  (code) => { process.exitCode = code; },
+  (code) => {
+    process.exitCode = code;
+  },
   (e: unknown) => {
     for (const c of live) killGroup(c);
     console.error(`bench: ${e instanceof Error ? e.message : String(e)}`);

@@ -31,9 +31,11 @@ export default async function run(): Promise<BenchResult[]> {
   const fake = new FakeBridge(TOKEN, '');
   await fake.start();
   const a = await Appliance.create({
-    dataDir, env: {},
+    dataDir,
+    env: {},
     overrides: {
-      http: { port: 0, host: '127.0.0.1' }, log: { level: 'silent' },
+      http: { port: 0, host: '127.0.0.1' },
+      log: { level: 'silent' },
       rateLimit: { publicPerMinute: 1e6, authenticatedPerMinute: 1e6, sensitivePerMinute: 1e6 },
       plugins: { telephony: { bridge: { mode: 'remote', url: fake.url, token: TOKEN } } },
     },
@@ -47,11 +49,19 @@ export default async function run(): Promise<BenchResult[]> {
     const host = `127.0.0.1:${port}`;
     const admin = async (p: string, bucket: string, json: unknown) => {
       const body = JSON.stringify(json);
-      await httpFetch(url + p, { method: 'POST', body, headers: { 'content-type': 'application/json', 'x-service-admin-signature': signAdminHmac(core.auth.adminSecret(), bucket, host, Buffer.byteLength(body)) } });
+      await httpFetch(url + p, {
+        method: 'POST',
+        body,
+        headers: {
+          'content-type': 'application/json',
+          'x-service-admin-signature': signAdminHmac(core.auth.adminSecret(), bucket, host, Buffer.byteLength(body)),
+        },
+      });
     };
     await admin('/signal.ashx?trunks=save', 'trunks-save', { id: 'main', name: 'Main', host: '127.0.0.1' });
     await admin('/signal.ashx?telephony=settings-save', 'telephony-settings-save', { defaultTrunkId: 'main' });
-    const body = (i: number) => JSON.stringify({ phone: `+4930${String(1_000_000 + i)}`, displayName: `Bench ${i}`, systemPrompt: 'Say hello and hang up.', apiKey: 'AIza-bench-key' });
+    const body = (i: number) =>
+      JSON.stringify({ phone: `+4930${String(1_000_000 + i)}`, displayName: `Bench ${i}`, systemPrompt: 'Say hello and hang up.', apiKey: 'AIza-bench-key' });
 
     // Warm-up, then alternate appliance calls and direct bridge hops so both see the same machine.
     const appMs: number[] = [];
@@ -59,13 +69,24 @@ export default async function run(): Promise<BenchResult[]> {
     const ids: string[] = [];
     for (let i = -20; i < N; i++) {
       let t = process.hrtime.bigint();
-      const r = await httpFetch(`${url}/api.ashx/v1/calls`, { method: 'POST', body: body(i + 100_000), headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` } });
+      const r = await httpFetch(`${url}/api.ashx/v1/calls`, {
+        method: 'POST',
+        body: body(i + 100_000),
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+      });
       const out = (await r.json()) as { callId: string; ok: boolean };
       if (!out.ok) throw new Error(`call not accepted: ${JSON.stringify(out)}`);
-      if (i >= 0) { appMs.push(Number(process.hrtime.bigint() - t) / 1e6); ids.push(out.callId); }
+      if (i >= 0) {
+        appMs.push(Number(process.hrtime.bigint() - t) / 1e6);
+        ids.push(out.callId);
+      }
       const place = { ...fake.placed[fake.placed.length - 1]!, callId: `oac-${(i + 1000).toString(16).padStart(12, '0')}` };
       t = process.hrtime.bigint();
-      const h = await fetch(`${fake.url}/calls`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify(place) });
+      const h = await fetch(`${fake.url}/calls`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify(place),
+      });
       await h.text();
       if (i >= 0) hopMs.push(Number(process.hrtime.bigint() - t) / 1e6);
     }
@@ -86,9 +107,29 @@ export default async function run(): Promise<BenchResult[]> {
     const p50 = pct(appMs, 50);
     const hop50 = pct(hopMs, 50);
     return [
-      { name: 'telephony-core: POST /calls p50', value: +p50.toFixed(2), unit: 'ms', peer: 'bridge hop alone (POST /calls to the bridge)', peerValue: +hop50.toFixed(2), ratio: +(p50 / hop50).toFixed(2), note: `${N} sequential calls; ratio = appliance total / bridge hop` },
-      { name: 'telephony-core: POST /calls p99', value: +pct(appMs, 99).toFixed(2), unit: 'ms', peer: 'bridge hop alone', peerValue: +pct(hopMs, 99).toFixed(2), ratio: +(pct(appMs, 99) / pct(hopMs, 99)).toFixed(2) },
-      { name: 'telephony-core: bridge events applied', value: +((ids.length * 2) / evSec).toFixed(0), unit: 'events/s', note: 'answered + ended (transcript file, 5 outbox events, mail job) per call, 8 callbacks in flight' },
+      {
+        name: 'telephony-core: POST /calls p50',
+        value: +p50.toFixed(2),
+        unit: 'ms',
+        peer: 'bridge hop alone (POST /calls to the bridge)',
+        peerValue: +hop50.toFixed(2),
+        ratio: +(p50 / hop50).toFixed(2),
+        note: `${N} sequential calls; ratio = appliance total / bridge hop`,
+      },
+      {
+        name: 'telephony-core: POST /calls p99',
+        value: +pct(appMs, 99).toFixed(2),
+        unit: 'ms',
+        peer: 'bridge hop alone',
+        peerValue: +pct(hopMs, 99).toFixed(2),
+        ratio: +(pct(appMs, 99) / pct(hopMs, 99)).toFixed(2),
+      },
+      {
+        name: 'telephony-core: bridge events applied',
+        value: +((ids.length * 2) / evSec).toFixed(0),
+        unit: 'events/s',
+        note: 'answered + ended (transcript file, 5 outbox events, mail job) per call, 8 callbacks in flight',
+      },
     ];
   } finally {
     await a.stop();

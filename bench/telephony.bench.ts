@@ -73,7 +73,9 @@ setTimeout(() => { devs.sort((a, b) => a - b); process.send({ p99: devs[Math.cei
   }
 }
 
-export default async function run(): Promise<Array<{ name: string; value: number; unit: string; peer?: string; peerValue?: number; ratio?: number; target?: string; note?: string }>> {
+export default async function run(): Promise<
+  { name: string; value: number; unit: string; peer?: string; peerValue?: number; ratio?: number; target?: string; note?: string }[]
+> {
   const token = randomBytes(24).toString('hex');
   const ended = new Map<string, Record<string, unknown>>();
   const cb = http.createServer((req, res) => {
@@ -91,7 +93,13 @@ export default async function run(): Promise<Array<{ name: string; value: number
     script: [{ say: 'Guten Tag, hier ist die Praxis Dr. Muster mit einer Terminerinnerung.', audioMs: 4000, chunkMs: 200 }, { wait: 600_000 }],
   });
   await fake.start();
-  const sipp = await startSipp({ scenario: 'answer', rtpEcho: true, calls: CALLS + WARMUP, timeoutSec: Math.ceil(HOLD_MS / 1000) + 90, extraArgs: ['-l', String(CALLS * 2)] });
+  const sipp = await startSipp({
+    scenario: 'answer',
+    rtpEcho: true,
+    calls: CALLS + WARMUP,
+    timeoutSec: Math.ceil(HOLD_MS / 1000) + 90,
+    extraArgs: ['-l', String(CALLS * 2)],
+  });
   const base = 30000 + 2 * Math.floor(Math.random() * 4000);
   // TELEPHONY_BENCH_PROF=DIR writes a V8 CPU profile of the bridge there.
   const prof = process.env.TELEPHONY_BENCH_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.TELEPHONY_BENCH_PROF}`] : [];
@@ -121,10 +129,16 @@ export default async function run(): Promise<Array<{ name: string; value: number
       bridge.once('exit', (code) => reject(new Error(`bridge exited ${code}`)));
     });
     const api = async (method: string, p: string, body?: unknown) => {
-      const r = await fetch(controlUrl + p, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: body ? JSON.stringify(body) : undefined });
+      const r = await fetch(controlUrl + p, {
+        method,
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: body ? JSON.stringify(body) : undefined,
+      });
       return (await r.json()) as Record<string, unknown>;
     };
-    await api('PUT', '/trunks', { trunks: [{ id: 'sipp', host: '127.0.0.1', port: sipp.port, transport: 'udp', register: false, maxConcurrentCalls: CALLS * 2, codecs: ['PCMU'] }] });
+    await api('PUT', '/trunks', {
+      trunks: [{ id: 'sipp', host: '127.0.0.1', port: sipp.port, transport: 'udp', register: false, maxConcurrentCalls: CALLS * 2, codecs: ['PCMU'] }],
+    });
     const ids: string[] = [];
     let peak = 0;
     const cpuAt = async () => {
@@ -148,7 +162,7 @@ export default async function run(): Promise<Array<{ name: string; value: number
     const warm: string[] = [];
     await Promise.all(Array.from({ length: WARMUP }, (_v, k) => place(900_000 + k, warm)));
     const warmDeadline = Date.now() + 30_000;
-    while (((await api('GET', '/calls')).calls as Array<{ state: string }>).filter((c) => c.state === 'answered').length < WARMUP && Date.now() < warmDeadline) {
+    while (((await api('GET', '/calls')).calls as { state: string }[]).filter((c) => c.state === 'answered').length < WARMUP && Date.now() < warmDeadline) {
       await new Promise((r) => setTimeout(r, 100));
     }
     await new Promise((r) => setTimeout(r, 1000));
@@ -165,7 +179,7 @@ export default async function run(): Promise<Array<{ name: string; value: number
     for (;;) {
       const h = await api('GET', '/health');
       peak = Math.max(peak, Number(h.activeCalls));
-      const answered = ((await api('GET', '/calls')).calls as Array<{ state: string }>).filter((c) => c.state === 'answered').length;
+      const answered = ((await api('GET', '/calls')).calls as { state: string }[]).filter((c) => c.state === 'answered').length;
       if (answered >= CALLS || Date.now() > upDeadline || ids.some((id) => ended.has(id))) break;
       await new Promise((r) => setTimeout(r, 250));
     }
@@ -175,17 +189,24 @@ export default async function run(): Promise<Array<{ name: string; value: number
     const ticksEnd = cpuTicks();
     const cpuEnd = await cpuAt();
     // Time the hypervisor ran something else on our vCPUs: no priority inside the guest helps then.
-    const stealPct = ticksStart && ticksEnd && ticksEnd.total > ticksStart.total ? (100 * (ticksEnd.steal - ticksStart.steal)) / (ticksEnd.total - ticksStart.total) : null;
+    const stealPct =
+      ticksStart && ticksEnd && ticksEnd.total > ticksStart.total ? (100 * (ticksEnd.steal - ticksStart.steal)) / (ticksEnd.total - ticksStart.total) : null;
     peak = Math.max(peak, Number((await api('GET', '/health')).activeCalls));
     await Promise.all(ids.map((id) => api('POST', `/calls/${id}/hangup`, { reason: 'finished' }).catch(() => undefined)));
     const deadline = Date.now() + 60_000;
     while (ids.some((id) => !ended.has(id)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 250));
     const statsBody = await api('GET', '/stats');
     const stats = statsBody.ended as Metrics[];
-    const threads = Object.entries((statsBody.mediaThreads ?? {}) as Record<string, string>).map(([k, v]) => `${k} ${v}`).join(', ') || 'inline';
+    const threads =
+      Object.entries((statsBody.mediaThreads ?? {}) as Record<string, string>)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ') || 'inline';
     const mine = stats.filter((m) => ids.includes(m.callId));
     const finished = ids.filter((id) => ended.get(id)?.outcome === 'finished').length;
-    const jitterP99 = pct(mine.map((m) => m.sendJitterP99Ms), 0.99);
+    const jitterP99 = pct(
+      mine.map((m) => m.sendJitterP99Ms),
+      0.99,
+    );
     const late = mine.reduce((a, m) => a + m.lateFrames, 0);
     const lostRoundTrip = mine.map((m) => Math.max(0, m.packetsSent - m.packetsReceived));
     const seqGaps = mine.map((m) => m.rxLost);
@@ -193,7 +214,13 @@ export default async function run(): Promise<Array<{ name: string; value: number
     const peer = await naivePeer(CALLS, 10_000);
     const cpuPerCall = cpuEnd.at > cpuStart.at ? ((cpuEnd.cpu - cpuStart.cpu) / 1e6 / (cpuEnd.at - cpuStart.at) / CALLS) * 100 : 0;
     return [
-      { name: 'concurrent AI calls carried', value: peak, unit: 'calls', target: `>= ${Math.min(200, CALLS)}`, note: `${CALLS} calls placed, ${finished} ended finished after being held together ${HOLD_MS / 1000} s; SIPp UAS with -rtp_echo as far ends, local Live fake as engine` },
+      {
+        name: 'concurrent AI calls carried',
+        value: peak,
+        unit: 'calls',
+        target: `>= ${Math.min(200, CALLS)}`,
+        note: `${CALLS} calls placed, ${finished} ended finished after being held together ${HOLD_MS / 1000} s; SIPp UAS with -rtp_echo as far ends, local Live fake as engine`,
+      },
       {
         name: 'RTP send-interval jitter p99 (worst call)',
         value: Number(jitterP99.toFixed(2)),
@@ -210,7 +237,13 @@ export default async function run(): Promise<Array<{ name: string; value: number
         unit: '% of a core',
         note: `user+system CPU of the bridge process while all ${CALLS} calls were up (RTP both ways, G.711, resampling, engine WebSocket); 100 / value = calls one core can carry`,
       },
-      { name: 'frames sent more than one frame late', value: late, unit: 'frames', target: '<= 0 frames', note: 'sum over all calls, from the monotonic-clock pacer' },
+      {
+        name: 'frames sent more than one frame late',
+        value: late,
+        unit: 'frames',
+        target: '<= 0 frames',
+        note: 'sum over all calls, from the monotonic-clock pacer',
+      },
       {
         name: '20 ms slots skipped after stalls (worst call)',
         value: Math.max(0, ...mine.map((m) => m.skippedSlots)),
@@ -218,8 +251,19 @@ export default async function run(): Promise<Array<{ name: string; value: number
         target: '<= 0 slots',
         note: 'after a stall of 2+ frames the pacer skips the missed slots (timestamp jump, contiguous sequence, queued AI audio kept) instead of bursting them',
       },
-      { name: 'RTP frames lost per call (sequence gaps in SIPp\'s echo, worst call)', value: Math.max(0, ...seqGaps), unit: 'frames', target: '<= 0 frames', note: 'gaps in the sequence numbers of our own packets coming back through SIPp -rtp_echo, counted by the jitter buffer: a frame we never sent or that was dropped on the round trip' },
-      { name: 'RTP frames sent but not echoed per call (p99)', value: Number(pct(lostRoundTrip, 0.99).toFixed(1)), unit: 'frames', note: 'p99 over calls of sent - echoed back; includes frames still in flight at BYE (up to ~2)' },
+      {
+        name: "RTP frames lost per call (sequence gaps in SIPp's echo, worst call)",
+        value: Math.max(0, ...seqGaps),
+        unit: 'frames',
+        target: '<= 0 frames',
+        note: 'gaps in the sequence numbers of our own packets coming back through SIPp -rtp_echo, counted by the jitter buffer: a frame we never sent or that was dropped on the round trip',
+      },
+      {
+        name: 'RTP frames sent but not echoed per call (p99)',
+        value: Number(pct(lostRoundTrip, 0.99).toFixed(1)),
+        unit: 'frames',
+        note: 'p99 over calls of sent - echoed back; includes frames still in flight at BYE (up to ~2)',
+      },
       { name: '200 OK to first AI audio packet, engine latency excluded (p50)', value: Number(pct(first, 0.5).toFixed(2)), unit: 'ms', target: '< 20 ms' },
       { name: '200 OK to first AI audio packet, engine latency excluded (p99)', value: Number(pct(first, 0.99).toFixed(2)), unit: 'ms', target: '< 20 ms' },
     ];

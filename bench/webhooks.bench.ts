@@ -24,10 +24,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { Appliance } from '../server/app.ts';
-import { definePlugin, type PluginManifest, type AnyPlugin } from '../server/plugin.ts';
+import { definePlugin, type AnyPlugin } from '../server/plugin.ts';
 import audit from '../plugins/audit/index.ts';
 import webhooks from '../plugins/webhooks/index.ts';
-import type { WebhookService } from '../plugins/webhooks/service.ts';
 import { serviceSignature } from '../plugins/webhooks/sender.ts';
 import { envNumber, type BenchResult } from './lib/contract.ts';
 
@@ -84,16 +83,24 @@ async function startReceiver(): Promise<Receiver> {
   });
   const url = `http://127.0.0.1:${port}`;
   const waiters: (() => void)[] = [];
-  child.on('message', (m) => { if (m === 'hit') waiters.shift()?.(); });
+  child.on('message', (m) => {
+    if (m === 'hit') waiters.shift()?.();
+  });
   return {
-    child, url,
-    counts: () => new Promise((resolve, reject) => {
-      http.get(`${url}/`, { agent: false }, (res) => {
-        let b = '';
-        res.on('data', (c: Buffer) => { b += c.toString(); });
-        res.on('end', () => resolve(JSON.parse(b) as Record<string, number>));
-      }).on('error', reject);
-    }),
+    child,
+    url,
+    counts: () =>
+      new Promise((resolve, reject) => {
+        http
+          .get(`${url}/`, { agent: false }, (res) => {
+            let b = '';
+            res.on('data', (c: Buffer) => {
+              b += c.toString();
+            });
+            res.on('end', () => resolve(JSON.parse(b) as Record<string, number>));
+          })
+          .on('error', reject);
+      }),
     nextHit: () => new Promise<void>((r) => waiters.push(r)),
   };
 }
@@ -114,18 +121,34 @@ async function waitCount(rx: Receiver, group: string, n: number, timeoutMs = 120
 async function bareSend(url: string, n: number, secret: string, agent: http.Agent | false, group = 'peer'): Promise<number> {
   let next = 0;
   const t0 = performance.now();
-  const one = (i: number) => new Promise<void>((resolve, reject) => {
-    const body = JSON.stringify({ event: 'bench.event', tenant: 'localhost', ts: new Date().toISOString(), data: { n: i } });
-    const req = http.request(`${url}/${group}/${i}`, {
-      method: 'POST', agent,
-      headers: { 'Content-Type': 'application/json', 'X-Service-Signature': serviceSignature(secret, body), 'X-Service-Delivery-Id': crypto.randomUUID(), 'Content-Length': Buffer.byteLength(body) },
-    }, (res) => { res.resume(); res.on('end', () => resolve()); });
-    req.on('error', reject);
-    req.end(body);
-  });
-  await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
-    while (next < n) await one(next++);
-  }));
+  const one = (i: number) =>
+    new Promise<void>((resolve, reject) => {
+      const body = JSON.stringify({ event: 'bench.event', tenant: 'localhost', ts: new Date().toISOString(), data: { n: i } });
+      const req = http.request(
+        `${url}/${group}/${i}`,
+        {
+          method: 'POST',
+          agent,
+          headers: {
+            'Content-Type': 'application/json',
+            'X-Service-Signature': serviceSignature(secret, body),
+            'X-Service-Delivery-Id': crypto.randomUUID(),
+            'Content-Length': Buffer.byteLength(body),
+          },
+        },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve());
+        },
+      );
+      req.on('error', reject);
+      req.end(body);
+    });
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (next < n) await one(next++);
+    }),
+  );
   return performance.now() - t0;
 }
 
@@ -138,9 +161,12 @@ export default async function run(): Promise<BenchResult[]> {
   const rx = await startReceiver();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sovcomms-bench-wh-'));
   const a = await Appliance.create({
-    dataDir, env: {},
+    dataDir,
+    env: {},
     overrides: {
-      http: { port: 0, host: '127.0.0.1', drainMs: 1000 }, log: { level: 'silent' }, jobs: { pollMs: 50 },
+      http: { port: 0, host: '127.0.0.1', drainMs: 1000 },
+      log: { level: 'silent' },
+      jobs: { pollMs: 50 },
       plugins: { webhooks: { allowLoopback: true, concurrency: CONCURRENCY, timeoutMs: 10_000 } },
     },
     plugins: [audit, webhooks, benchEvents] as AnyPlugin[],
@@ -150,13 +176,18 @@ export default async function run(): Promise<BenchResult[]> {
   try {
     const svc = a.host.provided(WEBHOOKS)!;
     const tenant = a.core.tenants.primary()!;
-    const emitMany = (n: number) => a.core.db.transaction(() => { for (let i = 0; i < n; i++) a.core.events.emit(tenant.id, 'bench.event', { n: i }); }).immediate();
+    const emitMany = (n: number) =>
+      a.core.db
+        .transaction(() => {
+          for (let i = 0; i < n; i++) a.core.events.emit(tenant.id, 'bench.event', { n: i });
+        })
+        .immediate();
 
     // 1. Throughput, with the bare sender beside it (warm both up first): to a receiver that keeps
     //    connections alive (Node's default server), then to one that closes every connection.
     const throughput = async (group: 'tp' | 'close') => {
       // A fresh pool per bare run: a socket idle since the warm-up could meet the receiver's close.
-      const agent = () => (group === 'tp' ? new http.Agent({ keepAlive: true, maxFreeSockets: CONCURRENCY }) : false as const);
+      const agent = () => (group === 'tp' ? new http.Agent({ keepAlive: true, maxFreeSockets: CONCURRENCY }) : (false as const));
       const subs: string[] = [];
       for (let i = 0; i < SUBS; i++) subs.push((await svc.add(tenant, { url: `${rx.url}/${group}/${i}`, events: ['bench.event'] }, 'bench')).item.id);
       emitMany(20);
@@ -176,23 +207,39 @@ export default async function run(): Promise<BenchResult[]> {
       const bareAgent = agent();
       const bareMs = await bareSend(rx.url, total, 'whsec_' + crypto.randomBytes(24).toString('base64'), bareAgent, group === 'tp' ? 'peer' : 'close-peer');
       if (bareAgent) bareAgent.destroy();
-      a.core.db.transaction(() => { for (const id of subs) svc.remove(tenant, id); }).immediate();
+      a.core.db
+        .transaction(() => {
+          for (const id of subs) svc.remove(tenant, id);
+        })
+        .immediate();
       return { ours, bare: total / (bareMs / 1000), cpuMs };
     };
     const kept = await throughput('tp');
     out.push({
-      name: 'webhook deliveries per second', value: Math.round(kept.ours), unit: 'deliveries/s', peer: 'bare node:http signed POSTs, same concurrency and keep-alive, no queue',
-      peerValue: Math.round(kept.bare), ratio: Number((kept.ours / kept.bare).toFixed(2)), target: '>= 1000',
+      name: 'webhook deliveries per second',
+      value: Math.round(kept.ours),
+      unit: 'deliveries/s',
+      peer: 'bare node:http signed POSTs, same concurrency and keep-alive, no queue',
+      peerValue: Math.round(kept.bare),
+      ratio: Number((kept.ours / kept.bare).toFixed(2)),
+      target: '>= 1000',
       note: `${EVENTS} events × ${SUBS} subscriptions, total concurrency ${CONCURRENCY}, 4 per subscription; outbox → fan-out → job → signed POST → state commit; receiver with Node's default keep-alive`,
     });
     out.push({
-      name: 'appliance CPU time per webhook delivery', value: Number(kept.cpuMs.toFixed(3)), unit: 'ms',
+      name: 'appliance CPU time per webhook delivery',
+      value: Number(kept.cpuMs.toFixed(3)),
+      unit: 'ms',
       note: `process CPU (user+system) over the throughput run / deliveries; 1000/s needs < 1 ms on one free core (loadavg at start ${os.loadavg()[0]!.toFixed(1)})`,
     });
     const closed = await throughput('close');
     out.push({
-      name: 'webhook deliveries per second, receiver closes every connection', value: Math.round(closed.ours), unit: 'deliveries/s',
-      peer: 'bare node:http signed POSTs, a new connection each', peerValue: Math.round(closed.bare), ratio: Number((closed.ours / closed.bare).toFixed(2)), target: '>= 1000',
+      name: 'webhook deliveries per second, receiver closes every connection',
+      value: Math.round(closed.ours),
+      unit: 'deliveries/s',
+      peer: 'bare node:http signed POSTs, a new connection each',
+      peerValue: Math.round(closed.bare),
+      ratio: Number((closed.ours / closed.bare).toFixed(2)),
+      target: '>= 1000',
       note: `as above, but the receiver answers Connection: close, so every delivery connects anew; appliance CPU ${closed.cpuMs.toFixed(3)} ms per delivery`,
     });
 
@@ -203,8 +250,18 @@ export default async function run(): Promise<BenchResult[]> {
     emitMany(1);
     await waitCount(rx, 'fan', 500);
     const fanMs = performance.now() - f0;
-    out.push({ name: 'webhook fan-out of one event to 500 subscriptions', value: Math.round(fanMs), unit: 'ms', target: '< 2000', note: 'emit to the 500th arrival' });
-    a.core.db.transaction(() => { for (const id of fan) svc.remove(tenant, id); }).immediate();
+    out.push({
+      name: 'webhook fan-out of one event to 500 subscriptions',
+      value: Math.round(fanMs),
+      unit: 'ms',
+      target: '< 2000',
+      note: 'emit to the 500th arrival',
+    });
+    a.core.db
+      .transaction(() => {
+        for (const id of fan) svc.remove(tenant, id);
+      })
+      .immediate();
 
     // 3. Healthy latency alone, then beside a dead receiver with a backlog.
     const healthy = (await svc.add(tenant, { url: `${rx.url}/lat/h`, events: ['bench.event'] }, 'bench')).item.id;
@@ -227,8 +284,13 @@ export default async function run(): Promise<BenchResult[]> {
     await new Promise((r) => setTimeout(r, 300));
     const beside = median(await latency(SAMPLES));
     out.push({
-      name: 'healthy delivery latency beside a dead receiver', value: Number(beside.toFixed(1)), unit: 'ms (median)',
-      peer: 'same subscription alone', peerValue: Number(alone.toFixed(1)), ratio: Number((beside / alone).toFixed(2)), target: 'ratio <= 1.5',
+      name: 'healthy delivery latency beside a dead receiver',
+      value: Number(beside.toFixed(1)),
+      unit: 'ms (median)',
+      peer: 'same subscription alone',
+      peerValue: Number(alone.toFixed(1)),
+      ratio: Number((beside / alone).toFixed(2)),
+      target: 'ratio <= 1.5',
       note: 'dead receiver never answers (10 s timeout) and has a backlog; emit → arrival, includes the outbox poll',
     });
     svc.remove(tenant, healthy);

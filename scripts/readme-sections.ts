@@ -26,9 +26,10 @@ export async function readmeSections(): Promise<Record<string, string>> {
       byArea.get(area)!.push(`| ${d.method} | ${addr.replace(/\|/g, '\\|')} | ${authText(d.auth)} | ${d.summary.replace(/\|/g, '\\|')} |`);
       if (d.auth.kind === 'credentials' && d.auth.hmacBucket) buckets.push(`| \`${d.auth.hmacBucket}\` | ${d.method} \`${first}\` |`);
     }
-    const endpoints = [...byArea.entries()].sort(([x], [y]) => x.localeCompare(y)).map(([area, rows]) =>
-      [`#### ${area}`, '', '| Method | Path (aliases) | Auth | What it does |', '|---|---|---|---|', ...rows].join('\n'),
-    ).join('\n\n');
+    const endpoints = [...byArea.entries()]
+      .sort(([x], [y]) => x.localeCompare(y))
+      .map(([area, rows]) => [`#### ${area}`, '', '| Method | Path (aliases) | Auth | What it does |', '|---|---|---|---|', ...rows].join('\n'))
+      .join('\n\n');
     const hmac = buckets.length
       ? ['| Bucket | Endpoint |', '|---|---|', ...[...new Set(buckets)].sort()].join('\n')
       : '(no endpoint accepts the admin HMAC yet)';

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the tests need (only what is missing) and runs the whole suite:
-# type check, unit and integration tests. `.ci/run` calls exactly this.
+# type check, lint, unit and integration tests. `.ci/run` calls exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,5 +24,7 @@ fi
 
 echo "== type check"
 npx tsc --noEmit -p tsconfig.json
+echo "== lint (ESLint + Prettier)"
+npm run --silent lint
 echo "== tests"
 npx vitest run "$@"

@@ -26,6 +26,7 @@ import { coreRoutes } from './core-routes.ts';
 import { AppError, ConfigError } from './errors.ts';
 import type { Tenant } from './tenancy.ts';
 import type { DestinationStream } from 'pino';
+import type { Socket } from 'node:net';
 
 export const CORE_MIGRATIONS = sqlMigrations(import.meta.url);
 
@@ -124,23 +125,42 @@ export class Appliance {
   server: http.Server | https.Server | undefined;
   #stopCheckpoints: (() => void) | undefined;
   #housekeeping: NodeJS.Timeout | undefined;
-  #sockets = new Set<import('node:net').Socket>();
+  #sockets = new Set<Socket>();
   #inflight = 0;
   #stopping: Promise<void> | undefined;
   // Node 20 has no Promise.withResolvers: a plain deferred for ctx.listening.
-  #listeningResolve: (v: { url: string; port: number }) => void = () => {};
-  #listening = new Promise<{ url: string; port: number }>((r) => { this.#listeningResolve = r; });
+  #listeningResolve: (v: { url: string; port: number }) => void = () => {
+    // Replaced by the promise's resolver right below.
+  };
+  #listening = new Promise<{ url: string; port: number }>((r) => {
+    this.#listeningResolve = r;
+  });
 
   private constructor(core: CoreServices, plugins: AnyPlugin[]) {
     this.core = core;
     const paths = makePaths(core.config.dataDir);
     this.host = new PluginHost(plugins, {
-      core: core.config, db: core.db, tenants: core.tenants, users: core.users, log: core.log, audit: core.audit,
-      events: core.events, jobs: core.jobs, keys: core.keys, secrets: core.secrets, auth: core.auth, rateLimit: core.limiter,
-      clock: core.clock, paths, listening: this.#listening,
+      core: core.config,
+      db: core.db,
+      tenants: core.tenants,
+      users: core.users,
+      log: core.log,
+      audit: core.audit,
+      events: core.events,
+      jobs: core.jobs,
+      keys: core.keys,
+      secrets: core.secrets,
+      auth: core.auth,
+      rateLimit: core.limiter,
+      clock: core.clock,
+      paths,
+      listening: this.#listening,
     });
     this.dispatcher = new Dispatcher({
-      auth: core.auth, limiter: core.limiter, config: core.config, log: core.log,
+      auth: core.auth,
+      limiter: core.limiter,
+      config: core.config,
+      log: core.log,
       pluginReady: (p) => p === 'core' || this.host.isStarted(p),
     });
     this.app = this.buildExpress();
@@ -154,7 +174,10 @@ export class Appliance {
       if (first) opts.onFirstRun?.(first);
       const plugins = opts.plugins ?? (await loadBuiltinPlugins());
       const disabled = new Set(core.config.disabledPlugins);
-      const a = new Appliance(core, plugins.filter((p) => !disabled.has(p.name)));
+      const a = new Appliance(
+        core,
+        plugins.filter((p) => !disabled.has(p.name)),
+      );
       a.host.configure();
       a.host.migrateAll();
       a.host.declareEvents();
@@ -188,7 +211,14 @@ export class Appliance {
       // most requests never log.
       let log: Logger | undefined;
       const getLog = () => (log ??= this.core.log.child({ reqId: requestId }));
-      Object.defineProperty(res.locals, 'log', { get: getLog, set: (l: Logger) => { log = l; }, enumerable: true, configurable: true });
+      Object.defineProperty(res.locals, 'log', {
+        get: getLog,
+        set: (l: Logger) => {
+          log = l;
+        },
+        enumerable: true,
+        configurable: true,
+      });
       try {
         res.locals.tenant = this.core.tenants.resolve(req.headers.host);
       } catch (e) {
@@ -200,7 +230,16 @@ export class Appliance {
         this.#inflight--;
         if (!this.core.log.isLevelEnabled('info')) return;
         // Path only: query strings can carry codes and tokens.
-        getLog().info({ method: req.method, path: req.path, status: res.statusCode, ms: Number(process.hrtime.bigint() - started) / 1e6, tenant: (res.locals.tenant as Tenant).host }, 'request');
+        getLog().info(
+          {
+            method: req.method,
+            path: req.path,
+            status: res.statusCode,
+            ms: Number(process.hrtime.bigint() - started) / 1e6,
+            tenant: (res.locals.tenant as Tenant).host,
+          },
+          'request',
+        );
       });
       next();
     });
@@ -229,7 +268,9 @@ export class Appliance {
         if (this.host.isStarted(f.plugin) && f.handler(req, res)) {
           // Counted like Express requests, so shutdown drains the lean path too.
           this.#inflight++;
-          res.once('close', () => { this.#inflight--; });
+          res.once('close', () => {
+            this.#inflight--;
+          });
           return;
         }
       }
@@ -268,7 +309,10 @@ export class Appliance {
       auto.onRenew?.(() => s.setSecureContext(auto.getCredentials()));
       server = s;
     } else if (tls) {
-      server = https.createServer({ cert: fs.readFileSync(path.resolve(c.config.dataDir, tls.cert)), key: fs.readFileSync(path.resolve(c.config.dataDir, tls.key)) }, this.listener());
+      server = https.createServer(
+        { cert: fs.readFileSync(path.resolve(c.config.dataDir, tls.cert)), key: fs.readFileSync(path.resolve(c.config.dataDir, tls.key)) },
+        this.listener(),
+      );
     } else server = http.createServer(this.listener());
     server.headersTimeout = 20_000;
     server.requestTimeout = 120_000;

@@ -46,7 +46,13 @@ export const policy = {
   bearer: (role?: Role): AuthPolicy => ({ kind: 'credentials', accept: ['bearer'], role }),
   /** Admin OIDC bearer only: ak_ keys and HMAC refused (e.g. minting ak_ keys). */
   adminBearerOnly: { kind: 'credentials', accept: ['bearer'], role: 'admin' } as AuthPolicy,
-  superAdmin: (bucket?: string): AuthPolicy => ({ kind: 'credentials', accept: bucket ? ['bearer', 'hmac'] : ['bearer'], role: 'admin', superAdmin: true, hmacBucket: bucket }),
+  superAdmin: (bucket?: string): AuthPolicy => ({
+    kind: 'credentials',
+    accept: bucket ? ['bearer', 'hmac'] : ['bearer'],
+    role: 'admin',
+    superAdmin: true,
+    hmacBucket: bucket,
+  }),
   custom: (verifier: string, description: string): AuthPolicy => ({ kind: 'custom', verifier, description }),
 };
 
@@ -79,7 +85,10 @@ export function hmacSigningText(bucket: string, host: string, bodyLen?: number):
 }
 
 export function signAdminHmac(secret: string, bucket: string, host: string, bodyLen?: number): string {
-  return crypto.createHmac('sha256', secret).update(hmacSigningText(bucket, host, bodyLen)).digest('hex');
+  return crypto
+    .createHmac('sha256', secret)
+    .update(hmacSigningText(bucket, host, bodyLen))
+    .digest('hex');
 }
 
 /**
@@ -107,7 +116,10 @@ export function hmacV2SigningText(bucket: string, host: string, t: number, body:
 
 /** The V2 header value for a request (the CLI's `admin-secret sign` prints it). */
 export function signAdminHmacV2(secret: string, bucket: string, host: string, body: Buffer | string, nowSec = Math.floor(Date.now() / 1000)): string {
-  const sig = crypto.createHmac('sha256', secret).update(hmacV2SigningText(bucket, host, nowSec, body)).digest('hex');
+  const sig = crypto
+    .createHmac('sha256', secret)
+    .update(hmacV2SigningText(bucket, host, nowSec, body))
+    .digest('hex');
   return `t=${nowSec},sig=${sig}`;
 }
 
@@ -183,10 +195,14 @@ export class AuthService {
     if (!m) throw this.unauthorized('malformed X-Service-Admin-Signature-V2: expected t=<unix seconds>,sig=<hex>', 'invalid_signature');
     const t = Number(m[1]);
     const sig = m[2]!.toLowerCase();
-    const expected = crypto.createHmac('sha256', this.adminSecret()).update(hmacV2SigningText(bucket, host, t, body)).digest('hex');
+    const expected = crypto
+      .createHmac('sha256', this.adminSecret())
+      .update(hmacV2SigningText(bucket, host, t, body))
+      .digest('hex');
     if (!hexEqual(expected, sig)) throw this.unauthorized('bad admin signature', 'invalid_signature');
     const nowSec = Math.floor(nowMs / 1000);
-    if (Math.abs(nowSec - t) > HMAC_V2_WINDOW_SEC) throw this.unauthorized(`admin signature outside the ${HMAC_V2_WINDOW_SEC / 60}-minute window (t=${t}, now=${nowSec})`, 'stale_signature');
+    if (Math.abs(nowSec - t) > HMAC_V2_WINDOW_SEC)
+      throw this.unauthorized(`admin signature outside the ${HMAC_V2_WINDOW_SEC / 60}-minute window (t=${t}, now=${nowSec})`, 'stale_signature');
     for (const [k, until] of this.#seenV2) {
       if (until > nowSec) break; // insertion order is expiry order (same window for all)
       this.#seenV2.delete(k);
@@ -228,15 +244,19 @@ export class AuthService {
   }
 
   listApiKeys(tenant: Tenant): ApiKeyInfo[] {
-    return (this.db
-      .prepare('SELECT k.*, u.name AS user_name FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.tenant_id = ? ORDER BY k.created_at')
-      .all(tenant.id) as ApiKeyRow[]).map(toKeyInfo);
+    return (
+      this.db
+        .prepare('SELECT k.*, u.name AS user_name FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.tenant_id = ? ORDER BY k.created_at')
+        .all(tenant.id) as ApiKeyRow[]
+    ).map(toKeyInfo);
   }
 
   revokeApiKey(tenant: Tenant | null, id: string): ApiKeyInfo {
-    const row = (tenant
-      ? this.db.prepare('SELECT tenant_id FROM api_keys WHERE id = ? AND tenant_id = ?').get(id, tenant.id)
-      : this.db.prepare('SELECT tenant_id FROM api_keys WHERE id = ?').get(id)) as { tenant_id: string } | undefined;
+    const row = (
+      tenant
+        ? this.db.prepare('SELECT tenant_id FROM api_keys WHERE id = ? AND tenant_id = ?').get(id, tenant.id)
+        : this.db.prepare('SELECT tenant_id FROM api_keys WHERE id = ?').get(id)
+    ) as { tenant_id: string } | undefined;
     if (!row) throw new NotFoundError(`no API key ${id}`);
     this.db.prepare('UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?').run(new Date().toISOString(), id);
     const r = this.db.prepare('SELECT k.*, u.name AS user_name FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.id = ?').get(id) as ApiKeyRow;
@@ -250,15 +270,34 @@ export class AuthService {
     this.#keyByHash ??= this.db.prepare(`SELECT k.id, k.tenant_id, k.user_id, k.revoked_at, k.hash, u.name, u.email, u.role, u.status
                 FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.hash = ?`);
     const hash = sha256Hex(key);
-    const r = this.#keyByHash.get(hash) as { id: string; tenant_id: string; user_id: string; revoked_at: string | null; hash: string; name: string; email: string | null; role: Role; status: string } | undefined;
+    const r = this.#keyByHash.get(hash) as
+      | {
+          id: string;
+          tenant_id: string;
+          user_id: string;
+          revoked_at: string | null;
+          hash: string;
+          name: string;
+          email: string | null;
+          role: Role;
+          status: string;
+        }
+      | undefined;
     // The row was found by equality on this very hash; a plain check is enough (no secret is
     // compared: both sides derive from the caller's own key), and spares two more SHA-256 runs.
     if (!r || r.hash !== hash) return null;
     if (r.revoked_at || r.status === 'disabled' || r.tenant_id !== tenant.id) return null;
     this.touchKey(r.id);
     return {
-      kind: 'apiKey', tenantId: r.tenant_id, subject: r.user_id, userName: r.name, email: r.email, role: r.role,
-      scopes: [], keyId: r.id, superAdmin: r.role === 'admin' && this.isPrimaryTenant(r.tenant_id),
+      kind: 'apiKey',
+      tenantId: r.tenant_id,
+      subject: r.user_id,
+      userName: r.name,
+      email: r.email,
+      role: r.role,
+      scopes: [],
+      keyId: r.id,
+      superAdmin: r.role === 'admin' && this.isPrimaryTenant(r.tenant_id),
     };
   }
 
@@ -306,10 +345,26 @@ export class AuthService {
       if (!principal) throw this.unauthorized(isKey ? 'invalid or revoked API key' : 'invalid, expired or revoked access token');
     } else if (sigV2 !== undefined && p.accept.includes('hmac') && p.hmacBucket) {
       this.verifyHmacV2(sigV2, p.hmacBucket, req.rawHost, req.body ?? Buffer.alloc(0));
-      principal = { kind: 'hmac', tenantId: req.tenant.id, subject: 'admin-hmac', userName: 'admin-hmac', role: 'admin', scopes: [], superAdmin: req.tenant.isPrimary };
+      principal = {
+        kind: 'hmac',
+        tenantId: req.tenant.id,
+        subject: 'admin-hmac',
+        userName: 'admin-hmac',
+        role: 'admin',
+        scopes: [],
+        superAdmin: req.tenant.isPrimary,
+      };
     } else if (sig !== undefined && p.accept.includes('hmac') && p.hmacBucket) {
       if (!this.verifyHmac(sig, p.hmacBucket, req.rawHost, req.bodyLen)) throw this.unauthorized('bad admin signature', 'invalid_signature');
-      principal = { kind: 'hmac', tenantId: req.tenant.id, subject: 'admin-hmac', userName: 'admin-hmac', role: 'admin', scopes: [], superAdmin: req.tenant.isPrimary };
+      principal = {
+        kind: 'hmac',
+        tenantId: req.tenant.id,
+        subject: 'admin-hmac',
+        userName: 'admin-hmac',
+        role: 'admin',
+        scopes: [],
+        superAdmin: req.tenant.isPrimary,
+      };
     } else {
       throw this.unauthorized(p.accept.includes('hmac') ? 'a bearer token or the admin signature header is required' : 'a bearer token is required');
     }
@@ -324,14 +379,30 @@ export class AuthService {
 }
 
 interface ApiKeyRow {
-  id: string; tenant_id: string; user_id: string; user_name: string; name: string; prefix: string;
-  created_at: string; created_by: string; last_used_at: string | null; revoked_at: string | null;
+  id: string;
+  tenant_id: string;
+  user_id: string;
+  user_name: string;
+  name: string;
+  prefix: string;
+  created_at: string;
+  created_by: string;
+  last_used_at: string | null;
+  revoked_at: string | null;
 }
 
 function toKeyInfo(r: ApiKeyRow): ApiKeyInfo {
   return {
-    id: r.id, tenantId: r.tenant_id, userId: r.user_id, userName: r.user_name, name: r.name, prefix: r.prefix,
-    createdAt: r.created_at, createdBy: r.created_by, lastUsedAt: r.last_used_at, revokedAt: r.revoked_at,
+    id: r.id,
+    tenantId: r.tenant_id,
+    userId: r.user_id,
+    userName: r.user_name,
+    name: r.name,
+    prefix: r.prefix,
+    createdAt: r.created_at,
+    createdBy: r.created_by,
+    lastUsedAt: r.last_used_at,
+    revokedAt: r.revoked_at,
   };
 }
 

@@ -8,8 +8,11 @@ function compute(): string {
   if (process.env.SOVCOMMS_BUILD) return process.env.SOVCOMMS_BUILD;
   try {
     // Date of the last commit plus its short hash: changes whenever the handlers do.
-    return execFileSync('git', ['log', '-1', '--format=%cd.%h', '--date=format:%Y%m%d'], { cwd: root, stdio: ['ignore', 'pipe', 'ignore'], timeout: 2000 })
-      .toString().trim() || fallback();
+    return (
+      execFileSync('git', ['log', '-1', '--format=%cd.%h', '--date=format:%Y%m%d'], { cwd: root, stdio: ['ignore', 'pipe', 'ignore'], timeout: 2000 })
+        .toString()
+        .trim() || fallback()
+    );
   } catch {
     return fallback();
   }

@@ -34,6 +34,10 @@ export function str(v: unknown): string | undefined {
 /** Rows as an aligned text table: a header line, then one line per row, each a whole line. */
 export function table(rows: Record<string, unknown>[], cols: string[]): string[] {
   const w = cols.map((c) => Math.max(c.length, ...rows.map((r) => String(r[c] ?? '').length)));
-  const line = (vals: string[]) => vals.map((v, i) => v.padEnd(w[i]!)).join('  ').trimEnd();
+  const line = (vals: string[]) =>
+    vals
+      .map((v, i) => v.padEnd(w[i]!))
+      .join('  ')
+      .trimEnd();
   return [line(cols.map((c) => c.toUpperCase())), ...rows.map((r) => line(cols.map((c) => String(r[c] ?? ''))))];
 }

@@ -64,7 +64,11 @@ const CORE_USAGE: Record<string, string[]> = {
     'user set-role NAME ROLE [--tenant HOST]',
   ],
   apikey: ['apikey create --user NAME [--tenant HOST] [--name LABEL]', 'apikey list [--tenant HOST] [--json]', 'apikey revoke ID'],
-  'admin-secret': ['admin-secret show', 'admin-secret rotate', 'admin-secret sign BUCKET [--host H] [--body-file F]   (prints the X-Service-Admin-Signature-V2 header)'],
+  'admin-secret': [
+    'admin-secret show',
+    'admin-secret rotate',
+    'admin-secret sign BUCKET [--host H] [--body-file F]   (prints the X-Service-Admin-Signature-V2 header)',
+  ],
   migrate: ['migrate'],
   doctor: ['doctor'],
 };
@@ -93,10 +97,25 @@ async function openForCli(dataDir: string, io: CliIo, plugins?: AnyPlugin[]): Pr
   const list = plugins ?? (await loadBuiltinPlugins());
   const disabled = new Set(core.config.disabledPlugins);
   const paths = makePaths(core.config.dataDir);
-  const host = new PluginHost(list.filter((p) => !disabled.has(p.name)), {
-    core: core.config, db: core.db, tenants: core.tenants, users: core.users, log: core.log, audit: core.audit,
-    events: core.events, jobs: core.jobs, keys: core.keys, secrets: core.secrets, auth: core.auth, rateLimit: core.limiter, clock: core.clock, paths,
-  });
+  const host = new PluginHost(
+    list.filter((p) => !disabled.has(p.name)),
+    {
+      core: core.config,
+      db: core.db,
+      tenants: core.tenants,
+      users: core.users,
+      log: core.log,
+      audit: core.audit,
+      events: core.events,
+      jobs: core.jobs,
+      keys: core.keys,
+      secrets: core.secrets,
+      auth: core.auth,
+      rateLimit: core.limiter,
+      clock: core.clock,
+      paths,
+    },
+  );
   try {
     host.configure();
     host.migrateAll();
@@ -109,12 +128,28 @@ async function openForCli(dataDir: string, io: CliIo, plugins?: AnyPlugin[]): Pr
     throw e;
   }
   return {
-    core, host, plugins: list,
+    core,
+    host,
+    plugins: list,
     ctx: (plugin, io) => ({
-      dataDir: core.config.dataDir, core: core.config, config: plugin ? host.context(plugin)?.config : undefined,
-      db: core.db, tenants: core.tenants, users: core.users, auth: core.auth, keys: core.keys, secrets: core.secrets,
-      jobs: core.jobs, events: core.events, audit: core.audit, clock: core.clock, paths, log: core.log,
-      out: io.out, err: io.err, readStdin: io.stdin,
+      dataDir: core.config.dataDir,
+      core: core.config,
+      config: plugin ? host.context(plugin)?.config : undefined,
+      db: core.db,
+      tenants: core.tenants,
+      users: core.users,
+      auth: core.auth,
+      keys: core.keys,
+      secrets: core.secrets,
+      jobs: core.jobs,
+      events: core.events,
+      audit: core.audit,
+      clock: core.clock,
+      paths,
+      log: core.log,
+      out: io.out,
+      err: io.err,
+      readStdin: io.stdin,
     }),
     close: () => core.db.close(),
   };
@@ -138,9 +173,17 @@ async function readPassword(values: Record<string, unknown>, io: CliIo): Promise
 }
 
 async function cmdServe(args: string[], io: CliIo): Promise<number> {
-  const { values } = parse(args, {
-    host: { type: 'string' }, port: { type: 'string' }, 'tls-cert': { type: 'string' }, 'tls-key': { type: 'string' }, tls: { type: 'string' },
-  }, 0);
+  const { values } = parse(
+    args,
+    {
+      host: { type: 'string' },
+      port: { type: 'string' },
+      'tls-cert': { type: 'string' },
+      'tls-key': { type: 'string' },
+      tls: { type: 'string' },
+    },
+    0,
+  );
   const http: Record<string, unknown> = {};
   if (values.host) http.host = values.host;
   if (values.port !== undefined) {
@@ -202,7 +245,12 @@ async function cmdTenant(args: string[], io: CliIo, o: Opened): Promise<number> 
       const { values } = parse(rest, { json: { type: 'boolean' } }, 0);
       const list = t.list().map((x) => ({ id: x.id, host: x.host, name: x.name, primary: x.isPrimary, hosts: x.hosts }));
       if (values.json) io.out(JSON.stringify(list, null, 2));
-      else for (const l of table(list.map((x) => ({ ...x, primary: x.primary ? 'yes' : '', hosts: x.hosts.join(',') })), ['host', 'name', 'id', 'primary', 'hosts'])) io.out(l);
+      else
+        for (const l of table(
+          list.map((x) => ({ ...x, primary: x.primary ? 'yes' : '', hosts: x.hosts.join(',') })),
+          ['host', 'name', 'id', 'primary', 'hosts'],
+        ))
+          io.out(l);
       return 0;
     }
     case 'remove': {
@@ -228,9 +276,17 @@ async function cmdUser(args: string[], io: CliIo, o: Opened): Promise<number> {
   const users = o.core.users;
   switch (sub) {
     case 'add': {
-      const { values, positionals } = parse(rest, {
-        tenant: { type: 'string' }, role: { type: 'string' }, email: { type: 'string' }, password: { type: 'string' }, 'password-stdin': { type: 'boolean' },
-      }, 1);
+      const { values, positionals } = parse(
+        rest,
+        {
+          tenant: { type: 'string' },
+          role: { type: 'string' },
+          email: { type: 'string' },
+          password: { type: 'string' },
+          'password-stdin': { type: 'boolean' },
+        },
+        1,
+      );
       if (!positionals[0]) throw new UsageError('user add: NAME is required');
       const role = str(values.role) ?? 'user';
       if (role !== 'admin' && role !== 'user') throw new UsageError(`--role: must be admin or user, got ${role}`);
@@ -290,9 +346,16 @@ async function cmdApiKey(args: string[], io: CliIo, o: Opened): Promise<number> 
     case 'list': {
       const { values } = parse(rest, { tenant: { type: 'string' }, json: { type: 'boolean' } }, 0);
       const tenant = o.core.tenants.require(str(values.tenant));
-      const list = o.core.auth.listApiKeys(tenant).map((k) => ({ id: k.id, user: k.userName, name: k.name, prefix: k.prefix, createdAt: k.createdAt, lastUsedAt: k.lastUsedAt, revokedAt: k.revokedAt }));
+      const list = o.core.auth
+        .listApiKeys(tenant)
+        .map((k) => ({ id: k.id, user: k.userName, name: k.name, prefix: k.prefix, createdAt: k.createdAt, lastUsedAt: k.lastUsedAt, revokedAt: k.revokedAt }));
       if (values.json) io.out(JSON.stringify(list, null, 2));
-      else for (const l of table(list.map((k) => ({ ...k, status: k.revokedAt ? 'revoked' : 'active' })), ['id', 'user', 'name', 'prefix', 'status', 'lastUsedAt'])) io.out(l);
+      else
+        for (const l of table(
+          list.map((k) => ({ ...k, status: k.revokedAt ? 'revoked' : 'active' })),
+          ['id', 'user', 'name', 'prefix', 'status', 'lastUsedAt'],
+        ))
+          io.out(l);
       return 0;
     }
     case 'revoke': {
@@ -343,7 +406,10 @@ async function cmdDoctor(o: Opened, io: CliIo): Promise<number> {
   let failures = 0;
   const ok = (m: string) => io.out(`ok    ${m}`);
   const warn = (m: string) => io.out(`warn  ${m}`);
-  const fail = (m: string) => { failures++; io.out(`FAIL  ${m}`); };
+  const fail = (m: string) => {
+    failures++;
+    io.out(`FAIL  ${m}`);
+  };
   const c = o.core.config;
   try {
     fs.accessSync(c.dataDir, fs.constants.W_OK);
@@ -352,7 +418,10 @@ async function cmdDoctor(o: Opened, io: CliIo): Promise<number> {
     fail(`data dir ${c.dataDir} is not writable`);
   }
   // Only the owner may read the data dir and the store (sealed secrets, hashes, call records).
-  for (const [what, p] of [['data dir', c.dataDir], ['database', path.join(c.dataDir, 'appliance.db')]] as const) {
+  for (const [what, p] of [
+    ['data dir', c.dataDir],
+    ['database', path.join(c.dataDir, 'appliance.db')],
+  ] as const) {
     const mode = fs.statSync(p).mode & 0o777;
     if (mode & 0o077) fail(`${what} ${p} is readable by other local users (mode ${mode.toString(8)}); chmod ${what === 'data dir' ? '700' : '600'} it`);
     else ok(`${what} is private to its owner (mode ${mode.toString(8)})`);
@@ -377,7 +446,10 @@ async function cmdDoctor(o: Opened, io: CliIo): Promise<number> {
   if (portFree) ok(`port ${c.http.host}:${c.http.port} is free`);
   else warn(`port ${c.http.host}:${c.http.port} is in use (the appliance may already be running)`);
   for (const [tool, why] of [
-    ['sipp', 'SIP trunk tests (Debian sip-tester)'], ['softhsm2-util', 'HSM tests (Debian softhsm2)'], ['chromium', 'browser tests (Debian chromium)'], ['openssl', 'certificate checks'],
+    ['sipp', 'SIP trunk tests (Debian sip-tester)'],
+    ['softhsm2-util', 'HSM tests (Debian softhsm2)'],
+    ['chromium', 'browser tests (Debian chromium)'],
+    ['openssl', 'certificate checks'],
   ] as const) {
     try {
       execFileSync('sh', ['-c', `command -v ${tool}`], { stdio: 'ignore' });
@@ -423,17 +495,24 @@ export async function main(argv: string[], io: CliIo = defaultIo, opts: { plugin
     try {
       const args = stripDataDir(rest);
       switch (cmd) {
-        case 'tenant': return await cmdTenant(args, io, o);
-        case 'user': return await cmdUser(args, io, o);
-        case 'apikey': return await cmdApiKey(args, io, o);
-        case 'admin-secret': return await cmdAdminSecret(args, io, o);
+        case 'tenant':
+          return await cmdTenant(args, io, o);
+        case 'user':
+          return await cmdUser(args, io, o);
+        case 'apikey':
+          return await cmdApiKey(args, io, o);
+        case 'admin-secret':
+          return await cmdAdminSecret(args, io, o);
         case 'migrate': {
           parse(args, {}, 0);
           io.out(`database ${path.join(o.core.config.dataDir, 'appliance.db')} is up to date`);
           return 0;
         }
-        case 'doctor': parse(args, {}, 0); return await cmdDoctor(o, io);
-        default: return await pluginCmd!.c!.run(args, o.ctx(pluginCmd!.p.name, io), o.host.services(pluginCmd!.p.name));
+        case 'doctor':
+          parse(args, {}, 0);
+          return await cmdDoctor(o, io);
+        default:
+          return await pluginCmd!.c!.run(args, o.ctx(pluginCmd!.p.name, io), o.host.services(pluginCmd!.p.name));
       }
     } finally {
       o.close();
@@ -469,7 +548,10 @@ function dataDirOf(args: string[]): string {
 function stripDataDir(args: string[]): string[] {
   const out: string[] = [];
   for (let i = 0; i < args.length; i++) {
-    if (args[i] === '--data-dir') { i++; continue; }
+    if (args[i] === '--data-dir') {
+      i++;
+      continue;
+    }
     if (args[i]!.startsWith('--data-dir=')) continue;
     out.push(args[i]!);
   }

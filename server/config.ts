@@ -17,15 +17,14 @@ export const coreConfigSchema = z
         host: z.string().min(1).default('127.0.0.1'),
         port: z.number().int().min(0).max(65535).default(8080),
         /** Body size cap for every route that does not set its own. */
-        bodyLimitBytes: z.number().int().positive().default(1024 * 1024),
+        bodyLimitBytes: z
+          .number()
+          .int()
+          .positive()
+          .default(1024 * 1024),
         /** Trust X-Forwarded-For from these proxies (express `trust proxy` value). */
         trustProxy: z.union([z.boolean(), z.string(), z.number()]).default(false),
-        tls: z
-          .union([
-            z.literal('auto'),
-            z.object({ cert: z.string().min(1), key: z.string().min(1) }).strict(),
-          ])
-          .optional(),
+        tls: z.union([z.literal('auto'), z.object({ cert: z.string().min(1), key: z.string().min(1) }).strict()]).optional(),
         /** Grace period for in-flight requests at shutdown. */
         drainMs: z.number().int().min(0).default(5000),
       })
@@ -130,7 +129,7 @@ function envLayer(env: NodeJS.ProcessEnv): Record<string, unknown> {
   return layer;
 }
 
-export function formatZodPath(p: ReadonlyArray<PropertyKey>): string {
+export function formatZodPath(p: readonly PropertyKey[]): string {
   return p.map((s) => String(s)).join('.');
 }
 

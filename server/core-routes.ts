@@ -17,12 +17,22 @@ export function coreRoutes(dispatcher: Dispatcher, host: () => PluginHost | unde
   };
   return [
     {
-      method: 'GET', path: '/healthz', summary: 'Liveness: the process answers', area: 'core', auth: policy.public, rateLimit: false,
+      method: 'GET',
+      path: '/healthz',
+      summary: 'Liveness: the process answers',
+      area: 'core',
+      auth: policy.public,
+      rateLimit: false,
       responses: { 200: { description: 'alive', schema: z.object({ status: z.literal('ok') }) } },
       handler: () => ({ status: 'ok' }),
     },
     {
-      method: 'GET', path: '/readyz', summary: 'Readiness: each plugin\'s state; 503 until every required plugin has started', area: 'core', auth: policy.public, rateLimit: false,
+      method: 'GET',
+      path: '/readyz',
+      summary: "Readiness: each plugin's state; 503 until every required plugin has started",
+      area: 'core',
+      auth: policy.public,
+      rateLimit: false,
       responses: { 200: { description: 'ready' }, 503: { description: 'not ready' } },
       handler: () => {
         const h = host();
@@ -32,37 +42,67 @@ export function coreRoutes(dispatcher: Dispatcher, host: () => PluginHost | unde
         const body = {
           status: ready ? (degraded ? 'degraded' : 'ready') : 'starting',
           build: BUILD,
-          plugins: Object.fromEntries(plugins.map((p) => [p.name, { state: p.state, required: p.required, ...(p.error ? { error: p.error } : {}), ...(p.health ? { health: p.health } : {}) }])),
+          plugins: Object.fromEntries(
+            plugins.map((p) => [
+              p.name,
+              { state: p.state, required: p.required, ...(p.error ? { error: p.error } : {}), ...(p.health ? { health: p.health } : {}) },
+            ]),
+          ),
         };
         return reply(ready ? 200 : 503, body);
       },
     },
     {
-      method: 'GET', path: '/openapi.json', aliases: ['/.well-known/openapi.json'], summary: 'OpenAPI 3.1 description of every endpoint', area: 'core', auth: policy.public,
+      method: 'GET',
+      path: '/openapi.json',
+      aliases: ['/.well-known/openapi.json'],
+      summary: 'OpenAPI 3.1 description of every endpoint',
+      area: 'core',
+      auth: policy.public,
       handler: (_req, res) => {
         res.setHeader('Cache-Control', 'public, max-age=60');
         return openapi();
       },
     },
     {
-      method: 'GET', path: '/api.ashx/v1', summary: 'v1 root: name, version, build and every registered endpoint', area: 'core', auth: policy.public,
+      method: 'GET',
+      path: '/api.ashx/v1',
+      summary: 'v1 root: name, version, build and every registered endpoint',
+      area: 'core',
+      auth: policy.public,
       handler: () => ({
         name: PRODUCT_NAME,
         version: 'v1',
         build: BUILD,
-        endpoints: dispatcher.routes.filter((r) => !r.def.hidden).flatMap((r) =>
-          r.addresses.map((path) => ({ method: r.def.method, path, description: r.def.summary, area: r.def.area ?? r.plugin, auth: authText(r.def.auth) })),
-        ),
+        endpoints: dispatcher.routes
+          .filter((r) => !r.def.hidden)
+          .flatMap((r) =>
+            r.addresses.map((path) => ({ method: r.def.method, path, description: r.def.summary, area: r.def.area ?? r.plugin, auth: authText(r.def.auth) })),
+          ),
         auth: {
           bearer: 'Authorization: Bearer <access token> from the token endpoint; role=admin for v1',
           apiKey: 'Authorization: Bearer ak_... personal API key, in place of a bearer on v1',
           adminHmac: 'X-Service-Admin-Signature: hex HMAC-SHA256 over bucket|Host (or bucket|Host|bodyLen) with the admin shared secret',
-          adminHmacV2: 'X-Service-Admin-Signature-V2: t=<unix seconds>,sig=<hex HMAC-SHA256 over v2|bucket|Host|t|<hex SHA-256 of the body>>; ±5 minutes, each signature once (extension; sovcomms admin-secret sign)',
+          adminHmacV2:
+            'X-Service-Admin-Signature-V2: t=<unix seconds>,sig=<hex HMAC-SHA256 over v2|bucket|Host|t|<hex SHA-256 of the body>>; ±5 minutes, each signature once (extension; sovcomms admin-secret sign)',
         },
         pagination: { limitDefault: PAGE_DEFAULT, limitMax: PAGE_MAX, offsetDefault: 0, envelope: ['data', 'total', 'limit', 'offset', 'next'] },
         errors: {
           shape: '{error, error_description}',
-          statuses: { 400: 'bad input', 401: 'missing or invalid credentials', 403: 'not privileged', 404: 'not_found', 405: 'method not allowed', 409: 'conflict', 413: 'body too large', 415: 'unsupported content type', 429: 'rate limited (Retry-After)', 501: 'not configured', 502: 'bridge unreachable', 503: 'bridge not configured or plugin not running' },
+          statuses: {
+            400: 'bad input',
+            401: 'missing or invalid credentials',
+            403: 'not privileged',
+            404: 'not_found',
+            405: 'method not allowed',
+            409: 'conflict',
+            413: 'body too large',
+            415: 'unsupported content type',
+            429: 'rate limited (Retry-After)',
+            501: 'not configured',
+            502: 'bridge unreachable',
+            503: 'bridge not configured or plugin not running',
+          },
         },
         openapi: '/openapi.json',
       }),

@@ -4,24 +4,78 @@
  */
 export const ERROR_CODES = [
   // generic HTTP (one per status the router maps)
-  'invalid_request', 'not_found', 'method_not_allowed', 'payload_too_large', 'unsupported_media_type', 'rate_limited', 'server_error',
-  'plugin_unavailable', 'login_required', 'invalid_csrf', 'conflict',
+  'invalid_request',
+  'not_found',
+  'method_not_allowed',
+  'payload_too_large',
+  'unsupported_media_type',
+  'rate_limited',
+  'server_error',
+  'plugin_unavailable',
+  'login_required',
+  'invalid_csrf',
+  'conflict',
   // credentials (RFC 6750, admin HMAC)
-  'invalid_token', 'insufficient_scope', 'invalid_signature', 'stale_signature', 'replayed_signature',
+  'invalid_token',
+  'insufficient_scope',
+  'invalid_signature',
+  'stale_signature',
+  'replayed_signature',
   // OAuth 2.0 / OIDC (RFC 6749 §5.2, RFC 7591 §3.2.2, OIDC Core §3.1.2.6)
-  'invalid_grant', 'invalid_client', 'unauthorized_client', 'unsupported_grant_type', 'invalid_scope', 'access_denied', 'invalid_client_metadata',
-  'invalid_redirect_uri', 'interaction_required', 'consent_required', 'account_selection_required', 'unsupported_response_type', 'invalid_request_object',
-  'request_not_supported', 'request_uri_not_supported', 'temporarily_unavailable',
+  'invalid_grant',
+  'invalid_client',
+  'unauthorized_client',
+  'unsupported_grant_type',
+  'invalid_scope',
+  'access_denied',
+  'invalid_client_metadata',
+  'invalid_redirect_uri',
+  'interaction_required',
+  'consent_required',
+  'account_selection_required',
+  'unsupported_response_type',
+  'invalid_request_object',
+  'request_not_supported',
+  'request_uri_not_supported',
+  'temporarily_unavailable',
   // accounts and tenants
-  'weak_password', 'duplicate_user', 'duplicate_tenant', 'cannot_remove_primary', 'cannot_disable_self', 'last_admin', 'already_claimed', 'already_revoked',
-  'passkey_rejected', 'invalid_key',
+  'weak_password',
+  'duplicate_user',
+  'duplicate_tenant',
+  'cannot_remove_primary',
+  'cannot_disable_self',
+  'last_admin',
+  'already_claimed',
+  'already_revoked',
+  'passkey_rejected',
+  'invalid_key',
   // telephony
-  'duplicate_route', 'cannot_delete_catchall', 'bridge_not_configured', 'bridge_unreachable', 'bridge_protocol', 'bridge_error', 'no_capacity', 'duplicate_call',
-  'not_whitelisted', 'no_route', 'no_trunk', 'invalid_phone',
+  'duplicate_route',
+  'cannot_delete_catchall',
+  'bridge_not_configured',
+  'bridge_unreachable',
+  'bridge_protocol',
+  'bridge_error',
+  'no_capacity',
+  'duplicate_call',
+  'not_whitelisted',
+  'no_route',
+  'no_trunk',
+  'invalid_phone',
   // webhooks
-  'invalid_url', 'address_refused', 'too_many_subscriptions', 'subscription_paused', 'delivery_in_progress',
+  'invalid_url',
+  'address_refused',
+  'too_many_subscriptions',
+  'subscription_paused',
+  'delivery_in_progress',
   // certificate authority and trusted lists
-  'ca_unavailable', 'ca_exists', 'invalid_csr', 'invalid_client_id', 'hsm_error', 'invalid_list', 'import_failed',
+  'ca_unavailable',
+  'ca_exists',
+  'invalid_csr',
+  'invalid_client_id',
+  'hsm_error',
+  'invalid_list',
+  'import_failed',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
@@ -103,7 +157,10 @@ export class BadGatewayError extends AppError {
 
 /** Thrown by config loading; the CLI prints it and exits 1. */
 export class ConfigError extends Error {
-  constructor(readonly path: string, readonly reason: string) {
+  constructor(
+    readonly path: string,
+    readonly reason: string,
+  ) {
     super(`config ${path || '(root)'}: ${reason}`);
     this.name = 'ConfigError';
   }
@@ -111,7 +168,11 @@ export class ConfigError extends Error {
 
 /** Thrown when a migration fails or the database is from a newer version. */
 export class MigrationError extends Error {
-  constructor(readonly migration: string, message: string, opts?: { cause?: unknown }) {
+  constructor(
+    readonly migration: string,
+    message: string,
+    opts?: { cause?: unknown },
+  ) {
     super(`migration ${migration}: ${message}`, opts);
     this.name = 'MigrationError';
   }

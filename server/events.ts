@@ -42,7 +42,12 @@ export class EventBus {
   #stopping = false;
   #scheduled = false;
 
-  constructor(private readonly db: DB, private readonly clock: Clock, private readonly log: Logger, private readonly pollMs = 500) {}
+  constructor(
+    private readonly db: DB,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+    private readonly pollMs = 500,
+  ) {}
 
   declare(plugin: string, name: string, schema: z.ZodType): void {
     const prev = this.#schemas.get(name);
@@ -128,7 +133,11 @@ export class EventBus {
           this.#lastListened = r.id;
           const ev = toEvent(r);
           for (const l of this.#listeners) {
-            try { l(ev); } catch (e) { this.log.warn({ err: e }, 'event listener failed'); }
+            try {
+              l(ev);
+            } catch (e) {
+              this.log.warn({ err: e }, 'event listener failed');
+            }
           }
         }
       } else if (!this.#listeners.size) {
@@ -173,7 +182,13 @@ export class EventBus {
   }
 }
 
-interface EventRow { id: number; tenant_id: string; name: string; data: string; ts: string }
+interface EventRow {
+  id: number;
+  tenant_id: string;
+  name: string;
+  data: string;
+  ts: string;
+}
 
 function toEvent(r: EventRow): AppEvent {
   return { id: r.id, tenantId: r.tenant_id, name: r.name, data: JSON.parse(r.data) as Record<string, unknown>, ts: r.ts };

@@ -4,6 +4,7 @@ import { zodMessage } from './errors.ts';
 import type { DB } from './store/db.ts';
 import type { Clock } from './clock.ts';
 import type { Logger } from './log.ts';
+import type { Statement } from 'better-sqlite3';
 
 /**
  * One durable job queue over the `jobs` table (the Signal-Desktop JobQueue idea): every queue
@@ -56,7 +57,10 @@ export interface EnqueueOptions {
 
 /** Throw from `run` to try again at a chosen time (e.g. a receiver's Retry-After). */
 export class RetryAt extends Error {
-  constructor(readonly at: number, message = 'retry requested') {
+  constructor(
+    readonly at: number,
+    message = 'retry requested',
+  ) {
     super(message);
   }
 }
@@ -65,9 +69,20 @@ export class RetryAt extends Error {
 export class PermanentFailure extends Error {}
 
 export interface JobRow {
-  id: number; queue: string; tenant_id: string | null; dedupe_key: string | null; data: string; state: string;
-  run_at: number; attempts: number; max_attempts: number; lease_owner: string | null; lease_until: number | null;
-  last_error: string | null; created_at: number; finished_at: number | null;
+  id: number;
+  queue: string;
+  tenant_id: string | null;
+  dedupe_key: string | null;
+  data: string;
+  state: string;
+  run_at: number;
+  attempts: number;
+  max_attempts: number;
+  lease_owner: string | null;
+  lease_until: number | null;
+  last_error: string | null;
+  created_at: number;
+  finished_at: number | null;
 }
 
 export class JobQueue {
@@ -92,10 +107,10 @@ export class JobQueue {
     this.owner = `${opts.nodeId}:${process.pid}:${crypto.randomBytes(3).toString('hex')}`;
   }
 
-  readonly #stmts = new Map<string, import('better-sqlite3').Statement>();
+  readonly #stmts = new Map<string, Statement>();
 
   /** Statements are prepared once: the queue runs them for every job. */
-  private stmt(sql: string): import('better-sqlite3').Statement {
+  private stmt(sql: string): Statement {
     let st = this.#stmts.get(sql);
     if (!st) {
       st = this.db.prepare(sql);
@@ -121,9 +136,10 @@ export class JobQueue {
       if (existing) return existing.id;
     }
     // ON CONFLICT: another process may insert the same key between the check above and here.
-    const r = this.stmt(`INSERT INTO jobs (queue, tenant_id, dedupe_key, data, run_at, max_attempts, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
-                         ON CONFLICT (queue, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING`)
-      .run(queue, o.tenantId ?? null, o.dedupeKey ?? null, JSON.stringify(data), o.runAt ?? now, maxAttempts, now);
+    const r = this.stmt(
+      `INSERT INTO jobs (queue, tenant_id, dedupe_key, data, run_at, max_attempts, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+                         ON CONFLICT (queue, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING`,
+    ).run(queue, o.tenantId ?? null, o.dedupeKey ?? null, JSON.stringify(data), o.runAt ?? now, maxAttempts, now);
     if (r.changes === 0 && o.dedupeKey) {
       return (this.stmt('SELECT id FROM jobs WHERE queue = ? AND dedupe_key = ?').get(queue, o.dedupeKey) as { id: number }).id;
     }
@@ -133,8 +149,11 @@ export class JobQueue {
 
   /** Cancels a pending job by dedupe key (scheduled calls); a running job is left to finish. */
   cancel(queue: string, dedupeKey: string): boolean {
-    const r = this.stmt("UPDATE jobs SET state = 'cancelled', finished_at = ? WHERE queue = ? AND dedupe_key = ? AND state = 'pending'")
-      .run(this.clock.now(), queue, dedupeKey);
+    const r = this.stmt("UPDATE jobs SET state = 'cancelled', finished_at = ? WHERE queue = ? AND dedupe_key = ? AND state = 'pending'").run(
+      this.clock.now(),
+      queue,
+      dedupeKey,
+    );
     return r.changes > 0;
   }
 
@@ -151,8 +170,9 @@ export class JobQueue {
     if (this.#started) return;
     this.#started = true;
     // Jobs this node leased before a crash or kill are ours to run again now, not after the lease.
-    this.stmt("UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_until = NULL WHERE state = 'running' AND lease_owner LIKE ?")
-      .run(`${this.opts.nodeId}:%`);
+    this.stmt("UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_until = NULL WHERE state = 'running' AND lease_owner LIKE ?").run(
+      `${this.opts.nodeId}:%`,
+    );
     this.schedule(0);
   }
 
@@ -201,14 +221,13 @@ export class JobQueue {
       if (free <= 0) continue;
       const lease = def.leaseMs ?? this.opts.leaseMs;
       const rows = this.stmt(
-          `UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = ?, lease_until = ?
+        `UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = ?, lease_until = ?
            WHERE id IN (SELECT id FROM jobs WHERE queue = ? AND
                           ((state = 'pending' AND run_at <= ?) OR (state = 'running' AND lease_until < ?))
                           AND id NOT IN (SELECT value FROM json_each(?))
                         ORDER BY run_at, id LIMIT ?)
            RETURNING *`,
-        )
-        .all(this.owner, now + lease, queue, now, now, JSON.stringify([...this.#runningIds]), free) as JobRow[];
+      ).all(this.owner, now + lease, queue, now, now, JSON.stringify([...this.#runningIds]), free) as JobRow[];
       for (const row of rows) {
         const p = this.runOne(def, row).finally(() => {
           running.delete(p);
@@ -226,13 +245,16 @@ export class JobQueue {
     // Heartbeat: a job may run longer than its lease; renewing it keeps other runners from taking
     // over a job that is alive (the lease only expires when its runner is gone).
     const lease = def.leaseMs ?? this.opts.leaseMs;
-    const heartbeat = setInterval(() => {
-      try {
-        this.stmt("UPDATE jobs SET lease_until = ? WHERE id = ? AND lease_owner = ? AND state = 'running'").run(this.clock.now() + lease, row.id, this.owner);
-      } catch (e) {
-        this.log.warn({ err: e, job: row.id }, 'job lease renewal failed');
-      }
-    }, Math.max(50, Math.floor(lease / 3)));
+    const heartbeat = setInterval(
+      () => {
+        try {
+          this.stmt("UPDATE jobs SET lease_until = ? WHERE id = ? AND lease_owner = ? AND state = 'running'").run(this.clock.now() + lease, row.id, this.owner);
+        } catch (e) {
+          this.log.warn({ err: e, job: row.id }, 'job lease renewal failed');
+        }
+      },
+      Math.max(50, Math.floor(lease / 3)),
+    );
     heartbeat.unref();
     try {
       let raw: unknown;
@@ -251,8 +273,14 @@ export class JobQueue {
       const data = parsed.data;
       let completed = false;
       await def.run({
-        id: row.id, queue: row.queue, tenantId: row.tenant_id, data, attempt: row.attempts, maxAttempts: row.max_attempts,
-        dedupeKey: row.dedupe_key, signal: ac.signal,
+        id: row.id,
+        queue: row.queue,
+        tenantId: row.tenant_id,
+        data,
+        attempt: row.attempts,
+        maxAttempts: row.max_attempts,
+        dedupeKey: row.dedupe_key,
+        signal: ac.signal,
         complete: () => {
           this.finish(row, 'done', null);
           completed = true;
@@ -266,8 +294,12 @@ export class JobQueue {
         this.log.warn({ queue: row.queue, job: row.id, attempt: row.attempts, error: msg }, 'job failed for good');
       } else {
         const at = e instanceof RetryAt ? e.at : this.clock.now() + (def.backoffMs?.(row.attempts) ?? defaultBackoff(row.attempts));
-        this.stmt("UPDATE jobs SET state = 'pending', run_at = ?, last_error = ?, lease_owner = NULL, lease_until = NULL WHERE id = ? AND lease_owner = ?")
-          .run(at, msg.slice(0, 2000), row.id, this.owner);
+        this.stmt("UPDATE jobs SET state = 'pending', run_at = ?, last_error = ?, lease_owner = NULL, lease_until = NULL WHERE id = ? AND lease_owner = ?").run(
+          at,
+          msg.slice(0, 2000),
+          row.id,
+          this.owner,
+        );
         this.log.debug({ queue: row.queue, job: row.id, attempt: row.attempts, error: msg }, 'job will retry');
       }
     } finally {
@@ -278,8 +310,13 @@ export class JobQueue {
   }
 
   private finish(row: JobRow, state: 'done' | 'failed', error: string | null): void {
-    this.stmt('UPDATE jobs SET state = ?, finished_at = ?, last_error = ?, lease_owner = NULL, lease_until = NULL WHERE id = ? AND lease_owner = ?')
-      .run(state, this.clock.now(), error?.slice(0, 2000) ?? null, row.id, this.owner);
+    this.stmt('UPDATE jobs SET state = ?, finished_at = ?, last_error = ?, lease_owner = NULL, lease_until = NULL WHERE id = ? AND lease_owner = ?').run(
+      state,
+      this.clock.now(),
+      error?.slice(0, 2000) ?? null,
+      row.id,
+      this.owner,
+    );
   }
 
   /** Stops claiming, waits up to `drainMs` for running jobs, then aborts the rest (they are re-run later). */
@@ -289,14 +326,15 @@ export class JobQueue {
     const all = [...this.#running.values()].flatMap((s) => [...s]);
     if (!all.length) return;
     let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<void>((r) => { timer = setTimeout(r, drainMs); });
+    const timeout = new Promise<void>((r) => {
+      timer = setTimeout(r, drainMs);
+    });
     await Promise.race([Promise.allSettled(all), timeout]);
     clearTimeout(timer);
     for (const ac of this.#aborts) ac.abort(new Error('shutting down'));
     await Promise.race([Promise.allSettled(all), new Promise((r) => setTimeout(r, 1000))]);
     // Whatever is still leased by us goes back to pending: it runs again at the next start.
-    this.stmt("UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_until = NULL WHERE state = 'running' AND lease_owner = ?")
-      .run(this.owner);
+    this.stmt("UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_until = NULL WHERE state = 'running' AND lease_owner = ?").run(this.owner);
   }
 
   /** Housekeeping: drop finished jobs older than `keepMs`. */

@@ -79,7 +79,10 @@ function checkLen(b: Buffer, where: string): Buffer {
 
 /** Settings rows whose values are sealed with the master key. */
 export class SecretSettings {
-  constructor(private readonly db: DB, private readonly keys: KeyService) {}
+  constructor(
+    private readonly db: DB,
+    private readonly keys: KeyService,
+  ) {}
 
   get(name: string): string | undefined {
     const row = this.db.prepare('SELECT value FROM settings WHERE key = ?').get(`secret:${name}`) as { value: string } | undefined;

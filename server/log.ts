@@ -8,17 +8,34 @@ export type { Logger };
  * (two levels deep covers `req.headers.authorization` and `body.password`).
  */
 const SECRET_KEYS = [
-  'authorization', 'cookie', 'set-cookie', 'x-service-admin-signature', 'password', 'passwd',
-  'secret', 'client_secret', 'clientSecret', 'apiKey', 'api_key', 'token', 'access_token',
-  'refresh_token', 'id_token', 'code_verifier', 'pin', 'privateKey', 'private_key', 'key',
-  'masterKey', 'signingSecret', 'assertion', 'pre-authorized_code', 'code',
+  'authorization',
+  'cookie',
+  'set-cookie',
+  'x-service-admin-signature',
+  'password',
+  'passwd',
+  'secret',
+  'client_secret',
+  'clientSecret',
+  'apiKey',
+  'api_key',
+  'token',
+  'access_token',
+  'refresh_token',
+  'id_token',
+  'code_verifier',
+  'pin',
+  'privateKey',
+  'private_key',
+  'key',
+  'masterKey',
+  'signingSecret',
+  'assertion',
+  'pre-authorized_code',
+  'code',
 ];
 
-export const REDACT_PATHS = [
-  ...SECRET_KEYS.map((k) => `["${k}"]`),
-  ...SECRET_KEYS.map((k) => `*["${k}"]`),
-  ...SECRET_KEYS.map((k) => `*.*["${k}"]`),
-];
+export const REDACT_PATHS = [...SECRET_KEYS.map((k) => `["${k}"]`), ...SECRET_KEYS.map((k) => `*["${k}"]`), ...SECRET_KEYS.map((k) => `*.*["${k}"]`)];
 
 /**
  * Key names that hold credentials at any depth and in any spelling (`newPassword`,
@@ -26,7 +43,8 @@ export const REDACT_PATHS = [
  * levels and at exact names; a plugin logging `{ body }` of a nested form or a renamed field got
  * through, so every logged object is also walked (bounded) and such keys are censored.
  */
-const SECRET_KEY_RE = /passw|passphrase|secret|token|authorization|cookie|api[-_]?key|signature|private[-_]?key|assertion|master[-_]?key|code[-_]?verifier|^(pin|code|key|otp|puk)$/i;
+const SECRET_KEY_RE =
+  /passw|passphrase|secret|token|authorization|cookie|api[-_]?key|signature|private[-_]?key|assertion|master[-_]?key|code[-_]?verifier|^(pin|code|key|otp|puk)$/i;
 const MAX_DEPTH = 8;
 
 function isPlain(v: unknown): v is Record<string, unknown> {
@@ -41,7 +59,8 @@ export function censorSecrets(v: unknown, depth = 0): unknown {
   if (Array.isArray(v)) return v.map((x) => censorSecrets(x, depth + 1));
   if (!isPlain(v)) return v;
   const out: Record<string, unknown> = {};
-  for (const [k, x] of Object.entries(v)) out[k] = SECRET_KEY_RE.test(k) && x !== undefined && x !== null && x !== '' ? '[redacted]' : censorSecrets(x, depth + 1);
+  for (const [k, x] of Object.entries(v))
+    out[k] = SECRET_KEY_RE.test(k) && x !== undefined && x !== null && x !== '' ? '[redacted]' : censorSecrets(x, depth + 1);
   return out;
 }
 

@@ -67,7 +67,9 @@ export function buildOpenApi(routes: RegisteredRoute[], meta: { build: string; s
       }
       if (a.verbKey) {
         parameters.push({
-          name: a.verbKey, in: 'query', required: true,
+          name: a.verbKey,
+          in: 'query',
+          required: true,
           schema: a.verbValue !== undefined ? { type: 'string', const: a.verbValue } : { type: 'string' },
           description: 'query verb selecting this operation',
         });
@@ -77,7 +79,13 @@ export function buildOpenApi(routes: RegisteredRoute[], meta: { build: string; s
         for (const [name, s] of Object.entries(q.shape as Record<string, z.ZodType>)) {
           if (name === a.verbKey) continue;
           const js = jsonSchema(s);
-          parameters.push({ name, in: 'query', required: !s.safeParse(undefined).success, schema: js, ...(s.description ? { description: s.description } : {}) });
+          parameters.push({
+            name,
+            in: 'query',
+            required: !s.safeParse(undefined).success,
+            schema: js,
+            ...(s.description ? { description: s.description } : {}),
+          });
         }
       }
       const op: Json = {
@@ -110,7 +118,8 @@ export function buildOpenApi(routes: RegisteredRoute[], meta: { build: string; s
     info: {
       title: 'Sovereign Communications Appliance',
       version: API_DESCRIPTION_VERSION,
-      description: 'Multi-tenant on-prem communications appliance. Every path is tenant-scoped by the Host header. Query-verb paths (`/x.ashx?verb`) are written with their verb in the path key.',
+      description:
+        'Multi-tenant on-prem communications appliance. Every path is tenant-scoped by the Host header. Query-verb paths (`/x.ashx?verb`) are written with their verb in the path key.',
       'x-build': meta.build,
     },
     ...(meta.serverUrl ? { servers: [{ url: meta.serverUrl }] } : {}),
@@ -122,12 +131,18 @@ export function buildOpenApi(routes: RegisteredRoute[], meta: { build: string; s
         bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'OIDC access token of this tenant' },
         apiKey: { type: 'http', scheme: 'bearer', description: 'personal API key with prefix ak_, in place of a bearer on v1' },
         adminHmac: {
-          type: 'apiKey', in: 'header', name: 'X-Service-Admin-Signature',
-          description: 'The spec\'s admin signature: hex HMAC-SHA256 with the admin shared secret of `bucket|Host` (every bucket, with or without a body), or of `bucket|Host|bodyLen`. The bucket is `x-hmac-bucket` of the operation; Host is the header as sent.',
+          type: 'apiKey',
+          in: 'header',
+          name: 'X-Service-Admin-Signature',
+          description:
+            "The spec's admin signature: hex HMAC-SHA256 with the admin shared secret of `bucket|Host` (every bucket, with or without a body), or of `bucket|Host|bodyLen`. The bucket is `x-hmac-bucket` of the operation; Host is the header as sent.",
         },
         adminHmacV2: {
-          type: 'apiKey', in: 'header', name: 'X-Service-Admin-Signature-V2',
-          description: 'Extension: `t=<unix seconds>,sig=<hex HMAC-SHA256 of "v2|bucket|Host|t|<hex SHA-256 of the body>">`. Refused outside ±5 minutes (401 stale_signature) and on a second use (401 replayed_signature). `sovcomms admin-secret sign BUCKET` prints it.',
+          type: 'apiKey',
+          in: 'header',
+          name: 'X-Service-Admin-Signature-V2',
+          description:
+            'Extension: `t=<unix seconds>,sig=<hex HMAC-SHA256 of "v2|bucket|Host|t|<hex SHA-256 of the body>">`. Refused outside ±5 minutes (401 stale_signature) and on a second use (401 replayed_signature). `sovcomms admin-secret sign BUCKET` prints it.',
         },
         credentialToken: { type: 'http', scheme: 'bearer', description: 'credential access token of the wallet issuer' },
       },

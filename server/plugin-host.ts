@@ -73,7 +73,10 @@ export class PluginHost {
   readonly #services = new Map<string, unknown>();
   readonly #provided = new Map<string, { plugin: string; impl: unknown }>();
 
-  constructor(plugins: AnyPlugin[], private readonly core: Services) {
+  constructor(
+    plugins: AnyPlugin[],
+    private readonly core: Services,
+  ) {
     this.order = orderPlugins(plugins);
     for (const p of this.order) this.#status.set(p.name, { name: p.name, state: 'loaded', required: p.required ?? true });
   }

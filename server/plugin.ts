@@ -119,7 +119,11 @@ export function defineService<T>(name: string): ServiceRef<T> {
   return { name };
 }
 
-export type PluginHealth = { status: 'ok' | 'degraded'; reason?: string; detail?: Record<string, unknown> };
+export interface PluginHealth {
+  status: 'ok' | 'degraded';
+  reason?: string;
+  detail?: Record<string, unknown>;
+}
 
 /**
  * A plugin's manifest (ARCHITECTURE.md "The plugin contract"). The order of things: the host

@@ -8,15 +8,23 @@ import { fileURLToPath } from 'node:url';
 
 // The manifest, its context and the CLI contract.
 export { definePlugin, defineService } from './plugin.ts';
-export type {
-  AnyPlugin, AuditInput, AuditWriter, CliCommand, CliContext, Paths, PluginContext, PluginHealth, PluginManifest, ServiceRef,
-} from './plugin.ts';
+export type { AnyPlugin, AuditInput, AuditWriter, CliCommand, CliContext, Paths, PluginContext, PluginHealth, PluginManifest, ServiceRef } from './plugin.ts';
 export { AUDIT_WRITER, TLS_AUTO, type TlsAutoProvider } from './core-services.ts';
 export { UsageError, parse, str, table, type CliOptions, type ParsedArgs } from './cli-args.ts';
 
 // Errors with stable codes (rendered by the one error middleware).
 export {
-  AppError, AuthenticationError, BadGatewayError, ConflictError, ERROR_CODES, InputError, NotAllowedError, NotFoundError, RateLimitedError, ServiceUnavailableError, zodMessage,
+  AppError,
+  AuthenticationError,
+  BadGatewayError,
+  ConflictError,
+  ERROR_CODES,
+  InputError,
+  NotAllowedError,
+  NotFoundError,
+  RateLimitedError,
+  ServiceUnavailableError,
+  zodMessage,
   type ErrorCode,
 } from './errors.ts';
 

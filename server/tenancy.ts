@@ -35,7 +35,11 @@ export function validateHost(host: string): string {
   return h;
 }
 
-interface TenantRow { id: string; name: string; is_primary: number }
+interface TenantRow {
+  id: string;
+  name: string;
+  is_primary: number;
+}
 
 /**
  * Tenants and their host names. Lookups are cached in memory and the cache is dropped whenever
@@ -50,7 +54,10 @@ export class TenantService {
   #checkedAt = 0;
 
   /** `dataDir` lets `remove` delete the tenant's files under `tenants/<id>/` too. */
-  constructor(private readonly db: DB, private readonly dataDir?: string) {}
+  constructor(
+    private readonly db: DB,
+    private readonly dataDir?: string,
+  ) {}
 
   private refreshIfStale(): void {
     const now = Date.now();
@@ -123,16 +130,20 @@ export class TenantService {
   add(hostInput: string, name?: string, opts: { primary?: boolean } = {}): Tenant {
     const host = validateHost(hostInput);
     const id = crypto.randomBytes(6).toString('hex');
-    this.db.transaction(() => {
-      if (this.db.prepare('SELECT 1 FROM tenant_hosts WHERE host = ?').get(host)) {
-        throw new ConflictError('duplicate_tenant', `host ${host} already belongs to a tenant`);
-      }
-      const hasPrimary = !!this.db.prepare('SELECT 1 FROM tenants WHERE is_primary = 1').get();
-      const primary = opts.primary || !hasPrimary;
-      if (primary) this.db.prepare('UPDATE tenants SET is_primary = 0 WHERE is_primary = 1').run();
-      this.db.prepare('INSERT INTO tenants (id, name, is_primary, created_at) VALUES (?, ?, ?, ?)').run(id, name || host, primary ? 1 : 0, new Date().toISOString());
-      this.db.prepare('INSERT INTO tenant_hosts (host, tenant_id, position) VALUES (?, ?, 0)').run(host, id);
-    }).immediate();
+    this.db
+      .transaction(() => {
+        if (this.db.prepare('SELECT 1 FROM tenant_hosts WHERE host = ?').get(host)) {
+          throw new ConflictError('duplicate_tenant', `host ${host} already belongs to a tenant`);
+        }
+        const hasPrimary = !!this.db.prepare('SELECT 1 FROM tenants WHERE is_primary = 1').get();
+        const primary = opts.primary || !hasPrimary;
+        if (primary) this.db.prepare('UPDATE tenants SET is_primary = 0 WHERE is_primary = 1').run();
+        this.db
+          .prepare('INSERT INTO tenants (id, name, is_primary, created_at) VALUES (?, ?, ?, ?)')
+          .run(id, name || host, primary ? 1 : 0, new Date().toISOString());
+        this.db.prepare('INSERT INTO tenant_hosts (host, tenant_id, position) VALUES (?, ?, 0)').run(host, id);
+      })
+      .immediate();
     this.reload();
     return this.#byId.get(id)!;
   }
@@ -155,16 +166,20 @@ export class TenantService {
   remove(host: string): Tenant {
     const t = this.require(host);
     if (t.isPrimary) throw new InputError('the primary tenant cannot be removed; make another tenant primary first', 'cannot_remove_primary');
-    this.db.transaction(() => {
-      // Checked at commit, when every row of the tenant is gone, so table order does not matter.
-      this.db.pragma('defer_foreign_keys = ON');
-      const tables = (this.db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name != 'tenants'").all() as { name: string }[]).map((r) => r.name);
-      for (const table of tables) {
-        const cols = this.db.prepare(`PRAGMA table_info("${table.replace(/"/g, '""')}")`).all() as { name: string }[];
-        if (cols.some((c) => c.name === 'tenant_id')) this.db.prepare(`DELETE FROM "${table.replace(/"/g, '""')}" WHERE tenant_id = ?`).run(t.id);
-      }
-      this.db.prepare('DELETE FROM tenants WHERE id = ?').run(t.id);
-    }).immediate();
+    this.db
+      .transaction(() => {
+        // Checked at commit, when every row of the tenant is gone, so table order does not matter.
+        this.db.pragma('defer_foreign_keys = ON');
+        const tables = (
+          this.db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name != 'tenants'").all() as { name: string }[]
+        ).map((r) => r.name);
+        for (const table of tables) {
+          const cols = this.db.prepare(`PRAGMA table_info("${table.replace(/"/g, '""')}")`).all() as { name: string }[];
+          if (cols.some((c) => c.name === 'tenant_id')) this.db.prepare(`DELETE FROM "${table.replace(/"/g, '""')}" WHERE tenant_id = ?`).run(t.id);
+        }
+        this.db.prepare('DELETE FROM tenants WHERE id = ?').run(t.id);
+      })
+      .immediate();
     this.reload();
     // Ids are server-made hex; the check keeps a corrupt row from pointing the delete elsewhere.
     if (this.dataDir && /^[A-Za-z0-9_-]+$/.test(t.id)) fs.rmSync(path.join(this.dataDir, 'tenants', t.id), { recursive: true, force: true });
@@ -173,10 +188,12 @@ export class TenantService {
 
   setPrimary(host: string): Tenant {
     const t = this.require(host);
-    this.db.transaction(() => {
-      this.db.prepare('UPDATE tenants SET is_primary = 0 WHERE is_primary = 1').run();
-      this.db.prepare('UPDATE tenants SET is_primary = 1 WHERE id = ?').run(t.id);
-    }).immediate();
+    this.db
+      .transaction(() => {
+        this.db.prepare('UPDATE tenants SET is_primary = 0 WHERE is_primary = 1').run();
+        this.db.prepare('UPDATE tenants SET is_primary = 1 WHERE id = ?').run(t.id);
+      })
+      .immediate();
     this.reload();
     return this.#byId.get(t.id)!;
   }

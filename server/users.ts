@@ -21,8 +21,14 @@ export interface User {
 }
 
 interface UserRow {
-  id: string; tenant_id: string; name: string; email: string | null; role: Role;
-  password_hash: string | null; status: UserStatus; created_at: string;
+  id: string;
+  tenant_id: string;
+  name: string;
+  email: string | null;
+  role: Role;
+  password_hash: string | null;
+  status: UserStatus;
+  created_at: string;
 }
 
 // scrypt N=2^15, r=8, p=1 (OWASP 2023 minimum is N=2^17 with 64 MiB; 2^15 keeps a sign-in under
@@ -44,7 +50,10 @@ export async function verifyPassword(password: string, stored: string | null | u
   if (alg !== 'scrypt' || !salt || !hash) return false;
   const expected = Buffer.from(hash, 'base64url');
   const dk = await scrypt(password.normalize('NFC'), Buffer.from(salt, 'base64url'), expected.length, {
-    N: Number(n), r: Number(r), p: Number(p), maxmem: KDF.maxmem,
+    N: Number(n),
+    r: Number(r),
+    p: Number(p),
+    maxmem: KDF.maxmem,
   });
   return crypto.timingSafeEqual(dk, expected) && stored != null;
 }
@@ -52,7 +61,16 @@ export async function verifyPassword(password: string, stored: string | null | u
 const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$/;
 
 function toUser(r: UserRow): User {
-  return { id: r.id, tenantId: r.tenant_id, name: r.name, email: r.email, role: r.role, status: r.status, hasPassword: !!r.password_hash, createdAt: r.created_at };
+  return {
+    id: r.id,
+    tenantId: r.tenant_id,
+    name: r.name,
+    email: r.email,
+    role: r.role,
+    status: r.status,
+    hasPassword: !!r.password_hash,
+    createdAt: r.created_at,
+  };
 }
 
 /** Accounts of a tenant. Every query takes the tenant first: no cross-tenant read by accident. */
@@ -71,14 +89,19 @@ export class UserService {
 
   /** By login name or e-mail (sign-in accepts either). */
   byLogin(tenant: Tenant, login: string): User | undefined {
-    return this.byName(tenant, login) ?? (() => {
-      const r = this.db.prepare('SELECT * FROM users WHERE tenant_id = ? AND email = ? COLLATE NOCASE ORDER BY created_at LIMIT 1').get(tenant.id, login) as UserRow | undefined;
-      return r && toUser(r);
-    })();
+    return (
+      this.byName(tenant, login) ??
+      (() => {
+        const r = this.db.prepare('SELECT * FROM users WHERE tenant_id = ? AND email = ? COLLATE NOCASE ORDER BY created_at LIMIT 1').get(tenant.id, login) as
+          UserRow | undefined;
+        return r && toUser(r);
+      })()
+    );
   }
 
   passwordHash(tenant: Tenant, userId: string): string | null {
-    const r = this.db.prepare('SELECT password_hash FROM users WHERE tenant_id = ? AND id = ?').get(tenant.id, userId) as { password_hash: string | null } | undefined;
+    const r = this.db.prepare('SELECT password_hash FROM users WHERE tenant_id = ? AND id = ?').get(tenant.id, userId) as
+      { password_hash: string | null } | undefined;
     return r?.password_hash ?? null;
   }
 
@@ -111,7 +134,9 @@ export class UserService {
     if (!u) throw new NotFoundError(`no user ${name}`);
     checkPasswordPolicy(password);
     this.db
-      .prepare("UPDATE users SET password_hash = ?, status = CASE status WHEN 'invited' THEN 'active' ELSE status END, updated_at = ? WHERE tenant_id = ? AND id = ?")
+      .prepare(
+        "UPDATE users SET password_hash = ?, status = CASE status WHEN 'invited' THEN 'active' ELSE status END, updated_at = ? WHERE tenant_id = ? AND id = ?",
+      )
       .run(await hashPassword(password), new Date().toISOString(), tenant.id, u.id);
     return this.get(tenant, u.id)!;
   }

@@ -54,11 +54,18 @@ export function targetMet(r: BenchResult): boolean | undefined {
   if (v === undefined) return undefined;
   const t = Number(m[3]);
   switch (m[2]) {
-    case '>=': case '≥': return v >= t;
-    case '<=': case '≤': return v <= t;
-    case '>': return v > t;
-    case '<': return v < t;
-    default: return v === t;
+    case '>=':
+    case '≥':
+      return v >= t;
+    case '<=':
+    case '≤':
+      return v <= t;
+    case '>':
+      return v > t;
+    case '<':
+      return v < t;
+    default:
+      return v === t;
   }
 }
 

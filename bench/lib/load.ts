@@ -53,11 +53,16 @@ export async function spawnServer(opts: {
   const isTs = opts.modulePath.endsWith('.ts');
   const t0 = performance.now();
   const child = fork(isTs ? RUN_TS : opts.modulePath, isTs ? [opts.modulePath, ...(opts.args ?? [])] : (opts.args ?? []), {
-    cwd: ROOT, env: opts.env ?? process.env, execArgv: opts.execArgv ?? [], stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    cwd: ROOT,
+    env: opts.env ?? process.env,
+    execArgv: opts.execArgv ?? [],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   const stop = () => stopChild(child);
   let exited: string | undefined;
-  child.once('exit', (code, sig) => { exited = `exited (${sig ?? `code ${code}`}) before it was ready`; });
+  child.once('exit', (code, sig) => {
+    exited = `exited (${sig ?? `code ${code}`}) before it was ready`;
+  });
   const deadline = t0 + (opts.timeoutMs ?? 30_000);
   for (;;) {
     if (exited) throw new Error(`${path.basename(opts.modulePath)} ${exited}`);
@@ -144,7 +149,10 @@ export class LoadStats {
  * One autocannon round against `url`. With `into`, every response's latency and status is kept
  * (autocannon's own histogram cannot be merged across rounds).
  */
-export async function loadRound(url: string, o: { connections: number; seconds: number; headers?: Record<string, string>; method?: 'GET' | 'POST'; body?: string; into?: LoadStats; serverPid?: number }): Promise<Result> {
+export async function loadRound(
+  url: string,
+  o: { connections: number; seconds: number; headers?: Record<string, string>; method?: 'GET' | 'POST'; body?: string; into?: LoadStats; serverPid?: number },
+): Promise<Result> {
   const cpu0 = o.serverPid ? cpuMs(o.serverPid) : undefined;
   const inst = autocannon({ url, method: o.method ?? 'GET', connections: o.connections, duration: o.seconds, headers: o.headers, body: o.body, timeout: 10 });
   const s = o.into;
@@ -171,7 +179,12 @@ export async function loadRound(url: string, o: { connections: number; seconds: 
  * The HTTP load knobs the server benchmarks share (`BENCH_CONNECTIONS`, `BENCH_SECONDS`,
  * `BENCH_ROUNDS`, `BENCH_WARMUP_SECONDS`), with each benchmark's own defaults.
  */
-export function loadKnobs(d: { connections: number; seconds: number; rounds: number; warmup: number }): { CONNECTIONS: number; SECONDS: number; ROUNDS: number; WARMUP: number } {
+export function loadKnobs(d: { connections: number; seconds: number; rounds: number; warmup: number }): {
+  CONNECTIONS: number;
+  SECONDS: number;
+  ROUNDS: number;
+  WARMUP: number;
+} {
   return {
     CONNECTIONS: envNumber('BENCH_CONNECTIONS', d.connections),
     SECONDS: envNumber('BENCH_SECONDS', d.seconds),

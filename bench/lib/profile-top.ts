@@ -6,8 +6,16 @@
 import fs from 'node:fs';
 import path from 'node:path';
 
-interface Node { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; children?: number[] }
-interface Profile { nodes: Node[]; samples: number[]; timeDeltas: number[] }
+interface Node {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  children?: number[];
+}
+interface Profile {
+  nodes: Node[];
+  samples: number[];
+  timeDeltas: number[];
+}
 
 const [file, nArg] = process.argv.slice(2);
 if (!file) {
@@ -29,6 +37,10 @@ for (const [id, us] of self) {
   fileTime.set(where, (fileTime.get(where) ?? 0) + us);
 }
 const top = (m: Map<string, number>, n: number) =>
-  [...m].sort((a, b) => b[1] - a[1]).slice(0, n).map(([k, us]) => `${((us / total) * 100).toFixed(1).padStart(5)}%  ${k}`).join('\n');
+  [...m]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, n)
+    .map(([k, us]) => `${((us / total) * 100).toFixed(1).padStart(5)}%  ${k}`)
+    .join('\n');
 const n = Number(nArg ?? 30);
 console.log(`total ${(total / 1e6).toFixed(2)} s sampled\n\nby function (self time):\n${top(fnTime, n)}\n\nby file:\n${top(fileTime, n)}`);

@@ -21,10 +21,27 @@ const keyByHash = db.prepare(`SELECT k.id, k.tenant_id, k.user_id, k.revoked_at,
 // The unfiltered total as plugins/audit/repo.ts reads it (the per-tenant count its triggers keep).
 const count = db.prepare('SELECT n FROM audit_counts WHERE tenant_id = ?');
 const page = db.prepare('SELECT ts, event, user, ip, ua, extra FROM audit_log WHERE tenant_id = ? ORDER BY ts DESC, id DESC LIMIT ? OFFSET ?');
-const hostOf = new Map((db.prepare('SELECT tenant_id, host FROM tenant_hosts ORDER BY position DESC').all() as { tenant_id: string; host: string }[]).map((r) => [r.tenant_id, r.host]));
+const hostOf = new Map(
+  (db.prepare('SELECT tenant_id, host FROM tenant_hosts ORDER BY position DESC').all() as { tenant_id: string; host: string }[]).map((r) => [
+    r.tenant_id,
+    r.host,
+  ]),
+);
 
-type KeyRow = { tenant_id: string; revoked_at: string | null; role: string; status: string };
-type AuditRow = { ts: string; event: string; user: string; ip: string; ua: string; extra: string };
+interface KeyRow {
+  tenant_id: string;
+  revoked_at: string | null;
+  role: string;
+  status: string;
+}
+interface AuditRow {
+  ts: string;
+  event: string;
+  user: string;
+  ip: string;
+  ua: string;
+  extra: string;
+}
 
 const app = express();
 app.disable('x-powered-by');
@@ -55,7 +72,9 @@ app.get('/api.ashx/v1/auditlog', (req, res) => {
   res.setHeader('Cache-Control', 'no-store');
   res.json({ data: rows.map((r) => ({ ts: r.ts, event: r.event, tenant, user: r.user, ip: r.ip, ua: r.ua, extra: r.extra })), total, limit, offset, next });
 });
-app.get('/readyz', (_req, res) => { res.json({ status: 'ready' }); });
+app.get('/readyz', (_req, res) => {
+  res.json({ status: 'ready' });
+});
 
 const server = app.listen(Number(process.env.PORT), '127.0.0.1');
 process.once('SIGTERM', () => {

@@ -47,7 +47,6 @@ declare module 'autocannon' {
     stop(): void;
   }
 
-  function autocannon(opts: Options): Instance;
-  function autocannon(opts: Options, cb: (err: Error | null, result: Result) => void): Instance;
+  function autocannon(opts: Options, cb?: (err: Error | null, result: Result) => void): Instance;
   export default autocannon;
 }

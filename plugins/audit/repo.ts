@@ -1,6 +1,13 @@
 import type Database from 'better-sqlite3';
 import type { DB, Tenant } from '../../server/sdk.ts';
-export interface AuditRow { ts: string; event: string; user: string; ip: string; ua: string; extra: string }
+export interface AuditRow {
+  ts: string;
+  event: string;
+  user: string;
+  ip: string;
+  ua: string;
+  extra: string;
+}
 
 export interface AuditFilter {
   event?: string;
@@ -46,21 +53,31 @@ export class AuditRepo {
     const where = ['tenant_id = ?'];
     const args: unknown[] = [tenant.id];
     // LIKE is case-insensitive for ASCII in SQLite, which is what event names and e-mails are.
-    if (f.event) { where.push("event LIKE ? ESCAPE '\\'"); args.push(likeArg(f.event)); }
+    if (f.event) {
+      where.push("event LIKE ? ESCAPE '\\'");
+      args.push(likeArg(f.event));
+    }
     if (f.user) {
       // The accounts' identifiers go in as one JSON array: one statement text whatever their
       // number (the statement cache stays small) and no bound-parameter limit to cut them short.
       where.push("(user LIKE ? ESCAPE '\\' OR lower(user) IN (SELECT value FROM json_each(?)))");
       args.push(likeArg(f.user), JSON.stringify([...new Set((f.subjects ?? []).map((x) => x.toLowerCase()))]));
     }
-    if (f.since) { where.push('ts > ?'); args.push(f.since); }
+    if (f.since) {
+      where.push('ts > ?');
+      args.push(f.since);
+    }
     const w = where.join(' AND ');
     // Unfiltered: the per-tenant count the triggers of migration 0002 keep exact.
-    const total = args.length === 1
-      ? ((this.stmt('SELECT n FROM audit_counts WHERE tenant_id = ?').get(tenant.id) as { n: number } | undefined)?.n ?? 0)
-      : (this.stmt(`SELECT COUNT(*) AS n FROM audit_log WHERE ${w}`).get(...args) as { n: number }).n;
-    const rows = this.stmt(`SELECT ts, event, user, ip, ua, extra FROM audit_log WHERE ${w} ORDER BY ts DESC, id DESC LIMIT ? OFFSET ?`)
-      .all(...args, f.limit, f.offset) as AuditRow[];
+    const total =
+      args.length === 1
+        ? ((this.stmt('SELECT n FROM audit_counts WHERE tenant_id = ?').get(tenant.id) as { n: number } | undefined)?.n ?? 0)
+        : (this.stmt(`SELECT COUNT(*) AS n FROM audit_log WHERE ${w}`).get(...args) as { n: number }).n;
+    const rows = this.stmt(`SELECT ts, event, user, ip, ua, extra FROM audit_log WHERE ${w} ORDER BY ts DESC, id DESC LIMIT ? OFFSET ?`).all(
+      ...args,
+      f.limit,
+      f.offset,
+    ) as AuditRow[];
     return { rows, total };
   }
 

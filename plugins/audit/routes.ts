@@ -14,7 +14,12 @@ export function auditRoutes(r: RouteRegistrar, service: AuditService): void {
     handler: (req) => {
       const page = pageOf(req.query);
       const { rows, total } = service.list(req.tenant, { ...page, event: req.query.event, user: req.query.user, since: req.query.since });
-      return envelope(rows.map((r) => ({ ts: r.ts, event: r.event, tenant: req.tenant.host, user: r.user, ip: r.ip, ua: r.ua, extra: r.extra })), total, page, req.raw.originalUrl);
+      return envelope(
+        rows.map((r) => ({ ts: r.ts, event: r.event, tenant: req.tenant.host, user: r.user, ip: r.ip, ua: r.ua, extra: r.extra })),
+        total,
+        page,
+        req.raw.originalUrl,
+      );
     },
   });
 }

@@ -45,7 +45,13 @@ export function c14nDocument(doc: XDocument, sink: Sink, o: C14nOptions = {}): v
 
 export function c14nToString(el: XElement, o: C14nOptions = {}): string {
   let s = '';
-  c14nElement(el, (c) => { s += c; }, o);
+  c14nElement(
+    el,
+    (c) => {
+      s += c;
+    },
+    o,
+  );
   return s;
 }
 
@@ -71,7 +77,7 @@ function writeElement(el: XElement, rendered: Map<string, string>, out: Buffered
   // exc-c14n §3: a namespace node is output when it is visibly utilized (by the element's own
   // prefix or an attribute's) and not already rendered with the same value by an output ancestor.
   let next = rendered;
-  let decls: Array<[string, string]> | undefined;
+  let decls: [string, string][] | undefined;
   const consider = (p: string, u: string) => {
     const have = rendered.get(p);
     // The default namespace: xmlns="" only undoes a non-empty default an ancestor rendered.

@@ -73,11 +73,13 @@ export class LotlRepo {
 
   recordResult(r: ResultRow): void {
     this.db
-      .prepare(`INSERT INTO lotl_results (territory, at, outcome, reason, detail, signature, source, sequence, issued, next_update)
+      .prepare(
+        `INSERT INTO lotl_results (territory, at, outcome, reason, detail, signature, source, sequence, issued, next_update)
                 VALUES (@territory, @at, @outcome, @reason, @detail, @signature, @source, @sequence, @issued, @next_update)
                 ON CONFLICT(territory) DO UPDATE SET at = excluded.at, outcome = excluded.outcome, reason = excluded.reason,
                   detail = excluded.detail, signature = excluded.signature, source = excluded.source, sequence = excluded.sequence,
-                  issued = excluded.issued, next_update = excluded.next_update`)
+                  issued = excluded.issued, next_update = excluded.next_update`,
+      )
       .run(r);
   }
 
@@ -86,7 +88,8 @@ export class LotlRepo {
     const tx = this.db.transaction(() => {
       this.db.prepare('DELETE FROM lotl_anchors WHERE territory = ?').run(row.territory);
       this.db
-        .prepare(`INSERT INTO lotl_lists (territory, is_lotl, sequence, version, issued, next_update, signature_alg, signer_sha256, signing_time,
+        .prepare(
+          `INSERT INTO lotl_lists (territory, is_lotl, sequence, version, issued, next_update, signature_alg, signer_sha256, signing_time,
                     operator, source, doc_sha256, tsp_count, service_count, accepted_at)
                   VALUES (@territory, @is_lotl, @sequence, @version, @issued, @next_update, @signature_alg, @signer_sha256, @signing_time,
                     @operator, @source, @doc_sha256, @tsp_count, @service_count, @accepted_at)
@@ -94,7 +97,8 @@ export class LotlRepo {
                     issued = excluded.issued, next_update = excluded.next_update, signature_alg = excluded.signature_alg,
                     signer_sha256 = excluded.signer_sha256, signing_time = excluded.signing_time, operator = excluded.operator,
                     source = excluded.source, doc_sha256 = excluded.doc_sha256, tsp_count = excluded.tsp_count,
-                    service_count = excluded.service_count, accepted_at = excluded.accepted_at`)
+                    service_count = excluded.service_count, accepted_at = excluded.accepted_at`,
+        )
         .run(row);
       const ins = this.db.prepare(`INSERT INTO lotl_anchors (territory, sha256, tsp_name, service_name, service_type, status, status_since, der)
                                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
@@ -109,7 +113,9 @@ export class LotlRepo {
 
   /** Tells every reader (this node or another on the same database) that the anchors changed. */
   bumpGeneration(): void {
-    this.db.prepare("INSERT INTO lotl_state (key, value) VALUES ('generation', '1') ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)").run();
+    this.db
+      .prepare("INSERT INTO lotl_state (key, value) VALUES ('generation', '1') ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)")
+      .run();
   }
 
   replacePointers(pointers: TslPointer[]): void {
@@ -130,22 +136,27 @@ export class LotlRepo {
     const ts = country ? territories.filter((t) => t === country) : territories;
     if (!ts.length) return [];
     return this.db
-      .prepare(`SELECT territory, sha256, tsp_name, service_name, service_type, status, status_since FROM lotl_anchors
-                WHERE territory IN (SELECT value FROM json_each(?)) ORDER BY territory, sha256, id`)
+      .prepare(
+        `SELECT territory, sha256, tsp_name, service_name, service_type, status, status_since FROM lotl_anchors
+                WHERE territory IN (SELECT value FROM json_each(?)) ORDER BY territory, sha256, id`,
+      )
       .all(JSON.stringify(ts)) as AnchorRow[];
   }
 
   anchorsBySha(sha256: string, territories: string[]): AnchorRow[] {
     return this.db
-      .prepare(`SELECT territory, sha256, tsp_name, service_name, service_type, status, status_since FROM lotl_anchors
-                WHERE sha256 = ? AND territory IN (SELECT value FROM json_each(?)) ORDER BY territory, id`)
+      .prepare(
+        `SELECT territory, sha256, tsp_name, service_name, service_type, status, status_since FROM lotl_anchors
+                WHERE sha256 = ? AND territory IN (SELECT value FROM json_each(?)) ORDER BY territory, id`,
+      )
       .all(sha256, JSON.stringify(territories)) as AnchorRow[];
   }
 
-  anchorDers(territories: string[]): Array<{ sha256: string; der: Buffer }> {
-    return this.db
-      .prepare('SELECT sha256, der FROM lotl_anchors WHERE territory IN (SELECT value FROM json_each(?))')
-      .all(JSON.stringify(territories)) as Array<{ sha256: string; der: Buffer }>;
+  anchorDers(territories: string[]): { sha256: string; der: Buffer }[] {
+    return this.db.prepare('SELECT sha256, der FROM lotl_anchors WHERE territory IN (SELECT value FROM json_each(?))').all(JSON.stringify(territories)) as {
+      sha256: string;
+      der: Buffer;
+    }[];
   }
 
   distinctAnchorCount(territories: string[]): number {

@@ -35,8 +35,14 @@ export function lotlRoutes(r: RouteRegistrar, s: LotlServices, audit: AuditWrite
     handler: (req, res) => {
       res.setHeader('Cache-Control', 'no-cache');
       return service.anchors(req.query.country).map((a) => ({
-        sha256: a.sha256, country: isoCountry(a.territory), territory: a.territory, tsp_name: a.tsp_name, service_name: a.service_name,
-        service_type: a.service_type, status: a.status, status_since: a.status_since,
+        sha256: a.sha256,
+        country: isoCountry(a.territory),
+        territory: a.territory,
+        tsp_name: a.tsp_name,
+        service_name: a.service_name,
+        service_type: a.service_type,
+        status: a.status,
+        status_since: a.status_since,
       }));
     },
   });
@@ -47,7 +53,10 @@ export function lotlRoutes(r: RouteRegistrar, s: LotlServices, audit: AuditWrite
     summary: 'One trust-anchor certificate as PEM, by the SHA-256 of its DER',
     auth: policy.public,
     query: anchorQuery,
-    responses: { 200: { description: 'PEM certificate', contentType: 'application/x-pem-file' }, 404: { description: 'no anchor in service with that fingerprint' } },
+    responses: {
+      200: { description: 'PEM certificate', contentType: 'application/x-pem-file' },
+      404: { description: 'no anchor in service with that fingerprint' },
+    },
     handler: (req) => {
       const pem = service.anchorPem(req.query.anchor);
       if (!pem) throw new NotFoundError(`no trust anchor ${req.query.anchor.toLowerCase()} in service`);
@@ -68,7 +77,13 @@ export function lotlRoutes(r: RouteRegistrar, s: LotlServices, audit: AuditWrite
     handler: async (req) => {
       const report = await service.refresh();
       req.log.info({ by: req.principal?.subject, accepted: report.accepted, rejected: report.rejected }, 'trusted-list refresh');
-      audit.write(req.tenant, { event: 'lotl.refresh', user: req.principal?.userName, ip: req.ip, ua: req.ua, extra: { accepted: report.accepted, rejected: report.rejected, anchors: report.anchor_count } });
+      audit.write(req.tenant, {
+        event: 'lotl.refresh',
+        user: req.principal?.userName,
+        ip: req.ip,
+        ua: req.ua,
+        extra: { accepted: report.accepted, rejected: report.rejected, anchors: report.anchor_count },
+      });
       return report;
     },
   });
@@ -88,7 +103,10 @@ export function lotlRoutes(r: RouteRegistrar, s: LotlServices, audit: AuditWrite
     handler: async (req) => {
       const body = req.body as Buffer;
       if (!body.length) throw new InputError('an XML document or a tar archive is required', 'invalid_request');
-      const type = String(req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+      const type = String(req.headers['content-type'] ?? '')
+        .split(';')[0]!
+        .trim()
+        .toLowerCase();
       let files: Candidate[];
       if (XML_TYPES.includes(type) || (!type && body.subarray(0, 5).toString() === '<?xml')) {
         const name = path.basename(req.query.name ?? 'upload.xml');
@@ -109,7 +127,13 @@ export function lotlRoutes(r: RouteRegistrar, s: LotlServices, audit: AuditWrite
       }
       const report = await service.import(files);
       req.log.info({ by: req.principal?.subject, files: files.length, accepted: report.accepted, rejected: report.rejected }, 'trusted-list import');
-      audit.write(req.tenant, { event: 'lotl.import', user: req.principal?.userName, ip: req.ip, ua: req.ua, extra: { files: files.length, accepted: report.accepted, rejected: report.rejected, anchors: report.anchor_count } });
+      audit.write(req.tenant, {
+        event: 'lotl.import',
+        user: req.principal?.userName,
+        ip: req.ip,
+        ua: req.ua,
+        extra: { files: files.length, accepted: report.accepted, rejected: report.rejected, anchors: report.anchor_count },
+      });
       return report;
     },
   });

@@ -1,4 +1,7 @@
 import { z } from 'zod';
+import type { LotlRepo } from './repo.ts';
+import type { RefreshSchedule } from './schedule.ts';
+import type { LotlService } from './service.ts';
 
 /** Settings under `plugins.lotl` in config.json. */
 export const lotlConfig = z.object({
@@ -15,20 +18,41 @@ export const lotlConfig = z.object({
   /** Serve anchors of lists whose NextUpdate has passed, or that are closed (default: keep them out). */
   acceptExpired: z.boolean().default(false),
   autoRefresh: z.boolean().default(true),
-  refreshIntervalHours: z.number().positive().max(24 * 31).default(24),
+  refreshIntervalHours: z
+    .number()
+    .positive()
+    .max(24 * 31)
+    .default(24),
   /**
    * When a scheduled refresh cannot fetch the LOTL (network down, upstream failing), the next
    * try comes after these delays in turn, the last one repeating, never later than
    * refreshIntervalHours; a run that fetched the LOTL goes back to the interval.
    */
-  retryMinutes: z.array(z.number().positive().max(24 * 60)).min(1).default([5, 15, 60, 240]),
+  retryMinutes: z
+    .array(
+      z
+        .number()
+        .positive()
+        .max(24 * 60),
+    )
+    .min(1)
+    .default([5, 15, 60, 240]),
   /** First scheduled refresh when no LOTL is stored yet. */
-  firstRefreshDelayMinutes: z.number().min(0).max(24 * 60).default(10),
+  firstRefreshDelayMinutes: z
+    .number()
+    .min(0)
+    .max(24 * 60)
+    .default(10),
   /** Upper bound of one refresh (the spec's POST ?refresh blocks 20 to 60 s). */
   refreshBudgetMs: z.number().int().min(1000).max(300_000).default(50_000),
   fetchTimeoutMs: z.number().int().min(500).max(120_000).default(20_000),
   fetchConcurrency: z.number().int().min(1).max(16).default(4),
-  maxListBytes: z.number().int().min(1024).max(256 * 1024 * 1024).default(32 * 1024 * 1024),
+  maxListBytes: z
+    .number()
+    .int()
+    .min(1024)
+    .max(256 * 1024 * 1024)
+    .default(32 * 1024 * 1024),
   /**
    * 'always' (issue 6: health is degraded when anchors are zero): a fresh appliance without
    * trusted lists says so in /readyz. 'after-first-run': only once a list was stored or an
@@ -40,7 +64,10 @@ export type LotlConfig = z.infer<typeof lotlConfig>;
 
 export const anchorsQuery = z.object({
   anchors: z.string().optional(),
-  country: z.string().regex(/^[A-Za-z]{2}$/, 'a two-letter country code (ISO 3166-1, or EL/UK as trusted lists write them)').optional(),
+  country: z
+    .string()
+    .regex(/^[A-Za-z]{2}$/, 'a two-letter country code (ISO 3166-1, or EL/UK as trusted lists write them)')
+    .optional(),
 });
 
 export const anchorQuery = z.object({
@@ -72,8 +99,15 @@ export const runReport = z.object({
 });
 
 const lastAttempt = z.object({
-  at: z.string(), outcome: z.string(), reason: z.string().nullable(), detail: z.string().nullable(),
-  signature: z.string(), source: z.string(), sequence: z.number().nullable(), issued: z.string().nullable(), next_update: z.string().nullable(),
+  at: z.string(),
+  outcome: z.string(),
+  reason: z.string().nullable(),
+  detail: z.string().nullable(),
+  signature: z.string(),
+  source: z.string(),
+  sequence: z.number().nullable(),
+  issued: z.string().nullable(),
+  next_update: z.string().nullable(),
 });
 
 export const listStatus = z.object({
@@ -101,11 +135,17 @@ export const listStatus = z.object({
 export const manifest = z.object({
   // Described with .describe(), not comments: /openapi.json carries these texts (spec LotlManifest
   // has as_of and next_refresh_at as date-times; null and `state` are our documented extension).
-  state: z.enum(['never-loaded', 'current', 'stale']).describe(
-    'Extension. never-loaded: no trusted list was ever stored (as_of is null until an import or refresh runs, and stays so named after runs that stored nothing); stale: a stored list is past its NextUpdate; current otherwise.',
-  ),
+  state: z
+    .enum(['never-loaded', 'current', 'stale'])
+    .describe(
+      'Extension. never-loaded: no trusted list was ever stored (as_of is null until an import or refresh runs, and stays so named after runs that stored nothing); stale: a stored list is past its NextUpdate; current otherwise.',
+    ),
   as_of: z.string().datetime().nullable().describe('When the last import or refresh run ended (date-time, UTC); null before the first run (see state).'),
-  next_refresh_at: z.string().datetime().nullable().describe('When the scheduled refresh runs next (date-time, UTC); null when none is queued: auto_refresh off, or a refresh running.'),
+  next_refresh_at: z
+    .string()
+    .datetime()
+    .nullable()
+    .describe('When the scheduled refresh runs next (date-time, UTC); null when none is queued: auto_refresh off, or a refresh running.'),
   auto_refresh: z.boolean().describe('Extension. Whether scheduled refreshes run at all (plugins.lotl.autoRefresh); false explains a null next_refresh_at.'),
   /** Scheduled refreshes in a row that could not fetch the LOTL (0 after a good one). */
   refresh_failures: z.number().int(),
@@ -134,8 +174,8 @@ export const anchorItem = z.object({
 
 /** What setup builds; routes, the refresh job and `sovcomms lotl` share it. */
 export interface LotlServices {
-  repo: import('./repo.ts').LotlRepo;
-  service: import('./service.ts').LotlService;
-  schedule: import('./schedule.ts').RefreshSchedule;
+  repo: LotlRepo;
+  service: LotlService;
+  schedule: RefreshSchedule;
   config: LotlConfig;
 }

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { resourcePath, type Clock, type Logger } from '../../server/sdk.ts';
 import type { LotlRepo, ListRow, ResultRow } from './repo.ts';
 import type { LotlConfig, ListOutcome, Manifest, RunReport } from './schemas.ts';
-import { dersOfPem, pemOf, readTsl, selfPointer, TSL_XML_MIME, TslError, type Tsl } from './tsl.ts';
+import { dersOfPem, pemOf, readTsl, selfPointer, TSL_XML_MIME, type TslError, type Tsl } from './tsl.ts';
 import { child, childElements, parseXml, XmlError, type XDocument } from './xml.ts';
 import { DSIG, pinned, SignatureError, verifyEnvelopedSignature, type PinnedCert, type VerifiedSignature } from './xades.ts';
 
@@ -75,7 +75,14 @@ export class LotlService {
         const byName = new Map(lotls.slice(1).map((f) => [path.basename(f.name), f.bytes]));
         report(await this.#processLotl(lotls[0]!, async (url) => byName.get(basename(url))));
         for (const f of lotls.slice(1)) {
-          report({ name: f.name, territory: 'EU', outcome: 'skipped', reason: 'older_lotl', detail: 'an older LOTL in the same batch (usable as a pivot)', signature: 'not_checked' });
+          report({
+            name: f.name,
+            territory: 'EU',
+            outcome: 'skipped',
+            reason: 'older_lotl',
+            detail: 'an older LOTL in the same batch (usable as a pivot)',
+            signature: 'not_checked',
+          });
         }
       }
       for (const f of others) {
@@ -108,13 +115,15 @@ export class LotlService {
     const lotlUrl = this.cfg.mirrorBaseUrl ? new URL('eu-lotl.xml', withSlash(this.cfg.mirrorBaseUrl)).href : this.cfg.lotlUrl;
     try {
       const bytes = await this.#fetch(lotlUrl, budget);
-      outcomes.push(await this.#processLotl({ name: basename(lotlUrl), source: `upstream:${lotlUrl}`, bytes, territory: 'EU' }, async (url) => {
-        try {
-          return await this.#fetch(this.#mapUrl(url, basename(url)), budget);
-        } catch {
-          return undefined;
-        }
-      }));
+      outcomes.push(
+        await this.#processLotl({ name: basename(lotlUrl), source: `upstream:${lotlUrl}`, bytes, territory: 'EU' }, async (url) => {
+          try {
+            return await this.#fetch(this.#mapUrl(url, basename(url)), budget);
+          } catch {
+            return undefined;
+          }
+        }),
+      );
     } catch (e) {
       outcomes.push(this.#networkFailure('EU', lotlUrl, e));
     }
@@ -122,7 +131,7 @@ export class LotlService {
     const queue = pointers.map((p) => ({ territory: p.territory, url: this.#mapUrl(p.location, `${p.territory}_TSL_${p.territory}.xml`) }));
     // Download first, then verify one by one: verification is CPU-bound on this thread, and
     // doing it between downloads would eat into the other downloads' timeouts.
-    const got: Array<{ territory: string; url: string; bytes?: Buffer; error?: unknown }> = queue.map((q) => ({ ...q }));
+    const got: { territory: string; url: string; bytes?: Buffer; error?: unknown }[] = queue.map((q) => ({ ...q }));
     let next = 0;
     const workers = Array.from({ length: Math.min(this.cfg.fetchConcurrency, queue.length) }, async () => {
       for (let i = next++; i < got.length; i = next++) {
@@ -153,7 +162,11 @@ export class LotlService {
     if (u.protocol !== 'https:' && u.protocol !== 'http:') throw new Error(`unsupported scheme ${u.protocol}`);
     const d = deadline(this.cfg.fetchTimeoutMs, [budget]);
     try {
-      const r = await fetch(url, { signal: d.signal, redirect: 'follow', headers: { Accept: 'application/vnd.etsi.tsl+xml, application/xml;q=0.9, */*;q=0.1' } });
+      const r = await fetch(url, {
+        signal: d.signal,
+        redirect: 'follow',
+        headers: { Accept: 'application/vnd.etsi.tsl+xml, application/xml;q=0.9, */*;q=0.1' },
+      });
       if (!r.ok || !r.body) {
         await r.body?.cancel().catch(() => undefined);
         throw new Error(`HTTP ${r.status}`);
@@ -174,7 +187,9 @@ export class LotlService {
   #networkFailure(territory: string, url: string, e: unknown): ListOutcome {
     const err = e as Error & { cause?: { code?: string; message?: string } };
     const timeout = err?.name === 'TimeoutError' || err?.name === 'AbortError';
-    const detail = timeout ? 'no answer within the time allowed' : `${err?.message ?? String(e)}${err?.cause?.code ? ` (${err.cause.code})` : err?.cause?.message ? ` (${err.cause.message})` : ''}`;
+    const detail = timeout
+      ? 'no answer within the time allowed'
+      : `${err?.message ?? String(e)}${err?.cause?.code ? ` (${err.cause.code})` : err?.cause?.message ? ` (${err.cause.message})` : ''}`;
     const o: ListOutcome = { name: url, territory, outcome: 'failed', reason: timeout ? 'timeout' : 'network_error', detail, signature: 'not_checked' };
     this.#record(o, `upstream:${url}`, null);
     return o;
@@ -230,7 +245,8 @@ export class LotlService {
     if (c.territory && c.territory !== tsl.territory) {
       return this.#reject(c, tsl, 'territory_mismatch', `the pointer is for ${c.territory}, the list says ${tsl.territory}`, 'not_checked');
     }
-    const signers = this.repo.pointers()
+    const signers = this.repo
+      .pointers()
       .filter((p) => p.territory === tsl.territory && p.mime_type === TSL_XML_MIME)
       .flatMap((p) => (JSON.parse(p.signers) as string[]).map((b) => pinned(Buffer.from(b, 'base64'))));
     if (!signers.length) return this.#reject(c, tsl, 'not_pointed', `no verified LOTL points to an XML list for ${tsl.territory}`, 'not_checked');
@@ -277,7 +293,13 @@ export class LotlService {
       const ki = childElements(child(child(doc.signatures[0]!, DSIG, 'KeyInfo'), DSIG, 'X509Data') ?? doc.root, DSIG, 'X509Certificate')[0];
       if (ki) {
         try {
-          const der = Buffer.from(ki.children.map((n) => (n.kind === 'text' ? n.text : '')).join('').replace(/\s+/g, ''), 'base64');
+          const der = Buffer.from(
+            ki.children
+              .map((n) => (n.kind === 'text' ? n.text : ''))
+              .join('')
+              .replace(/\s+/g, ''),
+            'base64',
+          );
           verifyEnvelopedSignature(doc, [pinned(der)]);
           signature = 'untrusted_signer';
           detail += '; the signature verifies with the certificate it carries, which is not a pinned signer';
@@ -290,7 +312,16 @@ export class LotlService {
   }
 
   #reject(c: Candidate, tsl: Tsl, reason: string, detail: string, signature: ListOutcome['signature']): ListOutcome {
-    const o: ListOutcome = { name: c.name, territory: tsl.territory, outcome: 'rejected', reason, detail, signature, sequence: tsl.sequence, stale: this.#isStale(tsl.nextUpdate) };
+    const o: ListOutcome = {
+      name: c.name,
+      territory: tsl.territory,
+      outcome: 'rejected',
+      reason,
+      detail,
+      signature,
+      sequence: tsl.sequence,
+      stale: this.#isStale(tsl.nextUpdate),
+    };
     this.#record(o, c.source, tsl);
     this.log.warn({ territory: tsl.territory, reason, source: c.source }, 'trusted list rejected');
     return o;
@@ -310,28 +341,58 @@ export class LotlService {
       return this.#reject(c, tsl, 'older_sequence', `sequence ${tsl.sequence} is older than the stored ${stored.sequence}`, 'valid');
     }
     if (stored && tsl.sequence === stored.sequence) {
-      const o: ListOutcome = { name: c.name, territory: tsl.territory, outcome: 'unchanged', signature: 'valid', sequence: tsl.sequence, stale, services,
-        ...(stored.doc_sha256 !== docSha ? { detail: 'same sequence number as the stored copy, which is kept' } : {}) };
+      const o: ListOutcome = {
+        name: c.name,
+        territory: tsl.territory,
+        outcome: 'unchanged',
+        signature: 'valid',
+        sequence: tsl.sequence,
+        stale,
+        services,
+        ...(stored.doc_sha256 !== docSha ? { detail: 'same sequence number as the stored copy, which is kept' } : {}),
+      };
       this.#record(o, c.source, tsl);
       return o;
     }
     const now = new Date(this.clock.now()).toISOString();
     const row: ListRow = {
-      territory: tsl.territory, is_lotl: tsl.isLotl ? 1 : 0, sequence: tsl.sequence, version: tsl.version, issued: tsl.issued,
-      next_update: tsl.nextUpdate, signature_alg: sig.algorithm, signer_sha256: sig.signerSha256, signing_time: sig.signingTime ?? null,
-      operator: tsl.operator, source: c.source, doc_sha256: docSha, tsp_count: tsl.tspCount, service_count: services, accepted_at: now,
+      territory: tsl.territory,
+      is_lotl: tsl.isLotl ? 1 : 0,
+      sequence: tsl.sequence,
+      version: tsl.version,
+      issued: tsl.issued,
+      next_update: tsl.nextUpdate,
+      signature_alg: sig.algorithm,
+      signer_sha256: sig.signerSha256,
+      signing_time: sig.signingTime ?? null,
+      operator: tsl.operator,
+      source: c.source,
+      doc_sha256: docSha,
+      tsp_count: tsl.tspCount,
+      service_count: services,
+      accepted_at: now,
     };
     const o: ListOutcome = { name: c.name, territory: tsl.territory, outcome: 'accepted', signature: 'valid', sequence: tsl.sequence, stale, services };
-    if (stale) o.detail = tsl.nextUpdate ? `NextUpdate ${tsl.nextUpdate} has passed: stored, anchors kept out${this.cfg.acceptExpired ? ' unless acceptExpired (set)' : ''}` : 'a closed list (no NextUpdate): stored, anchors kept out';
+    if (stale)
+      o.detail = tsl.nextUpdate
+        ? `NextUpdate ${tsl.nextUpdate} has passed: stored, anchors kept out${this.cfg.acceptExpired ? ' unless acceptExpired (set)' : ''}`
+        : 'a closed list (no NextUpdate): stored, anchors kept out';
     this.repo.saveList(row, tsl.isLotl ? [] : tsl.services, this.#resultRow(o, c.source, tsl));
     return o;
   }
 
   #resultRow(o: ListOutcome, source: string, tsl: Tsl | null): ResultRow {
     return {
-      territory: o.territory!, at: new Date(this.clock.now()).toISOString(), outcome: o.outcome === 'skipped' ? 'rejected' : o.outcome,
-      reason: o.reason ?? null, detail: o.detail ?? null, signature: o.signature, source,
-      sequence: tsl?.sequence ?? null, issued: tsl?.issued ?? null, next_update: tsl?.nextUpdate ?? null,
+      territory: o.territory!,
+      at: new Date(this.clock.now()).toISOString(),
+      outcome: o.outcome === 'skipped' ? 'rejected' : o.outcome,
+      reason: o.reason ?? null,
+      detail: o.detail ?? null,
+      signature: o.signature,
+      source,
+      sequence: tsl?.sequence ?? null,
+      issued: tsl?.issued ?? null,
+      next_update: tsl?.nextUpdate ?? null,
     };
   }
 
@@ -366,7 +427,10 @@ export class LotlService {
 
   /** National lists whose anchors are served: verified, not expired or closed (unless allowed). */
   inServiceTerritories(): string[] {
-    return this.repo.lists().filter((l) => !l.is_lotl && (this.cfg.acceptExpired || !this.#isStale(l.next_update))).map((l) => l.territory);
+    return this.repo
+      .lists()
+      .filter((l) => !l.is_lotl && (this.cfg.acceptExpired || !this.#isStale(l.next_update)))
+      .map((l) => l.territory);
   }
 
   /** `country` is ISO 3166-1 (GR, GB) or the trusted-list code (EL, UK). */
@@ -399,14 +463,22 @@ export class LotlService {
    * For verifiers (`ctx.use<LotlService>('lotl')`): the anchor with this certificate fingerprint,
    * if it is in service, with every service it belongs to.
    */
-  lookup(sha256: string): { pem: string; services: Array<{ country: string; territory: string; tspName: string; serviceName: string; serviceType: string; status: string }> } | undefined {
+  lookup(
+    sha256: string,
+  ):
+    { pem: string; services: { country: string; territory: string; tspName: string; serviceName: string; serviceType: string; status: string }[] } | undefined {
     const pem = this.anchorPem(sha256);
     if (!pem) return undefined;
     const inService = this.inServiceTerritories();
     return {
       pem,
       services: this.repo.anchorsBySha(sha256.toLowerCase(), inService).map((a) => ({
-        country: isoCountry(a.territory), territory: a.territory, tspName: a.tsp_name, serviceName: a.service_name, serviceType: a.service_type, status: a.status,
+        country: isoCountry(a.territory),
+        territory: a.territory,
+        tspName: a.tsp_name,
+        serviceName: a.service_name,
+        serviceType: a.service_type,
+        status: a.status,
       })),
     };
   }
@@ -421,24 +493,55 @@ export class LotlService {
       seen.add(l.territory);
       const r = results.get(l.territory);
       out.push({
-        territory: l.territory, kind: l.is_lotl ? 'lotl' : 'tl', stored: true, in_service: inService.has(l.territory),
-        stale: this.#isStale(l.next_update), closed: l.next_update === null, signature: 'valid', signature_algorithm: l.signature_alg,
-        signer_sha256: l.signer_sha256, sequence: l.sequence, issued: l.issued, next_update: l.next_update, source: l.source,
-        accepted_at: l.accepted_at, tsp_count: l.tsp_count, service_count: l.service_count, last_attempt: r ? attempt(r) : null,
+        territory: l.territory,
+        kind: l.is_lotl ? 'lotl' : 'tl',
+        stored: true,
+        in_service: inService.has(l.territory),
+        stale: this.#isStale(l.next_update),
+        closed: l.next_update === null,
+        signature: 'valid',
+        signature_algorithm: l.signature_alg,
+        signer_sha256: l.signer_sha256,
+        sequence: l.sequence,
+        issued: l.issued,
+        next_update: l.next_update,
+        source: l.source,
+        accepted_at: l.accepted_at,
+        tsp_count: l.tsp_count,
+        service_count: l.service_count,
+        last_attempt: r ? attempt(r) : null,
       });
     }
     for (const r of results.values()) {
       if (seen.has(r.territory)) continue;
       // Never accepted: what the document claimed, marked by stored=false and its signature result.
       out.push({
-        territory: r.territory, kind: r.territory === 'EU' ? 'lotl' : 'tl', stored: false, in_service: false,
-        stale: r.sequence !== null && this.#isStale(r.next_update), closed: r.sequence !== null && r.next_update === null,
-        signature: r.signature, signature_algorithm: null, signer_sha256: null, sequence: r.sequence, issued: r.issued, next_update: r.next_update,
-        source: r.source, accepted_at: null, tsp_count: null, service_count: null, last_attempt: attempt(r),
+        territory: r.territory,
+        kind: r.territory === 'EU' ? 'lotl' : 'tl',
+        stored: false,
+        in_service: false,
+        stale: r.sequence !== null && this.#isStale(r.next_update),
+        closed: r.sequence !== null && r.next_update === null,
+        signature: r.signature,
+        signature_algorithm: null,
+        signer_sha256: null,
+        sequence: r.sequence,
+        issued: r.issued,
+        next_update: r.next_update,
+        source: r.source,
+        accepted_at: null,
+        tsp_count: null,
+        service_count: null,
+        last_attempt: attempt(r),
       });
     }
     out.sort((a, b) => (a.kind === b.kind ? a.territory.localeCompare(b.territory) : a.kind === 'lotl' ? -1 : 1));
-    const pointed = new Set(this.repo.pointers().filter((p) => p.mime_type === TSL_XML_MIME && !p.tsl_type.endsWith('EUlistofthelists')).map((p) => p.territory));
+    const pointed = new Set(
+      this.repo
+        .pointers()
+        .filter((p) => p.mime_type === TSL_XML_MIME && !p.tsl_type.endsWith('EUlistofthelists'))
+        .map((p) => p.territory),
+    );
     const covered = [...inService].sort();
     const lotl = lists.find((l) => l.is_lotl);
     const lastRun = this.repo.getState('last_run_at') || null;
@@ -463,22 +566,37 @@ export class LotlService {
   health(): { status: 'ok' | 'degraded'; reason?: string; detail?: Record<string, unknown> } {
     const covered = this.inServiceTerritories();
     const anchors = this.repo.distinctAnchorCount(covered);
-    const expired = this.repo.lists().filter((l) => this.#isStale(l.next_update) && l.next_update !== null).map((l) => l.territory);
+    const expired = this.repo
+      .lists()
+      .filter((l) => this.#isStale(l.next_update) && l.next_update !== null)
+      .map((l) => l.territory);
     // Zero anchors is degraded (the verifier has nothing to trust) unless the operator chose
     // `degradedWhenEmpty: after-first-run`: then only once lists were expected (a list was ever
     // stored, or an operator imported or refreshed).
     const expected = this.repo.getState('operator_run') !== undefined || this.repo.lists().length > 0;
     const lastRun = this.repo.getState('last_run_at');
     const detail = { anchor_count: anchors, countries_covered: covered.length, expired, last_run_at: lastRun ?? null };
-    if (anchors === 0 && (expected || this.cfg.degradedWhenEmpty === 'always')) return { status: 'degraded', reason: 'no trust anchors: import or refresh the trusted lists', detail };
+    if (anchors === 0 && (expected || this.cfg.degradedWhenEmpty === 'always'))
+      return { status: 'degraded', reason: 'no trust anchors: import or refresh the trusted lists', detail };
     if (expired.length) return { status: 'degraded', reason: `trusted lists past their NextUpdate: ${expired.join(', ')}`, detail };
-    if (anchors === 0) return { status: 'ok', reason: lastRun ? 'no trusted lists loaded yet (the scheduled refresh found none)' : 'no trusted lists loaded yet', detail };
+    if (anchors === 0)
+      return { status: 'ok', reason: lastRun ? 'no trusted lists loaded yet (the scheduled refresh found none)' : 'no trusted lists loaded yet', detail };
     return { status: 'ok', detail };
   }
 }
 
 function attempt(r: ResultRow) {
-  return { at: r.at, outcome: r.outcome, reason: r.reason, detail: r.detail, signature: r.signature, source: r.source, sequence: r.sequence, issued: r.issued, next_update: r.next_update };
+  return {
+    at: r.at,
+    outcome: r.outcome,
+    reason: r.reason,
+    detail: r.detail,
+    signature: r.signature,
+    source: r.source,
+    sequence: r.sequence,
+    issued: r.issued,
+    next_update: r.next_update,
+  };
 }
 
 /**

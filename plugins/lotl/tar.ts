@@ -40,8 +40,14 @@ export function readTar(input: Buffer, limits: { maxFiles: number; maxBytes: num
     if (dataStart + size > buf.length) throw new TarError('truncated tar archive');
     const data = buf.subarray(dataStart, dataStart + size);
     off = dataStart + Math.ceil(size / 512) * 512;
-    if (type === 'L') { longName = data.toString('utf8').replace(/\0.*$/s, ''); continue; }
-    if (type === 'x') { paxPath = /(?:^|\n)\d+ path=([^\n]*)\n/.exec(data.toString('utf8'))?.[1]; continue; }
+    if (type === 'L') {
+      longName = data.toString('utf8').replace(/\0.*$/s, '');
+      continue;
+    }
+    if (type === 'x') {
+      paxPath = /(?:^|\n)\d+ path=([^\n]*)\n/.exec(data.toString('utf8'))?.[1];
+      continue;
+    }
     if (type === 'g') continue;
     const name = paxPath ?? longName ?? (prefix ? `${prefix}/${base}` : base);
     longName = paxPath = undefined;

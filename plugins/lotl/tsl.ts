@@ -146,12 +146,17 @@ export function readTsl(root: XElement): Tsl {
 
 /** The pointer a LOTL makes to itself (its own signer set, TS 119 612 §5.3.13 / EU LOTL practice). */
 export function selfPointer(lotl: Tsl): TslPointer | undefined {
-  return lotl.pointers.find((p) => p.territory === lotl.territory && p.tslType.endsWith(LOTL_TYPE_SUFFIX) && p.mimeType === TSL_XML_MIME)
-    ?? lotl.pointers.find((p) => p.tslType.endsWith(LOTL_TYPE_SUFFIX) && p.mimeType === TSL_XML_MIME);
+  return (
+    lotl.pointers.find((p) => p.territory === lotl.territory && p.tslType.endsWith(LOTL_TYPE_SUFFIX) && p.mimeType === TSL_XML_MIME) ??
+    lotl.pointers.find((p) => p.tslType.endsWith(LOTL_TYPE_SUFFIX) && p.mimeType === TSL_XML_MIME)
+  );
 }
 
 export function pemOf(der: Buffer): string {
-  const b = der.toString('base64').replace(/(.{64})/g, '$1\n').replace(/\n$/, '');
+  const b = der
+    .toString('base64')
+    .replace(/(.{64})/g, '$1\n')
+    .replace(/\n$/, '');
   return `-----BEGIN CERTIFICATE-----\n${b}\n-----END CERTIFICATE-----\n`;
 }
 

@@ -43,7 +43,10 @@ export type SignatureFailure =
   | 'signature_invalid';
 
 export class SignatureError extends Error {
-  constructor(readonly code: SignatureFailure, message: string) {
+  constructor(
+    readonly code: SignatureFailure,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -149,8 +152,18 @@ export function verifyEnvelopedSignature(doc: XDocument, trusted: PinnedCert[]):
   const target = doc.ids.get(uri.slice(1));
   const qp = target?.parent;
   const obj = qp?.parent;
-  if (!target || target.ns !== XADES || target.local !== 'SignedProperties' || !qp || qp.ns !== XADES || qp.local !== 'QualifyingProperties'
-    || !obj || obj.ns !== DSIG || obj.local !== 'Object' || obj.parent !== sig) {
+  if (
+    !target ||
+    target.ns !== XADES ||
+    target.local !== 'SignedProperties' ||
+    !qp ||
+    qp.ns !== XADES ||
+    qp.local !== 'QualifyingProperties' ||
+    !obj ||
+    obj.ns !== DSIG ||
+    obj.local !== 'Object' ||
+    obj.parent !== sig
+  ) {
     throw new SignatureError('bad_structure', 'the SignedProperties reference does not point into this signature');
   }
   const qpTarget = attr(qp, 'Target');
@@ -187,9 +200,10 @@ export function verifyEnvelopedSignature(doc: XDocument, trusted: PinnedCert[]):
     // XML-DSig 1.1 §6.4.3: an ECDSA SignatureValue is r||s, not DER.
     let ok = false;
     try {
-      ok = sm.key === 'ec'
-        ? crypto.verify(sm.hash, signedBytes, { key, dsaEncoding: 'ieee-p1363' }, sigValue)
-        : crypto.verify(sm.hash, signedBytes, key, sigValue);
+      ok =
+        sm.key === 'ec'
+          ? crypto.verify(sm.hash, signedBytes, { key, dsaEncoding: 'ieee-p1363' }, sigValue)
+          : crypto.verify(sm.hash, signedBytes, key, sigValue);
     } catch {
       ok = false; // a malformed signature value is a failed signature, not a crash
     }
@@ -209,9 +223,18 @@ function checkSigningCertificate(signedProps: XElement, der: Buffer): void {
   if (!sc) return;
   for (const cert of childElements(sc, XADES, 'Cert')) {
     const cd = child(cert, XADES, 'CertDigest');
-    const alg = DIGESTS[attr(child(cd, DSIG, 'DigestMethod'), 'Algorithm') ?? ''] ?? (attr(child(cd, DSIG, 'DigestMethod'), 'Algorithm') === 'http://www.w3.org/2000/09/xmldsig#sha1' ? 'sha1' : undefined);
+    const alg =
+      DIGESTS[attr(child(cd, DSIG, 'DigestMethod'), 'Algorithm') ?? ''] ??
+      (attr(child(cd, DSIG, 'DigestMethod'), 'Algorithm') === 'http://www.w3.org/2000/09/xmldsig#sha1' ? 'sha1' : undefined);
     if (!alg) continue;
-    if (crypto.createHash(alg).update(der).digest().equals(b64(child(cd, DSIG, 'DigestValue')))) return;
+    if (
+      crypto
+        .createHash(alg)
+        .update(der)
+        .digest()
+        .equals(b64(child(cd, DSIG, 'DigestValue')))
+    )
+      return;
   }
   throw new SignatureError('signing_certificate_mismatch', 'the XAdES SigningCertificate does not name the signer');
 }

@@ -40,7 +40,7 @@ export interface XElement {
   ns: string;
   attrs: XAttr[];
   /** Namespace declarations made on this element: prefix ('' for default) to URI. */
-  nsDecls: Array<[string, string]>;
+  nsDecls: [string, string][];
   children: XNode[];
   parent: XElement | null;
 }
@@ -61,7 +61,10 @@ export interface XDocument {
 }
 
 export class XmlError extends Error {
-  constructor(message: string, readonly code: 'doctype_refused' | 'malformed' | 'encoding' = 'malformed') {
+  constructor(
+    message: string,
+    readonly code: 'doctype_refused' | 'malformed' | 'encoding' = 'malformed',
+  ) {
     super(message);
   }
 }
@@ -69,7 +72,7 @@ export class XmlError extends Error {
 const DSIG_NS = 'http://www.w3.org/2000/09/xmldsig#';
 
 const MAX_DEPTH = 256;
-const NO_DECLS: Array<[string, string]> = Object.freeze([]) as unknown as Array<[string, string]>;
+const NO_DECLS: [string, string][] = Object.freeze([]) as unknown as [string, string][];
 const NO_ATTRS: XAttr[] = Object.freeze([]) as unknown as XAttr[];
 
 /**
@@ -148,8 +151,17 @@ export function parseXml(input: string | Uint8Array): XDocument {
   let root: XElement | null = null;
   let cur: XElement | null = null;
   // In-scope namespaces as a chain of maps (one per element that declares something).
-  type Scope = { map: Map<string, string>; parent: Scope | null };
-  const base: Scope = { map: new Map([['xml', XML_NS], ['', '']]), parent: null };
+  interface Scope {
+    map: Map<string, string>;
+    parent: Scope | null;
+  }
+  const base: Scope = {
+    map: new Map([
+      ['xml', XML_NS],
+      ['', ''],
+    ]),
+    parent: null,
+  };
   const scopes: Scope[] = [];
   let scope = base;
   const lookup = (prefix: string): string | undefined => {
@@ -271,7 +283,7 @@ export function parseXml(input: string | Uint8Array): XDocument {
     i++;
     if (root && !cur) fail('a second document element');
     const qn = readName();
-    const rawAttrs: Array<[string, string]> = [];
+    const rawAttrs: [string, string][] = [];
     rawNames.clear();
     let selfClose = false;
     for (;;) {
@@ -279,7 +291,10 @@ export function parseXml(input: string | Uint8Array): XDocument {
       while (i < len && isWs(s.charCodeAt(i))) i++;
       if (i >= len) fail('unterminated start tag');
       const c = s.charCodeAt(i);
-      if (c === 0x3e) { i++; break; }
+      if (c === 0x3e) {
+        i++;
+        break;
+      }
       if (c === 0x2f) {
         if (s.charCodeAt(i + 1) !== 0x3e) fail('/> expected');
         i += 2;
@@ -310,7 +325,7 @@ export function parseXml(input: string | Uint8Array): XDocument {
       i = end + 1;
     }
     // Most elements have no attributes: share one empty array instead of allocating two.
-    const nsDecls: Array<[string, string]> = rawAttrs.length ? [] : NO_DECLS;
+    const nsDecls: [string, string][] = rawAttrs.length ? [] : NO_DECLS;
     for (const [n, v] of rawAttrs) {
       if (n === 'xmlns') nsDecls.push(['', v]);
       else if (n.startsWith('xmlns:')) {

@@ -33,7 +33,10 @@ export interface AuthzRequest {
 
 /** An error that goes back to the client's redirect_uri (OIDC Core §3.1.2.6). */
 class RedirectError extends Error {
-  constructor(readonly code: string, description: string) {
+  constructor(
+    readonly code: string,
+    description: string,
+  ) {
     super(description);
   }
 }
@@ -61,10 +64,15 @@ function browserId(req: RouteRequest, res: Response): string {
 }
 
 /** Builds the authorization response in the requested mode, always with iss (RFC 9207) and state. */
-export function respond(a: { redirectUri: string; responseMode: AuthzRequest['responseMode']; state?: string; issuer: string }, params: Record<string, string>): Reply {
+export function respond(
+  a: { redirectUri: string; responseMode: AuthzRequest['responseMode']; state?: string; issuer: string },
+  params: Record<string, string>,
+): Reply {
   const all: Record<string, string> = { ...params, ...(a.state !== undefined ? { state: a.state } : {}), iss: a.issuer };
   if (a.responseMode === 'form_post') {
-    const fields = Object.entries(all).map(([k, v]) => `<input type="hidden" name="${esc(k)}" value="${esc(v)}">`).join('\n');
+    const fields = Object.entries(all)
+      .map(([k, v]) => `<input type="hidden" name="${esc(k)}" value="${esc(v)}">`)
+      .join('\n');
     return page('form-post.html', { action: a.redirectUri, fields });
   }
   const url = new URL(a.redirectUri);
@@ -106,9 +114,13 @@ export class AuthorizeFlow {
       try {
         if (!client.jwks?.keys.length) throw new Error('the client has no registered keys');
         const { payload } = await jose.jwtVerify(raw.request, jose.createLocalJWKSet(client.jwks as jose.JSONWebKeySet), {
-          algorithms: CLIENT_ALGS, issuer: client.clientId, clockTolerance: 30, currentDate: new Date(this.p.clock.now()),
+          algorithms: CLIENT_ALGS,
+          issuer: client.clientId,
+          clockTolerance: 30,
+          currentDate: new Date(this.p.clock.now()),
         });
-        if (payload.aud !== undefined && !(Array.isArray(payload.aud) ? payload.aud : [payload.aud]).includes(issuer)) throw new Error('aud is not this issuer');
+        if (payload.aud !== undefined && !(Array.isArray(payload.aud) ? payload.aud : [payload.aud]).includes(issuer))
+          throw new Error('aud is not this issuer');
         if (payload.client_id !== undefined && payload.client_id !== clientId) throw new Error('client_id differs from the query');
         const { iss: _i, aud: _a, exp: _e, iat: _t, nbf: _n, jti: _j, ...rest } = payload;
         const q = Object.fromEntries(Object.entries(raw).filter(([k, v]) => k !== 'request' && v !== undefined));
@@ -120,10 +132,12 @@ export class AuthorizeFlow {
     const redirectUri = one(params.redirect_uri);
     if (!redirectUri) throw new AppError(400, 'invalid_request', 'redirect_uri is required');
     // RFC 9700 §2.1: exact string match; on mismatch never redirect (open redirector).
-    if (!redirectUriAllowed(client.redirectUris, redirectUri, issuer)) throw new AppError(400, 'invalid_request', 'redirect_uri is not registered for this client');
+    if (!redirectUriAllowed(client.redirectUris, redirectUri, issuer))
+      throw new AppError(400, 'invalid_request', 'redirect_uri is not registered for this client');
     const state = one(params.state);
     const rt = one(params.response_type);
-    const responseType = (rt === 'code' || rt === 'id_token' || rt === 'code id_token' ? rt : rt === 'id_token code' ? 'code id_token' : undefined) as ResponseType | undefined;
+    const responseType = (rt === 'code' || rt === 'id_token' || rt === 'code id_token' ? rt : rt === 'id_token code' ? 'code id_token' : undefined) as
+      ResponseType | undefined;
     const defaultMode = responseType === 'code' || !responseType ? 'query' : 'fragment';
     const rm = one(params.response_mode);
     const responseMode = (rm === 'query' || rm === 'fragment' || rm === 'form_post' ? rm : defaultMode) as AuthzRequest['responseMode'];
@@ -133,25 +147,32 @@ export class AuthorizeFlow {
       if (rm !== undefined && rm !== responseMode) throw new RedirectError('invalid_request', `unsupported response_mode ${rm}`);
       if (!responseType) throw new RedirectError('unsupported_response_type', 'response_type must be code, id_token or "code id_token"');
       // OIDC Core §3.2.2.1: id_token in the front channel is never sent in a query string.
-      if (responseType !== 'code' && responseMode === 'query') throw new RedirectError('invalid_request', 'response_mode query is not allowed with id_token responses');
-      if (responseType.includes('code') && !client.grantTypes.includes('authorization_code')) throw new RedirectError('unauthorized_client', 'client may not use the code flow');
-      if (responseType.includes('id_token') && !client.grantTypes.includes('implicit')) throw new RedirectError('unauthorized_client', 'client may not receive id_tokens from the authorization endpoint (grant type implicit)');
+      if (responseType !== 'code' && responseMode === 'query')
+        throw new RedirectError('invalid_request', 'response_mode query is not allowed with id_token responses');
+      if (responseType.includes('code') && !client.grantTypes.includes('authorization_code'))
+        throw new RedirectError('unauthorized_client', 'client may not use the code flow');
+      if (responseType.includes('id_token') && !client.grantTypes.includes('implicit'))
+        throw new RedirectError('unauthorized_client', 'client may not receive id_tokens from the authorization endpoint (grant type implicit)');
       const scope = [...new Set((one(params.scope) ?? '').split(' ').filter(Boolean))];
       if (!scope.includes('openid')) throw new RedirectError('invalid_scope', 'scope must include openid');
       const unknown = scope.filter((x) => !(SCOPES as readonly string[]).includes(x));
       if (unknown.length) throw new RedirectError('invalid_scope', `unknown scope ${unknown.join(' ')}`);
       const nonce = one(params.nonce);
-      if (responseType !== 'code' && !nonce) throw new RedirectError('invalid_request', 'nonce is required when an id_token is returned from the authorization endpoint');
+      if (responseType !== 'code' && !nonce)
+        throw new RedirectError('invalid_request', 'nonce is required when an id_token is returned from the authorization endpoint');
       const prompt = (one(params.prompt) ?? '').split(' ').filter(Boolean);
-      for (const pr of prompt) if (!['none', 'login', 'consent', 'select_account'].includes(pr)) throw new RedirectError('invalid_request', `unsupported prompt ${pr}`);
+      for (const pr of prompt)
+        if (!['none', 'login', 'consent', 'select_account'].includes(pr)) throw new RedirectError('invalid_request', `unsupported prompt ${pr}`);
       if (prompt.includes('none') && prompt.length > 1) throw new RedirectError('invalid_request', 'prompt=none cannot be combined with other values');
       const codeChallenge = one(params.code_challenge);
       let method = one(params.code_challenge_method);
       if (codeChallenge !== undefined) {
         method ??= 'plain'; // RFC 7636 §4.3
         if (method !== 'S256' && method !== 'plain') throw new RedirectError('invalid_request', 'code_challenge_method must be S256 or plain');
-        if (method === 'plain' && !(this.d.settings().allowPlainPkce(req.tenant) && client.allowPlainPkce)) throw new RedirectError('invalid_request', 'code_challenge_method plain is not allowed; use S256');
-        if (!/^[A-Za-z0-9._~-]{43,128}$/.test(codeChallenge)) throw new RedirectError('invalid_request', 'code_challenge must be 43 to 128 unreserved characters');
+        if (method === 'plain' && !(this.d.settings().allowPlainPkce(req.tenant) && client.allowPlainPkce))
+          throw new RedirectError('invalid_request', 'code_challenge_method plain is not allowed; use S256');
+        if (!/^[A-Za-z0-9._~-]{43,128}$/.test(codeChallenge))
+          throw new RedirectError('invalid_request', 'code_challenge must be 43 to 128 unreserved characters');
       } else if (method !== undefined) {
         throw new RedirectError('invalid_request', 'code_challenge_method without code_challenge');
       } else if (client.authMethod === 'none' && responseType.includes('code')) {
@@ -176,8 +197,20 @@ export class AuthorizeFlow {
         }
       }
       const a: AuthzRequest = {
-        clientId, redirectUri, responseType, responseMode, scope, state, nonce, prompt, codeChallenge,
-        codeChallengeMethod: codeChallenge ? (method as 'S256' | 'plain') : undefined, maxAge, hintSub, loginHint: one(params.login_hint), issuer,
+        clientId,
+        redirectUri,
+        responseType,
+        responseMode,
+        scope,
+        state,
+        nonce,
+        prompt,
+        codeChallenge,
+        codeChallengeMethod: codeChallenge ? (method as 'S256' | 'plain') : undefined,
+        maxAge,
+        hintSub,
+        loginHint: one(params.login_hint),
+        issuer,
       };
       const b = browserId(req, res);
       return await this.proceed(req, res, a, client, undefined, b);
@@ -191,7 +224,14 @@ export class AuthorizeFlow {
    * Decides what the request still needs (sign-in, account choice, consent) and either shows that
    * page or answers the client. Called at the start and after each page's form.
    */
-  async proceed(req: RouteRequest, _res: Response, a: AuthzRequest, client: OidcClient, it: Interaction<AuthzRequest> | undefined, browser: string): Promise<Reply> {
+  async proceed(
+    req: RouteRequest,
+    _res: Response,
+    a: AuthzRequest,
+    client: OidcClient,
+    it: Interaction<AuthzRequest> | undefined,
+    browser: string,
+  ): Promise<Reply> {
     const tenant = req.tenant;
     const now = this.p.now();
     const session = this.s.get(tenant, parseCookies(req.headers.cookie)[SID_COOKIE]);
@@ -199,7 +239,11 @@ export class AuthorizeFlow {
     const none = a.prompt.includes('none');
     const st = it?.state ?? {};
     const need = (what: 'login' | 'select' | 'consent', code: string): Reply => {
-      if (none) throw new RedirectError(code, `${what === 'login' ? 'the user is not signed in' : what === 'select' ? 'several accounts are signed in' : 'the user has not consented'} and prompt=none`);
+      if (none)
+        throw new RedirectError(
+          code,
+          `${what === 'login' ? 'the user is not signed in' : what === 'select' ? 'several accounts are signed in' : 'the user has not consented'} and prompt=none`,
+        );
       const id = it?.id ?? this.s.createInteraction(tenant, browser, a);
       const target = what === 'login' ? '/login.html' : what === 'select' ? '/select-account.html' : '/consent.html';
       return reply.redirect(`${target}?i=${encodeURIComponent(id)}`, 302);
@@ -241,8 +285,17 @@ export class AuthorizeFlow {
     let code: string | undefined;
     if (a.responseType.includes('code')) {
       code = this.p.newCode(tenant, {
-        grantId, clientId: client.clientId, userId: user.id, redirectUri: a.redirectUri, scope: a.scope, nonce: a.nonce,
-        challenge: a.codeChallenge, method: a.codeChallengeMethod, authTime, sid: session.sid, amr,
+        grantId,
+        clientId: client.clientId,
+        userId: user.id,
+        redirectUri: a.redirectUri,
+        scope: a.scope,
+        nonce: a.nonce,
+        challenge: a.codeChallenge,
+        method: a.codeChallengeMethod,
+        authTime,
+        sid: session.sid,
+        amr,
       });
       out.code = code;
     }
@@ -259,11 +312,24 @@ export class AuthorizeFlow {
     const browser = parseCookies(req.headers.cookie)[BROWSER_COOKIE];
     const it = this.s.interaction<AuthzRequest>(req.tenant, id, browser);
     const client = it && this.p.clients.get(req.tenant, it.params.clientId);
-    if (!it || !client || !browser) return page('message.html', { title: 'Sign-in expired', message: 'This sign-in request has expired or was started in another browser. Go back to the application and try again.' }, 400);
+    if (!it || !client || !browser)
+      return page(
+        'message.html',
+        { title: 'Sign-in expired', message: 'This sign-in request has expired or was started in another browser. Go back to the application and try again.' },
+        400,
+      );
     return { it, client, browser };
   }
 
-  async afterLogin(req: RouteRequest, res: Response, it: Interaction<AuthzRequest>, client: OidcClient, browser: string, user: User, amr: string[]): Promise<Reply> {
+  async afterLogin(
+    req: RouteRequest,
+    res: Response,
+    it: Interaction<AuthzRequest>,
+    client: OidcClient,
+    browser: string,
+    user: User,
+    amr: string[],
+  ): Promise<Reply> {
     const old = this.s.get(req.tenant, parseCookies(req.headers.cookie)[SID_COOKIE]);
     const { cookie: value } = this.s.login(req.tenant, old, user.id, amr);
     res.append('Set-Cookie', cookie(SID_COOKIE, value, { secure: secure(req), maxAge: this.d.ctx.config.sessionTtl }));
@@ -274,14 +340,28 @@ export class AuthorizeFlow {
   }
 }
 
-const loginForm = z.object({ i: z.string().max(64).optional(), csrf: z.string().max(128).optional(), username: z.string().max(256), password: z.string().max(1024) });
+const loginForm = z.object({
+  i: z.string().max(64).optional(),
+  csrf: z.string().max(128).optional(),
+  username: z.string().max(256),
+  password: z.string().max(1024),
+});
 const consentForm = z.object({ i: z.string().max(64), csrf: z.string().max(128).optional(), decision: z.enum(['allow', 'deny']) });
 const selectForm = z.object({ i: z.string().max(64), csrf: z.string().max(128).optional(), account: z.string().max(64) });
 const pageQuery = z.object({ i: z.string().max(64).optional(), error: z.string().max(64).optional() }).loose();
-const logoutForm = z.object({ csrf: z.string().max(128).optional(), confirm: z.enum(['yes', 'no']), post_logout_redirect_uri: z.string().max(2000).optional(), state: z.string().max(2000).optional(), client_id: z.string().max(128).optional() });
+const logoutForm = z.object({
+  csrf: z.string().max(128).optional(),
+  confirm: z.enum(['yes', 'no']),
+  post_logout_redirect_uri: z.string().max(2000).optional(),
+  state: z.string().max(2000).optional(),
+  client_id: z.string().max(128).optional(),
+});
 
 const SCOPE_TEXT: Record<string, string> = {
-  openid: 'Sign you in', profile: 'Your name and role', email: 'Your e-mail address', offline_access: 'Stay connected when you are away (refresh tokens)',
+  openid: 'Sign you in',
+  profile: 'Your name and role',
+  email: 'Your e-mail address',
+  offline_access: 'Stay connected when you are away (refresh tokens)',
   network_access: 'Network access configuration',
 };
 
@@ -289,22 +369,39 @@ export function authorizeRoutes(r: RouteRegistrar, d: Deps): AuthorizeFlow {
   const flow = new AuthorizeFlow(d);
   const area = 'oidc';
   r.add({
-    method: 'GET', path: '/oauth2/v1/authorize', aliases: ['/oidc.ashx?action=authorize'],
-    summary: 'Authorization endpoint (OIDC Core §3.1.2): code, id_token, code id_token; PKCE; request objects; prompt', area,
-    auth: policy.public, query: authorizeParams,
-    responses: { 302: { description: 'to the redirect_uri with a code / id_token or an error, or to a sign-in page' }, 400: { description: 'unknown client or redirect_uri' } },
+    method: 'GET',
+    path: '/oauth2/v1/authorize',
+    aliases: ['/oidc.ashx?action=authorize'],
+    summary: 'Authorization endpoint (OIDC Core §3.1.2): code, id_token, code id_token; PKCE; request objects; prompt',
+    area,
+    auth: policy.public,
+    query: authorizeParams,
+    responses: {
+      302: { description: 'to the redirect_uri with a code / id_token or an error, or to a sign-in page' },
+      400: { description: 'unknown client or redirect_uri' },
+    },
     handler: (req, res) => flow.start(req, res, req.query),
   });
   r.add({
-    method: 'POST', path: '/oauth2/v1/authorize', summary: 'Authorization endpoint, form-encoded (OIDC Core §3.1.2.1)', area,
-    auth: policy.public, bodyType: 'form', body: authorizeParams,
+    method: 'POST',
+    path: '/oauth2/v1/authorize',
+    summary: 'Authorization endpoint, form-encoded (OIDC Core §3.1.2.1)',
+    area,
+    auth: policy.public,
+    bodyType: 'form',
+    body: authorizeParams,
     responses: { 302: { description: 'as GET' }, 400: { description: 'unknown client or redirect_uri' } },
     handler: (req, res) => flow.start(req, res, req.body),
   });
 
   // ---- pages ----
   r.add({
-    method: 'GET', path: '/login.html', summary: 'Sign-in page (password, passkey, e-mail link)', area: 'login', auth: policy.public, query: pageQuery,
+    method: 'GET',
+    path: '/login.html',
+    summary: 'Sign-in page (password, passkey, e-mail link)',
+    area: 'login',
+    auth: policy.public,
+    query: pageQuery,
     responses: { 200: { description: 'HTML', contentType: 'text/html' } },
     handler: (req, res) => {
       const b = browserId(req, res);
@@ -313,24 +410,43 @@ export function authorizeRoutes(r: RouteRegistrar, d: Deps): AuthorizeFlow {
       const client = pend?.client;
       const errorText = req.query.error === 'expired' ? 'That link has expired. Please sign in again.' : '';
       return page('login.html', {
-        tenant: req.tenant.name, i: req.query.i ?? '', csrf: d.sessions().csrf(b, `login|${req.query.i ?? ''}`),
-        clientLine: client ? `to continue to ${client.name}` : '', loginHint: pend?.it.params.loginHint ?? '',
+        tenant: req.tenant.name,
+        i: req.query.i ?? '',
+        csrf: d.sessions().csrf(b, `login|${req.query.i ?? ''}`),
+        clientLine: client ? `to continue to ${client.name}` : '',
+        loginHint: pend?.it.params.loginHint ?? '',
         error: errorText ? `<p class="error" role="alert">${esc(errorText)}</p>` : '',
       });
     },
   });
   r.add({
-    method: 'POST', path: '/oidc.ashx/login', summary: 'Password sign-in form of /login.html', area: 'login', auth: policy.public,
-    bodyType: 'form', body: loginForm, rateLimit: 'sensitive',
+    method: 'POST',
+    path: '/oidc.ashx/login',
+    summary: 'Password sign-in form of /login.html',
+    area: 'login',
+    auth: policy.public,
+    bodyType: 'form',
+    body: loginForm,
+    rateLimit: 'sensitive',
     responses: { 302: { description: 'onward in the authorization flow' }, 400: { description: 'HTML with the error' } },
     handler: async (req, res) => {
       const browser = parseCookies(req.headers.cookie)[BROWSER_COOKIE];
       const i = req.body.i ?? '';
-      if (!d.sessions().checkCsrf(browser, `login|${i}`, req.body.csrf)) return page('message.html', { title: 'Form expired', message: 'The form expired. Reload the sign-in page and try again.' }, 403);
-      const again = (msg: string, status: number) => page('login.html', {
-        tenant: req.tenant.name, i, csrf: req.body.csrf, clientLine: '', loginHint: req.body.username,
-        error: `<p class="error" role="alert">${esc(msg)}</p>`,
-      }, status);
+      if (!d.sessions().checkCsrf(browser, `login|${i}`, req.body.csrf))
+        return page('message.html', { title: 'Form expired', message: 'The form expired. Reload the sign-in page and try again.' }, 403);
+      const again = (msg: string, status: number) =>
+        page(
+          'login.html',
+          {
+            tenant: req.tenant.name,
+            i,
+            csrf: req.body.csrf,
+            clientLine: '',
+            loginHint: req.body.username,
+            error: `<p class="error" role="alert">${esc(msg)}</p>`,
+          },
+          status,
+        );
       let user: User | undefined;
       try {
         user = await d.p().checkPassword(req.tenant, req.body.username, req.body.password, reqInfo(req), { via: 'login-page' });
@@ -351,7 +467,12 @@ export function authorizeRoutes(r: RouteRegistrar, d: Deps): AuthorizeFlow {
     },
   });
   r.add({
-    method: 'GET', path: '/consent.html', summary: 'Consent page', area: 'login', auth: policy.public, query: pageQuery,
+    method: 'GET',
+    path: '/consent.html',
+    summary: 'Consent page',
+    area: 'login',
+    auth: policy.public,
+    query: pageQuery,
     responses: { 200: { description: 'HTML', contentType: 'text/html' } },
     handler: (req) => {
       const pend = flow.pending(req, req.query.i);
@@ -360,18 +481,29 @@ export function authorizeRoutes(r: RouteRegistrar, d: Deps): AuthorizeFlow {
       const uid = pend.it.state.userId ?? session?.accounts[0]?.userId;
       const user = uid ? d.p().activeUser(req.tenant, uid) : undefined;
       return page('consent.html', {
-        tenant: req.tenant.name, client: pend.client.name, user: user?.name ?? '', i: pend.it.id, csrf: d.sessions().csrf(pend.browser, `consent|${pend.it.id}`),
+        tenant: req.tenant.name,
+        client: pend.client.name,
+        user: user?.name ?? '',
+        i: pend.it.id,
+        csrf: d.sessions().csrf(pend.browser, `consent|${pend.it.id}`),
         scopes: pend.it.params.scope.map((x) => `<li>${esc(SCOPE_TEXT[x] ?? x)}</li>`).join(''),
       });
     },
   });
   r.add({
-    method: 'POST', path: '/oidc.ashx/consent', summary: 'Consent decision', area: 'login', auth: policy.public, bodyType: 'form', body: consentForm,
+    method: 'POST',
+    path: '/oidc.ashx/consent',
+    summary: 'Consent decision',
+    area: 'login',
+    auth: policy.public,
+    bodyType: 'form',
+    body: consentForm,
     responses: { 302: { description: 'to the client' } },
     handler: async (req, res) => {
       const pend = flow.pending(req, req.body.i);
       if (!('it' in pend)) return pend;
-      if (!d.sessions().checkCsrf(pend.browser, `consent|${pend.it.id}`, req.body.csrf)) return page('message.html', { title: 'Form expired', message: 'Reload and try again.' }, 403);
+      if (!d.sessions().checkCsrf(pend.browser, `consent|${pend.it.id}`, req.body.csrf))
+        return page('message.html', { title: 'Form expired', message: 'Reload and try again.' }, 403);
       const a = pend.it.params;
       if (req.body.decision === 'deny') {
         d.sessions().finishInteraction(pend.it.id);
@@ -386,7 +518,12 @@ export function authorizeRoutes(r: RouteRegistrar, d: Deps): AuthorizeFlow {
     },
   });
   r.add({
-    method: 'GET', path: '/select-account.html', summary: 'Account chooser (prompt=select_account)', area: 'login', auth: policy.public, query: pageQuery,
+    method: 'GET',
+    path: '/select-account.html',
+    summary: 'Account chooser (prompt=select_account)',
+    area: 'login',
+    auth: policy.public,
+    query: pageQuery,
     responses: { 200: { description: 'HTML', contentType: 'text/html' } },
     handler: (req) => {
       const pend = flow.pending(req, req.query.i);
@@ -394,18 +531,30 @@ export function authorizeRoutes(r: RouteRegistrar, d: Deps): AuthorizeFlow {
       const session = d.sessions().get(req.tenant, parseCookies(req.headers.cookie)[SID_COOKIE]);
       const accounts = (session?.accounts ?? []).map((x) => d.p().activeUser(req.tenant, x.userId)).filter((u): u is User => !!u);
       return page('select-account.html', {
-        tenant: req.tenant.name, client: pend.client.name, i: pend.it.id, csrf: d.sessions().csrf(pend.browser, `select|${pend.it.id}`),
-        accounts: accounts.map((u) => `<li><button type="submit" name="account" value="${esc(u.id)}">${esc(u.name)}${u.email ? ` (${esc(u.email)})` : ''}</button></li>`).join(''),
+        tenant: req.tenant.name,
+        client: pend.client.name,
+        i: pend.it.id,
+        csrf: d.sessions().csrf(pend.browser, `select|${pend.it.id}`),
+        accounts: accounts
+          .map((u) => `<li><button type="submit" name="account" value="${esc(u.id)}">${esc(u.name)}${u.email ? ` (${esc(u.email)})` : ''}</button></li>`)
+          .join(''),
       });
     },
   });
   r.add({
-    method: 'POST', path: '/oidc.ashx/select-account', summary: 'Account chosen', area: 'login', auth: policy.public, bodyType: 'form', body: selectForm,
+    method: 'POST',
+    path: '/oidc.ashx/select-account',
+    summary: 'Account chosen',
+    area: 'login',
+    auth: policy.public,
+    bodyType: 'form',
+    body: selectForm,
     responses: { 302: { description: 'onward' } },
     handler: async (req, res) => {
       const pend = flow.pending(req, req.body.i);
       if (!('it' in pend)) return pend;
-      if (!d.sessions().checkCsrf(pend.browser, `select|${pend.it.id}`, req.body.csrf)) return page('message.html', { title: 'Form expired', message: 'Reload and try again.' }, 403);
+      if (!d.sessions().checkCsrf(pend.browser, `select|${pend.it.id}`, req.body.csrf))
+        return page('message.html', { title: 'Form expired', message: 'Reload and try again.' }, 403);
       if (req.body.account === 'other') {
         const params = { ...pend.it.params, prompt: [...pend.it.params.prompt.filter((x) => x !== 'select_account'), 'login'] };
         d.sessions().finishInteraction(pend.it.id);
@@ -413,15 +562,24 @@ export function authorizeRoutes(r: RouteRegistrar, d: Deps): AuthorizeFlow {
         return reply.redirect(`/login.html?i=${encodeURIComponent(id)}`, 302);
       }
       const session = d.sessions().get(req.tenant, parseCookies(req.headers.cookie)[SID_COOKIE]);
-      if (!session?.accounts.some((x) => x.userId === req.body.account)) return page('message.html', { title: 'Unknown account', message: 'That account is not signed in here.' }, 400);
+      if (!session?.accounts.some((x) => x.userId === req.body.account))
+        return page('message.html', { title: 'Unknown account', message: 'That account is not signed in here.' }, 400);
       pend.it.state = { ...pend.it.state, userId: req.body.account };
       d.sessions().updateInteraction(pend.it.id, pend.it.state);
       return flow.proceed(req, res, pend.it.params, pend.client, pend.it, pend.browser);
     },
   });
-  for (const [name, type] of [['style.css', 'text/css; charset=utf-8'], ['passkey.js', 'text/javascript; charset=utf-8'], ['form-post.js', 'text/javascript; charset=utf-8']] as const) {
+  for (const [name, type] of [
+    ['style.css', 'text/css; charset=utf-8'],
+    ['passkey.js', 'text/javascript; charset=utf-8'],
+    ['form-post.js', 'text/javascript; charset=utf-8'],
+  ] as const) {
     r.add({
-      method: 'GET', path: `/login/${name}`, summary: `Sign-in page asset ${name}`, area: 'login', auth: policy.public,
+      method: 'GET',
+      path: `/login/${name}`,
+      summary: `Sign-in page asset ${name}`,
+      area: 'login',
+      auth: policy.public,
       responses: { 200: { description: name, contentType: type.split(';')[0] } },
       handler: () => asset(name, type),
     });
@@ -456,15 +614,33 @@ export function authorizeRoutes(r: RouteRegistrar, d: Deps): AuthorizeFlow {
     if (session && !confirmed) {
       const b = browserId(req, res);
       return page('logout.html', {
-        tenant: tenant.name, csrf: d.sessions().csrf(b, 'logout'), postLogoutRedirectUri: q.post_logout_redirect_uri ?? '', state: q.state ?? '', clientId: client?.clientId ?? '',
+        tenant: tenant.name,
+        csrf: d.sessions().csrf(b, 'logout'),
+        postLogoutRedirectUri: q.post_logout_redirect_uri ?? '',
+        state: q.state ?? '',
+        clientId: client?.clientId ?? '',
       });
     }
     return finishLogout(req, res, session, client, q.post_logout_redirect_uri, q.state, hintClaims?.sub);
   };
-  const finishLogout = (req: RouteRequest, res: Response, session: Session | undefined, client: OidcClient | undefined, uri: string | undefined, state: string | undefined, sub: unknown): Reply => {
+  const finishLogout = (
+    req: RouteRequest,
+    res: Response,
+    session: Session | undefined,
+    client: OidcClient | undefined,
+    uri: string | undefined,
+    state: string | undefined,
+    sub: unknown,
+  ): Reply => {
     if (session) d.sessions().end(session);
     res.append('Set-Cookie', cookie(SID_COOKIE, '', { secure: secure(req), maxAge: 0 }));
-    d.ctx.audit.write(req.tenant, { event: 'end-session', user: typeof sub === 'string' ? (d.p().users.get(req.tenant, sub)?.name ?? sub) : '', ip: req.ip, ua: req.ua, extra: { client: client?.clientId, had_session: !!session } });
+    d.ctx.audit.write(req.tenant, {
+      event: 'end-session',
+      user: typeof sub === 'string' ? (d.p().users.get(req.tenant, sub)?.name ?? sub) : '',
+      ip: req.ip,
+      ua: req.ua,
+      extra: { client: client?.clientId, had_session: !!session },
+    });
     if (uri) {
       const u = new URL(uri.startsWith('/') ? issuerOf(req) + uri : uri);
       if (state !== undefined && state !== '') u.searchParams.set('state', state);
@@ -473,25 +649,43 @@ export function authorizeRoutes(r: RouteRegistrar, d: Deps): AuthorizeFlow {
     return page('message.html', { title: 'Signed out', message: 'You are signed out.' });
   };
   r.add({
-    method: 'GET', path: '/oauth2/v1/logout', aliases: ['/oidc.ashx?action=end_session'],
-    summary: 'End session (RP-initiated logout); post_logout_redirect_uri checked against the client', area, auth: policy.public, query: logoutParams,
+    method: 'GET',
+    path: '/oauth2/v1/logout',
+    aliases: ['/oidc.ashx?action=end_session'],
+    summary: 'End session (RP-initiated logout); post_logout_redirect_uri checked against the client',
+    area,
+    auth: policy.public,
+    query: logoutParams,
     responses: { 200: { description: 'signed out, or a confirmation page', contentType: 'text/html' }, 302: { description: 'to post_logout_redirect_uri' } },
     handler: (req, res) => endSession(req, res, req.query),
   });
   r.add({
-    method: 'POST', path: '/oauth2/v1/logout', summary: 'End session, form-encoded', area, auth: policy.public, bodyType: 'form', body: logoutParams,
+    method: 'POST',
+    path: '/oauth2/v1/logout',
+    summary: 'End session, form-encoded',
+    area,
+    auth: policy.public,
+    bodyType: 'form',
+    body: logoutParams,
     responses: { 200: { description: 'as GET', contentType: 'text/html' }, 302: { description: 'as GET' } },
     handler: (req, res) => endSession(req, res, req.body),
   });
   r.add({
-    method: 'POST', path: '/oidc.ashx/logout', summary: 'Logout confirmation form', area: 'login', auth: policy.public, bodyType: 'form', body: logoutForm,
+    method: 'POST',
+    path: '/oidc.ashx/logout',
+    summary: 'Logout confirmation form',
+    area: 'login',
+    auth: policy.public,
+    bodyType: 'form',
+    body: logoutForm,
     responses: { 200: { description: 'HTML', contentType: 'text/html' }, 302: { description: 'to post_logout_redirect_uri' } },
     handler: (req, res) => {
       const b = parseCookies(req.headers.cookie)[BROWSER_COOKIE];
       if (!d.sessions().checkCsrf(b, 'logout', req.body.csrf)) return page('message.html', { title: 'Form expired', message: 'Reload and try again.' }, 403);
       const client = req.body.client_id ? d.p().clients.get(req.tenant, req.body.client_id) : undefined;
       const uri = req.body.post_logout_redirect_uri || undefined;
-      if (uri && (!client || !redirectUriAllowed(client.postLogoutRedirectUris, uri, issuerOf(req)))) throw new AppError(400, 'invalid_request', 'post_logout_redirect_uri is not registered for the client');
+      if (uri && (!client || !redirectUriAllowed(client.postLogoutRedirectUris, uri, issuerOf(req))))
+        throw new AppError(400, 'invalid_request', 'post_logout_redirect_uri is not registered for the client');
       if (req.body.confirm === 'no') return page('message.html', { title: 'Still signed in', message: 'You are still signed in.' });
       const session = d.sessions().get(req.tenant, parseCookies(req.headers.cookie)[SID_COOKIE]);
       return finishLogout(req, res, session, client, uri, req.body.state, session?.accounts[0]?.userId);

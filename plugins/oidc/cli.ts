@@ -17,10 +17,19 @@ export const clientCli: CliCommand<OidcServices> = {
     const repo = () => provider.clients;
     switch (sub) {
       case 'add': {
-        const { values, positionals } = parse(rest, {
-          tenant: { type: 'string' }, 'redirect-uri': { type: 'string', multiple: true }, grant: { type: 'string', multiple: true },
-          public: { type: 'boolean' }, name: { type: 'string' }, 'auth-method': { type: 'string' }, 'jwks-file': { type: 'string' },
-        }, 1);
+        const { values, positionals } = parse(
+          rest,
+          {
+            tenant: { type: 'string' },
+            'redirect-uri': { type: 'string', multiple: true },
+            grant: { type: 'string', multiple: true },
+            public: { type: 'boolean' },
+            name: { type: 'string' },
+            'auth-method': { type: 'string' },
+            'jwks-file': { type: 'string' },
+          },
+          1,
+        );
         const id = positionals[0];
         if (!id) throw new UsageError('client add needs CLIENT_ID');
         const tenant = ctx.tenants.require(values.tenant as string | undefined);
@@ -39,10 +48,16 @@ export const clientCli: CliCommand<OidcServices> = {
           }
         }
         const isPublic = method === 'none';
-        const grants = (v.grant as string[] | undefined) ?? (isPublic ? ['authorization_code', 'refresh_token'] : ['authorization_code', 'refresh_token', 'client_credentials']);
+        const grants =
+          (v.grant as string[] | undefined) ??
+          (isPublic ? ['authorization_code', 'refresh_token'] : ['authorization_code', 'refresh_token', 'client_credentials']);
         const parsed = clientInput.safeParse({
-          client_id: id, client_name: v.name, redirect_uris: v['redirect-uri'] ?? [], grant_types: grants,
-          token_endpoint_auth_method: method, ...(jwks === undefined ? {} : { jwks }),
+          client_id: id,
+          client_name: v.name,
+          redirect_uris: v['redirect-uri'] ?? [],
+          grant_types: grants,
+          token_endpoint_auth_method: method,
+          ...(jwks === undefined ? {} : { jwks }),
         });
         if (!parsed.success) throw new UsageError(zodMessage(parsed.error));
         const r = repo();

@@ -4,8 +4,16 @@ import type { AuthMethod, ClientRepo, OidcClient } from './clients.ts';
 import { CLIENT_ALGS, CLIENT_ASSERTION_TYPE, oauthError, type RequestInfo } from './oauth.ts';
 import type { OidcRepo } from './repo.ts';
 
-export interface AuthenticatedClient { client: OidcClient; method: AuthMethod }
-export interface ClientAuthForm { client_id?: string; client_secret?: string; client_assertion_type?: string; client_assertion?: string }
+export interface AuthenticatedClient {
+  client: OidcClient;
+  method: AuthMethod;
+}
+export interface ClientAuthForm {
+  client_id?: string;
+  client_secret?: string;
+  client_assertion_type?: string;
+  client_assertion?: string;
+}
 
 function header(h: RequestInfo['headers'], name: string): string | undefined {
   const v = h[name];
@@ -107,7 +115,11 @@ export class ClientAuthenticator {
     if (!c.jwks?.keys.length) throw new Error('the client has no registered keys');
     const set = jose.createLocalJWKSet(c.jwks as jose.JSONWebKeySet);
     const { payload } = await jose.jwtVerify(jwt, set, {
-      algorithms: CLIENT_ALGS, issuer: c.clientId, audience, clockTolerance: 30, currentDate: new Date(this.clock.now()),
+      algorithms: CLIENT_ALGS,
+      issuer: c.clientId,
+      audience,
+      clockTolerance: 30,
+      currentDate: new Date(this.clock.now()),
       requiredClaims: assertion ? ['exp', 'jti', 'sub'] : [],
     });
     if (assertion) {

@@ -29,17 +29,38 @@ export interface OidcClient {
 }
 
 interface ClientRow {
-  client_id: string; name: string; secret_hash: string | null; auth_method: AuthMethod; redirect_uris: string; post_logout_redirect_uris: string;
-  grant_types: string; jwks: string | null; allow_plain_pkce: number; id_token_alg: 'RS256' | 'ES256'; skip_consent: number; builtin: number;
-  created_at: string; updated_at: string;
+  client_id: string;
+  name: string;
+  secret_hash: string | null;
+  auth_method: AuthMethod;
+  redirect_uris: string;
+  post_logout_redirect_uris: string;
+  grant_types: string;
+  jwks: string | null;
+  allow_plain_pkce: number;
+  id_token_alg: 'RS256' | 'ES256';
+  skip_consent: number;
+  builtin: number;
+  created_at: string;
+  updated_at: string;
 }
 
 function toClient(r: ClientRow): OidcClient {
   return {
-    clientId: r.client_id, name: r.name, authMethod: r.auth_method, redirectUris: JSON.parse(r.redirect_uris) as string[],
-    postLogoutRedirectUris: JSON.parse(r.post_logout_redirect_uris) as string[], grantTypes: JSON.parse(r.grant_types) as string[],
-    jwks: r.jwks ? (JSON.parse(r.jwks) as OidcClient['jwks']) : null, allowPlainPkce: r.allow_plain_pkce === 1, idTokenAlg: r.id_token_alg,
-    skipConsent: r.skip_consent === 1, builtin: r.builtin === 1, hasSecret: !!r.secret_hash, createdAt: r.created_at, updatedAt: r.updated_at,
+    clientId: r.client_id,
+    name: r.name,
+    authMethod: r.auth_method,
+    redirectUris: JSON.parse(r.redirect_uris) as string[],
+    postLogoutRedirectUris: JSON.parse(r.post_logout_redirect_uris) as string[],
+    grantTypes: JSON.parse(r.grant_types) as string[],
+    jwks: r.jwks ? (JSON.parse(r.jwks) as OidcClient['jwks']) : null,
+    allowPlainPkce: r.allow_plain_pkce === 1,
+    idTokenAlg: r.id_token_alg,
+    skipConsent: r.skip_consent === 1,
+    builtin: r.builtin === 1,
+    hasSecret: !!r.secret_hash,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
   };
 }
 
@@ -58,7 +79,8 @@ export function checkRedirectUri(u: string, field: string): string {
     throw new InputError(`${field}: ${JSON.stringify(u)} is not an absolute URI`, 'invalid_redirect_uri');
   }
   if (url.hash || u.includes('#')) throw new InputError(`${field}: ${u} must not contain a fragment`, 'invalid_redirect_uri');
-  if (url.protocol === 'http:' && !LOOPBACK.has(url.hostname)) throw new InputError(`${field}: ${u} must use https (http only on loopback)`, 'invalid_redirect_uri');
+  if (url.protocol === 'http:' && !LOOPBACK.has(url.hostname))
+    throw new InputError(`${field}: ${u} must use https (http only on loopback)`, 'invalid_redirect_uri');
   if (url.protocol !== 'https:' && url.protocol !== 'http:' && !/^[a-z][a-z0-9+.-]*\.[a-z0-9+.-]+:$/.test(url.protocol)) {
     throw new InputError(`${field}: ${u}: scheme must be https, loopback http, or a reverse-DNS private-use scheme`, 'invalid_redirect_uri');
   }
@@ -68,18 +90,23 @@ export function checkRedirectUri(u: string, field: string): string {
 const jwkSchema = z.object({ kty: z.string() }).loose();
 
 /** Client metadata as RFC 7591 §2 names it (snake_case), the body of oidc-clients-save. */
-export const clientInput = z.object({
-  client_id: z.string().regex(/^[A-Za-z0-9._:-]{1,128}$/, 'letters, digits and . _ : - (1 to 128)'),
-  client_name: z.string().max(200).optional(),
-  redirect_uris: z.array(z.string().max(2000)).max(50).default([]),
-  post_logout_redirect_uris: z.array(z.string().max(2000)).max(50).default([]),
-  grant_types: z.array(z.enum(GRANT_TYPES)).min(1).max(10).default(['authorization_code', 'refresh_token']),
-  token_endpoint_auth_method: z.enum(AUTH_METHODS).default('client_secret_basic'),
-  jwks: z.object({ keys: z.array(jwkSchema).min(1).max(20) }).nullable().optional(),
-  allow_plain_pkce: z.boolean().default(true),
-  id_token_signed_response_alg: z.enum(['RS256', 'ES256']).default('RS256'),
-  skip_consent: z.boolean().default(false),
-}).strict();
+export const clientInput = z
+  .object({
+    client_id: z.string().regex(/^[A-Za-z0-9._:-]{1,128}$/, 'letters, digits and . _ : - (1 to 128)'),
+    client_name: z.string().max(200).optional(),
+    redirect_uris: z.array(z.string().max(2000)).max(50).default([]),
+    post_logout_redirect_uris: z.array(z.string().max(2000)).max(50).default([]),
+    grant_types: z.array(z.enum(GRANT_TYPES)).min(1).max(10).default(['authorization_code', 'refresh_token']),
+    token_endpoint_auth_method: z.enum(AUTH_METHODS).default('client_secret_basic'),
+    jwks: z
+      .object({ keys: z.array(jwkSchema).min(1).max(20) })
+      .nullable()
+      .optional(),
+    allow_plain_pkce: z.boolean().default(true),
+    id_token_signed_response_alg: z.enum(['RS256', 'ES256']).default('RS256'),
+    skip_consent: z.boolean().default(false),
+  })
+  .strict();
 export type ClientInput = z.infer<typeof clientInput>;
 
 /** Accepts camelCase keys too (the core's convention for JSON bodies). */
@@ -97,16 +124,21 @@ export function validateClient(c: ClientInput): void {
   c.redirect_uris.forEach((u, i) => checkRedirectUri(u, `redirect_uris[${i}]`));
   c.post_logout_redirect_uris.forEach((u, i) => checkRedirectUri(u, `post_logout_redirect_uris[${i}]`));
   const usesRedirect = c.grant_types.includes('authorization_code') || c.grant_types.includes('implicit');
-  if (usesRedirect && !c.redirect_uris.length) throw new InputError('redirect_uris: at least one is required for authorization_code or implicit', 'invalid_redirect_uri');
+  if (usesRedirect && !c.redirect_uris.length)
+    throw new InputError('redirect_uris: at least one is required for authorization_code or implicit', 'invalid_redirect_uri');
   if (c.token_endpoint_auth_method === 'none' && c.grant_types.includes('client_credentials')) {
-    throw new InputError('grant_types: client_credentials needs an authenticated client (token_endpoint_auth_method other than none)', 'invalid_client_metadata');
+    throw new InputError(
+      'grant_types: client_credentials needs an authenticated client (token_endpoint_auth_method other than none)',
+      'invalid_client_metadata',
+    );
   }
   if ((c.token_endpoint_auth_method === 'private_key_jwt' || c.grant_types.includes(JWT_BEARER)) && !c.jwks?.keys.length) {
-    throw new InputError('jwks: private_key_jwt and jwt-bearer need the client\'s public keys', 'invalid_client_metadata');
+    throw new InputError("jwks: private_key_jwt and jwt-bearer need the client's public keys", 'invalid_client_metadata');
   }
   for (const [i, k] of (c.jwks?.keys ?? []).entries()) {
     // RFC 7517 §4: a JWK set published by a client must never carry private members.
-    if (['d', 'p', 'q', 'dp', 'dq', 'qi', 'k'].some((m) => m in k)) throw new InputError(`jwks.keys[${i}]: private or symmetric key material is not accepted`, 'invalid_client_metadata');
+    if (['d', 'p', 'q', 'dp', 'dq', 'qi', 'k'].some((m) => m in k))
+      throw new InputError(`jwks.keys[${i}]: private or symmetric key material is not accepted`, 'invalid_client_metadata');
     if (!['RSA', 'EC', 'OKP'].includes(String(k.kty))) throw new InputError(`jwks.keys[${i}]: kty must be RSA, EC or OKP`, 'invalid_client_metadata');
     try {
       crypto.createPublicKey({ key: k as crypto.JsonWebKey, format: 'jwk' });
@@ -120,7 +152,12 @@ export function newClientSecret(): string {
   return 'cs_' + crypto.randomBytes(32).toString('base64url');
 }
 
-interface CacheEntry { row: ClientRow | undefined; client: OidcClient | undefined; digest: Buffer | undefined; at: number }
+interface CacheEntry {
+  row: ClientRow | undefined;
+  client: OidcClient | undefined;
+  digest: Buffer | undefined;
+  at: number;
+}
 const NO_SECRET = Buffer.alloc(32);
 
 /** OIDC clients of a tenant. Secrets are stored as SHA-256 only and shown once. */
@@ -228,16 +265,31 @@ export class ClientRepo {
     }
     if (!needsSecret) secretHash = null;
     this.db
-      .prepare(`INSERT INTO oidc_clients (tenant_id, client_id, name, secret_hash, auth_method, redirect_uris, post_logout_redirect_uris, grant_types, jwks,
+      .prepare(
+        `INSERT INTO oidc_clients (tenant_id, client_id, name, secret_hash, auth_method, redirect_uris, post_logout_redirect_uris, grant_types, jwks,
                   allow_plain_pkce, id_token_alg, skip_consent, builtin, created_at, updated_at)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)
                 ON CONFLICT (tenant_id, client_id) DO UPDATE SET name = excluded.name, secret_hash = excluded.secret_hash, auth_method = excluded.auth_method,
                   redirect_uris = excluded.redirect_uris, post_logout_redirect_uris = excluded.post_logout_redirect_uris, grant_types = excluded.grant_types,
                   jwks = excluded.jwks, allow_plain_pkce = excluded.allow_plain_pkce, id_token_alg = excluded.id_token_alg, skip_consent = excluded.skip_consent,
-                  updated_at = excluded.updated_at`)
-      .run(tenant.id, c.client_id, c.client_name ?? c.client_id, secretHash, c.token_endpoint_auth_method, JSON.stringify(c.redirect_uris),
-        JSON.stringify(c.post_logout_redirect_uris), JSON.stringify(c.grant_types), c.jwks ? JSON.stringify(c.jwks) : null,
-        c.allow_plain_pkce ? 1 : 0, c.id_token_signed_response_alg, c.skip_consent ? 1 : 0, now, now);
+                  updated_at = excluded.updated_at`,
+      )
+      .run(
+        tenant.id,
+        c.client_id,
+        c.client_name ?? c.client_id,
+        secretHash,
+        c.token_endpoint_auth_method,
+        JSON.stringify(c.redirect_uris),
+        JSON.stringify(c.post_logout_redirect_uris),
+        JSON.stringify(c.grant_types),
+        c.jwks ? JSON.stringify(c.jwks) : null,
+        c.allow_plain_pkce ? 1 : 0,
+        c.id_token_signed_response_alg,
+        c.skip_consent ? 1 : 0,
+        now,
+        now,
+      );
     return { client: this.get(tenant, c.client_id)!, created: !existing, secret };
   }
 
@@ -246,11 +298,16 @@ export class ClientRepo {
     const c = this.get(tenant, clientId);
     if (!c) throw new NotFoundError(`no OIDC client ${clientId}`);
     if (c.authMethod !== 'client_secret_basic' && c.authMethod !== 'client_secret_post') {
-      throw new InputError(`client ${clientId} authenticates with ${c.authMethod}; a secret applies to client_secret_basic or client_secret_post`, 'invalid_client_metadata');
+      throw new InputError(
+        `client ${clientId} authenticates with ${c.authMethod}; a secret applies to client_secret_basic or client_secret_post`,
+        'invalid_client_metadata',
+      );
     }
     const secret = newClientSecret();
     this.#forget(tenant, clientId);
-    this.db.prepare('UPDATE oidc_clients SET secret_hash = ?, updated_at = ? WHERE tenant_id = ? AND client_id = ?').run(sha256Hex(secret), new Date().toISOString(), tenant.id, clientId);
+    this.db
+      .prepare('UPDATE oidc_clients SET secret_hash = ?, updated_at = ? WHERE tenant_id = ? AND client_id = ?')
+      .run(sha256Hex(secret), new Date().toISOString(), tenant.id, clientId);
     return secret;
   }
 
@@ -269,11 +326,20 @@ export class ClientRepo {
   ensureBuiltin(tenant: Tenant): void {
     const now = new Date().toISOString();
     this.db
-      .prepare(`INSERT OR IGNORE INTO oidc_clients (tenant_id, client_id, name, secret_hash, auth_method, redirect_uris, post_logout_redirect_uris, grant_types,
+      .prepare(
+        `INSERT OR IGNORE INTO oidc_clients (tenant_id, client_id, name, secret_hash, auth_method, redirect_uris, post_logout_redirect_uris, grant_types,
                   jwks, allow_plain_pkce, id_token_alg, skip_consent, builtin, created_at, updated_at)
-                VALUES (?, ?, 'Operator console', NULL, 'none', ?, ?, ?, NULL, 0, 'RS256', 1, 1, ?, ?)`)
-      .run(tenant.id, CONSOLE_CLIENT_ID, JSON.stringify(['/console/callback']), JSON.stringify(['/console/']),
-        JSON.stringify(['authorization_code', 'refresh_token', 'password']), now, now);
+                VALUES (?, ?, 'Operator console', NULL, 'none', ?, ?, ?, NULL, 0, 'RS256', 1, 1, ?, ?)`,
+      )
+      .run(
+        tenant.id,
+        CONSOLE_CLIENT_ID,
+        JSON.stringify(['/console/callback']),
+        JSON.stringify(['/console/']),
+        JSON.stringify(['authorization_code', 'refresh_token', 'password']),
+        now,
+        now,
+      );
   }
 }
 
@@ -284,9 +350,19 @@ export function redirectUriAllowed(registered: string[], uri: string, issuer: st
 
 export function clientView(c: OidcClient): Record<string, unknown> {
   return {
-    client_id: c.clientId, client_name: c.name, token_endpoint_auth_method: c.authMethod, redirect_uris: c.redirectUris,
-    post_logout_redirect_uris: c.postLogoutRedirectUris, grant_types: c.grantTypes, jwks: c.jwks, allow_plain_pkce: c.allowPlainPkce,
-    id_token_signed_response_alg: c.idTokenAlg, skip_consent: c.skipConsent, builtin: c.builtin, has_secret: c.hasSecret,
-    created_at: c.createdAt, updated_at: c.updatedAt,
+    client_id: c.clientId,
+    client_name: c.name,
+    token_endpoint_auth_method: c.authMethod,
+    redirect_uris: c.redirectUris,
+    post_logout_redirect_uris: c.postLogoutRedirectUris,
+    grant_types: c.grantTypes,
+    jwks: c.jwks,
+    allow_plain_pkce: c.allowPlainPkce,
+    id_token_signed_response_alg: c.idTokenAlg,
+    skip_consent: c.skipConsent,
+    builtin: c.builtin,
+    has_secret: c.hasSecret,
+    created_at: c.createdAt,
+    updated_at: c.updatedAt,
   };
 }

@@ -68,7 +68,11 @@ export function defineMailJob(ctx: PluginContext<OidcConfig>): void {
       const tenant = job.tenantId ? ctx.tenants.byId(job.tenantId) : undefined;
       const cfg = tenant && relay(ctx.config, tenant);
       if (!cfg) return;
-      await (await mailer()).createTransport(cfg.url).sendMail({ from: cfg.from, to: job.data.to, subject: job.data.subject, text: ctx.keys.openString(job.data.sealed, 'oidc-mail') });
+      await (
+        await mailer()
+      )
+        .createTransport(cfg.url)
+        .sendMail({ from: cfg.from, to: job.data.to, subject: job.data.subject, text: ctx.keys.openString(job.data.sealed, 'oidc-mail') });
     },
   });
 }
@@ -115,7 +119,11 @@ export function interactRoutes(r: RouteRegistrar, d: Deps, flow: AuthorizeFlow):
   };
 
   r.add({
-    method: 'GET', path: '/oidc.ashx/resume', summary: 'Continues a pending authorization after a sign-in step', area, auth: policy.public,
+    method: 'GET',
+    path: '/oidc.ashx/resume',
+    summary: 'Continues a pending authorization after a sign-in step',
+    area,
+    auth: policy.public,
     query: z.object({ i: z.string().max(64) }),
     responses: { 302: { description: 'onward in the authorization flow' } },
     handler: (req, res) => {

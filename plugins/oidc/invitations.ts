@@ -1,6 +1,16 @@
 import crypto from 'node:crypto';
 import { z } from 'zod';
-import { AppError, checkPasswordPolicy, InputError, NotFoundError, policy, reply, type RouteRegistrar, type RouteRequest, type Tenant } from '../../server/sdk.ts';
+import {
+  AppError,
+  checkPasswordPolicy,
+  InputError,
+  NotFoundError,
+  policy,
+  reply,
+  type RouteRegistrar,
+  type RouteRequest,
+  type Tenant,
+} from '../../server/sdk.ts';
 import { CLAIM_TOKEN_TTL, secure, type InteractKit } from './interact.ts';
 import { BROWSER_COOKIE, cookie } from './sessions.ts';
 import { page } from './pages.ts';
@@ -16,16 +26,24 @@ export function invitationRoutes(r: RouteRegistrar, kit: InteractKit): void {
     return u && u.status !== 'disabled' ? u : undefined;
   };
   r.add({
-    method: 'POST', path: '/signal.ashx?oidc-invite=1', summary: 'Invitation for an account without a password: a claim link (shown once, mailed when possible)', area: 'admin',
-    auth: policy.adminOrHmac('oidc-invite'), body: z.object({ user: z.string().max(128) }).strict(),
-    responses: { 200: { description: '{claim_url, expires_in, mailed}', schema: z.object({ claim_url: z.string(), expires_in: z.number(), mailed: z.boolean() }) } },
+    method: 'POST',
+    path: '/signal.ashx?oidc-invite=1',
+    summary: 'Invitation for an account without a password: a claim link (shown once, mailed when possible)',
+    area: 'admin',
+    auth: policy.adminOrHmac('oidc-invite'),
+    body: z.object({ user: z.string().max(128) }).strict(),
+    responses: {
+      200: { description: '{claim_url, expires_in, mailed}', schema: z.object({ claim_url: z.string(), expires_in: z.number(), mailed: z.boolean() }) },
+    },
     handler: async (req) => {
       const user = ctx.users.byName(req.tenant, req.body.user);
       if (!user) throw new NotFoundError(`no user ${req.body.user}`);
       if (user.status !== 'invited') throw new InputError(`user ${user.name} has already claimed the account`, 'already_claimed');
       const t = newEmailToken(req.tenant, user, 'claim', null, CLAIM_TOKEN_TTL);
       const url = `${req.origin}/claim.html?t=${t}`;
-      const mailed = user.email ? await send(req.tenant, user.email, `Your account on ${req.tenant.name}`, `Set your password with this link (valid 7 days, once):\n\n${url}\n`) : false;
+      const mailed = user.email
+        ? await send(req.tenant, user.email, `Your account on ${req.tenant.name}`, `Set your password with this link (valid 7 days, once):\n\n${url}\n`)
+        : false;
       return { claim_url: url, expires_in: CLAIM_TOKEN_TTL, mailed };
     },
   });
@@ -35,9 +53,17 @@ export function invitationRoutes(r: RouteRegistrar, kit: InteractKit): void {
     return true;
   };
   r.add({
-    method: 'GET', path: '/oidc.ashx/claim-info', summary: 'Who an invitation is for (before claiming it)', area, auth: policy.public,
-    query: z.object({ t: z.string().max(100) }), rateLimit: 'sensitive',
-    responses: { 200: { description: '{user, email, tenant}', schema: z.object({ user: z.string() }).loose() }, 404: { description: 'unknown or used invitation' } },
+    method: 'GET',
+    path: '/oidc.ashx/claim-info',
+    summary: 'Who an invitation is for (before claiming it)',
+    area,
+    auth: policy.public,
+    query: z.object({ t: z.string().max(100) }),
+    rateLimit: 'sensitive',
+    responses: {
+      200: { description: '{user, email, tenant}', schema: z.object({ user: z.string() }).loose() },
+      404: { description: 'unknown or used invitation' },
+    },
     handler: (req) => {
       if (claimLimited(req)) throw new AppError(429, 'rate_limited', 'too many attempts; try again later', { headers: { 'Retry-After': '60' } });
       const tok = peekToken(req.tenant, req.query.t, 'claim');
@@ -48,30 +74,53 @@ export function invitationRoutes(r: RouteRegistrar, kit: InteractKit): void {
     },
   });
   r.add({
-    method: 'GET', path: '/claim.html', summary: 'Invitation claim page', area, auth: policy.public, query: z.object({ t: z.string().max(100) }),
+    method: 'GET',
+    path: '/claim.html',
+    summary: 'Invitation claim page',
+    area,
+    auth: policy.public,
+    query: z.object({ t: z.string().max(100) }),
     responses: { 200: { description: 'HTML', contentType: 'text/html' } },
     handler: (req, res) => {
       const tok = peekToken(req.tenant, req.query.t, 'claim');
       const user = tok && claimable(req.tenant, tok.user_id);
-      if (!user) return page('message.html', { title: 'Invitation expired', message: 'This invitation has expired or was used. Ask your administrator for a new one.' }, 400);
+      if (!user)
+        return page(
+          'message.html',
+          { title: 'Invitation expired', message: 'This invitation has expired or was used. Ask your administrator for a new one.' },
+          400,
+        );
       let b = browser(req);
       if (!b) {
         b = crypto.randomBytes(24).toString('base64url');
         res.append('Set-Cookie', cookie(BROWSER_COOKIE, b, { secure: secure(req) }));
       }
       return page('email-link.html', {
-        tenant: req.tenant.name, title: `Welcome, ${user.name}`, action: '/oidc.ashx/claim', t: req.query.t, csrf: d.sessions().csrf(b, 'claim'), button: 'Set password and sign in',
-        password: '<label for="password">Choose a password (at least 10 characters)</label><input type="password" id="password" name="password" autocomplete="new-password" minlength="10" required>',
+        tenant: req.tenant.name,
+        title: `Welcome, ${user.name}`,
+        action: '/oidc.ashx/claim',
+        t: req.query.t,
+        csrf: d.sessions().csrf(b, 'claim'),
+        button: 'Set password and sign in',
+        password:
+          '<label for="password">Choose a password (at least 10 characters)</label><input type="password" id="password" name="password" autocomplete="new-password" minlength="10" required>',
       });
     },
   });
   r.add({
-    method: 'POST', path: '/oidc.ashx/claim', summary: 'Claims an invitation: sets the password (single use) and signs in', area, auth: policy.public,
-    bodyType: 'json-or-form', body: z.object({ t: z.string().max(100), password: z.string().max(1024), csrf: z.string().max(128).optional() }), rateLimit: 'sensitive',
+    method: 'POST',
+    path: '/oidc.ashx/claim',
+    summary: 'Claims an invitation: sets the password (single use) and signs in',
+    area,
+    auth: policy.public,
+    bodyType: 'json-or-form',
+    body: z.object({ t: z.string().max(100), password: z.string().max(1024), csrf: z.string().max(128).optional() }),
+    rateLimit: 'sensitive',
     responses: { 302: { description: 'signed in (form)' }, 200: { description: '{user} (JSON)' } },
     handler: async (req, res) => {
       const isForm = String(req.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded');
-      if (isForm && !d.sessions().checkCsrf(browser(req), 'claim', req.body.csrf)) return page('message.html', { title: 'Form expired', message: 'Open the link again.' }, 403);
+      if (isForm && !d.sessions().checkCsrf(browser(req), 'claim', req.body.csrf))
+        return page('message.html', { title: 'Form expired', message: 'Open the link again.' }, 403);
       if (claimLimited(req)) throw new AppError(429, 'rate_limited', 'too many attempts; try again later', { headers: { 'Retry-After': '60' } });
       checkPasswordPolicy(req.body.password);
       const tok = consumeToken(req.tenant, req.body.t, 'claim');

@@ -5,7 +5,13 @@ export type SigAlg = 'RS256' | 'ES256';
 export const SIG_ALGS: readonly SigAlg[] = ['RS256', 'ES256'];
 
 interface KeyRow {
-  kid: string; alg: SigAlg; public_jwk: string; private_sealed: string; state: 'active' | 'retiring'; created_at: string; retire_after: string | null;
+  kid: string;
+  alg: SigAlg;
+  public_jwk: string;
+  private_sealed: string;
+  state: 'active' | 'retiring';
+  created_at: string;
+  retire_after: string | null;
 }
 
 interface LoadedKey {
@@ -42,7 +48,11 @@ const CACHE_MS = 60_000;
 export class SigningKeys {
   readonly #cache = new Map<string, TenantKeys>();
 
-  constructor(private readonly db: DB, private readonly keys: KeyService, private readonly clock: Clock) {}
+  constructor(
+    private readonly db: DB,
+    private readonly keys: KeyService,
+    private readonly clock: Clock,
+  ) {}
 
   private load(tenant: Tenant): TenantKeys {
     const now = this.clock.now();
@@ -58,7 +68,13 @@ export class SigningKeys {
     const tk: TenantKeys = { active: new Map(), byKid: new Map(), jwks: { keys: [] }, loadedAt: now };
     for (const r of rows) {
       const publicJwk = JSON.parse(r.public_jwk) as jose.JWK;
-      const k: LoadedKey = { kid: r.kid, alg: r.alg, publicJwk, publicKey: crypto.createPublicKey({ key: publicJwk as crypto.JsonWebKey, format: 'jwk' }), active: r.state === 'active' };
+      const k: LoadedKey = {
+        kid: r.kid,
+        alg: r.alg,
+        publicJwk,
+        publicKey: crypto.createPublicKey({ key: publicJwk as crypto.JsonWebKey, format: 'jwk' }),
+        active: r.state === 'active',
+      };
       if (k.active && !tk.active.has(r.alg)) {
         k.privateKey = crypto.createPrivateKey(this.keys.openString(r.private_sealed, `oidc-key|${tenant.id}|${r.kid}`));
         k.signKey = r.alg === 'ES256' ? { key: k.privateKey, dsaEncoding: 'ieee-p1363' } : { key: k.privateKey };
@@ -77,21 +93,30 @@ export class SigningKeys {
   }
 
   private generate(tenant: Tenant, alg: SigAlg): void {
-    const { publicKey, privateKey } = alg === 'RS256'
-      ? crypto.generateKeyPairSync('rsa', { modulusLength: 2048 })
-      : crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    const { publicKey, privateKey } =
+      alg === 'RS256' ? crypto.generateKeyPairSync('rsa', { modulusLength: 2048 }) : crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
     const jwk = publicKey.export({ format: 'jwk' }) as jose.JWK;
     const kid = `${alg.toLowerCase()}-${crypto.randomBytes(6).toString('base64url')}`;
     const publicJwk: jose.JWK = { ...jwk, kid, alg, use: 'sig' };
     const pem = privateKey.export({ format: 'pem', type: 'pkcs8' }) as string;
     // INSERT only if no active key of this alg appeared meanwhile (a CLI and the server racing).
-    this.db.transaction(() => {
-      const exists = this.db.prepare("SELECT 1 FROM oidc_keys WHERE tenant_id = ? AND alg = ? AND state = 'active'").get(tenant.id, alg);
-      if (exists) return;
-      this.db
-        .prepare('INSERT INTO oidc_keys (tenant_id, kid, alg, public_jwk, private_sealed, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
-        .run(tenant.id, kid, alg, JSON.stringify(publicJwk), this.keys.seal(pem, `oidc-key|${tenant.id}|${kid}`), 'active', new Date(this.clock.now()).toISOString());
-    }).immediate();
+    this.db
+      .transaction(() => {
+        const exists = this.db.prepare("SELECT 1 FROM oidc_keys WHERE tenant_id = ? AND alg = ? AND state = 'active'").get(tenant.id, alg);
+        if (exists) return;
+        this.db
+          .prepare('INSERT INTO oidc_keys (tenant_id, kid, alg, public_jwk, private_sealed, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
+          .run(
+            tenant.id,
+            kid,
+            alg,
+            JSON.stringify(publicJwk),
+            this.keys.seal(pem, `oidc-key|${tenant.id}|${kid}`),
+            'active',
+            new Date(this.clock.now()).toISOString(),
+          );
+      })
+      .immediate();
   }
 
   /** New active keys; the previous ones stay published for `overlapSeconds` (≥ the longest token life). */
@@ -133,7 +158,11 @@ export class SigningKeys {
    * Verifies a JWT signed by this tenant. The key is chosen by kid among this tenant's keys only,
    * and the algorithm must be the key's own (no alg confusion, no `none`: RFC 8725 §3.1).
    */
-  async verify(tenant: Tenant, token: string, opts: { typ?: string; issuer?: string; audience?: string; allowExpired?: boolean } = {}): Promise<jose.JWTPayload> {
+  async verify(
+    tenant: Tenant,
+    token: string,
+    opts: { typ?: string; issuer?: string; audience?: string; allowExpired?: boolean } = {},
+  ): Promise<jose.JWTPayload> {
     const tk = this.load(tenant);
     const header = jose.decodeProtectedHeader(token);
     const key = typeof header.kid === 'string' ? tk.byKid.get(header.kid) : undefined;

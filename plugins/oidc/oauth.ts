@@ -14,7 +14,11 @@ export function oauthError(code: ErrorCode, description: string, status = 400, h
   return new AppError(status, code, description, { headers });
 }
 
-export interface RequestInfo { ip: string; ua: string; headers: Record<string, string | string[] | undefined> }
+export interface RequestInfo {
+  ip: string;
+  ua: string;
+  headers: Record<string, string | string[] | undefined>;
+}
 
 export interface GrantContext {
   tenant: Tenant;

@@ -32,7 +32,8 @@ export function page(name: string, vars: Record<string, unknown>, status = 200):
 
 export const PAGE_HEADERS: Record<string, string> = {
   // No form-action: Chrome applies it to the redirect after a form post (to the RP's redirect_uri).
-  'Content-Security-Policy': "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'",
+  'Content-Security-Policy':
+    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'",
   'X-Frame-Options': 'DENY',
   'Cache-Control': 'no-store',
 };

@@ -15,24 +15,40 @@ export function passkeyRoutes(r: RouteRegistrar, kit: InteractKit): void {
   const { ctx } = kit.d;
   const signinStart = z.object({ i: z.string().max(64).optional(), csrf: z.string().max(128) }).strict();
   r.add({
-    method: 'POST', path: '/oidc.ashx/passkey/options', summary: 'WebAuthn authentication options (discoverable credentials)', area, auth: policy.public,
-    body: signinStart, camelize: false, rateLimit: 'sensitive',
+    method: 'POST',
+    path: '/oidc.ashx/passkey/options',
+    summary: 'WebAuthn authentication options (discoverable credentials)',
+    area,
+    auth: policy.public,
+    body: signinStart,
+    camelize: false,
+    rateLimit: 'sensitive',
     responses: { 200: { description: 'PublicKeyCredentialRequestOptionsJSON', schema: z.object({ challenge: z.string() }).loose() } },
     handler: async (req, res) => {
-      if (!d.sessions().checkCsrf(browser(req), `login|${req.body.i ?? ''}`, req.body.csrf)) throw new AppError(403, 'invalid_csrf', 'the form expired; reload the page');
+      if (!d.sessions().checkCsrf(browser(req), `login|${req.body.i ?? ''}`, req.body.csrf))
+        throw new AppError(403, 'invalid_csrf', 'the form expired; reload the page');
       const opts = await (await webauthn()).generateAuthenticationOptions({ rpID: rpId(req), userVerification: 'required', allowCredentials: [] });
       sealChallenge(res, req, { c: opts.challenge, p: 'signin' });
       ctx.audit.write(req.tenant, { event: 'passkey-signin-start', ip: req.ip, ua: req.ua });
       return opts;
     },
   });
-  const signinFinish = z.object({ i: z.string().max(64).optional(), csrf: z.string().max(128), response: z.object({ id: z.string().max(1024) }).loose() }).strict();
+  const signinFinish = z
+    .object({ i: z.string().max(64).optional(), csrf: z.string().max(128), response: z.object({ id: z.string().max(1024) }).loose() })
+    .strict();
   r.add({
-    method: 'POST', path: '/oidc.ashx/passkey/verify', summary: 'WebAuthn assertion check; signs in', area, auth: policy.public,
-    body: signinFinish, camelize: false, rateLimit: 'sensitive',
+    method: 'POST',
+    path: '/oidc.ashx/passkey/verify',
+    summary: 'WebAuthn assertion check; signs in',
+    area,
+    auth: policy.public,
+    body: signinFinish,
+    camelize: false,
+    rateLimit: 'sensitive',
     responses: { 200: { description: '{redirect}', schema: z.object({ redirect: z.string() }) }, 400: { description: 'passkey not accepted' } },
     handler: async (req, res) => {
-      if (!d.sessions().checkCsrf(browser(req), `login|${req.body.i ?? ''}`, req.body.csrf)) throw new AppError(403, 'invalid_csrf', 'the form expired; reload the page');
+      if (!d.sessions().checkCsrf(browser(req), `login|${req.body.i ?? ''}`, req.body.csrf))
+        throw new AppError(403, 'invalid_csrf', 'the form expired; reload the page');
       const ch = openChallenge(req, 'signin');
       res.append('Set-Cookie', cookie(CHALLENGE_COOKIE, '', { secure: secure(req), maxAge: 0 }));
       const fail = (why: string, user?: string) => {
@@ -46,9 +62,19 @@ export function passkeyRoutes(r: RouteRegistrar, kit: InteractKit): void {
       if (!user) throw fail('account not active');
       let v;
       try {
-        v = await (await webauthn()).verifyAuthenticationResponse({
-          response: req.body.response as unknown as AuthenticationResponseJSON, expectedChallenge: ch.c, expectedOrigin: req.origin, expectedRPID: rpId(req),
-          credential: { id: row.id, publicKey: Buffer.from(row.public_key, 'base64url'), counter: row.counter, transports: JSON.parse(row.transports) as string[] },
+        v = await (
+          await webauthn()
+        ).verifyAuthenticationResponse({
+          response: req.body.response as unknown as AuthenticationResponseJSON,
+          expectedChallenge: ch.c,
+          expectedOrigin: req.origin,
+          expectedRPID: rpId(req),
+          credential: {
+            id: row.id,
+            publicKey: Buffer.from(row.public_key, 'base64url'),
+            counter: row.counter,
+            transports: JSON.parse(row.transports) as string[],
+          },
           requireUserVerification: true,
         });
       } catch (e) {
@@ -61,7 +87,11 @@ export function passkeyRoutes(r: RouteRegistrar, kit: InteractKit): void {
     },
   });
   r.add({
-    method: 'GET', path: '/passkeys.html', summary: 'Passkeys of the signed-in user (register a new one)', area, auth: policy.public,
+    method: 'GET',
+    path: '/passkeys.html',
+    summary: 'Passkeys of the signed-in user (register a new one)',
+    area,
+    auth: policy.public,
     responses: { 200: { description: 'HTML', contentType: 'text/html' } },
     handler: (req, res) => {
       const user = currentUser(req);
@@ -76,16 +106,29 @@ export function passkeyRoutes(r: RouteRegistrar, kit: InteractKit): void {
     },
   });
   r.add({
-    method: 'POST', path: '/oidc.ashx/passkey/register-options', summary: 'WebAuthn registration options for the signed-in user', area, auth: policy.public,
-    body: z.object({ csrf: z.string().max(128) }).strict(), camelize: false, rateLimit: 'sensitive',
+    method: 'POST',
+    path: '/oidc.ashx/passkey/register-options',
+    summary: 'WebAuthn registration options for the signed-in user',
+    area,
+    auth: policy.public,
+    body: z.object({ csrf: z.string().max(128) }).strict(),
+    camelize: false,
+    rateLimit: 'sensitive',
     responses: { 200: { description: 'PublicKeyCredentialCreationOptionsJSON', schema: z.object({ challenge: z.string() }).loose() } },
     handler: async (req, res) => {
-      if (!d.sessions().checkCsrf(browser(req), 'passkey-register', req.body.csrf)) throw new AppError(403, 'invalid_csrf', 'the form expired; reload the page');
+      if (!d.sessions().checkCsrf(browser(req), 'passkey-register', req.body.csrf))
+        throw new AppError(403, 'invalid_csrf', 'the form expired; reload the page');
       const user = currentUser(req);
       if (!user) throw new AppError(401, 'login_required', 'sign in first');
       const existing = d.p().repo.passkeysOf(req.tenant, user.id);
-      const opts = await (await webauthn()).generateRegistrationOptions({
-        rpName: req.tenant.name, rpID: rpId(req), userName: user.name, userID: new TextEncoder().encode(user.id), attestationType: 'none',
+      const opts = await (
+        await webauthn()
+      ).generateRegistrationOptions({
+        rpName: req.tenant.name,
+        rpID: rpId(req),
+        userName: user.name,
+        userID: new TextEncoder().encode(user.id),
+        attestationType: 'none',
         authenticatorSelection: { residentKey: 'required', userVerification: 'required' },
         excludeCredentials: existing.map((e) => ({ id: e.id, transports: JSON.parse(e.transports) as string[] })),
       });
@@ -94,29 +137,46 @@ export function passkeyRoutes(r: RouteRegistrar, kit: InteractKit): void {
     },
   });
   r.add({
-    method: 'POST', path: '/oidc.ashx/passkey/register', summary: 'Stores a new passkey of the signed-in user', area, auth: policy.public,
-    body: z.object({ csrf: z.string().max(128), response: z.object({ id: z.string().max(1024) }).loose() }).strict(), camelize: false, rateLimit: 'sensitive',
+    method: 'POST',
+    path: '/oidc.ashx/passkey/register',
+    summary: 'Stores a new passkey of the signed-in user',
+    area,
+    auth: policy.public,
+    body: z.object({ csrf: z.string().max(128), response: z.object({ id: z.string().max(1024) }).loose() }).strict(),
+    camelize: false,
+    rateLimit: 'sensitive',
     responses: { 200: { description: '{id}', schema: z.object({ id: z.string() }) } },
     handler: async (req, res) => {
-      if (!d.sessions().checkCsrf(browser(req), 'passkey-register', req.body.csrf)) throw new AppError(403, 'invalid_csrf', 'the form expired; reload the page');
+      if (!d.sessions().checkCsrf(browser(req), 'passkey-register', req.body.csrf))
+        throw new AppError(403, 'invalid_csrf', 'the form expired; reload the page');
       const user = currentUser(req);
       const ch = openChallenge(req, 'register');
       res.append('Set-Cookie', cookie(CHALLENGE_COOKIE, '', { secure: secure(req), maxAge: 0 }));
       if (!user || !ch || ch.u !== user.id) throw new AppError(400, 'passkey_rejected', 'no registration in progress for this user');
       let v;
       try {
-        v = await (await webauthn()).verifyRegistrationResponse({
-          response: req.body.response as unknown as RegistrationResponseJSON, expectedChallenge: ch.c, expectedOrigin: req.origin, expectedRPID: rpId(req), requireUserVerification: true,
+        v = await (
+          await webauthn()
+        ).verifyRegistrationResponse({
+          response: req.body.response as unknown as RegistrationResponseJSON,
+          expectedChallenge: ch.c,
+          expectedOrigin: req.origin,
+          expectedRPID: rpId(req),
+          requireUserVerification: true,
         });
       } catch (e) {
         throw new AppError(400, 'passkey_rejected', `registration not accepted: ${(e as Error).message.slice(0, 200)}`);
       }
       if (!v.verified) throw new AppError(400, 'passkey_rejected', 'registration not verified');
       const c = v.registrationInfo.credential;
-      d.p().repo.insertPasskey(req.tenant, user.id, { id: c.id, publicKey: Buffer.from(c.publicKey).toString('base64url'), counter: c.counter, transports: c.transports ?? [] }, new Date().toISOString());
+      d.p().repo.insertPasskey(
+        req.tenant,
+        user.id,
+        { id: c.id, publicKey: Buffer.from(c.publicKey).toString('base64url'), counter: c.counter, transports: c.transports ?? [] },
+        new Date().toISOString(),
+      );
       ctx.audit.write(req.tenant, { event: 'passkey-register', user: user.name, ip: req.ip, ua: req.ua });
       return { id: c.id };
     },
   });
-
 }

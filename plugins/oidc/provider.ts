@@ -1,6 +1,19 @@
 import crypto from 'node:crypto';
 import type * as jose from 'jose';
-import { AppError, type AuditWriter, type Clock, type DB, type Principal, type RateLimiter, sha256Hex, type Tenant, type TenantService, type User, type UserService, verifyPassword } from '../../server/sdk.ts';
+import {
+  AppError,
+  type AuditWriter,
+  type Clock,
+  type DB,
+  type Principal,
+  type RateLimiter,
+  sha256Hex,
+  type Tenant,
+  type TenantService,
+  type User,
+  type UserService,
+  verifyPassword,
+} from '../../server/sdk.ts';
 import type { SigningKeys } from './keys.ts';
 import { JWT_BEARER, redirectUriAllowed, type ClientRepo, type OidcClient } from './clients.ts';
 import { ClientAuthenticator, type AuthenticatedClient, type ClientAuthForm } from './client-auth.ts';
@@ -126,7 +139,13 @@ export class OidcProvider {
       this.audit.write(tenant, { event: 'login-claim-pending', user: user.name, ip: req.ip, ua: req.ua, extra });
     }
     this.limiter.take('oidc-login-account', acct, this.config.loginFailuresPerAccountPerMinute);
-    this.audit.write(tenant, { event: 'login-fail', user: login, ip: req.ip, ua: req.ua, extra: { ...extra, reason: !user ? 'unknown-user' : user.status !== 'active' ? user.status : 'bad-password' } });
+    this.audit.write(tenant, {
+      event: 'login-fail',
+      user: login,
+      ip: req.ip,
+      ua: req.ua,
+      extra: { ...extra, reason: !user ? 'unknown-user' : user.status !== 'active' ? user.status : 'bad-password' },
+    });
     return undefined;
   }
 
@@ -150,7 +169,22 @@ export class OidcProvider {
   }
 
   /** Stores an authorization code (by hash) and returns it. */
-  newCode(tenant: Tenant, o: { grantId: string; clientId: string; userId: string; redirectUri: string; scope: string[]; nonce?: string; challenge?: string; method?: string; authTime: number; sid?: string; amr?: string[] }): string {
+  newCode(
+    tenant: Tenant,
+    o: {
+      grantId: string;
+      clientId: string;
+      userId: string;
+      redirectUri: string;
+      scope: string[];
+      nonce?: string;
+      challenge?: string;
+      method?: string;
+      authTime: number;
+      sid?: string;
+      amr?: string[];
+    },
+  ): string {
     const code = 'ac_' + crypto.randomBytes(32).toString('base64url');
     this.repo.insertCode(tenant, sha256Hex(code), { ...o, expiresAt: this.now() + this.config.codeTtl }, this.now());
     return code;
@@ -186,8 +220,16 @@ export class OidcProvider {
     const user = this.activeUser(tenant, String(claims.sub));
     if (!user) return null;
     return {
-      kind: 'user', tenantId: tenant.id, subject: user.id, userName: user.name, email: user.email, role: user.role, scopes, clientId,
-      superAdmin: user.role === 'admin' && tenant.isPrimary, claims: claims as Record<string, unknown>,
+      kind: 'user',
+      tenantId: tenant.id,
+      subject: user.id,
+      userName: user.name,
+      email: user.email,
+      role: user.role,
+      scopes,
+      clientId,
+      superAdmin: user.role === 'admin' && tenant.isPrimary,
+      claims: claims as Record<string, unknown>,
     };
   }
 
@@ -220,8 +262,19 @@ export class OidcProvider {
     const u = c.roles ? this.activeUser(tenant, String(c.sub)) : undefined;
     if (c.roles && !u) return { active: false };
     return {
-      active: true, token_type: 'Bearer', scope: c.scope, client_id: c.client_id, sub: c.sub, username: u?.name, iss: c.iss, aud: c.aud,
-      exp: c.exp, iat: c.iat, jti: c.jti, tenant: c.tenant, ...(u ? { roles: [u.role] } : {}),
+      active: true,
+      token_type: 'Bearer',
+      scope: c.scope,
+      client_id: c.client_id,
+      sub: c.sub,
+      username: u?.name,
+      iss: c.iss,
+      aud: c.aud,
+      exp: c.exp,
+      iat: c.iat,
+      jti: c.jti,
+      tenant: c.tenant,
+      ...(u ? { roles: [u.role] } : {}),
     };
   }
 

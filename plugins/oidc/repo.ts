@@ -2,16 +2,48 @@ import crypto from 'node:crypto';
 import { type DB, sha256Hex, type Tenant } from '../../server/sdk.ts';
 
 export interface CodeRow {
-  code_hash: string; tenant_id: string; grant_id: string; client_id: string; user_id: string; redirect_uri: string; scope: string; nonce: string | null;
-  code_challenge: string | null; code_challenge_method: string | null; auth_time: number; sid: string | null; expires_at: number; used_at: number | null;
+  code_hash: string;
+  tenant_id: string;
+  grant_id: string;
+  client_id: string;
+  user_id: string;
+  redirect_uri: string;
+  scope: string;
+  nonce: string | null;
+  code_challenge: string | null;
+  code_challenge_method: string | null;
+  auth_time: number;
+  sid: string | null;
+  expires_at: number;
+  used_at: number | null;
   amr: string | null;
 }
 export interface RefreshRow {
-  token_hash: string; tenant_id: string; grant_id: string; client_id: string; user_id: string; scope: string; auth_time: number; expires_at: number; used_at: number | null;
+  token_hash: string;
+  tenant_id: string;
+  grant_id: string;
+  client_id: string;
+  user_id: string;
+  scope: string;
+  auth_time: number;
+  expires_at: number;
+  used_at: number | null;
 }
 
-export interface PasskeyRow { id: string; user_id: string; public_key: string; counter: number; transports: string }
-export interface EmailTokenRow { token_hash: string; user_id: string; interaction_id: string | null; expires_at: number; used_at: number | null }
+export interface PasskeyRow {
+  id: string;
+  user_id: string;
+  public_key: string;
+  counter: number;
+  transports: string;
+}
+export interface EmailTokenRow {
+  token_hash: string;
+  user_id: string;
+  interaction_id: string | null;
+  expires_at: number;
+  used_at: number | null;
+}
 
 /**
  * The provider's SQL: grants, authorization codes, refresh tokens, used assertion ids, revoked
@@ -31,7 +63,8 @@ export class OidcRepo {
 
   newGrant(tenant: Tenant, clientId: string, userId: string | null, scope: string[], nowIso: string): string {
     const id = 'g_' + crypto.randomBytes(12).toString('base64url');
-    this.db.prepare('INSERT INTO oidc_grants (grant_id, tenant_id, client_id, user_id, scope, created_at) VALUES (?, ?, ?, ?, ?, ?)')
+    this.db
+      .prepare('INSERT INTO oidc_grants (grant_id, tenant_id, client_id, user_id, scope, created_at) VALUES (?, ?, ?, ?, ?, ?)')
       .run(id, tenant.id, clientId, userId, scope.join(' '), nowIso);
     return id;
   }
@@ -52,15 +85,47 @@ export class OidcRepo {
 
   // ---- authorization codes --------------------------------------------------------------------
 
-  insertCode(tenant: Tenant, codeHash: string, o: {
-    grantId: string; clientId: string; userId: string; redirectUri: string; scope: string[]; nonce?: string; challenge?: string; method?: string;
-    authTime: number; sid?: string; amr?: string[]; expiresAt: number;
-  }, nowSec: number): void {
+  insertCode(
+    tenant: Tenant,
+    codeHash: string,
+    o: {
+      grantId: string;
+      clientId: string;
+      userId: string;
+      redirectUri: string;
+      scope: string[];
+      nonce?: string;
+      challenge?: string;
+      method?: string;
+      authTime: number;
+      sid?: string;
+      amr?: string[];
+      expiresAt: number;
+    },
+    nowSec: number,
+  ): void {
     this.db.prepare('DELETE FROM oidc_codes WHERE expires_at < ?').run(nowSec - 86_400);
-    this.db.prepare(`INSERT INTO oidc_codes (code_hash, tenant_id, grant_id, client_id, user_id, redirect_uri, scope, nonce, code_challenge, code_challenge_method, auth_time, sid, expires_at, amr)
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-      .run(codeHash, tenant.id, o.grantId, o.clientId, o.userId, o.redirectUri, o.scope.join(' '), o.nonce ?? null, o.challenge ?? null,
-        o.challenge ? (o.method ?? 'plain') : null, o.authTime, o.sid ?? null, o.expiresAt, o.amr ? JSON.stringify(o.amr) : null);
+    this.db
+      .prepare(
+        `INSERT INTO oidc_codes (code_hash, tenant_id, grant_id, client_id, user_id, redirect_uri, scope, nonce, code_challenge, code_challenge_method, auth_time, sid, expires_at, amr)
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      )
+      .run(
+        codeHash,
+        tenant.id,
+        o.grantId,
+        o.clientId,
+        o.userId,
+        o.redirectUri,
+        o.scope.join(' '),
+        o.nonce ?? null,
+        o.challenge ?? null,
+        o.challenge ? (o.method ?? 'plain') : null,
+        o.authTime,
+        o.sid ?? null,
+        o.expiresAt,
+        o.amr ? JSON.stringify(o.amr) : null,
+      );
   }
 
   /**
@@ -69,27 +134,39 @@ export class OidcRepo {
    * The row is returned as it was before (used_at set means it had been used already).
    */
   takeCode(tenant: Tenant, codeHash: string, nowSec: number): CodeRow | undefined {
-    return this.db.transaction(() => {
-      const r = this.db.prepare('SELECT * FROM oidc_codes WHERE code_hash = ? AND tenant_id = ?').get(codeHash, tenant.id) as CodeRow | undefined;
-      if (r && r.used_at === null) this.db.prepare('UPDATE oidc_codes SET used_at = ? WHERE code_hash = ?').run(nowSec, codeHash);
-      return r;
-    }).immediate();
+    return this.db
+      .transaction(() => {
+        const r = this.db.prepare('SELECT * FROM oidc_codes WHERE code_hash = ? AND tenant_id = ?').get(codeHash, tenant.id) as CodeRow | undefined;
+        if (r && r.used_at === null) this.db.prepare('UPDATE oidc_codes SET used_at = ? WHERE code_hash = ?').run(nowSec, codeHash);
+        return r;
+      })
+      .immediate();
   }
 
   // ---- refresh tokens -------------------------------------------------------------------------
 
-  insertRefresh(tenant: Tenant, token: string, o: { grantId: string; clientId: string; userId: string; scope: string[]; authTime: number; expiresAt: number }): void {
-    this.db.prepare('INSERT INTO oidc_refresh_tokens (token_hash, tenant_id, grant_id, client_id, user_id, scope, auth_time, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)')
+  insertRefresh(
+    tenant: Tenant,
+    token: string,
+    o: { grantId: string; clientId: string; userId: string; scope: string[]; authTime: number; expiresAt: number },
+  ): void {
+    this.db
+      .prepare(
+        'INSERT INTO oidc_refresh_tokens (token_hash, tenant_id, grant_id, client_id, user_id, scope, auth_time, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+      )
       .run(sha256Hex(token), tenant.id, o.grantId, o.clientId, o.userId, o.scope.join(' '), o.authTime, o.expiresAt);
   }
 
   /** Like takeCode: the row as it was, marked used (rotation) in the same transaction. */
   takeRefresh(tenant: Tenant, tokenHash: string, nowSec: number): RefreshRow | undefined {
-    return this.db.transaction(() => {
-      const r = this.db.prepare('SELECT * FROM oidc_refresh_tokens WHERE token_hash = ? AND tenant_id = ?').get(tokenHash, tenant.id) as RefreshRow | undefined;
-      if (r && r.used_at === null) this.db.prepare('UPDATE oidc_refresh_tokens SET used_at = ? WHERE token_hash = ?').run(nowSec, tokenHash);
-      return r;
-    }).immediate();
+    return this.db
+      .transaction(() => {
+        const r = this.db.prepare('SELECT * FROM oidc_refresh_tokens WHERE token_hash = ? AND tenant_id = ?').get(tokenHash, tenant.id) as
+          RefreshRow | undefined;
+        if (r && r.used_at === null) this.db.prepare('UPDATE oidc_refresh_tokens SET used_at = ? WHERE token_hash = ?').run(nowSec, tokenHash);
+        return r;
+      })
+      .immediate();
   }
 
   refresh(tenant: Tenant, tokenHash: string): RefreshRow | undefined {
@@ -101,7 +178,9 @@ export class OidcRepo {
   /** Records a client assertion's jti until it expires; false when it was used before (RFC 7523 §3 item 7). */
   rememberAssertionJti(tenant: Tenant, issuer: string, jti: string, exp: number, nowSec: number): boolean {
     this.db.prepare('DELETE FROM oidc_assertion_jti WHERE exp < ?').run(nowSec - 60);
-    return this.db.prepare('INSERT OR IGNORE INTO oidc_assertion_jti (tenant_id, issuer, jti, exp) VALUES (?, ?, ?, ?)').run(tenant.id, issuer, jti, exp).changes > 0;
+    return (
+      this.db.prepare('INSERT OR IGNORE INTO oidc_assertion_jti (tenant_id, issuer, jti, exp) VALUES (?, ?, ?, ?)').run(tenant.id, issuer, jti, exp).changes > 0
+    );
   }
 
   revokeAccessJti(tenant: Tenant, jti: string, exp: number, nowSec: number): void {
@@ -120,11 +199,15 @@ export class OidcRepo {
   }
 
   passkeysOf(tenant: Tenant, userId: string): Pick<PasskeyRow, 'id' | 'transports'>[] {
-    return this.db.prepare('SELECT id, transports FROM oidc_passkeys WHERE tenant_id = ? AND user_id = ?').all(tenant.id, userId) as Pick<PasskeyRow, 'id' | 'transports'>[];
+    return this.db.prepare('SELECT id, transports FROM oidc_passkeys WHERE tenant_id = ? AND user_id = ?').all(tenant.id, userId) as Pick<
+      PasskeyRow,
+      'id' | 'transports'
+    >[];
   }
 
   insertPasskey(tenant: Tenant, userId: string, c: { id: string; publicKey: string; counter: number; transports: string[] }, nowIso: string): void {
-    this.db.prepare('INSERT INTO oidc_passkeys (id, tenant_id, user_id, public_key, counter, transports, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
+    this.db
+      .prepare('INSERT INTO oidc_passkeys (id, tenant_id, user_id, public_key, counter, transports, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
       .run(c.id, tenant.id, userId, c.publicKey, c.counter, JSON.stringify(c.transports), nowIso);
   }
 
@@ -135,14 +218,21 @@ export class OidcRepo {
 
   // ---- e-mail link tokens (magic link, recovery, invitation claim) -------------------------------
 
-  insertEmailToken(tenant: Tenant, tokenHash: string, o: { userId: string; purpose: string; interactionId: string | null; expiresAt: number }, nowSec: number): void {
+  insertEmailToken(
+    tenant: Tenant,
+    tokenHash: string,
+    o: { userId: string; purpose: string; interactionId: string | null; expiresAt: number },
+    nowSec: number,
+  ): void {
     this.db.prepare('DELETE FROM oidc_email_tokens WHERE expires_at < ?').run(nowSec);
-    this.db.prepare('INSERT INTO oidc_email_tokens (token_hash, tenant_id, user_id, purpose, interaction_id, expires_at) VALUES (?, ?, ?, ?, ?, ?)')
+    this.db
+      .prepare('INSERT INTO oidc_email_tokens (token_hash, tenant_id, user_id, purpose, interaction_id, expires_at) VALUES (?, ?, ?, ?, ?, ?)')
       .run(tokenHash, tenant.id, o.userId, o.purpose, o.interactionId, o.expiresAt);
   }
 
   emailToken(tenant: Tenant, tokenHash: string, purpose: string): EmailTokenRow | undefined {
-    return this.db.prepare('SELECT * FROM oidc_email_tokens WHERE token_hash = ? AND tenant_id = ? AND purpose = ?').get(tokenHash, tenant.id, purpose) as EmailTokenRow | undefined;
+    return this.db.prepare('SELECT * FROM oidc_email_tokens WHERE token_hash = ? AND tenant_id = ? AND purpose = ?').get(tokenHash, tenant.id, purpose) as
+      EmailTokenRow | undefined;
   }
 
   /** Single use: true for the one caller whose UPDATE claimed the token. */

@@ -2,7 +2,16 @@ import { z } from 'zod';
 import { InputError, NotAllowedError, NotFoundError, type PluginContext, policy, reply, type RouteRegistrar, type RouteRequest } from '../../server/sdk.ts';
 import { AUTH_METHODS, clientInput, clientView, snakeKeys } from './clients.ts';
 import { CLIENT_ALGS, SCOPES, oauthError, type OidcProvider, type RequestInfo } from './provider.ts';
-import { discoverySchema, introspection, jwksSchema, oauthError as oauthErrorSchema, tokenForm, tokenOnlyForm, tokenResponse, type OidcConfig } from './schemas.ts';
+import {
+  discoverySchema,
+  introspection,
+  jwksSchema,
+  oauthError as oauthErrorSchema,
+  tokenForm,
+  tokenOnlyForm,
+  tokenResponse,
+  type OidcConfig,
+} from './schemas.ts';
 import type { TenantSettings } from './settings.ts';
 
 /**
@@ -44,7 +53,26 @@ export function discovery(issuer: string, p: OidcProvider, allowPlain: boolean):
     introspection_endpoint_auth_methods_supported: AUTH_METHODS.filter((m) => m !== 'none'),
     code_challenge_methods_supported: allowPlain ? ['plain', 'S256'] : ['S256'],
     prompt_values_supported: ['none', 'login', 'consent', 'select_account'],
-    claims_supported: ['sub', 'iss', 'aud', 'exp', 'iat', 'auth_time', 'nonce', 'amr', 'azp', 'at_hash', 'c_hash', 'sid', 'name', 'preferred_username', 'email', 'email_verified', 'roles', 'tenant'],
+    claims_supported: [
+      'sub',
+      'iss',
+      'aud',
+      'exp',
+      'iat',
+      'auth_time',
+      'nonce',
+      'amr',
+      'azp',
+      'at_hash',
+      'c_hash',
+      'sid',
+      'name',
+      'preferred_username',
+      'email',
+      'email_verified',
+      'roles',
+      'tenant',
+    ],
     claims_parameter_supported: false,
     authorization_response_iss_parameter_supported: true,
     backchannel_logout_supported: false,
@@ -55,68 +83,108 @@ export function discovery(issuer: string, p: OidcProvider, allowPlain: boolean):
 export function protocolRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>, p: () => OidcProvider, settings: () => TenantSettings): void {
   const area = 'oidc';
   r.add({
-    method: 'GET', path: '/.well-known/openid-configuration',
+    method: 'GET',
+    path: '/.well-known/openid-configuration',
     aliases: ['/oauth2/v1/.well-known/openid-configuration', '/oidc.ashx?action=discovery'],
-    summary: 'OpenID Provider metadata (OIDC Discovery 1.0 §3); issuer = this origin', area, auth: policy.public,
+    summary: 'OpenID Provider metadata (OIDC Discovery 1.0 §3); issuer = this origin',
+    area,
+    auth: policy.public,
     responses: { 200: { description: 'discovery document', schema: discoverySchema } },
     handler: (req) => reply(200, discovery(issuerOf(req), p(), settings().allowPlainPkce(req.tenant)), { 'Cache-Control': 'public, max-age=300' }),
   });
   r.add({
-    method: 'GET', path: '/.well-known/jwks.json', aliases: ['/oauth2/v1/keys', '/oidc.ashx?action=jwks'],
-    summary: "The tenant's public signing keys (active and still-published retiring keys)", area, auth: policy.public,
+    method: 'GET',
+    path: '/.well-known/jwks.json',
+    aliases: ['/oauth2/v1/keys', '/oidc.ashx?action=jwks'],
+    summary: "The tenant's public signing keys (active and still-published retiring keys)",
+    area,
+    auth: policy.public,
     responses: { 200: { description: 'JWK set', schema: jwksSchema } },
     handler: (req) => reply(200, p().keys.jwks(req.tenant), { 'Cache-Control': 'public, max-age=300' }),
   });
   r.add({
-    method: 'GET', path: '/.well-known/openid-federation', aliases: ['/oidc.ashx?action=federation-entity'],
-    summary: 'OpenID Federation entity configuration (self-signed ES256 entity statement)', area, auth: policy.public,
+    method: 'GET',
+    path: '/.well-known/openid-federation',
+    aliases: ['/oidc.ashx?action=federation-entity'],
+    summary: 'OpenID Federation entity configuration (self-signed ES256 entity statement)',
+    area,
+    auth: policy.public,
     responses: { 200: { description: 'entity statement JWT', contentType: 'application/entity-statement+jwt' } },
     handler: async (req) => {
       const issuer = issuerOf(req);
       const now = p().now();
       // OpenID Federation 1.0 §3: iss = sub for an entity configuration; jwks are the federation
       // keys (here the tenant's keys); metadata carries the OP metadata.
-      const jwt = await p().keys.sign(req.tenant, {
-        iss: issuer, sub: issuer, iat: now, exp: now + 86_400, jwks: p().keys.jwks(req.tenant),
-        metadata: { openid_provider: discovery(issuer, p(), settings().allowPlainPkce(req.tenant)) },
-      }, { alg: 'ES256', typ: 'entity-statement+jwt' });
+      const jwt = await p().keys.sign(
+        req.tenant,
+        {
+          iss: issuer,
+          sub: issuer,
+          iat: now,
+          exp: now + 86_400,
+          jwks: p().keys.jwks(req.tenant),
+          metadata: { openid_provider: discovery(issuer, p(), settings().allowPlainPkce(req.tenant)) },
+        },
+        { alg: 'ES256', typ: 'entity-statement+jwt' },
+      );
       return reply.text(200, jwt, 'application/entity-statement+jwt', { 'Cache-Control': 'public, max-age=3600' });
     },
   });
 
   r.add({
-    method: 'POST', path: '/oauth2/v1/token', aliases: ['/oidc.ashx?action=token', '/oidc.ashx/token'],
+    method: 'POST',
+    path: '/oauth2/v1/token',
+    aliases: ['/oidc.ashx?action=token', '/oidc.ashx/token'],
     summary: 'Token endpoint: authorization_code, refresh_token, client_credentials, password, jwt-bearer and plugged-in grants',
     description: 'Form-encoded (RFC 6749 §3.2). Client authentication: none (public, PKCE), client_secret_basic, client_secret_post, private_key_jwt.',
-    area, auth: policy.public, bodyType: 'form', body: tokenForm,
-    responses: { 200: { description: 'tokens', schema: tokenResponse }, 400: { description: 'OAuth error', schema: oauthErrorSchema }, 401: { description: 'invalid_client', schema: oauthErrorSchema } },
+    area,
+    auth: policy.public,
+    bodyType: 'form',
+    body: tokenForm,
+    responses: {
+      200: { description: 'tokens', schema: tokenResponse },
+      400: { description: 'OAuth error', schema: oauthErrorSchema },
+      401: { description: 'invalid_client', schema: oauthErrorSchema },
+    },
     handler: async (req) => reply(200, await p().token(req.tenant, issuerOf(req), req.body, reqInfo(req)), { Pragma: 'no-cache' }),
   });
 
   const userinfo = async (req: RouteRequest) => {
     const pr = req.principal!;
-    if (pr.kind !== 'user' || !pr.scopes.includes('openid')) throw new NotAllowedError('userinfo needs a user access token with scope openid', 'insufficient_scope');
+    if (pr.kind !== 'user' || !pr.scopes.includes('openid'))
+      throw new NotAllowedError('userinfo needs a user access token with scope openid', 'insufficient_scope');
     const user = p().activeUser(req.tenant, pr.subject);
     if (!user) throw new NotFoundError('no such user');
     return { sub: user.id, ...p().userClaims(req.tenant, user, pr.scopes) };
   };
   for (const method of ['GET', 'POST'] as const) {
     r.add({
-      method, path: '/oauth2/v1/userinfo', aliases: ['/oidc.ashx?action=userinfo'],
-      summary: 'Claims about the signed-in user (OIDC Core §5.3)', area, auth: policy.bearer(), bodyType: method === 'POST' ? 'form' : 'none',
+      method,
+      path: '/oauth2/v1/userinfo',
+      aliases: ['/oidc.ashx?action=userinfo'],
+      summary: 'Claims about the signed-in user (OIDC Core §5.3)',
+      area,
+      auth: policy.bearer(),
+      bodyType: method === 'POST' ? 'form' : 'none',
       responses: { 200: { description: 'claims', schema: z.object({ sub: z.string() }).loose() } },
       handler: userinfo,
     });
   }
 
   r.add({
-    method: 'POST', path: '/oauth2/v1/revoke', aliases: ['/oidc.ashx?action=revoke'],
-    summary: 'Token revocation (RFC 7009); always 200', area, auth: policy.public, bodyType: 'form', body: tokenOnlyForm,
+    method: 'POST',
+    path: '/oauth2/v1/revoke',
+    aliases: ['/oidc.ashx?action=revoke'],
+    summary: 'Token revocation (RFC 7009); always 200',
+    area,
+    auth: policy.public,
+    bodyType: 'form',
+    body: tokenOnlyForm,
     responses: { 200: { description: 'revoked or unknown (indistinguishable)' } },
     handler: async (req) => {
       const prov = p();
       const auth = await prov.authenticateClient(req.tenant, issuerOf(req), req.body, reqInfo(req));
-      let what: string = 'unknown';
+      let what = 'unknown';
       if (auth) what = await prov.revoke(req.tenant, auth.client, req.body.token);
       else {
         // Without client identification, possession of the token is enough to revoke it: it
@@ -125,20 +193,38 @@ export function protocolRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>
         const c = claims ? prov.clients.get(req.tenant, String(claims.client_id)) : undefined;
         if (c) what = await prov.revoke(req.tenant, c, req.body.token);
       }
-      ctx.audit.write(req.tenant, { event: 'revoke', user: auth?.client.clientId ?? '', ip: req.ip, ua: req.ua, extra: { client: auth?.client.clientId, hint: req.body.token_type_hint, result: what } });
+      ctx.audit.write(req.tenant, {
+        event: 'revoke',
+        user: auth?.client.clientId ?? '',
+        ip: req.ip,
+        ua: req.ua,
+        extra: { client: auth?.client.clientId, hint: req.body.token_type_hint, result: what },
+      });
       return reply(200, {});
     },
   });
 
   r.add({
-    method: 'POST', path: '/oauth2/v1/introspect', aliases: ['/oidc.ashx?action=introspect'],
-    summary: 'Token introspection (RFC 7662); client authentication required', area, auth: policy.public, bodyType: 'form', body: tokenOnlyForm,
+    method: 'POST',
+    path: '/oauth2/v1/introspect',
+    aliases: ['/oidc.ashx?action=introspect'],
+    summary: 'Token introspection (RFC 7662); client authentication required',
+    area,
+    auth: policy.public,
+    bodyType: 'form',
+    body: tokenOnlyForm,
     responses: { 200: { description: '{active, ...}', schema: introspection }, 401: { description: 'invalid_client', schema: oauthErrorSchema } },
     handler: async (req) => {
       const auth = await p().authenticateClient(req.tenant, issuerOf(req), req.body, reqInfo(req));
       if (!auth || auth.method === 'none') throw oauthError('invalid_client', 'introspection requires an authenticated (confidential) client', 401);
       const out = await p().introspect(req.tenant, req.body.token);
-      ctx.audit.write(req.tenant, { event: 'introspect', user: String(out.username ?? out.sub ?? ''), ip: req.ip, ua: req.ua, extra: { client: auth.client.clientId, active: Boolean(out.active) } });
+      ctx.audit.write(req.tenant, {
+        event: 'introspect',
+        user: String(out.username ?? out.sub ?? ''),
+        ip: req.ip,
+        ua: req.ua,
+        extra: { client: auth.client.clientId, active: Boolean(out.active) },
+      });
       return out;
     },
   });
@@ -150,36 +236,66 @@ const apikeyBody = z.object({ user: z.string().max(128).optional(), name: z.stri
 export function adminRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>, p: () => OidcProvider, settings: () => TenantSettings): void {
   const area = 'admin';
   r.add({
-    method: 'GET', path: '/signal.ashx?oidc-clients=1', summary: 'Registered OIDC clients of this tenant (secrets never shown)', area,
+    method: 'GET',
+    path: '/signal.ashx?oidc-clients=1',
+    summary: 'Registered OIDC clients of this tenant (secrets never shown)',
+    area,
     auth: policy.adminOrHmac('oidc-clients'),
     responses: { 200: { description: 'array of clients (RFC 7591 metadata names)', schema: z.array(z.object({ client_id: z.string() }).loose()) } },
     handler: (req) => p().clients.list(req.tenant).map(clientView),
   });
   r.add({
-    method: 'POST', path: '/signal.ashx?oidc-clients-save=1', summary: 'Create or update an OIDC client (upsert, validated)', area,
+    method: 'POST',
+    path: '/signal.ashx?oidc-clients-save=1',
+    summary: 'Create or update an OIDC client (upsert, validated)',
+    area,
     description: 'RFC 7591 client metadata (snake_case or camelCase). A new client with client_secret_basic/post gets a secret, returned once.',
-    auth: policy.adminOrHmac('oidc-clients-save'), bodyType: 'json', camelize: false, body: z.preprocess(snakeKeys, clientInput),
-    responses: { 200: { description: 'the client; client_secret only when just created', schema: z.object({ client: z.object({}).loose(), created: z.boolean(), client_secret: z.string().optional() }) } },
+    auth: policy.adminOrHmac('oidc-clients-save'),
+    bodyType: 'json',
+    camelize: false,
+    body: z.preprocess(snakeKeys, clientInput),
+    responses: {
+      200: {
+        description: 'the client; client_secret only when just created',
+        schema: z.object({ client: z.object({}).loose(), created: z.boolean(), client_secret: z.string().optional() }),
+      },
+    },
     handler: (req) => {
       const { client, created, secret } = p().clients.upsert(req.tenant, req.body);
-      ctx.audit.write(req.tenant, { event: 'oidc-client-save', user: req.principal?.userName ?? '', ip: req.ip, ua: req.ua, extra: { client: client.clientId, created } });
+      ctx.audit.write(req.tenant, {
+        event: 'oidc-client-save',
+        user: req.principal?.userName ?? '',
+        ip: req.ip,
+        ua: req.ua,
+        extra: { client: client.clientId, created },
+      });
       return { client: clientView(client), created, ...(secret ? { client_secret: secret } : {}) };
     },
   });
   r.add({
-    method: 'POST', path: '/signal.ashx?oidc-clients-genkey=1', summary: 'New client secret for a confidential client (client_id optional when the tenant has exactly one); shown once, stored hashed', area,
-    auth: policy.adminOrHmac('oidc-clients-genkey'), bodyType: 'json-or-form', body: genkeyBody,
+    method: 'POST',
+    path: '/signal.ashx?oidc-clients-genkey=1',
+    summary: 'New client secret for a confidential client (client_id optional when the tenant has exactly one); shown once, stored hashed',
+    area,
+    auth: policy.adminOrHmac('oidc-clients-genkey'),
+    bodyType: 'json-or-form',
+    body: genkeyBody,
     query: z.object({ 'oidc-clients-genkey': z.string(), client_id: z.string().max(128).optional() }),
     responses: { 200: { description: '{client_id, client_secret}', schema: z.object({ client_id: z.string(), client_secret: z.string() }) } },
     handler: (req) => {
       let id = req.body.client_id ?? req.body.clientId ?? req.query.client_id;
       if (!id) {
         // The spec's call names no client: it means the tenant's one secret-based client.
-        const withSecret = p().clients.list(req.tenant).filter((c) => c.authMethod === 'client_secret_basic' || c.authMethod === 'client_secret_post');
+        const withSecret = p()
+          .clients.list(req.tenant)
+          .filter((c) => c.authMethod === 'client_secret_basic' || c.authMethod === 'client_secret_post');
         if (withSecret.length !== 1) {
           throw new InputError(
-            withSecret.length ? `client_id is required: the tenant has ${withSecret.length} clients with a secret (${withSecret.map((c) => c.clientId).join(', ')})` : 'client_id is required: the tenant has no client with a secret',
-            'invalid_request', { field: 'client_id' },
+            withSecret.length
+              ? `client_id is required: the tenant has ${withSecret.length} clients with a secret (${withSecret.map((c) => c.clientId).join(', ')})`
+              : 'client_id is required: the tenant has no client with a secret',
+            'invalid_request',
+            { field: 'client_id' },
           );
         }
         id = withSecret[0]!.clientId;
@@ -190,21 +306,33 @@ export function adminRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>, p
     },
   });
   r.add({
-    method: 'POST', path: '/signal.ashx?oidc-keys-rotate=1', summary: "Rotate the tenant's OIDC signing keys (old keys stay published for the overlap)", area,
+    method: 'POST',
+    path: '/signal.ashx?oidc-keys-rotate=1',
+    summary: "Rotate the tenant's OIDC signing keys (old keys stay published for the overlap)",
+    area,
     auth: policy.adminOrHmac('oidc-keys-rotate'),
     responses: { 200: { description: 'new key ids', schema: z.object({ kids: z.array(z.string()) }) } },
     handler: (req) => p().keys.rotate(req.tenant, ctx.config.keyOverlapSeconds),
   });
   r.add({
-    method: 'POST', path: '/signal.ashx?oidc-settings=1', summary: 'Per-tenant OIDC switches (allowPlainPkce)', area,
-    auth: policy.adminOrHmac('oidc-settings'), body: z.object({ allowPlainPkce: z.boolean().optional() }).strict(),
+    method: 'POST',
+    path: '/signal.ashx?oidc-settings=1',
+    summary: 'Per-tenant OIDC switches (allowPlainPkce)',
+    area,
+    auth: policy.adminOrHmac('oidc-settings'),
+    body: z.object({ allowPlainPkce: z.boolean().optional() }).strict(),
     responses: { 200: { description: 'the settings now in force', schema: z.object({ allowPlainPkce: z.boolean() }) } },
     handler: (req) => settings().update(req.tenant, req.body),
   });
   r.add({
-    method: 'POST', path: '/signal.ashx?apikey-create=1', summary: 'Mint an ak_ personal API key (value shown once); needs an admin OIDC bearer',
+    method: 'POST',
+    path: '/signal.ashx?apikey-create=1',
+    summary: 'Mint an ak_ personal API key (value shown once); needs an admin OIDC bearer',
     description: 'Spec "Authentication" 2: an ak_ key cannot create another ak_ key, nor can the admin HMAC. `user` defaults to the caller.',
-    area, auth: policy.adminBearerOnly, body: apikeyBody, rateLimit: 'sensitive',
+    area,
+    auth: policy.adminBearerOnly,
+    body: apikeyBody,
+    rateLimit: 'sensitive',
     responses: { 200: { description: 'the key (once) and its record', schema: z.object({ key: z.string(), id: z.string() }).loose() } },
     handler: (req) => {
       const pr = req.principal!;
@@ -218,4 +346,3 @@ export function adminRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>, p
     },
   });
 }
-

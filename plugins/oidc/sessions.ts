@@ -4,11 +4,30 @@ export const SID_COOKIE = 'sc_sid';
 /** Browser binding: a random value that CSRF tokens and pending interactions are tied to. */
 export const BROWSER_COOKIE = 'sc_b';
 
-export interface SessionAccount { userId: string; authTime: number; amr: string[] }
-export interface Session { sidHash: string; sid: string; accounts: SessionAccount[] }
+export interface SessionAccount {
+  userId: string;
+  authTime: number;
+  amr: string[];
+}
+export interface Session {
+  sidHash: string;
+  sid: string;
+  accounts: SessionAccount[];
+}
 
-export interface InteractionState { userId?: string; loginAt?: number; consented?: boolean; amr?: string[] }
-export interface Interaction<P> { id: string; params: P; state: InteractionState; browserHash: string; createdAt: number }
+export interface InteractionState {
+  userId?: string;
+  loginAt?: number;
+  consented?: boolean;
+  amr?: string[];
+}
+export interface Interaction<P> {
+  id: string;
+  params: P;
+  state: InteractionState;
+  browserHash: string;
+  createdAt: number;
+}
 
 export function parseCookies(h: string | undefined): Record<string, string> {
   const out: Record<string, string> = {};
@@ -23,7 +42,14 @@ export function parseCookies(h: string | undefined): Record<string, string> {
 
 /** HttpOnly, SameSite=Lax (top-level redirects from RPs carry it, cross-site POSTs do not), Secure on https. */
 export function cookie(name: string, value: string, opts: { secure: boolean; maxAge?: number }): string {
-  return [`${name}=${value}`, 'Path=/', 'HttpOnly', 'SameSite=Lax', ...(opts.secure ? ['Secure'] : []), ...(opts.maxAge !== undefined ? [`Max-Age=${opts.maxAge}`] : [])].join('; ');
+  return [
+    `${name}=${value}`,
+    'Path=/',
+    'HttpOnly',
+    'SameSite=Lax',
+    ...(opts.secure ? ['Secure'] : []),
+    ...(opts.maxAge !== undefined ? [`Max-Age=${opts.maxAge}`] : []),
+  ].join('; ');
 }
 
 /**
@@ -33,7 +59,12 @@ export function cookie(name: string, value: string, opts: { secure: boolean; max
  * and the form's purpose.
  */
 export class Sessions {
-  constructor(private readonly db: DB, private readonly csrfKey: Buffer, private readonly clock: Clock, private readonly ttl: number) {}
+  constructor(
+    private readonly db: DB,
+    private readonly csrfKey: Buffer,
+    private readonly clock: Clock,
+    private readonly ttl: number,
+  ) {}
 
   private now(): number {
     return Math.floor(this.clock.now() / 1000);
@@ -42,10 +73,16 @@ export class Sessions {
   get(tenant: Tenant, sidCookie: string | undefined): Session | undefined {
     if (!sidCookie || sidCookie.length > 200) return undefined;
     const h = sha256Hex(sidCookie);
-    const r = this.db.prepare('SELECT sid_hash, sid, expires_at FROM oidc_sessions WHERE sid_hash = ? AND tenant_id = ?').get(h, tenant.id) as { sid_hash: string; sid: string; expires_at: number } | undefined;
+    const r = this.db.prepare('SELECT sid_hash, sid, expires_at FROM oidc_sessions WHERE sid_hash = ? AND tenant_id = ?').get(h, tenant.id) as
+      { sid_hash: string; sid: string; expires_at: number } | undefined;
     if (!r || r.expires_at < this.now()) return undefined;
-    const accounts = (this.db.prepare('SELECT user_id, auth_time, amr FROM oidc_session_accounts WHERE sid_hash = ? ORDER BY auth_time DESC').all(h) as { user_id: string; auth_time: number; amr: string }[])
-      .map((a) => ({ userId: a.user_id, authTime: a.auth_time, amr: JSON.parse(a.amr) as string[] }));
+    const accounts = (
+      this.db.prepare('SELECT user_id, auth_time, amr FROM oidc_session_accounts WHERE sid_hash = ? ORDER BY auth_time DESC').all(h) as {
+        user_id: string;
+        auth_time: number;
+        amr: string;
+      }[]
+    ).map((a) => ({ userId: a.user_id, authTime: a.auth_time, amr: JSON.parse(a.amr) as string[] }));
     return { sidHash: h, sid: r.sid, accounts };
   }
 
@@ -57,10 +94,14 @@ export class Sessions {
     const sid = old?.sid ?? crypto.randomBytes(16).toString('base64url');
     this.db.transaction(() => {
       this.db.prepare('DELETE FROM oidc_sessions WHERE expires_at < ?').run(now);
-      this.db.prepare('INSERT INTO oidc_sessions (sid_hash, tenant_id, sid, created_at, expires_at) VALUES (?, ?, ?, ?, ?)').run(h, tenant.id, sid, now, now + this.ttl);
+      this.db
+        .prepare('INSERT INTO oidc_sessions (sid_hash, tenant_id, sid, created_at, expires_at) VALUES (?, ?, ?, ?, ?)')
+        .run(h, tenant.id, sid, now, now + this.ttl);
       for (const a of old?.accounts ?? []) {
         if (a.userId === userId) continue;
-        this.db.prepare('INSERT INTO oidc_session_accounts (sid_hash, user_id, auth_time, amr) VALUES (?, ?, ?, ?)').run(h, a.userId, a.authTime, JSON.stringify(a.amr));
+        this.db
+          .prepare('INSERT INTO oidc_session_accounts (sid_hash, user_id, auth_time, amr) VALUES (?, ?, ?, ?)')
+          .run(h, a.userId, a.authTime, JSON.stringify(a.amr));
       }
       this.db.prepare('INSERT INTO oidc_session_accounts (sid_hash, user_id, auth_time, amr) VALUES (?, ?, ?, ?)').run(h, userId, now, JSON.stringify(amr));
       if (old) this.db.prepare('DELETE FROM oidc_sessions WHERE sid_hash = ?').run(old.sidHash);
@@ -85,7 +126,8 @@ export class Sessions {
     const id = crypto.randomBytes(18).toString('base64url');
     const now = this.now();
     this.db.prepare('DELETE FROM oidc_interactions WHERE expires_at < ?').run(now);
-    this.db.prepare('INSERT INTO oidc_interactions (id, tenant_id, browser_hash, params, state, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
+    this.db
+      .prepare('INSERT INTO oidc_interactions (id, tenant_id, browser_hash, params, state, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
       .run(id, tenant.id, sha256Hex(browser), JSON.stringify(params), '{}', now, now + 1800);
     return id;
   }
@@ -96,7 +138,13 @@ export class Sessions {
     const r = this.db.prepare('SELECT * FROM oidc_interactions WHERE id = ? AND tenant_id = ?').get(id, tenant.id) as
       { id: string; browser_hash: string; params: string; state: string; created_at: number; expires_at: number } | undefined;
     if (!r || r.expires_at < this.now() || !safeEqual(r.browser_hash, sha256Hex(browser))) return undefined;
-    return { id: r.id, params: JSON.parse(r.params) as P, state: JSON.parse(r.state) as InteractionState, browserHash: r.browser_hash, createdAt: r.created_at };
+    return {
+      id: r.id,
+      params: JSON.parse(r.params) as P,
+      state: JSON.parse(r.state) as InteractionState,
+      browserHash: r.browser_hash,
+      createdAt: r.created_at,
+    };
   }
 
   updateInteraction(id: string, state: InteractionState): void {
@@ -108,15 +156,19 @@ export class Sessions {
   }
 
   hasConsent(tenant: Tenant, userId: string, clientId: string, scope: string[]): boolean {
-    const r = this.db.prepare('SELECT scope FROM oidc_consents WHERE tenant_id = ? AND user_id = ? AND client_id = ?').get(tenant.id, userId, clientId) as { scope: string } | undefined;
+    const r = this.db.prepare('SELECT scope FROM oidc_consents WHERE tenant_id = ? AND user_id = ? AND client_id = ?').get(tenant.id, userId, clientId) as
+      { scope: string } | undefined;
     if (!r) return false;
     const have = r.scope.split(' ');
     return scope.every((s) => have.includes(s));
   }
 
   saveConsent(tenant: Tenant, userId: string, clientId: string, scope: string[]): void {
-    this.db.prepare(`INSERT INTO oidc_consents (tenant_id, user_id, client_id, scope, granted_at) VALUES (?, ?, ?, ?, ?)
-                     ON CONFLICT (tenant_id, user_id, client_id) DO UPDATE SET scope = excluded.scope, granted_at = excluded.granted_at`)
+    this.db
+      .prepare(
+        `INSERT INTO oidc_consents (tenant_id, user_id, client_id, scope, granted_at) VALUES (?, ?, ?, ?, ?)
+                     ON CONFLICT (tenant_id, user_id, client_id) DO UPDATE SET scope = excluded.scope, granted_at = excluded.granted_at`,
+      )
       .run(tenant.id, userId, clientId, scope.join(' '), new Date(this.clock.now()).toISOString());
   }
 }

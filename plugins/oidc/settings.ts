@@ -1,11 +1,16 @@
 import type { DB, Tenant } from '../../server/sdk.ts';
 import type { OidcConfig } from './schemas.ts';
 
-export interface TenantOidcSettings { allowPlainPkce: boolean }
+export interface TenantOidcSettings {
+  allowPlainPkce: boolean;
+}
 
 /** Per-tenant switches over the plugin-wide defaults (the issue: "plain can be switched off per tenant"). */
 export class TenantSettings {
-  constructor(private readonly db: DB, private readonly config: OidcConfig) {}
+  constructor(
+    private readonly db: DB,
+    private readonly config: OidcConfig,
+  ) {}
 
   get(tenant: Tenant): TenantOidcSettings {
     const r = this.db.prepare('SELECT settings FROM oidc_tenant_settings WHERE tenant_id = ?').get(tenant.id) as { settings: string } | undefined;
@@ -19,7 +24,8 @@ export class TenantSettings {
 
   update(tenant: Tenant, patch: Partial<TenantOidcSettings>): TenantOidcSettings {
     const next = { ...this.get(tenant), ...Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined)) };
-    this.db.prepare('INSERT INTO oidc_tenant_settings (tenant_id, settings) VALUES (?, ?) ON CONFLICT (tenant_id) DO UPDATE SET settings = excluded.settings')
+    this.db
+      .prepare('INSERT INTO oidc_tenant_settings (tenant_id, settings) VALUES (?, ?) ON CONFLICT (tenant_id) DO UPDATE SET settings = excluded.settings')
       .run(tenant.id, JSON.stringify(next));
     return next;
   }

@@ -1,7 +1,16 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import {
-  errorAnswer, InputError, newRequestId, peerAddress, type PluginContext, type PreRouterHandler, queryObject, readBounded, SECURITY_HEADERS, zodMessage,
+  errorAnswer,
+  InputError,
+  newRequestId,
+  peerAddress,
+  type PluginContext,
+  type PreRouterHandler,
+  queryObject,
+  readBounded,
+  SECURITY_HEADERS,
+  zodMessage,
 } from '../../server/sdk.ts';
 import type { OidcProvider } from './provider.ts';
 import { tokenForm, type OidcConfig } from './schemas.ts';
@@ -44,7 +53,18 @@ function isFormType(ct: string | undefined): boolean {
 /** A JSON answer with the headers every answer carries; the list form of writeHead skips a per-request object walk. */
 function send(res: ServerResponse, requestId: string, status: number, body: unknown, extra?: Record<string, string>): void {
   const json = JSON.stringify(body);
-  const headers = ['Content-Type', 'application/json; charset=utf-8', 'Content-Length', String(Buffer.byteLength(json)), 'Cache-Control', 'no-store', 'Pragma', 'no-cache', 'X-Request-Id', requestId];
+  const headers = [
+    'Content-Type',
+    'application/json; charset=utf-8',
+    'Content-Length',
+    String(Buffer.byteLength(json)),
+    'Cache-Control',
+    'no-store',
+    'Pragma',
+    'no-cache',
+    'X-Request-Id',
+    requestId,
+  ];
   for (const [k, v] of SECURITY_HEADERS) headers.push(k, v);
   if (extra) for (const k in extra) headers.push(k, extra[k]!);
   res.writeHead(status, headers);
@@ -74,6 +94,16 @@ async function handle(ctx: PluginContext<OidcConfig>, provider: OidcProvider, re
     send(res, requestId, a.status, a.body, a.headers);
   }
   if (logInfo) {
-    ctx.log.info({ reqId: requestId, method: 'POST', path: (req.url ?? '').split('?')[0], status: res.statusCode, ms: Number(process.hrtime.bigint() - started) / 1e6, tenant: tenantHost }, 'request');
+    ctx.log.info(
+      {
+        reqId: requestId,
+        method: 'POST',
+        path: (req.url ?? '').split('?')[0],
+        status: res.statusCode,
+        ms: Number(process.hrtime.bigint() - started) / 1e6,
+        tenant: tenantHost,
+      },
+      'request',
+    );
   }
 }

@@ -9,7 +9,14 @@ import type { OidcConfig } from './schemas.ts';
 /** A token's jti: 16 fresh random bytes as base64url, from a pooled block (see RandomPool). */
 const jtiPool = new RandomPool();
 
-export interface AccessTokenInput { client: OidcClient; user?: User; scope: string[]; grantId?: string; authTime?: number; extra?: Record<string, unknown> }
+export interface AccessTokenInput {
+  client: OidcClient;
+  user?: User;
+  scope: string[];
+  grantId?: string;
+  authTime?: number;
+  extra?: Record<string, unknown>;
+}
 export interface IssueInput extends AccessTokenInput {
   nonce?: string;
   sid?: string;
@@ -44,8 +51,15 @@ export class TokenMinter {
     const jti = jtiPool.base64url(16);
     // RFC 9068 §2.2: iss, exp, aud, sub, client_id, iat, jti; plus tenant, roles and scope.
     const payload: jose.JWTPayload = {
-      iss: issuer, sub: o.user?.id ?? o.client.clientId, aud: issuer, client_id: o.client.clientId, iat: now, exp, jti,
-      scope: o.scope.join(' '), tenant: tenant.id,
+      iss: issuer,
+      sub: o.user?.id ?? o.client.clientId,
+      aud: issuer,
+      client_id: o.client.clientId,
+      iat: now,
+      exp,
+      jti,
+      scope: o.scope.join(' '),
+      tenant: tenant.id,
       ...(o.user ? { roles: [o.user.role], preferred_username: o.user.name } : {}),
       ...(o.authTime ? { auth_time: o.authTime } : {}),
       ...(o.grantId ? { gid: o.grantId } : {}),
@@ -54,10 +68,20 @@ export class TokenMinter {
     return { token: this.keys.signSync(tenant, payload, { alg: this.config.accessTokenAlg, typ: 'at+jwt' }), exp, jti };
   }
 
-  async idToken(tenant: Tenant, issuer: string, o: { client: OidcClient; user: User; authTime: number; nonce?: string; sid?: string; accessToken?: string; code?: string; scope: string[]; amr?: string[] }): Promise<string> {
+  async idToken(
+    tenant: Tenant,
+    issuer: string,
+    o: { client: OidcClient; user: User; authTime: number; nonce?: string; sid?: string; accessToken?: string; code?: string; scope: string[]; amr?: string[] },
+  ): Promise<string> {
     const now = this.now();
     const payload: jose.JWTPayload = {
-      iss: issuer, sub: o.user.id, aud: o.client.clientId, azp: o.client.clientId, iat: now, exp: now + this.config.idTokenTtl, auth_time: o.authTime,
+      iss: issuer,
+      sub: o.user.id,
+      aud: o.client.clientId,
+      azp: o.client.clientId,
+      iat: now,
+      exp: now + this.config.idTokenTtl,
+      auth_time: o.authTime,
       ...(o.nonce !== undefined ? { nonce: o.nonce } : {}),
       ...(o.sid ? { sid: o.sid } : {}),
       ...(o.amr ? { amr: o.amr } : {}),
@@ -81,12 +105,25 @@ export class TokenMinter {
     const at = this.accessToken(tenant, issuer, o);
     const out: Record<string, unknown> = { access_token: at.token, token_type: 'Bearer', expires_in: this.config.accessTokenTtl, scope: o.scope.join(' ') };
     if (o.withIdToken && o.user) {
-      out.id_token = await this.idToken(tenant, issuer, { client: o.client, user: o.user, authTime: o.authTime ?? this.now(), nonce: o.nonce, sid: o.sid, accessToken: at.token, scope: o.scope, amr: o.amr });
+      out.id_token = await this.idToken(tenant, issuer, {
+        client: o.client,
+        user: o.user,
+        authTime: o.authTime ?? this.now(),
+        nonce: o.nonce,
+        sid: o.sid,
+        accessToken: at.token,
+        scope: o.scope,
+        amr: o.amr,
+      });
     }
     if (o.withRefresh && o.user && o.grantId) {
       const rt = 'rt_' + crypto.randomBytes(32).toString('base64url');
       this.repo.insertRefresh(tenant, rt, {
-        grantId: o.grantId, clientId: o.client.clientId, userId: o.user.id, scope: o.refreshScope ?? o.scope, authTime: o.authTime ?? this.now(),
+        grantId: o.grantId,
+        clientId: o.client.clientId,
+        userId: o.user.id,
+        scope: o.refreshScope ?? o.scope,
+        authTime: o.authTime ?? this.now(),
         expiresAt: this.now() + this.config.refreshTokenTtl,
       });
       out.refresh_token = rt;

@@ -27,17 +27,30 @@ export const caCommand: CliCommand<RpCaServices> = {
     try {
       switch (sub) {
         case 'init': {
-          const { values } = parse(rest, {
-            tenant: { type: 'string' }, 'hsm-module': { type: 'string' }, 'token-label': { type: 'string' }, pin: { type: 'string' },
-            'pin-stdin': { type: 'boolean' }, 'key-label': { type: 'string' }, force: { type: 'boolean' },
-          }, 0);
+          const { values } = parse(
+            rest,
+            {
+              tenant: { type: 'string' },
+              'hsm-module': { type: 'string' },
+              'token-label': { type: 'string' },
+              pin: { type: 'string' },
+              'pin-stdin': { type: 'boolean' },
+              'key-label': { type: 'string' },
+              force: { type: 'boolean' },
+            },
+            0,
+          );
           const tenant = ctx.tenants.require(str(values.tenant));
           const module = str(values['hsm-module']);
           const hsmFlags = ['token-label', 'pin', 'pin-stdin', 'key-label'].filter((f) => values[f] !== undefined);
           if (!module) {
             if (hsmFlags.length) throw new UsageError(`--${hsmFlags[0]} needs --hsm-module`);
             const r = await service.init(tenant, { force: !!values.force });
-            ctx.out(r.action === 'unchanged' ? `CA of ${tenant.host} already has a software key; nothing changed (--force makes a new one)` : `CA of ${tenant.host} ${r.action} with a software key`);
+            ctx.out(
+              r.action === 'unchanged'
+                ? `CA of ${tenant.host} already has a software key; nothing changed (--force makes a new one)`
+                : `CA of ${tenant.host} ${r.action} with a software key`,
+            );
             printStatus(ctx, r.status);
             return 0;
           }

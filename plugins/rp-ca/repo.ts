@@ -58,12 +58,14 @@ export class CaRepo {
 
   /** Inserts the first CA of a tenant; false when another process created one first. */
   insertIfAbsent(tenant: Tenant, row: NewCa, now: string): boolean {
-    return this.db
-      .prepare(
-        `INSERT OR IGNORE INTO rp_ca (tenant_id, key_kind, sealed_key, hsm_module, hsm_token, hsm_key_label, sealed_pin, cert_der, created_at, updated_at)
+    return (
+      this.db
+        .prepare(
+          `INSERT OR IGNORE INTO rp_ca (tenant_id, key_kind, sealed_key, hsm_module, hsm_token, hsm_key_label, sealed_pin, cert_der, created_at, updated_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      )
-      .run(tenant.id, row.key_kind, row.sealed_key, row.hsm_module, row.hsm_token, row.hsm_key_label, row.sealed_pin, row.cert_der, now, now).changes > 0;
+        )
+        .run(tenant.id, row.key_kind, row.sealed_key, row.hsm_module, row.hsm_token, row.hsm_key_label, row.sealed_pin, row.cert_der, now, now).changes > 0
+    );
   }
 
   /** Replaces the CA (new key or new key location); the generation moves on, the CRL number does not reset. */
@@ -79,7 +81,8 @@ export class CaRepo {
 
   /** Takes the next CRL number (atomic: two processes never publish the same number). */
   nextCrlNumber(tenant: Tenant): number {
-    return (this.db.prepare('UPDATE rp_ca SET crl_number = crl_number + 1 WHERE tenant_id = ? RETURNING crl_number').get(tenant.id) as { crl_number: number }).crl_number;
+    return (this.db.prepare('UPDATE rp_ca SET crl_number = crl_number + 1 WHERE tenant_id = ? RETURNING crl_number').get(tenant.id) as { crl_number: number })
+      .crl_number;
   }
 
   saveCrl(tenant: Tenant, generation: number, der: Buffer, nextUpdate: string): void {
@@ -94,7 +97,22 @@ export class CaRepo {
         `INSERT OR IGNORE INTO rp_cert (tenant_id, serial, ca_generation, purpose, client_id, subject, names, not_before, not_after, x509_hash, key_source, cert_der, issued_by, created_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       )
-      .run(tenant.id, c.serial, c.ca_generation, c.purpose, c.client_id, c.subject, c.names, c.not_before, c.not_after, c.x509_hash, c.key_source, c.cert_der, c.issued_by, c.created_at);
+      .run(
+        tenant.id,
+        c.serial,
+        c.ca_generation,
+        c.purpose,
+        c.client_id,
+        c.subject,
+        c.names,
+        c.not_before,
+        c.not_after,
+        c.x509_hash,
+        c.key_source,
+        c.cert_der,
+        c.issued_by,
+        c.created_at,
+      );
     return r.changes > 0;
   }
 
@@ -118,13 +136,15 @@ export class CaRepo {
 
   /** Marks a certificate revoked (RFC 5280 §3.3: revocation is final); false if it already was. */
   revoke(tenant: Tenant, serial: string, reason: string, at: string): boolean {
-    return this.db.transaction(() => {
-      const n = this.db
-        .prepare('UPDATE rp_cert SET revoked_at = ?, revocation_reason = ? WHERE tenant_id = ? AND serial = ? AND revoked_at IS NULL')
-        .run(at, reason, tenant.id, serial).changes;
-      if (n) this.db.prepare('UPDATE rp_ca SET crl_stale = 1 WHERE tenant_id = ?').run(tenant.id);
-      return n > 0;
-    }).immediate();
+    return this.db
+      .transaction(() => {
+        const n = this.db
+          .prepare('UPDATE rp_cert SET revoked_at = ?, revocation_reason = ? WHERE tenant_id = ? AND serial = ? AND revoked_at IS NULL')
+          .run(at, reason, tenant.id, serial).changes;
+        if (n) this.db.prepare('UPDATE rp_ca SET crl_stale = 1 WHERE tenant_id = ?').run(tenant.id);
+        return n > 0;
+      })
+      .immediate();
   }
 
   /**
@@ -138,9 +158,10 @@ export class CaRepo {
   }
 
   count(tenant: Tenant): { issued: number; revoked: number } {
-    return this.db
-      .prepare('SELECT COUNT(*) AS issued, COUNT(revoked_at) AS revoked FROM rp_cert WHERE tenant_id = ?')
-      .get(tenant.id) as { issued: number; revoked: number };
+    return this.db.prepare('SELECT COUNT(*) AS issued, COUNT(revoked_at) AS revoked FROM rp_cert WHERE tenant_id = ?').get(tenant.id) as {
+      issued: number;
+      revoked: number;
+    };
   }
 
   tls(): TlsRow | undefined {

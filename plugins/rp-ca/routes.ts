@@ -41,7 +41,10 @@ export function rpCaRoutes(r: RouteRegistrar, service: () => Promise<CaService>,
       const source = req.body.include_key ? 'generated' : req.body.csr !== undefined ? 'csr' : 'public_key';
       const out = await (await service()).issue(req.tenant, req.body, who);
       audit.write(req.tenant, {
-        event: 'rp-cert.issue', user: who, ip: req.ip, ua: req.ua,
+        event: 'rp-cert.issue',
+        user: who,
+        ip: req.ip,
+        ua: req.ua,
         extra: { serial: out.serial, client_id: out.client_id, days: req.body.days, source, not_after: out.not_after },
       });
       // The private key is in this body once: no cache may keep it.

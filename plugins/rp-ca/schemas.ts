@@ -10,7 +10,10 @@ export const DEFAULT_POLICY_OID = '2.25.148380328297153962395468305367553633917'
 export const rpCaConfig = z
   .object({
     /** Policy OID in every issued certificate's certificatePolicies. */
-    policyOid: z.string().regex(/^[0-2](\.(0|[1-9]\d*))+$/, 'a dotted OID').default(DEFAULT_POLICY_OID),
+    policyOid: z
+      .string()
+      .regex(/^[0-2](\.(0|[1-9]\d*))+$/, 'a dotted OID')
+      .default(DEFAULT_POLICY_OID),
     /** CPS URI qualifier; default `<publicBaseUrl>/rp-cert.ashx?cps`. */
     cpsUrl: z.string().url().optional(),
     /** Base of the CPS and CRL addresses in certificates; default `https://<tenant host>`. */
@@ -45,15 +48,14 @@ const jwk = z.record(z.string(), z.unknown()).describe('public JWK (EC P-256/P-3
 
 export const issueBody = z
   .object({
-    client_id: z
-      .string()
-      .min(1)
-      .max(260)
-      .describe('`x509_san_dns:<host>` or a bare DNS host name; it becomes the dNSName subjectAltName'),
+    client_id: z.string().min(1).max(260).describe('`x509_san_dns:<host>` or a bare DNS host name; it becomes the dNSName subjectAltName'),
     days: z.number().int().min(1).max(825).default(90).describe('validity in days (1..825, default 90)'),
     include_key: z.boolean().default(false).describe('generate the key pair here and return its private key once (never stored)'),
     csr: z.string().max(20_000).optional().describe('PKCS#10 request (PEM); its signature proves possession; only its key is used'),
-    public_key: z.union([z.string().max(20_000), jwk]).optional().describe('SubjectPublicKeyInfo PEM or public JWK'),
+    public_key: z
+      .union([z.string().max(20_000), jwk])
+      .optional()
+      .describe('SubjectPublicKeyInfo PEM or public JWK'),
   })
   .strict();
 
@@ -68,7 +70,7 @@ export const issueResponse = z.object({
   not_after: z.string(),
   certificate: z.string().describe('PEM'),
   chain: z.array(z.string()).describe('PEM certificates, leaf first, ending with the CA'),
-  x5c: z.array(z.string()).describe('base64 DER, leaf only (the CA is the wallet\'s trust anchor)'),
+  x5c: z.array(z.string()).describe("base64 DER, leaf only (the CA is the wallet's trust anchor)"),
   private_key: z.string().optional().describe('PKCS#8 PEM; only with include_key, shown once'),
 });
 

@@ -113,8 +113,12 @@ export class CaService {
   private async softwareCa(tenant: Tenant): Promise<{ row: NewCa; signer: SoftwareSigner }> {
     const { signer, pkcs8 } = SoftwareSigner.generate();
     const row = await this.newCaRow(tenant, signer, {
-      key_kind: 'software', sealed_key: this.deps.keys.seal(pkcs8, aadKey(tenant)),
-      hsm_module: null, hsm_token: null, hsm_key_label: null, sealed_pin: null,
+      key_kind: 'software',
+      sealed_key: this.deps.keys.seal(pkcs8, aadKey(tenant)),
+      hsm_module: null,
+      hsm_token: null,
+      hsm_key_label: null,
+      sealed_pin: null,
     });
     return { row, signer };
   }
@@ -122,7 +126,10 @@ export class CaService {
   private openSigner(tenant: Tenant, row: CaRow): Signer {
     if (row.key_kind === 'software') return new SoftwareSigner(this.deps.keys.open(row.sealed_key!, aadKey(tenant)));
     return Pkcs11Signer.open({
-      module: row.hsm_module!, tokenLabel: row.hsm_token!, keyLabel: row.hsm_key_label!, pin: this.deps.keys.openString(row.sealed_pin!, aadPin(tenant)),
+      module: row.hsm_module!,
+      tokenLabel: row.hsm_token!,
+      keyLabel: row.hsm_key_label!,
+      pin: this.deps.keys.openString(row.sealed_pin!, aadPin(tenant)),
     }).signer;
   }
 
@@ -163,7 +170,10 @@ export class CaService {
     } catch (e) {
       this.deps.log.error({ tenant: tenant.host, err: (e as Error).message }, 'RP CA key unavailable');
       // Details (module paths, token labels) go to the log and `ca status`, not to a public answer.
-      throw new AppError(503, 'ca_unavailable', `the certificate authority key of ${tenant.host} is unavailable`, { headers: { 'Retry-After': '30' }, cause: e });
+      throw new AppError(503, 'ca_unavailable', `the certificate authority key of ${tenant.host} is unavailable`, {
+        headers: { 'Retry-After': '30' },
+        cause: e,
+      });
     }
     const cert = new x509.X509Certificate(row.cert_der);
     if (!Buffer.from(cert.publicKey.rawData).equals(signer.spki)) {
@@ -172,7 +182,13 @@ export class CaService {
     }
     const prev = this.#loaded.get(tenant.id);
     const loaded: LoadedCa = {
-      tenantId: tenant.id, generation: row.generation, updatedAt: row.updated_at, cert, der: Buffer.from(row.cert_der), pem: pem(Buffer.from(row.cert_der)), signer,
+      tenantId: tenant.id,
+      generation: row.generation,
+      updatedAt: row.updated_at,
+      cert,
+      der: Buffer.from(row.cert_der),
+      pem: pem(Buffer.from(row.cert_der)),
+      signer,
     };
     this.#loaded.set(tenant.id, loaded);
     prev?.signer.close();
@@ -209,14 +225,20 @@ export class CaService {
     }
     try {
       const keyFields: Omit<NewCa, 'cert_der'> = {
-        key_kind: 'pkcs11', sealed_key: null, hsm_module: hsm.module, hsm_token: hsm.tokenLabel, hsm_key_label: hsm.keyLabel,
+        key_kind: 'pkcs11',
+        sealed_key: null,
+        hsm_module: hsm.module,
+        hsm_token: hsm.tokenLabel,
+        hsm_key_label: hsm.keyLabel,
         sealed_pin: this.deps.keys.seal(hsm.pin, aadPin(tenant)),
       };
       // The same key as today's CA: keep the certificate, update where the key is found (and the PIN).
       if (existing && !opts.force && Buffer.from(new x509.X509Certificate(existing.cert_der).publicKey.rawData).equals(opened.signer.spki)) {
         const row: NewCa = { ...keyFields, cert_der: existing.cert_der };
         this.deps.db
-          .prepare('UPDATE rp_ca SET key_kind = ?, sealed_key = NULL, hsm_module = ?, hsm_token = ?, hsm_key_label = ?, sealed_pin = ?, updated_at = ? WHERE tenant_id = ?')
+          .prepare(
+            'UPDATE rp_ca SET key_kind = ?, sealed_key = NULL, hsm_module = ?, hsm_token = ?, hsm_key_label = ?, sealed_pin = ?, updated_at = ? WHERE tenant_id = ?',
+          )
           .run(row.key_kind, row.hsm_module, row.hsm_token, row.hsm_key_label, row.sealed_pin, this.nowIso(), tenant.id);
         return { action: 'unchanged', keyCreated: false, status: this.statusOf(tenant, this.repo.get(tenant)!) };
       }
@@ -245,16 +267,16 @@ export class CaService {
 
   private statusOf(tenant: Tenant, row: CaRow): CaStatus {
     const cert = new x509.X509Certificate(row.cert_der);
-    const key: CaStatus['key'] = row.key_kind === 'software'
-      ? { kind: 'software' }
-      : { kind: 'pkcs11', module: row.hsm_module!, token: row.hsm_token!, label: row.hsm_key_label! };
+    const key: CaStatus['key'] =
+      row.key_kind === 'software' ? { kind: 'software' } : { kind: 'pkcs11', module: row.hsm_module!, token: row.hsm_token!, label: row.hsm_key_label! };
     const counts = this.repo.count(tenant);
     return {
       tenant: tenant.host,
       key,
-      keyLocation: key.kind === 'software'
-        ? 'software (P-256 key sealed with the master key in the database)'
-        : `HSM: module ${key.module}, token "${key.token}", key "${key.label}"`,
+      keyLocation:
+        key.kind === 'software'
+          ? 'software (P-256 key sealed with the master key in the database)'
+          : `HSM: module ${key.module}, token "${key.token}", key "${key.label}"`,
       subject: cert.subject,
       notBefore: cert.notBefore.toISOString(),
       notAfter: cert.notAfter.toISOString(),
@@ -286,17 +308,39 @@ export class CaService {
     for (let attempt = 0; attempt < 3; attempt++) {
       const serial = randomSerialHex();
       if (this.repo.hasSerial(tenant, serial)) continue;
-      const cert = await signing(tenant, () => createLeafCertificate(ca.signer, {
-        ca: ca.cert, serialHex: serial, subject: new x509.Name([{ CN: [r.subjectCn] }]).toString(), spki: r.spki, notBefore, notAfter,
-        dnsNames: r.dnsNames, ipAddresses: r.ipAddresses, policyOid: this.deps.config.policyOid,
-        cpsUri: this.deps.config.cpsUrl ?? `${base}/rp-cert.ashx?cps`, crlUri: `${base}/rp-cert.ashx?crl`, eku: r.eku,
-      }));
+      const cert = await signing(tenant, () =>
+        createLeafCertificate(ca.signer, {
+          ca: ca.cert,
+          serialHex: serial,
+          subject: new x509.Name([{ CN: [r.subjectCn] }]).toString(),
+          spki: r.spki,
+          notBefore,
+          notAfter,
+          dnsNames: r.dnsNames,
+          ipAddresses: r.ipAddresses,
+          policyOid: this.deps.config.policyOid,
+          cpsUri: this.deps.config.cpsUrl ?? `${base}/rp-cert.ashx?cps`,
+          crlUri: `${base}/rp-cert.ashx?crl`,
+          eku: r.eku,
+        }),
+      );
       const der = Buffer.from(cert.rawData);
       const row: CertRow = {
-        serial, ca_generation: ca.generation, purpose: r.purpose, client_id: r.clientId, subject: cert.subject,
+        serial,
+        ca_generation: ca.generation,
+        purpose: r.purpose,
+        client_id: r.clientId,
+        subject: cert.subject,
         names: JSON.stringify([...r.dnsNames.map((d) => `dns:${d}`), ...r.ipAddresses.map((i) => `ip:${i}`)]),
-        not_before: notBefore.toISOString(), not_after: notAfter.toISOString(), x509_hash: x509Hash(der), key_source: r.keySource,
-        cert_der: der, issued_by: r.issuedBy, revoked_at: null, revocation_reason: null, created_at: new Date(now).toISOString(),
+        not_before: notBefore.toISOString(),
+        not_after: notAfter.toISOString(),
+        x509_hash: x509Hash(der),
+        key_source: r.keySource,
+        cert_der: der,
+        issued_by: r.issuedBy,
+        revoked_at: null,
+        revocation_reason: null,
+        created_at: new Date(now).toISOString(),
       };
       if (this.repo.insertCert(tenant, row)) return { cert, der, ca, row };
     }
@@ -326,7 +370,15 @@ export class CaService {
       keySource = 'public_key';
     }
     const { der, ca, row } = await this.issueLeaf(tenant, {
-      purpose: 'rp', clientId: `x509_san_dns:${host}`, subjectCn: host, dnsNames: [host], ipAddresses: [], spki, keySource, days: body.days, issuedBy,
+      purpose: 'rp',
+      clientId: `x509_san_dns:${host}`,
+      subjectCn: host,
+      dnsNames: [host],
+      ipAddresses: [],
+      spki,
+      keySource,
+      days: body.days,
+      issuedBy,
     });
     const leafPem = pem(der);
     return {
@@ -350,16 +402,36 @@ export class CaService {
     return {
       total,
       items: rows.map((r) => ({
-        serial: r.serial, client_id: r.client_id, purpose: r.purpose, subject: r.subject, names: JSON.parse(r.names) as string[],
-        not_before: r.not_before, not_after: r.not_after, x509_hash: r.x509_hash, key_source: r.key_source,
-        status: r.revoked_at ? ('revoked' as const) : row && r.ca_generation !== row.generation ? ('superseded' as const) : Date.parse(r.not_after) < now ? ('expired' as const) : ('valid' as const),
-        revoked_at: r.revoked_at, revocation_reason: r.revocation_reason, issued_by: r.issued_by, created_at: r.created_at,
+        serial: r.serial,
+        client_id: r.client_id,
+        purpose: r.purpose,
+        subject: r.subject,
+        names: JSON.parse(r.names) as string[],
+        not_before: r.not_before,
+        not_after: r.not_after,
+        x509_hash: r.x509_hash,
+        key_source: r.key_source,
+        status: r.revoked_at
+          ? ('revoked' as const)
+          : row && r.ca_generation !== row.generation
+            ? ('superseded' as const)
+            : Date.parse(r.not_after) < now
+              ? ('expired' as const)
+              : ('valid' as const),
+        revoked_at: r.revoked_at,
+        revocation_reason: r.revocation_reason,
+        issued_by: r.issued_by,
+        created_at: r.created_at,
       })),
     };
   }
 
   /** Revokes one certificate of this tenant; the next CRL lists it. */
-  revoke(tenant: Tenant, serialInput: string, reason: keyof typeof REVOCATION_REASONS): { serial: string; status: 'revoked'; revoked_at: string; revocation_reason: string } {
+  revoke(
+    tenant: Tenant,
+    serialInput: string,
+    reason: keyof typeof REVOCATION_REASONS,
+  ): { serial: string; status: 'revoked'; revoked_at: string; revocation_reason: string } {
     const serial = normalizeSerial(serialInput);
     const cert = this.repo.cert(tenant, serial);
     if (!cert) throw new NotFoundError(`no certificate with serial ${serial} was issued by this tenant's CA`);
@@ -387,7 +459,9 @@ export class CaService {
           const number = this.repo.nextCrlNumber(tenant);
           const nextUpdate = new Date(now + this.deps.config.crlValidityDays * DAY_MS);
           const entries = this.repo.revoked(tenant, ca.generation).map((c) => ({
-            serialHex: c.serial, revokedAt: new Date(c.revoked_at!), reason: REVOCATION_REASONS[c.revocation_reason as keyof typeof REVOCATION_REASONS] ?? 0,
+            serialHex: c.serial,
+            revokedAt: new Date(c.revoked_at!),
+            reason: REVOCATION_REASONS[c.revocation_reason as keyof typeof REVOCATION_REASONS] ?? 0,
           }));
           const crl = await signing(tenant, () => createCrl(ca.signer, ca.cert, { thisUpdate: new Date(now), nextUpdate, number, entries }));
           const der = Buffer.from(crl.rawData);
@@ -414,7 +488,10 @@ async function signing<T>(tenant: Tenant, f: () => Promise<T>): Promise<T> {
     return await f();
   } catch (e) {
     if (e instanceof HsmError) {
-      throw new AppError(503, 'ca_unavailable', `the certificate authority key of ${tenant.host} cannot sign now`, { headers: { 'Retry-After': '30' }, cause: e });
+      throw new AppError(503, 'ca_unavailable', `the certificate authority key of ${tenant.host} cannot sign now`, {
+        headers: { 'Retry-After': '30' },
+        cause: e,
+      });
     }
     throw e;
   }
@@ -460,9 +537,7 @@ function checkKey(key: crypto.KeyObject): Buffer {
 function spkiFromPublicKey(v: string | Record<string, unknown>): Buffer {
   let key: crypto.KeyObject;
   try {
-    key = typeof v === 'string'
-      ? crypto.createPublicKey({ key: v, format: 'pem' })
-      : crypto.createPublicKey({ key: v as crypto.JsonWebKey, format: 'jwk' });
+    key = typeof v === 'string' ? crypto.createPublicKey({ key: v, format: 'pem' }) : crypto.createPublicKey({ key: v as crypto.JsonWebKey, format: 'jwk' });
   } catch {
     throw new InputError('public_key: not a PEM SubjectPublicKeyInfo or a public JWK', 'invalid_key');
   }

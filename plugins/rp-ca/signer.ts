@@ -50,7 +50,9 @@ export class SoftwareSigner implements Signer {
 
   readonly usable = true;
 
-  close(): void {}
+  close(): void {
+    // A software key holds no session to end.
+  }
 }
 
 export interface HsmConfig {
@@ -121,7 +123,13 @@ export class Pkcs11Signer implements Signer {
   readonly #key: Buffer;
   #closed = false;
 
-  private constructor(readonly cfg: Omit<HsmConfig, 'pin'>, lib: pkcs11js.PKCS11, session: Buffer, key: Buffer, spki: Buffer) {
+  private constructor(
+    readonly cfg: Omit<HsmConfig, 'pin'>,
+    lib: pkcs11js.PKCS11,
+    session: Buffer,
+    key: Buffer,
+    spki: Buffer,
+  ) {
     this.#lib = lib;
     this.#session = session;
     this.#key = key;
@@ -183,7 +191,12 @@ export class Pkcs11Signer implements Signer {
       const { pin: _pin, ...rest } = cfg;
       return { signer: new Pkcs11Signer(rest, lib, session, priv, spki), created };
     } catch (e) {
-      if (session) try { lib.C_CloseSession(session); } catch { /* closing after a failure */ }
+      if (session)
+        try {
+          lib.C_CloseSession(session);
+        } catch {
+          /* closing after a failure */
+        }
       releaseModule(cfg.module);
       throw e instanceof HsmError ? e : new HsmError(`PKCS#11: ${(e as Error).message}`);
     }

@@ -25,7 +25,11 @@ export function applianceNames(tenants: readonly Tenant[], extra: readonly strin
   const dns = new Set<string>(['localhost']);
   const ips = new Set<string>(['127.0.0.1', '::1']);
   const add = (raw: string) => {
-    const v = raw.trim().toLowerCase().replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '');
+    const v = raw
+      .trim()
+      .toLowerCase()
+      .replace(/^\[(.*)\]$/, '$1')
+      .replace(/\.$/, '');
     if (!v) return;
     if (net.isIP(v)) ips.add(v);
     else if (/^[a-z0-9.-]+$/.test(v)) dns.add(v);
@@ -50,7 +54,7 @@ export function applianceNames(tenants: readonly Tenant[], extra: readonly strin
 export class TlsAuto {
   #creds: TlsCredentials | undefined;
   #serial: string | undefined;
-  readonly #listeners: Array<() => void> = [];
+  readonly #listeners: (() => void)[] = [];
   #checking: Promise<boolean> | undefined;
 
   constructor(
@@ -79,7 +83,9 @@ export class TlsAuto {
 
   /** Issues or renews when needed; true when the certificate changed. Concurrent calls share one run. */
   ensure(): Promise<boolean> {
-    this.#checking ??= this.check().finally(() => { this.#checking = undefined; });
+    this.#checking ??= this.check().finally(() => {
+      this.#checking = undefined;
+    });
     return this.#checking;
   }
 
@@ -109,14 +115,27 @@ export class TlsAuto {
     const pair = crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
     const keyPem = pair.privateKey.export({ format: 'pem', type: 'pkcs8' }) as string;
     const { der, row } = await this.ca.issueLeaf(primary, {
-      purpose: 'tls', clientId: `tls:${primary.host}`, subjectCn: primary.host, dnsNames: names.dns, ipAddresses: names.ips,
-      spki: pair.publicKey.export({ format: 'der', type: 'spki' }), keySource: 'generated', days: this.config.validityDays,
-      eku: [SERVER_AUTH], issuedBy: 'tls-auto',
+      purpose: 'tls',
+      clientId: `tls:${primary.host}`,
+      subjectCn: primary.host,
+      dnsNames: names.dns,
+      ipAddresses: names.ips,
+      spki: pair.publicKey.export({ format: 'der', type: 'spki' }),
+      keySource: 'generated',
+      days: this.config.validityDays,
+      eku: [SERVER_AUTH],
+      issuedBy: 'tls-auto',
     });
     const chain = pem(der) + ca.pem;
     const sealed = this.keys.seal(keyPem, TLS_KEY_AAD);
     this.ca.repo.saveTls(primary, {
-      serial: row.serial, cert_pem: chain, sealed_key: sealed, names: namesKey, not_before: row.not_before, not_after: row.not_after, updated_at: new Date(now).toISOString(),
+      serial: row.serial,
+      cert_pem: chain,
+      sealed_key: sealed,
+      names: namesKey,
+      not_before: row.not_before,
+      not_after: row.not_after,
+      updated_at: new Date(now).toISOString(),
     });
     this.log.info({ serial: row.serial, notAfter: row.not_after, reason, names: [...names.dns, ...names.ips].length }, 'HTTPS certificate issued');
     return this.adopt(row.serial, chain, sealed);

@@ -7,8 +7,18 @@ import type { numberInput } from './schemas.ts';
 
 /** Trunk as the bridge gets it (CONTROL-API.md `Trunk`): ids are `<tenant-id>.<trunk-id>`. */
 export interface BridgeTrunk {
-  id: string; host: string; port: number; transport: 'udp' | 'tcp'; username?: string; password?: string;
-  register: boolean; fromDomain?: string; callerId?: string; maxConcurrentCalls: number; codecs: ('PCMU' | 'PCMA')[]; dnsSrv?: boolean;
+  id: string;
+  host: string;
+  port: number;
+  transport: 'udp' | 'tcp';
+  username?: string;
+  password?: string;
+  register: boolean;
+  fromDomain?: string;
+  callerId?: string;
+  maxConcurrentCalls: number;
+  codecs: ('PCMU' | 'PCMA')[];
+  dnsSrv?: boolean;
 }
 
 export function bridgeTrunkId(tenantId: string, trunkId: string): string {
@@ -35,7 +45,9 @@ export class TelephonyAdmin {
     private readonly keys: KeyService,
     private readonly now: () => string,
     /** Told after any trunk change (pushes the full set to the bridge). */
-    private readonly trunksChanged: () => void = () => {},
+    private readonly trunksChanged: () => void = () => {
+      // Nobody to tell (tests, tools): the server's supervisor passes its push here.
+    },
   ) {}
 
   // ---- trunks ----------------------------------------------------------------------------------
@@ -50,11 +62,25 @@ export class TelephonyAdmin {
     const prev = this.repo.trunk(t, id);
     let sealed = prev?.password_sealed ?? '';
     if (input.password !== undefined) sealed = input.password === '' ? '' : this.keys.seal(input.password, this.trunkAad(t, id));
-    this.repo.upsertTrunk(t, {
-      id, name: input.name, host: input.host, port: input.port, transport: input.transport, username: input.username,
-      password_sealed: sealed, register: input.register ? 1 : 0, from_domain: input.fromDomain, caller_id: input.callerId,
-      max_concurrent_calls: input.maxConcurrentCalls, codecs: JSON.stringify(input.codecs), dns_srv: input.dnsSrv ? 1 : 0,
-    }, this.now());
+    this.repo.upsertTrunk(
+      t,
+      {
+        id,
+        name: input.name,
+        host: input.host,
+        port: input.port,
+        transport: input.transport,
+        username: input.username,
+        password_sealed: sealed,
+        register: input.register ? 1 : 0,
+        from_domain: input.fromDomain,
+        caller_id: input.callerId,
+        max_concurrent_calls: input.maxConcurrentCalls,
+        codecs: JSON.stringify(input.codecs),
+        dns_srv: input.dnsSrv ? 1 : 0,
+      },
+      this.now(),
+    );
     this.trunksChanged();
     return this.repo.trunk(t, id)!;
   }
@@ -78,11 +104,17 @@ export class TelephonyAdmin {
   /** Every tenant's trunks with decrypted passwords: only for PUT /trunks on the loopback hop. */
   bridgeTrunks(): BridgeTrunk[] {
     return this.repo.allTrunksForBridge().map((r) => ({
-      id: bridgeTrunkId(r.tenant_id, r.id), host: r.host, port: r.port, transport: r.transport,
+      id: bridgeTrunkId(r.tenant_id, r.id),
+      host: r.host,
+      port: r.port,
+      transport: r.transport,
       ...(r.username ? { username: r.username } : {}),
       ...(r.password_sealed ? { password: this.keys.openString(r.password_sealed, `telephony-trunk:${r.tenant_id}:${r.id}`) } : {}),
-      register: r.register === 1, ...(r.from_domain ? { fromDomain: r.from_domain } : {}), ...(r.caller_id ? { callerId: r.caller_id } : {}),
-      maxConcurrentCalls: r.max_concurrent_calls, codecs: JSON.parse(r.codecs) as ('PCMU' | 'PCMA')[],
+      register: r.register === 1,
+      ...(r.from_domain ? { fromDomain: r.from_domain } : {}),
+      ...(r.caller_id ? { callerId: r.caller_id } : {}),
+      maxConcurrentCalls: r.max_concurrent_calls,
+      codecs: JSON.parse(r.codecs) as ('PCMU' | 'PCMA')[],
       ...(r.dns_srv ? { dnsSrv: true } : {}),
     }));
   }
@@ -101,8 +133,12 @@ export class TelephonyAdmin {
     }
     this.repo.saveSettings(t, {
       default_trunk_id: input.defaultTrunkId ?? s.default_trunk_id,
-      engine_api_key_sealed: input.engineApiKey === undefined ? s.engine_api_key_sealed
-        : input.engineApiKey === '' ? '' : this.keys.seal(input.engineApiKey, `telephony-engine:${t.id}`),
+      engine_api_key_sealed:
+        input.engineApiKey === undefined
+          ? s.engine_api_key_sealed
+          : input.engineApiKey === ''
+            ? ''
+            : this.keys.seal(input.engineApiKey, `telephony-engine:${t.id}`),
       model: input.model ?? s.model,
     });
   }
@@ -133,7 +169,8 @@ export class TelephonyAdmin {
   /** Appended at the end; an existing match answers 409 duplicate_route. */
   addOutbound(t: Tenant, r: OutboundRouteRow): OutboundRouteRow {
     return this.repo.tx(() => {
-      if (this.repo.outboundRoute(t, r.match)) throw new ConflictError('duplicate_route', `an outbound route for ${r.match} exists; PUT it to change its trunks`);
+      if (this.repo.outboundRoute(t, r.match))
+        throw new ConflictError('duplicate_route', `an outbound route for ${r.match} exists; PUT it to change its trunks`);
       this.checkTrunks(t, r.trunkIds);
       this.repo.appendOutbound(t, r);
       return this.repo.outboundRoute(t, r.match)!;
@@ -242,11 +279,20 @@ export class TelephonyAdmin {
   saveNumber(t: Tenant, input: z.infer<typeof numberInput>): NumberRow {
     const prev = this.repo.number(t, input.number);
     let sealed = prev?.engine_api_key_sealed ?? '';
-    if (input.geminiApiKey !== undefined) sealed = input.geminiApiKey === '' ? '' : this.keys.seal(input.geminiApiKey, `telephony-number:${t.id}:${input.number}`);
+    if (input.geminiApiKey !== undefined)
+      sealed = input.geminiApiKey === '' ? '' : this.keys.seal(input.geminiApiKey, `telephony-number:${t.id}:${input.number}`);
     this.repo.upsertNumber(t, {
-      number: input.number, name: input.name, mode: input.mode, voice: input.voice, language: input.language,
-      save_transcripts: input.saveTranscripts ? 1 : 0, max_duration_sec: input.maxDurationSec, visibility: input.visibility,
-      system_prompt: input.systemPrompt, engine_api_key_sealed: sealed, created_at: prev?.created_at ?? this.now(),
+      number: input.number,
+      name: input.name,
+      mode: input.mode,
+      voice: input.voice,
+      language: input.language,
+      save_transcripts: input.saveTranscripts ? 1 : 0,
+      max_duration_sec: input.maxDurationSec,
+      visibility: input.visibility,
+      system_prompt: input.systemPrompt,
+      engine_api_key_sealed: sealed,
+      created_at: prev?.created_at ?? this.now(),
     });
     return this.repo.number(t, input.number)!;
   }
@@ -266,16 +312,36 @@ export class TelephonyAdmin {
 /** The public view of a number: never the engine key (spec "Virtual number record"). */
 export function numberView(r: NumberRow) {
   return {
-    name: r.name, number: r.number, mode: r.mode, voice: r.voice, language: r.language, saveTranscripts: r.save_transcripts === 1,
-    maxDurationSec: r.max_duration_sec, visibility: r.visibility, systemPrompt: r.system_prompt, hasEngineKey: r.engine_api_key_sealed !== '',
+    name: r.name,
+    number: r.number,
+    mode: r.mode,
+    voice: r.voice,
+    language: r.language,
+    saveTranscripts: r.save_transcripts === 1,
+    maxDurationSec: r.max_duration_sec,
+    visibility: r.visibility,
+    systemPrompt: r.system_prompt,
+    hasEngineKey: r.engine_api_key_sealed !== '',
   };
 }
 
 export function trunkView(r: TrunkRow, status?: { registered: boolean | null; lastError: string | null }) {
   return {
-    id: r.id, name: r.name, host: r.host, port: r.port, transport: r.transport, username: r.username, hasPassword: r.password_sealed !== '',
-    register: r.register === 1, fromDomain: r.from_domain, callerId: r.caller_id, maxConcurrentCalls: r.max_concurrent_calls,
-    codecs: JSON.parse(r.codecs) as string[], dnsSrv: r.dns_srv === 1, registered: status?.registered ?? null, lastError: status?.lastError ?? null,
+    id: r.id,
+    name: r.name,
+    host: r.host,
+    port: r.port,
+    transport: r.transport,
+    username: r.username,
+    hasPassword: r.password_sealed !== '',
+    register: r.register === 1,
+    fromDomain: r.from_domain,
+    callerId: r.caller_id,
+    maxConcurrentCalls: r.max_concurrent_calls,
+    codecs: JSON.parse(r.codecs) as string[],
+    dnsSrv: r.dns_srv === 1,
+    registered: status?.registered ?? null,
+    lastError: status?.lastError ?? null,
   };
 }
 
@@ -284,5 +350,9 @@ function strip(r: InboundRouteRow): InboundRouteRow {
 }
 
 function slug(name: string): string {
-  return name.toLowerCase().replace(/[^a-z0-9_-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 40);
+  return name
+    .toLowerCase()
+    .replace(/[^a-z0-9_-]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 40);
 }

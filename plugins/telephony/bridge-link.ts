@@ -6,8 +6,17 @@ import { fileURLToPath } from 'node:url';
 import type { z } from 'zod';
 import { BadGatewayError, type Logger, ServiceUnavailableError, zodMessage } from '../../server/sdk.ts';
 import {
-  ControlErrorSchema, HangupAnswerSchema, HealthAnswerSchema, ListCallsAnswerSchema, PlaceCallAnswerSchema, PutTrunksAnswerSchema,
-  type ControlError, type HealthAnswer, type ListCallsAnswer, type PlaceCall, type Trunk,
+  ControlErrorSchema,
+  HangupAnswerSchema,
+  HealthAnswerSchema,
+  ListCallsAnswerSchema,
+  PlaceCallAnswerSchema,
+  PutTrunksAnswerSchema,
+  type ControlError,
+  type HealthAnswer,
+  type ListCallsAnswer,
+  type PlaceCall,
+  type Trunk,
 } from './control.ts';
 import type { TelephonyConfig } from './schemas.ts';
 
@@ -55,7 +64,7 @@ export class BridgeLink {
   ) {
     this.state = cfg.mode === 'off' ? 'off' : 'starting';
     this.#url = cfg.mode === 'remote' ? cfg.url : undefined;
-    this.#token = cfg.mode === 'remote' ? cfg.token ?? '' : '';
+    this.#token = cfg.mode === 'remote' ? (cfg.token ?? '') : '';
   }
 
   get configured(): boolean {
@@ -121,11 +130,13 @@ export class BridgeLink {
     if (this.cfg.aiEngineUrl) env.SOVCOMMS_AI_ENGINE_URL = this.cfg.aiEngineUrl;
     if (this.cfg.callbackCaFile) env.NODE_EXTRA_CA_CERTS = path.resolve(this.cfg.callbackCaFile);
     else if (callbackUrl.startsWith('https:')) {
-      this.log.warn({ callbackUrl }, 'https callback URL without bridge.callbackCaFile: the bridge must trust this server\'s certificate');
+      this.log.warn({ callbackUrl }, "https callback URL without bridge.callbackCaFile: the bridge must trust this server's certificate");
     }
     const entry = path.resolve(ROOT, this.cfg.entry);
     const child = spawn(process.execPath, [path.join(ROOT, 'bin/run-ts.mjs'), entry], {
-      cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+      cwd: ROOT,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     });
     this.#child = child;
     const readyTimer = setTimeout(() => {
@@ -212,8 +223,14 @@ export class BridgeLink {
     if (this.state === 'ready') return true;
     if (this.state === 'off' || this.state === 'stopped') return false;
     return new Promise<boolean>((resolve) => {
-      const done = () => { clearTimeout(t); resolve(true); };
-      const t = setTimeout(() => { this.#readyWaiters.delete(done); resolve(this.state === 'ready'); }, ms);
+      const done = () => {
+        clearTimeout(t);
+        resolve(true);
+      };
+      const t = setTimeout(() => {
+        this.#readyWaiters.delete(done);
+        resolve(this.state === 'ready');
+      }, ms);
       this.#readyWaiters.add(done);
     });
   }
@@ -275,7 +292,8 @@ export class BridgeLink {
     }
     if (this.cfg.mode === 'embedded' && this.state !== 'ready') await this.waitReady(Math.min(this.cfg.readyTimeoutMs, 5000));
     const url = this.#url;
-    if (!url) throw new BadGatewayError('bridge_unreachable', `the telephony bridge is not running (${this.state}${this.lastExit ? `; last: ${this.lastExit}` : ''})`);
+    if (!url)
+      throw new BadGatewayError('bridge_unreachable', `the telephony bridge is not running (${this.state}${this.lastExit ? `; last: ${this.lastExit}` : ''})`);
     let res: Response;
     try {
       res = await fetch(url + p, {

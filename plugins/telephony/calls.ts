@@ -1,6 +1,19 @@
 import crypto from 'node:crypto';
 import { z } from 'zod';
-import { AppError, BadGatewayError, type Clock, type EventBus, InputError, type JobQueue, type KeyService, type Logger, NotFoundError, type Principal, type Tenant, type TenantService } from '../../server/sdk.ts';
+import {
+  AppError,
+  BadGatewayError,
+  type Clock,
+  type EventBus,
+  InputError,
+  type JobQueue,
+  type KeyService,
+  type Logger,
+  NotFoundError,
+  type Principal,
+  type Tenant,
+  type TenantService,
+} from '../../server/sdk.ts';
 import { bridgeTrunkId, localTrunkId, type TelephonyAdmin } from './admin.ts';
 import type { BridgeLink } from './bridge-link.ts';
 import type { OutcomeMailer } from './mail.ts';
@@ -13,8 +26,7 @@ export const DIAL_QUEUE = 'telephony.dial';
 export const MAIL_QUEUE = 'telephony.mail';
 
 export type HangupResult =
-  | { ok: true; wasNoop: true; callId: string; status: CallStatus }
-  | { ok: true; callId: string; newStatus: 'cancelled'; actor: string };
+  { ok: true; wasNoop: true; callId: string; status: CallStatus } | { ok: true; callId: string; newStatus: 'cancelled'; actor: string };
 
 /** Payload of a dial job (first try, retry, or scheduled call). */
 export const dialJob = z.object({ callId: z.string().min(1).max(64), attempt: z.number().int().min(1) });
@@ -34,11 +46,30 @@ export function newCallId(): string {
 
 export function toRecord(c: CallRow, tenantHost: string): CallRecord {
   return {
-    callId: c.call_id, tenant: tenantHost, requestedBy: c.requested_by, phone: c.phone, displayName: c.display_name, email: c.email,
-    voice: c.voice, language: c.language, model: c.model, status: c.status, createdAtUtc: c.created_at, scheduledForUtc: c.scheduled_for,
-    dispatchedAtUtc: c.dispatched_at, answeredAtUtc: c.answered_at, endedAtUtc: c.ended_at, endedReason: c.ended_reason,
-    durationSec: c.duration_sec, trunkId: c.trunk_id, transcriptPath: c.transcript_path, errorDetail: c.error_detail, attempt: c.attempt,
-    retriesLeft: c.retries_left, retryDelayMinutes: c.retry_delay_minutes, maxSeconds: c.max_seconds,
+    callId: c.call_id,
+    tenant: tenantHost,
+    requestedBy: c.requested_by,
+    phone: c.phone,
+    displayName: c.display_name,
+    email: c.email,
+    voice: c.voice,
+    language: c.language,
+    model: c.model,
+    status: c.status,
+    createdAtUtc: c.created_at,
+    scheduledForUtc: c.scheduled_for,
+    dispatchedAtUtc: c.dispatched_at,
+    answeredAtUtc: c.answered_at,
+    endedAtUtc: c.ended_at,
+    endedReason: c.ended_reason,
+    durationSec: c.duration_sec,
+    trunkId: c.trunk_id,
+    transcriptPath: c.transcript_path,
+    errorDetail: c.error_detail,
+    attempt: c.attempt,
+    retriesLeft: c.retries_left,
+    retryDelayMinutes: c.retry_delay_minutes,
+    maxSeconds: c.max_seconds,
   };
 }
 
@@ -100,13 +131,32 @@ export class CallService {
     }
     const settings = repo.settings(t);
     const row: CallRow = {
-      call_id: callId, tenant_id: t.id, requested_by: who.userName ?? who.subject, phone: body.phone,
-      display_name: body.displayName ?? body.phone, email: body.email ?? '', system_prompt: body.systemPrompt,
-      api_key_sealed: this.d.keys.seal(apiKey, this.keyAad(callId)), model: body.model ?? (settings.model || this.d.config.engine.model),
-      voice: body.voice, language: body.language, max_seconds: body.maxSeconds, status: 'scheduled', created_at: new Date(now).toISOString(),
-      scheduled_for: body.scheduleAtUtc ? new Date(at!).toISOString() : null, dispatched_at: '', answered_at: '', ended_at: null,
-      ended_reason: '', duration_sec: 0, trunk_id: '', transcript_path: '', error_detail: '', attempt: 0,
-      retries_left: body.retries, retry_delay_minutes: body.retryDelayMinutes,
+      call_id: callId,
+      tenant_id: t.id,
+      requested_by: who.userName ?? who.subject,
+      phone: body.phone,
+      display_name: body.displayName ?? body.phone,
+      email: body.email ?? '',
+      system_prompt: body.systemPrompt,
+      api_key_sealed: this.d.keys.seal(apiKey, this.keyAad(callId)),
+      model: body.model ?? (settings.model || this.d.config.engine.model),
+      voice: body.voice,
+      language: body.language,
+      max_seconds: body.maxSeconds,
+      status: 'scheduled',
+      created_at: new Date(now).toISOString(),
+      scheduled_for: body.scheduleAtUtc ? new Date(at!).toISOString() : null,
+      dispatched_at: '',
+      answered_at: '',
+      ended_at: null,
+      ended_reason: '',
+      duration_sec: 0,
+      trunk_id: '',
+      transcript_path: '',
+      error_detail: '',
+      attempt: 0,
+      retries_left: body.retries,
+      retry_delay_minutes: body.retryDelayMinutes,
     };
     repo.tx(() => {
       repo.insertCall(row);
@@ -136,8 +186,15 @@ export class CallService {
       if (c.status === 'dispatching' && c.attempt === job.attempt) return c;
       if ((c.status === 'scheduled' || c.status === 'ended-failed-retry-pending') && c.attempt === job.attempt - 1) {
         repo.updateCall(c.call_id, {
-          status: 'dispatching', attempt: job.attempt, dispatched_at: this.nowIso(), answered_at: '', ended_at: null, ended_reason: '',
-          duration_sec: 0, error_detail: '', trunk_id: '',
+          status: 'dispatching',
+          attempt: job.attempt,
+          dispatched_at: this.nowIso(),
+          answered_at: '',
+          ended_at: null,
+          ended_reason: '',
+          duration_sec: 0,
+          error_detail: '',
+          trunk_id: '',
         });
         return repo.callAnyTenant(job.callId);
       }
@@ -153,13 +210,20 @@ export class CallService {
       return { ok: false, reply: 'no trunk: no outbound route matches and no default trunk is set' };
     }
     const place = {
-      callId: claimed.call_id, tenantId: claimed.tenant_id, phone: claimed.phone, displayName: claimed.display_name,
-      trunkIds: trunks.map((id) => bridgeTrunkId(claimed.tenant_id, id)), ringTimeoutSec: this.d.config.ringTimeoutSec,
+      callId: claimed.call_id,
+      tenantId: claimed.tenant_id,
+      phone: claimed.phone,
+      displayName: claimed.display_name,
+      trunkIds: trunks.map((id) => bridgeTrunkId(claimed.tenant_id, id)),
+      ringTimeoutSec: this.d.config.ringTimeoutSec,
       maxSeconds: claimed.max_seconds,
       engine: {
         ...(this.d.config.engine.url ? { url: this.d.config.engine.url } : {}),
         apiKey: this.d.keys.openString(claimed.api_key_sealed, this.keyAad(claimed.call_id)),
-        model: claimed.model, voice: claimed.voice, language: claimed.language, systemPrompt: claimed.system_prompt,
+        model: claimed.model,
+        voice: claimed.voice,
+        language: claimed.language,
+        systemPrompt: claimed.system_prompt,
       },
     };
     let ans;
@@ -184,7 +248,10 @@ export class CallService {
       }
       return { ok: true, reply: ans.text };
     }
-    this.finish(claimed, { outcome: 'failed', errorDetail: `bridge refused the call: ${ans.status} ${ans.error.error} ${ans.error.error_description ?? ''}`.trim() });
+    this.finish(claimed, {
+      outcome: 'failed',
+      errorDetail: `bridge refused the call: ${ans.status} ${ans.error.error} ${ans.error.error_description ?? ''}`.trim(),
+    });
     return { ok: false, reply: ans.text };
   }
 
@@ -271,11 +338,25 @@ export class CallService {
             repo.updateCall(c.call_id, { status: cur.status === 'cancelled' ? 'cancelled' : 'in-flight', answered_at: answeredAt, trunk_id: trunkId });
             // Spec "Event kinds": call answered arrives just before call.started.
             this.d.events.emit(c.tenant_id, 'call.answered', {
-              callId: c.call_id, phone: c.phone, displayName: c.display_name, did: '', fromNumber: '', trunkId,
-              direction: 'outbound', source: 'outbound-ai', answerMs: Math.round(ev.answerMs),
+              callId: c.call_id,
+              phone: c.phone,
+              displayName: c.display_name,
+              did: '',
+              fromNumber: '',
+              trunkId,
+              direction: 'outbound',
+              source: 'outbound-ai',
+              answerMs: Math.round(ev.answerMs),
             });
             this.d.events.emit(c.tenant_id, 'call.started', {
-              callId: c.call_id, number: '', did: '', phone: c.phone, displayName: c.display_name, room: '', direction: 'outbound', source: 'outbound-ai',
+              callId: c.call_id,
+              number: '',
+              did: '',
+              phone: c.phone,
+              displayName: c.display_name,
+              room: '',
+              direction: 'outbound',
+              source: 'outbound-ai',
             });
             return true;
           }),
@@ -285,8 +366,16 @@ export class CallService {
           applied: repo.tx(() => {
             if (!mark()) return false;
             this.d.events.emit(c.tenant_id, 'call.transferred', {
-              callId: c.call_id, fromVnum: '', fromOutbound: c.call_id, fromPhone: c.phone, toUser: ev.toUser, toPhone: ev.toPhone,
-              transferType: ev.transferType, trunkId: localTrunkId(c.tenant_id, ev.trunkId) || c.trunk_id, room: '', source: 'outbound-ai',
+              callId: c.call_id,
+              fromVnum: '',
+              fromOutbound: c.call_id,
+              fromPhone: c.phone,
+              toUser: ev.toUser,
+              toPhone: ev.toPhone,
+              transferType: ev.transferType,
+              trunkId: localTrunkId(c.tenant_id, ev.trunkId) || c.trunk_id,
+              room: '',
+              source: 'outbound-ai',
             });
             return true;
           }),
@@ -302,7 +391,16 @@ export class CallService {
    */
   finish(
     c: CallRow,
-    ev: { outcome: Outcome; errorDetail?: string; answered?: boolean; answeredAt?: string | null; endedAt?: string; talkSec?: number; trunkId?: string | null; transcript?: Extract<BridgeEvent, { type: 'ended' }>['transcript'] },
+    ev: {
+      outcome: Outcome;
+      errorDetail?: string;
+      answered?: boolean;
+      answeredAt?: string | null;
+      endedAt?: string;
+      talkSec?: number;
+      trunkId?: string | null;
+      transcript?: Extract<BridgeEvent, { type: 'ended' }>['transcript'];
+    },
     mark?: () => boolean,
   ): boolean {
     const { repo } = this.d;
@@ -329,11 +427,29 @@ export class CallService {
     let full: FullTranscript | null = null;
     if (answered || tr.turns.length) {
       full = {
-        callId: c.call_id, callerSource: 'outbound-ai', tenant: tenant.host, requestedBy: c.requested_by, phone: c.phone,
-        displayName: c.display_name, email: c.email, voice: tr.voice || c.voice, language: tr.language || c.language, model: tr.model || c.model,
-        trunkId, startedUtc: current.dispatched_at || current.created_at, answeredUtc: answeredAt, endedUtc: endedAt, durationSec, answered,
-        outcome, errorDetail: ev.errorDetail ?? '', inputTurns: tr.inputTurns, outputTurns: tr.outputTurns, tokensTotal: tr.tokensTotal,
-        tokensPrompt: tr.tokensPrompt, turns: tr.turns,
+        callId: c.call_id,
+        callerSource: 'outbound-ai',
+        tenant: tenant.host,
+        requestedBy: c.requested_by,
+        phone: c.phone,
+        displayName: c.display_name,
+        email: c.email,
+        voice: tr.voice || c.voice,
+        language: tr.language || c.language,
+        model: tr.model || c.model,
+        trunkId,
+        startedUtc: current.dispatched_at || current.created_at,
+        answeredUtc: answeredAt,
+        endedUtc: endedAt,
+        durationSec,
+        answered,
+        outcome,
+        errorDetail: ev.errorDetail ?? '',
+        inputTurns: tr.inputTurns,
+        outputTurns: tr.outputTurns,
+        tokensTotal: tr.tokensTotal,
+        tokensPrompt: tr.tokensPrompt,
+        turns: tr.turns,
       };
       transcriptRow = this.d.transcripts.write(tenant, full, `outbound ${trunkId || '-'}`.trim());
     }
@@ -343,32 +459,63 @@ export class CallService {
       if (!cur || !this.endable(cur)) return false;
       const retry = status === 'ended-failed-retry-pending';
       repo.updateCall(c.call_id, {
-        status, ended_at: endedAt, ended_reason: outcome, duration_sec: durationSec, trunk_id: trunkId, answered_at: answeredAt,
-        error_detail: ev.errorDetail ?? '', retries_left: retry ? cur.retries_left - 1 : cur.retries_left,
+        status,
+        ended_at: endedAt,
+        ended_reason: outcome,
+        duration_sec: durationSec,
+        trunk_id: trunkId,
+        answered_at: answeredAt,
+        error_detail: ev.errorDetail ?? '',
+        retries_left: retry ? cur.retries_left - 1 : cur.retries_left,
         ...(transcriptRow ? { transcript_path: transcriptRow.file } : {}),
       });
       if (transcriptRow) repo.upsertTranscript(transcriptRow);
       const E = this.d.events;
       E.emit(c.tenant_id, 'call.ended', {
-        callId: c.call_id, number: '', room: '', outcome, durationSec, tokens: tr.tokensTotal, source: 'sip',
+        callId: c.call_id,
+        number: '',
+        room: '',
+        outcome,
+        durationSec,
+        tokens: tr.tokensTotal,
+        source: 'sip',
       });
       E.emit(c.tenant_id, 'outbound-ai.finished', {
-        callId: c.call_id, phone: c.phone, displayName: c.display_name, outcome, answered, talkSec: durationSec, trunk: trunkId,
-        inputTurns: tr.inputTurns, outputTurns: tr.outputTurns, errorDetail: ev.errorDetail ?? '',
+        callId: c.call_id,
+        phone: c.phone,
+        displayName: c.display_name,
+        outcome,
+        answered,
+        talkSec: durationSec,
+        trunk: trunkId,
+        inputTurns: tr.inputTurns,
+        outputTurns: tr.outputTurns,
+        errorDetail: ev.errorDetail ?? '',
       });
       if (transcriptRow) {
         E.emit(c.tenant_id, 'transcript.saved', {
-          callId: c.call_id, phone: c.phone, displayName: c.display_name, number: '', file: transcriptRow.file, outcome, source: 'outbound-ai',
+          callId: c.call_id,
+          phone: c.phone,
+          displayName: c.display_name,
+          number: '',
+          file: transcriptRow.file,
+          outcome,
+          source: 'outbound-ai',
         });
       }
       if (retry) {
         const next = cur.attempt + 1;
         this.d.jobs.enqueue(DIAL_QUEUE, { callId: c.call_id, attempt: next } satisfies DialJob, {
-          tenantId: c.tenant_id, runAt: this.d.clock.now() + cur.retry_delay_minutes * 60_000, dedupeKey: `dial:${c.call_id}:${next}`, maxAttempts: 6,
+          tenantId: c.tenant_id,
+          runAt: this.d.clock.now() + cur.retry_delay_minutes * 60_000,
+          dedupeKey: `dial:${c.call_id}:${next}`,
+          maxAttempts: 6,
         });
       } else if (cur.email) {
         this.d.jobs.enqueue(MAIL_QUEUE, { callId: c.call_id, attempt: cur.attempt } satisfies MailJob, {
-          tenantId: c.tenant_id, dedupeKey: `mail:${c.call_id}:${cur.attempt}`, maxAttempts: 8,
+          tenantId: c.tenant_id,
+          dedupeKey: `mail:${c.call_id}:${cur.attempt}`,
+          maxAttempts: 8,
         });
       }
       return true;
@@ -424,18 +571,38 @@ export class CallService {
     if (!tenant) return;
     let t: FullTranscript | null = null;
     if (c.transcript_path) {
-      try { t = this.d.transcripts.read(tenant, c.call_id); } catch { t = null; }
+      try {
+        t = this.d.transcripts.read(tenant, c.call_id);
+      } catch {
+        t = null;
+      }
     }
-    await this.d.mailer.send(c.email, {
-      callId: c.call_id, phone: c.phone, displayName: c.display_name, outcome: c.ended_reason, status: c.status, errorDetail: c.error_detail, durationSec: c.duration_sec,
-    }, t);
+    await this.d.mailer.send(
+      c.email,
+      {
+        callId: c.call_id,
+        phone: c.phone,
+        displayName: c.display_name,
+        outcome: c.ended_reason,
+        status: c.status,
+        errorDetail: c.error_detail,
+        durationSec: c.duration_sec,
+      },
+      t,
+    );
   }
 
   list(t: Tenant, status: string | undefined, limit: number, offset: number) {
-    const statuses = status?.split(',').map((s) => s.trim()).filter(Boolean);
+    const statuses = status
+      ?.split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
     const known = new Set<string>(['scheduled', 'dispatching', 'in-flight', 'ended-success', 'ended-failed-retry-pending', 'ended-failed-final', 'cancelled']);
     const bad = statuses?.find((s) => !known.has(s));
-    if (bad) throw new InputError(`invalid query parameter status: unknown state ${bad}; one or more of ${[...known].join(', ')}`, 'invalid_request', { field: 'status' });
+    if (bad)
+      throw new InputError(`invalid query parameter status: unknown state ${bad}; one or more of ${[...known].join(', ')}`, 'invalid_request', {
+        field: 'status',
+      });
     return this.d.repo.listCalls(t, statuses, limit, offset);
   }
 

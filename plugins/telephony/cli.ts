@@ -17,19 +17,39 @@ export const trunkCommand: CliCommand<TelephonyServices> = {
   async run(args, ctx, { admin: a }) {
     const [sub, ...rest] = args;
     const { values, positionals } = parse(rest, {
-        tenant: { type: 'string' }, id: { type: 'string' }, name: { type: 'string' }, host: { type: 'string' }, port: { type: 'string' },
-        transport: { type: 'string' }, username: { type: 'string' }, 'password-stdin': { type: 'boolean' }, register: { type: 'boolean' },
-        'from-domain': { type: 'string' }, 'caller-id': { type: 'string' }, 'max-calls': { type: 'string' }, codecs: { type: 'string' },
-        default: { type: 'boolean' }, srv: { type: 'boolean' },
+      tenant: { type: 'string' },
+      id: { type: 'string' },
+      name: { type: 'string' },
+      host: { type: 'string' },
+      port: { type: 'string' },
+      transport: { type: 'string' },
+      username: { type: 'string' },
+      'password-stdin': { type: 'boolean' },
+      register: { type: 'boolean' },
+      'from-domain': { type: 'string' },
+      'caller-id': { type: 'string' },
+      'max-calls': { type: 'string' },
+      codecs: { type: 'string' },
+      default: { type: 'boolean' },
+      srv: { type: 'boolean' },
     });
     const t = tenantOf(ctx, values.tenant);
     switch (sub) {
       case 'add': {
         const password = values['password-stdin'] ? (await ctx.readStdin()).replace(/\r?\n$/, '') : undefined;
         const parsed = trunkInput.safeParse({
-          id: values.id, name: values.name, host: values.host, port: values.port ? Number(values.port) : undefined, transport: values.transport,
-          username: values.username, password, register: values.register ?? false, fromDomain: values['from-domain'], callerId: values['caller-id'],
-          maxConcurrentCalls: values['max-calls'] ? Number(values['max-calls']) : undefined, codecs: typeof values.codecs === 'string' ? values.codecs.split(',') : undefined,
+          id: values.id,
+          name: values.name,
+          host: values.host,
+          port: values.port ? Number(values.port) : undefined,
+          transport: values.transport,
+          username: values.username,
+          password,
+          register: values.register ?? false,
+          fromDomain: values['from-domain'],
+          callerId: values['caller-id'],
+          maxConcurrentCalls: values['max-calls'] ? Number(values['max-calls']) : undefined,
+          codecs: typeof values.codecs === 'string' ? values.codecs.split(',') : undefined,
           dnsSrv: values.srv ?? false,
         });
         if (!parsed.success) throw new UsageError(`trunk add: ${zodMessage(parsed.error)}`);
@@ -42,7 +62,9 @@ export const trunkCommand: CliCommand<TelephonyServices> = {
         const def = a.settings(t).defaultTrunkId;
         for (const r of a.trunks(t)) {
           const v = trunkView(r);
-          ctx.out(`${v.id}${v.id === def ? ' (default)' : ''}\t${v.name}\t${v.transport}://${v.host}${v.dnsSrv ? ' (SRV)' : `:${v.port}`}\tuser=${v.username || '-'}\tpassword=${v.hasPassword ? 'set' : 'none'}\tregister=${v.register}\tmax=${v.maxConcurrentCalls}\t${v.codecs.join(',')}`);
+          ctx.out(
+            `${v.id}${v.id === def ? ' (default)' : ''}\t${v.name}\t${v.transport}://${v.host}${v.dnsSrv ? ' (SRV)' : `:${v.port}`}\tuser=${v.username || '-'}\tpassword=${v.hasPassword ? 'set' : 'none'}\tregister=${v.register}\tmax=${v.maxConcurrentCalls}\t${v.codecs.join(',')}`,
+          );
         }
         return 0;
       }
@@ -70,18 +92,30 @@ export const numberCommand: CliCommand<TelephonyServices> = {
   async run(args, ctx, { admin: a }) {
     const [sub, ...rest] = args;
     const { values, positionals } = parse(rest, {
-        tenant: { type: 'string' }, name: { type: 'string' }, voice: { type: 'string' }, language: { type: 'string' },
-        visibility: { type: 'string' }, 'max-duration': { type: 'string' }, 'system-prompt': { type: 'string' },
-        'no-transcripts': { type: 'boolean' }, 'api-key-stdin': { type: 'boolean' },
+      tenant: { type: 'string' },
+      name: { type: 'string' },
+      voice: { type: 'string' },
+      language: { type: 'string' },
+      visibility: { type: 'string' },
+      'max-duration': { type: 'string' },
+      'system-prompt': { type: 'string' },
+      'no-transcripts': { type: 'boolean' },
+      'api-key-stdin': { type: 'boolean' },
     });
     const t = tenantOf(ctx, values.tenant);
     switch (sub) {
       case 'add': {
         const key = values['api-key-stdin'] ? (await ctx.readStdin()).trim() : undefined;
         const parsed = numberInput.safeParse({
-          number: positionals[0], name: values.name, voice: values.voice, language: values.language, visibility: values.visibility,
-          maxDurationSec: values['max-duration'] ? Number(values['max-duration']) : undefined, systemPrompt: values['system-prompt'],
-          saveTranscripts: !values['no-transcripts'], geminiApiKey: key,
+          number: positionals[0],
+          name: values.name,
+          voice: values.voice,
+          language: values.language,
+          visibility: values.visibility,
+          maxDurationSec: values['max-duration'] ? Number(values['max-duration']) : undefined,
+          systemPrompt: values['system-prompt'],
+          saveTranscripts: !values['no-transcripts'],
+          geminiApiKey: key,
         });
         if (!parsed.success) throw new UsageError(`number add: ${zodMessage(parsed.error)}`);
         const row = a.saveNumber(t, parsed.data);
@@ -91,7 +125,9 @@ export const numberCommand: CliCommand<TelephonyServices> = {
       case 'list':
         for (const r of a.numbers(t).rows) {
           const v = numberView(r);
-          ctx.out(`${v.number}\t${v.name}\t${v.mode}\t${v.voice}\t${v.language}\t${v.visibility}\tmax=${v.maxDurationSec}s\tkey=${v.hasEngineKey ? 'set' : 'none'}`);
+          ctx.out(
+            `${v.number}\t${v.name}\t${v.mode}\t${v.voice}\t${v.language}\t${v.visibility}\tmax=${v.maxDurationSec}s\tkey=${v.hasEngineKey ? 'set' : 'none'}`,
+          );
         }
         return 0;
       case 'remove': {

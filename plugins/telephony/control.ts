@@ -15,7 +15,17 @@ import { z } from 'zod';
  * `empty-room` and `transferred-to-vnum` belong to virtual-number calls.
  */
 export const OUTCOMES = [
-  'finished', 'far-hangup', 'voicemail', 'not-now', 'no-answer', 'busy', 'failed', 'max-duration', 'cancelled', 'transferred-to-vnum', 'empty-room',
+  'finished',
+  'far-hangup',
+  'voicemail',
+  'not-now',
+  'no-answer',
+  'busy',
+  'failed',
+  'max-duration',
+  'cancelled',
+  'transferred-to-vnum',
+  'empty-room',
 ] as const;
 export type Outcome = (typeof OUTCOMES)[number];
 const OUTCOME_SET: ReadonlySet<string> = new Set(OUTCOMES);
@@ -26,7 +36,12 @@ export function isOutcome(s: string): s is Outcome {
 // ---- core → bridge: requests ----------------------------------------------------------------------
 
 /** RFC 3261 §25.1: no control characters in anything that is copied into a SIP header. */
-const headerSafe = (max: number) => z.string().max(max).regex(/^[^\u0000-\u001f\u007f]*$/, 'control characters are not allowed');
+const headerSafe = (max: number) =>
+  z
+    .string()
+    .max(max)
+    // eslint-disable-next-line no-control-regex -- the control characters are exactly what is refused
+    .regex(/^[^\u0000-\u001f\u007f]*$/, 'control characters are not allowed');
 
 export const TrunkSchema = z.object({
   id: z.string().min(1).max(100),
@@ -96,14 +111,19 @@ export const PutTrunksAnswerSchema = z.looseObject({ ok: z.literal(true), count:
 export const PlaceCallAnswerSchema = z.looseObject({ accepted: z.literal(true), callId: z.string() });
 export const HangupAnswerSchema = z.looseObject({ ok: z.literal(true), state: z.string().optional() });
 export const ListCallsAnswerSchema = z.looseObject({
-  calls: z.array(z.looseObject({ callId: z.string(), state: z.string().optional(), trunkId: z.string().nullable().optional(), startedAt: z.string().optional() })),
+  calls: z.array(
+    z.looseObject({ callId: z.string(), state: z.string().optional(), trunkId: z.string().nullable().optional(), startedAt: z.string().optional() }),
+  ),
 });
 export type ListCallsAnswer = z.infer<typeof ListCallsAnswerSchema>;
 
 // ---- bridge → core: callback events (POST /internal/bridge/events) --------------------------------
 
 const transcriptIn = z.object({
-  turns: z.array(z.object({ speaker: z.enum(['AI', 'Caller']), text: z.string().max(100_000), ts: z.string() })).max(10_000).default([]),
+  turns: z
+    .array(z.object({ speaker: z.enum(['AI', 'Caller']), text: z.string().max(100_000), ts: z.string() }))
+    .max(10_000)
+    .default([]),
   tokensTotal: z.number().int().min(0).default(0),
   tokensPrompt: z.number().int().min(0).default(0),
   inputTurns: z.number().int().min(0).default(0),
@@ -118,13 +138,24 @@ export const BridgeEventSchema = z.discriminatedUnion('type', [
   z.object({ ...evBase, type: z.literal('dialing'), trunkId: z.string() }),
   z.object({ ...evBase, type: z.literal('answered'), trunkId: z.string(), answeredAt: z.string(), answerMs: z.number().int().min(0) }),
   z.object({
-    ...evBase, type: z.literal('transferred'), toUser: z.string().default(''), toPhone: z.string().default(''),
-    transferType: z.string().default('outbound-to-user'), trunkId: z.string().nullable().default(null),
+    ...evBase,
+    type: z.literal('transferred'),
+    toUser: z.string().default(''),
+    toPhone: z.string().default(''),
+    transferType: z.string().default('outbound-to-user'),
+    trunkId: z.string().nullable().default(null),
   }),
   z.object({
-    ...evBase, type: z.literal('ended'), outcome: z.enum(OUTCOMES), answered: z.boolean().default(false),
-    answeredAt: z.string().nullable().default(null), endedAt: z.string(), talkSec: z.number().min(0).default(0),
-    trunkId: z.string().nullable().default(null), errorDetail: z.string().default(''), sipStatus: z.number().int().nullable().default(null),
+    ...evBase,
+    type: z.literal('ended'),
+    outcome: z.enum(OUTCOMES),
+    answered: z.boolean().default(false),
+    answeredAt: z.string().nullable().default(null),
+    endedAt: z.string(),
+    talkSec: z.number().min(0).default(0),
+    trunkId: z.string().nullable().default(null),
+    errorDetail: z.string().default(''),
+    sipStatus: z.number().int().nullable().default(null),
     transcript: transcriptIn.prefault({}),
   }),
 ]);

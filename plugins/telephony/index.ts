@@ -29,7 +29,12 @@ export default definePlugin({
   setup(ctx): TelephonyServices {
     const repo = new TelephonyRepo(ctx.db);
     const supervisor = new BridgeSupervisor(repo, ctx.log);
-    const admin = new TelephonyAdmin(repo, ctx.keys, () => new Date(ctx.clock.now()).toISOString(), () => supervisor.schedulePush());
+    const admin = new TelephonyAdmin(
+      repo,
+      ctx.keys,
+      () => new Date(ctx.clock.now()).toISOString(),
+      () => supervisor.schedulePush(),
+    );
     const transcripts = new TranscriptStore(repo, ctx.paths);
     const shares = new TranscriptShares(repo, transcripts, ctx.events, ctx.clock);
     const mailer = new OutcomeMailer(ctx.config.mail);
@@ -41,8 +46,18 @@ export default definePlugin({
       },
     });
     const calls: CallService = new CallService({
-      repo, admin, bridge, jobs: ctx.jobs, events: ctx.events, keys: ctx.keys, clock: ctx.clock, log: ctx.log,
-      tenants: ctx.tenants, transcripts, mailer, config: ctx.config,
+      repo,
+      admin,
+      bridge,
+      jobs: ctx.jobs,
+      events: ctx.events,
+      keys: ctx.keys,
+      clock: ctx.clock,
+      log: ctx.log,
+      tenants: ctx.tenants,
+      transcripts,
+      mailer,
+      config: ctx.config,
     });
     supervisor.attach({ admin, bridge, calls });
     // The bridge's callbacks carry the token it was started with (CONTROL-API.md "Authentication").

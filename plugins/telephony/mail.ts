@@ -17,17 +17,25 @@ export class OutcomeMailer {
     const c = this.cfg!;
     const nodemailer = (await import('nodemailer')).default;
     this.#transport ??= nodemailer.createTransport({
-      host: c.host, port: c.port, secure: c.secure,
+      host: c.host,
+      port: c.port,
+      secure: c.secure,
       ...(c.user ? { auth: { user: c.user, pass: c.pass ?? '' } } : {}),
       // STARTTLS is used when the relay offers it, and its certificate is checked unless the
       // operator said the relay is self-signed.
       tls: { rejectUnauthorized: !c.allowUnverifiedTls },
-      connectionTimeout: 10_000, greetingTimeout: 10_000, socketTimeout: 30_000,
+      connectionTimeout: 10_000,
+      greetingTimeout: 10_000,
+      socketTimeout: 30_000,
     });
     return this.#transport;
   }
 
-  async send(to: string, call: { callId: string; phone: string; displayName: string; outcome: string; status: string; errorDetail: string; durationSec: number }, t: FullTranscript | null): Promise<void> {
+  async send(
+    to: string,
+    call: { callId: string; phone: string; displayName: string; outcome: string; status: string; errorDetail: string; durationSec: number },
+    t: FullTranscript | null,
+  ): Promise<void> {
     const lines = [
       `Call ${call.callId} to ${call.displayName || call.phone} (${call.phone})`,
       `Outcome: ${call.outcome} (status ${call.status})`,
@@ -36,7 +44,9 @@ export class OutcomeMailer {
       '',
       ...(t ? ['Transcript:', ...t.turns.map((x) => `[${x.ts}] ${x.speaker}: ${x.text}`)] : ['No transcript (the call was not answered).']),
     ];
-    await (await this.transport()).sendMail({
+    await (
+      await this.transport()
+    ).sendMail({
       from: this.cfg!.from,
       to,
       subject: `Call ${call.displayName || call.phone}: ${call.outcome}`,

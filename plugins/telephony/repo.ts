@@ -4,40 +4,121 @@ import type { CallStatus } from './schemas.ts';
 import type { InboundRouteRow, OutboundRouteRow } from './routing.ts';
 
 export interface TrunkRow {
-  tenant_id: string; id: string; name: string; host: string; port: number; transport: 'udp' | 'tcp'; username: string;
-  password_sealed: string; register: number; from_domain: string; caller_id: string; max_concurrent_calls: number;
-  codecs: string; dns_srv: number; created_at: string; updated_at: string;
+  tenant_id: string;
+  id: string;
+  name: string;
+  host: string;
+  port: number;
+  transport: 'udp' | 'tcp';
+  username: string;
+  password_sealed: string;
+  register: number;
+  from_domain: string;
+  caller_id: string;
+  max_concurrent_calls: number;
+  codecs: string;
+  dns_srv: number;
+  created_at: string;
+  updated_at: string;
 }
 
 export interface CallRow {
-  call_id: string; tenant_id: string; requested_by: string; phone: string; display_name: string; email: string;
-  system_prompt: string; api_key_sealed: string; model: string; voice: string; language: string; max_seconds: number;
-  status: CallStatus; created_at: string; scheduled_for: string | null; dispatched_at: string; answered_at: string;
-  ended_at: string | null; ended_reason: string; duration_sec: number; trunk_id: string; transcript_path: string;
-  error_detail: string; attempt: number; retries_left: number; retry_delay_minutes: number;
+  call_id: string;
+  tenant_id: string;
+  requested_by: string;
+  phone: string;
+  display_name: string;
+  email: string;
+  system_prompt: string;
+  api_key_sealed: string;
+  model: string;
+  voice: string;
+  language: string;
+  max_seconds: number;
+  status: CallStatus;
+  created_at: string;
+  scheduled_for: string | null;
+  dispatched_at: string;
+  answered_at: string;
+  ended_at: string | null;
+  ended_reason: string;
+  duration_sec: number;
+  trunk_id: string;
+  transcript_path: string;
+  error_detail: string;
+  attempt: number;
+  retries_left: number;
+  retry_delay_minutes: number;
 }
 
 export interface TranscriptRow {
-  tenant_id: string; call_id: string; caller_source: string; started_utc: string; ended_utc: string; mtime_utc: string;
-  duration_sec: number; rule: string; phone: string; display_name: string; number: string; outcome: string; voice: string;
-  language: string; model: string; tokens_total: number; tokens_prompt: number; turn_count: number; size: number; file: string;
+  tenant_id: string;
+  call_id: string;
+  caller_source: string;
+  started_utc: string;
+  ended_utc: string;
+  mtime_utc: string;
+  duration_sec: number;
+  rule: string;
+  phone: string;
+  display_name: string;
+  number: string;
+  outcome: string;
+  voice: string;
+  language: string;
+  model: string;
+  tokens_total: number;
+  tokens_prompt: number;
+  turn_count: number;
+  size: number;
+  file: string;
 }
 
 export interface NumberRow {
-  tenant_id: string; number: string; name: string; mode: string; voice: string; language: string; save_transcripts: number;
-  max_duration_sec: number; visibility: string; system_prompt: string; engine_api_key_sealed: string; created_at: string;
+  tenant_id: string;
+  number: string;
+  name: string;
+  mode: string;
+  voice: string;
+  language: string;
+  save_transcripts: number;
+  max_duration_sec: number;
+  visibility: string;
+  system_prompt: string;
+  engine_api_key_sealed: string;
+  created_at: string;
 }
 
 /** A transcript share link (migration 0003); the token itself is never stored. */
 export interface ShareRow {
-  id: string; tenant_id: string; call_id: string; token_hash: string; token_tail: string; ttl_hours: number;
-  created_at: string; created_by: string; expires_at: string | null; revoked_at: string | null; revoked_by: string | null;
-  views: number; last_viewed_at: string | null;
+  id: string;
+  tenant_id: string;
+  call_id: string;
+  token_hash: string;
+  token_tail: string;
+  ttl_hours: number;
+  created_at: string;
+  created_by: string;
+  expires_at: string | null;
+  revoked_at: string | null;
+  revoked_by: string | null;
+  views: number;
+  last_viewed_at: string | null;
 }
 
-export interface WhitelistRow { number: string; comment: string; added_at: string; added_by: string }
+export interface WhitelistRow {
+  number: string;
+  comment: string;
+  added_at: string;
+  added_by: string;
+}
 
-export interface SettingsRow { tenant_id: string; default_trunk_id: string; engine_api_key_sealed: string; model: string }
+export interface SettingsRow {
+  tenant_id: string;
+  default_trunk_id: string;
+  engine_api_key_sealed: string;
+  model: string;
+}
 
 function likeArg(s: string): string {
   return `%${s.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
@@ -81,7 +162,8 @@ export class TelephonyRepo {
 
   upsertTrunk(t: Tenant, r: Omit<TrunkRow, 'tenant_id' | 'created_at' | 'updated_at'>, now: string): void {
     this.db
-      .prepare(`INSERT INTO tel_trunks (tenant_id, id, name, host, port, transport, username, password_sealed, register, from_domain,
+      .prepare(
+        `INSERT INTO tel_trunks (tenant_id, id, name, host, port, transport, username, password_sealed, register, from_domain,
                   caller_id, max_concurrent_calls, codecs, dns_srv, created_at, updated_at)
                 VALUES (@tenant_id, @id, @name, @host, @port, @transport, @username, @password_sealed, @register, @from_domain,
                   @caller_id, @max_concurrent_calls, @codecs, @dns_srv, @now, @now)
@@ -89,7 +171,8 @@ export class TelephonyRepo {
                   transport = excluded.transport, username = excluded.username, password_sealed = excluded.password_sealed,
                   register = excluded.register, from_domain = excluded.from_domain, caller_id = excluded.caller_id,
                   max_concurrent_calls = excluded.max_concurrent_calls, codecs = excluded.codecs, dns_srv = excluded.dns_srv,
-                  updated_at = excluded.updated_at`)
+                  updated_at = excluded.updated_at`,
+      )
       .run({ ...r, tenant_id: t.id, now });
   }
 
@@ -100,23 +183,32 @@ export class TelephonyRepo {
   // ---- settings --------------------------------------------------------------------------------
 
   settings(t: Tenant): SettingsRow {
-    return (this.q('SELECT * FROM tel_settings WHERE tenant_id = ?').get(t.id) as SettingsRow | undefined)
-      ?? { tenant_id: t.id, default_trunk_id: '', engine_api_key_sealed: '', model: '' };
+    return (
+      (this.q('SELECT * FROM tel_settings WHERE tenant_id = ?').get(t.id) as SettingsRow | undefined) ?? {
+        tenant_id: t.id,
+        default_trunk_id: '',
+        engine_api_key_sealed: '',
+        model: '',
+      }
+    );
   }
 
   saveSettings(t: Tenant, s: Omit<SettingsRow, 'tenant_id'>): void {
     this.db
-      .prepare(`INSERT INTO tel_settings (tenant_id, default_trunk_id, engine_api_key_sealed, model) VALUES (?, ?, ?, ?)
+      .prepare(
+        `INSERT INTO tel_settings (tenant_id, default_trunk_id, engine_api_key_sealed, model) VALUES (?, ?, ?, ?)
                 ON CONFLICT(tenant_id) DO UPDATE SET default_trunk_id = excluded.default_trunk_id,
-                  engine_api_key_sealed = excluded.engine_api_key_sealed, model = excluded.model`)
+                  engine_api_key_sealed = excluded.engine_api_key_sealed, model = excluded.model`,
+      )
       .run(t.id, s.default_trunk_id, s.engine_api_key_sealed, s.model);
   }
 
   // ---- outbound routes -------------------------------------------------------------------------
 
   outboundRoutes(t: Tenant): OutboundRouteRow[] {
-    return (this.q('SELECT match, trunk_ids FROM tel_outbound_routes WHERE tenant_id = ? ORDER BY position').all(t.id) as { match: string; trunk_ids: string }[])
-      .map((r) => ({ match: r.match, trunkIds: JSON.parse(r.trunk_ids) as string[] }));
+    return (
+      this.q('SELECT match, trunk_ids FROM tel_outbound_routes WHERE tenant_id = ? ORDER BY position').all(t.id) as { match: string; trunk_ids: string }[]
+    ).map((r) => ({ match: r.match, trunkIds: JSON.parse(r.trunk_ids) as string[] }));
   }
 
   outboundRoute(t: Tenant, match: string): OutboundRouteRow | undefined {
@@ -139,13 +231,25 @@ export class TelephonyRepo {
   // ---- inbound routes --------------------------------------------------------------------------
 
   inboundRoutes(t: Tenant): (InboundRouteRow & { id: number; position: number })[] {
-    return (this.q('SELECT id, position, did, from_number, user FROM tel_inbound_routes WHERE tenant_id = ? ORDER BY position, id').all(t.id) as
-      { id: number; position: number; did: string; from_number: string; user: string }[])
-      .map((r) => ({ id: r.id, position: r.position, did: r.did, fromNumber: r.from_number, user: r.user }));
+    return (
+      this.q('SELECT id, position, did, from_number, user FROM tel_inbound_routes WHERE tenant_id = ? ORDER BY position, id').all(t.id) as {
+        id: number;
+        position: number;
+        did: string;
+        from_number: string;
+        user: string;
+      }[]
+    ).map((r) => ({ id: r.id, position: r.position, did: r.did, fromNumber: r.from_number, user: r.user }));
   }
 
   insertInbound(t: Tenant, position: number, r: InboundRouteRow): void {
-    this.q('INSERT INTO tel_inbound_routes (tenant_id, position, did, from_number, user) VALUES (?, ?, ?, ?, ?)').run(t.id, position, r.did, r.fromNumber, r.user);
+    this.q('INSERT INTO tel_inbound_routes (tenant_id, position, did, from_number, user) VALUES (?, ?, ?, ?, ?)').run(
+      t.id,
+      position,
+      r.did,
+      r.fromNumber,
+      r.user,
+    );
   }
 
   setInboundPosition(t: Tenant, id: number, position: number): void {
@@ -168,8 +272,10 @@ export class TelephonyRepo {
 
   /** True when the number was added now, false when it was already listed. */
   whitelistAdd(t: Tenant, number: string, comment: string, by: string, now: string): boolean {
-    return this.q('INSERT OR IGNORE INTO tel_whitelist (tenant_id, number, comment, added_at, added_by) VALUES (?, ?, ?, ?, ?)')
-      .run(t.id, number, comment, now, by).changes > 0;
+    return (
+      this.q('INSERT OR IGNORE INTO tel_whitelist (tenant_id, number, comment, added_at, added_by) VALUES (?, ?, ?, ?, ?)').run(t.id, number, comment, now, by)
+        .changes > 0
+    );
   }
 
   // ---- calls -----------------------------------------------------------------------------------
@@ -214,8 +320,10 @@ export class TelephonyRepo {
 
   /** Records a bridge callback; false when this (instance, seq) was seen before. */
   markBridgeEvent(instance: string, seq: number, callId: string, type: string, now: string): boolean {
-    return this.q('INSERT OR IGNORE INTO tel_bridge_events (instance, seq, call_id, type, received) VALUES (?, ?, ?, ?, ?)')
-      .run(instance, seq, callId, type, now).changes > 0;
+    return (
+      this.q('INSERT OR IGNORE INTO tel_bridge_events (instance, seq, call_id, type, received) VALUES (?, ?, ?, ?, ?)').run(instance, seq, callId, type, now)
+        .changes > 0
+    );
   }
 
   // ---- transcripts -----------------------------------------------------------------------------
@@ -248,7 +356,11 @@ export class TelephonyRepo {
     }
     const w = where.join(' AND ');
     const total = (this.q(`SELECT COUNT(*) AS n FROM tel_transcripts WHERE ${w}`).get(...args) as { n: number }).n;
-    const rows = this.q(`SELECT * FROM tel_transcripts WHERE ${w} ORDER BY started_utc DESC, call_id DESC LIMIT ? OFFSET ?`).all(...args, f.limit, f.offset) as TranscriptRow[];
+    const rows = this.q(`SELECT * FROM tel_transcripts WHERE ${w} ORDER BY started_utc DESC, call_id DESC LIMIT ? OFFSET ?`).all(
+      ...args,
+      f.limit,
+      f.offset,
+    ) as TranscriptRow[];
     return { rows, total };
   }
 
@@ -270,15 +382,21 @@ export class TelephonyRepo {
 
   listShares(t: Tenant, callId: string, limit: number, offset: number): { rows: ShareRow[]; total: number } {
     const total = (this.q('SELECT COUNT(*) AS n FROM tel_transcript_shares WHERE tenant_id = ? AND call_id = ?').get(t.id, callId) as { n: number }).n;
-    const rows = this.q('SELECT * FROM tel_transcript_shares WHERE tenant_id = ? AND call_id = ? ORDER BY created_at DESC, id LIMIT ? OFFSET ?')
-      .all(t.id, callId, limit, offset) as ShareRow[];
+    const rows = this.q('SELECT * FROM tel_transcript_shares WHERE tenant_id = ? AND call_id = ? ORDER BY created_at DESC, id LIMIT ? OFFSET ?').all(
+      t.id,
+      callId,
+      limit,
+      offset,
+    ) as ShareRow[];
     return { rows, total };
   }
 
   /** True when this call revoked it; false when it was revoked already (the first revocation stands). */
   revokeShare(t: Tenant, id: string, at: string, by: string): boolean {
-    return this.q('UPDATE tel_transcript_shares SET revoked_at = ?, revoked_by = ? WHERE tenant_id = ? AND id = ? AND revoked_at IS NULL')
-      .run(at, by, t.id, id).changes > 0;
+    return (
+      this.q('UPDATE tel_transcript_shares SET revoked_at = ?, revoked_by = ? WHERE tenant_id = ? AND id = ? AND revoked_at IS NULL').run(at, by, t.id, id)
+        .changes > 0
+    );
   }
 
   recordShareView(t: Tenant, id: string, at: string): void {
@@ -299,13 +417,15 @@ export class TelephonyRepo {
 
   upsertNumber(t: Tenant, r: Omit<NumberRow, 'tenant_id'>): void {
     this.db
-      .prepare(`INSERT INTO tel_numbers (tenant_id, number, name, mode, voice, language, save_transcripts, max_duration_sec, visibility,
+      .prepare(
+        `INSERT INTO tel_numbers (tenant_id, number, name, mode, voice, language, save_transcripts, max_duration_sec, visibility,
                   system_prompt, engine_api_key_sealed, created_at)
                 VALUES (@tenant_id, @number, @name, @mode, @voice, @language, @save_transcripts, @max_duration_sec, @visibility,
                   @system_prompt, @engine_api_key_sealed, @created_at)
                 ON CONFLICT(tenant_id, number) DO UPDATE SET name = excluded.name, mode = excluded.mode, voice = excluded.voice,
                   language = excluded.language, save_transcripts = excluded.save_transcripts, max_duration_sec = excluded.max_duration_sec,
-                  visibility = excluded.visibility, system_prompt = excluded.system_prompt, engine_api_key_sealed = excluded.engine_api_key_sealed`)
+                  visibility = excluded.visibility, system_prompt = excluded.system_prompt, engine_api_key_sealed = excluded.engine_api_key_sealed`,
+      )
       .run({ ...r, tenant_id: t.id });
   }
 

@@ -1,5 +1,17 @@
 import { z } from 'zod';
-import { envelope, envelopeSchema, InputError, pageOf, pageQuery, pascalizeKeys, policy, reply, requireBodyless, type RouteRegistrar, type RouteRequest } from '../../server/sdk.ts';
+import {
+  envelope,
+  envelopeSchema,
+  InputError,
+  pageOf,
+  pageQuery,
+  pascalizeKeys,
+  policy,
+  reply,
+  requireBodyless,
+  type RouteRegistrar,
+  type RouteRequest,
+} from '../../server/sdk.ts';
 import { numberView, trunkView } from './admin.ts';
 import { NOT_FOUND_PAGE, renderSharePage, SHARE_PAGE_HEADERS } from './share-page.ts';
 import type { BridgeLink } from './bridge-link.ts';
@@ -34,36 +46,66 @@ export function telephonyRoutes(r: RouteRegistrar, svc: TelephonyServices, opts:
   // ---- calls -----------------------------------------------------------------------------------
   r.add({
     // The authenticated limit, not the sign-in one: a dialer places many calls a minute.
-    method: 'POST', path: `${V1}/calls`, area: 'calls', auth: policy.v1Admin,
+    method: 'POST',
+    path: `${V1}/calls`,
+    area: 'calls',
+    auth: policy.v1Admin,
     summary: 'Place an outbound AI call: whitelist the number, pick a trunk by the outbound routes, dial now or at scheduleAtUtc',
-    description: 'email is optional (no outcome mail without it); apiKey falls back to the tenant\'s stored engine key.',
+    description: "email is optional (no outcome mail without it); apiKey falls back to the tenant's stored engine key.",
     body: S.callCreate,
-    responses: { 200: { description: 'call accepted', schema: S.callCreated }, 400: err('bad input, naming the field'), 502: err('bridge_unreachable'), 503: err('bridge_not_configured') },
+    responses: {
+      200: { description: 'call accepted', schema: S.callCreated },
+      400: err('bad input, naming the field'),
+      502: err('bridge_unreachable'),
+      503: err('bridge_not_configured'),
+    },
     handler: async (req) => svc.calls.create(req.tenant, req.principal!, req.body),
   });
   r.add({
-    method: 'GET', path: `${V1}/calls`, area: 'calls', auth: policy.v1Admin, summary: 'List outbound calls, newest first',
+    method: 'GET',
+    path: `${V1}/calls`,
+    area: 'calls',
+    auth: policy.v1Admin,
+    summary: 'List outbound calls, newest first',
     query: S.callListQuery,
     responses: { 200: { description: 'list envelope of call records', schema: envelopeSchema(S.callRecord) } },
     handler: (req) => {
       const page = pageOf(req.query);
       const { rows, total } = svc.calls.list(req.tenant, req.query.status, page.limit, page.offset);
-      return envelope(rows.map((c) => toRecord(c, req.tenant.host)), total, page, req.raw.originalUrl);
+      return envelope(
+        rows.map((c) => toRecord(c, req.tenant.host)),
+        total,
+        page,
+        req.raw.originalUrl,
+      );
     },
   });
   r.add({
-    method: 'GET', path: `${V1}/calls/:id`, area: 'calls', auth: policy.v1Admin, summary: 'One call record',
+    method: 'GET',
+    path: `${V1}/calls/:id`,
+    area: 'calls',
+    auth: policy.v1Admin,
+    summary: 'One call record',
     params: z.object({ id: z.string().max(64) }),
     responses: { 200: { description: 'call record', schema: S.callRecord }, 404: err('not_found') },
     handler: (req) => toRecord(svc.calls.get(req.tenant, req.params.id), req.tenant.host),
   });
   r.add({
-    method: 'POST', path: `${V1}/calls/:id/hangup`, area: 'calls', auth: policy.v1Admin,
-    summary: 'Hang up: scheduled → cancelled; in flight → cancelled and the bridge sends BYE; already ended (retry pending included) → wasNoop; extension ?cancelRetry=true stops a pending retry',
-    description: 'Extension: `?cancelRetry=true` on a call in ended-failed-retry-pending cancels the pending retry (→ cancelled) instead of the no-op the spec describes.',
+    method: 'POST',
+    path: `${V1}/calls/:id/hangup`,
+    area: 'calls',
+    auth: policy.v1Admin,
+    summary:
+      'Hang up: scheduled → cancelled; in flight → cancelled and the bridge sends BYE; already ended (retry pending included) → wasNoop; extension ?cancelRetry=true stops a pending retry',
+    description:
+      'Extension: `?cancelRetry=true` on a call in ended-failed-retry-pending cancels the pending retry (→ cancelled) instead of the no-op the spec describes.',
     params: z.object({ id: z.string().max(64) }),
     query: z.object({ cancelRetry: z.enum(['true', 'false']).optional().describe('true: stop the pending retry of an ended-failed-retry-pending call') }),
-    responses: { 200: { description: '{ok, callId, newStatus, actor} or {ok, wasNoop}', schema: okBody }, 404: err('not_found'), 502: err('bridge_unreachable') },
+    responses: {
+      200: { description: '{ok, callId, newStatus, actor} or {ok, wasNoop}', schema: okBody },
+      404: err('not_found'),
+      502: err('bridge_unreachable'),
+    },
     handler: async (req) => {
       requireBodyless(req.rawBody);
       const out = await svc.calls.hangup(req.tenant, req.principal!, req.params.id, { cancelRetry: req.query.cancelRetry === 'true' });
@@ -73,7 +115,11 @@ export function telephonyRoutes(r: RouteRegistrar, svc: TelephonyServices, opts:
 
   // ---- numbers and transcripts -----------------------------------------------------------------
   r.add({
-    method: 'GET', path: `${V1}/numbers`, area: 'numbers', auth: policy.v1Admin, summary: 'Virtual numbers of the tenant (engine keys never included)',
+    method: 'GET',
+    path: `${V1}/numbers`,
+    area: 'numbers',
+    auth: policy.v1Admin,
+    summary: 'Virtual numbers of the tenant (engine keys never included)',
     query: pageQuery,
     responses: { 200: { description: 'list envelope plus tenant', schema: envelopeSchema(S.numberView, { tenant: z.string() }) } },
     handler: (req) => {
@@ -83,7 +129,11 @@ export function telephonyRoutes(r: RouteRegistrar, svc: TelephonyServices, opts:
     },
   });
   r.add({
-    method: 'GET', path: `${V1}/transcripts`, area: 'transcripts', auth: policy.v1Admin, summary: 'Transcript summaries, newest first',
+    method: 'GET',
+    path: `${V1}/transcripts`,
+    area: 'transcripts',
+    auth: policy.v1Admin,
+    summary: 'Transcript summaries, newest first',
     query: S.transcriptQuery,
     responses: { 200: { description: 'list envelope of transcript summaries', schema: envelopeSchema(S.transcriptSummary) } },
     handler: (req) => {
@@ -93,7 +143,11 @@ export function telephonyRoutes(r: RouteRegistrar, svc: TelephonyServices, opts:
     },
   });
   r.add({
-    method: 'GET', path: `${V1}/transcripts/:callId`, area: 'transcripts', auth: policy.v1Admin, summary: 'One full transcript',
+    method: 'GET',
+    path: `${V1}/transcripts/:callId`,
+    area: 'transcripts',
+    auth: policy.v1Admin,
+    summary: 'One full transcript',
     params: z.object({ callId: z.string().max(64) }),
     responses: { 200: { description: 'full transcript', schema: S.fullTranscript }, 404: err('not_found') },
     handler: (req) => svc.transcripts.read(req.tenant, req.params.callId),
@@ -102,21 +156,36 @@ export function telephonyRoutes(r: RouteRegistrar, svc: TelephonyServices, opts:
   // ---- transcript share links (README "Transcript sharing") ------------------------------------
   const actor = (req: RouteRequest) => req.principal?.userName ?? req.principal?.subject ?? '';
   r.add({
-    method: 'POST', path: `${V1}/transcripts/:callId/shares`, area: 'transcripts', auth: policy.v1Admin,
+    method: 'POST',
+    path: `${V1}/transcripts/:callId/shares`,
+    area: 'transcripts',
+    auth: policy.v1Admin,
     summary: 'Create a share link of a transcript: a public read-only page; the token is in this response only',
-    description: 'ttlHours 0 = never expires (default 24, at most 8760). Stored as SHA-256; lists show only its last 8 characters. Emits transcript.share.created.',
-    params: z.object({ callId: z.string().max(64) }), body: S.shareCreate,
+    description:
+      'ttlHours 0 = never expires (default 24, at most 8760). Stored as SHA-256; lists show only its last 8 characters. Emits transcript.share.created.',
+    params: z.object({ callId: z.string().max(64) }),
+    body: S.shareCreate,
     responses: { 201: { description: 'the share with its token and URL (once)', schema: S.shareCreated }, 404: err('not_found: no such transcript') },
     handler: (req) => {
       const { share, token } = svc.shares.create(req.tenant, req.params.callId, req.body.ttlHours, actor(req));
       const out = { ...share, token, url: `${req.origin}/transcript.ashx?share=${token}` };
-      return audited(svc, req, 'transcript-share-create', { call: share.callId, share: share.id, tail: share.tokenTail, ttlHours: share.ttlHours }, reply(201, out));
+      return audited(
+        svc,
+        req,
+        'transcript-share-create',
+        { call: share.callId, share: share.id, tail: share.tokenTail, ttlHours: share.ttlHours },
+        reply(201, out),
+      );
     },
   });
   r.add({
-    method: 'GET', path: `${V1}/transcripts/:callId/shares`, area: 'transcripts', auth: policy.v1Admin,
+    method: 'GET',
+    path: `${V1}/transcripts/:callId/shares`,
+    area: 'transcripts',
+    auth: policy.v1Admin,
     summary: 'Share links of one transcript, newest first (tokens never shown: only their last 8 characters)',
-    params: z.object({ callId: z.string().max(64) }), query: pageQuery,
+    params: z.object({ callId: z.string().max(64) }),
+    query: pageQuery,
     responses: { 200: { description: 'list envelope of shares', schema: envelopeSchema(S.shareView) }, 404: err('not_found: no such transcript') },
     handler: (req) => {
       const page = pageOf(req.query);
@@ -125,7 +194,10 @@ export function telephonyRoutes(r: RouteRegistrar, svc: TelephonyServices, opts:
     },
   });
   r.add({
-    method: 'POST', path: `${V1}/transcripts/:callId/shares/:shareId/revoke`, area: 'transcripts', auth: policy.v1Admin,
+    method: 'POST',
+    path: `${V1}/transcripts/:callId/shares/:shareId/revoke`,
+    area: 'transcripts',
+    auth: policy.v1Admin,
     summary: 'Revoke a share link at once (idempotent: revoking again changes nothing)',
     params: S.shareParams,
     responses: { 200: { description: 'the share, status revoked', schema: S.shareView }, 404: err('not_found: no such transcript or share') },
@@ -137,9 +209,12 @@ export function telephonyRoutes(r: RouteRegistrar, svc: TelephonyServices, opts:
   });
   r.add({
     // Query verb, not a path segment: the access log records paths only, so the token stays out of it.
-    method: 'GET', path: '/transcript.ashx?share', area: 'transcripts', auth: policy.public,
+    method: 'GET',
+    path: '/transcript.ashx?share',
+    area: 'transcripts',
+    auth: policy.public,
     summary: 'Public read-only page of a shared transcript (HTML); unknown, expired and revoked links get the same 404 page',
-    description: 'No script (CSP default-src \'none\'), noindex, no Referer, no-store; rate-limited per IP, found or not. Emits transcript.share.viewed.',
+    description: "No script (CSP default-src 'none'), noindex, no Referer, no-store; rate-limited per IP, found or not. Emits transcript.share.viewed.",
     query: z.object({ share: z.string().max(200) }),
     rateLimit: { name: 'transcript-share-view', perMinute: opts.shareViewsPerMinute },
     responses: {
@@ -150,14 +225,23 @@ export function telephonyRoutes(r: RouteRegistrar, svc: TelephonyServices, opts:
       const html = (status: number, body: string) => reply.text(status, body, 'text/html; charset=utf-8', { ...SHARE_PAGE_HEADERS });
       const opened = svc.shares.open(req.tenant, req.query.share, req.ip);
       if (!opened) return html(404, NOT_FOUND_PAGE);
-      svc.audit.write(req.tenant, { event: 'transcript-share-view', ip: req.ip, ua: req.ua, extra: { call: opened.share.callId, share: opened.share.id, tail: opened.share.tokenTail } });
+      svc.audit.write(req.tenant, {
+        event: 'transcript-share-view',
+        ip: req.ip,
+        ua: req.ua,
+        extra: { call: opened.share.callId, share: opened.share.id, tail: opened.share.tokenTail },
+      });
       return html(200, renderSharePage(opened.transcript));
     },
   });
 
   // ---- outbound routes (spec "Route rules") ----------------------------------------------------
   r.add({
-    method: 'GET', path: `${V1}/outbound-routes`, area: 'routes', auth: policy.v1Admin, summary: 'Outbound routes in evaluation order, plus defaultTrunkId',
+    method: 'GET',
+    path: `${V1}/outbound-routes`,
+    area: 'routes',
+    auth: policy.v1Admin,
+    summary: 'Outbound routes in evaluation order, plus defaultTrunkId',
     query: pageQuery,
     responses: { 200: { description: 'list envelope plus defaultTrunkId', schema: envelopeSchema(S.outboundRoute, { defaultTrunkId: z.string() }) } },
     handler: (req) => {
@@ -167,25 +251,42 @@ export function telephonyRoutes(r: RouteRegistrar, svc: TelephonyServices, opts:
     },
   });
   r.add({
-    method: 'GET', path: `${V1}/outbound-routes/:match`, area: 'routes', auth: policy.v1Admin, summary: 'One outbound route (match URL-encoded: * as %2A, + as %2B)',
+    method: 'GET',
+    path: `${V1}/outbound-routes/:match`,
+    area: 'routes',
+    auth: policy.v1Admin,
+    summary: 'One outbound route (match URL-encoded: * as %2A, + as %2B)',
     params: S.matchParam,
     responses: { 200: { description: 'route', schema: S.outboundRoute }, 404: err('not_found') },
     handler: (req) => svc.admin.outboundOne(req.tenant, req.params.match),
   });
   r.add({
-    method: 'POST', path: `${V1}/outbound-routes`, area: 'routes', auth: policy.v1Admin, summary: 'Append an outbound route at the end; 409 duplicate_route when the match exists',
+    method: 'POST',
+    path: `${V1}/outbound-routes`,
+    area: 'routes',
+    auth: policy.v1Admin,
+    summary: 'Append an outbound route at the end; 409 duplicate_route when the match exists',
     body: S.outboundCreate,
     responses: { 201: { description: 'created row', schema: S.outboundRoute }, 409: err('duplicate_route') },
     handler: (req) => reply(201, svc.admin.addOutbound(req.tenant, req.body)),
   });
   r.add({
-    method: 'PUT', path: `${V1}/outbound-routes/:match`, area: 'routes', auth: policy.v1Admin, summary: 'Replace the trunkIds of an outbound route (the match is not editable)',
-    params: S.matchParam, body: S.outboundUpdate,
+    method: 'PUT',
+    path: `${V1}/outbound-routes/:match`,
+    area: 'routes',
+    auth: policy.v1Admin,
+    summary: 'Replace the trunkIds of an outbound route (the match is not editable)',
+    params: S.matchParam,
+    body: S.outboundUpdate,
     responses: { 200: { description: 'updated row', schema: S.outboundRoute }, 404: err('not_found') },
     handler: (req) => svc.admin.updateOutbound(req.tenant, req.params.match, req.body.trunkIds),
   });
   r.add({
-    method: 'DELETE', path: `${V1}/outbound-routes/:match`, area: 'routes', auth: policy.v1Admin, summary: 'Delete an outbound route (the default trunk is a setting, not a row)',
+    method: 'DELETE',
+    path: `${V1}/outbound-routes/:match`,
+    area: 'routes',
+    auth: policy.v1Admin,
+    summary: 'Delete an outbound route (the default trunk is a setting, not a row)',
     params: S.matchParam,
     responses: { 200: { description: '{deleted: row}', schema: z.object({ deleted: S.outboundRoute }) }, 404: err('not_found') },
     handler: (req) => ({ deleted: svc.admin.deleteOutbound(req.tenant, req.params.match) }),
@@ -194,7 +295,11 @@ export function telephonyRoutes(r: RouteRegistrar, svc: TelephonyServices, opts:
   // ---- inbound routes --------------------------------------------------------------------------
   const pascalRow = z.object({ Did: z.string(), FromNumber: z.string(), User: z.string() });
   r.add({
-    method: 'GET', path: `${V1}/inbound-routes`, area: 'routes', auth: policy.v1Admin, summary: 'Inbound routes in evaluation order (first match; * catchall last)',
+    method: 'GET',
+    path: `${V1}/inbound-routes`,
+    area: 'routes',
+    auth: policy.v1Admin,
+    summary: 'Inbound routes in evaluation order (first match; * catchall last)',
     query: pageQuery,
     responses: { 200: { description: 'list envelope of inbound routes', schema: envelopeSchema(S.inboundRoute) } },
     handler: (req) => {
@@ -204,40 +309,72 @@ export function telephonyRoutes(r: RouteRegistrar, svc: TelephonyServices, opts:
     },
   });
   r.add({
-    method: 'GET', path: `${V1}/inbound-routes/:did`, area: 'routes', auth: policy.v1Admin, summary: 'One inbound route by Did (optional fromNumber query)',
-    params: S.didParam, query: S.fromQuery,
+    method: 'GET',
+    path: `${V1}/inbound-routes/:did`,
+    area: 'routes',
+    auth: policy.v1Admin,
+    summary: 'One inbound route by Did (optional fromNumber query)',
+    params: S.didParam,
+    query: S.fromQuery,
     responses: { 200: { description: 'route', schema: S.inboundRoute }, 404: err('not_found') },
     handler: (req) => svc.admin.inboundOne(req.tenant, req.params.did, req.query.fromNumber),
   });
   r.add({
-    method: 'POST', path: `${V1}/inbound-routes`, area: 'routes', auth: policy.v1Admin, summary: 'Insert an inbound route just before the catchall; 409 duplicate_route on an existing (Did, FromNumber)',
+    method: 'POST',
+    path: `${V1}/inbound-routes`,
+    area: 'routes',
+    auth: policy.v1Admin,
+    summary: 'Insert an inbound route just before the catchall; 409 duplicate_route on an existing (Did, FromNumber)',
     body: S.inboundCreate,
     responses: { 201: { description: 'created row (PascalCase echo)', schema: pascalRow }, 409: err('duplicate_route') },
     handler: (req) => reply(201, pascalizeKeys({ ...svc.admin.addInbound(req.tenant, req.body) })),
   });
   r.add({
-    method: 'PUT', path: `${V1}/inbound-routes/:did`, area: 'routes', auth: policy.v1Admin, summary: 'Change the User of the first row with this (Did, FromNumber)',
-    params: S.didParam, query: S.fromQuery, body: S.inboundUpdate,
+    method: 'PUT',
+    path: `${V1}/inbound-routes/:did`,
+    area: 'routes',
+    auth: policy.v1Admin,
+    summary: 'Change the User of the first row with this (Did, FromNumber)',
+    params: S.didParam,
+    query: S.fromQuery,
+    body: S.inboundUpdate,
     responses: { 200: { description: 'updated row (PascalCase echo)', schema: pascalRow }, 404: err('not_found') },
     handler: (req) => pascalizeKeys({ ...svc.admin.updateInbound(req.tenant, req.params.did, req.query.fromNumber, req.body.user) }),
   });
   r.add({
-    method: 'DELETE', path: `${V1}/inbound-routes/:did`, area: 'routes', auth: policy.v1Admin, summary: 'Delete the first row with this (Did, FromNumber); the * catchall cannot be deleted',
-    params: S.didParam, query: S.fromQuery,
-    responses: { 200: { description: '{deleted: row} (PascalCase echo)', schema: z.object({ deleted: pascalRow }) }, 400: err('cannot_delete_catchall'), 404: err('not_found') },
+    method: 'DELETE',
+    path: `${V1}/inbound-routes/:did`,
+    area: 'routes',
+    auth: policy.v1Admin,
+    summary: 'Delete the first row with this (Did, FromNumber); the * catchall cannot be deleted',
+    params: S.didParam,
+    query: S.fromQuery,
+    responses: {
+      200: { description: '{deleted: row} (PascalCase echo)', schema: z.object({ deleted: pascalRow }) },
+      400: err('cannot_delete_catchall'),
+      404: err('not_found'),
+    },
     handler: (req) => ({ deleted: pascalizeKeys({ ...svc.admin.deleteInbound(req.tenant, req.params.did, req.query.fromNumber) }) }),
   });
 
   // ---- tenant admin (/signal.ashx) -------------------------------------------------------------
   const SIG = '/signal.ashx';
   r.add({
-    method: 'GET', path: `${SIG}?whitelist=list`, area: 'admin', auth: policy.adminOrHmac('whitelist-list'), summary: 'PSTN whitelist entries',
+    method: 'GET',
+    path: `${SIG}?whitelist=list`,
+    area: 'admin',
+    auth: policy.adminOrHmac('whitelist-list'),
+    summary: 'PSTN whitelist entries',
     responses: { 200: { description: 'JSON list of whitelist entries', schema: z.array(S.whitelistEntry) } },
     handler: (req) => svc.admin.whitelist(req.tenant),
   });
   r.add({
-    method: 'POST', path: `${SIG}?whitelist=add`, area: 'admin', auth: policy.adminOrHmac('whitelist-add'),
-    summary: 'Add a number to the PSTN whitelist (HMAC bucket whitelist-add|Host|bodyLen)', body: S.whitelistAdd,
+    method: 'POST',
+    path: `${SIG}?whitelist=add`,
+    area: 'admin',
+    auth: policy.adminOrHmac('whitelist-add'),
+    summary: 'Add a number to the PSTN whitelist (HMAC bucket whitelist-add|Host|bodyLen)',
+    body: S.whitelistAdd,
     responses: { 200: { description: '{ok, number, added}', schema: okBody } },
     handler: (req) => {
       const added = svc.admin.whitelistAdd(req.tenant, req.body.number, req.body.comment, req.principal!.userName ?? req.principal!.subject);
@@ -245,7 +382,11 @@ export function telephonyRoutes(r: RouteRegistrar, svc: TelephonyServices, opts:
     },
   });
   r.add({
-    method: 'GET', path: `${SIG}?trunks=list`, area: 'admin', auth: policy.adminOrHmac('trunks-list'), summary: 'SIP trunks with registration status from the bridge (passwords never shown)',
+    method: 'GET',
+    path: `${SIG}?trunks=list`,
+    area: 'admin',
+    auth: policy.adminOrHmac('trunks-list'),
+    summary: 'SIP trunks with registration status from the bridge (passwords never shown)',
     responses: { 200: { description: '{trunks}', schema: z.object({ trunks: z.array(S.trunkView), bridge: z.string() }) } },
     handler: async (req) => {
       const st = await trunkStatus(svc.bridge);
@@ -256,7 +397,11 @@ export function telephonyRoutes(r: RouteRegistrar, svc: TelephonyServices, opts:
     },
   });
   r.add({
-    method: 'POST', path: `${SIG}?trunks=save`, area: 'admin', auth: policy.adminOrHmac('trunks-save'), summary: 'Create or update a SIP trunk (password sealed at rest; omit it to keep the stored one)',
+    method: 'POST',
+    path: `${SIG}?trunks=save`,
+    area: 'admin',
+    auth: policy.adminOrHmac('trunks-save'),
+    summary: 'Create or update a SIP trunk (password sealed at rest; omit it to keep the stored one)',
     body: S.trunkInput,
     responses: { 200: { description: 'the saved trunk', schema: S.trunkView } },
     handler: (req) => {
@@ -265,18 +410,31 @@ export function telephonyRoutes(r: RouteRegistrar, svc: TelephonyServices, opts:
     },
   });
   r.add({
-    method: 'POST', path: `${SIG}?trunks=remove`, area: 'admin', auth: policy.adminOrHmac('trunks-remove'), summary: 'Remove a SIP trunk',
+    method: 'POST',
+    path: `${SIG}?trunks=remove`,
+    area: 'admin',
+    auth: policy.adminOrHmac('trunks-remove'),
+    summary: 'Remove a SIP trunk',
     body: z.object({ id: z.string().max(40) }),
     responses: { 200: { description: '{ok, removed}', schema: okBody }, 404: err('not_found') },
-    handler: (req) => audited(svc, req, 'trunk-remove', { trunk: req.body.id }, { ok: true, removed: trunkView(svc.admin.removeTrunk(req.tenant, req.body.id)) }),
+    handler: (req) =>
+      audited(svc, req, 'trunk-remove', { trunk: req.body.id }, { ok: true, removed: trunkView(svc.admin.removeTrunk(req.tenant, req.body.id)) }),
   });
   r.add({
-    method: 'GET', path: `${SIG}?telephony=settings`, area: 'admin', auth: policy.adminOrHmac('telephony-settings'), summary: 'Telephony settings of the tenant (default trunk, model; the engine key only as a flag)',
+    method: 'GET',
+    path: `${SIG}?telephony=settings`,
+    area: 'admin',
+    auth: policy.adminOrHmac('telephony-settings'),
+    summary: 'Telephony settings of the tenant (default trunk, model; the engine key only as a flag)',
     responses: { 200: { description: 'settings', schema: z.object({ defaultTrunkId: z.string(), hasEngineApiKey: z.boolean(), model: z.string() }) } },
     handler: (req) => svc.admin.settings(req.tenant),
   });
   r.add({
-    method: 'POST', path: `${SIG}?telephony=settings-save`, area: 'admin', auth: policy.adminOrHmac('telephony-settings-save'), summary: 'Set the default trunk, the engine API key (sealed) or the model',
+    method: 'POST',
+    path: `${SIG}?telephony=settings-save`,
+    area: 'admin',
+    auth: policy.adminOrHmac('telephony-settings-save'),
+    summary: 'Set the default trunk, the engine API key (sealed) or the model',
     body: S.settingsInput,
     responses: { 200: { description: 'settings', schema: okBody } },
     handler: (req) => {
@@ -287,30 +445,58 @@ export function telephonyRoutes(r: RouteRegistrar, svc: TelephonyServices, opts:
     },
   });
   r.add({
-    method: 'GET', path: `${SIG}?numbers=list`, area: 'admin', auth: policy.adminOrHmac('numbers-list'), summary: 'Virtual numbers (engine keys never shown)',
+    method: 'GET',
+    path: `${SIG}?numbers=list`,
+    area: 'admin',
+    auth: policy.adminOrHmac('numbers-list'),
+    summary: 'Virtual numbers (engine keys never shown)',
     responses: { 200: { description: '{numbers}', schema: z.object({ numbers: z.array(S.numberView) }) } },
     handler: (req) => ({ numbers: svc.admin.numbers(req.tenant).rows.map(numberView) }),
   });
   r.add({
-    method: 'POST', path: `${SIG}?numbers=save`, area: 'admin', auth: policy.adminOrHmac('numbers-save'), summary: 'Create or update a virtual number (engine key write-only, sealed)',
+    method: 'POST',
+    path: `${SIG}?numbers=save`,
+    area: 'admin',
+    auth: policy.adminOrHmac('numbers-save'),
+    summary: 'Create or update a virtual number (engine key write-only, sealed)',
     body: S.numberInput,
     responses: { 200: { description: 'the saved number', schema: S.numberView } },
-    handler: (req) => audited(svc, req, 'number-save', { number: req.body.number, engineCredentialChanged: req.body.geminiApiKey !== undefined }, numberView(svc.admin.saveNumber(req.tenant, req.body))),
+    handler: (req) =>
+      audited(
+        svc,
+        req,
+        'number-save',
+        { number: req.body.number, engineCredentialChanged: req.body.geminiApiKey !== undefined },
+        numberView(svc.admin.saveNumber(req.tenant, req.body)),
+      ),
   });
   r.add({
-    method: 'POST', path: `${SIG}?numbers=remove`, area: 'admin', auth: policy.adminOrHmac('numbers-remove'), summary: 'Remove a virtual number',
+    method: 'POST',
+    path: `${SIG}?numbers=remove`,
+    area: 'admin',
+    auth: policy.adminOrHmac('numbers-remove'),
+    summary: 'Remove a virtual number',
     body: z.object({ number: z.string().max(21) }),
     responses: { 200: { description: '{ok, removed}', schema: okBody }, 404: err('not_found') },
-    handler: (req) => audited(svc, req, 'number-remove', { number: req.body.number }, { ok: true, removed: numberView(svc.admin.removeNumber(req.tenant, req.body.number)) }),
+    handler: (req) =>
+      audited(svc, req, 'number-remove', { number: req.body.number }, { ok: true, removed: numberView(svc.admin.removeNumber(req.tenant, req.body.number)) }),
   });
   r.add({
-    method: 'GET', path: `${SIG}?bridge=status`, area: 'admin', auth: policy.superAdmin('bridge-status'), summary: 'Telephony bridge status (mode, state, its /health)',
+    method: 'GET',
+    path: `${SIG}?bridge=status`,
+    area: 'admin',
+    auth: policy.superAdmin('bridge-status'),
+    summary: 'Telephony bridge status (mode, state, its /health)',
     responses: { 200: { description: 'status', schema: okBody } },
     handler: async () => {
       const b = svc.bridge;
       let health: unknown = null;
       if (b.configured) {
-        try { health = await b.health(); } catch (e) { health = { error: (e as Error).message }; }
+        try {
+          health = await b.health();
+        } catch (e) {
+          health = { error: (e as Error).message };
+        }
       }
       return { ok: b.state === 'ready', mode: b.mode, state: b.state, pid: b.pid ?? null, controlUrl: b.controlUrl ?? null, lastExit: b.lastExit, health };
     },
@@ -318,8 +504,13 @@ export function telephonyRoutes(r: RouteRegistrar, svc: TelephonyServices, opts:
 
   // ---- bridge callbacks (CONTROL-API.md "Bridge → core") --------------------------------------
   r.add({
-    method: 'POST', path: '/internal/bridge/events', area: 'internal', auth: policy.custom('telephony-bridge', 'telephony bridge control token'),
-    summary: 'Internal: call events from the telephony bridge (loopback, control token)', rateLimit: false, bodyLimit: 8 * 1024 * 1024,
+    method: 'POST',
+    path: '/internal/bridge/events',
+    area: 'internal',
+    auth: policy.custom('telephony-bridge', 'telephony bridge control token'),
+    summary: 'Internal: call events from the telephony bridge (loopback, control token)',
+    rateLimit: false,
+    bodyLimit: 8 * 1024 * 1024,
     body: z.object({ seq: z.number().int().min(0), type: z.string().max(40), callId: z.string().max(64) }).loose(),
     responses: { 200: { description: '{ok, applied}', schema: okBody } },
     handler: (req) => {

@@ -1,19 +1,38 @@
 import { z } from 'zod';
 import { pageQuery } from '../../server/sdk.ts';
+import type { AuditWriter } from '../../server/sdk.ts';
+import type { TelephonyAdmin } from './admin.ts';
+import type { BridgeLink } from './bridge-link.ts';
+import type { CallService } from './calls.ts';
+import type { OutcomeMailer } from './mail.ts';
+import type { TelephonyRepo } from './repo.ts';
+import type { TranscriptShares } from './shares.ts';
+import type { BridgeSupervisor } from './supervisor.ts';
+import type { TranscriptStore } from './transcripts.ts';
 /** E.164: `+`, a non-zero country code digit, at most 15 digits in all (ITU-T E.164 §6). */
 export const E164_RE = /^\+[1-9]\d{4,14}$/;
 export const e164 = z.string().regex(E164_RE, 'must be an E.164 number like +4930123456');
 
 /** The spec's voice list ("POST /calls body"): a subset of the engine's prebuilt voices. */
 export const VOICES = [
-  'Achird', 'Aoede', 'Autonoe', 'Charon', 'Erinome', 'Fenrir', 'Kore', 'Laomedeia', 'Orus', 'Puck',
-  'Sadachbia', 'Schedar', 'Umbriel', 'Zephyr',
+  'Achird',
+  'Aoede',
+  'Autonoe',
+  'Charon',
+  'Erinome',
+  'Fenrir',
+  'Kore',
+  'Laomedeia',
+  'Orus',
+  'Puck',
+  'Sadachbia',
+  'Schedar',
+  'Umbriel',
+  'Zephyr',
 ] as const;
 
 /** Call states (spec "States and transitions: Outbound call status"). */
-export const CALL_STATES = [
-  'scheduled', 'dispatching', 'in-flight', 'ended-success', 'ended-failed-retry-pending', 'ended-failed-final', 'cancelled',
-] as const;
+export const CALL_STATES = ['scheduled', 'dispatching', 'in-flight', 'ended-success', 'ended-failed-retry-pending', 'ended-failed-final', 'cancelled'] as const;
 export type CallStatus = (typeof CALL_STATES)[number];
 
 /** Outcomes: one list, the control contract's (control.ts), shared with the bridge. */
@@ -43,7 +62,10 @@ export const telephonyConfig = z
         callbackCaFile: z.string().min(1).optional(),
         sipHost: z.string().default('127.0.0.1'),
         sipPort: z.number().int().min(0).max(65535).default(5060),
-        rtpPorts: z.string().regex(/^\d+-\d+$/).default('20000-20999'),
+        rtpPorts: z
+          .string()
+          .regex(/^\d+-\d+$/)
+          .default('20000-20999'),
         aiEngineUrl: z.string().optional(),
         readyTimeoutMs: z.number().int().min(100).default(20_000),
         restartMinMs: z.number().int().min(10).default(500),
@@ -104,7 +126,11 @@ export const TRUNK_ID_RE = /^[a-z0-9][a-z0-9_-]{0,39}$/;
 export const trunkInput = z.object({
   id: z.string().regex(TRUNK_ID_RE, 'lower-case letters, digits, _ and -, at most 40').optional(),
   name: z.string().min(1).max(100),
-  host: z.string().min(1).max(253).regex(/^[A-Za-z0-9.:[\]-]+$/, 'a host name or IP address'),
+  host: z
+    .string()
+    .min(1)
+    .max(253)
+    .regex(/^[A-Za-z0-9.:[\]-]+$/, 'a host name or IP address'),
   port: z.number().int().min(1).max(65535).default(5060),
   transport: z.enum(['udp', 'tcp']).default('udp'),
   username: z.string().max(200).default(''),
@@ -114,15 +140,28 @@ export const trunkInput = z.object({
   fromDomain: z.string().max(253).default(''),
   callerId: z.string().max(64).default(''),
   maxConcurrentCalls: z.number().int().min(1).max(1000).default(10),
-  codecs: z.array(z.enum(['PCMU', 'PCMA'])).min(1).default(['PCMU', 'PCMA']),
+  codecs: z
+    .array(z.enum(['PCMU', 'PCMA']))
+    .min(1)
+    .default(['PCMU', 'PCMA']),
   dnsSrv: z.boolean().default(false).describe('locate the server by DNS SRV _sip._udp|_tcp.<host> (RFC 3263); port is the fallback'),
 });
 export type TrunkInput = z.infer<typeof trunkInput>;
 
 export const trunkView = z.object({
-  id: z.string(), name: z.string(), host: z.string(), port: z.number().int(), transport: z.enum(['udp', 'tcp']),
-  username: z.string(), hasPassword: z.boolean(), register: z.boolean(), fromDomain: z.string(), callerId: z.string(),
-  maxConcurrentCalls: z.number().int(), codecs: z.array(z.string()), dnsSrv: z.boolean(),
+  id: z.string(),
+  name: z.string(),
+  host: z.string(),
+  port: z.number().int(),
+  transport: z.enum(['udp', 'tcp']),
+  username: z.string(),
+  hasPassword: z.boolean(),
+  register: z.boolean(),
+  fromDomain: z.string(),
+  callerId: z.string(),
+  maxConcurrentCalls: z.number().int(),
+  codecs: z.array(z.string()),
+  dnsSrv: z.boolean(),
   registered: z.boolean().nullable().describe('from the bridge /health; null when unknown or not registering'),
   lastError: z.string().nullable(),
 });
@@ -130,7 +169,11 @@ export const trunkView = z.object({
 // ---- routes ------------------------------------------------------------------------------------
 
 /** Dial-prefix pattern: digits with optional leading +, optional trailing `*`, or `global`. */
-export const outboundMatch = z.string().regex(/^(global|\+?[0-9]*\*?)$/, 'a dial prefix with an optional trailing *, or global').min(1).max(40);
+export const outboundMatch = z
+  .string()
+  .regex(/^(global|\+?[0-9]*\*?)$/, 'a dial prefix with an optional trailing *, or global')
+  .min(1)
+  .max(40);
 export const trunkIds = z.array(z.string().regex(TRUNK_ID_RE)).min(1).max(20);
 export const outboundRoute = z.object({ match: z.string(), trunkIds: z.array(z.string()) });
 export const outboundCreate = z.object({ match: outboundMatch, trunkIds });
@@ -167,9 +210,17 @@ export const callCreate = z.object({
   email: z.email().max(320).optional(),
   systemPrompt: z.string().min(1).max(20_000),
   apiKey: z.string().min(1).max(500).optional(),
-  model: z.string().min(1).max(100).regex(/^[A-Za-z0-9._\/-]+$/).optional(),
+  model: z
+    .string()
+    .min(1)
+    .max(100)
+    .regex(/^[A-Za-z0-9._/-]+$/)
+    .optional(),
   voice: z.enum(VOICES).default('Aoede'),
-  language: z.string().regex(/^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$/, 'a BCP 47 tag like en-US').default('en-US'),
+  language: z
+    .string()
+    .regex(/^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$/, 'a BCP 47 tag like en-US')
+    .default('en-US'),
   maxSeconds: z.number().int().min(10).max(3600).default(300),
   retries: z.number().int().min(0).max(10).default(0),
   retryDelayMinutes: z.number().int().min(1).max(1440).default(5),
@@ -183,18 +234,41 @@ export const callCreate = z.object({
 export type CallCreate = z.infer<typeof callCreate>;
 
 export const callRecord = z.object({
-  callId: z.string(), tenant: z.string(), requestedBy: z.string(), phone: z.string(), displayName: z.string(),
-  email: z.string(), voice: z.string(), language: z.string(), model: z.string(), status: z.enum(CALL_STATES),
-  createdAtUtc: z.string(), scheduledForUtc: z.string().nullable(), dispatchedAtUtc: z.string(), answeredAtUtc: z.string(),
-  endedAtUtc: z.string().nullable(), endedReason: z.string(), durationSec: z.number().int(), trunkId: z.string(),
-  transcriptPath: z.string(), errorDetail: z.string(), attempt: z.number().int(), retriesLeft: z.number().int(),
-  retryDelayMinutes: z.number().int(), maxSeconds: z.number().int(),
+  callId: z.string(),
+  tenant: z.string(),
+  requestedBy: z.string(),
+  phone: z.string(),
+  displayName: z.string(),
+  email: z.string(),
+  voice: z.string(),
+  language: z.string(),
+  model: z.string(),
+  status: z.enum(CALL_STATES),
+  createdAtUtc: z.string(),
+  scheduledForUtc: z.string().nullable(),
+  dispatchedAtUtc: z.string(),
+  answeredAtUtc: z.string(),
+  endedAtUtc: z.string().nullable(),
+  endedReason: z.string(),
+  durationSec: z.number().int(),
+  trunkId: z.string(),
+  transcriptPath: z.string(),
+  errorDetail: z.string(),
+  attempt: z.number().int(),
+  retriesLeft: z.number().int(),
+  retryDelayMinutes: z.number().int(),
+  maxSeconds: z.number().int(),
 });
 export type CallRecord = z.infer<typeof callRecord>;
 
 export const callCreated = z.object({
-  ok: z.boolean(), callId: z.string(), tenant: z.string(), whitelistAdded: z.boolean(), whitelistError: z.string().nullable(),
-  bridgeReply: z.string(), status: z.enum(CALL_STATES),
+  ok: z.boolean(),
+  callId: z.string(),
+  tenant: z.string(),
+  whitelistAdded: z.boolean(),
+  whitelistError: z.string().nullable(),
+  bridgeReply: z.string(),
+  status: z.enum(CALL_STATES),
 });
 
 export const callListQuery = pageQuery.extend({
@@ -211,18 +285,52 @@ export const transcriptQuery = pageQuery.extend({
 });
 export const transcriptParam = z.object({ callId: z.string().regex(/^(oac-|vnum)[0-9a-f]{12}$/, 'a call id') });
 export const transcriptSummary = z.object({
-  callId: z.string(), callerSource: z.string(), startedUtc: z.string(), endedUtc: z.string(), mtimeUtc: z.string(),
-  durationSec: z.number().int(), rule: z.string(), phone: z.string(), displayName: z.string(), number: z.string(),
-  outcome: z.string(), voice: z.string(), language: z.string(), model: z.string(), tokensTotal: z.number().int(),
-  tokensPrompt: z.number().int(), turnCount: z.number().int(), size: z.number().int(), source: z.string(), file: z.string(),
+  callId: z.string(),
+  callerSource: z.string(),
+  startedUtc: z.string(),
+  endedUtc: z.string(),
+  mtimeUtc: z.string(),
+  durationSec: z.number().int(),
+  rule: z.string(),
+  phone: z.string(),
+  displayName: z.string(),
+  number: z.string(),
+  outcome: z.string(),
+  voice: z.string(),
+  language: z.string(),
+  model: z.string(),
+  tokensTotal: z.number().int(),
+  tokensPrompt: z.number().int(),
+  turnCount: z.number().int(),
+  size: z.number().int(),
+  source: z.string(),
+  file: z.string(),
 });
 export const turn = z.object({ speaker: z.enum(['AI', 'Caller']), text: z.string(), ts: z.string() });
 export const fullTranscript = z.object({
-  callId: z.string(), callerSource: z.string(), tenant: z.string(), requestedBy: z.string(), phone: z.string(),
-  displayName: z.string(), email: z.string(), voice: z.string(), language: z.string(), model: z.string(), trunkId: z.string(),
-  startedUtc: z.string(), answeredUtc: z.string(), endedUtc: z.string(), durationSec: z.number().int(), answered: z.boolean(),
-  outcome: z.string(), errorDetail: z.string(), inputTurns: z.number().int(), outputTurns: z.number().int(),
-  tokensTotal: z.number().int(), tokensPrompt: z.number().int(), turns: z.array(turn),
+  callId: z.string(),
+  callerSource: z.string(),
+  tenant: z.string(),
+  requestedBy: z.string(),
+  phone: z.string(),
+  displayName: z.string(),
+  email: z.string(),
+  voice: z.string(),
+  language: z.string(),
+  model: z.string(),
+  trunkId: z.string(),
+  startedUtc: z.string(),
+  answeredUtc: z.string(),
+  endedUtc: z.string(),
+  durationSec: z.number().int(),
+  answered: z.boolean(),
+  outcome: z.string(),
+  errorDetail: z.string(),
+  inputTurns: z.number().int(),
+  outputTurns: z.number().int(),
+  tokensTotal: z.number().int(),
+  tokensPrompt: z.number().int(),
+  turns: z.array(turn),
 });
 export type FullTranscript = z.infer<typeof fullTranscript>;
 
@@ -231,16 +339,29 @@ export type FullTranscript = z.infer<typeof fullTranscript>;
 /** A year: a link living longer than that should be a new decision, not a forgotten default. */
 export const SHARE_MAX_TTL_HOURS = 8760;
 export const shareCreate = z.object({
-  ttlHours: z.number().int().min(0).max(SHARE_MAX_TTL_HOURS).default(24)
+  ttlHours: z
+    .number()
+    .int()
+    .min(0)
+    .max(SHARE_MAX_TTL_HOURS)
+    .default(24)
     .describe(`hours until the link expires, 0 = never (at most ${SHARE_MAX_TTL_HOURS}; default 24)`),
 });
 export const shareParams = z.object({ callId: z.string().max(64), shareId: z.string().max(64) });
 export const shareView = z.object({
-  id: z.string(), callId: z.string(), file: z.string(),
+  id: z.string(),
+  callId: z.string(),
+  file: z.string(),
   tokenTail: z.string().describe('last 8 characters of the token: recognises a link, cannot open it'),
-  ttlHours: z.number().int(), createdBy: z.string(), createdUtc: z.string(), expiresUtc: z.string().nullable(),
-  status: z.enum(['active', 'expired', 'revoked']), revokedUtc: z.string().nullable(), revokedBy: z.string().nullable(),
-  views: z.number().int(), lastViewedUtc: z.string().nullable(),
+  ttlHours: z.number().int(),
+  createdBy: z.string(),
+  createdUtc: z.string(),
+  expiresUtc: z.string().nullable(),
+  status: z.enum(['active', 'expired', 'revoked']),
+  revokedUtc: z.string().nullable(),
+  revokedBy: z.string().nullable(),
+  views: z.number().int(),
+  lastViewedUtc: z.string().nullable(),
 });
 export type ShareView = z.infer<typeof shareView>;
 export const shareCreated = shareView.extend({
@@ -255,22 +376,40 @@ export const numberInput = z.object({
   name: z.string().max(100).default(''),
   mode: z.enum(['live-voice-ai']).default('live-voice-ai'),
   voice: z.enum(VOICES).default('Aoede'),
-  language: z.string().regex(/^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$/).default('en-US'),
+  language: z
+    .string()
+    .regex(/^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$/)
+    .default('en-US'),
   saveTranscripts: z.boolean().default(true),
-  maxDurationSec: z.number().int().min(10).max(3600 * 4).default(3500),
+  maxDurationSec: z
+    .number()
+    .int()
+    .min(10)
+    .max(3600 * 4)
+    .default(3500),
   visibility: z.enum(['public', 'signed-in']).default('signed-in'),
   systemPrompt: z.string().max(20_000).default(''),
   /** The engine key of this number: write-only, sealed at rest, never returned or logged. */
   geminiApiKey: z.string().max(500).optional(),
 });
 export const numberView = z.object({
-  name: z.string(), number: z.string(), mode: z.string(), voice: z.string(), language: z.string(),
-  saveTranscripts: z.boolean(), maxDurationSec: z.number().int(), visibility: z.string(), systemPrompt: z.string(),
+  name: z.string(),
+  number: z.string(),
+  mode: z.string(),
+  voice: z.string(),
+  language: z.string(),
+  saveTranscripts: z.boolean(),
+  maxDurationSec: z.number().int(),
+  visibility: z.string(),
+  systemPrompt: z.string(),
   hasEngineKey: z.boolean(),
 });
 
 export const settingsInput = z.object({
-  defaultTrunkId: z.string().regex(/^([a-z0-9][a-z0-9_-]{0,39})?$/).optional(),
+  defaultTrunkId: z
+    .string()
+    .regex(/^([a-z0-9][a-z0-9_-]{0,39})?$/)
+    .optional(),
   engineApiKey: z.string().max(500).optional(),
   model: z.string().max(100).optional(),
 });
@@ -283,35 +422,79 @@ export { BridgeEventSchema as bridgeEvent, type BridgeEvent } from './control.ts
 
 export const eventSchemas = {
   'call.answered': z.object({
-    callId: z.string(), phone: z.string(), displayName: z.string(), did: z.string(), fromNumber: z.string(),
-    trunkId: z.string(), direction: z.enum(['inbound', 'outbound']), source: z.string(), answerMs: z.number().int(),
+    callId: z.string(),
+    phone: z.string(),
+    displayName: z.string(),
+    did: z.string(),
+    fromNumber: z.string(),
+    trunkId: z.string(),
+    direction: z.enum(['inbound', 'outbound']),
+    source: z.string(),
+    answerMs: z.number().int(),
   }),
   'call.started': z.object({
-    callId: z.string(), number: z.string(), did: z.string(), phone: z.string(), displayName: z.string(), room: z.string(),
-    direction: z.enum(['inbound', 'outbound']), source: z.string(),
+    callId: z.string(),
+    number: z.string(),
+    did: z.string(),
+    phone: z.string(),
+    displayName: z.string(),
+    room: z.string(),
+    direction: z.enum(['inbound', 'outbound']),
+    source: z.string(),
   }),
   'call.transferred': z.object({
-    callId: z.string(), fromVnum: z.string(), fromOutbound: z.string(), fromPhone: z.string(), toUser: z.string(),
-    toPhone: z.string(), transferType: z.string(), trunkId: z.string(), room: z.string(), source: z.enum(['vnum', 'outbound-ai']),
+    callId: z.string(),
+    fromVnum: z.string(),
+    fromOutbound: z.string(),
+    fromPhone: z.string(),
+    toUser: z.string(),
+    toPhone: z.string(),
+    transferType: z.string(),
+    trunkId: z.string(),
+    room: z.string(),
+    source: z.enum(['vnum', 'outbound-ai']),
   }),
   'call.ended': z.object({
-    callId: z.string(), number: z.string(), room: z.string(), outcome: z.string(), durationSec: z.number().int(),
-    tokens: z.number().int(), source: z.enum(['vnum', 'sip']),
+    callId: z.string(),
+    number: z.string(),
+    room: z.string(),
+    outcome: z.string(),
+    durationSec: z.number().int(),
+    tokens: z.number().int(),
+    source: z.enum(['vnum', 'sip']),
   }),
   'outbound-ai.finished': z.object({
-    callId: z.string(), phone: z.string(), displayName: z.string(), outcome: z.string(), answered: z.boolean(),
-    talkSec: z.number().int(), trunk: z.string(), inputTurns: z.number().int(), outputTurns: z.number().int(), errorDetail: z.string(),
+    callId: z.string(),
+    phone: z.string(),
+    displayName: z.string(),
+    outcome: z.string(),
+    answered: z.boolean(),
+    talkSec: z.number().int(),
+    trunk: z.string(),
+    inputTurns: z.number().int(),
+    outputTurns: z.number().int(),
+    errorDetail: z.string(),
   }),
   'transcript.saved': z.object({
-    callId: z.string(), phone: z.string(), displayName: z.string(), number: z.string(), file: z.string(), outcome: z.string(),
+    callId: z.string(),
+    phone: z.string(),
+    displayName: z.string(),
+    number: z.string(),
+    file: z.string(),
+    outcome: z.string(),
     source: z.enum(['outbound-ai', 'vnum']),
   }),
   // Transcript share events (spec "Event kinds": names not shown there, chosen here). `token` is
   // always the last 8 characters: a webhook receiver must not get the power to open the link.
   // callId and shareId are added to the spec's fields so a receiver can correlate the three.
   'transcript.share.created': z.object({
-    token: z.string().length(8), file: z.string(), ttlHours: z.number().int().min(0), createdBy: z.string(),
-    expiresUtc: z.string().nullable(), callId: z.string(), shareId: z.string(),
+    token: z.string().length(8),
+    file: z.string(),
+    ttlHours: z.number().int().min(0),
+    createdBy: z.string(),
+    expiresUtc: z.string().nullable(),
+    callId: z.string(),
+    shareId: z.string(),
   }),
   'transcript.share.viewed': z.object({ token: z.string().length(8), file: z.string(), viewerIp: z.string(), callId: z.string(), shareId: z.string() }),
   'transcript.share.revoked': z.object({ token: z.string().length(8), file: z.string(), revokedBy: z.string(), callId: z.string(), shareId: z.string() }),
@@ -319,16 +502,16 @@ export const eventSchemas = {
 
 /** What setup builds; routes, jobs and the `trunk`/`number` commands share it. */
 export interface TelephonyServices {
-  repo: import('./repo.ts').TelephonyRepo;
-  admin: import('./admin.ts').TelephonyAdmin;
-  calls: import('./calls.ts').CallService;
-  transcripts: import('./transcripts.ts').TranscriptStore;
-  shares: import('./shares.ts').TranscriptShares;
-  bridge: import('./bridge-link.ts').BridgeLink;
-  mailer: import('./mail.ts').OutcomeMailer;
-  supervisor: import('./supervisor.ts').BridgeSupervisor;
+  repo: TelephonyRepo;
+  admin: TelephonyAdmin;
+  calls: CallService;
+  transcripts: TranscriptStore;
+  shares: TranscriptShares;
+  bridge: BridgeLink;
+  mailer: OutcomeMailer;
+  supervisor: BridgeSupervisor;
   /** ctx.audit: who changed trunks, settings, numbers or the whitelist, and who hung up a call. */
-  audit: import('../../server/sdk.ts').AuditWriter;
+  audit: AuditWriter;
   /** Told the X-Bridge-Instance of every callback (a new one means the bridge restarted). */
   instanceSeen(instance: string): void;
 }

@@ -9,7 +9,10 @@ import type { FullTranscript } from './schemas.ts';
  * server-derived: the call id); a row per file indexes them for listing and filtering.
  */
 export class TranscriptStore {
-  constructor(private readonly repo: TelephonyRepo, private readonly paths: Paths) {}
+  constructor(
+    private readonly repo: TelephonyRepo,
+    private readonly paths: Paths,
+  ) {}
 
   file(t: Tenant, callId: string): string {
     return this.paths.tenantFile(t, 'transcripts', `${callId}.json`);
@@ -25,10 +28,26 @@ export class TranscriptStore {
     fs.renameSync(tmp, file);
     const st = fs.statSync(file);
     return {
-      tenant_id: t.id, call_id: tr.callId, caller_source: tr.callerSource, started_utc: tr.startedUtc, ended_utc: tr.endedUtc,
-      mtime_utc: st.mtime.toISOString(), duration_sec: tr.durationSec, rule, phone: tr.phone, display_name: tr.displayName,
-      number: '', outcome: tr.outcome, voice: tr.voice, language: tr.language, model: tr.model, tokens_total: tr.tokensTotal,
-      tokens_prompt: tr.tokensPrompt, turn_count: tr.turns.length, size: st.size, file: path.basename(file),
+      tenant_id: t.id,
+      call_id: tr.callId,
+      caller_source: tr.callerSource,
+      started_utc: tr.startedUtc,
+      ended_utc: tr.endedUtc,
+      mtime_utc: st.mtime.toISOString(),
+      duration_sec: tr.durationSec,
+      rule,
+      phone: tr.phone,
+      display_name: tr.displayName,
+      number: '',
+      outcome: tr.outcome,
+      voice: tr.voice,
+      language: tr.language,
+      model: tr.model,
+      tokens_total: tr.tokensTotal,
+      tokens_prompt: tr.tokensPrompt,
+      turn_count: tr.turns.length,
+      size: st.size,
+      file: path.basename(file),
     };
   }
 
@@ -59,9 +78,25 @@ export class TranscriptStore {
 
 export function summary(r: TranscriptRow) {
   return {
-    callId: r.call_id, callerSource: r.caller_source, startedUtc: r.started_utc, endedUtc: r.ended_utc, mtimeUtc: r.mtime_utc,
-    durationSec: r.duration_sec, rule: r.rule, phone: r.phone, displayName: r.display_name, number: r.number, outcome: r.outcome,
-    voice: r.voice, language: r.language, model: r.model, tokensTotal: r.tokens_total, tokensPrompt: r.tokens_prompt,
-    turnCount: r.turn_count, size: r.size, source: r.caller_source, file: r.file,
+    callId: r.call_id,
+    callerSource: r.caller_source,
+    startedUtc: r.started_utc,
+    endedUtc: r.ended_utc,
+    mtimeUtc: r.mtime_utc,
+    durationSec: r.duration_sec,
+    rule: r.rule,
+    phone: r.phone,
+    displayName: r.display_name,
+    number: r.number,
+    outcome: r.outcome,
+    voice: r.voice,
+    language: r.language,
+    model: r.model,
+    tokensTotal: r.tokens_total,
+    tokensPrompt: r.tokens_prompt,
+    turnCount: r.turn_count,
+    size: r.size,
+    source: r.caller_source,
+    file: r.file,
   };
 }

@@ -46,10 +46,21 @@ export const webhookCli: CliCommand<WebhookServices> = {
           ctx.out(JSON.stringify(items, null, 2));
           return 0;
         }
-        const rows = items.map((i) => ({ id: i.id, active: i.active ? 'yes' : 'PAUSED', failures: String(i.failures), events: i.events.join(','), url: i.url, lastFiredUtc: i.lastFiredUtc ?? '-' }));
+        const rows = items.map((i) => ({
+          id: i.id,
+          active: i.active ? 'yes' : 'PAUSED',
+          failures: String(i.failures),
+          events: i.events.join(','),
+          url: i.url,
+          lastFiredUtc: i.lastFiredUtc ?? '-',
+        }));
         const cols = ['id', 'active', 'failures', 'events', 'url', 'lastFiredUtc'] as const;
         const w = cols.map((c) => Math.max(c.length, ...rows.map((r) => r[c].length)));
-        const line = (v: string[]) => v.map((x, i) => x.padEnd(w[i]!)).join('  ').trimEnd();
+        const line = (v: string[]) =>
+          v
+            .map((x, i) => x.padEnd(w[i]!))
+            .join('  ')
+            .trimEnd();
         ctx.out(line(cols.map((c) => c.toUpperCase())));
         for (const r of rows) ctx.out(line(cols.map((c) => r[c])));
         return 0;

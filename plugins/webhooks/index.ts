@@ -31,12 +31,17 @@ export default definePlugin({
   cli: { webhook: webhookCli },
   setup(ctx): WebhookServices {
     // A missing or unreadable CA file stops the start with its path (better than failing every delivery).
-    const ca = ctx.config.caFile
-      ? [...tls.rootCertificates, fs.readFileSync(path.resolve(ctx.paths.dataDir, ctx.config.caFile), 'utf8')]
-      : undefined;
+    const ca = ctx.config.caFile ? [...tls.rootCertificates, fs.readFileSync(path.resolve(ctx.paths.dataDir, ctx.config.caFile), 'utf8')] : undefined;
     const service = new WebhookService({
-      repo: new WebhookRepo(ctx.db), keys: ctx.keys, clock: ctx.clock, events: ctx.events, jobs: ctx.jobs, tenants: ctx.tenants,
-      log: ctx.log, config: ctx.config, ca,
+      repo: new WebhookRepo(ctx.db),
+      keys: ctx.keys,
+      clock: ctx.clock,
+      events: ctx.events,
+      jobs: ctx.jobs,
+      tenants: ctx.tenants,
+      log: ctx.log,
+      config: ctx.config,
+      ca,
     });
     ctx.provide(WEBHOOKS, service);
     return { service };

@@ -59,8 +59,18 @@ const ALWAYS_REFUSED = blockList(['0.0.0.0/8', '224.0.0.0/4', '240.0.0.0/4', '::
  * loopback or LAN address the checks above would refuse in its plain form.
  */
 const RESERVED = blockList([
-  '192.0.2.0/24', '198.51.100.0/24', '203.0.113.0/24', '2001:db8::/32', '198.18.0.0/15', '192.0.0.0/24', '192.88.99.0/24', '100::/64',
-  '64:ff9b::/96', '64:ff9b:1::/48', '2002::/16', '2001::/32',
+  '192.0.2.0/24',
+  '198.51.100.0/24',
+  '203.0.113.0/24',
+  '2001:db8::/32',
+  '198.18.0.0/15',
+  '192.0.0.0/24',
+  '192.88.99.0/24',
+  '100::/64',
+  '64:ff9b::/96',
+  '64:ff9b:1::/48',
+  '2002::/16',
+  '2001::/32',
 ]);
 // Cloud instance-metadata services (AWS/GCP/Azure/OpenStack, AWS IPv6, ECS task metadata, Alibaba).
 const METADATA = blockList(['169.254.169.254/32', 'fd00:ec2::254/128', '169.254.170.2/32', '100.100.100.200/32']);

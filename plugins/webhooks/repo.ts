@@ -1,21 +1,45 @@
 import type Database from 'better-sqlite3';
 import type { DB, Tenant } from '../../server/sdk.ts';
 export interface SubscriptionRow {
-  id: string; tenant_id: string; url: string; events: string; active: number; secret_sealed: string;
-  created_at: string; created_by: string; last_fired_at: string | null; failures: number;
+  id: string;
+  tenant_id: string;
+  url: string;
+  events: string;
+  active: number;
+  secret_sealed: string;
+  created_at: string;
+  created_by: string;
+  last_fired_at: string | null;
+  failures: number;
 }
 
 export type DeliveryState = 'queued' | 'pending' | 'delivered' | 'failed' | 'skipped';
 
 export interface DeliveryRow {
-  id: string; tenant_id: string; subscription_id: string; event_id: number; event: string; payload: string;
-  state: DeliveryState; attempts: number; created_at: string; next_try_at: string | null; last_status: number | null;
-  last_error: string | null; finished_at: string | null; job_id: number | null;
+  id: string;
+  tenant_id: string;
+  subscription_id: string;
+  event_id: number;
+  event: string;
+  payload: string;
+  state: DeliveryState;
+  attempts: number;
+  created_at: string;
+  next_try_at: string | null;
+  last_status: number | null;
+  last_error: string | null;
+  finished_at: string | null;
+  job_id: number | null;
 }
 
 export interface AttemptRow {
-  delivery_id: string; attempt: number; started_at: string; duration_ms: number; status: number | null;
-  error: string | null; next_try_at: string | null;
+  delivery_id: string;
+  attempt: number;
+  started_at: string;
+  duration_ms: number;
+  status: number | null;
+  error: string | null;
+  next_try_at: string | null;
 }
 
 /**
@@ -43,9 +67,15 @@ export class WebhookRepo {
   // ---- subscriptions (tenant-scoped) -------------------------------------------------------
 
   insert(tenant: Tenant, r: Omit<SubscriptionRow, 'tenant_id' | 'active' | 'last_fired_at' | 'failures'>): void {
-    this
-      .q('INSERT INTO webhook_subscriptions (id, tenant_id, url, events, secret_sealed, created_at, created_by) VALUES (?, ?, ?, ?, ?, ?, ?)')
-      .run(r.id, tenant.id, r.url, r.events, r.secret_sealed, r.created_at, r.created_by);
+    this.q('INSERT INTO webhook_subscriptions (id, tenant_id, url, events, secret_sealed, created_at, created_by) VALUES (?, ?, ?, ?, ?, ?, ?)').run(
+      r.id,
+      tenant.id,
+      r.url,
+      r.events,
+      r.secret_sealed,
+      r.created_at,
+      r.created_by,
+    );
   }
 
   get(tenant: Tenant, id: string): SubscriptionRow | undefined {
@@ -54,9 +84,11 @@ export class WebhookRepo {
 
   list(tenant: Tenant, page?: { limit: number; offset: number }): { rows: SubscriptionRow[]; total: number } {
     const total = (this.q('SELECT COUNT(*) AS n FROM webhook_subscriptions WHERE tenant_id = ?').get(tenant.id) as { n: number }).n;
-    const rows = this
-      .q('SELECT * FROM webhook_subscriptions WHERE tenant_id = ? ORDER BY created_at, id LIMIT ? OFFSET ?')
-      .all(tenant.id, page?.limit ?? -1, page?.offset ?? 0) as SubscriptionRow[];
+    const rows = this.q('SELECT * FROM webhook_subscriptions WHERE tenant_id = ? ORDER BY created_at, id LIMIT ? OFFSET ?').all(
+      tenant.id,
+      page?.limit ?? -1,
+      page?.offset ?? 0,
+    ) as SubscriptionRow[];
     return { rows, total };
   }
 
@@ -85,10 +117,10 @@ export class WebhookRepo {
 
   /** The delivery and what sending it needs of its subscription, in one read. */
   deliveryForSend(id: string): (DeliveryRow & { url: string; active: number; secret_sealed: string }) | undefined {
-    return this
-      .q(`SELECT d.*, s.url, s.active, s.secret_sealed FROM webhook_deliveries d
-          JOIN webhook_subscriptions s ON s.id = d.subscription_id WHERE d.id = ?`)
-      .get(id) as (DeliveryRow & { url: string; active: number; secret_sealed: string }) | undefined;
+    return this.q(
+      `SELECT d.*, s.url, s.active, s.secret_sealed FROM webhook_deliveries d
+          JOIN webhook_subscriptions s ON s.id = d.subscription_id WHERE d.id = ?`,
+    ).get(id) as (DeliveryRow & { url: string; active: number; secret_sealed: string }) | undefined;
   }
 
   delivery(id: string): DeliveryRow | undefined {
@@ -100,9 +132,9 @@ export class WebhookRepo {
   }
 
   insertDelivery(r: Pick<DeliveryRow, 'id' | 'tenant_id' | 'subscription_id' | 'event_id' | 'event' | 'payload' | 'created_at'>): void {
-    this
-      .q("INSERT INTO webhook_deliveries (id, tenant_id, subscription_id, event_id, event, payload, state, created_at) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?)")
-      .run(r.id, r.tenant_id, r.subscription_id, r.event_id, r.event, r.payload, r.created_at);
+    this.q(
+      "INSERT INTO webhook_deliveries (id, tenant_id, subscription_id, event_id, event, payload, state, created_at) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?)",
+    ).run(r.id, r.tenant_id, r.subscription_id, r.event_id, r.event, r.payload, r.created_at);
   }
 
   admittedCount(subscriptionId: string): number {
@@ -110,16 +142,19 @@ export class WebhookRepo {
   }
 
   oldestQueued(subscriptionId: string, n: number): { id: string }[] {
-    return this
-      .q("SELECT id FROM webhook_deliveries WHERE subscription_id = ? AND state = 'queued' ORDER BY created_at, rowid LIMIT ?")
-      .all(subscriptionId, n) as { id: string }[];
+    return this.q("SELECT id FROM webhook_deliveries WHERE subscription_id = ? AND state = 'queued' ORDER BY created_at, rowid LIMIT ?").all(
+      subscriptionId,
+      n,
+    ) as { id: string }[];
   }
 
   /** Subscriptions with queued deliveries: the start-up sweep admits what a crash left waiting. */
   subscriptionsWithQueued(): string[] {
-    return (this
-      .q("SELECT DISTINCT d.subscription_id AS id FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id WHERE d.state = 'queued' AND s.active = 1")
-      .all() as { id: string }[]).map((r) => r.id);
+    return (
+      this.q(
+        "SELECT DISTINCT d.subscription_id AS id FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id WHERE d.state = 'queued' AND s.active = 1",
+      ).all() as { id: string }[]
+    ).map((r) => r.id);
   }
 
   markPending(id: string, jobId: number, nextTry: string | null): void {
@@ -132,33 +167,42 @@ export class WebhookRepo {
    * `final` also ends the delivery in the same statement.
    */
   recordAttempt(a: AttemptRow, final?: { state: 'delivered' | 'failed'; at: string }): boolean {
-    const changed = this
-      .q(`UPDATE webhook_deliveries SET attempts = attempts + 1, last_status = ?, last_error = ?, next_try_at = ?,
-            state = COALESCE(?, state), finished_at = COALESCE(?, finished_at) WHERE id = ? AND state = 'pending'`)
-      .run(a.status, a.error, a.next_try_at, final?.state ?? null, final?.at ?? null, a.delivery_id).changes;
+    const changed = this.q(
+      `UPDATE webhook_deliveries SET attempts = attempts + 1, last_status = ?, last_error = ?, next_try_at = ?,
+            state = COALESCE(?, state), finished_at = COALESCE(?, finished_at) WHERE id = ? AND state = 'pending'`,
+    ).run(a.status, a.error, a.next_try_at, final?.state ?? null, final?.at ?? null, a.delivery_id).changes;
     if (!changed) return false;
-    this
-      .q('INSERT INTO webhook_attempts (delivery_id, attempt, started_at, duration_ms, status, error, next_try_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
-      .run(a.delivery_id, a.attempt, a.started_at, a.duration_ms, a.status, a.error, a.next_try_at);
+    this.q('INSERT INTO webhook_attempts (delivery_id, attempt, started_at, duration_ms, status, error, next_try_at) VALUES (?, ?, ?, ?, ?, ?, ?)').run(
+      a.delivery_id,
+      a.attempt,
+      a.started_at,
+      a.duration_ms,
+      a.status,
+      a.error,
+      a.next_try_at,
+    );
     return true;
   }
 
   finishDelivery(id: string, state: 'delivered' | 'failed' | 'skipped', at: string, error?: string): void {
-    this
-      .q("UPDATE webhook_deliveries SET state = ?, finished_at = ?, next_try_at = NULL, last_error = COALESCE(?, last_error) WHERE id = ? AND state IN ('queued', 'pending')")
-      .run(state, at, error ?? null, id);
+    this.q(
+      "UPDATE webhook_deliveries SET state = ?, finished_at = ?, next_try_at = NULL, last_error = COALESCE(?, last_error) WHERE id = ? AND state IN ('queued', 'pending')",
+    ).run(state, at, error ?? null, id);
   }
 
   /** Paused or 410: what was still waiting is skipped (visible in the log, redeliverable). */
   skipQueued(subscriptionId: string, at: string, reason: string): void {
-    this
-      .q("UPDATE webhook_deliveries SET state = 'skipped', finished_at = ?, last_error = ? WHERE subscription_id = ? AND state = 'queued'")
-      .run(at, reason, subscriptionId);
+    this.q("UPDATE webhook_deliveries SET state = 'skipped', finished_at = ?, last_error = ? WHERE subscription_id = ? AND state = 'queued'").run(
+      at,
+      reason,
+      subscriptionId,
+    );
   }
 
   /** A success: tally reset, lastFiredUtc set. Returns whether the subscription is (still) active. */
   succeeded(subscriptionId: string, at: string): boolean {
-    const r = this.q('UPDATE webhook_subscriptions SET failures = 0, last_fired_at = ? WHERE id = ? RETURNING active').get(at, subscriptionId) as { active: number } | undefined;
+    const r = this.q('UPDATE webhook_subscriptions SET failures = 0, last_fired_at = ? WHERE id = ? RETURNING active').get(at, subscriptionId) as
+      { active: number } | undefined;
     return r?.active === 1;
   }
 
@@ -167,9 +211,9 @@ export class WebhookRepo {
    * even when several deliveries fail at once. Returns true when this call paused it.
    */
   failed(subscriptionId: string, limit: number): boolean {
-    const r = this
-      .q('UPDATE webhook_subscriptions SET failures = failures + 1, active = CASE WHEN failures + 1 >= ? THEN 0 ELSE 1 END WHERE id = ? AND active = 1 RETURNING active')
-      .get(limit, subscriptionId) as { active: number } | undefined;
+    const r = this.q(
+      'UPDATE webhook_subscriptions SET failures = failures + 1, active = CASE WHEN failures + 1 >= ? THEN 0 ELSE 1 END WHERE id = ? AND active = 1 RETURNING active',
+    ).get(limit, subscriptionId) as { active: number } | undefined;
     return r !== undefined && r.active === 0;
   }
 
@@ -181,12 +225,12 @@ export class WebhookRepo {
   // ---- delivery log (tenant-scoped) --------------------------------------------------------
 
   deliveries(tenant: Tenant, subscriptionId: string, page: { limit: number; offset: number }): { rows: DeliveryRow[]; total: number } {
-    const total = (this
-      .q('SELECT COUNT(*) AS n FROM webhook_deliveries WHERE tenant_id = ? AND subscription_id = ?')
-      .get(tenant.id, subscriptionId) as { n: number }).n;
-    const rows = this
-      .q('SELECT * FROM webhook_deliveries WHERE tenant_id = ? AND subscription_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?')
-      .all(tenant.id, subscriptionId, page.limit, page.offset) as DeliveryRow[];
+    const total = (
+      this.q('SELECT COUNT(*) AS n FROM webhook_deliveries WHERE tenant_id = ? AND subscription_id = ?').get(tenant.id, subscriptionId) as { n: number }
+    ).n;
+    const rows = this.q(
+      'SELECT * FROM webhook_deliveries WHERE tenant_id = ? AND subscription_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?',
+    ).all(tenant.id, subscriptionId, page.limit, page.offset) as DeliveryRow[];
     return { rows, total };
   }
 
@@ -194,20 +238,23 @@ export class WebhookRepo {
     if (!deliveryIds.length) return [];
     // Not cached: the IN list's length varies with the page.
     return this.db
-      .prepare(`SELECT delivery_id, attempt, started_at, duration_ms, status, error, next_try_at FROM webhook_attempts
-                WHERE delivery_id IN (${deliveryIds.map(() => '?').join(',')}) ORDER BY id`)
+      .prepare(
+        `SELECT delivery_id, attempt, started_at, duration_ms, status, error, next_try_at FROM webhook_attempts
+                WHERE delivery_id IN (${deliveryIds.map(() => '?').join(',')}) ORDER BY id`,
+      )
       .all(...deliveryIds) as AttemptRow[];
   }
 
   prune(beforeIso: string): number {
-    return this
-      .q("DELETE FROM webhook_deliveries WHERE state IN ('delivered', 'failed', 'skipped') AND finished_at < ?")
-      .run(beforeIso).changes;
+    return this.q("DELETE FROM webhook_deliveries WHERE state IN ('delivered', 'failed', 'skipped') AND finished_at < ?").run(beforeIso).changes;
   }
 
   /** Deliveries waiting by state, and paused subscriptions (for /readyz and `doctor`). */
   health(): { backlog: Record<string, number>; pausedSubscriptions: number } {
-    const counts = this.db.prepare("SELECT state, COUNT(*) AS n FROM webhook_deliveries WHERE state IN ('queued', 'pending') GROUP BY state").all() as { state: string; n: number }[];
+    const counts = this.db.prepare("SELECT state, COUNT(*) AS n FROM webhook_deliveries WHERE state IN ('queued', 'pending') GROUP BY state").all() as {
+      state: string;
+      n: number;
+    }[];
     const paused = (this.db.prepare('SELECT COUNT(*) AS n FROM webhook_subscriptions WHERE active = 0').get() as { n: number }).n;
     return { backlog: Object.fromEntries(counts.map((c) => [c.state, c.n])), pausedSubscriptions: paused };
   }

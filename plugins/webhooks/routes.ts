@@ -1,8 +1,16 @@
 import { z } from 'zod';
-import { envelope, envelopeSchema, pageOf, pageQuery, type PluginContext, policy, type Principal, type RouteRegistrar, type RouteRequest } from '../../server/sdk.ts';
 import {
-  addBody, createdSubscription, deliveriesQuery, deliveryItem, idBody, listQuery, redeliverBody, subscriptionItem,
-} from './schemas.ts';
+  envelope,
+  envelopeSchema,
+  pageOf,
+  pageQuery,
+  type PluginContext,
+  policy,
+  type Principal,
+  type RouteRegistrar,
+  type RouteRequest,
+} from '../../server/sdk.ts';
+import { addBody, createdSubscription, deliveriesQuery, deliveryItem, idBody, listQuery, redeliverBody, subscriptionItem } from './schemas.ts';
 import type { WebhookService } from './service.ts';
 
 export function actorOf(p: Principal | null): string {
@@ -103,7 +111,10 @@ export function webhookRoutes(r: RouteRegistrar, service: WebhookService, ctx: P
     body: idBody,
     rateLimit: 'sensitive',
     responses: {
-      200: { description: 'the event was recorded; watch the delivery log', schema: ok.extend({ id: z.string(), event: z.string(), eventId: z.number().int() }) },
+      200: {
+        description: 'the event was recorded; watch the delivery log',
+        schema: ok.extend({ id: z.string(), event: z.string(), eventId: z.number().int() }),
+      },
       404: { description: 'not_found' },
       409: { description: 'subscription_paused' },
     },

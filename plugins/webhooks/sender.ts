@@ -95,7 +95,14 @@ export async function send(d: DeliveryRequest, o: SendOptions): Promise<SendResu
     targets = await resolveAllowed(url, o.policy, o.resolve);
   } catch (e) {
     const err = e as Error;
-    return { status: null, headers: {}, body: '', durationMs: Math.round(performance.now() - started), error: err.message, refused: err.name === 'AddressRefused' };
+    return {
+      status: null,
+      headers: {},
+      body: '',
+      durationMs: Math.round(performance.now() - started),
+      error: err.message,
+      refused: err.name === 'AddressRefused',
+    };
   }
   let r: SendResult & { staleSocket?: boolean; noConnect?: boolean } = { status: null, headers: {}, body: '', durationMs: 0 };
   let address: string | undefined;
@@ -114,7 +121,10 @@ export async function send(d: DeliveryRequest, o: SendOptions): Promise<SendResu
 const NO_CONNECT = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'EAFNOSUPPORT']);
 
 async function sendOnce(
-  d: DeliveryRequest, url: URL, target: { address: string; family: 4 | 6 }, o: SendOptions,
+  d: DeliveryRequest,
+  url: URL,
+  target: { address: string; family: 4 | 6 },
+  o: SendOptions,
 ): Promise<SendResult & { staleSocket?: boolean; noConnect?: boolean }> {
   const started = performance.now();
   const elapsed = () => Math.round(performance.now() - started);
@@ -167,11 +177,16 @@ async function sendOnce(
     };
     if (o.signal?.aborted) return onAbort();
     o.signal?.addEventListener('abort', onAbort, { once: true });
-    req.on('error', (e: NodeJS.ErrnoException) => finish({
-      status: null, headers: {}, body: '', error: e.code ? `${e.code}: ${e.message}` : e.message,
-      staleSocket: req.reusedSocket && (e.code === 'ECONNRESET' || e.code === 'EPIPE'),
-      noConnect: NO_CONNECT.has(e.code ?? ''),
-    }));
+    req.on('error', (e: NodeJS.ErrnoException) =>
+      finish({
+        status: null,
+        headers: {},
+        body: '',
+        error: e.code ? `${e.code}: ${e.message}` : e.message,
+        staleSocket: req.reusedSocket && (e.code === 'ECONNRESET' || e.code === 'EPIPE'),
+        noConnect: NO_CONNECT.has(e.code ?? ''),
+      }),
+    );
     req.end(d.body);
   });
 }

@@ -2,7 +2,23 @@ import crypto from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
-import { AppError, type AppEvent, type Clock, ConflictError, type EventBus, InputError, type JobQueue, type KeyService, type Logger, NotFoundError, PermanentFailure, RetryAt, type RunningJob, type Tenant, type TenantService } from '../../server/sdk.ts';
+import {
+  AppError,
+  type AppEvent,
+  type Clock,
+  ConflictError,
+  type EventBus,
+  InputError,
+  type JobQueue,
+  type KeyService,
+  type Logger,
+  NotFoundError,
+  PermanentFailure,
+  RetryAt,
+  type RunningJob,
+  type Tenant,
+  type TenantService,
+} from '../../server/sdk.ts';
 import { cachingResolver, mergePolicy, refusal, systemResolver, type NetworkPolicy, type Resolver } from './net-policy.ts';
 import type { DeliveryRow, SubscriptionRow, WebhookRepo } from './repo.ts';
 import type { DeliveryItem, SubscriptionItem, WebhooksConfig } from './schemas.ts';
@@ -40,8 +56,14 @@ const sealAad = (id: string) => `webhook:${id}`;
 
 export function toItem(r: SubscriptionRow): SubscriptionItem {
   return {
-    id: r.id, url: r.url, events: JSON.parse(r.events) as string[], active: r.active === 1, createdAtUtc: r.created_at,
-    createdBy: r.created_by, lastFiredUtc: r.last_fired_at, failures: r.failures,
+    id: r.id,
+    url: r.url,
+    events: JSON.parse(r.events) as string[],
+    active: r.active === 1,
+    createdAtUtc: r.created_at,
+    createdBy: r.created_by,
+    lastFiredUtc: r.last_fired_at,
+    failures: r.failures,
   };
 }
 
@@ -111,8 +133,18 @@ export class WebhookService {
     const batch = this.#outcomes;
     this.#outcomes = [];
     const db = this.d.repo.db;
-    this.#batchTx ??= ((t) => (b: { fn: () => void }[]) => t.immediate(b))(db.transaction((b: { fn: () => void }[]) => { for (const o of b) o.fn(); }));
-    this.#oneTx ??= ((t) => (fn: () => void) => t.immediate(fn))(db.transaction((fn: () => void) => fn()));
+    this.#batchTx ??= (
+      (t) => (b: { fn: () => void }[]) =>
+        t.immediate(b)
+    )(
+      db.transaction((b: { fn: () => void }[]) => {
+        for (const o of b) o.fn();
+      }),
+    );
+    this.#oneTx ??= (
+      (t) => (fn: () => void) =>
+        t.immediate(fn)
+    )(db.transaction((fn: () => void) => fn()));
     try {
       this.#batchTx(batch);
     } catch {
@@ -174,7 +206,9 @@ export class WebhookService {
     }
     if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new InputError('url: only http and https URLs are accepted', 'invalid_url', { field: 'url' });
     if (u.username || u.password) {
-      throw new InputError('url: credentials in the URL are not accepted; receivers authenticate deliveries by their signature', 'invalid_url', { field: 'url' });
+      throw new InputError('url: credentials in the URL are not accepted; receivers authenticate deliveries by their signature', 'invalid_url', {
+        field: 'url',
+      });
     }
     u.hash = '';
     const policy = this.policyFor(tenant);
@@ -188,7 +222,9 @@ export class WebhookService {
         // Bounded: a slow DNS must not hold the admin request; the delivery checks again anyway.
         addrs = await Promise.race([
           this.#resolve(host),
-          new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error('DNS timeout')), 3000); }),
+          new Promise<never>((_, reject) => {
+            timer = setTimeout(() => reject(new Error('DNS timeout')), 3000);
+          }),
         ]);
       } catch {
         addrs = [];
@@ -213,8 +249,12 @@ export class WebhookService {
     const id = crypto.randomBytes(8).toString('hex');
     const secret = newSecret();
     this.d.repo.insert(tenant, {
-      id, url, events: JSON.stringify(input.events), secret_sealed: this.d.keys.seal(secret, sealAad(id)),
-      created_at: iso(this.d.clock.now()), created_by: createdBy.slice(0, 200),
+      id,
+      url,
+      events: JSON.stringify(input.events),
+      secret_sealed: this.d.keys.seal(secret, sealAad(id)),
+      created_at: iso(this.d.clock.now()),
+      created_by: createdBy.slice(0, 200),
     });
     return { item: toItem(this.d.repo.get(tenant, id)!), secret };
   }
@@ -240,10 +280,12 @@ export class WebhookService {
   /** Re-activation (the spec leaves it open): active again, tally reset, waiting deliveries admitted. */
   resume(tenant: Tenant, id: string): SubscriptionItem {
     this.get(tenant, id);
-    this.d.repo.db.transaction(() => {
-      this.d.repo.resume(tenant, id);
-      this.admit(id);
-    }).immediate();
+    this.d.repo.db
+      .transaction(() => {
+        this.d.repo.resume(tenant, id);
+        this.admit(id);
+      })
+      .immediate();
     return this.get(tenant, id);
   }
 
@@ -252,7 +294,9 @@ export class WebhookService {
     const sub = this.get(tenant, id);
     if (!sub.active) throw new ConflictError('subscription_paused', `webhook subscription ${id} is paused; resume it first`);
     const eventId = this.d.events.emit(tenant.id, TEST_EVENT, {
-      subscriptionId: id, message: 'Test delivery from the admin surface', requestedBy: requestedBy.slice(0, 200),
+      subscriptionId: id,
+      message: 'Test delivery from the admin surface',
+      requestedBy: requestedBy.slice(0, 200),
     });
     return { eventId };
   }
@@ -266,11 +310,27 @@ export class WebhookService {
     return {
       total,
       items: rows.map((r) => ({
-        id: r.id, subscriptionId: r.subscription_id, eventId: r.event_id, event: r.event, state: r.state, attempts: r.attempts,
-        createdAtUtc: r.created_at, nextTryUtc: r.next_try_at, lastStatus: r.last_status, lastError: r.last_error, finishedUtc: r.finished_at,
-        log: attempts.filter((a) => a.delivery_id === r.id).map((a) => ({
-          attempt: a.attempt, startedUtc: a.started_at, durationMs: a.duration_ms, status: a.status, error: a.error, nextTryUtc: a.next_try_at,
-        })),
+        id: r.id,
+        subscriptionId: r.subscription_id,
+        eventId: r.event_id,
+        event: r.event,
+        state: r.state,
+        attempts: r.attempts,
+        createdAtUtc: r.created_at,
+        nextTryUtc: r.next_try_at,
+        lastStatus: r.last_status,
+        lastError: r.last_error,
+        finishedUtc: r.finished_at,
+        log: attempts
+          .filter((a) => a.delivery_id === r.id)
+          .map((a) => ({
+            attempt: a.attempt,
+            startedUtc: a.started_at,
+            durationMs: a.duration_ms,
+            status: a.status,
+            error: a.error,
+            nextTryUtc: a.next_try_at,
+          })),
       })),
     };
   }
@@ -282,10 +342,12 @@ export class WebhookService {
     if (d.state === 'queued' || d.state === 'pending') throw new ConflictError('delivery_in_progress', `delivery ${deliveryId} is still ${d.state}`);
     const sub = this.get(tenant, d.subscription_id);
     if (!sub.active) throw new ConflictError('subscription_paused', `webhook subscription ${sub.id} is paused; resume it first`);
-    this.d.repo.db.transaction(() => {
-      this.d.repo.db.prepare("UPDATE webhook_deliveries SET state = 'queued', finished_at = NULL, next_try_at = NULL WHERE id = ?").run(d.id);
-      this.admit(d.subscription_id);
-    }).immediate();
+    this.d.repo.db
+      .transaction(() => {
+        this.d.repo.db.prepare("UPDATE webhook_deliveries SET state = 'queued', finished_at = NULL, next_try_at = NULL WHERE id = ?").run(d.id);
+        this.admit(d.subscription_id);
+      })
+      .immediate();
     return { id: d.id, subscriptionId: d.subscription_id };
   }
 
@@ -304,13 +366,23 @@ export class WebhookService {
     if (!tenant) return;
     let subs = this.d.repo.activeFor(ev.tenantId);
     if (ev.name === TEST_EVENT) subs = subs.filter((s) => s.id === (ev.data as { subscriptionId?: unknown }).subscriptionId);
-    else subs = subs.filter((s) => { const e = this.eventsOf(s.events); return e.includes('*') || e.includes(ev.name); });
+    else
+      subs = subs.filter((s) => {
+        const e = this.eventsOf(s.events);
+        return e.includes('*') || e.includes(ev.name);
+      });
     if (!subs.length) return;
     const payload = JSON.stringify({ event: ev.name, tenant: tenant.host, ts: ev.ts, data: ev.data });
     const now = iso(this.d.clock.now());
     for (const s of subs) {
       this.d.repo.insertDelivery({
-        id: crypto.randomUUID(), tenant_id: ev.tenantId, subscription_id: s.id, event_id: ev.id, event: ev.name, payload, created_at: now,
+        id: crypto.randomUUID(),
+        tenant_id: ev.tenantId,
+        subscription_id: s.id,
+        event_id: ev.id,
+        event: ev.name,
+        payload,
+        created_at: now,
       });
       this.admit(s.id, s);
     }
@@ -344,16 +416,18 @@ export class WebhookService {
    */
   sweep(): void {
     const repo = this.d.repo;
-    repo.db.transaction(() => {
-      const orphans = repo.db.prepare("SELECT id, job_id FROM webhook_deliveries WHERE state = 'pending'").all() as { id: string; job_id: number | null }[];
-      for (const o of orphans) {
-        const job = o.job_id == null ? undefined : this.d.jobs.get(o.job_id);
-        if (!job || job.state === 'done' || job.state === 'failed' || job.state === 'cancelled') {
-          repo.db.prepare("UPDATE webhook_deliveries SET state = 'queued' WHERE id = ?").run(o.id);
+    repo.db
+      .transaction(() => {
+        const orphans = repo.db.prepare("SELECT id, job_id FROM webhook_deliveries WHERE state = 'pending'").all() as { id: string; job_id: number | null }[];
+        for (const o of orphans) {
+          const job = o.job_id == null ? undefined : this.d.jobs.get(o.job_id);
+          if (!job || job.state === 'done' || job.state === 'failed' || job.state === 'cancelled') {
+            repo.db.prepare("UPDATE webhook_deliveries SET state = 'queued' WHERE id = ?").run(o.id);
+          }
         }
-      }
-      for (const sub of repo.subscriptionsWithQueued()) this.admit(sub);
-    }).immediate();
+        for (const sub of repo.subscriptionsWithQueued()) this.admit(sub);
+      })
+      .immediate();
   }
 
   prune(): number {
@@ -381,7 +455,15 @@ export class WebhookService {
     const startedAt = clock.now();
     const r = await send(
       { url: d.url, body: d.payload, event: d.event, deliveryId: d.id, attempt, secret, timestampSec: Math.floor(startedAt / 1000) },
-      { policy: this.policyFor(tenant), timeoutMs: this.d.config.timeoutMs, maxResponseBytes: this.d.config.maxResponseBytes, signal: job.signal, resolve: this.#resolve, agents: this.#agents, ca: this.d.ca },
+      {
+        policy: this.policyFor(tenant),
+        timeoutMs: this.d.config.timeoutMs,
+        maxResponseBytes: this.d.config.maxResponseBytes,
+        signal: job.signal,
+        resolve: this.#resolve,
+        agents: this.#agents,
+        ca: this.d.ca,
+      },
     );
     const now = clock.now();
     const ok = r.status !== null && r.status >= 200 && r.status < 300;
@@ -401,13 +483,16 @@ export class WebhookService {
     }
     if (job.signal.aborted) {
       // Shutdown, not the receiver's fault: no tally, run again at the next start.
-      await tx(() => { repo.recordAttempt({ ...base, error: r.error ?? 'interrupted', next_try_at: done.at }); });
+      await tx(() => {
+        repo.recordAttempt({ ...base, error: r.error ?? 'interrupted', next_try_at: done.at });
+      });
       throw new RetryAt(now, 'interrupted by shutdown');
     }
     const error = describeFailure(r);
     // The tenant's delivery log says only "refused" or "no response"; the reason (resolved
     // address, connection error) is for the operator's log, so a tenant admin cannot map the LAN.
-    if (r.status === null) this.d.log.info({ subscription: subId, tenant: tenant.host, address: r.address, reason: r.error }, 'webhook delivery got no response');
+    if (r.status === null)
+      this.d.log.info({ subscription: subId, tenant: tenant.host, address: r.address, reason: r.error }, 'webhook delivery got no response');
     if (r.status === 410) {
       // 410 Gone: the receiver says the endpoint is gone for good; stop at once (issue 5 §2).
       await tx(() => {
@@ -435,7 +520,9 @@ export class WebhookService {
       if (ra !== undefined) delay = Math.min(ra, this.d.config.maxRetryAfterSec * 1000);
     }
     const at = now + delay;
-    await tx(() => { repo.recordAttempt({ ...base, error, next_try_at: iso(at) }); });
+    await tx(() => {
+      repo.recordAttempt({ ...base, error, next_try_at: iso(at) });
+    });
     throw new RetryAt(at, error);
   }
 }

@@ -12,7 +12,7 @@
   }
   function bufToB64u(buf) {
     var a = new Uint8Array(buf), s = '';
-    for (var i = 0; i < a.length; i++) s += String.fromCharCode(a[i]);
+    for (var b of a) s += String.fromCharCode(b);
     return btoa(s).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
   }
   function post(url, body) {

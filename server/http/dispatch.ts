@@ -40,7 +40,10 @@ export function parseAddress(address: string): ParsedAddress {
   const path = q < 0 ? address : address.slice(0, q);
   const verb = q < 0 ? '' : address.slice(q + 1);
   if (!path.startsWith('/')) throw new Error(`route address must start with /: ${address}`);
-  const segments = path.split('/').slice(1).map((s) => (s.startsWith(':') ? s : s.toLowerCase()));
+  const segments = path
+    .split('/')
+    .slice(1)
+    .map((s) => (s.startsWith(':') ? s : s.toLowerCase()));
   if (!verb) return { path, segments };
   const eq = verb.indexOf('=');
   return eq < 0 ? { path, segments, verbKey: verb } : { path, segments, verbKey: verb.slice(0, eq), verbValue: verb.slice(eq + 1) };
@@ -160,17 +163,34 @@ export class Dispatcher {
       this.rateLimit(def, ip);
       const rawBody = await readBounded(req, def.bodyLimit ?? this.deps.config.http.bodyLimitBytes);
       const hostHeader = req.headers.host ?? '';
-      const principal = await this.deps.auth.authenticate(def.auth, { headers: req.headers, tenant, rawHost: hostHeader, bodyLen: rawBody.length, body: rawBody });
+      const principal = await this.deps.auth.authenticate(def.auth, {
+        headers: req.headers,
+        tenant,
+        rawHost: hostHeader,
+        bodyLen: rawBody.length,
+        body: rawBody,
+      });
       const parsedParams = def.params ? validate(def.params, params, 'path parameter') : params;
       const parsedQuery = def.query ? validate(def.query, queryObject(url.searchParams), 'query parameter') : queryObject(url.searchParams);
       const body = parseBody(def, req, rawBody);
       const rr: RouteRequest = {
-        tenant, principal, query: parsedQuery, body, params: parsedParams, rawBody, ip,
-        ua: String(req.headers['user-agent'] ?? '').slice(0, 512), requestId, hostHeader,
+        tenant,
+        principal,
+        query: parsedQuery,
+        body,
+        params: parsedParams,
+        rawBody,
+        ip,
+        ua: String(req.headers['user-agent'] ?? '').slice(0, 512),
+        requestId,
+        hostHeader,
         origin: `${req.protocol}://${hostHeader || `${this.deps.config.http.host}:${this.deps.config.http.port}`}`,
-        headers: req.headers, raw: req,
+        headers: req.headers,
+        raw: req,
         // A getter: the request logger is made only when a handler logs (server/app.ts).
-        get log() { return res.locals.log as Logger; },
+        get log() {
+          return res.locals.log as Logger;
+        },
       };
       res.setHeader('Cache-Control', 'no-store');
       const out = await def.handler(rr, res);
@@ -242,11 +262,18 @@ function validate<S extends z.ZodType>(schema: S, input: unknown, what: string):
   if (r.success) return r.data;
   const issue = r.error.issues[0]!;
   const field = issue.path.map(String).join('.');
-  throw new InputError(field ? `invalid ${what} ${field}: ${issue.message}` : `invalid ${what}: ${issue.message}`, 'invalid_request', field ? { field } : undefined);
+  throw new InputError(
+    field ? `invalid ${what} ${field}: ${issue.message}` : `invalid ${what}: ${issue.message}`,
+    'invalid_request',
+    field ? { field } : undefined,
+  );
 }
 
 function mediaType(req: Request): string {
-  return String(req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+  return String(req.headers['content-type'] ?? '')
+    .split(';')[0]!
+    .trim()
+    .toLowerCase();
 }
 
 function parseBody(def: RouteDef, req: Request, raw: Buffer): unknown {
@@ -276,7 +303,8 @@ function parseBody(def: RouteDef, req: Request, raw: Buffer): unknown {
     } else if (isForm && (type === 'form' || type === 'json-or-form')) {
       value = queryObject(new URLSearchParams(raw.toString('utf8')));
     } else {
-      const want = type === 'json' ? 'application/json' : type === 'form' ? 'application/x-www-form-urlencoded' : 'application/json or application/x-www-form-urlencoded';
+      const want =
+        type === 'json' ? 'application/json' : type === 'form' ? 'application/x-www-form-urlencoded' : 'application/json or application/x-www-form-urlencoded';
       throw new AppError(415, 'unsupported_media_type', `content type ${mt || '(none)'} not supported; use ${want}`);
     }
   }
@@ -289,10 +317,18 @@ export function render(res: Response, out: unknown): void {
     for (const [k, v] of Object.entries(out.headers)) res.setHeader(k, v);
     res.status(out.status);
     switch (out.kind) {
-      case 'json': res.json(out.body); return;
-      case 'text': res.send(String(out.body)); return;
-      case 'buffer': res.end(out.body as Buffer); return;
-      default: res.end(); return;
+      case 'json':
+        res.json(out.body);
+        return;
+      case 'text':
+        res.send(String(out.body));
+        return;
+      case 'buffer':
+        res.end(out.body as Buffer);
+        return;
+      default:
+        res.end();
+        return;
     }
   }
   if (out === undefined) {

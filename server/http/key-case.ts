@@ -6,7 +6,7 @@ export const MAX_JSON_DEPTH = 64;
  * (key folding, schema validation) recurses, and 200,000 nested brackets would overflow the stack.
  */
 export function nestsDeeperThan(value: unknown, max: number): boolean {
-  const stack: Array<[unknown, number]> = [[value, 1]];
+  const stack: [unknown, number][] = [[value, 1]];
   while (stack.length) {
     const [v, depth] = stack.pop()!;
     if (v === null || typeof v !== 'object') continue;

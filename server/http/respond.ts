@@ -26,7 +26,12 @@ export function errorAnswer(e: unknown, requestId: string): ErrorAnswer {
   if (e instanceof AppError) return { status: e.status, body: { error: e.code, error_description: e.message, ...e.extra }, headers: e.headers, fault: false };
   if (e instanceof z.ZodError) {
     const issue = e.issues[0];
-    return { status: 400, body: { error: 'invalid_request', error_description: issue ? `${issue.path.join('.')}: ${issue.message}` : 'invalid input' }, headers: {}, fault: false };
+    return {
+      status: 400,
+      body: { error: 'invalid_request', error_description: issue ? `${issue.path.join('.')}: ${issue.message}` : 'invalid input' },
+      headers: {},
+      fault: false,
+    };
   }
   if (isHttpError(e)) {
     return {

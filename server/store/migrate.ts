@@ -60,10 +60,7 @@ export function migrate(db: DB, plugin: string, migrations: Migration[]): { appl
   const newest = prev;
   const current = appliedVersion(db, plugin);
   if (current > newest) {
-    throw new MigrationError(
-      `${plugin}/${current}`,
-      `the database is at version ${current}, newer than this appliance knows (${newest}); refusing to start`,
-    );
+    throw new MigrationError(`${plugin}/${current}`, `the database is at version ${current}, newer than this appliance knows (${newest}); refusing to start`);
   }
   const pending = migrations.filter((m) => m.version > current);
   if (!pending.length) return { applied: [] };

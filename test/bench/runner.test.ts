@@ -38,10 +38,13 @@ describe('bench runner', () => {
   beforeAll(() => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sovcomms-bench-runner-'));
     fs.writeFileSync(path.join(dir, 'package.json'), '{"type":"module"}');
-    fs.writeFileSync(path.join(dir, 'good.bench.ts'), `export default async function run() {
+    fs.writeFileSync(
+      path.join(dir, 'good.bench.ts'),
+      `export default async function run() {
       return [{ name: 'speed', value: 1500, unit: 'req/s', peer: 'bare', peerValue: 2000, ratio: 0.75, target: '>= 0.7x', note: 'fixture' },
               { name: 'memory', value: 160, unit: 'MB', target: '< 150 MB' }];
-    }`);
+    }`,
+    );
     fs.writeFileSync(path.join(dir, 'throws.bench.ts'), `export default async function run() { throw new Error('fixture broke'); }`);
     fs.writeFileSync(path.join(dir, 'hangs.bench.ts'), `export default async function run() { setInterval(() => {}, 1000); return new Promise(() => {}); }`);
     fs.writeFileSync(path.join(dir, 'invalid.bench.ts'), `export default async function run() { return [{ name: 'x', value: 'fast', unit: '' }]; }`);
@@ -61,7 +64,9 @@ describe('bench runner', () => {
     const data = JSON.parse(fs.readFileSync(path.join(dir, 'results', json), 'utf8'));
     expect(Object.keys(data.benches).sort()).toEqual(['good', 'hangs', 'invalid', 'throws']);
     expect(data.machine.cores).toBeGreaterThan(0);
-    expect(fs.readFileSync(path.join(dir, 'results', json.replace(/\.json$/, '.md')), 'utf8')).toContain('| good | speed | 1,500 | req/s | bare | 2,000 | 0.75 | >= 0.7x | yes |');
+    expect(fs.readFileSync(path.join(dir, 'results', json.replace(/\.json$/, '.md')), 'utf8')).toContain(
+      '| good | speed | 1,500 | req/s | bare | 2,000 | 0.75 | >= 0.7x | yes |',
+    );
 
     // A second run of one benchmark replaces only its own entry in the day's file.
     await run(process.execPath, ['bin/run-ts.mjs', 'bench/run.ts', 'good', '--dir', dir], { cwd: ROOT, timeout: 60_000 });
@@ -71,7 +76,12 @@ describe('bench runner', () => {
   }, 90_000);
 
   it('exits 1 for an unknown benchmark name and 2 for a bad option', async () => {
-    await expect(run(process.execPath, ['bin/run-ts.mjs', 'bench/run.ts', 'nope', '--dir', dir], { cwd: ROOT })).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('no benchmark named nope') });
-    await expect(run(process.execPath, ['bin/run-ts.mjs', 'bench/run.ts', '--timeout', 'soon', '--dir', dir], { cwd: ROOT })).rejects.toMatchObject({ code: 2 });
+    await expect(run(process.execPath, ['bin/run-ts.mjs', 'bench/run.ts', 'nope', '--dir', dir], { cwd: ROOT })).rejects.toMatchObject({
+      code: 1,
+      stderr: expect.stringContaining('no benchmark named nope'),
+    });
+    await expect(run(process.execPath, ['bin/run-ts.mjs', 'bench/run.ts', '--timeout', 'soon', '--dir', dir], { cwd: ROOT })).rejects.toMatchObject({
+      code: 2,
+    });
   }, 60_000);
 });

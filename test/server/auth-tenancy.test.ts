@@ -2,7 +2,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { AUDIT_WRITER } from '../../server/core-services.ts';
 import { probePlugin, withBuiltins } from './fixtures/test-plugins.ts';
-import type { AuditWriter } from '../../server/plugin.ts';
 import type { Tenant } from '../../server/tenancy.ts';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -22,12 +21,14 @@ beforeAll(async () => {
   a = await s.addTenant(A);
   b = await s.addTenant(B);
 });
-afterAll(async () => { await s?.stop(); });
+afterAll(async () => {
+  await s?.stop();
+});
 
 async function expect401(r: Response): Promise<Record<string, unknown>> {
   expect(r.status).toBe(401);
   expect(r.headers.get('www-authenticate')).toMatch(/^Bearer realm="[^"]+"$/);
-  const body = await r.json() as Record<string, unknown>;
+  const body = (await r.json()) as Record<string, unknown>;
   expect(typeof body.error).toBe('string');
   expect(typeof body.error_description).toBe('string');
   expect(JSON.stringify(body)).not.toMatch(/\bat .*\.ts:\d+/);
@@ -73,7 +74,9 @@ describe('tenant isolation', () => {
 
   it('an ak_ key of tenant B is refused on tenant A (401), on every route and address that takes keys', async () => {
     // Routes of a plugin that is not running answer 503 before auth; they are not this test's subject.
-    const keyed = s.appliance.dispatcher.routes.filter((r) => r.def.auth.kind === 'credentials' && r.def.auth.accept.includes('apiKey') && (r.plugin === 'core' || s.appliance.host.isStarted(r.plugin)));
+    const keyed = s.appliance.dispatcher.routes.filter(
+      (r) => r.def.auth.kind === 'credentials' && r.def.auth.accept.includes('apiKey') && (r.plugin === 'core' || s.appliance.host.isStarted(r.plugin)),
+    );
     expect(keyed.length).toBeGreaterThan(0);
     for (const r of keyed) {
       for (const address of r.addresses) {
@@ -130,7 +133,7 @@ describe('auth failures', () => {
     expect(body.error_description).toMatch(/revoked/);
   });
 
-  it('a disabled user\'s key answers 401', async () => {
+  it("a disabled user's key answers 401", async () => {
     const core = s.appliance.core;
     const u = await core.users.add(s.primary, { name: 'soon-disabled', role: 'admin', password: 'long enough password' });
     const { key } = core.auth.createApiKey(s.primary, u, { createdBy: 'test' });
@@ -139,7 +142,7 @@ describe('auth failures', () => {
     await expect401(await s.fetch('/api.ashx/v1/auditlog', { key }));
   });
 
-  it('a non-admin user\'s ak_ key answers 403 on v1 (authenticated, not privileged)', async () => {
+  it("a non-admin user's ak_ key answers 403 on v1 (authenticated, not privileged)", async () => {
     const core = s.appliance.core;
     const u = await core.users.add(b.tenant, { name: 'just-a-user', role: 'user', password: 'long enough password' });
     const { key } = core.auth.createApiKey(b.tenant, u, { createdBy: 'test' });
@@ -168,14 +171,26 @@ describe('admin HMAC (X-Service-Admin-Signature)', () => {
 
   it('a request with a body: the spec form bucket|Host is accepted on every bucket, and bucket|Host|bodyLen too', async () => {
     const body = JSON.stringify({ msg: 'hello' });
-    const withLen = await s.fetch(echo, { method: 'POST', body, headers: { 'Content-Type': 'application/json', 'X-Service-Admin-Signature': s.hmac('test-echo', undefined, Buffer.byteLength(body)) } });
+    const withLen = await s.fetch(echo, {
+      method: 'POST',
+      body,
+      headers: { 'Content-Type': 'application/json', 'X-Service-Admin-Signature': s.hmac('test-echo', undefined, Buffer.byteLength(body)) },
+    });
     expect(withLen.status).toBe(200);
     expect(await withLen.json()).toMatchObject({ kind: 'hmac', bodyLen: Buffer.byteLength(body), msg: 'hello' });
     // A script written to the spec signs bucket|Host only, whatever the body (it was refused: 401).
-    const spec = await s.fetch(echo, { method: 'POST', body, headers: { 'Content-Type': 'application/json', 'X-Service-Admin-Signature': s.hmac('test-echo') } });
+    const spec = await s.fetch(echo, {
+      method: 'POST',
+      body,
+      headers: { 'Content-Type': 'application/json', 'X-Service-Admin-Signature': s.hmac('test-echo') },
+    });
     expect(spec.status).toBe(200);
     // A wrong length is still refused.
-    const wrongLen = await s.fetch(echo, { method: 'POST', body, headers: { 'Content-Type': 'application/json', 'X-Service-Admin-Signature': s.hmac('test-echo', undefined, 3) } });
+    const wrongLen = await s.fetch(echo, {
+      method: 'POST',
+      body,
+      headers: { 'Content-Type': 'application/json', 'X-Service-Admin-Signature': s.hmac('test-echo', undefined, 3) },
+    });
     expect((await expect401(wrongLen)).error).toBe('invalid_signature');
   });
 
@@ -183,7 +198,8 @@ describe('admin HMAC (X-Service-Admin-Signature)', () => {
     const body = JSON.stringify({ msg: 'v2' });
     const host = `127.0.0.1:${s.port}`;
     const secret = s.appliance.core.auth.adminSecret();
-    const send = (v: string, b = body) => s.fetch(echo, { method: 'POST', body: b, headers: { 'Content-Type': 'application/json', 'X-Service-Admin-Signature-V2': v } });
+    const send = (v: string, b = body) =>
+      s.fetch(echo, { method: 'POST', body: b, headers: { 'Content-Type': 'application/json', 'X-Service-Admin-Signature-V2': v } });
     const v = signAdminHmacV2(secret, 'test-echo', host, body);
     const ok = await send(v);
     expect(ok.status).toBe(200);
@@ -204,7 +220,11 @@ describe('admin HMAC (X-Service-Admin-Signature)', () => {
     fs.writeFileSync(file, body);
     const out: string[] = [];
     const io = { out: (l: string) => out.push(l), err: () => {}, stdin: async () => '' };
-    expect(await main(['admin-secret', 'sign', 'test-echo', '--host', `127.0.0.1:${s.port}`, '--body-file', file, '--data-dir', s.dataDir], io, { plugins: await withBuiltins(probePlugin) })).toBe(0);
+    expect(
+      await main(['admin-secret', 'sign', 'test-echo', '--host', `127.0.0.1:${s.port}`, '--body-file', file, '--data-dir', s.dataDir], io, {
+        plugins: await withBuiltins(probePlugin),
+      }),
+    ).toBe(0);
     expect(out).toHaveLength(1);
     const [name, value] = out[0]!.split(/:\s(.*)/s) as [string, string];
     expect(name).toBe('X-Service-Admin-Signature-V2');
@@ -224,7 +244,7 @@ describe('admin HMAC (X-Service-Admin-Signature)', () => {
     expect((await s.fetch(echo, { method: 'POST', headers: { 'X-Service-Admin-Signature': sig.toUpperCase() } })).status).toBe(200);
   });
 
-  it('HMAC on another tenant\'s host is that tenant\'s admin, not super-admin', async () => {
+  it("HMAC on another tenant's host is that tenant's admin, not super-admin", async () => {
     const onB = await s.fetch(echo, { method: 'POST', host: B, headers: { 'X-Service-Admin-Signature': s.hmac('test-echo', B) } });
     expect(onB.status).toBe(200);
     expect(await onB.json()).toMatchObject({ kind: 'hmac', superAdmin: false });
@@ -273,7 +293,11 @@ describe('admin HMAC (X-Service-Admin-Signature)', () => {
     verify(first, '1');
     verify(sign('2'), '2');
     let e: unknown;
-    try { verify(sign('3'), '3'); } catch (x) { e = x; }
+    try {
+      verify(sign('3'), '3');
+    } catch (x) {
+      e = x;
+    }
     expect(e).toBeInstanceOf(RateLimitedError);
     expect((e as RateLimitedError).headers['Retry-After']).toBe('600');
     // Nothing was forgotten to make room: the first signature is still a replay.

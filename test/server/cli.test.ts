@@ -9,7 +9,7 @@ import { signAdminHmac } from '../../server/auth.ts';
 import { verifyPassword } from '../../server/users.ts';
 import { main, type CliIo } from '../../server/cli.ts';
 import audit from '../../plugins/audit/index.ts';
-import type { PluginManifest, AnyPlugin } from '../../server/plugin.ts';
+import type { AnyPlugin } from '../../server/plugin.ts';
 
 /**
  * The CLI end to end: `node bin/sovcomms.mjs ...` child processes against a data dir that a
@@ -95,11 +95,13 @@ describe('tenants, users and keys while the server runs', { timeout: 240_000 }, 
   it('tenant list --json; a duplicate host is a failure (1)', async () => {
     const list = await cli(['tenant', 'list', '--json'], { dataDir });
     expect(list.code).toBe(0);
-    const tenants = JSON.parse(list.stdout) as Array<{ host: string; name: string; primary: boolean }>;
-    expect(tenants).toEqual(expect.arrayContaining([
-      expect.objectContaining({ host: 'localhost', primary: true }),
-      expect.objectContaining({ host: 'office-b.example', name: 'Office B', primary: false }),
-    ]));
+    const tenants = JSON.parse(list.stdout) as { host: string; name: string; primary: boolean }[];
+    expect(tenants).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ host: 'localhost', primary: true }),
+        expect.objectContaining({ host: 'office-b.example', name: 'Office B', primary: false }),
+      ]),
+    );
     const dup = await cli(['tenant', 'add', 'OFFICE-B.example'], { dataDir });
     expect(dup.code).toBe(1);
     expect(dup.stderr).toMatch(/already belongs/);
@@ -109,18 +111,22 @@ describe('tenants, users and keys while the server runs', { timeout: 240_000 }, 
   });
 
   it('user add --password / list --json / passwd / set-role', async () => {
-    const alice = await cli(['user', 'add', 'alice', '--tenant', 'office-b.example', '--role', 'admin', '--email', 'alice@b.example', '--password', 'alice password 1'], { dataDir });
+    const alice = await cli(
+      ['user', 'add', 'alice', '--tenant', 'office-b.example', '--role', 'admin', '--email', 'alice@b.example', '--password', 'alice password 1'],
+      { dataDir },
+    );
     expect(alice.code, alice.stderr).toBe(0);
     expect(alice.stdout + alice.stderr).not.toContain('alice password 1');
     const list = await cli(['user', 'list', '--tenant', 'office-b.example', '--json'], { dataDir });
-    const users = JSON.parse(list.stdout) as Array<{ name: string; role: string; email: string | null }>;
+    const users = JSON.parse(list.stdout) as { name: string; role: string; email: string | null }[];
     expect(users).toEqual([expect.objectContaining({ name: 'alice', role: 'admin', email: 'alice@b.example' })]);
     expect(list.stdout).not.toMatch(/password|hash/i);
     // The primary tenant is the default for --tenant.
-    const primaryUsers = JSON.parse((await cli(['user', 'list', '--json'], { dataDir })).stdout) as Array<{ name: string }>;
+    const primaryUsers = JSON.parse((await cli(['user', 'list', '--json'], { dataDir })).stdout) as { name: string }[];
     expect(primaryUsers.map((u) => u.name).sort()).toEqual(['admin', 'bob']);
 
-    const hashOf = (name: string) => readDb((db) => (db.prepare('SELECT password_hash FROM users WHERE name = ?').get(name) as { password_hash: string }).password_hash);
+    const hashOf = (name: string) =>
+      readDb((db) => (db.prepare('SELECT password_hash FROM users WHERE name = ?').get(name) as { password_hash: string }).password_hash);
     expect(await verifyPassword('alice password 1', hashOf('alice'))).toBe(true);
     const pw = await cli(['user', 'passwd', 'alice', '--tenant', 'office-b.example', '--password-stdin'], { dataDir, stdin: 'a new password 22\n' });
     expect(pw.code, pw.stderr).toBe(0);
@@ -145,7 +151,7 @@ describe('tenants, users and keys while the server runs', { timeout: 240_000 }, 
     const list = await cli(['apikey', 'list', '--tenant', 'office-b.example', '--json'], { dataDir });
     expect(list.code).toBe(0);
     expect(list.stdout).not.toContain(keyB);
-    const keys = JSON.parse(list.stdout) as Array<{ id: string; user: string; prefix: string; revokedAt: string | null; lastUsedAt: string | null }>;
+    const keys = JSON.parse(list.stdout) as { id: string; user: string; prefix: string; revokedAt: string | null; lastUsedAt: string | null }[];
     expect(keys).toHaveLength(1);
     expect(keys[0]).toMatchObject({ user: 'alice', revokedAt: null });
     expect(keys[0]!.lastUsedAt).not.toBeNull();
@@ -160,8 +166,9 @@ describe('tenants, users and keys while the server runs', { timeout: 240_000 }, 
     expect(JSON.stringify(settings)).not.toContain(secret);
     expect(fs.statSync(path.join(dataDir, 'master.key')).mode & 0o777).toBe(0o600);
     // Any GET endpoint that takes the admin HMAC (found in the API description, so this follows the plugins).
-    const doc = await (await get('/openapi.json')).json() as { paths: Record<string, Record<string, { 'x-hmac-bucket'?: string }>> };
-    const target = Object.entries(doc.paths).flatMap(([p, ops]) => Object.entries(ops).map(([m, op]) => ({ p, m, bucket: op['x-hmac-bucket'] })))
+    const doc = (await (await get('/openapi.json')).json()) as { paths: Record<string, Record<string, { 'x-hmac-bucket'?: string }>> };
+    const target = Object.entries(doc.paths)
+      .flatMap(([p, ops]) => Object.entries(ops).map(([m, op]) => ({ p, m, bucket: op['x-hmac-bucket'] })))
       .find((o) => o.m === 'get' && o.bucket && !o.p.includes('{'));
     const host = new URL(serve.url).host;
     if (target) expect((await get(target.p, { 'X-Service-Admin-Signature': signAdminHmac(secret, target.bucket!, host) })).status).not.toBe(401);
@@ -193,7 +200,7 @@ describe('tenants, users and keys while the server runs', { timeout: 240_000 }, 
     // The server's tenant cache re-reads within 500 ms of another connection's write.
     await new Promise((r) => setTimeout(r, 600));
     expect((await get('/api.ashx/v1/auditlog', withKey(adminKey, 'unknown.example'))).status).toBe(401);
-    const list = JSON.parse((await cli(['tenant', 'list', '--json'], { dataDir })).stdout) as Array<{ host: string; primary: boolean }>;
+    const list = JSON.parse((await cli(['tenant', 'list', '--json'], { dataDir })).stdout) as { host: string; primary: boolean }[];
     expect(list.find((t) => t.primary)?.host).toBe('office-b.example');
     const refuse = await cli(['tenant', 'remove', 'office-b.example'], { dataDir });
     expect(refuse.code).toBe(1);
@@ -250,7 +257,19 @@ describe('exit codes and failures', { timeout: 240_000 }, () => {
     expect(noUser.stderr).toMatch(/--user: no user nobody/);
     const help = await cli(['help']);
     expect(help.code).toBe(0);
-    for (const c of ['serve', 'tenant add HOST', 'tenant set-primary HOST', 'user add NAME', 'user passwd NAME', 'apikey create --user NAME', 'apikey revoke ID', 'admin-secret rotate', 'migrate', 'doctor']) expect(help.stdout).toContain(c);
+    for (const c of [
+      'serve',
+      'tenant add HOST',
+      'tenant set-primary HOST',
+      'user add NAME',
+      'user passwd NAME',
+      'apikey create --user NAME',
+      'apikey revoke ID',
+      'admin-secret rotate',
+      'migrate',
+      'doctor',
+    ])
+      expect(help.stdout).toContain(c);
     const bad = dir();
     fs.writeFileSync(path.join(bad, 'config.json'), JSON.stringify({ http: { port: 'abc' } }));
     const mig = await cli(['migrate'], { dataDir: bad });
@@ -308,7 +327,7 @@ describe('usage errors in-process (same main(), no child process)', () => {
     const d = dir();
     // The first command initialises the fresh dir (primary tenant localhost, its admin), as serve would.
     expect((await run(['tenant', 'list', '--data-dir', d])).code).toBe(0);
-    const cases: Array<[string[], RegExp]> = [
+    const cases: [string[], RegExp][] = [
       [['tenant'], /subcommand required/],
       [['tenant', 'nope'], /unknown subcommand nope/],
       [['tenant', 'add'], /HOST is required/],
@@ -364,7 +383,9 @@ describe('a fresh data dir and a closed pipe', () => {
   it('`sovcomms --help | head -1`: the reader closes the pipe early; the CLI exits 0 without a stack trace', async () => {
     const child = spawn(process.execPath, [BIN, 'help'], { cwd: ROOT, env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
     let stderr = '';
-    child.stderr.on('data', (c: Buffer) => { stderr += c.toString(); });
+    child.stderr.on('data', (c: Buffer) => {
+      stderr += c.toString();
+    });
     // Close our end before the CLI writes (as `head -1` does once it has its line): its writes get EPIPE.
     child.stdout.destroy();
     const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));

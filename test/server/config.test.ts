@@ -56,7 +56,10 @@ describe('config layers', () => {
 
   it('SOVCOMMS_CONFIG_JSON sits with the env layer; named env vars win over it', () => {
     const d = dataDir({ rateLimit: { publicPerMinute: 10 } });
-    const c = loadConfig({ dataDir: d, env: { SOVCOMMS_CONFIG_JSON: JSON.stringify({ rateLimit: { publicPerMinute: 20 }, http: { port: 1 } }), SOVCOMMS_PORT: '2' } });
+    const c = loadConfig({
+      dataDir: d,
+      env: { SOVCOMMS_CONFIG_JSON: JSON.stringify({ rateLimit: { publicPerMinute: 20 }, http: { port: 1 } }), SOVCOMMS_PORT: '2' },
+    });
     expect(c.rateLimit.publicPerMinute).toBe(20);
     expect(c.http.port).toBe(2);
   });

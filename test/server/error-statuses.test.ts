@@ -5,8 +5,12 @@ import { brokenPlugin, dependentPlugin, probePlugin, withBuiltins } from './fixt
 import { queryObject } from '../../server/http/dispatch.ts';
 
 let s: TestServer;
-beforeAll(async () => { s = await startTestServer({ plugins: await withBuiltins(probePlugin) }); });
-afterAll(async () => { await s?.stop(); });
+beforeAll(async () => {
+  s = await startTestServer({ plugins: await withBuiltins(probePlugin) });
+});
+afterAll(async () => {
+  await s?.stop();
+});
 
 const STACK = /\bat .+:\d+:\d+|node_modules|\.ts:\d+/;
 
@@ -118,14 +122,26 @@ describe('413, 415', () => {
 
   it('413 for a chunked body over the limit (no Content-Length)', async () => {
     const { status, body } = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const req = http.request(`${s.url}${items}`, { method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${s.adminKey}`, 'Transfer-Encoding': 'chunked' }, agent: false }, (res) => {
-        let text = '';
-        res.on('data', (c: Buffer) => { text += c.toString(); });
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
-      });
+      const req = http.request(
+        `${s.url}${items}`,
+        {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${s.adminKey}`, 'Transfer-Encoding': 'chunked' },
+          agent: false,
+        },
+        (res) => {
+          let text = '';
+          res.on('data', (c: Buffer) => {
+            text += c.toString();
+          });
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+        },
+      );
       // The server may close the connection once it has answered: that is fine.
       // A reset before the answer is the bug this test guards against: fail, do not hang.
-      req.on('error', (e) => { if ((e as NodeJS.ErrnoException).code !== 'EPIPE') reject(e); });
+      req.on('error', (e) => {
+        if ((e as NodeJS.ErrnoException).code !== 'EPIPE') reject(e);
+      });
       req.write('{"name": "');
       for (let i = 0; i < 10; i++) req.write('y'.repeat(1000));
       req.end('", "count": 1}');
@@ -151,7 +167,7 @@ describe('500 never leaks', () => {
   });
 
   it('a barrage of client mistakes never answers 5xx', async () => {
-    const cases: Array<[string, NonNullable<Parameters<TestServer['fetch']>[1]>]> = [
+    const cases: [string, NonNullable<Parameters<TestServer['fetch']>[1]>][] = [
       [items, { method: 'POST', key: s.adminKey, body: '\u0000\u0001', headers: { 'Content-Type': 'application/json' } }],
       [items, { method: 'POST', key: s.adminKey, body: 'null', headers: { 'Content-Type': 'application/json' } }],
       [items, { method: 'POST', key: s.adminKey, body: '[1,2,3]', headers: { 'Content-Type': 'application/json' } }],
@@ -179,7 +195,7 @@ describe('500 never leaks', () => {
 });
 
 describe('429 and 503 (own servers)', () => {
-  it('429 with Retry-After once a public endpoint\'s per-IP budget is spent', async () => {
+  it("429 with Retry-After once a public endpoint's per-IP budget is spent", async () => {
     const t = await startTestServer({ plugins: await withBuiltins(probePlugin), overrides: { rateLimit: { publicPerMinute: 3 } } });
     try {
       const statuses: number[] = [];
@@ -205,7 +221,7 @@ describe('429 and 503 (own servers)', () => {
     try {
       const r = await t.fetch('/readyz');
       expect(r.status).toBe(503);
-      const body = await r.json() as { status: string; plugins: Record<string, { state: string; error?: string; required: boolean }> };
+      const body = (await r.json()) as { status: string; plugins: Record<string, { state: string; error?: string; required: boolean }> };
       expect(body.status).not.toBe('ready');
       expect(body.plugins.broken).toMatchObject({ state: 'failed', required: true, error: 'cannot reach the bridge at 127.0.0.1:1' });
       expect(body.plugins.dependent).toMatchObject({ state: 'skipped' });

@@ -2,15 +2,19 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
 let s: TestServer;
-beforeAll(async () => { s = await startTestServer(); });
-afterAll(async () => { await s?.stop(); });
+beforeAll(async () => {
+  s = await startTestServer();
+});
+afterAll(async () => {
+  await s?.stop();
+});
 
 describe('HTTP conventions', () => {
   it('GET /healthz answers ok and /readyz lists every plugin started', async () => {
     expect(await (await s.fetch('/healthz')).json()).toEqual({ status: 'ok' });
     const r = await s.fetch('/readyz');
     expect(r.status).toBe(200);
-    const body = await r.json() as { status: string; plugins: Record<string, { state: string }> };
+    const body = (await r.json()) as { status: string; plugins: Record<string, { state: string }> };
     // Ready to serve; 'degraded' when a plugin reports it (a fresh appliance has no trust anchors yet).
     expect(['ready', 'degraded']).toContain(body.status);
     expect(body.plugins.audit.state).toBe('started');

@@ -19,11 +19,17 @@ afterAll(() => {
 });
 
 /** Starts the child appliance and resolves once it prints its ready line. */
-function startChild(dataDir: string, out: string, enqueue?: number): Promise<{ child: ChildProcess; exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }> }> {
+function startChild(
+  dataDir: string,
+  out: string,
+  enqueue?: number,
+): Promise<{ child: ChildProcess; exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }> }> {
   const child = spawn(process.execPath, [RUN_TS, CHILD, dataDir, out, ...(enqueue ? [String(enqueue)] : [])], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   children.add(child);
   let stderr = '';
-  child.stderr!.on('data', (c: Buffer) => { stderr += c.toString(); });
+  child.stderr!.on('data', (c: Buffer) => {
+    stderr += c.toString();
+  });
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>((resolve) => {
     child.once('exit', (code, signal) => resolve({ code, signal, stderr }));
   });
@@ -37,16 +43,23 @@ function startChild(dataDir: string, out: string, enqueue?: number): Promise<{ c
         resolve({ child, exited });
       }
     });
-    void exited.then(({ code }) => { clearTimeout(timer); reject(new Error(`child exited (${code}) before ready: ${stderr}`)); });
+    void exited.then(({ code }) => {
+      clearTimeout(timer);
+      reject(new Error(`child exited (${code}) before ready: ${stderr}`));
+    });
   });
 }
 
-function lines(out: string): Array<{ id: number; pid: number }> {
+function lines(out: string): { id: number; pid: number }[] {
   if (!fs.existsSync(out)) return [];
-  return fs.readFileSync(out, 'utf8').split('\n').filter(Boolean).map((l) => {
-    const [id, pid] = l.split(' ');
-    return { id: Number(id), pid: Number(pid) };
-  });
+  return fs
+    .readFileSync(out, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => {
+      const [id, pid] = l.split(' ');
+      return { id: Number(id), pid: Number(pid) };
+    });
 }
 
 function jobStates(dataDir: string): Map<number, string> {
@@ -128,7 +141,10 @@ describe('job queue across a crash (real child processes)', () => {
     const states = jobStates(dataDir);
     // Drained: nothing stays 'running'; jobs not yet started remain pending for the next start.
     expect([...states.values()].filter((s) => s === 'running')).toEqual([]);
-    const done = [...states].filter(([, s]) => s === 'done').map(([id]) => id).sort((a, b) => a - b);
+    const done = [...states]
+      .filter(([, s]) => s === 'done')
+      .map(([id]) => id)
+      .sort((a, b) => a - b);
     expect(done.sort((a, b) => a - b)).toEqual([...new Set(lines(out).map((l) => l.id))].sort((a, b) => a - b));
     const db = new Database(path.join(dataDir, 'appliance.db'));
     try {

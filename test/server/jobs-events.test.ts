@@ -28,7 +28,13 @@ describe('job queue', () => {
   it('enqueues and runs jobs with parsed data, once each', async () => {
     const core = setup();
     const seen: number[] = [];
-    core.jobs.define({ name: 'q', schema: num, async run(job) { seen.push(job.data.n); } });
+    core.jobs.define({
+      name: 'q',
+      schema: num,
+      async run(job) {
+        seen.push(job.data.n);
+      },
+    });
     core.jobs.start();
     const ids = [1, 2, 3].map((n) => core.jobs.enqueue('q', { n }));
     await until(() => ids.every((id) => row(core, id).state === 'done'), 5000, 'jobs done');
@@ -36,13 +42,18 @@ describe('job queue', () => {
     for (const id of ids) expect(row(core, id)).toMatchObject({ attempts: 1, lease_owner: null, last_error: null });
   });
 
-  it('retries with backoff on the queue\'s clock, then succeeds', async () => {
+  it("retries with backoff on the queue's clock, then succeeds", async () => {
     const clock = new ManualClock();
     const core = setup(clock);
     const attempts: number[] = [];
     core.jobs.define({
-      name: 'flaky', schema: z.unknown(), backoffMs: (n) => n * 10_000,
-      async run(job) { attempts.push(job.attempt); if (job.attempt < 3) throw new Error(`boom ${job.attempt}`); },
+      name: 'flaky',
+      schema: z.unknown(),
+      backoffMs: (n) => n * 10_000,
+      async run(job) {
+        attempts.push(job.attempt);
+        if (job.attempt < 3) throw new Error(`boom ${job.attempt}`);
+      },
     });
     core.jobs.start();
     const id = core.jobs.enqueue('flaky', {});
@@ -64,11 +75,37 @@ describe('job queue', () => {
   it('the default backoff is exponential; RetryAt picks the time; PermanentFailure and max attempts stop it', async () => {
     const clock = new ManualClock();
     const core = setup(clock);
-    core.jobs.define({ name: 'default-backoff', schema: z.unknown(), async run() { throw new Error('nope'); } });
+    core.jobs.define({
+      name: 'default-backoff',
+      schema: z.unknown(),
+      async run() {
+        throw new Error('nope');
+      },
+    });
     const t0 = clock.now();
-    core.jobs.define({ name: 'retry-at', schema: z.unknown(), async run() { throw new RetryAt(t0 + 123_456); } });
-    core.jobs.define({ name: 'permanent', schema: z.unknown(), async run() { throw new PermanentFailure('gone for good'); } });
-    core.jobs.define({ name: 'max', schema: z.unknown(), maxAttempts: 2, backoffMs: () => 0, async run() { throw new Error('always'); } });
+    core.jobs.define({
+      name: 'retry-at',
+      schema: z.unknown(),
+      async run() {
+        throw new RetryAt(t0 + 123_456);
+      },
+    });
+    core.jobs.define({
+      name: 'permanent',
+      schema: z.unknown(),
+      async run() {
+        throw new PermanentFailure('gone for good');
+      },
+    });
+    core.jobs.define({
+      name: 'max',
+      schema: z.unknown(),
+      maxAttempts: 2,
+      backoffMs: () => 0,
+      async run() {
+        throw new Error('always');
+      },
+    });
     core.jobs.start();
     const a = core.jobs.enqueue('default-backoff', {});
     const b = core.jobs.enqueue('retry-at', {});
@@ -93,7 +130,13 @@ describe('job queue', () => {
     const clock = new ManualClock();
     const core = setup(clock);
     const ran: string[] = [];
-    core.jobs.define({ name: 'd', schema: z.object({ s: z.string() }), async run(job) { ran.push(job.data.s); } });
+    core.jobs.define({
+      name: 'd',
+      schema: z.object({ s: z.string() }),
+      async run(job) {
+        ran.push(job.data.s);
+      },
+    });
     const first = core.jobs.enqueue('d', { s: 'one' }, { dedupeKey: 'k1' });
     expect(core.jobs.enqueue('d', { s: 'two' }, { dedupeKey: 'k1' })).toBe(first);
     const later = core.jobs.enqueue('d', { s: 'later' }, { dedupeKey: 'k2', runAt: clock.now() + 3_600_000 });
@@ -129,10 +172,18 @@ describe('job queue', () => {
     const clock = new ManualClock();
     const core = setup(clock);
     const ran: number[] = [];
-    core.jobs.define({ name: 'lease', schema: z.unknown(), async run(job) { ran.push(job.attempt); } });
+    core.jobs.define({
+      name: 'lease',
+      schema: z.unknown(),
+      async run(job) {
+        ran.push(job.attempt);
+      },
+    });
     const id = core.jobs.enqueue('lease', {});
     // Another node took it and died.
-    core.db.prepare("UPDATE jobs SET state = 'running', attempts = 1, lease_owner = 'other-node:1:abc', lease_until = ? WHERE id = ?").run(clock.now() + 60_000, id);
+    core.db
+      .prepare("UPDATE jobs SET state = 'running', attempts = 1, lease_owner = 'other-node:1:abc', lease_until = ? WHERE id = ?")
+      .run(clock.now() + 60_000, id);
     core.jobs.start();
     await new Promise((r) => setTimeout(r, 100));
     expect(ran).toEqual([]);
@@ -144,10 +195,20 @@ describe('job queue', () => {
 
   it('shutdown drains running jobs; what cannot finish goes back to pending', async () => {
     const core = setup(new ManualClock());
-    core.jobs.define({ name: 'slow', schema: z.unknown(), async run() { await new Promise((r) => setTimeout(r, 150)); } });
     core.jobs.define({
-      name: 'stuck', schema: z.unknown(),
-      run: (job) => new Promise<void>((_resolve, reject) => { job.signal.addEventListener('abort', () => reject(new Error('aborted'))); }),
+      name: 'slow',
+      schema: z.unknown(),
+      async run() {
+        await new Promise((r) => setTimeout(r, 150));
+      },
+    });
+    core.jobs.define({
+      name: 'stuck',
+      schema: z.unknown(),
+      run: (job) =>
+        new Promise<void>((_resolve, reject) => {
+          job.signal.addEventListener('abort', () => reject(new Error('aborted')));
+        }),
     });
     const slow = core.jobs.enqueue('slow', {});
     core.jobs.start();
@@ -157,8 +218,12 @@ describe('job queue', () => {
 
     const core2 = setup(new ManualClock());
     core2.jobs.define({
-      name: 'stuck', schema: z.unknown(),
-      run: (job) => new Promise<void>((_resolve, reject) => { job.signal.addEventListener('abort', () => reject(new Error('aborted'))); }),
+      name: 'stuck',
+      schema: z.unknown(),
+      run: (job) =>
+        new Promise<void>((_resolve, reject) => {
+          job.signal.addEventListener('abort', () => reject(new Error('aborted')));
+        }),
     });
     const stuck = core2.jobs.enqueue('stuck', {});
     core2.jobs.start();
@@ -170,23 +235,33 @@ describe('job queue', () => {
 
 describe('event bus (outbox)', () => {
   function notes(core: CoreServices): void {
-    core.db.exec('CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL); CREATE TABLE IF NOT EXISTS seen (event_id INTEGER NOT NULL, consumer TEXT NOT NULL)');
+    core.db.exec(
+      'CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL); CREATE TABLE IF NOT EXISTS seen (event_id INTEGER NOT NULL, consumer TEXT NOT NULL)',
+    );
     core.events.declare('test', 'note.created', z.object({ noteId: z.number().int(), body: z.string() }).strict());
   }
   const createNote = (core: CoreServices, tenantId: string, body: string, fail = false) =>
-    core.db.transaction(() => {
-      const id = Number(core.db.prepare('INSERT INTO notes (body) VALUES (?)').run(body).lastInsertRowid);
-      core.events.emit(tenantId, 'note.created', { noteId: id, body });
-      if (fail) throw new Error('rolled back after emit');
-      return id;
-    }).immediate();
+    core.db
+      .transaction(() => {
+        const id = Number(core.db.prepare('INSERT INTO notes (body) VALUES (?)').run(body).lastInsertRowid);
+        core.events.emit(tenantId, 'note.created', { noteId: id, body });
+        if (fail) throw new Error('rolled back after emit');
+        return id;
+      })
+      .immediate();
   const seenCount = (core: CoreServices, consumer: string) =>
     (core.db.prepare('SELECT event_id FROM seen WHERE consumer = ? ORDER BY event_id').all(consumer) as { event_id: number }[]).map((r) => r.event_id);
 
   it('events emitted in a transaction reach a durable consumer exactly once; rolled-back ones never', async () => {
     const core = setup(new ManualClock());
     notes(core);
-    core.events.subscribe({ name: 'indexer', events: ['note.created'], handle: (ev) => { core.db.prepare('INSERT INTO seen VALUES (?, ?)').run(ev.id, 'indexer'); } });
+    core.events.subscribe({
+      name: 'indexer',
+      events: ['note.created'],
+      handle: (ev) => {
+        core.db.prepare('INSERT INTO seen VALUES (?, ?)').run(ev.id, 'indexer');
+      },
+    });
     const live: AppEvent[] = [];
     core.events.listen((ev) => live.push(ev));
     core.events.start();
@@ -208,10 +283,12 @@ describe('event bus (outbox)', () => {
     const core = setup(new ManualClock());
     notes(core);
     expect(() => core.events.emit('t1', 'note.deleted', {})).toThrow(/not declared/);
-    expect(() => core.db.transaction(() => {
-      core.db.prepare("INSERT INTO notes (body) VALUES ('x')").run();
-      core.events.emit('t1', 'note.created', { noteId: 'one', body: 'x' });
-    })()).toThrow();
+    expect(() =>
+      core.db.transaction(() => {
+        core.db.prepare("INSERT INTO notes (body) VALUES ('x')").run();
+        core.events.emit('t1', 'note.created', { noteId: 'one', body: 'x' });
+      })(),
+    ).toThrow();
     expect(core.db.prepare('SELECT COUNT(*) AS n FROM notes').get()).toEqual({ n: 0 });
     expect(() => core.events.declare('other-plugin', 'note.created', z.object({}))).toThrow(/declared by both/);
   });
@@ -222,10 +299,14 @@ describe('event bus (outbox)', () => {
     notes(core);
     let failOnce = true;
     core.events.subscribe({
-      name: 'flaky', events: '*',
+      name: 'flaky',
+      events: '*',
       handle: (ev) => {
         core.db.prepare('INSERT INTO seen VALUES (?, ?)').run(ev.id, 'flaky');
-        if (ev.data.body === 'second' && failOnce) { failOnce = false; throw new Error('transient'); }
+        if (ev.data.body === 'second' && failOnce) {
+          failOnce = false;
+          throw new Error('transient');
+        }
       },
     });
     core.events.start();
@@ -241,10 +322,29 @@ describe('event bus (outbox)', () => {
     createNote(core, 't1', 'while-down');
     const bus2 = new EventBus(core.db, core.clock, core.log.child({}), 50);
     bus2.declare('test', 'note.created', z.object({ noteId: z.number().int(), body: z.string() }).strict());
-    bus2.subscribe({ name: 'flaky', events: '*', handle: (ev) => { core.db.prepare('INSERT INTO seen VALUES (?, ?)').run(ev.id, 'flaky'); } });
+    bus2.subscribe({
+      name: 'flaky',
+      events: '*',
+      handle: (ev) => {
+        core.db.prepare('INSERT INTO seen VALUES (?, ?)').run(ev.id, 'flaky');
+      },
+    });
     // A consumer seen for the first time starts now unless it asks for the beginning.
-    bus2.subscribe({ name: 'late', events: '*', handle: (ev) => { core.db.prepare('INSERT INTO seen VALUES (?, ?)').run(ev.id, 'late'); } });
-    bus2.subscribe({ name: 'replayer', events: '*', from: 'beginning', handle: (ev) => { core.db.prepare('INSERT INTO seen VALUES (?, ?)').run(ev.id, 'replayer'); } });
+    bus2.subscribe({
+      name: 'late',
+      events: '*',
+      handle: (ev) => {
+        core.db.prepare('INSERT INTO seen VALUES (?, ?)').run(ev.id, 'late');
+      },
+    });
+    bus2.subscribe({
+      name: 'replayer',
+      events: '*',
+      from: 'beginning',
+      handle: (ev) => {
+        core.db.prepare('INSERT INTO seen VALUES (?, ?)').run(ev.id, 'replayer');
+      },
+    });
     bus2.start();
     try {
       await until(() => seenCount(core, 'flaky').length >= 4 && seenCount(core, 'replayer').length >= 4, 5000, 'resume');
@@ -268,8 +368,18 @@ describe('robustness', () => {
     const core = setup(clock);
     let runs = 0;
     let release!: () => void;
-    const gate = new Promise<void>((r) => { release = r; });
-    core.jobs.define({ name: 'long', schema: z.unknown(), leaseMs: 1000, async run() { runs++; await gate; } });
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    core.jobs.define({
+      name: 'long',
+      schema: z.unknown(),
+      leaseMs: 1000,
+      async run() {
+        runs++;
+        await gate;
+      },
+    });
     const id = core.jobs.enqueue('long', {});
     core.jobs.start();
     await until(() => runs === 1, 5000, 'first run');
@@ -290,7 +400,15 @@ describe('robustness', () => {
     const a = new JobQueue(core.db, { now: () => Date.now() }, core.log.child({}), { pollMs: 20, leaseMs: 1000, nodeId: 'node-a' });
     const b = new JobQueue(core.db, { now: () => Date.now() }, core.log.child({}), { pollMs: 20, leaseMs: 1000, nodeId: 'node-b' });
     const ranBy: string[] = [];
-    const def = (who: string) => ({ name: 'slow-lease', schema: z.unknown(), leaseMs: 1000, async run() { ranBy.push(who); await new Promise((r) => setTimeout(r, 2500)); } });
+    const def = (who: string) => ({
+      name: 'slow-lease',
+      schema: z.unknown(),
+      leaseMs: 1000,
+      async run() {
+        ranBy.push(who);
+        await new Promise((r) => setTimeout(r, 2500));
+      },
+    });
     a.define(def('a'));
     b.define(def('b'));
     const id = a.enqueue('slow-lease', {});
@@ -307,8 +425,20 @@ describe('robustness', () => {
     const core = setup(new ManualClock());
     core.events.declare('test', 'ping', z.object({ n: z.number() }));
     const good: number[] = [];
-    core.events.subscribe({ name: 'a-poisoned', events: '*', handle: () => { throw new Error('always fails'); } });
-    core.events.subscribe({ name: 'b-good', events: '*', handle: (ev) => { good.push(ev.data.n as number); } });
+    core.events.subscribe({
+      name: 'a-poisoned',
+      events: '*',
+      handle: () => {
+        throw new Error('always fails');
+      },
+    });
+    core.events.subscribe({
+      name: 'b-good',
+      events: '*',
+      handle: (ev) => {
+        good.push(ev.data.n as number);
+      },
+    });
     core.events.start();
     core.events.emit('t1', 'ping', { n: 1 });
     core.events.emit('t1', 'ping', { n: 2 });
@@ -340,7 +470,11 @@ describe('event data checks', () => {
     const core = setup(new ManualClock());
     core.events.declare('test', 'thing.done', z.object({ n: z.number() }));
     let err: unknown;
-    try { core.events.emit('t1', 'thing.done', { n: 'x' }); } catch (e) { err = e; }
+    try {
+      core.events.emit('t1', 'thing.done', { n: 'x' });
+    } catch (e) {
+      err = e;
+    }
     expect(err).toBeInstanceOf(Error);
     expect(err).not.toBeInstanceOf(z.ZodError);
     expect(String((err as Error).message)).toMatch(/thing\.done: invalid data: n: /);

@@ -8,8 +8,12 @@ import { probePlugin, withBuiltins } from './fixtures/test-plugins.ts';
  * output is grepped for every secret value.
  */
 let s: TestServer;
-beforeAll(async () => { s = await startTestServer({ plugins: await withBuiltins(probePlugin), overrides: { log: { level: 'debug' } } }); });
-afterAll(async () => { await s?.stop(); });
+beforeAll(async () => {
+  s = await startTestServer({ plugins: await withBuiltins(probePlugin), overrides: { log: { level: 'debug' } } });
+});
+afterAll(async () => {
+  await s?.stop();
+});
 
 describe('log redaction', () => {
   it('no secret value appears anywhere in the log output', async () => {
@@ -41,7 +45,11 @@ describe('log redaction', () => {
       tokens: [{ token: secrets.arrayToken }],
     };
     // A careless plugin route logs the whole body, its own secrets and the request's Authorization.
-    const r1 = await s.fetch(`/api.ashx/v1/probe/log?code=${secrets.queryCode}&access_token=${secrets.queryToken}`, { method: 'POST', key: s.adminKey, json: body });
+    const r1 = await s.fetch(`/api.ashx/v1/probe/log?code=${secrets.queryCode}&access_token=${secrets.queryToken}`, {
+      method: 'POST',
+      key: s.adminKey,
+      json: body,
+    });
     expect(r1.status).toBe(200);
     // Failed requests: a bad key, a bad admin signature, a rejected body, a handler crash.
     await s.fetch('/api.ashx/v1/auditlog', { key: 'ak_unknownKeyValue_Ll22' });
@@ -58,8 +66,17 @@ describe('log redaction', () => {
     expect(log).toContain('[redacted]');
     expect(log).toMatch(/"path":"\/api\.ashx\/v1\/probe\/log"/);
     const all = [
-      ...Object.values(secrets), s.adminKey, 'ak_unknownKeyValue_Ll22', s.hmac('test-echo'), 'ab'.repeat(32), 'cookie-Mm33',
-      'plugin-pw-Zq81', 'plugin-token-Yp42', 'plugin-apikey-Xo33', 'plugin-cs-Wn24', 'plugin-secret-Vm15',
+      ...Object.values(secrets),
+      s.adminKey,
+      'ak_unknownKeyValue_Ll22',
+      s.hmac('test-echo'),
+      'ab'.repeat(32),
+      'cookie-Mm33',
+      'plugin-pw-Zq81',
+      'plugin-token-Yp42',
+      'plugin-apikey-Xo33',
+      'plugin-cs-Wn24',
+      'plugin-secret-Vm15',
       s.appliance.core.auth.adminSecret(),
     ];
     for (const secret of all) expect(log, `secret ${secret} leaked into the log`).not.toContain(secret);

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Appliance } from '../../server/app.ts';
-import { definePlugin, type PluginManifest, type AnyPlugin } from '../../server/plugin.ts';
+import { definePlugin, type AnyPlugin } from '../../server/plugin.ts';
 import { appliedVersion, migrate, sqlMigrations, type Migration } from '../../server/store/migrate.ts';
 import { openStore } from '../../server/store/db.ts';
 import { MigrationError } from '../../server/errors.ts';
@@ -16,9 +16,12 @@ const STEPS: Migration[] = [
   { version: 1, name: '0001-notes', sql: 'CREATE TABLE notes (id INTEGER PRIMARY KEY, tenant_id TEXT NOT NULL, body TEXT NOT NULL) STRICT;' },
   { version: 2, name: '0002-notes-pinned', sql: 'ALTER TABLE notes ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;' },
   {
-    version: 3, name: '0003-notes-upper',
+    version: 3,
+    name: '0003-notes-upper',
     // A data migration in code: runs in the same transaction as the SQL steps.
-    up: (db) => { db.prepare('UPDATE notes SET body = upper(body)').run(); },
+    up: (db) => {
+      db.prepare('UPDATE notes SET body = upper(body)').run();
+    },
   },
 ];
 
@@ -31,7 +34,7 @@ async function open(dataDir: string, steps: Migration[]): Promise<Appliance> {
 }
 
 describe('migrations', () => {
-  it('a fresh database gets every plugin\'s schema, WAL and foreign keys', async () => {
+  it("a fresh database gets every plugin's schema, WAL and foreign keys", async () => {
     const d = dir();
     const a = await open(d, STEPS);
     try {
@@ -59,7 +62,10 @@ describe('migrations', () => {
     a = await open(d, STEPS.slice(0, 2));
     try {
       expect(appliedVersion(a.core.db, 'notes')).toBe(2);
-      expect(a.core.db.prepare('SELECT body, pinned FROM notes ORDER BY id').all()).toEqual([{ body: 'first', pinned: 0 }, { body: 'second', pinned: 0 }]);
+      expect(a.core.db.prepare('SELECT body, pinned FROM notes ORDER BY id').all()).toEqual([
+        { body: 'first', pinned: 0 },
+        { body: 'second', pinned: 0 },
+      ]);
     } finally {
       await a.stop();
     }
@@ -138,7 +144,18 @@ describe('migrations', () => {
       expect((db.prepare('PRAGMA table_info(notes)').all() as { name: string }[]).map((c) => c.name)).not.toContain('pinned');
       expect(db.prepare('SELECT body FROM notes').all()).toEqual([{ body: 'kept' }]);
       // A throwing data migration rolls back the same way.
-      expect(() => migrate(db, 'notes', [...STEPS.slice(0, 2), { version: 3, name: '0003-throws', up: () => { throw new Error('bad data'); } }])).toThrow(/notes\/0003-throws: bad data/);
+      expect(() =>
+        migrate(db, 'notes', [
+          ...STEPS.slice(0, 2),
+          {
+            version: 3,
+            name: '0003-throws',
+            up: () => {
+              throw new Error('bad data');
+            },
+          },
+        ]),
+      ).toThrow(/notes\/0003-throws: bad data/);
       expect(appliedVersion(db, 'notes')).toBe(1);
     } finally {
       db.close();
@@ -154,6 +171,9 @@ describe('migrations', () => {
     fs.writeFileSync(path.join(mig, 'README.md'), 'not a migration');
     fs.writeFileSync(path.join(mig, '3-bad-name.sql'), 'nope');
     const steps = sqlMigrations(new URL(`file://${path.join(d, 'index.ts')}`).href);
-    expect(steps.map((m) => [m.version, m.name])).toEqual([[1, '0001-a'], [2, '0002-b']]);
+    expect(steps.map((m) => [m.version, m.name])).toEqual([
+      [1, '0001-a'],
+      [2, '0002-b'],
+    ]);
   });
 });

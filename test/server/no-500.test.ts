@@ -10,10 +10,14 @@ import type { RegisteredRoute } from '../../server/http/dispatch.ts';
  * are honest answers; 500 is a bug, and no answer may carry a stack trace.
  */
 let s: TestServer;
-beforeAll(async () => { s = await startTestServer(); });
-afterAll(async () => { await s?.stop(); });
+beforeAll(async () => {
+  s = await startTestServer();
+});
+afterAll(async () => {
+  await s?.stop();
+});
 
-const CASES: Array<[label: string, body: string | undefined, contentType: string | undefined]> = [
+const CASES: [label: string, body: string | undefined, contentType: string | undefined][] = [
   ['no body', undefined, undefined],
   ['malformed JSON', '{"a":', 'application/json'],
   ['wrong content type', 'hello', 'text/plain'],
@@ -44,7 +48,8 @@ describe('no 500 for client mistakes', () => {
           const res = await s.fetch(url, { method: r.def.method, body, headers, key });
           const text = await res.text();
           tried++;
-          if (res.status === 500 || /\n\s+at .+:\d+:\d+/.test(text)) bad.push(`${res.status} ${r.plugin}: ${r.def.method} ${address} [${label}] ${text.slice(0, 200)}`);
+          if (res.status === 500 || /\n\s+at .+:\d+:\d+/.test(text))
+            bad.push(`${res.status} ${r.plugin}: ${r.def.method} ${address} [${label}] ${text.slice(0, 200)}`);
         }
       }
     }

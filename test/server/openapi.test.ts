@@ -10,11 +10,20 @@ import { parseAddress } from '../../server/http/dispatch.ts';
  * they are today and later, plus a test plugin) must be in /openapi.json and in the v1 root, and
  * the document must validate against the OpenAPI 3.1 schema. Generic over the dispatcher.
  */
-type Op = {
-  operationId: string; summary: string; parameters: Array<{ name: string; in: string; required?: boolean }>;
-  security?: unknown[]; responses: Record<string, unknown>; requestBody?: { content: Record<string, unknown> }; 'x-hmac-bucket'?: string;
-};
-type Doc = { openapi: string; info: { version: string; title: string }; paths: Record<string, Record<string, Op>> };
+interface Op {
+  operationId: string;
+  summary: string;
+  parameters: { name: string; in: string; required?: boolean }[];
+  security?: unknown[];
+  responses: Record<string, unknown>;
+  requestBody?: { content: Record<string, unknown> };
+  'x-hmac-bucket'?: string;
+}
+interface Doc {
+  openapi: string;
+  info: { version: string; title: string };
+  paths: Record<string, Record<string, Op>>;
+}
 
 let s: TestServer;
 let doc: Doc;
@@ -22,9 +31,11 @@ beforeAll(async () => {
   s = await startTestServer({ plugins: await withBuiltins(probePlugin) });
   const r = await s.fetch('/openapi.json');
   expect(r.status).toBe(200);
-  doc = await r.json() as Doc;
+  doc = (await r.json()) as Doc;
 });
-afterAll(async () => { await s?.stop(); });
+afterAll(async () => {
+  await s?.stop();
+});
 
 const routes = () => s.appliance.dispatcher.routes.filter((r) => !r.def.hidden);
 
@@ -60,13 +71,23 @@ describe('OpenAPI description', () => {
     for (const r of rs) {
       for (const address of r.addresses) {
         const op = doc.paths[openapiPath(address)]?.[r.def.method.toLowerCase()];
-        if (!op) { missing.push(`${r.plugin}: ${r.def.method} ${address}`); continue; }
+        if (!op) {
+          missing.push(`${r.plugin}: ${r.def.method} ${address}`);
+          continue;
+        }
         expect(op.summary, address).toBe(r.def.summary);
         const a = parseAddress(address);
         for (const seg of a.segments.filter((x) => x.startsWith(':'))) {
-          expect(op.parameters.some((p) => p.in === 'path' && p.name === seg.slice(1) && p.required), `${address} path parameter ${seg}`).toBe(true);
+          expect(
+            op.parameters.some((p) => p.in === 'path' && p.name === seg.slice(1) && p.required),
+            `${address} path parameter ${seg}`,
+          ).toBe(true);
         }
-        if (a.verbKey) expect(op.parameters.some((p) => p.in === 'query' && p.name === a.verbKey), `${address} verb`).toBe(true);
+        if (a.verbKey)
+          expect(
+            op.parameters.some((p) => p.in === 'query' && p.name === a.verbKey),
+            `${address} verb`,
+          ).toBe(true);
         if (r.def.body) expect(op.requestBody?.content, `${address} body`).toBeDefined();
         if (r.def.auth.kind !== 'public') {
           expect(op.security?.length, `${address} security`).toBeGreaterThan(0);
@@ -96,7 +117,9 @@ describe('OpenAPI description', () => {
 
   it('describes nothing that is not registered', () => {
     const known = new Set(routes().flatMap((r) => r.addresses.map((a) => `${r.def.method.toLowerCase()} ${openapiPath(a)}`)));
-    const extra = Object.entries(doc.paths).flatMap(([p, ops]) => Object.keys(ops).map((m) => `${m} ${p}`)).filter((k) => !known.has(k));
+    const extra = Object.entries(doc.paths)
+      .flatMap(([p, ops]) => Object.keys(ops).map((m) => `${m} ${p}`))
+      .filter((k) => !known.has(k));
     expect(extra).toEqual([]);
   });
 });
@@ -106,9 +129,14 @@ describe('GET /api.ashx/v1 (public root)', () => {
     const r = await s.fetch('/api.ashx/v1');
     expect(r.status).toBe(200);
     expect(r.headers.get('cache-control')).toBe('no-store');
-    const root = await r.json() as {
-      name: string; version: string; build: string; auth: unknown; pagination: { limitDefault: number; limitMax: number }; errors: unknown;
-      endpoints: Array<{ method: string; path: string; description: string; area: string; auth: string }>;
+    const root = (await r.json()) as {
+      name: string;
+      version: string;
+      build: string;
+      auth: unknown;
+      pagination: { limitDefault: number; limitMax: number };
+      errors: unknown;
+      endpoints: { method: string; path: string; description: string; area: string; auth: string }[];
     };
     expect(root.version).toBe('v1');
     expect(typeof root.name).toBe('string');
@@ -117,7 +145,9 @@ describe('GET /api.ashx/v1 (public root)', () => {
     expect(root.errors).toBeTruthy();
     expect(root.pagination).toMatchObject({ limitDefault: 50, limitMax: 500 });
     const listed = new Set(root.endpoints.map((e) => `${e.method} ${e.path}`));
-    const missing = routes().flatMap((rt) => rt.addresses.map((a) => `${rt.def.method} ${a}`)).filter((k) => !listed.has(k));
+    const missing = routes()
+      .flatMap((rt) => rt.addresses.map((a) => `${rt.def.method} ${a}`))
+      .filter((k) => !listed.has(k));
     expect(missing).toEqual([]);
     for (const e of root.endpoints) {
       expect(e.description, e.path).toBeTruthy();

@@ -9,16 +9,25 @@ import { scratchDirs } from '../support/cleanup.ts';
 
 const dir = scratchDirs('sovcomms-host-');
 const m = (p: PluginManifest) => definePlugin(p) as AnyPlugin;
-const create = (plugins: PluginManifest[]) => Appliance.create({ dataDir: dir(), env: {}, plugins, logDestination: new LogCapture(), overrides: { http: { port: 0 } } });
+const create = (plugins: PluginManifest[]) =>
+  Appliance.create({ dataDir: dir(), env: {}, plugins, logDestination: new LogCapture(), overrides: { http: { port: 0 } } });
 
 describe('plugin host', () => {
   it('starts in dependency order and stops in reverse', async () => {
     const trail: string[] = [];
-    const p = (name: string, dependsOn: string[] = []) => m({
-      name, description: name, dependsOn,
-      start: async () => { await new Promise((r) => setTimeout(r, 5)); trail.push(`start ${name}`); },
-      stop: () => { trail.push(`stop ${name}`); },
-    });
+    const p = (name: string, dependsOn: string[] = []) =>
+      m({
+        name,
+        description: name,
+        dependsOn,
+        start: async () => {
+          await new Promise((r) => setTimeout(r, 5));
+          trail.push(`start ${name}`);
+        },
+        stop: () => {
+          trail.push(`stop ${name}`);
+        },
+      });
     // Listed out of order on purpose.
     const a = await create([p('c', ['b']), p('b', ['a']), p('a'), p('d', ['core'])]);
     await a.start();
@@ -38,7 +47,13 @@ describe('plugin host', () => {
     expect(() => definePlugin({ name: 'Bad Name', description: '' })).toThrow(/invalid plugin name/);
     const thing = defineService<{ ok: boolean }>('thing');
     const provider = m({ name: 'provider', description: '', setup: (ctx) => ctx.provide(thing, { ok: true }) });
-    const sneaky = m({ name: 'sneaky', description: '', start: (_s, ctx) => { ctx.use(thing); } });
+    const sneaky = m({
+      name: 'sneaky',
+      description: '',
+      start: (_s, ctx) => {
+        ctx.use(thing);
+      },
+    });
     const a = await create([provider, sneaky]);
     await a.start();
     try {
@@ -52,22 +67,28 @@ describe('plugin host', () => {
 
   it('refuses a route registered twice and an event declared by two plugins', async () => {
     const route = { method: 'GET' as const, path: '/api.ashx/v1/twice', summary: 'x', auth: policy.public, handler: () => ({}) };
-    await expect(create([
-      m({ name: 'one', description: '', routes: (r) => r.add(route) }),
-      m({ name: 'two', description: '', routes: (r) => r.add({ ...route, path: '/API.ashx/v1/TWICE' }) }),
-    ])).rejects.toThrow(/registered twice/);
-    await expect(create([
-      m({ name: 'one', description: '', events: { 'x.happened': z.object({}) } }),
-      m({ name: 'two', description: '', events: { 'x.happened': z.object({}) } }),
-    ])).rejects.toThrow(/declared by both one and two/);
+    await expect(
+      create([
+        m({ name: 'one', description: '', routes: (r) => r.add(route) }),
+        m({ name: 'two', description: '', routes: (r) => r.add({ ...route, path: '/API.ashx/v1/TWICE' }) }),
+      ]),
+    ).rejects.toThrow(/registered twice/);
+    await expect(
+      create([
+        m({ name: 'one', description: '', events: { 'x.happened': z.object({}) } }),
+        m({ name: 'two', description: '', events: { 'x.happened': z.object({}) } }),
+      ]),
+    ).rejects.toThrow(/declared by both one and two/);
   });
 
   it('a plugin whose health says degraded shows in /readyz without failing readiness', async () => {
-    const t = await startTestServer({ plugins: [...await withBuiltins(), m({ name: 'wobbly', description: '', health: () => ({ status: 'degraded', reason: 'bridge slow' }) })] });
+    const t = await startTestServer({
+      plugins: [...(await withBuiltins()), m({ name: 'wobbly', description: '', health: () => ({ status: 'degraded', reason: 'bridge slow' }) })],
+    });
     try {
       const r = await t.fetch('/readyz');
       expect(r.status).toBe(200);
-      const body = await r.json() as { status: string; plugins: Record<string, { state: string; health?: { status: string; reason?: string } }> };
+      const body = (await r.json()) as { status: string; plugins: Record<string, { state: string; health?: { status: string; reason?: string } }> };
       expect(body.status).toBe('degraded');
       expect(body.plugins.wobbly).toMatchObject({ state: 'started', health: { status: 'degraded', reason: 'bridge slow' } });
     } finally {
@@ -92,11 +113,20 @@ describe('clean shutdown', () => {
   });
 
   it('checkpoints the WAL periodically while running and truncates it at stop', async () => {
-    const a = await Appliance.create({ dataDir: dir(), env: {}, plugins: [], logDestination: new LogCapture(), overrides: { http: { port: 0, host: '127.0.0.1' }, store: { checkpointMs: 1000 } } });
+    const a = await Appliance.create({
+      dataDir: dir(),
+      env: {},
+      plugins: [],
+      logDestination: new LogCapture(),
+      overrides: { http: { port: 0, host: '127.0.0.1' }, store: { checkpointMs: 1000 } },
+    });
     const calls: string[] = [];
     const db = a.core.db;
     const orig = db.pragma.bind(db);
-    db.pragma = ((source: string, options?: { simple?: boolean }) => { calls.push(source); return orig(source, options); }) as typeof db.pragma;
+    db.pragma = ((source: string, options?: { simple?: boolean }) => {
+      calls.push(source);
+      return orig(source, options);
+    }) as typeof db.pragma;
     await a.start();
     await new Promise((r) => setTimeout(r, 1400));
     expect(calls).toContain('wal_checkpoint(PASSIVE)');

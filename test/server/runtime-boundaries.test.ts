@@ -18,7 +18,11 @@ const SOURCE = /\.(?:[cm]?[jt]s|tsx|jsx)$/;
 const NODE_BUILTINS = new Set(builtinModules.flatMap((m) => [m, `node:${m}`]));
 const DOM_GLOBALS = new Set(['document', 'window']);
 
-export interface Violation { file: string; line: number; rule: string }
+export interface Violation {
+  file: string;
+  line: number;
+  rule: string;
+}
 
 function walk(dir: string): string[] {
   if (!fs.existsSync(dir)) return [];
@@ -32,7 +36,11 @@ function walk(dir: string): string[] {
   return out;
 }
 
-interface ImportRef { spec: string; typeOnly: boolean; line: number }
+interface ImportRef {
+  spec: string;
+  typeOnly: boolean;
+  line: number;
+}
 
 function scan(file: string): { imports: ImportRef[]; domUses: number[] } {
   const text = fs.readFileSync(file, 'utf8');
@@ -43,7 +51,14 @@ function scan(file: string): { imports: ImportRef[]; domUses: number[] } {
   const visit = (n: ts.Node): void => {
     if (ts.isImportDeclaration(n) && ts.isStringLiteral(n.moduleSpecifier)) {
       const c = n.importClause;
-      const typeOnly = !!c && (c.isTypeOnly || (!c.name && !!c.namedBindings && ts.isNamedImports(c.namedBindings) && c.namedBindings.elements.length > 0 && c.namedBindings.elements.every((e) => e.isTypeOnly)));
+      const typeOnly =
+        !!c &&
+        (c.isTypeOnly ||
+          (!c.name &&
+            !!c.namedBindings &&
+            ts.isNamedImports(c.namedBindings) &&
+            c.namedBindings.elements.length > 0 &&
+            c.namedBindings.elements.every((e) => e.isTypeOnly)));
       imports.push({ spec: n.moduleSpecifier.text, typeOnly, line: line(n) });
     } else if (ts.isExportDeclaration(n) && n.moduleSpecifier && ts.isStringLiteral(n.moduleSpecifier)) {
       imports.push({ spec: n.moduleSpecifier.text, typeOnly: n.isTypeOnly, line: line(n) });
@@ -57,7 +72,8 @@ function scan(file: string): { imports: ImportRef[]; domUses: number[] } {
       const target = n.expression;
       if (ts.isIdentifier(target) && DOM_GLOBALS.has(target.text)) domUses.push(line(n));
       // globalThis.document.x / globalThis.window
-      if (ts.isPropertyAccessExpression(n) && ts.isIdentifier(n.expression) && n.expression.text === 'globalThis' && DOM_GLOBALS.has(n.name.text)) domUses.push(line(n));
+      if (ts.isPropertyAccessExpression(n) && ts.isIdentifier(n.expression) && n.expression.text === 'globalThis' && DOM_GLOBALS.has(n.name.text))
+        domUses.push(line(n));
     }
     ts.forEachChild(n, visit);
   };
@@ -107,7 +123,11 @@ export function checkPluginImports(root: string): Violation[] {
       if (parts[0] === 'plugins' && parts.length === 3 && parts[2] === 'api.ts') continue;
       // The registry of built-in plugins imports each manifest.
       if (rel === path.join('plugins', 'index.ts') && parts[0] === 'plugins' && parts.length === 3 && parts[2] === 'index.ts') continue;
-      add(parts[0] === 'plugins' ? `plugins/${plugin} reaches into another plugin: use its api.ts service reference` : `plugins/${plugin} imports the core past the SDK: import from server/sdk.ts`);
+      add(
+        parts[0] === 'plugins'
+          ? `plugins/${plugin} reaches into another plugin: use its api.ts service reference`
+          : `plugins/${plugin} imports the core past the SDK: import from server/sdk.ts`,
+      );
     }
   }
   return v;
@@ -179,17 +199,26 @@ describe('runtime boundaries', () => {
         "import { Appliance } from '../server/app.ts';",
         "import type { Tenant } from '../server/tenancy.ts';",
         "import { type Principal } from '../server/auth.ts';",
-        "export const el = document.body;",
+        'export const el = document.body;',
         'export const thing = 1;',
       ].join('\n'),
     });
     const v = checkBoundaries(root).map((x) => `${x.file}:${x.line}`);
-    expect(v.sort()).toEqual([
-      'plugins/p/index.ts:1', 'plugins/p/index.ts:2', 'plugins/p/index.ts:3',
-      'plugins/p/lazy.ts:1', 'plugins/p/lazy.ts:2',
-      'renderer/ui.ts:1', 'renderer/ui.ts:2', 'renderer/ui.ts:3', 'renderer/ui.ts:4',
-      'server/a.ts:1', 'server/b.ts:3',
-    ].sort());
+    expect(v.sort()).toEqual(
+      [
+        'plugins/p/index.ts:1',
+        'plugins/p/index.ts:2',
+        'plugins/p/index.ts:3',
+        'plugins/p/lazy.ts:1',
+        'plugins/p/lazy.ts:2',
+        'renderer/ui.ts:1',
+        'renderer/ui.ts:2',
+        'renderer/ui.ts:3',
+        'renderer/ui.ts:4',
+        'server/a.ts:1',
+        'server/b.ts:3',
+      ].sort(),
+    );
   });
 
   it('plugins reach the core only through server/sdk.ts; the bridge only through its contract', () => {
@@ -217,8 +246,18 @@ describe('runtime boundaries', () => {
         'export { leg, control, x, schemas };',
       ].join('\n'),
     });
-    expect(checkPluginImports(root).map((x) => `${x.file}:${x.line}`).sort()).toEqual(
-      ['plugins/a/index.ts:3', 'plugins/a/index.ts:4', 'plugins/a/index.ts:5', 'plugins/telephony/bridge/call.ts:3', 'plugins/telephony/bridge/call.ts:4'].sort(),
+    expect(
+      checkPluginImports(root)
+        .map((x) => `${x.file}:${x.line}`)
+        .sort(),
+    ).toEqual(
+      [
+        'plugins/a/index.ts:3',
+        'plugins/a/index.ts:4',
+        'plugins/a/index.ts:5',
+        'plugins/telephony/bridge/call.ts:3',
+        'plugins/telephony/bridge/call.ts:4',
+      ].sort(),
     );
   });
 
@@ -226,7 +265,8 @@ describe('runtime boundaries', () => {
     const root = tree({
       'server/ok.ts': "import fs from 'node:fs';\nexport const page = '<script>window.close()</script>';\nexport const f = fs;\n",
       'main/index.ts': "import { app, BrowserWindow } from 'electron';\nimport fs from 'node:fs';\nexport { app, BrowserWindow, fs };\n",
-      'renderer/app.tsx': "import type { Tenant } from '../server/tenancy.ts';\nexport const t: Tenant | null = null;\nexport const h = window.location.href + document.title;\n",
+      'renderer/app.tsx':
+        "import type { Tenant } from '../server/tenancy.ts';\nexport const t: Tenant | null = null;\nexport const h = window.location.href + document.title;\n",
     });
     expect(checkBoundaries(root)).toEqual([]);
   });

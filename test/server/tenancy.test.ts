@@ -5,20 +5,28 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { normalizeHost, validateHost, type Tenant } from '../../server/tenancy.ts';
-import type { AuditWriter } from '../../server/plugin.ts';
 import { withBuiltins } from './fixtures/test-plugins.ts';
 
 let s: TestServer;
-beforeAll(async () => { s = await startTestServer({ plugins: await withBuiltins() }); });
-afterAll(async () => { await s?.stop(); });
+beforeAll(async () => {
+  s = await startTestServer({ plugins: await withBuiltins() });
+});
+afterAll(async () => {
+  await s?.stop();
+});
 
 /** Every table of the store (core and every plugin) that has a tenant_id column. */
 function tenantTables(): string[] {
   const db = s.appliance.core.db;
-  const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").all() as { name: string }[]).map((r) => r.name);
+  const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").all() as { name: string }[]).map(
+    (r) => r.name,
+  );
   return tables.filter((t) => (db.prepare(`PRAGMA table_info("${t}")`).all() as { name: string }[]).some((c) => c.name === 'tenant_id'));
 }
-const rowsOf = (tenant: Tenant) => Object.fromEntries(tenantTables().map((t) => [t, (s.appliance.core.db.prepare(`SELECT COUNT(*) AS n FROM "${t}" WHERE tenant_id = ?`).get(tenant.id) as { n: number }).n]));
+const rowsOf = (tenant: Tenant) =>
+  Object.fromEntries(
+    tenantTables().map((t) => [t, (s.appliance.core.db.prepare(`SELECT COUNT(*) AS n FROM "${t}" WHERE tenant_id = ?`).get(tenant.id) as { n: number }).n]),
+  );
 
 describe('tenancy', () => {
   it('Host selects the tenant: case-insensitive, port and trailing dot ignored, unknown or missing → primary', async () => {
@@ -83,7 +91,7 @@ describe('first start', () => {
     const quiet = { env: {}, plugins: [], logDestination: new LogCapture() };
 
     const fresh = tempDir('sovcomms-first-');
-    const seen: Array<{ host: string; user: string }> = [];
+    const seen: { host: string; user: string }[] = [];
     let a = await Appliance.create({ ...quiet, dataDir: fresh, onFirstRun: (i) => seen.push(i) });
     await a.stop();
     a = await Appliance.create({ ...quiet, dataDir: fresh, onFirstRun: (i) => seen.push(i) });
@@ -94,7 +102,7 @@ describe('first start', () => {
     const core = openCore({ ...quiet, dataDir: pre });
     core.tenants.add('office.example');
     core.db.close();
-    const firstRun: Array<{ host: string; user: string; password: string }> = [];
+    const firstRun: { host: string; user: string; password: string }[] = [];
     a = await Appliance.create({ ...quiet, dataDir: pre, onFirstRun: (i) => firstRun.push(i) });
     try {
       expect(firstRun).toHaveLength(1);

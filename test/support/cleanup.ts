@@ -4,8 +4,8 @@ import { afterAll, afterEach } from 'vitest';
 import { tempDir } from './server.ts';
 
 /** A list the test pushes closers onto; after each test they run newest first. */
-export function cleanupsAfterEach(): Array<() => unknown> {
-  const cleanups: Array<() => unknown> = [];
+export function cleanupsAfterEach(): (() => unknown)[] {
+  const cleanups: (() => unknown)[] = [];
   afterEach(async () => {
     while (cleanups.length) await cleanups.pop()!();
   });

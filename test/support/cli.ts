@@ -31,8 +31,12 @@ export function runCli(args: string[], opts: { dataDir?: string; stdin?: string;
     const child = spawn(process.execPath, argv, { cwd: ROOT, env: cleanEnv(opts.env), stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (c: Buffer) => { stdout += c.toString(); });
-    child.stderr.on('data', (c: Buffer) => { stderr += c.toString(); });
+    child.stdout.on('data', (c: Buffer) => {
+      stdout += c.toString();
+    });
+    child.stderr.on('data', (c: Buffer) => {
+      stderr += c.toString();
+    });
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
       reject(new Error(`sovcomms ${args.join(' ')} did not finish in time; stderr: ${stderr}`));
@@ -59,11 +63,15 @@ export interface ServeProcess {
 /** Starts `sovcomms serve --port 0` and resolves once it prints its URL. */
 export function startServe(dataDir: string, extraArgs: string[] = [], env: Record<string, string> = {}): Promise<ServeProcess> {
   const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--host', '127.0.0.1', ...extraArgs, '--data-dir', dataDir], {
-    cwd: ROOT, env: cleanEnv({ SOVCOMMS_LOG_LEVEL: 'warn', ...env }), stdio: ['ignore', 'pipe', 'pipe'],
+    cwd: ROOT,
+    env: cleanEnv({ SOVCOMMS_LOG_LEVEL: 'warn', ...env }),
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';
   let stderr = '';
-  child.stderr!.on('data', (c: Buffer) => { stderr += c.toString(); });
+  child.stderr!.on('data', (c: Buffer) => {
+    stderr += c.toString();
+  });
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
     child.once('exit', (code, signal) => resolve({ code, signal }));
   });

@@ -9,7 +9,7 @@ import type { Clock } from '../../server/clock.ts';
 import { LogCapture, tempDir } from './server.ts';
 
 export function coreHarness(prefix = 'sovcomms-core-'): (o?: { clock?: Clock; dir?: string }) => CoreServices {
-  const open: Array<{ core: CoreServices; dir: string }> = [];
+  const open: { core: CoreServices; dir: string }[] = [];
   afterEach(async () => {
     for (const { core, dir } of open.splice(0)) {
       await core.jobs.shutdown(200);

@@ -16,7 +16,7 @@ function encodeName(name: string): Buffer {
 
 export class DnsServer {
   readonly records = new Map<string, DnsRecord[]>();
-  readonly queries: Array<{ name: string; type: number }> = [];
+  readonly queries: { name: string; type: number }[] = [];
   private readonly sock = dgram.createSocket('udp4');
   port = 0;
 
@@ -43,18 +43,21 @@ export class DnsServer {
     const name = labels.join('.').toLowerCase();
     this.queries.push({ name, type: qtype });
     const known = this.records.get(name);
-    const answers = (known ?? []).filter((r) => TYPE[r.type] === qtype).map((r) => {
-      const rdata = r.type === 'A'
-        ? Buffer.from(r.address.split('.').map(Number))
-        : Buffer.concat([Buffer.from([r.priority >> 8, r.priority & 255, r.weight >> 8, r.weight & 255, r.port >> 8, r.port & 255]), encodeName(r.target)]);
-      const head = Buffer.alloc(12);
-      head.writeUInt16BE(0xc00c, 0); // pointer to the question's name
-      head.writeUInt16BE(qtype, 2);
-      head.writeUInt16BE(1, 4); // IN
-      head.writeUInt32BE(60, 6);
-      head.writeUInt16BE(rdata.length, 10);
-      return Buffer.concat([head, rdata]);
-    });
+    const answers = (known ?? [])
+      .filter((r) => TYPE[r.type] === qtype)
+      .map((r) => {
+        const rdata =
+          r.type === 'A'
+            ? Buffer.from(r.address.split('.').map(Number))
+            : Buffer.concat([Buffer.from([r.priority >> 8, r.priority & 255, r.weight >> 8, r.weight & 255, r.port >> 8, r.port & 255]), encodeName(r.target)]);
+        const head = Buffer.alloc(12);
+        head.writeUInt16BE(0xc00c, 0); // pointer to the question's name
+        head.writeUInt16BE(qtype, 2);
+        head.writeUInt16BE(1, 4); // IN
+        head.writeUInt32BE(60, 6);
+        head.writeUInt16BE(rdata.length, 10);
+        return Buffer.concat([head, rdata]);
+      });
     const h = Buffer.alloc(12);
     h.writeUInt16BE(q.readUInt16BE(0), 0);
     h.writeUInt16BE(0x8400 | (q.readUInt16BE(2) & 0x0100) | (known ? 0 : 3), 2); // QR, AA, RD copied, NXDOMAIN when unknown

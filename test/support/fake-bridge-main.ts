@@ -12,4 +12,6 @@ const ready = { type: 'bridge-ready', controlUrl: url };
 process.stdout.write(JSON.stringify(ready) + '\n');
 process.send?.(ready);
 process.on('disconnect', () => process.exit(0));
-process.on('SIGTERM', () => { void bridge.stop().then(() => process.exit(0)); });
+process.on('SIGTERM', () => {
+  void bridge.stop().then(() => process.exit(0));
+});

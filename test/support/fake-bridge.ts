@@ -8,8 +8,19 @@ import type { AddressInfo } from 'node:net';
  * every request, and events POSTed to the callback URL with seq and X-Bridge-Instance. Tests
  * drive the far end with emit(); `/_test/*` endpoints do the same for a fake run as a process.
  */
-export interface FakeTrunk { id: string; register: boolean; password?: string; [k: string]: unknown }
-export interface FakeCall { callId: string; state: 'dialing' | 'ringing' | 'answered' | 'ending'; trunkId: string; startedAt: string; place: Record<string, unknown> }
+export interface FakeTrunk {
+  id: string;
+  register: boolean;
+  password?: string;
+  [k: string]: unknown;
+}
+export interface FakeCall {
+  callId: string;
+  state: 'dialing' | 'ringing' | 'answered' | 'ending';
+  trunkId: string;
+  startedAt: string;
+  place: Record<string, unknown>;
+}
 
 export class FakeBridge {
   readonly instance = crypto.randomBytes(6).toString('hex');
@@ -32,7 +43,10 @@ export class FakeBridge {
   #seq = 0;
   #server: http.Server;
 
-  constructor(public token: string, public callbackUrl: string) {
+  constructor(
+    public token: string,
+    public callbackUrl: string,
+  ) {
     this.#server = http.createServer((req, res) => void this.handle(req, res));
   }
 
@@ -48,7 +62,10 @@ export class FakeBridge {
   }
 
   /** POSTs one event to the core; returns the HTTP status and body. */
-  async emit(ev: Record<string, unknown> & { type: string; callId: string }, opts: { seq?: number; token?: string } = {}): Promise<{ status: number; body: Record<string, unknown> }> {
+  async emit(
+    ev: Record<string, unknown> & { type: string; callId: string },
+    opts: { seq?: number; token?: string } = {},
+  ): Promise<{ status: number; body: Record<string, unknown> }> {
     const seq = opts.seq ?? ++this.#seq;
     const res = await fetch(this.callbackUrl, {
       method: 'POST',
@@ -57,7 +74,11 @@ export class FakeBridge {
     });
     const text = await res.text();
     let body: Record<string, unknown> = { raw: text };
-    try { body = JSON.parse(text) as Record<string, unknown>; } catch { /* keep the raw text */ }
+    try {
+      body = JSON.parse(text) as Record<string, unknown>;
+    } catch {
+      /* keep the raw text */
+    }
     if (ev.type === 'ended') this.calls.delete(ev.callId);
     if (ev.type === 'answered') {
       const c = this.calls.get(ev.callId);
@@ -71,18 +92,31 @@ export class FakeBridge {
     const answered = !['no-answer', 'busy', 'failed'].includes(outcome);
     const t0 = Date.parse('2026-01-01T00:00:10Z');
     return {
-      type: 'ended', callId, outcome, answered, answeredAt: answered ? new Date(t0).toISOString() : null,
-      endedAt: new Date(t0 + 42_000).toISOString(), talkSec: answered ? 42 : 0, trunkId: null, errorDetail: outcome === 'failed' ? 'SIP 503 from trunk' : '',
+      type: 'ended',
+      callId,
+      outcome,
+      answered,
+      answeredAt: answered ? new Date(t0).toISOString() : null,
+      endedAt: new Date(t0 + 42_000).toISOString(),
+      talkSec: answered ? 42 : 0,
+      trunkId: null,
+      errorDetail: outcome === 'failed' ? 'SIP 503 from trunk' : '',
       sipStatus: outcome === 'busy' ? 486 : outcome === 'failed' ? 503 : answered ? 200 : null,
       transcript: answered
         ? {
-          turns: [
-            { speaker: 'AI', text: 'Hello, this is the practice calling about your appointment.', ts: new Date(t0 + 1000).toISOString() },
-            { speaker: 'Caller', text: 'Oh hi, yes, Tuesday works.', ts: new Date(t0 + 5000).toISOString() },
-            { speaker: 'AI', text: 'Great, see you Tuesday. Goodbye!', ts: new Date(t0 + 9000).toISOString() },
-          ],
-          tokensTotal: 1234, tokensPrompt: 800, inputTurns: 1, outputTurns: 2, model: 'gemini-live-test', voice: 'Aoede', language: 'en-US',
-        }
+            turns: [
+              { speaker: 'AI', text: 'Hello, this is the practice calling about your appointment.', ts: new Date(t0 + 1000).toISOString() },
+              { speaker: 'Caller', text: 'Oh hi, yes, Tuesday works.', ts: new Date(t0 + 5000).toISOString() },
+              { speaker: 'AI', text: 'Great, see you Tuesday. Goodbye!', ts: new Date(t0 + 9000).toISOString() },
+            ],
+            tokensTotal: 1234,
+            tokensPrompt: 800,
+            inputTurns: 1,
+            outputTurns: 2,
+            model: 'gemini-live-test',
+            voice: 'Aoede',
+            language: 'en-US',
+          }
         : { turns: [], tokensTotal: 0, tokensPrompt: 0, inputTurns: 0, outputTurns: 0, model: '', voice: '', language: '' },
       ...extra,
     };
@@ -98,14 +132,25 @@ export class FakeBridge {
     };
     const url = new URL(req.url ?? '/', 'http://x');
     let body: Record<string, unknown> = {};
-    try { body = raw ? JSON.parse(raw) : {}; } catch { return send(400, { error: 'invalid_request', error_description: 'bad JSON' }); }
+    try {
+      body = raw ? JSON.parse(raw) : {};
+    } catch {
+      return send(400, { error: 'invalid_request', error_description: 'bad JSON' });
+    }
     // Test-only controls (no token: they exist only in this fake).
     if (url.pathname === '/_test/emit' && req.method === 'POST') {
       const out = await this.emit(body as Record<string, unknown> & { type: string; callId: string });
       return send(200, out);
     }
     if (url.pathname === '/_test/state') {
-      return send(200, { instance: this.instance, trunks: this.trunks, trunkPuts: this.trunkPuts, calls: [...this.calls.values()], placed: this.placed, hangups: this.hangups });
+      return send(200, {
+        instance: this.instance,
+        trunks: this.trunks,
+        trunkPuts: this.trunkPuts,
+        calls: [...this.calls.values()],
+        placed: this.placed,
+        hangups: this.hangups,
+      });
     }
     if (url.pathname === '/_test/crash') {
       send(200, { ok: true });
@@ -116,7 +161,10 @@ export class FakeBridge {
     if (auth !== `Bearer ${this.token}`) return send(401, { error: 'invalid_token', error_description: 'bad control token' });
     if (req.method === 'GET' && url.pathname === '/health') {
       return send(200, {
-        status: 'ok', version: 'fake-1', sip: { host: '127.0.0.1', port: 5060 }, activeCalls: this.calls.size,
+        status: 'ok',
+        version: 'fake-1',
+        sip: { host: '127.0.0.1', port: 5060 },
+        activeCalls: this.calls.size,
         trunks: this.trunks.map((t) => ({ id: t.id, registered: t.register ? true : null, lastError: null })),
       });
     }
@@ -150,7 +198,17 @@ export class FakeBridge {
       c.state = 'ending';
       send(200, { ok: true, state: 'ending' });
       if (this.endOnHangup) {
-        setTimeout(() => void this.emit({ ...FakeBridge.ended(id, 'cancelled'), answered: wasAnswered, answeredAt: wasAnswered ? new Date().toISOString() : null, talkSec: wasAnswered ? 3 : 0, ...(wasAnswered ? {} : { transcript: FakeBridge.ended(id, 'no-answer').transcript }) }).catch(() => {}), 10);
+        setTimeout(
+          () =>
+            void this.emit({
+              ...FakeBridge.ended(id, 'cancelled'),
+              answered: wasAnswered,
+              answeredAt: wasAnswered ? new Date().toISOString() : null,
+              talkSec: wasAnswered ? 3 : 0,
+              ...(wasAnswered ? {} : { transcript: FakeBridge.ended(id, 'no-answer').transcript }),
+            }).catch(() => {}),
+          10,
+        );
       }
       return;
     }

@@ -35,7 +35,7 @@ export interface FakeSessionLog {
   audioBytesIn: number;
   realtimeMessages: number;
   clientContent: number;
-  toolResponses: Array<{ id: string; name: string; response: unknown }>;
+  toolResponses: { id: string; name: string; response: unknown }[];
   /** realtimeInput.text messages (e.g. DTMF digits the bridge forwards). */
   texts: string[];
   /** WebSocket close code once the session closed. */
@@ -75,7 +75,17 @@ export class GeminiLiveFake {
   }
 
   private onConnection(ws: WebSocket, url: URL): void {
-    const log: FakeSessionLog = { setup: {}, key: url.searchParams.get('key'), resumedFrom: null, audioBytesIn: 0, realtimeMessages: 0, clientContent: 0, toolResponses: [], texts: [], closedWith: null };
+    const log: FakeSessionLog = {
+      setup: {},
+      key: url.searchParams.get('key'),
+      resumedFrom: null,
+      audioBytesIn: 0,
+      realtimeMessages: 0,
+      clientContent: 0,
+      toolResponses: [],
+      texts: [],
+      closedWith: null,
+    };
     this.sessions.push(log);
     let conv: Conversation | null = null;
     let toolWaiter: ((id: string) => void) | null = null;
@@ -163,7 +173,7 @@ export class GeminiLiveFake {
           return ws.close(1007, 'API key not valid. Please pass a valid API key.');
         }
         log.setup = setup as Record<string, unknown>;
-        const handle = ((setup as { sessionResumption?: { handle?: string } }).sessionResumption?.handle) ?? null;
+        const handle = (setup as { sessionResumption?: { handle?: string } }).sessionResumption?.handle ?? null;
         const prior = handle ? this.conversations.get(handle) : undefined;
         if (handle && !prior) return ws.close(1007, 'Invalid session resumption handle.');
         log.resumedFrom = handle;
@@ -188,7 +198,7 @@ export class GeminiLiveFake {
         log.clientContent++;
         void run();
       } else if (msg.toolResponse) {
-        const fr = (msg.toolResponse as { functionResponses?: Array<{ id: string; name: string; response: unknown }> }).functionResponses ?? [];
+        const fr = (msg.toolResponse as { functionResponses?: { id: string; name: string; response: unknown }[] }).functionResponses ?? [];
         for (const r of fr) {
           log.toolResponses.push(r);
           (toolWaiter as ((id: string) => void) | null)?.(r.id);

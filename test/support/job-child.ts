@@ -8,7 +8,7 @@
 import fs from 'node:fs';
 import { z } from 'zod';
 import { Appliance } from '../../server/app.ts';
-import { definePlugin, type PluginManifest, type AnyPlugin } from '../../server/plugin.ts';
+import { definePlugin, type AnyPlugin } from '../../server/plugin.ts';
 import { builtinPlugins } from '../../plugins/index.ts';
 
 const [dataDir, outFile, enqueueArg] = process.argv.slice(2);
@@ -54,7 +54,10 @@ const onSignal = (sig: string) => {
   process.stderr.write(`${sig}: stopping\n`);
   appliance.stop().then(
     () => process.exit(0),
-    (e: unknown) => { process.stderr.write(`stop failed: ${String(e)}\n`); process.exit(1); },
+    (e: unknown) => {
+      process.stderr.write(`stop failed: ${String(e)}\n`);
+      process.exit(1);
+    },
   );
 };
 process.once('SIGTERM', () => onSignal('SIGTERM'));

@@ -26,7 +26,11 @@ export function storeAt(plugin: AnyPlugin, version: number): OldStore {
   const db = openStore(d);
   migrate(db, 'core', CORE_MIGRATIONS);
   const all = plugin.migrations ?? [];
-  migrate(db, plugin.name, all.filter((m) => m.version <= version));
+  migrate(
+    db,
+    plugin.name,
+    all.filter((m) => m.version <= version),
+  );
   if (appliedVersion(db, plugin.name) !== version) throw new Error(`${plugin.name} is at ${appliedVersion(db, plugin.name)}, not ${version}`);
   const tenant = new TenantService(db, d).add('office.example', 'Office', { primary: true });
   return { db, tenant, upgrade: () => migrate(db, plugin.name, all).applied };

@@ -12,9 +12,14 @@ import { deepMerge } from '../../server/config.ts';
  * fetch()-alike over node:http. undici's fetch silently drops a Host header, and tenancy is
  * chosen by Host, so tests need a client that sends it as given. Never follows redirects.
  */
-export function httpFetch(url: string, init: { method?: string; headers?: Headers | Record<string, string>; body?: string | Buffer | URLSearchParams } = {}): Promise<Response> {
+export function httpFetch(
+  url: string,
+  init: { method?: string; headers?: Headers | Record<string, string>; body?: string | Buffer | URLSearchParams } = {},
+): Promise<Response> {
   const headers: Record<string, string> = {};
-  new Headers(init.headers).forEach((v, k) => { headers[k] = v; });
+  new Headers(init.headers).forEach((v, k) => {
+    headers[k] = v;
+  });
   let body: Buffer | undefined;
   if (init.body instanceof URLSearchParams) {
     body = Buffer.from(init.body.toString());
@@ -69,7 +74,17 @@ export interface TestServer {
   adminKey: string;
   logs: LogCapture;
   /** fetch against the server; `host` sets the Host header (tenant selection). */
-  fetch(pathAndQuery: string, init?: { method?: string; headers?: Record<string, string> | Headers; body?: string | Buffer | URLSearchParams; host?: string; json?: unknown; key?: string | null }): Promise<Response>;
+  fetch(
+    pathAndQuery: string,
+    init?: {
+      method?: string;
+      headers?: Record<string, string> | Headers;
+      body?: string | Buffer | URLSearchParams;
+      host?: string;
+      json?: unknown;
+      key?: string | null;
+    },
+  ): Promise<Response>;
   /** Admin HMAC signature for `bucket` on `host` (defaults to the primary host with port). */
   hmac(bucket: string, host?: string, bodyLen?: number): string;
   /** Adds a tenant with an admin and returns the admin's ak_ key. */
@@ -88,20 +103,25 @@ export async function startTestServer(opts: ApplianceOptions & { keepDataDir?: b
   // Tests talk only to loopback: the trusted-list plugin's scheduled upstream refresh is off
   // unless a test turns it on (a manual clock moved past its first run would reach the internet),
   // and no SIP bridge is spawned unless a test asks for one (the product default is embedded).
-  const overrides = deepMerge({
-    http: { port: 0, host: '127.0.0.1', drainMs: 500 },
-    rateLimit: { publicPerMinute: 100_000, authenticatedPerMinute: 100_000, sensitivePerMinute: 100_000 },
-    jobs: { pollMs: 50 },
-    log: { level: 'info' },
-    plugins: { lotl: { autoRefresh: false }, telephony: { bridge: { mode: 'off' } } },
-  }, opts.overrides ?? {});
+  const overrides = deepMerge(
+    {
+      http: { port: 0, host: '127.0.0.1', drainMs: 500 },
+      rateLimit: { publicPerMinute: 100_000, authenticatedPerMinute: 100_000, sensitivePerMinute: 100_000 },
+      jobs: { pollMs: 50 },
+      log: { level: 'info' },
+      plugins: { lotl: { autoRefresh: false }, telephony: { bridge: { mode: 'off' } } },
+    },
+    opts.overrides ?? {},
+  );
   const appliance = await Appliance.create({
     ...opts,
     dataDir,
     overrides,
     env: opts.env ?? {},
     logDestination: opts.logDestination ?? logs,
-    onFirstRun: (i) => { adminPassword = i.password; },
+    onFirstRun: (i) => {
+      adminPassword = i.password;
+    },
   });
   const { url, port } = await appliance.start();
   const core = appliance.core;
@@ -109,7 +129,14 @@ export async function startTestServer(opts: ApplianceOptions & { keepDataDir?: b
   const admin = core.users.byName(primary, 'admin')!;
   const adminKey = core.auth.createApiKey(primary, admin, { name: 'test', createdBy: 'test' }).key;
   const server: TestServer = {
-    url, port, dataDir, appliance, primary, adminPassword, adminKey, logs,
+    url,
+    port,
+    dataDir,
+    appliance,
+    primary,
+    adminPassword,
+    adminKey,
+    logs,
     fetch(p, init = {}) {
       const headers = new Headers(init.headers);
       if (init.host) headers.set('Host', init.host);

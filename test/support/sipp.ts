@@ -33,7 +33,12 @@ function udpBound(port: number): boolean {
   const hex = port.toString(16).toUpperCase().padStart(4, '0');
   for (const f of ['/proc/net/udp', '/proc/net/udp6']) {
     try {
-      if (readFileSync(f, 'utf8').split('\n').some((l) => l.trim().split(/\s+/)[1]?.endsWith(`:${hex}`))) return true;
+      if (
+        readFileSync(f, 'utf8')
+          .split('\n')
+          .some((l) => l.trim().split(/\s+/)[1]?.endsWith(`:${hex}`))
+      )
+        return true;
     } catch {
       // not Linux or no IPv6
     }
@@ -76,15 +81,22 @@ export async function startSipp(o: SippOptions): Promise<SippRun> {
   const scen = o.scenario === 'uas' || o.scenario === 'uac' ? ['-sn', o.scenario] : ['-sf', path.join(SCENARIOS, `${o.scenario}.xml`)];
   const args = [
     ...scen,
-    '-i', '127.0.0.1',
-    '-p', String(port),
-    '-mi', '127.0.0.1',
-    '-mp', String(mediaPort),
-    '-t', o.transport === 'tcp' ? 't1' : 'u1',
-    '-m', String(o.calls ?? 1),
+    '-i',
+    '127.0.0.1',
+    '-p',
+    String(port),
+    '-mi',
+    '127.0.0.1',
+    '-mp',
+    String(mediaPort),
+    '-t',
+    o.transport === 'tcp' ? 't1' : 'u1',
+    '-m',
+    String(o.calls ?? 1),
     '-aa',
     '-nostdin',
-    '-timeout', `${o.timeoutSec ?? 20}s`,
+    '-timeout',
+    `${o.timeoutSec ?? 20}s`,
     '-timeout_error',
     '-trace_err',
   ];
@@ -135,10 +147,15 @@ function tcpListening(port: number): boolean {
   for (const f of ['/proc/net/tcp', '/proc/net/tcp6']) {
     try {
       // Column 4 is the state; 0A is LISTEN.
-      if (readFileSync(f, 'utf8').split('\n').some((l) => {
-        const c = l.trim().split(/\s+/);
-        return c[1]?.endsWith(`:${hex}`) && c[3] === '0A';
-      })) return true;
+      if (
+        readFileSync(f, 'utf8')
+          .split('\n')
+          .some((l) => {
+            const c = l.trim().split(/\s+/);
+            return c[1]?.endsWith(`:${hex}`) && c[3] === '0A';
+          })
+      )
+        return true;
     } catch {
       // not Linux or no IPv6
     }

@@ -5,7 +5,7 @@ import type { Reporter, TestModule } from 'vitest/node';
  * vitest's own summary.
  */
 export default class SummaryReporter implements Reporter {
-  onTestRunEnd(modules: ReadonlyArray<TestModule>): void {
+  onTestRunEnd(modules: readonly TestModule[]): void {
     let passed = 0;
     let failed = 0;
     let skipped = 0;

@@ -39,8 +39,15 @@ async function exchange(g: GrantContext): Promise<Record<string, unknown>> {
   if (!user) throw oauthError('invalid_grant', 'the account is no longer active');
   const scope = row.scope.split(' ');
   return p.tokens.issue(tenant, g.issuer, {
-    client, user, scope, grantId: row.grant_id, authTime: row.auth_time, nonce: row.nonce ?? undefined, sid: row.sid ?? undefined,
-    amr: row.amr ? (JSON.parse(row.amr) as string[]) : undefined, withIdToken: scope.includes('openid'),
+    client,
+    user,
+    scope,
+    grantId: row.grant_id,
+    authTime: row.auth_time,
+    nonce: row.nonce ?? undefined,
+    sid: row.sid ?? undefined,
+    amr: row.amr ? (JSON.parse(row.amr) as string[]) : undefined,
+    withIdToken: scope.includes('openid'),
     withRefresh: scope.includes('offline_access') && client.grantTypes.includes('refresh_token'),
   });
 }

@@ -22,8 +22,12 @@ async function exchange(g: GrantContext): Promise<Record<string, unknown>> {
   try {
     const set = jose.createLocalJWKSet(client.jwks as jose.JSONWebKeySet);
     ({ payload: claims } = await jose.jwtVerify(form.assertion, set, {
-      algorithms: CLIENT_ALGS, issuer: client.clientId, audience: [g.issuer, `${g.issuer}/oauth2/v1/token`, `${g.issuer}/oidc.ashx/token`],
-      requiredClaims: ['exp', 'sub', 'jti'], clockTolerance: 30, currentDate: new Date(p.clock.now()),
+      algorithms: CLIENT_ALGS,
+      issuer: client.clientId,
+      audience: [g.issuer, `${g.issuer}/oauth2/v1/token`, `${g.issuer}/oidc.ashx/token`],
+      requiredClaims: ['exp', 'sub', 'jti'],
+      clockTolerance: 30,
+      currentDate: new Date(p.clock.now()),
     }));
     // RFC 7523 §3 item 4: exp bounds the window; refuse assertions living longer than an hour.
     if (claims.exp! - p.now() > 3600) throw new Error('exp too far in the future');

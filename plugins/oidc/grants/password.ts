@@ -12,7 +12,13 @@ async function signIn(g: GrantContext): Promise<Record<string, unknown>> {
   const scope = p.parseScope(form.scope, ['openid']);
   const grantId = p.newGrant(tenant, client.clientId, user.id, scope);
   return p.tokens.issue(tenant, g.issuer, {
-    client, user, scope, grantId, authTime: p.now(), withIdToken: scope.includes('openid'),
-    withRefresh: scope.includes('offline_access') && client.grantTypes.includes('refresh_token'), amr: ['pwd'],
+    client,
+    user,
+    scope,
+    grantId,
+    authTime: p.now(),
+    withIdToken: scope.includes('openid'),
+    withRefresh: scope.includes('offline_access') && client.grantTypes.includes('refresh_token'),
+    amr: ['pwd'],
   });
 }

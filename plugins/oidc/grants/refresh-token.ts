@@ -25,6 +25,13 @@ async function refresh(g: GrantContext): Promise<Record<string, unknown>> {
   const user = p.activeUser(tenant, row.user_id);
   if (!user) throw oauthError('invalid_grant', 'the account is no longer active');
   return p.tokens.issue(tenant, g.issuer, {
-    client, user, scope, grantId: row.grant_id, authTime: row.auth_time, withIdToken: scope.includes('openid'), withRefresh: true, refreshScope: granted,
+    client,
+    user,
+    scope,
+    grantId: row.grant_id,
+    authTime: row.auth_time,
+    withIdToken: scope.includes('openid'),
+    withRefresh: true,
+    refreshScope: granted,
   });
 }

@@ -124,11 +124,19 @@ export class Bridge {
     });
     this.media = this.o.mediaThread
       ? new ThreadMediaHost({
-          min: this.o.rtpMin, max: this.o.rtpMax, host: this.o.sipHost, nice: this.o.mediaNice ?? 0, rtPriority: this.o.mediaRtPriority ?? 0,
+          min: this.o.rtpMin,
+          max: this.o.rtpMax,
+          host: this.o.sipHost,
+          nice: this.o.mediaNice ?? 0,
+          rtPriority: this.o.mediaRtPriority ?? 0,
           onPriority: (role, priority) => {
             // Say it once at start: without CAP_SYS_NICE the sender shares the CPU like any thread.
             if (role !== 'rx' && priority === 'default' && process.platform === 'linux' && (this.o.mediaRtPriority || this.o.mediaNice)) {
-              log('warn', 'the RTP sending thread runs at the default priority; grant CAP_SYS_NICE (systemd AmbientCapabilities=CAP_SYS_NICE, LimitRTPRIO=) for steady 20 ms pacing under load', { role });
+              log(
+                'warn',
+                'the RTP sending thread runs at the default priority; grant CAP_SYS_NICE (systemd AmbientCapabilities=CAP_SYS_NICE, LimitRTPRIO=) for steady 20 ms pacing under load',
+                { role },
+              );
             } else log('info', 'media thread scheduling', { role, priority });
           },
         })
@@ -293,7 +301,13 @@ export class Bridge {
       emit: (type, callId, fields) => this.events.emit(type, callId, fields),
       onDone: (c) => {
         this.calls.delete(c.callId);
-        log('info', 'call ended', { callId: c.callId, outcome: c.outcome, trunkId: c.trunkId, sipStatus: c.lastSipStatus, errorDetail: c.errorDetail || undefined });
+        log('info', 'call ended', {
+          callId: c.callId,
+          outcome: c.outcome,
+          trunkId: c.trunkId,
+          sipStatus: c.lastSipStatus,
+          errorDetail: c.errorDetail || undefined,
+        });
         if (c.metrics) {
           this.recent.push(c.metrics);
           if (this.recent.length > 2000) this.recent.shift();
@@ -308,7 +322,15 @@ export class Bridge {
   stats(): object {
     const cpu = process.cpuUsage();
     const mediaThreads = this.media instanceof ThreadMediaHost ? this.media.priorities : {};
-    return { activeCalls: this.calls.size, eventsPending: this.events.pending, cpuUserMicros: cpu.user, cpuSystemMicros: cpu.system, uptimeSec: process.uptime(), mediaThreads, ended: this.recent };
+    return {
+      activeCalls: this.calls.size,
+      eventsPending: this.events.pending,
+      cpuUserMicros: cpu.user,
+      cpuSystemMicros: cpu.system,
+      uptimeSec: process.uptime(),
+      mediaThreads,
+      ended: this.recent,
+    };
   }
 
   async stop(): Promise<void> {

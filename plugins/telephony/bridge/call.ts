@@ -232,7 +232,15 @@ export class Call {
     const engine = this.engine!;
     this.remote = { host: neg.host, port: neg.port, rtcpPort: neg.rtcpPort };
     this.media!.start(
-      { codec: neg.codec, payloadType: neg.payloadType, dtmfPayloadType: neg.dtmfPayloadType, remoteHost: neg.host, remotePort: neg.port, remoteRtcpPort: neg.rtcpPort, mediaTimeoutMs: this.mediaTimeoutMs },
+      {
+        codec: neg.codec,
+        payloadType: neg.payloadType,
+        dtmfPayloadType: neg.dtmfPayloadType,
+        remoteHost: neg.host,
+        remotePort: neg.port,
+        remoteRtcpPort: neg.rtcpPort,
+        mediaTimeoutMs: this.mediaTimeoutMs,
+      },
       {
         onAudio16k: (pcm) => engine.sendAudio(pcm),
         onDtmf: (d) => {
@@ -355,9 +363,7 @@ export class Call {
       engine.sendToolResponse(c, { ok: false, error: 'nothing to transfer to' });
       return;
     }
-    const target = toPhone
-      ? `sip:${toPhone}@${trunk.host}:${trunk.port}`
-      : `sip:${encodeURIComponent(toUser)}@${trunk.fromDomain || trunk.host}`;
+    const target = toPhone ? `sip:${toPhone}@${trunk.host}:${trunk.port}` : `sip:${encodeURIComponent(toUser)}@${trunk.fromDomain || trunk.host}`;
     const status = await this.leg.refer(target);
     if (this.ended) return;
     if (status >= 200 && status < 300) {
@@ -443,7 +449,15 @@ export class Call {
           return giveUp(err instanceof SdpError ? err.message : 'bad SDP answer');
         }
         media.start(
-          { codec: neg.codec, payloadType: neg.payloadType, dtmfPayloadType: neg.dtmfPayloadType, remoteHost: neg.host, remotePort: neg.port, remoteRtcpPort: neg.rtcpPort, mediaTimeoutMs: this.mediaTimeoutMs },
+          {
+            codec: neg.codec,
+            payloadType: neg.payloadType,
+            dtmfPayloadType: neg.dtmfPayloadType,
+            remoteHost: neg.host,
+            remotePort: neg.port,
+            remoteRtcpPort: neg.rtcpPort,
+            mediaTimeoutMs: this.mediaTimeoutMs,
+          },
           { onAudio16k: () => undefined, onDtmf: () => undefined, onMediaTimeout: () => this.hangup('transferred-to-vnum', '') },
         );
         resolve(media);

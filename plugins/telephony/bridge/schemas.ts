@@ -4,4 +4,4 @@ import type { Trunk } from '../control.ts';
 export { HangupSchema, PlaceCallSchema, TrunkSchema, TrunksBodySchema, type PlaceCall, type Trunk } from '../control.ts';
 
 /** A trunk as the bridge holds it: with the addresses DNS SRV gave (`addrs` in try order). */
-export type LocatedTrunk = Trunk & { addr?: { host: string; port: number }; addrs?: Array<{ host: string; port: number }> };
+export type LocatedTrunk = Trunk & { addr?: { host: string; port: number }; addrs?: { host: string; port: number }[] };

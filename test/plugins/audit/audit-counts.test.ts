@@ -6,8 +6,12 @@ import { AuditRepo } from '../../../plugins/audit/repo.ts';
 // it must equal COUNT(*) through inserts, deletes, prunes and per tenant.
 describe('audit totals', () => {
   let s: TestServer;
-  beforeAll(async () => { s = await startTestServer(); });
-  afterAll(async () => { await s.stop(); });
+  beforeAll(async () => {
+    s = await startTestServer();
+  });
+  afterAll(async () => {
+    await s.stop();
+  });
 
   const total = async (key: string, host?: string, q = '') => {
     const r = await s.fetch(`/api.ashx/v1/auditlog?limit=1${q}`, { key, host });

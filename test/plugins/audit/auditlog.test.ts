@@ -2,10 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../../support/server.ts';
 import { AUDIT_WRITER } from '../../../server/core-services.ts';
 import { ManualClock } from '../../../server/clock.ts';
-import type { AuditWriter } from '../../../server/plugin.ts';
 import type { Tenant } from '../../../server/tenancy.ts';
 import audit from '../../../plugins/audit/index.ts';
-import type { PluginManifest, AnyPlugin } from '../../../server/plugin.ts';
+import type { AnyPlugin } from '../../../server/plugin.ts';
 
 /**
  * GET /api.ashx/v1/auditlog: the list envelope (limit default 50, cap 500, offset, total, next
@@ -17,8 +16,22 @@ const clock = new ManualClock(T0);
 let s: TestServer;
 let other: { tenant: Tenant; adminKey: string };
 
-interface Entry { ts: string; event: string; tenant: string; user: string; ip: string; ua: string; extra: string }
-interface Env { data: Entry[]; total: number; limit: number; offset: number; next: string | null }
+interface Entry {
+  ts: string;
+  event: string;
+  tenant: string;
+  user: string;
+  ip: string;
+  ua: string;
+  extra: string;
+}
+interface Env {
+  data: Entry[];
+  total: number;
+  limit: number;
+  offset: number;
+  next: string | null;
+}
 
 beforeAll(async () => {
   s = await startTestServer({ clock, plugins: [audit as AnyPlugin] });
@@ -30,7 +43,8 @@ beforeAll(async () => {
       writer.write(s.primary, {
         event: i % 3 === 0 ? 'login.failure' : 'login.success',
         user: i % 10 === 0 ? `Carol.${i}@Example.com` : `user${i}@example.com`,
-        ip: '192.0.2.1', ua: 'test-agent',
+        ip: '192.0.2.1',
+        ua: 'test-agent',
         extra: { client: 'console', attempt: i, password: 'never-stored', accessToken: 'never-stored-either' },
       });
     }
@@ -38,7 +52,9 @@ beforeAll(async () => {
   clock.set(T0);
   writer.write(other.tenant, { event: 'login.success', user: 'someone@other.example' });
 }, 60_000);
-afterAll(async () => { await s?.stop(); });
+afterAll(async () => {
+  await s?.stop();
+});
 
 const list = async (q = '', key = s.adminKey, host?: string): Promise<Env> => {
   const r = await s.fetch(`/api.ashx/v1/auditlog${q}`, { key, host });
@@ -146,7 +162,8 @@ describe('filters', () => {
     expect(await events('SMITH@corp')).toEqual(['maglink-finish', 'maglink-start']);
     // Many matching accounts are not cut short (the old form bound at most 500 of them).
     const many = 600;
-    for (let i = 0; i < many; i++) await s.appliance.core.users.add(s.primary, { name: `bulk${i}`, role: 'user', email: `bulk${i}@many.example`, password: null });
+    for (let i = 0; i < many; i++)
+      await s.appliance.core.users.add(s.primary, { name: `bulk${i}`, role: 'user', email: `bulk${i}@many.example`, password: null });
     clock.set(T0 - 180_000);
     writer.write(s.primary, { event: 'maglink-start', user: `BULK${many - 1}@many.example` });
     writer.write(s.primary, { event: 'maglink-finish', user: `bulk${many - 1}` });

@@ -12,7 +12,16 @@ import { LotlService } from '../../../plugins/lotl/service.ts';
 import { lotlConfig } from '../../../plugins/lotl/schemas.ts';
 import { startTestServer, tempDir, type TestServer } from '../../support/server.ts';
 import {
-  duplicateId, expiredNextUpdate, fixtureText, flipByteInSignedElement, moveSignature, secondSignature, SNAPSHOT, tar, truncated, withDoctype,
+  duplicateId,
+  expiredNextUpdate,
+  fixtureText,
+  flipByteInSignedElement,
+  moveSignature,
+  secondSignature,
+  SNAPSHOT,
+  tar,
+  truncated,
+  withDoctype,
 } from './support.ts';
 
 const FIXED = Date.parse('2026-08-22T00:00:00Z');
@@ -39,10 +48,12 @@ function startMirror(): Promise<void> {
     res.writeHead(200, { 'Content-Type': 'application/xml' });
     fs.createReadStream(file).pipe(res);
   });
-  return new Promise((r) => mirror.listen(0, '127.0.0.1', () => {
-    mirrorUrl = `http://127.0.0.1:${(mirror.address() as AddressInfo).port}/tl/`;
-    r();
-  }));
+  return new Promise((r) =>
+    mirror.listen(0, '127.0.0.1', () => {
+      mirrorUrl = `http://127.0.0.1:${(mirror.address() as AddressInfo).port}/tl/`;
+      r();
+    }),
+  );
 }
 
 beforeAll(async () => {
@@ -115,8 +126,12 @@ describe('trusted-list cache over HTTP', { timeout: 90_000 }, () => {
     expect(by.get('FI')).toMatchObject({ outcome: 'failed', reason: 'timeout' });
     expect(by.get('HR')).toMatchObject({ outcome: 'rejected', reason: 'signer_not_pinned', signature: 'untrusted_signer', stale: true });
     expect(by.get('NL')).toMatchObject({ outcome: 'accepted', stale: true });
-    expect(rep.lists.filter((l: Json) => l.outcome !== 'accepted').map((l: Json) => `${l.territory}:${l.reason}`).sort())
-      .toEqual(['DE:network_error', 'FI:timeout', 'HR:signer_not_pinned', 'LI:network_error', 'SE:network_error']);
+    expect(
+      rep.lists
+        .filter((l: Json) => l.outcome !== 'accepted')
+        .map((l: Json) => `${l.territory}:${l.reason}`)
+        .sort(),
+    ).toEqual(['DE:network_error', 'FI:timeout', 'HR:signer_not_pinned', 'LI:network_error', 'SE:network_error']);
     expect(rep.accepted).toBe(27); // LOTL + 26 national lists (not HR, SE, FI; DE and LI are not in the snapshot)
     expect(rep.anchor_count).toBeGreaterThan(2500);
     const log = await json('/api.ashx/v1/auditlog?event=lotl.refresh', { key: s.adminKey });
@@ -157,7 +172,13 @@ describe('trusted-list cache over HTTP', { timeout: 90_000 }, () => {
     expect(l.get('NO')).toMatchObject({ stale: true, in_service: false });
     expect(l.get('HR')).toMatchObject({ stale: true, in_service: false, stored: false, signature: 'untrusted_signer', sequence: 52 });
     expect(l.get('UK')).toMatchObject({ closed: true, in_service: false, next_update: null });
-    expect(l.get('AT')).toMatchObject({ in_service: true, stale: false, sequence: 72, issued: expect.any(String), signer_sha256: expect.stringMatching(/^[0-9a-f]{64}$/) });
+    expect(l.get('AT')).toMatchObject({
+      in_service: true,
+      stale: false,
+      sequence: 72,
+      issued: expect.any(String),
+      signer_sha256: expect.stringMatching(/^[0-9a-f]{64}$/),
+    });
     expect(l.get('SI')).toMatchObject({ signature_algorithm: 'ecdsa-sha512' });
     expect(l.get('SE')!.source).toBe('import:SE_TSL_SE.xml');
   });
@@ -175,7 +196,9 @@ describe('trusted-list cache over HTTP', { timeout: 90_000 }, () => {
     }
     for (const c of ['HR', 'NL', 'NO']) expect(now.lists.find((l) => l.territory === c)!.stale).toBe(true);
     expect(now.countries_covered).not.toContain('NL');
-    const lenient = new LotlService(new LotlRepo(s.appliance.core.db), lotlConfig.parse({ acceptExpired: true }), systemClock, s.appliance.core.log).manifest(null);
+    const lenient = new LotlService(new LotlRepo(s.appliance.core.db), lotlConfig.parse({ acceptExpired: true }), systemClock, s.appliance.core.log).manifest(
+      null,
+    );
     expect(lenient.countries_covered).toEqual(expect.arrayContaining(['NL', 'NO', 'GB']));
     expect(lenient.countries_covered).not.toContain('HR'); // a bad signer is never let in
   });
@@ -187,7 +210,12 @@ describe('trusted-list cache over HTTP', { timeout: 90_000 }, () => {
     const at = await json('/lotl.ashx?anchors&country=at');
     expect(at.body.length).toBeGreaterThan(10);
     expect(at.body.every((a: { country: string }) => a.country === 'AT')).toBe(true);
-    expect(at.body[0]).toMatchObject({ sha256: expect.stringMatching(/^[0-9a-f]{64}$/), service_type: expect.stringMatching(/Svctype/), status: expect.any(String), tsp_name: expect.any(String) });
+    expect(at.body[0]).toMatchObject({
+      sha256: expect.stringMatching(/^[0-9a-f]{64}$/),
+      service_type: expect.stringMatching(/Svctype/),
+      status: expect.any(String),
+      tsp_name: expect.any(String),
+    });
     const sha = at.body[0].sha256;
     const r = await s.fetch(`/lotl.ashx?anchor=${sha.toUpperCase()}`);
     expect(r.status).toBe(200);
@@ -213,12 +241,14 @@ describe('trusted-list cache over HTTP', { timeout: 90_000 }, () => {
     expect(b.body.anchor_count).toBe(a.body.anchor_count);
   });
 
-  it('upload import needs the super-admin: 401 anonymous, 403 for another tenant\'s admin', async () => {
+  it("upload import needs the super-admin: 401 anonymous, 403 for another tenant's admin", async () => {
     expect((await upload('CY_TSL_CY.xml', fixtureText('CY_TSL_CY.xml'), { signed: false })).status).toBe(401);
     await s.addTenant('office-c.example');
     const body = Buffer.from(fixtureText('CY_TSL_CY.xml'));
     const r = await s.fetch('/lotl.ashx?import', {
-      method: 'POST', host: 'office-c.example', body,
+      method: 'POST',
+      host: 'office-c.example',
+      body,
       headers: { 'Content-Type': 'application/xml', 'X-Service-Admin-Signature': s.hmac('lotl-import', 'office-c.example', body.length) },
     });
     expect(r.status).toBe(403);
@@ -228,7 +258,7 @@ describe('trusted-list cache over HTTP', { timeout: 90_000 }, () => {
   it('tampered copies are reported with a reason and kept out; the stored copy stays', async () => {
     const cy = fixtureText('CY_TSL_CY.xml');
     const before = (await json('/lotl.ashx?anchors&country=CY')).body;
-    const cases: Array<[string, string]> = [
+    const cases: [string, string][] = [
       [flipByteInSignedElement(cy), 'digest_mismatch'],
       [expiredNextUpdate(cy), 'digest_mismatch'],
       [moveSignature(cy), 'signature_not_root_child'],
@@ -262,18 +292,30 @@ describe('trusted-list cache over HTTP', { timeout: 90_000 }, () => {
   it('a tar (or tar.gz) of the LOTL and lists imports through the admin HMAC (bucket lotl-import)', async () => {
     const body = tar(['eu-lotl.xml', 'IS_TSL_IS.xml', 'MT_TSL_MT.xml'].map((n) => ({ name: `stick/${n}`, bytes: fs.readFileSync(path.join(SNAPSHOT, n)) })));
     const r = await s.fetch('/lotl.ashx?import', {
-      method: 'POST', body, headers: { 'Content-Type': 'application/x-tar', 'X-Service-Admin-Signature': s.hmac('lotl-import', undefined, body.length) },
+      method: 'POST',
+      body,
+      headers: { 'Content-Type': 'application/x-tar', 'X-Service-Admin-Signature': s.hmac('lotl-import', undefined, body.length) },
     });
     expect(r.status).toBe(200);
     const rep: Json = await r.json();
-    expect(rep.lists.map((l: { territory: string; outcome: string }) => `${l.territory}:${l.outcome}`)).toEqual(['EU:unchanged', 'IS:unchanged', 'MT:unchanged']);
+    expect(rep.lists.map((l: { territory: string; outcome: string }) => `${l.territory}:${l.outcome}`)).toEqual([
+      'EU:unchanged',
+      'IS:unchanged',
+      'MT:unchanged',
+    ]);
     const gz = zlib.gzipSync(tar([{ name: 'IS_TSL_IS.xml', bytes: fs.readFileSync(path.join(SNAPSHOT, 'IS_TSL_IS.xml')) }]));
     const rz = await s.fetch('/lotl.ashx?import', {
-      method: 'POST', body: gz, headers: { 'Content-Type': 'application/gzip', 'X-Service-Admin-Signature': s.hmac('lotl-import', undefined, gz.length) },
+      method: 'POST',
+      body: gz,
+      headers: { 'Content-Type': 'application/gzip', 'X-Service-Admin-Signature': s.hmac('lotl-import', undefined, gz.length) },
     });
     expect(((await rz.json()) as Json).lists).toEqual([expect.objectContaining({ territory: 'IS', outcome: 'unchanged' })]);
     const junk = Buffer.alloc(1024, 1);
-    const bad = await s.fetch('/lotl.ashx?import', { method: 'POST', body: junk, headers: { 'Content-Type': 'application/x-tar', 'X-Service-Admin-Signature': s.hmac('lotl-import', undefined, junk.length) } });
+    const bad = await s.fetch('/lotl.ashx?import', {
+      method: 'POST',
+      body: junk,
+      headers: { 'Content-Type': 'application/x-tar', 'X-Service-Admin-Signature': s.hmac('lotl-import', undefined, junk.length) },
+    });
     expect(bad.status).toBe(400);
   });
 
@@ -293,7 +335,7 @@ describe('trusted-list cache over HTTP', { timeout: 90_000 }, () => {
   it('sovcomms lotl status prints the manifest', async () => {
     const out: string[] = [];
     expect(await main(['lotl', 'status', '--data-dir', s.dataDir], { out: (l) => out.push(l), err: () => undefined, stdin: async () => '' })).toBe(0);
-    expect(out[0]).toMatch(/^state (current|stale)  as_of \S+ .* anchors \d+ {2}LOTL sequence 390$/);
+    expect(out[0]).toMatch(/^state (current|stale) {2}as_of \S+ .* anchors \d+ {2}LOTL sequence 390$/);
     expect(out.find((l) => l.startsWith('HR '))).toMatch(/rejected/);
     const js: string[] = [];
     await main(['lotl', 'status', '--json', '--data-dir', s.dataDir], { out: (l) => js.push(l), err: () => undefined, stdin: async () => '' });

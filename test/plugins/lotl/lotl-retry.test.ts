@@ -45,10 +45,14 @@ type Json = any;
 const status = async (): Promise<Json> => (await s.fetch('/lotl.ashx?status')).json();
 /** The status once the scheduled run has counted `failures` and queued the next one. */
 const afterRun = (failures: number, what: string): Promise<Json> =>
-  until(async () => {
-    const b = await status();
-    return b.refresh_failures === failures && b.next_refresh_at ? b : null;
-  }, 20_000, what);
+  until(
+    async () => {
+      const b = await status();
+      return b.refresh_failures === failures && b.next_refresh_at ? b : null;
+    },
+    20_000,
+    what,
+  );
 
 describe('scheduled trusted-list refresh with the upstream down', { timeout: 60_000 }, () => {
   it('retries after 5, then 15 minutes, and returns to the 24 h interval once the LOTL is fetched', async () => {

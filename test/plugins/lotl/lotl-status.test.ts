@@ -18,10 +18,20 @@ const clock = new ManualClock(FIXED);
 let s: TestServer;
 
 // The default test server: autoRefresh off, so next_refresh_at is null throughout.
-beforeAll(async () => { s = await startTestServer({ clock }); });
-afterAll(async () => { await s?.stop(); });
+beforeAll(async () => {
+  s = await startTestServer({ clock });
+});
+afterAll(async () => {
+  await s?.stop();
+});
 
-interface Status { state: string; as_of: string | null; next_refresh_at: string | null; auto_refresh: boolean; lists: unknown[] }
+interface Status {
+  state: string;
+  as_of: string | null;
+  next_refresh_at: string | null;
+  auto_refresh: boolean;
+  lists: unknown[];
+}
 const status = async (): Promise<Status> => {
   const r = await s.fetch('/lotl.ashx?status');
   expect(r.status).toBe(200);
@@ -29,7 +39,9 @@ const status = async (): Promise<Status> => {
 };
 const importXml = (name: string, body: Buffer) =>
   s.fetch(`/lotl.ashx?import&name=${name}`, {
-    method: 'POST', body, headers: { 'Content-Type': 'application/xml', 'X-Service-Admin-Signature': s.hmac('lotl-import') },
+    method: 'POST',
+    body,
+    headers: { 'Content-Type': 'application/xml', 'X-Service-Admin-Signature': s.hmac('lotl-import') },
   });
 const cliStatus = async (): Promise<string[]> => {
   const out: string[] = [];

@@ -31,7 +31,9 @@ const doc = (name: string, xml: string): Candidate => ({ name, source: `import:$
 
 beforeAll(async () => {
   dir = tempDir('lotl-pivot-');
-  [oldLotlKey, newLotlKey, zzKey, ca1, ca2] = await Promise.all(['old LOTL signer', 'new LOTL signer', 'ZZ scheme operator', 'CA one', 'CA two'].map(makeSigner));
+  [oldLotlKey, newLotlKey, zzKey, ca1, ca2] = await Promise.all(
+    ['old LOTL signer', 'new LOTL signer', 'ZZ scheme operator', 'CA one', 'CA two'].map(makeSigner),
+  );
   // The operator pinned only the old LOTL signer.
   fs.writeFileSync(path.join(dir, 'pins.pem'), pemOf(oldLotlKey.der));
   db = openStore(path.join(dir, 'data'));
@@ -44,10 +46,17 @@ afterAll(() => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-const lotl = (sequence: number, self: Signer, schemeUris?: string[]) => listXml({
-  territory: 'EU', lotl: true, sequence, schemeUris,
-  pointers: [{ territory: 'EU', lotl: true, certs: [self.der] }, { territory: 'ZZ', certs: [zzKey.der] }],
-});
+const lotl = (sequence: number, self: Signer, schemeUris?: string[]) =>
+  listXml({
+    territory: 'EU',
+    lotl: true,
+    sequence,
+    schemeUris,
+    pointers: [
+      { territory: 'EU', lotl: true, certs: [self.der] },
+      { territory: 'ZZ', certs: [zzKey.der] },
+    ],
+  });
 
 describe('pivot LOTLs and sequence numbers (synthetic, signed at run time)', () => {
   const current = () => sign(lotl(11, newLotlKey, ['https://eur-lex.example/oj', 'https://lotl.example/tools/eu-lotl-pivot-10.xml']), newLotlKey);
@@ -80,7 +89,16 @@ describe('pivot LOTLs and sequence numbers (synthetic, signed at run time)', () 
     expect(svc.anchorPem(sha256Hex(ca1.der))).toBe(pemOf(ca1.der));
     expect(svc.lookup(sha256Hex(ca1.der))).toEqual({
       pem: pemOf(ca1.der),
-      services: [{ country: 'ZZ', territory: 'ZZ', tspName: 'TSP one', serviceName: 'CA', serviceType: 'http://uri.etsi.org/TrstSvc/Svctype/CA/QC', status: 'http://uri.etsi.org/TrstSvc/TrustedList/Svcstatus/granted' }],
+      services: [
+        {
+          country: 'ZZ',
+          territory: 'ZZ',
+          tspName: 'TSP one',
+          serviceName: 'CA',
+          serviceType: 'http://uri.etsi.org/TrstSvc/Svctype/CA/QC',
+          status: 'http://uri.etsi.org/TrstSvc/TrustedList/Svcstatus/granted',
+        },
+      ],
     });
     expect(svc.lookup(sha256Hex(ca2.der))).toBeUndefined();
   });
@@ -120,9 +138,16 @@ describe('pivot LOTLs and sequence numbers (synthetic, signed at run time)', () 
     const fresh = openStore(path.join(dir, 'data2'));
     try {
       migrate(fresh, 'lotl', sqlMigrations(new URL('../../../plugins/lotl/index.ts', import.meta.url).href));
-      const online = new LotlService(new LotlRepo(fresh), lotlConfig.parse({
-        signersPath: path.join(dir, 'pins.pem'), mirrorBaseUrl: `http://127.0.0.1:${(srv.address() as AddressInfo).port}/`, fetchTimeoutMs: 5000,
-      }), clock, pino({ level: 'silent' }));
+      const online = new LotlService(
+        new LotlRepo(fresh),
+        lotlConfig.parse({
+          signersPath: path.join(dir, 'pins.pem'),
+          mirrorBaseUrl: `http://127.0.0.1:${(srv.address() as AddressInfo).port}/`,
+          fetchTimeoutMs: 5000,
+        }),
+        clock,
+        pino({ level: 'silent' }),
+      );
       const r = await online.refresh();
       expect(r.lists.map((l) => `${l.territory}:${l.outcome}`)).toEqual(['EU:accepted', 'ZZ:accepted']);
       expect(seen).toEqual(['eu-lotl.xml', 'eu-lotl-pivot-10.xml', 'ZZ_TSL_ZZ.xml']);
@@ -134,7 +159,12 @@ describe('pivot LOTLs and sequence numbers (synthetic, signed at run time)', () 
   });
 
   it('a list past its NextUpdate goes out of service when the clock passes it, without any job', async () => {
-    const r = await svc.import([doc('ZZ_TSL_ZZ.xml', sign(listXml({ territory: 'ZZ', sequence: 8, nextUpdate: '2026-09-01T00:00:00Z', services: [{ tsp: 'TSP two', cert: ca2.der }] }), zzKey))]);
+    const r = await svc.import([
+      doc(
+        'ZZ_TSL_ZZ.xml',
+        sign(listXml({ territory: 'ZZ', sequence: 8, nextUpdate: '2026-09-01T00:00:00Z', services: [{ tsp: 'TSP two', cert: ca2.der }] }), zzKey),
+      ),
+    ]);
     expect(r.lists[0]).toMatchObject({ outcome: 'accepted', stale: false });
     expect(svc.manifest(null).countries_covered).toEqual(['ZZ']);
     clock.set(Date.parse('2026-09-02T00:00:00Z'));

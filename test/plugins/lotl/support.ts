@@ -9,7 +9,10 @@ export function fixtureText(name: string): string {
 }
 
 export function fixtureNames(): string[] {
-  return fs.readdirSync(SNAPSHOT).filter((f) => f.endsWith('.xml')).sort();
+  return fs
+    .readdirSync(SNAPSHOT)
+    .filter((f) => f.endsWith('.xml'))
+    .sort();
 }
 
 /** The ds:Signature element of a list, as text. */
@@ -64,7 +67,7 @@ export function duplicateId(xml: string): string {
 }
 
 /** A minimal ustar archive of the given files (for the upload endpoint). */
-export function tar(files: Array<{ name: string; bytes: Buffer }>): Buffer {
+export function tar(files: { name: string; bytes: Buffer }[]): Buffer {
   const parts: Buffer[] = [];
   for (const f of files) {
     const h = Buffer.alloc(512);
@@ -92,10 +95,11 @@ export function tar(files: Array<{ name: string; bytes: Buffer }>): Buffer {
  * reader that searched the whole tree would pick the forged provider up.
  */
 export function injectIntoObject(xml: string, fakeCertB64: string): string {
-  const fake = '<TrustServiceProviderList xmlns="http://uri.etsi.org/02231/v2#"><TrustServiceProvider><TSPInformation><TSPName><Name xml:lang="en">Forged TSP</Name></TSPName></TSPInformation>'
-    + '<TSPServices><TSPService><ServiceInformation><ServiceTypeIdentifier>http://uri.etsi.org/TrstSvc/Svctype/CA/QC</ServiceTypeIdentifier><ServiceName><Name xml:lang="en">Forged CA</Name></ServiceName>'
-    + `<ServiceDigitalIdentity><DigitalId><X509Certificate>${fakeCertB64}</X509Certificate></DigitalId></ServiceDigitalIdentity>`
-    + '<ServiceStatus>http://uri.etsi.org/TrstSvc/TrustedList/Svcstatus/granted</ServiceStatus><StatusStartingTime>2026-01-01T00:00:00Z</StatusStartingTime></ServiceInformation></TSPService></TSPServices></TrustServiceProvider></TrustServiceProviderList>';
+  const fake =
+    '<TrustServiceProviderList xmlns="http://uri.etsi.org/02231/v2#"><TrustServiceProvider><TSPInformation><TSPName><Name xml:lang="en">Forged TSP</Name></TSPName></TSPInformation>' +
+    '<TSPServices><TSPService><ServiceInformation><ServiceTypeIdentifier>http://uri.etsi.org/TrstSvc/Svctype/CA/QC</ServiceTypeIdentifier><ServiceName><Name xml:lang="en">Forged CA</Name></ServiceName>' +
+    `<ServiceDigitalIdentity><DigitalId><X509Certificate>${fakeCertB64}</X509Certificate></DigitalId></ServiceDigitalIdentity>` +
+    '<ServiceStatus>http://uri.etsi.org/TrstSvc/TrustedList/Svcstatus/granted</ServiceStatus><StatusStartingTime>2026-01-01T00:00:00Z</StatusStartingTime></ServiceInformation></TSPService></TSPServices></TrustServiceProvider></TrustServiceProviderList>';
   return xml.replace('</ds:Object>', `${fake}</ds:Object>`);
 }
 
@@ -104,6 +108,11 @@ export function moveSignedProperties(xml: string): string {
   const a = xml.indexOf('<xades:SignedProperties');
   const end = '</xades:SignedProperties>';
   const b = xml.indexOf(end, a) + end.length;
-  const sp = xml.slice(a, b).replace('<xades:SignedProperties', '<xades:SignedProperties xmlns:xades="http://uri.etsi.org/01903/v1.3.2#" xmlns:ds="http://www.w3.org/2000/09/xmldsig#"');
+  const sp = xml
+    .slice(a, b)
+    .replace(
+      '<xades:SignedProperties',
+      '<xades:SignedProperties xmlns:xades="http://uri.etsi.org/01903/v1.3.2#" xmlns:ds="http://www.w3.org/2000/09/xmldsig#"',
+    );
   return (xml.slice(0, a) + xml.slice(b)).replace('</SchemeInformation>', `</SchemeInformation>${sp}`);
 }

@@ -7,7 +7,17 @@ import { readTsl, selfPointer, dersOfPem, TSL_XML_MIME, type Tsl } from '../../.
 import { DSIG, pinned, SignatureError, verifyEnvelopedSignature, type PinnedCert } from '../../../plugins/lotl/xades.ts';
 import { DEFAULT_SIGNERS } from '../../../plugins/lotl/service.ts';
 import {
-  duplicateId, expiredNextUpdate, injectIntoObject, moveSignedProperties, fixtureNames, fixtureText, flipByteInSignedElement, moveSignature, secondSignature, truncated, withDoctype,
+  duplicateId,
+  expiredNextUpdate,
+  injectIntoObject,
+  moveSignedProperties,
+  fixtureNames,
+  fixtureText,
+  flipByteInSignedElement,
+  moveSignature,
+  secondSignature,
+  truncated,
+  withDoctype,
 } from './support.ts';
 
 // Parsed once for the whole file: the snapshot is 23 MB.
@@ -30,7 +40,15 @@ function signersFor(territory: string): PinnedCert[] {
 
 function keyInfoCert(doc: XDocument): PinnedCert {
   const el = childElements(child(child(doc.signatures[0]!, DSIG, 'KeyInfo'), DSIG, 'X509Data')!, DSIG, 'X509Certificate')[0]!;
-  return pinned(Buffer.from(el.children.map((c) => (c.kind === 'text' ? c.text : '')).join('').replace(/\s+/g, ''), 'base64'));
+  return pinned(
+    Buffer.from(
+      el.children
+        .map((c) => (c.kind === 'text' ? c.text : ''))
+        .join('')
+        .replace(/\s+/g, ''),
+      'base64',
+    ),
+  );
 }
 
 function failure(xml: string, trusted: PinnedCert[]): string {
@@ -52,7 +70,11 @@ describe('the real 2026-08 snapshot', () => {
     const v = verifyEnvelopedSignature(docs.get('eu-lotl.xml')!.doc, pins);
     expect(v.algorithm).toBe('rsa-sha512');
     // The shipped set is exactly the LOTL's pointer to itself.
-    expect(pins.map((p) => p.sha256).sort()).toEqual(selfPointer(lotl)!.signers.map((d) => pinned(d).sha256).sort());
+    expect(pins.map((p) => p.sha256).sort()).toEqual(
+      selfPointer(lotl)!
+        .signers.map((d) => pinned(d).sha256)
+        .sort(),
+    );
   });
 
   it('all 30 signatures verify: 29 against the signers the LOTL pins, HR only against its own retired signer', () => {
@@ -78,7 +100,10 @@ describe('the real 2026-08 snapshot', () => {
 
   it('reads the TS 119 612 model: NL, NO, HR past NextUpdate on 2026-08-22, UK closed, ~3,900 services', () => {
     const at = Date.parse('2026-08-22T00:00:00Z');
-    const stale = [...docs.values()].filter(({ tsl }) => tsl.nextUpdate !== null && Date.parse(tsl.nextUpdate) < at).map(({ tsl }) => tsl.territory).sort();
+    const stale = [...docs.values()]
+      .filter(({ tsl }) => tsl.nextUpdate !== null && Date.parse(tsl.nextUpdate) < at)
+      .map(({ tsl }) => tsl.territory)
+      .sort();
     expect(stale).toEqual(['HR', 'NL', 'NO']);
     const uk = docs.get('UK_TSL_UK.xml')!.tsl;
     expect(uk.nextUpdate).toBeNull();

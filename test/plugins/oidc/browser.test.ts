@@ -18,11 +18,18 @@ let secret: string;
 
 beforeAll(async () => {
   smtp = new SMTPServer({
-    authOptional: true, disabledCommands: ['STARTTLS', 'AUTH'], logger: false,
+    authOptional: true,
+    disabledCommands: ['STARTTLS', 'AUTH'],
+    logger: false,
     onData(stream, session, cb) {
       let raw = '';
-      stream.on('data', (c: Buffer) => { raw += c.toString('utf8'); });
-      stream.on('end', () => { mails.push({ to: session.envelope.rcptTo.map((r) => r.address).join(','), text: raw.replace(/=\r?\n/g, '').replace(/=3D/g, '=') }); cb(); });
+      stream.on('data', (c: Buffer) => {
+        raw += c.toString('utf8');
+      });
+      stream.on('end', () => {
+        mails.push({ to: session.envelope.rcptTo.map((r) => r.address).join(','), text: raw.replace(/=\r?\n/g, '').replace(/=3D/g, '=') });
+        cb();
+      });
     },
   });
   await new Promise<void>((res) => smtp.listen(0, '127.0.0.1', () => res()));
@@ -30,7 +37,8 @@ beforeAll(async () => {
   s = await startTestServer({ overrides: { plugins: { oidc: { smtp: { url: `smtp://127.0.0.1:${smtpPort}?ignoreTLS=true`, from: 'login@office.test' } } } } });
   A = `localhost:${s.port}`;
   await s.appliance.core.users.add(s.primary, { name: alice.username, role: 'user', password: alice.password, email: alice.email });
-  secret = (await saveClient(s, A, { client_id: 'webapp', client_name: 'Web App', redirect_uris: [CB], grant_types: ['authorization_code', 'refresh_token'] })).client_secret!;
+  secret = (await saveClient(s, A, { client_id: 'webapp', client_name: 'Web App', redirect_uris: [CB], grant_types: ['authorization_code', 'refresh_token'] }))
+    .client_secret!;
   browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
@@ -45,7 +53,9 @@ afterAll(async () => {
 /** The RP's callback never reaches a server: the browser's request to it is caught here. */
 async function catchCallback(page: Page): Promise<() => Promise<string>> {
   let resolve!: (u: string) => void;
-  const p = new Promise<string>((r) => { resolve = r; });
+  const p = new Promise<string>((r) => {
+    resolve = r;
+  });
   await page.route('http://127.0.0.1:9/**', async (route) => {
     resolve(route.request().url());
     await route.fulfill({ status: 200, contentType: 'text/plain', body: 'back at the client' });
@@ -57,7 +67,13 @@ async function start(ctx: BrowserContext) {
   const c = await rp(s, A, 'webapp', secret, oidc.ClientSecretBasic(secret));
   const verifier = oidc.randomPKCECodeVerifier();
   const state = oidc.randomState();
-  const url = oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid profile', state, code_challenge: await oidc.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256' });
+  const url = oidc.buildAuthorizationUrl(c, {
+    redirect_uri: CB,
+    scope: 'openid profile',
+    state,
+    code_challenge: await oidc.calculatePKCECodeChallenge(verifier),
+    code_challenge_method: 'S256',
+  });
   const page = await ctx.newPage();
   const back = await catchCallback(page);
   const finish = async () => {
@@ -101,7 +117,14 @@ describe('sign-in pages in Chromium', () => {
     const cdp = await ctx.newCDPSession(page);
     await cdp.send('WebAuthn.enable');
     const { authenticatorId } = await cdp.send('WebAuthn.addVirtualAuthenticator', {
-      options: { protocol: 'ctap2', transport: 'internal', hasResidentKey: true, hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: true },
+      options: {
+        protocol: 'ctap2',
+        transport: 'internal',
+        hasResidentKey: true,
+        hasUserVerification: true,
+        isUserVerified: true,
+        automaticPresenceSimulation: true,
+      },
     });
     // Sign in with the password (no pending authorization), then register.
     await page.goto(`http://${A}/login.html`);
@@ -117,7 +140,13 @@ describe('sign-in pages in Chromium', () => {
 
     const c = await rp(s, A, 'webapp', secret, oidc.ClientSecretBasic(secret));
     const verifier = oidc.randomPKCECodeVerifier();
-    const url = oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid profile', state: 'pk', code_challenge: await oidc.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256' });
+    const url = oidc.buildAuthorizationUrl(c, {
+      redirect_uri: CB,
+      scope: 'openid profile',
+      state: 'pk',
+      code_challenge: await oidc.calculatePKCECodeChallenge(verifier),
+      code_challenge_method: 'S256',
+    });
     const back = await catchCallback(page);
     await page.goto(url.href);
     await page.getByRole('button', { name: 'Sign in with a passkey' }).click();
@@ -176,13 +205,22 @@ describe('invitation claim', () => {
   it('an invited account is claimed once through claim-info and claim', async () => {
     await s.appliance.core.users.add(s.primary, { name: 'carol', role: 'user', email: 'carol@example.test' });
     const json = JSON.stringify({ user: 'carol' });
-    const inv = await s.fetch('/signal.ashx?oidc-invite=1', { method: 'POST', host: A, json: { user: 'carol' }, headers: { 'X-Service-Admin-Signature': s.hmac('oidc-invite', A, json.length) } });
+    const inv = await s.fetch('/signal.ashx?oidc-invite=1', {
+      method: 'POST',
+      host: A,
+      json: { user: 'carol' },
+      headers: { 'X-Service-Admin-Signature': s.hmac('oidc-invite', A, json.length) },
+    });
     expect(inv.status).toBe(200);
     const { claim_url, mailed } = (await inv.json()) as { claim_url: string; mailed: boolean };
     expect(mailed).toBe(true);
     const t = new URL(claim_url).searchParams.get('t')!;
     // Before claiming, a password sign-in is refused and logged as pending.
-    const early = await s.fetch('/oidc.ashx/token', { method: 'POST', host: A, body: new URLSearchParams({ grant_type: 'password', client_id: 'sovcomms-console', username: 'carol', password: 'whatever pass 1' }) });
+    const early = await s.fetch('/oidc.ashx/token', {
+      method: 'POST',
+      host: A,
+      body: new URLSearchParams({ grant_type: 'password', client_id: 'sovcomms-console', username: 'carol', password: 'whatever pass 1' }),
+    });
     expect(early.status).toBe(400);
     const info = await s.fetch(`/oidc.ashx/claim-info?t=${t}`, { host: A });
     expect(await info.json()).toMatchObject({ user: 'carol', email: 'carol@example.test' });
@@ -190,7 +228,11 @@ describe('invitation claim', () => {
     expect(claim.status).toBe(200);
     const again = await s.fetch('/oidc.ashx/claim', { method: 'POST', host: A, json: { t, password: 'carol password 2' } });
     expect(again.status).toBe(404);
-    const tok = await s.fetch('/oidc.ashx/token', { method: 'POST', host: A, body: new URLSearchParams({ grant_type: 'password', client_id: 'sovcomms-console', username: 'carol', password: 'carol password 1' }) });
+    const tok = await s.fetch('/oidc.ashx/token', {
+      method: 'POST',
+      host: A,
+      body: new URLSearchParams({ grant_type: 'password', client_id: 'sovcomms-console', username: 'carol', password: 'carol password 1' }),
+    });
     expect(tok.status).toBe(200);
     const log = await (await s.fetch('/api.ashx/v1/auditlog', { host: A, key: s.adminKey })).text();
     for (const e of ['claim-info', 'claim', 'login-claim-pending']) expect(log).toContain(`"${e}"`);

@@ -20,7 +20,21 @@ async function run(...argv: string[]): Promise<{ code: number; out: string; err:
 describe('sovcomms client', () => {
   it('adds, lists, rotates the secret of and removes a client', async () => {
     expect((await run('tenant', 'add', 'office.test')).code).toBe(0);
-    const add = await run('client', 'add', 'crm', '--tenant', 'office.test', '--redirect-uri', 'https://crm.example/cb', '--redirect-uri', 'https://crm.example/cb2', '--grant', 'authorization_code', '--grant', 'client_credentials');
+    const add = await run(
+      'client',
+      'add',
+      'crm',
+      '--tenant',
+      'office.test',
+      '--redirect-uri',
+      'https://crm.example/cb',
+      '--redirect-uri',
+      'https://crm.example/cb2',
+      '--grant',
+      'authorization_code',
+      '--grant',
+      'client_credentials',
+    );
     expect(add.code).toBe(0);
     const secret = /client_secret: (\S+)/.exec(add.out)![1]!;
     expect(secret).toMatch(/^cs_/);

@@ -26,11 +26,17 @@ beforeAll(async () => {
   B = `b.test:${s.port}`;
   await s.addTenant('b.test');
 });
-afterAll(async () => { await s?.stop(); });
+afterAll(async () => {
+  await s?.stop();
+});
 
 describe('client secret cache', () => {
   it('a secret replaced by the CLI (another connection) fails on the next request, the new one works at once', async () => {
-    const { client_secret: old } = await saveClient(s, A, { client_id: 'cli-rot', grant_types: ['client_credentials'], token_endpoint_auth_method: 'client_secret_basic' });
+    const { client_secret: old } = await saveClient(s, A, {
+      client_id: 'cli-rot',
+      grant_types: ['client_credentials'],
+      token_endpoint_auth_method: 'client_secret_basic',
+    });
     // Warm the cache with several successful requests.
     for (let i = 0; i < 3; i++) expect((await tokenForm(s, A, { grant_type: 'client_credentials' }, basic('cli-rot', old!))).status).toBe(200);
     const r = await cli('client', 'secret', 'cli-rot', '--tenant', s.primary.host);
@@ -43,17 +49,30 @@ describe('client secret cache', () => {
   });
 
   it('a client removed by the CLI is refused on the next request', async () => {
-    const { client_secret: secret } = await saveClient(s, A, { client_id: 'cli-rm', grant_types: ['client_credentials'], token_endpoint_auth_method: 'client_secret_basic' });
+    const { client_secret: secret } = await saveClient(s, A, {
+      client_id: 'cli-rm',
+      grant_types: ['client_credentials'],
+      token_endpoint_auth_method: 'client_secret_basic',
+    });
     expect((await tokenForm(s, A, { grant_type: 'client_credentials' }, basic('cli-rm', secret!))).status).toBe(200);
     expect((await cli('client', 'remove', 'cli-rm', '--tenant', s.primary.host)).code).toBe(0);
     expect((await tokenForm(s, A, { grant_type: 'client_credentials' }, basic('cli-rm', secret!))).status).toBe(401);
   });
 
   it('a secret replaced through the admin surface fails on the next request', async () => {
-    const { client_secret: old } = await saveClient(s, A, { client_id: 'api-rot', grant_types: ['client_credentials'], token_endpoint_auth_method: 'client_secret_post' });
+    const { client_secret: old } = await saveClient(s, A, {
+      client_id: 'api-rot',
+      grant_types: ['client_credentials'],
+      token_endpoint_auth_method: 'client_secret_post',
+    });
     expect((await tokenForm(s, A, { grant_type: 'client_credentials', client_id: 'api-rot', client_secret: old! })).status).toBe(200);
     const json = JSON.stringify({ client_id: 'api-rot' });
-    const g = await s.fetch('/signal.ashx?oidc-clients-genkey=1', { method: 'POST', host: A, json: { client_id: 'api-rot' }, headers: { 'X-Service-Admin-Signature': s.hmac('oidc-clients-genkey', A, json.length) } });
+    const g = await s.fetch('/signal.ashx?oidc-clients-genkey=1', {
+      method: 'POST',
+      host: A,
+      json: { client_id: 'api-rot' },
+      headers: { 'X-Service-Admin-Signature': s.hmac('oidc-clients-genkey', A, json.length) },
+    });
     expect(g.status).toBe(200);
     const fresh = ((await g.json()) as { client_secret: string }).client_secret;
     expect((await tokenForm(s, A, { grant_type: 'client_credentials', client_id: 'api-rot', client_secret: old! })).status).toBe(401);
@@ -63,7 +82,11 @@ describe('client secret cache', () => {
 
 describe('client authentication stays strict', () => {
   it('the registered method only, per tenant, secrets compared whole', async () => {
-    const { client_secret: secret } = await saveClient(s, A, { client_id: 'strict', grant_types: ['client_credentials'], token_endpoint_auth_method: 'client_secret_basic' });
+    const { client_secret: secret } = await saveClient(s, A, {
+      client_id: 'strict',
+      grant_types: ['client_credentials'],
+      token_endpoint_auth_method: 'client_secret_basic',
+    });
     expect((await tokenForm(s, A, { grant_type: 'client_credentials' }, basic('strict', secret!))).status).toBe(200);
     // client_secret_post for a client_secret_basic client: refused even with the right secret.
     const post = await tokenForm(s, A, { grant_type: 'client_credentials', client_id: 'strict', client_secret: secret! });
@@ -87,17 +110,30 @@ describe('client authentication stays strict', () => {
   });
 
   it('Basic credentials are form-urlencoded (RFC 6749 §2.3.1): a client_id with a colon works encoded', async () => {
-    const { client_secret: secret } = await saveClient(s, A, { client_id: 'urn:svc:1', grant_types: ['client_credentials'], token_endpoint_auth_method: 'client_secret_basic' });
+    const { client_secret: secret } = await saveClient(s, A, {
+      client_id: 'urn:svc:1',
+      grant_types: ['client_credentials'],
+      token_endpoint_auth_method: 'client_secret_basic',
+    });
     const ok = await tokenForm(s, A, { grant_type: 'client_credentials' }, basic(encodeURIComponent('urn:svc:1'), encodeURIComponent(secret!)));
     expect(ok.status).toBe(200);
     expect(ok.body.token_type).toBe('Bearer');
     // The scheme name is case-insensitive (RFC 9110 §11.1).
-    const lower = await tokenForm(s, A, { grant_type: 'client_credentials' }, { Authorization: `basic ${Buffer.from(`${encodeURIComponent('urn:svc:1')}:${secret}`).toString('base64')}` });
+    const lower = await tokenForm(
+      s,
+      A,
+      { grant_type: 'client_credentials' },
+      { Authorization: `basic ${Buffer.from(`${encodeURIComponent('urn:svc:1')}:${secret}`).toString('base64')}` },
+    );
     expect(lower.status).toBe(200);
   });
 
   it('every token has its own jti', async () => {
-    const { client_secret: secret } = await saveClient(s, A, { client_id: 'jti', grant_types: ['client_credentials'], token_endpoint_auth_method: 'client_secret_basic' });
+    const { client_secret: secret } = await saveClient(s, A, {
+      client_id: 'jti',
+      grant_types: ['client_credentials'],
+      token_endpoint_auth_method: 'client_secret_basic',
+    });
     const jtis = new Set<string>();
     for (let i = 0; i < 20; i++) {
       const r = await tokenForm(s, A, { grant_type: 'client_credentials' }, basic('jti', secret!));

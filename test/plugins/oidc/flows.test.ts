@@ -15,20 +15,38 @@ beforeAll(async () => {
   s = await startTestServer();
   A = `localhost:${s.port}`;
   await s.appliance.core.users.add(s.primary, { name: 'alice', role: 'user', password: alice.password, email: 'alice@example.test' });
-  webSecret = (await saveClient(s, A, {
-    client_id: 'webapp', client_name: 'Web App', redirect_uris: [CB], post_logout_redirect_uris: ['http://127.0.0.1/bye'],
-    grant_types: ['authorization_code', 'refresh_token', 'implicit'], token_endpoint_auth_method: 'client_secret_basic',
-  })).client_secret!;
-  await saveClient(s, A, { client_id: 'spa', redirect_uris: [CB], grant_types: ['authorization_code', 'refresh_token'], token_endpoint_auth_method: 'none', skip_consent: true });
+  webSecret = (
+    await saveClient(s, A, {
+      client_id: 'webapp',
+      client_name: 'Web App',
+      redirect_uris: [CB],
+      post_logout_redirect_uris: ['http://127.0.0.1/bye'],
+      grant_types: ['authorization_code', 'refresh_token', 'implicit'],
+      token_endpoint_auth_method: 'client_secret_basic',
+    })
+  ).client_secret!;
+  await saveClient(s, A, {
+    client_id: 'spa',
+    redirect_uris: [CB],
+    grant_types: ['authorization_code', 'refresh_token'],
+    token_endpoint_auth_method: 'none',
+    skip_consent: true,
+  });
   const kp = await jose.generateKeyPair('ES256', { extractable: true });
   jarKey = kp.privateKey;
   const pub = { ...(await jose.exportJWK(kp.publicKey)), kid: 'jar-1', alg: 'ES256', use: 'sig' };
   await saveClient(s, A, {
-    client_id: 'jarapp', redirect_uris: [CB], grant_types: ['authorization_code', 'client_credentials', 'urn:ietf:params:oauth:grant-type:jwt-bearer'],
-    token_endpoint_auth_method: 'private_key_jwt', jwks: { keys: [pub] }, skip_consent: true,
+    client_id: 'jarapp',
+    redirect_uris: [CB],
+    grant_types: ['authorization_code', 'client_credentials', 'urn:ietf:params:oauth:grant-type:jwt-bearer'],
+    token_endpoint_auth_method: 'private_key_jwt',
+    jwks: { keys: [pub] },
+    skip_consent: true,
   });
 });
-afterAll(async () => { await s?.stop(); });
+afterAll(async () => {
+  await s?.stop();
+});
 
 async function codeFlow(c: oidc.Configuration, b: TestBrowser, extra: Record<string, string> = {}, method: 'S256' | 'plain' | 'none' = 'S256') {
   const verifier = oidc.randomPKCECodeVerifier();
@@ -41,7 +59,12 @@ async function codeFlow(c: oidc.Configuration, b: TestBrowser, extra: Record<str
   }
   const url = oidc.buildAuthorizationUrl(c, params);
   const back = await authorizeThrough(b, url, alice);
-  const tokens = await oidc.authorizationCodeGrant(c, new URL(back), { pkceCodeVerifier: method === 'none' ? undefined : verifier, expectedState: state, expectedNonce: nonce, idTokenExpected: true });
+  const tokens = await oidc.authorizationCodeGrant(c, new URL(back), {
+    pkceCodeVerifier: method === 'none' ? undefined : verifier,
+    expectedState: state,
+    expectedNonce: nonce,
+    idTokenExpected: true,
+  });
   return { tokens, back };
 }
 
@@ -74,9 +97,20 @@ describe('authorization code flow (openid-client as the RP)', () => {
     const { tokens } = await codeFlow(c, b, {}, 'plain');
     expect(tokens.id_token).toBeTruthy();
     const json = JSON.stringify({ allowPlainPkce: false });
-    const off = await s.fetch('/signal.ashx?oidc-settings=1', { method: 'POST', host: A, json: { allowPlainPkce: false }, headers: { 'X-Service-Admin-Signature': s.hmac('oidc-settings', A, json.length) } });
+    const off = await s.fetch('/signal.ashx?oidc-settings=1', {
+      method: 'POST',
+      host: A,
+      json: { allowPlainPkce: false },
+      headers: { 'X-Service-Admin-Signature': s.hmac('oidc-settings', A, json.length) },
+    });
     expect(off.status).toBe(200);
-    const url = oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid', code_challenge: 'a'.repeat(43), code_challenge_method: 'plain', state: 'st' });
+    const url = oidc.buildAuthorizationUrl(c, {
+      redirect_uri: CB,
+      scope: 'openid',
+      code_challenge: 'a'.repeat(43),
+      code_challenge_method: 'plain',
+      state: 'st',
+    });
     const r = await b.get(url.href);
     expect(r.status).toBe(302);
     const loc = new URL(r.headers.get('location')!);
@@ -85,7 +119,12 @@ describe('authorization code flow (openid-client as the RP)', () => {
     const d = (await (await s.fetch('/.well-known/openid-configuration', { host: A })).json()) as { code_challenge_methods_supported: string[] };
     expect(d.code_challenge_methods_supported).toEqual(['S256']);
     const on = JSON.stringify({ allowPlainPkce: true });
-    await s.fetch('/signal.ashx?oidc-settings=1', { method: 'POST', host: A, json: { allowPlainPkce: true }, headers: { 'X-Service-Admin-Signature': s.hmac('oidc-settings', A, on.length) } });
+    await s.fetch('/signal.ashx?oidc-settings=1', {
+      method: 'POST',
+      host: A,
+      json: { allowPlainPkce: true },
+      headers: { 'X-Service-Admin-Signature': s.hmac('oidc-settings', A, on.length) },
+    });
     // A public client without PKCE is refused.
     const noPkce = await b.get(oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid' }).href);
     expect(new URL(noPkce.headers.get('location')!).searchParams.get('error')).toBe('invalid_request');
@@ -104,7 +143,9 @@ describe('authorization code flow (openid-client as the RP)', () => {
     // Nonce replay: the same response checked against another expected nonce is refused.
     await expect(oidc.implicitAuthentication(c, new URL(back), oidc.randomNonce(), { expectedState: state })).rejects.toThrow();
     // Missing nonce with an id_token response: error back to the client.
-    const noNonce = await b.get(`/oauth2/v1/authorize?client_id=webapp&response_type=id_token&scope=openid&state=${state}&redirect_uri=${encodeURIComponent(CB)}`);
+    const noNonce = await b.get(
+      `/oauth2/v1/authorize?client_id=webapp&response_type=id_token&scope=openid&state=${state}&redirect_uri=${encodeURIComponent(CB)}`,
+    );
     expect(new URL(noNonce.headers.get('location')!).hash).toContain('error=invalid_request');
 
     const h = await rp(s, A, 'webapp', webSecret, oidc.ClientSecretBasic(webSecret));
@@ -123,9 +164,17 @@ describe('authorization code flow (openid-client as the RP)', () => {
     const b = new TestBrowser(s, A);
     const verifier = oidc.randomPKCECodeVerifier();
     const state = oidc.randomState();
-    const url = await oidc.buildAuthorizationUrlWithJAR(c, {
-      redirect_uri: CB, scope: 'openid', state, code_challenge: await oidc.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256',
-    }, { key: jarKey, kid: 'jar-1' });
+    const url = await oidc.buildAuthorizationUrlWithJAR(
+      c,
+      {
+        redirect_uri: CB,
+        scope: 'openid',
+        state,
+        code_challenge: await oidc.calculatePKCECodeChallenge(verifier),
+        code_challenge_method: 'S256',
+      },
+      { key: jarKey, kid: 'jar-1' },
+    );
     const back = await authorizeThrough(b, url, alice);
     const tokens = await oidc.authorizationCodeGrant(c, new URL(back), { pkceCodeVerifier: verifier, expectedState: state });
     expect(tokens.id_token).toBeTruthy();
@@ -143,8 +192,15 @@ describe('authorization code flow (openid-client as the RP)', () => {
     const c = await rp(s, A, 'jarapp', {}, oidc.PrivateKeyJwt({ key: jarKey, kid: 'jar-1' }));
     const cc = await oidc.clientCredentialsGrant(c);
     expect(jose.decodeJwt(cc.access_token).client_id).toBe('jarapp');
-    const assertion = await new jose.SignJWT({}).setProtectedHeader({ alg: 'ES256', kid: 'jar-1' }).setIssuer('jarapp').setSubject('alice')
-      .setAudience(`http://${A}`).setIssuedAt().setExpirationTime('5m').setJti(crypto.randomUUID()).sign(jarKey);
+    const assertion = await new jose.SignJWT({})
+      .setProtectedHeader({ alg: 'ES256', kid: 'jar-1' })
+      .setIssuer('jarapp')
+      .setSubject('alice')
+      .setAudience(`http://${A}`)
+      .setIssuedAt()
+      .setExpirationTime('5m')
+      .setJti(crypto.randomUUID())
+      .sign(jarKey);
     const t = await oidc.genericGrantRequest(c, 'urn:ietf:params:oauth:grant-type:jwt-bearer', { assertion, scope: 'openid profile' });
     expect(jose.decodeJwt(t.access_token).preferred_username).toBe('alice');
     // Replay of the same assertion is refused.
@@ -156,10 +212,19 @@ describe('response modes', () => {
   it('form_post answers with an auto-submitting form carrying code, state and iss', async () => {
     const c = await rp(s, A, 'spa', undefined, oidc.None());
     const b = new TestBrowser(s, A);
-    const url = oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid', state: 'fp', response_mode: 'form_post', code_challenge: 'a'.repeat(43), code_challenge_method: 'S256' });
+    const url = oidc.buildAuthorizationUrl(c, {
+      redirect_uri: CB,
+      scope: 'openid',
+      state: 'fp',
+      response_mode: 'form_post',
+      code_challenge: 'a'.repeat(43),
+      code_challenge_method: 'S256',
+    });
     let { res } = await b.follow(await b.get(url.href));
     let html = await res.text();
-    ({ res } = await b.follow(await b.post('/oidc.ashx/login', { i: hidden(html, 'i'), csrf: hidden(html, 'csrf'), username: alice.username, password: alice.password })));
+    ({ res } = await b.follow(
+      await b.post('/oidc.ashx/login', { i: hidden(html, 'i'), csrf: hidden(html, 'csrf'), username: alice.username, password: alice.password }),
+    ));
     html = await res.text();
     expect(res.status).toBe(200);
     expect(res.headers.get('content-security-policy')).toContain("script-src 'self'");
@@ -183,7 +248,12 @@ describe('negative cases', () => {
     const b = new TestBrowser(s, A);
     const { tokens, back } = await codeFlow(c, b);
     const code = new URL(back).searchParams.get('code')!;
-    const again = await tokenForm(s, A, { grant_type: 'authorization_code', code, redirect_uri: CB }, { Authorization: `Basic ${Buffer.from(`webapp:${webSecret}`).toString('base64')}` });
+    const again = await tokenForm(
+      s,
+      A,
+      { grant_type: 'authorization_code', code, redirect_uri: CB },
+      { Authorization: `Basic ${Buffer.from(`webapp:${webSecret}`).toString('base64')}` },
+    );
     expect(again.body.error).toBe('invalid_grant');
     expect((await oidc.tokenIntrospection(c, tokens.access_token)).active).toBe(false);
     await expect(oidc.refreshTokenGrant(c, tokens.refresh_token!)).rejects.toMatchObject({ error: 'invalid_grant' });
@@ -194,21 +264,34 @@ describe('negative cases', () => {
     const b = new TestBrowser(s, A);
     const back = await authorizeThrough(b, oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid', state: 'x' }), alice);
     const code = new URL(back).searchParams.get('code')!;
-    const r = await tokenForm(s, A, { grant_type: 'authorization_code', code, redirect_uri: CB, code_verifier: 'v'.repeat(50) }, { Authorization: `Basic ${Buffer.from(`webapp:${webSecret}`).toString('base64')}` });
+    const r = await tokenForm(
+      s,
+      A,
+      { grant_type: 'authorization_code', code, redirect_uri: CB, code_verifier: 'v'.repeat(50) },
+      { Authorization: `Basic ${Buffer.from(`webapp:${webSecret}`).toString('base64')}` },
+    );
     expect(r.body.error).toBe('invalid_grant');
   });
 
   it('prompt=none without a session answers login_required; prompt=login forces the password page', async () => {
     const b = new TestBrowser(s, A);
-    const r = await b.get(`/oauth2/v1/authorize?client_id=spa&response_type=code&scope=openid&prompt=none&state=q&code_challenge=${'a'.repeat(43)}&code_challenge_method=S256&redirect_uri=${encodeURIComponent(CB)}`);
+    const r = await b.get(
+      `/oauth2/v1/authorize?client_id=spa&response_type=code&scope=openid&prompt=none&state=q&code_challenge=${'a'.repeat(43)}&code_challenge_method=S256&redirect_uri=${encodeURIComponent(CB)}`,
+    );
     expect(new URL(r.headers.get('location')!).searchParams.get('error')).toBe('login_required');
     const c = await rp(s, A, 'spa', undefined, oidc.None());
     await codeFlow(c, b);
     const sidBefore = b.jar.get('sc_sid');
-    const r2 = await b.get(oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid', prompt: 'login', code_challenge: 'a'.repeat(43), code_challenge_method: 'S256' }).href);
+    const r2 = await b.get(
+      oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid', prompt: 'login', code_challenge: 'a'.repeat(43), code_challenge_method: 'S256' }).href,
+    );
     expect(r2.headers.get('location')).toMatch(/^\/login\.html\?i=/);
     // Signing in again rotates the session cookie (no fixation).
-    await authorizeThrough(b, oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid', prompt: 'login', code_challenge: 'a'.repeat(43), code_challenge_method: 'S256' }), alice);
+    await authorizeThrough(
+      b,
+      oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid', prompt: 'login', code_challenge: 'a'.repeat(43), code_challenge_method: 'S256' }),
+      alice,
+    );
     expect(b.jar.get('sc_sid')).not.toBe(sidBefore);
   });
 
@@ -218,12 +301,20 @@ describe('negative cases', () => {
     const b = new TestBrowser(s, A);
     // Sign dave in through another client that needs no consent, then ask webapp silently.
     const spa = await rp(s, A, 'spa', undefined, oidc.None());
-    await authorizeThrough(b, oidc.buildAuthorizationUrl(spa, { redirect_uri: CB, scope: 'openid', code_challenge: 'a'.repeat(43), code_challenge_method: 'S256' }), { username: 'dave', password: 'dave password 1' });
+    await authorizeThrough(
+      b,
+      oidc.buildAuthorizationUrl(spa, { redirect_uri: CB, scope: 'openid', code_challenge: 'a'.repeat(43), code_challenge_method: 'S256' }),
+      { username: 'dave', password: 'dave password 1' },
+    );
     const r = await b.get(oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid', prompt: 'none', state: 'c' }).href);
     expect(new URL(r.headers.get('location')!).searchParams.get('error')).toBe('consent_required');
     const other = (await jose.generateKeyPair('ES256')).privateKey;
     const jar = await rp(s, A, 'jarapp', {}, oidc.PrivateKeyJwt({ key: jarKey, kid: 'jar-1' }));
-    const url = await oidc.buildAuthorizationUrlWithJAR(jar, { redirect_uri: CB, scope: 'openid', state: 'k', code_challenge: 'a'.repeat(43), code_challenge_method: 'S256' }, { key: other, kid: 'jar-1' });
+    const url = await oidc.buildAuthorizationUrlWithJAR(
+      jar,
+      { redirect_uri: CB, scope: 'openid', state: 'k', code_challenge: 'a'.repeat(43), code_challenge_method: 'S256' },
+      { key: other, kid: 'jar-1' },
+    );
     // The redirect_uri was only inside the unverifiable object: nothing to redirect to safely.
     const rj = await b.get(url.href);
     expect(rj.status).toBe(400);
@@ -235,7 +326,9 @@ describe('negative cases', () => {
 
   it('a login form without the CSRF token is refused', async () => {
     const b = new TestBrowser(s, A);
-    const r = await b.get(`/oauth2/v1/authorize?client_id=spa&response_type=code&scope=openid&code_challenge=${'a'.repeat(43)}&code_challenge_method=S256&redirect_uri=${encodeURIComponent(CB)}`);
+    const r = await b.get(
+      `/oauth2/v1/authorize?client_id=spa&response_type=code&scope=openid&code_challenge=${'a'.repeat(43)}&code_challenge_method=S256&redirect_uri=${encodeURIComponent(CB)}`,
+    );
     const page = await b.get(r.headers.get('location')!);
     const i = hidden(await page.text(), 'i');
     const post = await b.post('/oidc.ashx/login', { i, csrf: 'forged', username: alice.username, password: alice.password });
@@ -266,7 +359,11 @@ describe('logout confirmation', () => {
   it('without id_token_hint a signed-in user confirms on a page (CSRF-protected) before being signed out', async () => {
     const c = await rp(s, A, 'spa', undefined, oidc.None());
     const b = new TestBrowser(s, A);
-    await authorizeThrough(b, oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid', code_challenge: 'a'.repeat(43), code_challenge_method: 'S256' }), alice);
+    await authorizeThrough(
+      b,
+      oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid', code_challenge: 'a'.repeat(43), code_challenge_method: 'S256' }),
+      alice,
+    );
     const r = await b.get('/oauth2/v1/logout');
     expect(r.status).toBe(200);
     const html = await r.text();
@@ -285,7 +382,10 @@ describe('accounts, max_age, key rotation', () => {
     const b = new TestBrowser(s, A);
     const challenge = { code_challenge: 'a'.repeat(43), code_challenge_method: 'S256' };
     await authorizeThrough(b, oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid', ...challenge }), alice);
-    await authorizeThrough(b, oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid', prompt: 'login', ...challenge }), { username: 'bob', password: 'bob password 12' });
+    await authorizeThrough(b, oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid', prompt: 'login', ...challenge }), {
+      username: 'bob',
+      password: 'bob password 12',
+    });
     const r = await b.get(oidc.buildAuthorizationUrl(c, { redirect_uri: CB, scope: 'openid', prompt: 'select_account', ...challenge }).href);
     expect(r.headers.get('location')).toMatch(/^\/select-account\.html\?i=/);
     const html = await (await b.get(r.headers.get('location')!)).text();
@@ -309,7 +409,11 @@ describe('accounts, max_age, key rotation', () => {
   it('rotated keys stay published: a token signed before rotation still verifies', async () => {
     const t = await tokenForm(s, A, { grant_type: 'password', client_id: 'sovcomms-console', username: 'admin', password: s.adminPassword, scope: 'openid' });
     const before = (await (await s.fetch('/.well-known/jwks.json', { host: A })).json()) as { keys: { kid: string }[] };
-    const rot = await s.fetch('/signal.ashx?oidc-keys-rotate=1', { method: 'POST', host: A, headers: { 'X-Service-Admin-Signature': s.hmac('oidc-keys-rotate', A) } });
+    const rot = await s.fetch('/signal.ashx?oidc-keys-rotate=1', {
+      method: 'POST',
+      host: A,
+      headers: { 'X-Service-Admin-Signature': s.hmac('oidc-keys-rotate', A) },
+    });
     expect(rot.status).toBe(200);
     const after = (await (await s.fetch('/.well-known/jwks.json', { host: A })).json()) as { keys: { kid: string }[] };
     expect(after.keys).toHaveLength(before.keys.length + 2);

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { definePlugin, type PluginManifest, type AnyPlugin } from '../../../server/plugin.ts';
+import { definePlugin, type AnyPlugin } from '../../../server/plugin.ts';
 import audit from '../../../plugins/audit/index.ts';
 import oidcPlugin from '../../../plugins/oidc/index.ts';
 import { oauthError } from '../../../plugins/oidc/provider.ts';
@@ -26,7 +26,9 @@ let s: TestServer;
 beforeAll(async () => {
   s = await startTestServer({ plugins: [audit, oidcPlugin, issuerLike] as AnyPlugin[] });
 });
-afterAll(async () => { await s?.stop(); });
+afterAll(async () => {
+  await s?.stop();
+});
 
 describe('pluggable grants', () => {
   it('a grant registered through ctx.use("oidc") is listed in discovery and served without client authentication', async () => {

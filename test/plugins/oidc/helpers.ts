@@ -17,7 +17,13 @@ export function loopbackFetch(s: TestServer): typeof fetch {
 }
 
 /** openid-client Configuration for a client of the tenant at `host` (e.g. `localhost:PORT`). */
-export async function rp(s: TestServer, host: string, clientId: string, metadata: Partial<oidc.ClientMetadata> | string | undefined, auth?: oidc.ClientAuth): Promise<oidc.Configuration> {
+export async function rp(
+  s: TestServer,
+  host: string,
+  clientId: string,
+  metadata: Partial<oidc.ClientMetadata> | string | undefined,
+  auth?: oidc.ClientAuth,
+): Promise<oidc.Configuration> {
   const f = loopbackFetch(s);
   const cf: oidc.CustomFetch = (url, options) => f(url, options as unknown as RequestInit);
   return oidc.discovery(new URL(`http://${host}`), clientId, metadata, auth, { execute: [oidc.allowInsecureRequests], [oidc.customFetch]: cf });
@@ -31,7 +37,12 @@ export async function saveClient(s: TestServer, host: string, body: Record<strin
   return (await res.json()) as { client_secret?: string };
 }
 
-export async function tokenForm(s: TestServer, host: string, form: Record<string, string>, headers: Record<string, string> = {}): Promise<{ status: number; body: Record<string, unknown>; headers: Headers }> {
+export async function tokenForm(
+  s: TestServer,
+  host: string,
+  form: Record<string, string>,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: Record<string, unknown>; headers: Headers }> {
   const res = await s.fetch('/oauth2/v1/token', { method: 'POST', host, body: new URLSearchParams(form), headers });
   return { status: res.status, body: (await res.json()) as Record<string, unknown>, headers: res.headers };
 }
@@ -39,7 +50,10 @@ export async function tokenForm(s: TestServer, host: string, form: Record<string
 /** A minimal browser for the protocol tests: a cookie jar and manual redirects, over loopback. */
 export class TestBrowser {
   readonly jar = new Map<string, string>();
-  constructor(private readonly s: TestServer, readonly host: string) {}
+  constructor(
+    private readonly s: TestServer,
+    readonly host: string,
+  ) {}
 
   private cookieHeader(): string {
     return [...this.jar].map(([k, v]) => `${k}=${v}`).join('; ');
@@ -86,19 +100,31 @@ export class TestBrowser {
 export function hidden(html: string, name: string): string {
   const m = new RegExp(`name="${name}" value="([^"]*)"`).exec(html);
   if (!m) throw new Error(`no hidden field ${name} in page`);
-  return m[1]!.replace(/&amp;/g, '&').replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, '<').replace(/&gt;/g, '>');
+  return m[1]!
+    .replace(/&amp;/g, '&')
+    .replace(/&quot;/g, '"')
+    .replace(/&#39;/g, "'")
+    .replace(/&lt;/g, '<')
+    .replace(/&gt;/g, '>');
 }
 
 /**
  * Runs an authorization request through the pages: sign-in (when asked), consent (when asked).
  * Returns the URL the browser was finally sent to (the client's redirect_uri with the response).
  */
-export async function authorizeThrough(b: TestBrowser, authUrl: URL | string, user?: { username: string; password: string }, consent: 'allow' | 'deny' = 'allow'): Promise<string> {
+export async function authorizeThrough(
+  b: TestBrowser,
+  authUrl: URL | string,
+  user?: { username: string; password: string },
+  consent: 'allow' | 'deny' = 'allow',
+): Promise<string> {
   let { res, location } = await b.follow(await b.get(String(authUrl)));
   for (let step = 0; step < 5 && !location; step++) {
     const html = await res.text();
     if (html.includes('action="/oidc.ashx/login"') && user) {
-      ({ res, location } = await b.follow(await b.post('/oidc.ashx/login', { i: hidden(html, 'i'), csrf: hidden(html, 'csrf'), username: user.username, password: user.password })));
+      ({ res, location } = await b.follow(
+        await b.post('/oidc.ashx/login', { i: hidden(html, 'i'), csrf: hidden(html, 'csrf'), username: user.username, password: user.password }),
+      ));
     } else if (html.includes('action="/oidc.ashx/consent"')) {
       ({ res, location } = await b.follow(await b.post('/oidc.ashx/consent', { i: hidden(html, 'i'), csrf: hidden(html, 'csrf'), decision: consent })));
     } else {

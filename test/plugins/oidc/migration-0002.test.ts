@@ -11,7 +11,15 @@ describe('oidc migration 0002-code-amr', () => {
     ).run(tenant.id);
     expect(upgrade()).toEqual(['0002-code-amr']);
     const row = db.prepare('SELECT * FROM oidc_codes WHERE code_hash = ?').get('h1') as Record<string, unknown>;
-    expect(row).toMatchObject({ tenant_id: tenant.id, client_id: 'crm', redirect_uri: 'https://crm.example/cb', scope: 'openid email', code_challenge_method: 'S256', auth_time: 1767225600, amr: null });
+    expect(row).toMatchObject({
+      tenant_id: tenant.id,
+      client_id: 'crm',
+      redirect_uri: 'https://crm.example/cb',
+      scope: 'openid email',
+      code_challenge_method: 'S256',
+      auth_time: 1767225600,
+      amr: null,
+    });
     // New codes carry the methods.
     db.prepare(
       `INSERT INTO oidc_codes (code_hash, tenant_id, grant_id, client_id, user_id, redirect_uri, scope, auth_time, expires_at, amr)

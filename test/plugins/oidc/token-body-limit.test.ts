@@ -12,16 +12,26 @@ let s: TestServer;
 beforeAll(async () => {
   s = await startTestServer({ overrides: { http: { bodyLimitBytes: 64 * 1024 } } });
 });
-afterAll(async () => { await s?.stop(); });
+afterAll(async () => {
+  await s?.stop();
+});
 
-function postChunked(path: string, bytes: number, headers: Record<string, string> = {}): Promise<{ status: number; body: string; headers: http.IncomingHttpHeaders }> {
+function postChunked(
+  path: string,
+  bytes: number,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: string; headers: http.IncomingHttpHeaders }> {
   return new Promise((resolve, reject) => {
-    const req = http.request(`${s.url}${path}`, { method: 'POST', headers: { 'Content-Type': 'application/x-www-form-urlencoded', 'Transfer-Encoding': 'chunked', ...headers } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8'), headers: res.headers }));
-      res.on('error', reject);
-    });
+    const req = http.request(
+      `${s.url}${path}`,
+      { method: 'POST', headers: { 'Content-Type': 'application/x-www-form-urlencoded', 'Transfer-Encoding': 'chunked', ...headers } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8'), headers: res.headers }));
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     // 512 KiB of form in 16 KiB chunks, the first one a valid start of a token form.
     const chunk = Buffer.from('grant_type=client_credentials&x=' + 'a'.repeat(16 * 1024 - 32));

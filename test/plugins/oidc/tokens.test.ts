@@ -15,13 +15,17 @@ beforeAll(async () => {
   B = `b.test:${s.port}`;
   await s.addTenant('b.test');
   const r = await saveClient(s, A, {
-    client_id: 'svc', redirect_uris: ['http://127.0.0.1/cb'], grant_types: ['client_credentials', 'authorization_code', 'refresh_token', 'password'],
+    client_id: 'svc',
+    redirect_uris: ['http://127.0.0.1/cb'],
+    grant_types: ['client_credentials', 'authorization_code', 'refresh_token', 'password'],
     token_endpoint_auth_method: 'client_secret_basic',
   });
   secret = r.client_secret!;
   await s.appliance.core.users.add(s.primary, { name: 'alice', role: 'user', password: 'alice password 1', email: 'alice@example.test' });
 });
-afterAll(async () => { await s?.stop(); });
+afterAll(async () => {
+  await s?.stop();
+});
 
 describe('discovery, JWKS, federation', () => {
   it('serves discovery at all three addresses with issuer = the origin addressed', async () => {
@@ -87,13 +91,20 @@ describe('token endpoint and bearer', () => {
 
   it('standard error codes for unknown grant types and bad scopes', async () => {
     expect((await tokenForm(s, A, { grant_type: 'magic', client_id: 'sovcomms-console' })).body.error).toBe('unsupported_grant_type');
-    expect((await tokenForm(s, A, { grant_type: 'password', client_id: 'sovcomms-console', username: 'admin', password: s.adminPassword, scope: 'openid root' })).body.error).toBe('invalid_scope');
+    expect(
+      (await tokenForm(s, A, { grant_type: 'password', client_id: 'sovcomms-console', username: 'admin', password: s.adminPassword, scope: 'openid root' }))
+        .body.error,
+    ).toBe('invalid_scope');
     const noAuth = await tokenForm(s, A, { grant_type: 'client_credentials' });
     expect(noAuth.status).toBe(401);
   });
 
   it('password grant on /oidc.ashx/token gives an admin bearer that the v1 surface accepts', async () => {
-    const res = await s.fetch('/oidc.ashx/token', { method: 'POST', host: A, body: new URLSearchParams({ grant_type: 'password', client_id: 'sovcomms-console', username: 'admin', password: s.adminPassword, scope: 'openid' }) });
+    const res = await s.fetch('/oidc.ashx/token', {
+      method: 'POST',
+      host: A,
+      body: new URLSearchParams({ grant_type: 'password', client_id: 'sovcomms-console', username: 'admin', password: s.adminPassword, scope: 'openid' }),
+    });
     expect(res.status).toBe(200);
     const t = (await res.json()) as { access_token: string; id_token: string; refresh_token?: string };
     expect(t.refresh_token).toBeUndefined();
@@ -108,7 +119,13 @@ describe('token endpoint and bearer', () => {
   });
 
   it('a user bearer gets 403 on v1; a bad password is audited and refused', async () => {
-    const t = await tokenForm(s, A, { grant_type: 'password', client_id: 'sovcomms-console', username: 'alice', password: 'alice password 1', scope: 'openid profile email' });
+    const t = await tokenForm(s, A, {
+      grant_type: 'password',
+      client_id: 'sovcomms-console',
+      username: 'alice',
+      password: 'alice password 1',
+      scope: 'openid profile email',
+    });
     expect(t.status).toBe(200);
     expect((await s.fetch('/api.ashx/v1/auditlog', { host: A, key: String(t.body.access_token) })).status).toBe(403);
     const bad = await tokenForm(s, A, { grant_type: 'password', client_id: 'sovcomms-console', username: 'alice', password: 'wrong password' });
@@ -178,9 +195,18 @@ describe('token endpoint fast path', () => {
     expect(e1.body).toEqual(e2.body);
     const json = await s.fetch('/oauth2/v1/token', { method: 'POST', host: A, json: { grant_type: 'client_credentials' } });
     expect(json.status).toBe(415);
-    const huge = await s.fetch('/oauth2/v1/token', { method: 'POST', host: A, body: new URLSearchParams({ grant_type: 'x', pad: 'a'.repeat(2 * 1024 * 1024) }) });
+    const huge = await s.fetch('/oauth2/v1/token', {
+      method: 'POST',
+      host: A,
+      body: new URLSearchParams({ grant_type: 'x', pad: 'a'.repeat(2 * 1024 * 1024) }),
+    });
     expect(huge.status).toBe(413);
-    const repeated = await s.fetch('/oauth2/v1/token', { method: 'POST', host: A, body: 'grant_type=a&grant_type=b', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    const repeated = await s.fetch('/oauth2/v1/token', {
+      method: 'POST',
+      host: A,
+      body: 'grant_type=a&grant_type=b',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
     expect(((await repeated.json()) as { error: string }).error).toBe('invalid_request');
   });
 });
@@ -191,7 +217,8 @@ describe('API description', () => {
     expect(res.status).toBe(200);
     const doc = (await res.json()) as { paths: Record<string, unknown> };
     const paths = Object.keys(doc.paths).join(' ');
-    for (const p of ['/oauth2/v1/token', '/oauth2/v1/authorize', '/.well-known/openid-configuration', '/oauth2/v1/introspect', '/oauth2/v1/logout']) expect(paths).toContain(p);
+    for (const p of ['/oauth2/v1/token', '/oauth2/v1/authorize', '/.well-known/openid-configuration', '/oauth2/v1/introspect', '/oauth2/v1/logout'])
+      expect(paths).toContain(p);
     expect(JSON.stringify(doc)).toContain('oidc-clients-save');
   });
 });
@@ -207,7 +234,12 @@ describe('client management', () => {
     const listB = await s.fetch('/signal.ashx?oidc-clients=1', { host: B, headers: { 'X-Service-Admin-Signature': s.hmac('oidc-clients', B) } });
     expect(await listB.text()).not.toContain('"svc"');
     const json = JSON.stringify({ client_id: 'svc' });
-    const g = await s.fetch('/signal.ashx?oidc-clients-genkey=1', { method: 'POST', host: A, json: { client_id: 'svc' }, headers: { 'X-Service-Admin-Signature': s.hmac('oidc-clients-genkey', A, json.length) } });
+    const g = await s.fetch('/signal.ashx?oidc-clients-genkey=1', {
+      method: 'POST',
+      host: A,
+      json: { client_id: 'svc' },
+      headers: { 'X-Service-Admin-Signature': s.hmac('oidc-clients-genkey', A, json.length) },
+    });
     expect(g.status).toBe(200);
     const ns = ((await g.json()) as { client_secret: string }).client_secret;
     expect(ns).not.toBe(secret);
@@ -217,10 +249,15 @@ describe('client management', () => {
   });
 
   it('genkey without client_id (as the spec calls it): the only client of the tenant with a secret, else 400 naming client_id', async () => {
-    const genkey = (host: string) => s.fetch('/signal.ashx?oidc-clients-genkey=1', { method: 'POST', host, headers: { 'X-Service-Admin-Signature': s.hmac('oidc-clients-genkey', host) } });
+    const genkey = (host: string) =>
+      s.fetch('/signal.ashx?oidc-clients-genkey=1', { method: 'POST', host, headers: { 'X-Service-Admin-Signature': s.hmac('oidc-clients-genkey', host) } });
     const none = await genkey(B);
     expect(none.status).toBe(400);
-    expect(await none.json()).toMatchObject({ error: 'invalid_request', field: 'client_id', error_description: expect.stringMatching(/no client with a secret/) });
+    expect(await none.json()).toMatchObject({
+      error: 'invalid_request',
+      field: 'client_id',
+      error_description: expect.stringMatching(/no client with a secret/),
+    });
     await saveClient(s, B, { client_id: 'only-b', redirect_uris: [], grant_types: ['client_credentials'], token_endpoint_auth_method: 'client_secret_post' });
     const one = await genkey(B);
     expect(one.status).toBe(200);
@@ -228,16 +265,28 @@ describe('client management', () => {
     expect(client_id).toBe('only-b');
     const tok = await tokenForm(s, B, { grant_type: 'client_credentials', client_id: 'only-b', client_secret });
     expect(tok.status).toBe(200);
-    await saveClient(s, B, { client_id: 'second-b', redirect_uris: [], grant_types: ['client_credentials'], token_endpoint_auth_method: 'client_secret_basic' });
+    await saveClient(s, B, {
+      client_id: 'second-b',
+      redirect_uris: [],
+      grant_types: ['client_credentials'],
+      token_endpoint_auth_method: 'client_secret_basic',
+    });
     const two = await genkey(B);
     expect(two.status).toBe(400);
-    expect(((await two.json()) as { error_description: string }).error_description).toMatch(/client_id is required: the tenant has 2 clients with a secret \(only-b, second-b\)/);
+    expect(((await two.json()) as { error_description: string }).error_description).toMatch(
+      /client_id is required: the tenant has 2 clients with a secret \(only-b, second-b\)/,
+    );
   });
 
   it('refuses invalid metadata with 400', async () => {
     const bad = async (body: Record<string, unknown>) => {
       const json = JSON.stringify(body);
-      const r = await s.fetch('/signal.ashx?oidc-clients-save=1', { method: 'POST', host: A, json: body, headers: { 'X-Service-Admin-Signature': s.hmac('oidc-clients-save', A, json.length) } });
+      const r = await s.fetch('/signal.ashx?oidc-clients-save=1', {
+        method: 'POST',
+        host: A,
+        json: body,
+        headers: { 'X-Service-Admin-Signature': s.hmac('oidc-clients-save', A, json.length) },
+      });
       return r.status;
     };
     expect(await bad({ client_id: 'x', redirect_uris: ['http://evil.example/cb'], grant_types: ['authorization_code'] })).toBe(400);

@@ -64,7 +64,13 @@ describe('RP certificate authority with its key in SoftHSM2 (PKCS#11)', { timeou
     try {
       const ca = new x509.X509Certificate(await (await s.fetch('/rp-cert.ashx?ca')).text());
       expect(Buffer.from(ca.publicKey.rawData).equals(signer.spki)).toBe(true);
-      expect(json.fingerprintSha256).toBe(Buffer.from(await ca.getThumbprint('SHA-256')).toString('hex').toUpperCase().match(/../g)!.join(':'));
+      expect(json.fingerprintSha256).toBe(
+        Buffer.from(await ca.getThumbprint('SHA-256'))
+          .toString('hex')
+          .toUpperCase()
+          .match(/../g)!
+          .join(':'),
+      );
     } finally {
       signer.close();
     }
@@ -86,7 +92,9 @@ describe('RP certificate authority with its key in SoftHSM2 (PKCS#11)', { timeou
     expect((await openssl(['verify', '-CAfile', caFile, caFile])).code).toBe(0);
 
     for (let i = 0; i < 5; i++) {
-      const r = await adminCall(s, 'POST', '/rp-cert.ashx?issue', 'rp-cert-issue', { json: { client_id: `x509_san_dns:hsm-rp${i}.example`, include_key: true, days: 10 + i } });
+      const r = await adminCall(s, 'POST', '/rp-cert.ashx?issue', 'rp-cert-issue', {
+        json: { client_id: `x509_san_dns:hsm-rp${i}.example`, include_key: true, days: 10 + i },
+      });
       expect(r.status).toBe(200);
       const out = await body(r);
       const leafFile = writeTemp(work, `leaf${i}.pem`, out.certificate);
@@ -107,7 +115,9 @@ describe('RP certificate authority with its key in SoftHSM2 (PKCS#11)', { timeou
   });
 
   it('revocation: the CRL the token signs lists the serial and verifies with openssl crl -CAfile', async () => {
-    const out = await body(await adminCall(s, 'POST', '/rp-cert.ashx?issue', 'rp-cert-issue', { json: { client_id: 'hsm-revoked.example', include_key: true } }));
+    const out = await body(
+      await adminCall(s, 'POST', '/rp-cert.ashx?issue', 'rp-cert-issue', { json: { client_id: 'hsm-revoked.example', include_key: true } }),
+    );
     const r = await adminCall(s, 'POST', '/rp-cert.ashx?revoke', 'rp-cert-revoke', { json: { serial: out.serial, reason: 'cessationOfOperation' } });
     expect(r.status).toBe(200);
     const crlFile = writeTemp(work, 'crl.der', Buffer.from(await (await s.fetch('/rp-cert.ashx?crl')).arrayBuffer()));
@@ -126,7 +136,20 @@ describe('RP certificate authority with its key in SoftHSM2 (PKCS#11)', { timeou
     const other = tempDir('rp-ca-hsm-other-');
     try {
       expect((await inProcess(['tenant', 'add', s.primary.host, '--data-dir', other])).code).toBe(0);
-      const adopt = await inProcess(['ca', 'init', '--data-dir', other, '--hsm-module', SOFTHSM_MODULE, '--token-label', TOKEN, '--pin', PIN, '--key-label', `rp-ca-${s.primary.host}`]);
+      const adopt = await inProcess([
+        'ca',
+        'init',
+        '--data-dir',
+        other,
+        '--hsm-module',
+        SOFTHSM_MODULE,
+        '--token-label',
+        TOKEN,
+        '--pin',
+        PIN,
+        '--key-label',
+        `rp-ca-${s.primary.host}`,
+      ]);
       expect(adopt.code).toBe(0);
       expect(adopt.out).toContain('the existing HSM key adopted');
       // Same key, so the other appliance's CA certificate carries the same public key.
@@ -160,7 +183,12 @@ describe('RP certificate authority with its key in SoftHSM2 (PKCS#11)', { timeou
     const bPem = await (await s.fetch('/rp-cert.ashx?ca', { host: 'branch.example' })).text();
     const b = new x509.X509Certificate(bPem);
     expect(Buffer.from(a.publicKey.rawData).equals(Buffer.from(b.publicKey.rawData))).toBe(false);
-    const out = await body(await adminCall(s, 'POST', '/rp-cert.ashx?issue', 'rp-cert-issue', { host: 'branch.example', json: { client_id: 'branch-rp.example', include_key: true } }));
+    const out = await body(
+      await adminCall(s, 'POST', '/rp-cert.ashx?issue', 'rp-cert-issue', {
+        host: 'branch.example',
+        json: { client_id: 'branch-rp.example', include_key: true },
+      }),
+    );
     const leafFile = writeTemp(work, 'branch-leaf.pem', out.certificate);
     expect((await openssl(['verify', '-CAfile', writeTemp(work, 'branch-ca.pem', bPem), leafFile])).code).toBe(0);
     expect((await openssl(['verify', '-CAfile', caFile, leafFile])).code).not.toBe(0);
@@ -179,7 +207,11 @@ describe('RP certificate authority with its key in SoftHSM2 (PKCS#11)', { timeou
     const st = await inProcess(['ca', 'status', '--data-dir', dataDir]);
     expect(st.code).toBe(1);
     expect(st.out).toMatch(/key reachable: NO: .*no token labelled "unplugged-token"/);
-    db.prepare('UPDATE rp_ca SET hsm_token = ?, updated_at = ? WHERE tenant_id = ?').run(row.hsm_token, new Date(Date.now() + 1000).toISOString(), s.primary.id);
+    db.prepare('UPDATE rp_ca SET hsm_token = ?, updated_at = ? WHERE tenant_id = ?').run(
+      row.hsm_token,
+      new Date(Date.now() + 1000).toISOString(),
+      s.primary.id,
+    );
     expect((await s.fetch('/rp-cert.ashx?ca')).status).toBe(200);
   });
 

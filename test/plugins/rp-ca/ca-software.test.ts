@@ -119,7 +119,21 @@ describe('RP certificate authority with a software key', { timeout: 120_000 }, (
   it('a bare host, a CSR (openssl req) and a public key (PEM, JWK) are accepted; the CSR key is what gets certified', async () => {
     const keyFile = path.join(dir, 'csr-key.pem');
     const csrFile = path.join(dir, 'req.csr');
-    const g = await openssl(['req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', keyFile, '-subj', '/CN=ignored.example', '-out', csrFile]);
+    const g = await openssl([
+      'req',
+      '-new',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:P-256',
+      '-nodes',
+      '-keyout',
+      keyFile,
+      '-subj',
+      '/CN=ignored.example',
+      '-out',
+      csrFile,
+    ]);
     expect(g.code).toBe(0);
     const viaCsr = await issue({ client_id: 'wallet-rp.example', csr: fs.readFileSync(csrFile, 'utf8'), days: 30 });
     expect(viaCsr.status).toBe(200);
@@ -149,7 +163,7 @@ describe('RP certificate authority with a software key', { timeout: 120_000 }, (
     const csrDer = Buffer.from(csr.replace(/-----[^-]+-----|\s/g, ''), 'base64');
     csrDer[40] ^= 0x01;
     const tampered = `-----BEGIN CERTIFICATE REQUEST-----\n${csrDer.toString('base64')}\n-----END CERTIFICATE REQUEST-----\n`;
-    const cases: Array<[unknown, string]> = [
+    const cases: [unknown, string][] = [
       [{ include_key: true }, 'invalid_request'],
       [{ client_id: 'a.example', include_key: true, days: 0 }, 'invalid_request'],
       [{ client_id: 'a.example', include_key: true, days: 826 }, 'invalid_request'],
@@ -237,7 +251,9 @@ describe('RP certificate authority with a software key', { timeout: 120_000 }, (
     expect(text).toMatch(/Key Compromise/);
     expect(text).not.toContain(b.serial.toUpperCase());
     const number = Number(/CRL Number:\s*\n?\s*(\d+)/.exec(text)![1]);
-    expect(number).toBeGreaterThan(Number(/CRL Number:\s*\n?\s*(\d+)/.exec((await openssl(['crl', '-inform', 'DER', '-in', writeTemp(dir, 'crl0.der', crl0), '-noout', '-text'])).out)![1]));
+    expect(number).toBeGreaterThan(
+      Number(/CRL Number:\s*\n?\s*(\d+)/.exec((await openssl(['crl', '-inform', 'DER', '-in', writeTemp(dir, 'crl0.der', crl0), '-noout', '-text'])).out)![1]),
+    );
     expect(n0.entries.length).toBe(0);
     const sigOk = await openssl(['crl', '-inform', 'DER', '-in', crlFile, '-CAfile', caFile, '-noout']);
     expect(sigOk.out).toMatch(/verify OK/);

@@ -16,7 +16,8 @@ export function makeSoftHsmToken(label: string, pin: string, soPin = '87654321')
   const conf = path.join(dir, 'softhsm2.conf');
   fs.writeFileSync(conf, `directories.tokendir = ${path.join(dir, 'tokens')}\nobjectstore.backend = file\nlog.level = ERROR\n`);
   execFileSync('softhsm2-util', ['--init-token', '--free', '--label', label, '--so-pin', soPin, '--pin', pin], {
-    env: { ...process.env, SOFTHSM2_CONF: conf }, stdio: 'pipe',
+    env: { ...process.env, SOFTHSM2_CONF: conf },
+    stdio: 'pipe',
   });
   return { conf, dir };
 }
@@ -35,19 +36,33 @@ export async function openssl(args: string[]): Promise<{ code: number; out: stri
 /** Runs the real `sovcomms` CLI in a child process. */
 export async function sovcomms(args: string[], opts: { env?: NodeJS.ProcessEnv; stdin?: string } = {}): Promise<{ code: number; out: string; err: string }> {
   return new Promise((resolve, reject) => {
-    const child = execFile(process.execPath, [path.join(REPO_ROOT, 'bin/sovcomms.mjs'), ...args], {
-      cwd: REPO_ROOT, env: { ...process.env, ...opts.env }, encoding: 'utf8', timeout: 60_000,
-    }, (err, stdout, stderr) => {
-      const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0;
-      if (err && (err as { killed?: boolean }).killed) return reject(new Error(`sovcomms ${args.join(' ')} timed out\n${stderr}`));
-      resolve({ code, out: stdout, err: stderr });
-    });
+    const child = execFile(
+      process.execPath,
+      [path.join(REPO_ROOT, 'bin/sovcomms.mjs'), ...args],
+      {
+        cwd: REPO_ROOT,
+        env: { ...process.env, ...opts.env },
+        encoding: 'utf8',
+        timeout: 60_000,
+      },
+      (err, stdout, stderr) => {
+        const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0;
+        if (err && (err as { killed?: boolean }).killed) return reject(new Error(`sovcomms ${args.join(' ')} timed out\n${stderr}`));
+        resolve({ code, out: stdout, err: stderr });
+      },
+    );
     child.stdin!.end(opts.stdin ?? '');
   });
 }
 
 /** An admin-HMAC signed call (the "H" of the spec's "B or H"). */
-export function adminCall(s: TestServer, method: 'GET' | 'POST', pathAndQuery: string, bucket: string, opts: { host?: string; json?: unknown } = {}): Promise<Response> {
+export function adminCall(
+  s: TestServer,
+  method: 'GET' | 'POST',
+  pathAndQuery: string,
+  bucket: string,
+  opts: { host?: string; json?: unknown } = {},
+): Promise<Response> {
   const host = opts.host ?? `127.0.0.1:${s.port}`;
   const body = opts.json === undefined ? undefined : JSON.stringify(opts.json);
   const headers: Record<string, string> = { 'x-service-admin-signature': s.hmac(bucket, host, body ? Buffer.byteLength(body) : undefined) };
@@ -61,14 +76,18 @@ export function adminCall(s: TestServer, method: 'GET' | 'POST', pathAndQuery: s
  * process), after which another process may delete the live WAL.
  */
 export function databaseBytes(dataDir: string): Buffer[] {
-  return fs.readdirSync(dataDir)
+  return fs
+    .readdirSync(dataDir)
     .filter((n) => n.startsWith('appliance.db'))
     .map((n) => execFileSync('cat', [path.join(dataDir, n)], { maxBuffer: 512 * 1024 * 1024 }));
 }
 
 /** `grep -F` over the database files in a child process: true when the text occurs. */
 export function grepDatabase(dataDir: string, text: string): boolean {
-  const files = fs.readdirSync(dataDir).filter((n) => n.startsWith('appliance.db')).map((n) => path.join(dataDir, n));
+  const files = fs
+    .readdirSync(dataDir)
+    .filter((n) => n.startsWith('appliance.db'))
+    .map((n) => path.join(dataDir, n));
   try {
     execFileSync('grep', ['-a', '-q', '-F', '--', text, ...files], { stdio: 'ignore' });
     return true;
@@ -88,6 +107,7 @@ export function writeTemp(dir: string, name: string, data: string | Buffer): str
  * A response body as JSON. Test bodies are checked field by field with expect(), so a loose type
  * keeps the assertions readable; anything wrong fails the assertion, not the compiler.
  */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- see the comment above: test assertions read the JSON freely
 export async function body(r: Response): Promise<any> {
   return r.json();
 }

@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
-import tls from 'node:tls';
+import type tls from 'node:tls';
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as x509 from '@peculiar/x509';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -14,35 +14,51 @@ import { openssl, REPO_ROOT, writeTemp } from './helpers.ts';
 import { main } from '../../../server/cli.ts';
 import type { TlsAutoService } from '../../../plugins/rp-ca/lazy.ts';
 
-const cleanups: Array<() => Promise<void> | void> = [];
+const cleanups: (() => Promise<void> | void)[] = [];
 afterAll(async () => {
   for (const c of cleanups.reverse()) await c();
 });
 
-interface Got { status: number; body: string; cert: tls.PeerCertificate }
+interface Got {
+  status: number;
+  body: string;
+  cert: tls.PeerCertificate;
+}
 
 /** GET over node:https with our own trust settings; a fresh connection every time (no agent). */
 function get(url: string, opts: { ca?: string; insecure?: boolean; host?: string } = {}): Promise<Got> {
   return new Promise((resolve, reject) => {
-    const req = https.get(url, { ca: opts.ca, rejectUnauthorized: !opts.insecure, agent: false, headers: opts.host ? { host: opts.host } : {}, timeout: 10_000 }, (res) => {
-      const cert = (res.socket as tls.TLSSocket).getPeerCertificate();
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => { body += c; });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body, cert }));
-    });
+    const req = https.get(
+      url,
+      { ca: opts.ca, rejectUnauthorized: !opts.insecure, agent: false, headers: opts.host ? { host: opts.host } : {}, timeout: 10_000 },
+      (res) => {
+        const cert = (res.socket as tls.TLSSocket).getPeerCertificate();
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => {
+          body += c;
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body, cert }));
+      },
+    );
     req.on('timeout', () => req.destroy(new Error('timeout')));
     req.on('error', reject);
   });
 }
 
 function lanAddresses(): string[] {
-  return Object.values(os.networkInterfaces()).flatMap((l) => l ?? []).filter((a) => !a.internal && !/^fe80:/i.test(a.address)).map((a) => a.address);
+  return Object.values(os.networkInterfaces())
+    .flatMap((l) => l ?? [])
+    .filter((a) => !a.internal && !/^fe80:/i.test(a.address))
+    .map((a) => a.address);
 }
 
 /** The IP SANs as Node prints them (`IP Address:...`, IPv6 in full uncompressed upper case). */
 function sanIps(cert: tls.PeerCertificate): string[] {
-  return (cert.subjectaltname ?? '').split(', ').filter((n) => n.startsWith('IP Address:')).map((n) => n.slice('IP Address:'.length));
+  return (cert.subjectaltname ?? '')
+    .split(', ')
+    .filter((n) => n.startsWith('IP Address:'))
+    .map((n) => n.slice('IP Address:'.length));
 }
 
 /** IPv6 in one spelling (Node prints SAN addresses uncompressed and upper-case). */
@@ -63,9 +79,15 @@ function sameIp(a: string, b: string): boolean {
 describe('serve --tls auto: the appliance serves HTTPS with a certificate from its own CA', { timeout: 120_000 }, () => {
   it('`sovcomms serve --tls auto` answers over HTTPS with a chain node:https accepts against the CA, for its names and LAN addresses', async () => {
     const dataDir = tempDir('rp-ca-tls-serve-');
-    const child: ChildProcess = spawn(process.execPath, [path.join(REPO_ROOT, 'bin/sovcomms.mjs'), 'serve', '--tls', 'auto', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir], {
-      cwd: REPO_ROOT, env: { ...process.env, SOVCOMMS_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child: ChildProcess = spawn(
+      process.execPath,
+      [path.join(REPO_ROOT, 'bin/sovcomms.mjs'), 'serve', '--tls', 'auto', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir],
+      {
+        cwd: REPO_ROOT,
+        env: { ...process.env, SOVCOMMS_LOG_LEVEL: 'warn' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     cleanups.push(async () => {
       if (child.exitCode === null) {
         const exited = new Promise((r) => child.once('exit', r));
@@ -77,7 +99,9 @@ describe('serve --tls auto: the appliance serves HTTPS with a certificate from i
     });
     let stdout = '';
     let stderr = '';
-    child.stderr!.on('data', (c: Buffer) => { stderr += c.toString(); });
+    child.stderr!.on('data', (c: Buffer) => {
+      stderr += c.toString();
+    });
     const url = await new Promise<string>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`serve did not start:\n${stdout}\n${stderr}`)), 60_000);
       child.stdout!.on('data', (c: Buffer) => {
@@ -180,7 +204,10 @@ describe('serve --tls auto: the appliance serves HTTPS with a certificate from i
 async function startOtherCa(): Promise<string> {
   const keys = await crypto.webcrypto.subtle.generateKey({ name: 'ECDSA', namedCurve: 'P-256' }, true, ['sign', 'verify']);
   const cert = await x509.X509CertificateGenerator.createSelfSigned({
-    serialNumber: '01', name: 'CN=Other CA', keys: keys as Parameters<typeof x509.X509CertificateGenerator.createSelfSigned>[0]['keys'], signingAlgorithm: { name: 'ECDSA', hash: 'SHA-256' },
+    serialNumber: '01',
+    name: 'CN=Other CA',
+    keys: keys as Parameters<typeof x509.X509CertificateGenerator.createSelfSigned>[0]['keys'],
+    signingAlgorithm: { name: 'ECDSA', hash: 'SHA-256' },
     extensions: [new x509.BasicConstraintsExtension(true, undefined, true)],
   });
   return cert.toString('pem');

@@ -31,10 +31,12 @@ describe('Gemini Live client against the protocol fake', () => {
     e.on('interrupted', () => seen.push('interrupted'));
     e.on('turnComplete', () => seen.push('turnComplete'));
     e.on('usage', (u) => seen.push(`usage:${u.totalTokens}`));
-    const tool = new Promise<string>((resolve) => e.on('toolCall', (calls) => {
-      e.sendToolResponse(calls[0], { ok: true });
-      resolve(calls[0].name);
-    }));
+    const tool = new Promise<string>((resolve) =>
+      e.on('toolCall', (calls) => {
+        e.sendToolResponse(calls[0], { ok: true });
+        resolve(calls[0].name);
+      }),
+    );
     await e.connect();
     e.begin();
     const feeder = setInterval(() => e.sendAudio(new Int16Array(320)), 20);
@@ -64,7 +66,10 @@ describe('Gemini Live client against the protocol fake', () => {
   });
 
   it('a mid-session close 1011 is reported as closed with the reason', async () => {
-    const f = await fake([{ say: 'Hi', audioMs: 100 }, { close: 1011, reason: 'Internal error encountered.' }]);
+    const f = await fake([
+      { say: 'Hi', audioMs: 100 },
+      { close: 1011, reason: 'Internal error encountered.' },
+    ]);
     const e = new GeminiLiveEngine({ ...cfg, url: f.url });
     const closed = new Promise<string | null>((r) => e.on('closed', r));
     await e.connect();

@@ -8,7 +8,7 @@ const cleanups = cleanupsAfterEach();
 
 describe('bridge → core event delivery', () => {
   it('retries until a 2xx, keeps seq and order, sends the token and the instance id', async () => {
-    const got: Array<{ seq: number; type: string; auth: string | undefined; instance: string | undefined }> = [];
+    const got: { seq: number; type: string; auth: string | undefined; instance: string | undefined }[] = [];
     let failures = 3;
     const server = http.createServer((req, res) => {
       let body = '';

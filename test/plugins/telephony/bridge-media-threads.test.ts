@@ -15,6 +15,7 @@ import type { MediaHost, MediaLeg } from '../../../plugins/telephony/bridge/medi
 import { InlineMediaHost } from '../../../plugins/telephony/bridge/media/inline.ts';
 import { until } from '../../support/until.ts';
 import { cleanupsAfterEach } from '../../support/cleanup.ts';
+import type { execFileSync } from 'node:child_process';
 
 const cleanups = cleanupsAfterEach();
 
@@ -100,10 +101,10 @@ describe('scheduling priority of the media threads', () => {
     const ok = ((cmd: string, args: string[]) => {
       calls.push([cmd, ...args]);
       return Buffer.alloc(0);
-    }) as unknown as typeof import('node:child_process').execFileSync;
+    }) as unknown as typeof execFileSync;
     const refused = (() => {
       throw new Error('chrt: failed to set pid 1 policy: Operation not permitted');
-    }) as unknown as typeof import('node:child_process').execFileSync;
+    }) as unknown as typeof execFileSync;
     if (process.platform !== 'linux') {
       expect(raisePriority(10, 0, ok)).toBe('default');
       return;
@@ -120,10 +121,10 @@ describe('scheduling priority of the media threads', () => {
 interface FarEnd {
   sock: dgram.Socket;
   port: number;
-  got: Array<{ port: number; payload: Buffer; seq: number; ssrc: number }>;
+  got: { port: number; payload: Buffer; seq: number; ssrc: number }[];
   rtcpSock: dgram.Socket;
   rtcpPort: number;
-  rtcp: Array<{ port: number; packets: RtcpPacket[] }>;
+  rtcp: { port: number; packets: RtcpPacket[] }[];
 }
 
 async function farEnd(): Promise<FarEnd> {
@@ -141,18 +142,24 @@ async function farEnd(): Promise<FarEnd> {
     const packets = parseRtcp(b);
     if (packets) rtcp.push({ port: rinfo.port, packets });
   });
-  cleanups.push(() => sock.close(), () => rtcpSock.close());
+  cleanups.push(
+    () => sock.close(),
+    () => rtcpSock.close(),
+  );
   return { sock, port: sock.address().port, got, rtcpSock, rtcpPort: rtcpSock.address().port, rtcp };
 }
 
-const hosts: Array<[string, (min: number) => MediaHost]> = [
-  ['two media threads (sender and receiver share the port)', (min) => new ThreadMediaHost({ min, max: min + 199, host: '127.0.0.1', split: true, rtcpIntervalMs: 100 })],
+const hosts: [string, (min: number) => MediaHost][] = [
+  [
+    'two media threads (sender and receiver share the port)',
+    (min) => new ThreadMediaHost({ min, max: min + 199, host: '127.0.0.1', split: true, rtcpIntervalMs: 100 }),
+  ],
   ['one media thread', (min) => new ThreadMediaHost({ min, max: min + 199, host: '127.0.0.1', split: false, rtcpIntervalMs: 100 })],
   ['media inline (SOVCOMMS_BRIDGE_MEDIA_THREAD=0)', (min) => new InlineMediaHost(min, min + 199, '127.0.0.1', 100)],
 ];
 for (const [i, [title, make]] of hosts.entries()) {
   describe(title, () => {
-    it('sends paced RTP from the advertised port, plays the queued audio, hands the far end\'s audio up, and reports the figures', async () => {
+    it("sends paced RTP from the advertised port, plays the queued audio, hands the far end's audio up, and reports the figures", async () => {
       const host = make(41000 + i * 200);
       cleanups.push(() => host.close());
       const far = await farEnd();
@@ -161,7 +168,10 @@ for (const [i, [title, make]] of hosts.entries()) {
       expect(legs[1].port).not.toBe(legs[0].port);
       const heard: Int16Array[] = [];
       const leg = legs[0];
-      leg.start({ codec: 'PCMU', payloadType: 0, dtmfPayloadType: 101, remoteHost: '127.0.0.1', remotePort: far.port, remoteRtcpPort: far.rtcpPort }, { onAudio16k: (pcm) => heard.push(pcm), onDtmf: () => undefined });
+      leg.start(
+        { codec: 'PCMU', payloadType: 0, dtmfPayloadType: 101, remoteHost: '127.0.0.1', remotePort: far.port, remoteRtcpPort: far.rtcpPort },
+        { onAudio16k: (pcm) => heard.push(pcm), onDtmf: () => undefined },
+      );
       await until(() => far.got.length >= 3, 5000, 'silence packets');
       const loud = new Int16Array(800).fill(6000); // 100 ms
       leg.play(loud);
@@ -177,7 +187,8 @@ for (const [i, [title, make]] of hosts.entries()) {
 
       // The far end talks: 20 frames in, 80 ms batches of 16 kHz PCM out.
       const frame = encodeG711('PCMU', new Int16Array(160).fill(3000));
-      for (let i = 0; i < 20; i++) far.sock.send(buildRtp({ marker: i === 0, payloadType: 0, sequence: 100 + i, timestamp: i * 160, ssrc: 77, payload: frame }), leg.port, '127.0.0.1');
+      for (let i = 0; i < 20; i++)
+        far.sock.send(buildRtp({ marker: i === 0, payloadType: 0, sequence: 100 + i, timestamp: i * 160, ssrc: 77, payload: frame }), leg.port, '127.0.0.1');
       await until(() => heard.length >= 3, 5000, 'far-end audio');
       expect(heard[0].length).toBe(1280);
       expect(Math.abs(heard[1][600] - 3000)).toBeLessThan(200);
@@ -201,7 +212,11 @@ for (const [i, [title, make]] of hosts.entries()) {
       expect(sr.blocks[0]).toMatchObject({ ssrc: 77, cumulativeLost: 0 }); // what we heard of the far end's 20 frames
       // The far end answers with a receiver report about our stream: loss 25/256, LSR/DLSR for the RTT.
       const lsr = ((sr.sender.ntpSec & 0xffff) * 65536 + (sr.sender.ntpFrac >>> 16)) >>> 0;
-      far.rtcpSock.send(buildReport(77, null, { ssrc: sr.ssrc, fractionLost: 25, cumulativeLost: 3, extendedMax: 100, jitter: 80, lsr, dlsr: 0 }), leg.port + 1, '127.0.0.1');
+      far.rtcpSock.send(
+        buildReport(77, null, { ssrc: sr.ssrc, fractionLost: 25, cumulativeLost: 3, extendedMax: 100, jitter: 80, lsr, dlsr: 0 }),
+        leg.port + 1,
+        '127.0.0.1',
+      );
       await new Promise((r) => setTimeout(r, 100));
 
       const m = await leg.stop();
@@ -231,15 +246,21 @@ for (const [i, [title, make]] of hosts.entries()) {
 
 for (const [i, [title, make]] of hosts.entries()) {
   describe(`${title}: bridged transfer`, () => {
-    it('bridgeTo relays each far end\'s audio to the other party at 8 kHz, without the engine', async () => {
+    it("bridgeTo relays each far end's audio to the other party at 8 kHz, without the engine", async () => {
       const host = make(42000 + i * 100);
       cleanups.push(() => host.close());
       const [farA, farB] = [await farEnd(), await farEnd()];
       const [a, b] = [await host.open(), await host.open()];
       let toEngine = 0;
       const handlers = { onAudio16k: () => void toEngine++, onDtmf: () => undefined };
-      a.start({ codec: 'PCMU', payloadType: 0, dtmfPayloadType: null, remoteHost: '127.0.0.1', remotePort: farA.port, remoteRtcpPort: farA.rtcpPort }, handlers);
-      b.start({ codec: 'PCMA', payloadType: 8, dtmfPayloadType: null, remoteHost: '127.0.0.1', remotePort: farB.port, remoteRtcpPort: farB.rtcpPort }, handlers);
+      a.start(
+        { codec: 'PCMU', payloadType: 0, dtmfPayloadType: null, remoteHost: '127.0.0.1', remotePort: farA.port, remoteRtcpPort: farA.rtcpPort },
+        handlers,
+      );
+      b.start(
+        { codec: 'PCMA', payloadType: 8, dtmfPayloadType: null, remoteHost: '127.0.0.1', remotePort: farB.port, remoteRtcpPort: farB.rtcpPort },
+        handlers,
+      );
       a.play(new Int16Array(8000).fill(5000)); // the AI was talking: dropped at the bridge
       a.bridgeTo(b);
       b.bridgeTo(a);
@@ -250,7 +271,7 @@ for (const [i, [title, make]] of hosts.entries()) {
         await new Promise((r) => setTimeout(r, 20));
       }
       const loud = (g: { payload: Buffer }) => Math.abs(decodeG711('PCMA', g.payload.subarray(0, 1))[0]) > 1500;
-      await until(() => farB.got.filter(loud).length >= 15 || undefined, 5000, 'A\'s audio at B');
+      await until(() => farB.got.filter(loud).length >= 15 || undefined, 5000, "A's audio at B");
       expect(farB.got.filter(loud).every((g) => Math.abs(decodeG711('PCMA', g.payload.subarray(0, 1))[0] - 2000) < 150)).toBe(true);
       expect(farA.got.filter((g) => g.payload[0] !== 0xff).length).toBe(0); // the AI's queued audio never played
       expect(toEngine).toBe(0);
@@ -261,18 +282,22 @@ for (const [i, [title, make]] of hosts.entries()) {
 }
 
 describe('two media threads: the port stays ours', () => {
-  it('a later SO_REUSEADDR socket of another program on the port does not receive the call\'s media', async () => {
+  it("a later SO_REUSEADDR socket of another program on the port does not receive the call's media", async () => {
     if (process.platform !== 'linux') return;
     const host = new ThreadMediaHost({ min: 41700, max: 41799, host: '127.0.0.1', split: true });
     cleanups.push(() => host.close());
     const far = await farEnd();
     const leg = await host.open();
     const heard: Int16Array[] = [];
-    leg.start({ codec: 'PCMA', payloadType: 8, dtmfPayloadType: null, remoteHost: '127.0.0.1', remotePort: far.port }, { onAudio16k: (pcm) => heard.push(pcm), onDtmf: () => undefined });
+    leg.start(
+      { codec: 'PCMA', payloadType: 8, dtmfPayloadType: null, remoteHost: '127.0.0.1', remotePort: far.port },
+      { onAudio16k: (pcm) => heard.push(pcm), onDtmf: () => undefined },
+    );
     await until(() => far.got.length >= 2, 5000, 'first packets');
     const frame = encodeG711('PCMA', new Int16Array(160).fill(1000));
     const burst = (from: number) => {
-      for (let i = from; i < from + 12; i++) far.sock.send(buildRtp({ marker: false, payloadType: 8, sequence: i, timestamp: i * 160, ssrc: 5, payload: frame }), leg.port, '127.0.0.1');
+      for (let i = from; i < from + 12; i++)
+        far.sock.send(buildRtp({ marker: false, payloadType: 8, sequence: i, timestamp: i * 160, ssrc: 5, payload: frame }), leg.port, '127.0.0.1');
     };
     // Audio coming up means the receiver runs (and its connect(), issued before, has long completed).
     burst(0);
@@ -297,7 +322,10 @@ describe('media timeout', () => {
     const leg = await host.open();
     let timeouts = 0;
     const target = { remoteHost: '127.0.0.1', remotePort: far.port, remoteRtcpPort: far.rtcpPort };
-    leg.start({ codec: 'PCMU', payloadType: 0, dtmfPayloadType: null, ...target, mediaTimeoutMs: 300 }, { onAudio16k: () => undefined, onDtmf: () => undefined, onMediaTimeout: () => timeouts++ });
+    leg.start(
+      { codec: 'PCMU', payloadType: 0, dtmfPayloadType: null, ...target, mediaTimeoutMs: 300 },
+      { onAudio16k: () => undefined, onDtmf: () => undefined, onMediaTimeout: () => timeouts++ },
+    );
     leg.retarget({ ...target, expectMedia: false }); // on hold: silence is expected
     await new Promise((r) => setTimeout(r, 600));
     expect(timeouts).toBe(0);

@@ -45,7 +45,8 @@ describe('RTP (RFC 3550)', () => {
 
   it('reports each RFC 4733 DTMF event once', () => {
     const rx = new DtmfReceiver();
-    const pkt = (ts: number, ev: number, end: boolean) => parseRtp(buildRtp({ marker: false, payloadType: 101, sequence: 1, timestamp: ts, ssrc: 1, payload: Buffer.from([ev, end ? 0x8a : 0x0a, 0, 160]) }))!;
+    const pkt = (ts: number, ev: number, end: boolean) =>
+      parseRtp(buildRtp({ marker: false, payloadType: 101, sequence: 1, timestamp: ts, ssrc: 1, payload: Buffer.from([ev, end ? 0x8a : 0x0a, 0, 160]) }))!;
     expect(rx.onPacket(pkt(1000, 5, false))).toBe('5');
     expect(rx.onPacket(pkt(1000, 5, false))).toBeNull();
     expect(rx.onPacket(pkt(1000, 5, true))).toBeNull();
@@ -95,8 +96,16 @@ describe('SDP offer/answer (RFC 3264)', () => {
     const offer = sdpTransform.parse(buildOffer({ host: '127.0.0.1', port: 20000, codecs: ['PCMA'], sessionId: 1 }));
     expect(offer.media[0]).toMatchObject({ type: 'audio', port: 20000, protocol: 'RTP/AVP', payloads: '8 101', ptime: 20, direction: 'sendrecv' });
     expect(offer.media[0].rtp.map((r) => r.codec)).toEqual(['PCMA', 'telephone-event']);
-    const answer = 'v=0\r\no=- 1 1 IN IP4 10.0.0.2\r\ns=-\r\nc=IN IP4 10.0.0.2\r\nt=0 0\r\nm=audio 30000 RTP/AVP 0 8 96\r\na=rtpmap:96 telephone-event/8000\r\n';
-    expect(parseAnswer(answer, ['PCMA', 'PCMU'])).toEqual({ host: '10.0.0.2', port: 30000, rtcpPort: 30001, codec: 'PCMU', payloadType: 0, dtmfPayloadType: 96 });
+    const answer =
+      'v=0\r\no=- 1 1 IN IP4 10.0.0.2\r\ns=-\r\nc=IN IP4 10.0.0.2\r\nt=0 0\r\nm=audio 30000 RTP/AVP 0 8 96\r\na=rtpmap:96 telephone-event/8000\r\n';
+    expect(parseAnswer(answer, ['PCMA', 'PCMU'])).toEqual({
+      host: '10.0.0.2',
+      port: 30000,
+      rtcpPort: 30001,
+      codec: 'PCMU',
+      payloadType: 0,
+      dtmfPayloadType: 96,
+    });
     // RFC 3605: an explicit RTCP port wins over RTP port + 1.
     expect(parseAnswer(answer + 'a=rtcp:40001\r\n', ['PCMU']).rtcpPort).toBe(40001);
     expect(parseAnswer(answer, ['PCMA'])).toMatchObject({ codec: 'PCMA', payloadType: 8 });
@@ -114,4 +123,3 @@ describe('SDP offer/answer (RFC 3264)', () => {
     expect(() => parseReoffer(base.replace('m=audio 31000', 'm=audio 0'))).toThrow(SdpError);
   });
 });
-

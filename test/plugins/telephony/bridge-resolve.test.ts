@@ -22,7 +22,7 @@ describe('SRV order (RFC 2782)', () => {
 });
 
 describe('SipResolver', () => {
-  it('follows SRV to the target\'s address and port, per transport', async () => {
+  it("follows SRV to the target's address and port, per transport", async () => {
     dns.records.set('_sip._tcp.pbx.example.test', [{ type: 'SRV', priority: 1, weight: 1, port: 5070, target: 'tcp1.example.test' }]);
     dns.records.set('_sip._udp.pbx.example.test', [{ type: 'SRV', priority: 1, weight: 1, port: 5062, target: 'udp1.example.test' }]);
     dns.records.set('tcp1.example.test', [{ type: 'A', address: '127.0.0.2' }]);
@@ -30,7 +30,7 @@ describe('SipResolver', () => {
     expect(await resolver.locate('pbx.example.test', 'tcp', 5060)).toEqual({ host: '127.0.0.2', port: 5070, via: 'srv' });
     expect(await resolver.locate('pbx.example.test', 'udp', 5060)).toEqual({ host: '127.0.0.3', port: 5062, via: 'srv' });
   });
-  it('skips a target without an address; without SRV uses the host\'s address and the configured port', async () => {
+  it("skips a target without an address; without SRV uses the host's address and the configured port", async () => {
     dns.records.set('_sip._udp.two.example.test', [
       { type: 'SRV', priority: 1, weight: 1, port: 1111, target: 'gone.example.test' },
       { type: 'SRV', priority: 2, weight: 1, port: 2222, target: 'here.example.test' },

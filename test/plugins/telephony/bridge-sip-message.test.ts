@@ -112,7 +112,9 @@ describe('SIP message parser (RFC 3261 §7)', () => {
 
 describe('digest authentication', () => {
   it('matches the RFC 2617 §3.5 MD5 example', () => {
-    const ch = parseChallenge('Digest realm="testrealm@host.com", qop="auth,auth-int", nonce="dcd98b7102dd2f0e8b11d0f600bfb0c093", opaque="5ccc069c403ebaf9f0171e9517f40e41"');
+    const ch = parseChallenge(
+      'Digest realm="testrealm@host.com", qop="auth,auth-int", nonce="dcd98b7102dd2f0e8b11d0f600bfb0c093", opaque="5ccc069c403ebaf9f0171e9517f40e41"',
+    );
     expect(ch).not.toBeNull();
     const v = digestAuthorization(ch!, { method: 'GET', uri: '/dir/index.html', username: 'Mufasa', password: 'Circle Of Life', nc: 1, cnonce: '0a4f113b' });
     expect(v).toContain('response="6629fae49393a05397450978507c4ef1"');
@@ -127,7 +129,14 @@ describe('digest authentication', () => {
     ];
     const ch = pickChallenge(headers);
     expect(ch?.algorithm).toBe('SHA-256');
-    const v = digestAuthorization(ch!, { method: 'GET', uri: '/dir/index.html', username: 'Mufasa', password: 'Circle of Life', nc: 1, cnonce: 'f2/wE4q74E6zIJEtWaHKaf5wv/H5QzzpXusqGemxURZJ' });
+    const v = digestAuthorization(ch!, {
+      method: 'GET',
+      uri: '/dir/index.html',
+      username: 'Mufasa',
+      password: 'Circle of Life',
+      nc: 1,
+      cnonce: 'f2/wE4q74E6zIJEtWaHKaf5wv/H5QzzpXusqGemxURZJ',
+    });
     expect(v).toContain('response="753927fa0e85d155564e2e272a28d1802ca10daf4496794697cf8db5856cb6c1"');
   });
 

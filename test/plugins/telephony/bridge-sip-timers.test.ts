@@ -79,7 +79,13 @@ describe('client transaction timers (RFC 3261 §17.1, T1 = 500 ms)', () => {
 });
 
 describe('the UA bounds what the INVITE transaction no longer does', () => {
-  function setup(): { t: RecordingTransport; call: OutboundCall; events: string[]; invite: () => SipRequest; respond: (status: number, reason: string, req?: SipRequest) => void } {
+  function setup(): {
+    t: RecordingTransport;
+    call: OutboundCall;
+    events: string[];
+    invite: () => SipRequest;
+    respond: (status: number, reason: string, req?: SipRequest) => void;
+  } {
     const t = new RecordingTransport();
     const ua = new SipUserAgent(t, '127.0.0.1');
     const call = ua.invite({ id: 't1', host: '127.0.0.1', port: PEER.port, transport: 'udp' }, '+4930123456', 'Acme', 'v=0\r\n');

@@ -3,7 +3,16 @@ import dgram from 'node:dgram';
 import net from 'node:net';
 import { SipTransport } from '../../../plugins/telephony/bridge/sip/transport.ts';
 import { TransactionLayer } from '../../../plugins/telephony/bridge/sip/transaction.ts';
-import { makeResponse, newBranch, parseDatagram, serialize, SipHeaders, StreamFramer, type SipRequest, type SipResponse } from '../../../plugins/telephony/bridge/sip/message.ts';
+import {
+  makeResponse,
+  newBranch,
+  parseDatagram,
+  serialize,
+  SipHeaders,
+  StreamFramer,
+  type SipRequest,
+  type SipResponse,
+} from '../../../plugins/telephony/bridge/sip/message.ts';
 import { cleanupsAfterEach } from '../../support/cleanup.ts';
 
 const T = { T1: 100, T2: 400, T4: 200 };
@@ -61,7 +70,11 @@ describe('SIP client transactions (RFC 3261 §17.1)', () => {
     });
     const seen: number[] = [];
     const inv = request('INVITE', `127.0.0.1:${t.port}`);
-    layer.sendRequest(inv, { host: '127.0.0.1', port: peer.port, transport: 'udp' }, { onResponse: (r) => seen.push(r.status), onTimeout: () => seen.push(-1) });
+    layer.sendRequest(
+      inv,
+      { host: '127.0.0.1', port: peer.port, transport: 'udp' },
+      { onResponse: (r) => seen.push(r.status), onTimeout: () => seen.push(-1) },
+    );
     // Wait for both finals (timing on a loaded machine varies; the order does not).
     for (let i = 0; i < 100 && peer.got.filter((r) => r.method === 'ACK').length < 2; i++) await new Promise((r) => setTimeout(r, 20));
     await new Promise((r) => setTimeout(r, 4 * T.T1));
@@ -79,7 +92,11 @@ describe('SIP client transactions (RFC 3261 §17.1)', () => {
     const layer = new TransactionLayer(t, { T1: 10, T2: 40, T4: 50 });
     const peer = await udpPeer();
     const reason = await new Promise<string>((resolve) =>
-      layer.sendRequest(request('INVITE', `127.0.0.1:${t.port}`), { host: '127.0.0.1', port: peer.port, transport: 'udp' }, { onResponse: () => undefined, onTimeout: resolve }),
+      layer.sendRequest(
+        request('INVITE', `127.0.0.1:${t.port}`),
+        { host: '127.0.0.1', port: peer.port, transport: 'udp' },
+        { onResponse: () => undefined, onTimeout: resolve },
+      ),
     );
     expect(reason).toMatch(/timeout/);
     expect(peer.got.length).toBeGreaterThanOrEqual(6); // 0, 10, 30, 70, 150, 310 ms < 640
@@ -102,13 +119,20 @@ describe('SIP client transactions (RFC 3261 §17.1)', () => {
       });
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    cleanups.push(() => new Promise((r) => {
-      for (const c of conns) c.destroy();
-      server.close(r);
-    }));
+    cleanups.push(
+      () =>
+        new Promise((r) => {
+          for (const c of conns) c.destroy();
+          server.close(r);
+        }),
+    );
     const port = (server.address() as net.AddressInfo).port;
     const status = await new Promise<number>((resolve) =>
-      layer.sendRequest(request('OPTIONS', `127.0.0.1:${t.port}`, 'TCP'), { host: '127.0.0.1', port, transport: 'tcp' }, { onResponse: (r) => resolve(r.status), onTimeout: () => resolve(-1) }),
+      layer.sendRequest(
+        request('OPTIONS', `127.0.0.1:${t.port}`, 'TCP'),
+        { host: '127.0.0.1', port, transport: 'tcp' },
+        { onResponse: (r) => resolve(r.status), onTimeout: () => resolve(-1) },
+      ),
     );
     expect(status).toBe(200);
     expect(count).toBe(1);

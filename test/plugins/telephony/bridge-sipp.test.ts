@@ -18,9 +18,9 @@ let bridge: ChildProcess;
 let controlUrl = '';
 let callbacks: http.Server;
 const dns = new DnsServer();
-const events: Array<Record<string, unknown>> = [];
-const waiters: Array<() => void> = [];
-const cleanups: Array<() => Promise<unknown>> = [];
+const events: Record<string, unknown>[] = [];
+const waiters: (() => void)[] = [];
+const cleanups: (() => Promise<unknown>)[] = [];
 
 async function api(method: string, path: string, body?: unknown, token = TOKEN): Promise<{ status: number; json: Record<string, unknown> }> {
   const res = await fetch(controlUrl + path, {
@@ -31,7 +31,7 @@ async function api(method: string, path: string, body?: unknown, token = TOKEN):
   return { status: res.status, json: (await res.json()) as Record<string, unknown> };
 }
 
-function eventsOf(callId: string): Array<Record<string, unknown>> {
+function eventsOf(callId: string): Record<string, unknown>[] {
   return events.filter((e) => e.callId === callId);
 }
 
@@ -148,7 +148,9 @@ function placeBody(callId: string, trunkIds: string[], engineUrl: string, extra:
 }
 
 /** One call against one SIPp far end; resolves with the `ended` event. */
-async function runCall(c: CallSetup): Promise<{ ended: Record<string, unknown>; all: Array<Record<string, unknown>>; sippRun: SippRun; engine: GeminiLiveFake; callId: string }> {
+async function runCall(
+  c: CallSetup,
+): Promise<{ ended: Record<string, unknown>; all: Record<string, unknown>[]; sippRun: SippRun; engine: GeminiLiveFake; callId: string }> {
   const s = await sipp(c.sipp);
   const engine = await fake(c.script, c.fakeKey);
   const put = await api('PUT', '/trunks', { trunks: [trunkFor('t1', s, c.sipp, c.trunk)] });
@@ -181,7 +183,9 @@ describe('telephony bridge against SIPp', () => {
     const r = await api('POST', '/calls', { ...placeBody('c1', ['t1'], 'ws://127.0.0.1:1'), phone: '030 123' });
     expect(r.status).toBe(400);
     expect(r.json.error_description).toMatch(/^phone/);
-    const t = await api('PUT', '/trunks', { trunks: [{ id: 'x', host: 'h', port: 99999, transport: 'udp', register: false, maxConcurrentCalls: 1, codecs: [] }] });
+    const t = await api('PUT', '/trunks', {
+      trunks: [{ id: 'x', host: 'h', port: 99999, transport: 'udp', register: false, maxConcurrentCalls: 1, codecs: [] }],
+    });
     expect(t.status).toBe(400);
     expect(t.json.error_description).toMatch(/trunks\.0\.port/);
     expect((await api('POST', '/calls/nope/hangup', {})).status).toBe(404);
@@ -190,7 +194,12 @@ describe('telephony bridge against SIPp', () => {
   it('UDP: answers, plays G.711 A-law from a pcap to the AI, the AI talks and ends the call (finished)', async () => {
     const { ended, all, sippRun, engine } = await runCall({
       sipp: { scenario: 'answer-play-pcap' },
-      script: [{ say: 'Guten Tag, hier ist Acme.', audioMs: 600 }, { hear: 'Hallo?', ms: 400 }, { say: 'Ihr Termin ist morgen. Auf Wiederhören.', audioMs: 600 }, { tool: 'end_call' }],
+      script: [
+        { say: 'Guten Tag, hier ist Acme.', audioMs: 600 },
+        { hear: 'Hallo?', ms: 400 },
+        { say: 'Ihr Termin ist morgen. Auf Wiederhören.', audioMs: 600 },
+        { tool: 'end_call' },
+      ],
       trunk: { codecs: ['PCMA'] },
     });
     expect(all.map((e) => e.type)).toEqual(['dialing', 'answered', 'ended']);
@@ -198,16 +207,40 @@ describe('telephony bridge against SIPp', () => {
     expect(answered).toMatchObject({ trunkId: 't1' });
     expect(answered.answerMs as number).toBeGreaterThanOrEqual(0);
     expect(ended).toMatchObject({ outcome: 'finished', answered: true, trunkId: 't1', errorDetail: '', sipStatus: null });
-    const tr = ended.transcript as { turns: Array<{ speaker: string; text: string; ts: string }>; tokensTotal: number; tokensPrompt: number; inputTurns: number; outputTurns: number; model: string; voice: string; language: string };
+    const tr = ended.transcript as {
+      turns: { speaker: string; text: string; ts: string }[];
+      tokensTotal: number;
+      tokensPrompt: number;
+      inputTurns: number;
+      outputTurns: number;
+      model: string;
+      voice: string;
+      language: string;
+    };
     expect(tr.turns.map((t) => [t.speaker, t.text])).toEqual([
       ['AI', 'Guten Tag, hier ist Acme.'],
       ['Caller', 'Hallo?'],
       ['AI', 'Ihr Termin ist morgen. Auf Wiederhören.'],
     ]);
-    expect(tr).toMatchObject({ tokensTotal: 300, tokensPrompt: 240, inputTurns: 1, outputTurns: 2, model: 'gemini-live-2.5-flash-preview', voice: 'Puck', language: 'de-DE' });
+    expect(tr).toMatchObject({
+      tokensTotal: 300,
+      tokensPrompt: 240,
+      inputTurns: 1,
+      outputTurns: 2,
+      model: 'gemini-live-2.5-flash-preview',
+      voice: 'Puck',
+      language: 'de-DE',
+    });
     // The caller's audio from the pcap reached the engine as 16 kHz PCM.
     expect(engine.sessions[0].audioBytesIn).toBeGreaterThan(400 * 32);
-    const setup = engine.sessions[0].setup as { model: string; generationConfig: { responseModalities: string[]; speechConfig: { voiceConfig: { prebuiltVoiceConfig: { voiceName: string } }; languageCode: string } }; tools: Array<{ functionDeclarations: Array<{ name: string }> }>; inputAudioTranscription: object; outputAudioTranscription: object; systemInstruction: { parts: Array<{ text: string }> } };
+    const setup = engine.sessions[0].setup as {
+      model: string;
+      generationConfig: { responseModalities: string[]; speechConfig: { voiceConfig: { prebuiltVoiceConfig: { voiceName: string } }; languageCode: string } };
+      tools: { functionDeclarations: { name: string }[] }[];
+      inputAudioTranscription: object;
+      outputAudioTranscription: object;
+      systemInstruction: { parts: { text: string }[] };
+    };
     expect(setup.model).toBe('models/gemini-live-2.5-flash-preview');
     expect(setup.generationConfig.responseModalities).toEqual(['AUDIO']);
     expect(setup.generationConfig.speechConfig.voiceConfig.prebuiltVoiceConfig.voiceName).toBe('Puck');
@@ -237,7 +270,7 @@ describe('telephony bridge against SIPp', () => {
     });
     expect(ended).toMatchObject({ outcome: 'finished', answered: true });
     const stats = await api('GET', '/stats');
-    const m = (stats.json.ended as Array<{ callId: string; packetsSent: number; packetsReceived: number }>).find((x) => x.callId === callId)!;
+    const m = (stats.json.ended as { callId: string; packetsSent: number; packetsReceived: number }[]).find((x) => x.callId === callId)!;
     expect(m.packetsSent).toBeGreaterThan(50);
     expect(m.packetsReceived).toBeGreaterThan(m.packetsSent * 0.5); // SIPp's echo may drop some on a loaded machine
     expect((await sippRun.exited).code).toBe(0);
@@ -247,7 +280,11 @@ describe('telephony bridge against SIPp', () => {
     ['401', 'udp'],
     ['407', 'tcp'],
   ] as const)('answers a %s digest challenge (MD5, qop=auth) over %s', async (kind, transport) => {
-    const { ended, sippRun } = await runCall({ sipp: { scenario: `auth-${kind}`, transport }, script: GREET_AND_END, trunk: { username: 'alice', password: 's3cret' } });
+    const { ended, sippRun } = await runCall({
+      sipp: { scenario: `auth-${kind}`, transport },
+      script: GREET_AND_END,
+      trunk: { username: 'alice', password: 's3cret' },
+    });
     expect(ended).toMatchObject({ outcome: 'finished', answered: true });
     expect((await sippRun.exited).code).toBe(0);
   });
@@ -283,22 +320,33 @@ describe('telephony bridge against SIPp', () => {
   });
 
   it('hang up mid-sentence: the AI turn so far is kept, outcome far-hangup', async () => {
-    const { ended, sippRun } = await runCall({ sipp: { scenario: 'hangup-mid-sentence' }, script: [{ say: 'Ich erzähle Ihnen jetzt eine sehr lange Geschichte.', audioMs: 20_000, chunkMs: 500 }, { tool: 'end_call' }] });
+    const { ended, sippRun } = await runCall({
+      sipp: { scenario: 'hangup-mid-sentence' },
+      script: [{ say: 'Ich erzähle Ihnen jetzt eine sehr lange Geschichte.', audioMs: 20_000, chunkMs: 500 }, { tool: 'end_call' }],
+    });
     expect(ended.outcome).toBe('far-hangup');
-    expect((ended.transcript as { turns: Array<{ speaker: string }> }).turns[0].speaker).toBe('AI');
+    expect((ended.transcript as { turns: { speaker: string }[] }).turns[0].speaker).toBe('AI');
     expect(ended.talkSec as number).toBeLessThan(10);
     expect((await sippRun.exited).code).toBe(0);
   });
 
   it('maxSeconds ends the call with BYE as max-duration', async () => {
-    const { ended, sippRun } = await runCall({ sipp: { scenario: 'answer' }, script: [{ say: 'Hallo.', audioMs: 300 }, { wait: 15_000 }], call: { maxSeconds: 1 } });
+    const { ended, sippRun } = await runCall({
+      sipp: { scenario: 'answer' },
+      script: [{ say: 'Hallo.', audioMs: 300 }, { wait: 15_000 }],
+      call: { maxSeconds: 1 },
+    });
     expect(ended).toMatchObject({ outcome: 'max-duration', answered: true });
     expect((await sippRun.exited).code).toBe(0);
   });
 
   it('a far end that goes silent (no RTP, no RTCP, no BYE) is hung up after mediaTimeoutSec; one that keeps sending is not', async () => {
     // SIPp 'answer' without -rtp_echo sends no media at all after its 200 OK.
-    const { ended, sippRun } = await runCall({ sipp: { scenario: 'answer' }, script: [{ say: 'Hallo.', audioMs: 300 }, { wait: 15_000 }], call: { mediaTimeoutSec: 1 } });
+    const { ended, sippRun } = await runCall({
+      sipp: { scenario: 'answer' },
+      script: [{ say: 'Hallo.', audioMs: 300 }, { wait: 15_000 }],
+      call: { mediaTimeoutSec: 1 },
+    });
     expect(ended).toMatchObject({ outcome: 'failed', answered: true, errorDetail: 'no media from the far end for 1 s' });
     expect((await sippRun.exited).code).toBe(0); // it got our BYE
     expect(ended.talkSec as number).toBeLessThanOrEqual(3);
@@ -316,7 +364,7 @@ describe('telephony bridge against SIPp', () => {
     expect((await echo.exited).code).toBe(0);
   });
 
-  it('follows a re-INVITE that moves the far end\'s media: RTP goes to the new port, media from there is accepted', async () => {
+  it("follows a re-INVITE that moves the far end's media: RTP goes to the new port, media from there is accepted", async () => {
     const moved = dgram.createSocket('udp4');
     await new Promise<void>((r) => moved.bind(0, '127.0.0.1', r));
     cleanups.push(() => new Promise((r) => moved.close(() => r(undefined))));
@@ -345,7 +393,7 @@ describe('telephony bridge against SIPp', () => {
     await api('POST', `/calls/${callId}/hangup`, { reason: 'finished' });
     await waitFor(() => eventsOf(callId).find((e) => e.type === 'ended'));
     expect((await s.exited).code).toBe(0);
-    const st = (await api('GET', '/stats')).json.ended as Array<{ callId: string; packetsReceived: number }>;
+    const st = (await api('GET', '/stats')).json.ended as { callId: string; packetsReceived: number }[];
     expect(st.find((m) => m.callId === callId)!.packetsReceived).toBeGreaterThanOrEqual(100);
   });
 
@@ -359,7 +407,13 @@ describe('telephony bridge against SIPp', () => {
   });
 
   it('transfer_to_user sends REFER to the number, emits transferred, then ends as transferred-to-vnum', async () => {
-    const { ended, all, engine, sippRun } = await runCall({ sipp: { scenario: 'answer-refer' }, script: [{ say: 'Ich verbinde Sie.', audioMs: 300 }, { tool: 'transfer_to_user', args: { phone: '+4989777' } }] });
+    const { ended, all, engine, sippRun } = await runCall({
+      sipp: { scenario: 'answer-refer' },
+      script: [
+        { say: 'Ich verbinde Sie.', audioMs: 300 },
+        { tool: 'transfer_to_user', args: { phone: '+4989777' } },
+      ],
+    });
     expect(all.map((e) => e.type)).toEqual(['dialing', 'answered', 'transferred', 'ended']);
     expect(all[2]).toMatchObject({ toPhone: '+4989777', toUser: '', transferType: 'outbound-to-user', trunkId: 't1' });
     expect(ended.outcome).toBe('transferred-to-vnum');
@@ -389,7 +443,7 @@ describe('telephony bridge against SIPp', () => {
     // A name without SRV records or address: the trunk stays, /health says why.
     await api('PUT', '/trunks', { trunks: [{ ...trunkFor('t2', s, { scenario: 'answer' }), host: 'nowhere.example.test', dnsSrv: true }] });
     const h = await api('GET', '/health');
-    expect((h.json.trunks as Array<{ id: string; lastError: string | null }>).find((t) => t.id === 't2')!.lastError).toMatch(/nowhere\.example\.test/);
+    expect((h.json.trunks as { id: string; lastError: string | null }[]).find((t) => t.id === 't2')!.lastError).toMatch(/nowhere\.example\.test/);
   });
 
   it('a 503 from the first SRV target moves the INVITE to the next one of the same trunk (RFC 3263 §4.3)', async () => {
@@ -422,14 +476,14 @@ describe('telephony bridge against SIPp', () => {
     await waitFor(() => eventsOf(callId).find((e) => e.type === 'transferred'));
     expect(engine.sessions[0].toolResponses[0]).toMatchObject({ name: 'transfer_to_user', response: { ok: true } });
     expect(eventsOf(callId).find((e) => e.type === 'transferred')).toMatchObject({ toPhone: '+4989777', transferType: 'outbound-to-user', trunkId: 't1' });
-    expect(((await api('GET', '/calls')).json.calls as Array<{ callId: string }>).map((c) => c.callId)).toEqual([callId]); // still up, bridged
+    expect(((await api('GET', '/calls')).json.calls as { callId: string }[]).map((c) => c.callId)).toEqual([callId]); // still up, bridged
     await new Promise((r) => setTimeout(r, 600)); // media flows both ways through the echoes
     await api('POST', `/calls/${callId}/hangup`, { reason: 'finished' });
     const ended = await waitFor(() => eventsOf(callId).find((e) => e.type === 'ended'));
     expect(ended).toMatchObject({ outcome: 'transferred-to-vnum', answered: true });
     const exit = await s.exited; // both calls got their BYE
     expect(exit.code, exit.output).toBe(0);
-    const st = (await api('GET', '/stats')).json.ended as Array<{ callId: string; relayedFrames: number }>;
+    const st = (await api('GET', '/stats')).json.ended as { callId: string; relayedFrames: number }[];
     expect(st.find((m) => m.callId === callId)!.relayedFrames).toBeGreaterThan(10);
   });
 
@@ -452,7 +506,10 @@ describe('telephony bridge against SIPp', () => {
   });
 
   it('goAway: the client resumes on a new socket with the sessionResumption handle', async () => {
-    const { ended, engine } = await runCall({ sipp: { scenario: 'answer' }, script: [{ say: 'Teil eins.', audioMs: 300 }, { goAway: true }, { say: 'Teil zwei.', audioMs: 300 }, { tool: 'end_call' }] });
+    const { ended, engine } = await runCall({
+      sipp: { scenario: 'answer' },
+      script: [{ say: 'Teil eins.', audioMs: 300 }, { goAway: true }, { say: 'Teil zwei.', audioMs: 300 }, { tool: 'end_call' }],
+    });
     expect(ended.outcome).toBe('finished');
     expect(engine.sessions).toHaveLength(2);
     expect(engine.sessions[1].resumedFrom).toMatch(/^h-/);
@@ -484,7 +541,11 @@ describe('telephony bridge against SIPp', () => {
     expect(h.json).toEqual({ ok: true, state: 'answered' });
     const ended = await waitFor(() => eventsOf(callId).find((e) => e.type === 'ended'));
     expect(ended).toMatchObject({ outcome: 'cancelled', trunkId: 'b', answered: true });
-    expect(eventsOf(callId).filter((e) => e.type === 'dialing').map((e) => e.trunkId)).toEqual(['a', 'b']);
+    expect(
+      eventsOf(callId)
+        .filter((e) => e.type === 'dialing')
+        .map((e) => e.trunkId),
+    ).toEqual(['a', 'b']);
     expect((await good.exited).code).toBe(0);
     const seqs = events.map((e) => e.seq as number);
     expect([...seqs].sort((x, y) => x - y)).toEqual(seqs); // delivered in order

@@ -21,11 +21,17 @@ beforeAll(async () => {
   clock = new ManualClock(Date.parse('2026-01-01T00:00:00Z'));
   s = await startTestServer({
     clock,
-    overrides: { plugins: { telephony: { bridge: { mode: 'remote', url: fake.url, token: TOKEN }, mail: { host: '127.0.0.1', port: smtp.port, from: 'calls@appliance.test' } } } },
+    overrides: {
+      plugins: {
+        telephony: { bridge: { mode: 'remote', url: fake.url, token: TOKEN }, mail: { host: '127.0.0.1', port: smtp.port, from: 'calls@appliance.test' } },
+      },
+    },
   });
   fake.callbackUrl = `${s.url}/internal/bridge/events`;
   keyB = (await s.addTenant(B)).adminKey;
-  expect((await adm(s, '/signal.ashx?trunks=save', 'trunks-save', { id: 'main', name: 'Main', host: '127.0.0.1', password: 'trunk-pw-1', register: true })).status).toBe(200);
+  expect(
+    (await adm(s, '/signal.ashx?trunks=save', 'trunks-save', { id: 'main', name: 'Main', host: '127.0.0.1', password: 'trunk-pw-1', register: true })).status,
+  ).toBe(200);
   await adm(s, '/signal.ashx?trunks=save', 'trunks-save', { id: 'backup', name: 'Backup', host: '127.0.0.2' });
   await adm(s, '/signal.ashx?telephony=settings-save', 'telephony-settings-save', { defaultTrunkId: 'main' });
   await s.fetch(`${V1}/outbound-routes`, { method: 'POST', key: s.adminKey, json: { match: '+49*', trunkIds: ['main', 'backup'] } });
@@ -85,7 +91,10 @@ describe('POST /calls validation: every bad field answers 400 naming it', () => 
     expect(ok.status).toBe(200);
     // Tenant B has no trunk: the call fails at once, with the reason.
     expect(ok.body.ok).toBe(false);
-    expect((await j(s.fetch(`${V1}/calls/${ok.body.callId}`, { key: keyB, host: B }))).body).toMatchObject({ status: 'ended-failed-final', errorDetail: expect.stringContaining('no outbound route') });
+    expect((await j(s.fetch(`${V1}/calls/${ok.body.callId}`, { key: keyB, host: B }))).body).toMatchObject({
+      status: 'ended-failed-final',
+      errorDetail: expect.stringContaining('no outbound route'),
+    });
   });
   it('nothing is stored for a rejected request', async () => {
     const before = (await j(s.fetch(`${V1}/calls`, { key: s.adminKey }))).body.total;
@@ -105,10 +114,23 @@ describe('placing a call', () => {
     id = r.body.callId;
     const [p] = placedFor(id);
     expect(p).toMatchObject({
-      callId: id, tenantId: s.primary.id, phone: '+4930123456', displayName: 'Dr. Example', trunkIds: [`${s.primary.id}.main`, `${s.primary.id}.backup`],
-      ringTimeoutSec: 45, maxSeconds: 300, engine: { apiKey: 'AIza-test-engine-key-42', voice: 'Aoede', language: 'en-US', systemPrompt: 'Confirm the appointment on Tuesday.' },
+      callId: id,
+      tenantId: s.primary.id,
+      phone: '+4930123456',
+      displayName: 'Dr. Example',
+      trunkIds: [`${s.primary.id}.main`, `${s.primary.id}.backup`],
+      ringTimeoutSec: 45,
+      maxSeconds: 300,
+      engine: { apiKey: 'AIza-test-engine-key-42', voice: 'Aoede', language: 'en-US', systemPrompt: 'Confirm the appointment on Tuesday.' },
     });
-    expect((await get(id)).body).toMatchObject({ status: 'in-flight', attempt: 1, retriesLeft: 0, retryDelayMinutes: 5, requestedBy: 'admin', email: 'ops@example.com' });
+    expect((await get(id)).body).toMatchObject({
+      status: 'in-flight',
+      attempt: 1,
+      retriesLeft: 0,
+      retryDelayMinutes: 5,
+      requestedBy: 'admin',
+      email: 'ops@example.com',
+    });
   });
   it('whitelists the number once; the engine key is sealed and never returned or logged', async () => {
     const wl = (await j(adm(s, '/signal.ashx?whitelist=list', 'whitelist-list'))).body;
@@ -129,7 +151,7 @@ describe('placing a call', () => {
     expect(l.trunks.find((t: Json) => t.id === 'main')).toMatchObject({ registered: true, lastError: null, hasPassword: true });
     expect(JSON.stringify(l)).not.toContain('trunk-pw-1');
   });
-  it('bridge events drive the state machine and emit the spec\'s events in order', async () => {
+  it("bridge events drive the state machine and emit the spec's events in order", async () => {
     expect((await fake.emit({ type: 'dialing', callId: id, trunkId: `${s.primary.id}.main` })).body).toMatchObject({ ok: true, applied: true });
     const ans = await fake.emit({ type: 'answered', callId: id, trunkId: `${s.primary.id}.main`, answeredAt: '2026-01-01T00:00:10Z', answerMs: 2345 });
     expect(ans.body.applied).toBe(true);
@@ -137,14 +159,50 @@ describe('placing a call', () => {
     const end = await fake.emit(FakeBridge.ended(id, 'finished', { trunkId: `${s.primary.id}.main` }));
     expect(end.body.applied).toBe(true);
     const rec = (await get(id)).body;
-    expect(rec).toMatchObject({ status: 'ended-success', endedReason: 'finished', durationSec: 42, endedAtUtc: '2026-01-01T00:00:52.000Z', transcriptPath: `${id}.json`, errorDetail: '' });
+    expect(rec).toMatchObject({
+      status: 'ended-success',
+      endedReason: 'finished',
+      durationSec: 42,
+      endedAtUtc: '2026-01-01T00:00:52.000Z',
+      transcriptPath: `${id}.json`,
+      errorDetail: '',
+    });
     const ev = eventsOf(s, id);
     expect(ev.map((e) => e.name)).toEqual(['call.answered', 'call.started', 'call.ended', 'outbound-ai.finished', 'transcript.saved']);
-    expect(ev[0]!.data).toEqual({ callId: id, phone: '+4930123456', displayName: 'Dr. Example', did: '', fromNumber: '', trunkId: 'main', direction: 'outbound', source: 'outbound-ai', answerMs: 2345 });
+    expect(ev[0]!.data).toEqual({
+      callId: id,
+      phone: '+4930123456',
+      displayName: 'Dr. Example',
+      did: '',
+      fromNumber: '',
+      trunkId: 'main',
+      direction: 'outbound',
+      source: 'outbound-ai',
+      answerMs: 2345,
+    });
     expect(ev[1]!.data).toMatchObject({ callId: id, phone: '+4930123456', displayName: 'Dr. Example', direction: 'outbound', source: 'outbound-ai' });
     expect(ev[2]!.data).toEqual({ callId: id, number: '', room: '', outcome: 'finished', durationSec: 42, tokens: 1234, source: 'sip' });
-    expect(ev[3]!.data).toEqual({ callId: id, phone: '+4930123456', displayName: 'Dr. Example', outcome: 'finished', answered: true, talkSec: 42, trunk: 'main', inputTurns: 1, outputTurns: 2, errorDetail: '' });
-    expect(ev[4]!.data).toEqual({ callId: id, phone: '+4930123456', displayName: 'Dr. Example', number: '', file: `${id}.json`, outcome: 'finished', source: 'outbound-ai' });
+    expect(ev[3]!.data).toEqual({
+      callId: id,
+      phone: '+4930123456',
+      displayName: 'Dr. Example',
+      outcome: 'finished',
+      answered: true,
+      talkSec: 42,
+      trunk: 'main',
+      inputTurns: 1,
+      outputTurns: 2,
+      errorDetail: '',
+    });
+    expect(ev[4]!.data).toEqual({
+      callId: id,
+      phone: '+4930123456',
+      displayName: 'Dr. Example',
+      number: '',
+      file: `${id}.json`,
+      outcome: 'finished',
+      source: 'outbound-ai',
+    });
   });
   it('a retried callback (same seq) and a late duplicate (new seq) change nothing', async () => {
     const dup = await fake.emit(FakeBridge.ended(id, 'failed'), { seq: 3 });
@@ -154,17 +212,44 @@ describe('placing a call', () => {
     expect((await get(id)).body.status).toBe('ended-success');
     expect(eventsOf(s, id)).toHaveLength(5);
   });
-  it('the transcript is saved with the spec\'s fields and listed', async () => {
+  it("the transcript is saved with the spec's fields and listed", async () => {
     const t = (await j(s.fetch(`${V1}/transcripts/${id}`, { key: s.adminKey }))).body;
     expect(t).toMatchObject({
-      callId: id, callerSource: 'outbound-ai', tenant: s.primary.host, requestedBy: 'admin', phone: '+4930123456', displayName: 'Dr. Example',
-      email: 'ops@example.com', voice: 'Aoede', language: 'en-US', model: 'gemini-live-test', trunkId: 'main', answeredUtc: '2026-01-01T00:00:10.000Z',
-      endedUtc: '2026-01-01T00:00:52.000Z', durationSec: 42, answered: true, outcome: 'finished', errorDetail: '', inputTurns: 1, outputTurns: 2, tokensTotal: 1234,
+      callId: id,
+      callerSource: 'outbound-ai',
+      tenant: s.primary.host,
+      requestedBy: 'admin',
+      phone: '+4930123456',
+      displayName: 'Dr. Example',
+      email: 'ops@example.com',
+      voice: 'Aoede',
+      language: 'en-US',
+      model: 'gemini-live-test',
+      trunkId: 'main',
+      answeredUtc: '2026-01-01T00:00:10.000Z',
+      endedUtc: '2026-01-01T00:00:52.000Z',
+      durationSec: 42,
+      answered: true,
+      outcome: 'finished',
+      errorDetail: '',
+      inputTurns: 1,
+      outputTurns: 2,
+      tokensTotal: 1234,
     });
     expect(t.turns).toHaveLength(3);
     expect(t.turns[1]).toEqual({ speaker: 'Caller', text: 'Oh hi, yes, Tuesday works.', ts: '2026-01-01T00:00:15.000Z' });
     const l = (await j(s.fetch(`${V1}/transcripts`, { key: s.adminKey }))).body;
-    expect(l.data.find((x: Json) => x.callId === id)).toMatchObject({ callId: id, callerSource: 'outbound-ai', source: 'outbound-ai', outcome: 'finished', turnCount: 3, tokensTotal: 1234, tokensPrompt: 800, file: `${id}.json`, phone: '+4930123456' });
+    expect(l.data.find((x: Json) => x.callId === id)).toMatchObject({
+      callId: id,
+      callerSource: 'outbound-ai',
+      source: 'outbound-ai',
+      outcome: 'finished',
+      turnCount: 3,
+      tokensTotal: 1234,
+      tokensPrompt: 800,
+      file: `${id}.json`,
+      phone: '+4930123456',
+    });
     expect(l.data.find((x: Json) => x.callId === id).size).toBeGreaterThan(100);
     expect((await j(s.fetch(`${V1}/transcripts/oac-000000000000`, { key: s.adminKey }))).body.error).toBe('not_found');
   });
@@ -204,12 +289,30 @@ describe('every outcome', () => {
       expect(eventsOf(s, id)[1]!.data).toMatchObject({ outcome, answered: want.transcript });
     });
   }
-  it('transferred emits call.transferred with the spec\'s fields', async () => {
+  it("transferred emits call.transferred with the spec's fields", async () => {
     const id = (await post(call({ email: undefined }))).body.callId as string;
-    await fake.emit({ type: 'transferred', callId: id, toUser: 'alice', toPhone: '+4930999', transferType: 'outbound-to-user', trunkId: `${s.primary.id}.main` });
+    await fake.emit({
+      type: 'transferred',
+      callId: id,
+      toUser: 'alice',
+      toPhone: '+4930999',
+      transferType: 'outbound-to-user',
+      trunkId: `${s.primary.id}.main`,
+    });
     expect(eventsOf(s, id)[0]).toEqual({
       name: 'call.transferred',
-      data: { callId: id, fromVnum: '', fromOutbound: id, fromPhone: '+4930123456', toUser: 'alice', toPhone: '+4930999', transferType: 'outbound-to-user', trunkId: 'main', room: '', source: 'outbound-ai' },
+      data: {
+        callId: id,
+        fromVnum: '',
+        fromOutbound: id,
+        fromPhone: '+4930123456',
+        toUser: 'alice',
+        toPhone: '+4930999',
+        transferType: 'outbound-to-user',
+        trunkId: 'main',
+        room: '',
+        source: 'outbound-ai',
+      },
     });
     await hangup(id);
   });
@@ -236,7 +339,14 @@ describe('hangup', () => {
     const h = await hangup(id);
     expect(h.body).toEqual({ ok: true, callId: id, newStatus: 'cancelled', actor: 'admin' });
     expect(fake.hangups).toContain(id);
-    const rec = await until(async () => { const b = (await get(id)).body; return b.endedAtUtc ? b : null; }, 3000, 'ended after hangup');
+    const rec = await until(
+      async () => {
+        const b = (await get(id)).body;
+        return b.endedAtUtc ? b : null;
+      },
+      3000,
+      'ended after hangup',
+    );
     expect(rec).toMatchObject({ status: 'cancelled', endedReason: 'cancelled' });
     expect(eventsOf(s, id).map((e) => e.name)).toContain('outbound-ai.finished');
   });
@@ -246,7 +356,7 @@ describe('hangup', () => {
     expect((await hangup(id)).body).toMatchObject({ ok: true, newStatus: 'cancelled' });
     expect((await get(id)).body).toMatchObject({ status: 'cancelled', endedReason: 'cancelled', endedAtUtc: expect.any(String) });
   });
-  it('a call the bridge refuses (503 no_capacity) answers ok:false with the bridge\'s reply and ends failed', async () => {
+  it("a call the bridge refuses (503 no_capacity) answers ok:false with the bridge's reply and ends failed", async () => {
     fake.placeOverride = { status: 503, body: { error: 'no_capacity', error_description: 'all trunks busy' } };
     try {
       const r = await post(call({ email: undefined }));
@@ -275,12 +385,23 @@ describe('hangup', () => {
     fake.placeDelayMs = 400;
     try {
       const pending = post(call({ email: undefined }));
-      const row = await until(() => s.appliance.core.db.prepare("SELECT call_id FROM tel_calls WHERE status = 'dispatching'").get() as { call_id: string } | undefined, 3000, 'dispatching');
+      const row = await until(
+        () => s.appliance.core.db.prepare("SELECT call_id FROM tel_calls WHERE status = 'dispatching'").get() as { call_id: string } | undefined,
+        3000,
+        'dispatching',
+      );
       const h = await hangup(row.call_id);
       expect(h.body).toMatchObject({ ok: true, callId: row.call_id, newStatus: 'cancelled' });
       expect((await pending).body.callId).toBe(row.call_id);
       await until(() => fake.hangups.includes(row.call_id), 3000, 'hangup sent after accept');
-      const rec = await until(async () => { const b = (await get(row.call_id)).body; return b.endedAtUtc ? b : null; }, 3000, 'ended');
+      const rec = await until(
+        async () => {
+          const b = (await get(row.call_id)).body;
+          return b.endedAtUtc ? b : null;
+        },
+        3000,
+        'ended',
+      );
       expect(rec).toMatchObject({ status: 'cancelled', endedReason: 'cancelled' });
     } finally {
       fake.placeDelayMs = 0;
@@ -387,7 +508,7 @@ describe('lists, filters and tenants', () => {
     expect((await j(s.fetch(`${V1}/transcripts?since=2030-01-01T00:00:00Z`, { key: s.adminKey }))).body.total).toBe(0);
     expect((await j(s.fetch(`${V1}/transcripts?since=nonsense`, { key: s.adminKey }))).status).toBe(400);
   });
-  it('tenant B sees none of A\'s calls or transcripts and cannot hang them up', async () => {
+  it("tenant B sees none of A's calls or transcripts and cannot hang them up", async () => {
     const a = (await j(s.fetch(`${V1}/calls?limit=1`, { key: s.adminKey }))).body.data[0].callId;
     expect((await j(s.fetch(`${V1}/calls/${a}`, { key: keyB, host: B }))).status).toBe(404);
     expect((await hangup(a, keyB, B)).status).toBe(404);
@@ -401,7 +522,9 @@ describe('the bridge callback endpoint', () => {
   it('refuses a wrong control token (401) and a missing X-Bridge-Instance (400); acknowledges unknown and malformed events', async () => {
     expect((await fake.emit({ type: 'dialing', callId: 'oac-000000000000', trunkId: 'x' }, { token: 'wrong-token' })).status).toBe(401);
     const r = await fetch(`${s.url}/internal/bridge/events`, {
-      method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify({ seq: 1, type: 'dialing', callId: 'x', trunkId: 'y' }),
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ seq: 1, type: 'dialing', callId: 'x', trunkId: 'y' }),
     });
     expect(r.status).toBe(400);
     expect((await fake.emit({ type: 'dtmf', callId: 'oac-000000000000' })).body).toMatchObject({ ok: true, applied: false });

@@ -1,13 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main, type CliIo } from '../../../server/cli.ts';
 import telephony from '../../../plugins/telephony/index.ts';
-import type { PluginManifest, AnyPlugin } from '../../../server/plugin.ts';
+import type { AnyPlugin } from '../../../server/plugin.ts';
 import { startTestServer, type TestServer } from '../../support/server.ts';
 import { adm, j } from './helpers.ts';
 
 let s: TestServer;
-beforeAll(async () => { s = await startTestServer(); });
-afterAll(async () => { await s?.stop(); });
+beforeAll(async () => {
+  s = await startTestServer();
+});
+afterAll(async () => {
+  await s?.stop();
+});
 
 /** `sovcomms ...` in-process, against the running server's data dir (WAL: both see the same rows). */
 async function cli(args: string[], stdin = ''): Promise<{ code: number; out: string[]; err: string[] }> {
@@ -20,7 +24,26 @@ async function cli(args: string[], stdin = ''): Promise<{ code: number; out: str
 
 describe('sovcomms trunk', () => {
   it('add (password from stdin, sealed), list (no password), remove', async () => {
-    const a = await cli(['trunk', 'add', '--id', 'carrier', '--name', 'Carrier', '--host', 'sip.carrier.test', '--transport', 'tcp', '--username', 'acct', '--password-stdin', '--register', '--default'], 'cli-secret-pw\n');
+    const a = await cli(
+      [
+        'trunk',
+        'add',
+        '--id',
+        'carrier',
+        '--name',
+        'Carrier',
+        '--host',
+        'sip.carrier.test',
+        '--transport',
+        'tcp',
+        '--username',
+        'acct',
+        '--password-stdin',
+        '--register',
+        '--default',
+      ],
+      'cli-secret-pw\n',
+    );
     expect(a).toMatchObject({ code: 0, out: [`trunk carrier saved for ${s.primary.host} (default)`] });
     const l = await cli(['trunk', 'list']);
     expect(l.out[0]).toContain('carrier (default)\tCarrier\ttcp://sip.carrier.test:5060\tuser=acct\tpassword=set\tregister=true');
@@ -49,7 +72,10 @@ describe('sovcomms trunk', () => {
 
 describe('sovcomms number', () => {
   it('add (engine key from stdin, never shown), list, remove; GET /numbers sees it', async () => {
-    expect((await cli(['number', 'add', '+4930777000', '--name', 'Reception', '--voice', 'Kore', '--visibility', 'public', '--api-key-stdin'], 'AIza-cli-key\n')).code).toBe(0);
+    expect(
+      (await cli(['number', 'add', '+4930777000', '--name', 'Reception', '--voice', 'Kore', '--visibility', 'public', '--api-key-stdin'], 'AIza-cli-key\n'))
+        .code,
+    ).toBe(0);
     const l = await cli(['number', 'list']);
     expect(l.out[0]).toContain('+4930777000\tReception\tlive-voice-ai\tKore\ten-US\tpublic\tmax=3500s\tkey=set');
     expect(l.out.join('\n')).not.toContain('AIza-cli-key');

@@ -32,7 +32,9 @@ async function cli(args: string[]): Promise<string[]> {
 describe('hard crash between the scheduled time and the bridge accepting the call', () => {
   it('SIGKILL mid-dial, restart: dialed again, deduplicated by the bridge, in flight once', { timeout: 120_000 }, async () => {
     await fake.start();
-    const env = { SOVCOMMS_CONFIG_JSON: JSON.stringify({ jobs: { pollMs: 50 }, plugins: { telephony: { bridge: { mode: 'remote', url: fake.url, token: TOKEN } } } }) };
+    const env = {
+      SOVCOMMS_CONFIG_JSON: JSON.stringify({ jobs: { pollMs: 50 }, plugins: { telephony: { bridge: { mode: 'remote', url: fake.url, token: TOKEN } } } }),
+    };
     const s1 = await startServe(dataDir, [], env);
     serves.push(s1);
     const key = (await cli(['apikey', 'create', '--user', 'admin']))[0]!;
@@ -46,7 +48,9 @@ describe('hard crash between the scheduled time and the bridge accepting the cal
     fake.placeDelayMs = 1500;
     const at = new Date(Date.now() + 1500).toISOString().replace(/\.\d{3}Z$/, 'Z');
     const r = await httpFetch(`${s1.url}/api.ashx/v1/calls`, {
-      method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(call({ scheduleAtUtc: at, email: undefined })),
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify(call({ scheduleAtUtc: at, email: undefined })),
     });
     const id = ((await r.json()) as { callId: string }).callId;
     await killed;
@@ -55,8 +59,19 @@ describe('hard crash between the scheduled time and the bridge accepting the cal
 
     const s2 = await startServe(dataDir, [], env);
     serves.push(s2);
-    const get = async () => (await (await httpFetch(`${s2.url}/api.ashx/v1/calls/${id}`, { headers: { authorization: `Bearer ${key}` } })).json()) as { status: string; attempt: number };
-    const rec = await until(async () => { const c = await get(); return c.status === 'in-flight' ? c : null; }, 30_000, 'in flight after the restart');
+    const get = async () =>
+      (await (await httpFetch(`${s2.url}/api.ashx/v1/calls/${id}`, { headers: { authorization: `Bearer ${key}` } })).json()) as {
+        status: string;
+        attempt: number;
+      };
+    const rec = await until(
+      async () => {
+        const c = await get();
+        return c.status === 'in-flight' ? c : null;
+      },
+      30_000,
+      'in flight after the restart',
+    );
     expect(rec.attempt).toBe(1);
     expect(fake.placeRequests.filter((x) => x === id)).toHaveLength(2);
     expect(fake.placed.filter((p) => p.callId === id)).toHaveLength(1);

@@ -53,12 +53,19 @@ async function trunkTo(scenario: string, prefix: string): Promise<{ id: string; 
   const sipp = await startSipp({ scenario, timeoutSec: 75 });
   sipps.push(sipp);
   const id = `ring${sipps.length}`;
-  expect((await adm(s, '/signal.ashx?trunks=save', 'trunks-save', { id, name: scenario, host: '127.0.0.1', port: sipp.port, transport: 'udp', codecs: ['PCMU'] })).status).toBe(200);
+  expect(
+    (await adm(s, '/signal.ashx?trunks=save', 'trunks-save', { id, name: scenario, host: '127.0.0.1', port: sipp.port, transport: 'udp', codecs: ['PCMU'] }))
+      .status,
+  ).toBe(200);
   expect((await s.fetch(`${V1}/outbound-routes`, { method: 'POST', key: s.adminKey, json: { match: `${prefix}*`, trunkIds: [id] } })).status).toBeLessThan(300);
-  await until(async () => {
-    const h = (await j(adm(s, '/signal.ashx?bridge=status', 'bridge-status'))).body.health;
-    return h?.trunks?.some((t: { id: string }) => t.id === `${s.primary.id}.${id}`);
-  }, 5000, 'trunk at the bridge');
+  await until(
+    async () => {
+      const h = (await j(adm(s, '/signal.ashx?bridge=status', 'bridge-status'))).body.health;
+      return h?.trunks?.some((t: { id: string }) => t.id === `${s.primary.id}.${id}`);
+    },
+    5000,
+    'trunk at the bridge',
+  );
   return { id, sipp };
 }
 
@@ -66,12 +73,21 @@ const rec = (id: string): Promise<Json> => j(s.fetch(`${V1}/calls/${id}`, { key:
 
 /** Waits for the attempt to end; returns the record and the wall time since `t0`. */
 async function endedAfter(id: string, t0: number): Promise<{ c: Json; ms: number }> {
-  const c = await until(async () => { const x = await rec(id); return x.endedAtUtc ? x : null; }, 80_000, `call ${id} ended`);
+  const c = await until(
+    async () => {
+      const x = await rec(id);
+      return x.endedAtUtc ? x : null;
+    },
+    80_000,
+    `call ${id} ended`,
+  );
   return { c, ms: Date.now() - t0 };
 }
 
 const place = async (phone: string): Promise<string> => {
-  const r = await j(s.fetch(`${V1}/calls`, { method: 'POST', key: s.adminKey, json: call({ apiKey: KEY, phone, retries: 1, retryDelayMinutes: 1, email: undefined }) }));
+  const r = await j(
+    s.fetch(`${V1}/calls`, { method: 'POST', key: s.adminKey, json: call({ apiKey: KEY, phone, retries: 1, retryDelayMinutes: 1, email: undefined }) }),
+  );
   if (!r.body?.ok) throw new Error(`POST /calls: ${JSON.stringify(r.body)}`);
   return r.body.callId as string;
 };
@@ -106,7 +122,14 @@ describe.concurrent('slow far ends at the default ring timeout (real bridge, SIP
     const { c, ms } = await endedAfter(id, t0);
     expect(ms).toBeGreaterThanOrEqual(44_500);
     expect(ms).toBeLessThan(52_000);
-    expect(c).toMatchObject({ status: 'ended-failed-retry-pending', endedReason: 'no-answer', attempt: 1, retriesLeft: 0, trunkId: forever.id, errorDetail: '' });
+    expect(c).toMatchObject({
+      status: 'ended-failed-retry-pending',
+      endedReason: 'no-answer',
+      attempt: 1,
+      retriesLeft: 0,
+      trunkId: forever.id,
+      errorDetail: '',
+    });
     const exit = await forever.sipp.exited; // CANCEL within [44 s, 49 s] of its 180, then our ACK of its 487
     expect(exit.code, exit.output).toBe(0);
     const job = s.appliance.core.db.prepare('SELECT * FROM jobs WHERE dedupe_key = ?').get(`dial:${id}:2`) as JobRow | undefined;
@@ -114,7 +137,14 @@ describe.concurrent('slow far ends at the default ring timeout (real bridge, SIP
     // When it is due, the call is dialled again as attempt 2 (then hung up: nothing answers now).
     clock.advance(60_000 + 1);
     s.appliance.core.jobs.kick();
-    await until(async () => { const x = await rec(id); return x.status === 'in-flight' && x.attempt === 2; }, 10_000, 'second attempt in flight');
+    await until(
+      async () => {
+        const x = await rec(id);
+        return x.status === 'in-flight' && x.attempt === 2;
+      },
+      10_000,
+      'second attempt in flight',
+    );
     expect((await j(s.fetch(`${V1}/calls/${id}/hangup`, { method: 'POST', key: s.adminKey }))).body).toMatchObject({ ok: true, newStatus: 'cancelled' });
   }, 120_000);
 
@@ -124,7 +154,13 @@ describe.concurrent('slow far ends at the default ring timeout (real bridge, SIP
     const { c, ms } = await endedAfter(id, t0);
     expect(ms).toBeGreaterThanOrEqual(31_500);
     expect(ms).toBeLessThan(40_000);
-    expect(c).toMatchObject({ status: 'ended-failed-final', endedReason: 'failed', errorDetail: 'SIP transaction timeout (no final response)', retriesLeft: 1, trunkId: trying.id });
+    expect(c).toMatchObject({
+      status: 'ended-failed-final',
+      endedReason: 'failed',
+      errorDetail: 'SIP transaction timeout (no final response)',
+      retriesLeft: 1,
+      trunkId: trying.id,
+    });
     const exit = await trying.sipp.exited; // CANCEL within [31 s, 36 s] of its 100, then our ACK of its 487
     expect(exit.code, exit.output).toBe(0);
   }, 120_000);

@@ -23,7 +23,12 @@ beforeAll(async () => {
   engine = new GeminiLiveFake({
     apiKey: 'AIza-e2e-key',
     usage: { prompt: 120, response: 30 },
-    script: [{ say: 'Good morning, this is the practice.', audioMs: 600 }, { hear: 'Hello?', ms: 400 }, { say: 'Your appointment is tomorrow. Goodbye.', audioMs: 600 }, { tool: 'end_call' }],
+    script: [
+      { say: 'Good morning, this is the practice.', audioMs: 600 },
+      { hear: 'Hello?', ms: 400 },
+      { say: 'Your appointment is tomorrow. Goodbye.', audioMs: 600 },
+      { tool: 'end_call' },
+    ],
   });
   await engine.start();
   smtp = await startSmtp();
@@ -56,11 +61,22 @@ async function trunkTo(scenario: string, calls = 1): Promise<string> {
   const run = await startSipp({ scenario, calls, timeoutSec: 40 });
   sipps.push(run);
   const id = `sipp${sipps.length}`;
-  await adm(s, '/signal.ashx?trunks=save', 'trunks-save', { id, name: scenario, host: '127.0.0.1', port: run.port, transport: 'udp', codecs: ['PCMA', 'PCMU'] });
-  await until(async () => {
-    const h = (await j(adm(s, '/signal.ashx?bridge=status', 'bridge-status'))).body.health;
-    return h?.trunks?.some((t: { id: string }) => t.id === `${s.primary.id}.${id}`);
-  }, 5000, 'trunk at the bridge');
+  await adm(s, '/signal.ashx?trunks=save', 'trunks-save', {
+    id,
+    name: scenario,
+    host: '127.0.0.1',
+    port: run.port,
+    transport: 'udp',
+    codecs: ['PCMA', 'PCMU'],
+  });
+  await until(
+    async () => {
+      const h = (await j(adm(s, '/signal.ashx?bridge=status', 'bridge-status'))).body.health;
+      return h?.trunks?.some((t: { id: string }) => t.id === `${s.primary.id}.${id}`);
+    },
+    5000,
+    'trunk at the bridge',
+  );
   await adm(s, '/signal.ashx?telephony=settings-save', 'telephony-settings-save', { defaultTrunkId: id });
   return id;
 }
@@ -70,10 +86,19 @@ const rec = (id: string) => j(s.fetch(`${V1}/calls/${id}`, { key: s.adminKey }))
 describe('outbound AI call end to end (real bridge, SIPp, Gemini Live fake)', () => {
   it('answered conversation → ended-success, transcript, events and mail', async () => {
     const trunk = await trunkTo('answer-play-pcap');
-    const r = await j(s.fetch(`${V1}/calls`, { method: 'POST', key: s.adminKey, json: call({ apiKey: 'AIza-e2e-key', voice: 'Puck', email: 'e2e@example.com' }) }));
+    const r = await j(
+      s.fetch(`${V1}/calls`, { method: 'POST', key: s.adminKey, json: call({ apiKey: 'AIza-e2e-key', voice: 'Puck', email: 'e2e@example.com' }) }),
+    );
     expect(r.body).toMatchObject({ ok: true, whitelistAdded: true });
     const id = r.body.callId as string;
-    const done = await until(async () => { const c = await rec(id); return c.status.startsWith('ended') ? c : null; }, 30_000, 'call ended');
+    const done = await until(
+      async () => {
+        const c = await rec(id);
+        return c.status.startsWith('ended') ? c : null;
+      },
+      30_000,
+      'call ended',
+    );
     expect(done).toMatchObject({ status: 'ended-success', endedReason: 'finished', trunkId: trunk, errorDetail: '', transcriptPath: `${id}.json` });
     const t = (await j(s.fetch(`${V1}/transcripts/${id}`, { key: s.adminKey }))).body;
     expect(t.turns.map((x: { speaker: string; text: string }) => [x.speaker, x.text])).toEqual([
@@ -94,24 +119,43 @@ describe('outbound AI call end to end (real bridge, SIPp, Gemini Live fake)', ()
   it('hangup while it rings: the bridge sends CANCEL, the far end sees it, the call is cancelled', async () => {
     const trunk = await trunkTo('ring-no-answer');
     const sipp = sipps.at(-1)!;
-    const id = (await j(s.fetch(`${V1}/calls`, { method: 'POST', key: s.adminKey, json: call({ apiKey: 'AIza-e2e-key', email: undefined }) }))).body.callId as string;
+    const id = (await j(s.fetch(`${V1}/calls`, { method: 'POST', key: s.adminKey, json: call({ apiKey: 'AIza-e2e-key', email: undefined }) }))).body
+      .callId as string;
     await until(async () => (await rec(id)).trunkId === trunk, 10_000, 'dialing event');
     await new Promise((r) => setTimeout(r, 300)); // let the 180 arrive
     expect((await j(s.fetch(`${V1}/calls/${id}/hangup`, { method: 'POST', key: s.adminKey }))).body).toMatchObject({ ok: true, newStatus: 'cancelled' });
     const exit = await sipp.exited;
     expect(exit.code, exit.output).toBe(0);
-    const c = await until(async () => { const x = await rec(id); return x.endedAtUtc ? x : null; }, 15_000, 'ended after CANCEL');
+    const c = await until(
+      async () => {
+        const x = await rec(id);
+        return x.endedAtUtc ? x : null;
+      },
+      15_000,
+      'ended after CANCEL',
+    );
     expect(c).toMatchObject({ status: 'cancelled', endedReason: 'cancelled', answeredAtUtc: '' });
   }, 60_000);
 
   it('busy → retried after retryDelayMinutes through the real bridge → busy again → ended-failed-final', async () => {
     await trunkTo('reject-486', 2);
-    const id = (await j(s.fetch(`${V1}/calls`, { method: 'POST', key: s.adminKey, json: call({ apiKey: 'AIza-e2e-key', retries: 1, retryDelayMinutes: 1, email: undefined }) }))).body.callId as string;
+    const id = (
+      await j(
+        s.fetch(`${V1}/calls`, { method: 'POST', key: s.adminKey, json: call({ apiKey: 'AIza-e2e-key', retries: 1, retryDelayMinutes: 1, email: undefined }) }),
+      )
+    ).body.callId as string;
     await until(async () => (await rec(id)).status === 'ended-failed-retry-pending', 20_000, 'first attempt busy');
     expect(await rec(id)).toMatchObject({ endedReason: 'busy', attempt: 1, retriesLeft: 0 });
     clock.advance(60_000 + 1);
     s.appliance.core.jobs.kick();
-    const fin = await until(async () => { const c = await rec(id); return c.status === 'ended-failed-final' ? c : null; }, 20_000, 'second attempt busy');
+    const fin = await until(
+      async () => {
+        const c = await rec(id);
+        return c.status === 'ended-failed-final' ? c : null;
+      },
+      20_000,
+      'second attempt busy',
+    );
     expect(fin).toMatchObject({ endedReason: 'busy', attempt: 2, retriesLeft: 0 });
   }, 60_000);
 });

@@ -17,7 +17,12 @@ export async function j(r: Response | Promise<Response>): Promise<{ status: numb
 export function adm(s: TestServer, p: string, bucket: string, json?: unknown, host?: string): Promise<Response> {
   const body = json === undefined ? undefined : JSON.stringify(json);
   const sig = s.hmac(bucket, host ?? `127.0.0.1:${s.port}`, body ? Buffer.byteLength(body) : undefined);
-  return s.fetch(p, { method: body ? 'POST' : 'GET', body, host, headers: { 'x-service-admin-signature': sig, ...(body ? { 'content-type': 'application/json' } : {}) } });
+  return s.fetch(p, {
+    method: body ? 'POST' : 'GET',
+    body,
+    host,
+    headers: { 'x-service-admin-signature': sig, ...(body ? { 'content-type': 'application/json' } : {}) },
+  });
 }
 
 /** `until` with this folder's shorter default wait. */
@@ -29,7 +34,11 @@ export function eventsOf(s: TestServer, callId: string): { name: string; data: J
     .filter((e) => e.data.callId === callId);
 }
 
-export interface Mail { to: string[]; from: string; data: string }
+export interface Mail {
+  to: string[];
+  from: string;
+  data: string;
+}
 
 /** A loopback SMTP relay (the real smtp-server) that keeps what it receives. */
 export async function startSmtp(): Promise<{ port: number; mails: Mail[]; stop(): Promise<void> }> {
@@ -57,6 +66,10 @@ export async function startSmtp(): Promise<{ port: number; mails: Mail[]; stop()
 }
 
 export const call = (over: Record<string, unknown> = {}) => ({
-  phone: '+4930123456', displayName: 'Dr. Example', email: 'ops@example.com', systemPrompt: 'Confirm the appointment on Tuesday.',
-  apiKey: 'AIza-test-engine-key-42', ...over,
+  phone: '+4930123456',
+  displayName: 'Dr. Example',
+  email: 'ops@example.com',
+  systemPrompt: 'Confirm the appointment on Tuesday.',
+  apiKey: 'AIza-test-engine-key-42',
+  ...over,
 });

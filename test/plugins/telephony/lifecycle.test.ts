@@ -33,7 +33,9 @@ describe('no bridge, or one that does not answer', () => {
   });
   it('502 bridge_unreachable when the bridge URL does not answer; the call ends failed with the reason', async () => {
     const port = await freePort();
-    const s = await startTestServer({ overrides: { plugins: { telephony: { bridge: { mode: 'remote', url: `http://127.0.0.1:${port}`, token: TOKEN, requestTimeoutMs: 1000 } } } } });
+    const s = await startTestServer({
+      overrides: { plugins: { telephony: { bridge: { mode: 'remote', url: `http://127.0.0.1:${port}`, token: TOKEN, requestTimeoutMs: 1000 } } } },
+    });
     try {
       await adm(s, '/signal.ashx?trunks=save', 'trunks-save', { id: 'main', name: 'Main', host: '127.0.0.1' });
       await adm(s, '/signal.ashx?telephony=settings-save', 'telephony-settings-save', { defaultTrunkId: 'main' });
@@ -120,7 +122,11 @@ describe('a restart of the appliance neither loses nor doubles a call', () => {
     expect(placed(id)).toBe(2);
     await fake.emit(FakeBridge.ended(id, 'finished'));
     expect((await j(s2.fetch(`${V1}/calls/${id}`, { key: s2.adminKey }))).body).toMatchObject({ status: 'ended-success', attempt: 2 });
-    expect(eventsOf(s2, id).filter((e) => e.name === 'outbound-ai.finished').map((e) => e.data.outcome)).toEqual(['no-answer', 'finished']);
+    expect(
+      eventsOf(s2, id)
+        .filter((e) => e.name === 'outbound-ai.finished')
+        .map((e) => e.data.outcome),
+    ).toEqual(['no-answer', 'finished']);
     await s2.stop();
   });
 });
@@ -130,7 +136,9 @@ describe('a remote bridge that restarts', () => {
     const a = new FakeBridge(TOKEN, '');
     await a.start();
     const port = Number(new URL(a.url).port);
-    const s = await startTestServer({ overrides: { plugins: { telephony: { bridge: { mode: 'remote', url: a.url, token: TOKEN, healthPollMs: 100, requestTimeoutMs: 500 } } } } });
+    const s = await startTestServer({
+      overrides: { plugins: { telephony: { bridge: { mode: 'remote', url: a.url, token: TOKEN, healthPollMs: 100, requestTimeoutMs: 500 } } } },
+    });
     let b: FakeBridge | undefined;
     try {
       a.callbackUrl = `${s.url}/internal/bridge/events`;
@@ -144,7 +152,14 @@ describe('a remote bridge that restarts', () => {
       b = new FakeBridge(TOKEN, `${s.url}/internal/bridge/events`);
       await b.start(port);
       await until(() => b!.trunks.length === 1, 3000, 'trunks pushed to the restarted bridge');
-      const rec = await until(async () => { const x = (await j(s.fetch(`${V1}/calls/${id}`, { key: s.adminKey }))).body; return x.status === 'ended-failed-final' ? x : null; }, 3000, 'lost call failed');
+      const rec = await until(
+        async () => {
+          const x = (await j(s.fetch(`${V1}/calls/${id}`, { key: s.adminKey }))).body;
+          return x.status === 'ended-failed-final' ? x : null;
+        },
+        3000,
+        'lost call failed',
+      );
       expect(rec.errorDetail).toBe('bridge restarted');
     } finally {
       await s.stop();
@@ -153,9 +168,10 @@ describe('a remote bridge that restarts', () => {
   });
 });
 
-
 describe('settings', () => {
   it('a remote bridge without url/token stops the start naming the setting', async () => {
-    await expect(startTestServer({ overrides: { plugins: { telephony: { bridge: { mode: 'remote' } } } } })).rejects.toThrow(/plugins\.telephony\.bridge\.url: mode remote needs url and token/);
+    await expect(startTestServer({ overrides: { plugins: { telephony: { bridge: { mode: 'remote' } } } } })).rejects.toThrow(
+      /plugins\.telephony\.bridge\.url: mode remote needs url and token/,
+    );
   });
 });

@@ -9,7 +9,9 @@ beforeAll(async () => {
   s = await startTestServer();
   keyB = (await s.addTenant(B)).adminKey;
 });
-afterAll(async () => { await s?.stop(); });
+afterAll(async () => {
+  await s?.stop();
+});
 
 const v1 = '/api.ashx/v1';
 type Init = Parameters<TestServer['fetch']>[1];
@@ -19,7 +21,12 @@ const f = (p: string, init: Init = {}) => s.fetch(p, { ...init, method: init.met
 const adm = (p: string, bucket: string, json?: unknown, host?: string) => {
   const body = json === undefined ? undefined : JSON.stringify(json);
   const sig = s.hmac(bucket, host ?? `127.0.0.1:${s.port}`, body ? Buffer.byteLength(body) : undefined);
-  return s.fetch(p, { method: body ? 'POST' : 'GET', body, host, headers: { 'x-service-admin-signature': sig, ...(body ? { 'content-type': 'application/json' } : {}) } });
+  return s.fetch(p, {
+    method: body ? 'POST' : 'GET',
+    body,
+    host,
+    headers: { 'x-service-admin-signature': sig, ...(body ? { 'content-type': 'application/json' } : {}) },
+  });
 };
 // Response bodies are checked field by field below; `any` keeps those checks short.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -113,7 +120,7 @@ describe('outbound routes v1', () => {
     const r2 = await j(await f(`${v1}/outbound-routes`, { key: s.adminKey, json: { match: '+1*', trunkIds: [] } }));
     expect(r2.body.field).toBe('trunkIds');
   });
-  it('tenant B sees none of A\'s routes', async () => {
+  it("tenant B sees none of A's routes", async () => {
     const r = await j(await f(`${v1}/outbound-routes`, { key: keyB, host: B }));
     expect(r.body).toMatchObject({ data: [], total: 0, defaultTrunkId: '' });
     expect((await f(`${v1}/outbound-routes/global`, { key: keyB, host: B })).status).toBe(404);
@@ -126,7 +133,11 @@ describe('inbound routes v1', () => {
     expect(r.body.data).toEqual([{ did: '*', fromNumber: '', user: '' }]);
   });
   it('POST inserts just before the catchall and echoes PascalCase; GET stays camelCase', async () => {
-    for (const [did, from, user] of [['100', '', 'alice'], ['200', '+49*', 'bob'], ['200', '', 'carol']] as const) {
+    for (const [did, from, user] of [
+      ['100', '', 'alice'],
+      ['200', '+49*', 'bob'],
+      ['200', '', 'carol'],
+    ] as const) {
       const r = await j(await f(`${v1}/inbound-routes`, { key: s.adminKey, json: { Did: did, FromNumber: from, User: user } }));
       expect(r.status).toBe(201);
       expect(r.body).toEqual({ Did: did, FromNumber: from, User: user });
@@ -145,7 +156,9 @@ describe('inbound routes v1', () => {
     expect(r.body.error).toBe('duplicate_route');
   });
   it('PUT changes only User, addressed by Did and the optional fromNumber query', async () => {
-    const r = await j(await f(`${v1}/inbound-routes/200?fromNumber=${encodeURIComponent('+49*')}`, { method: 'PUT', key: s.adminKey, json: { User: 'dave', Did: '999' } }));
+    const r = await j(
+      await f(`${v1}/inbound-routes/200?fromNumber=${encodeURIComponent('+49*')}`, { method: 'PUT', key: s.adminKey, json: { User: 'dave', Did: '999' } }),
+    );
     expect(r.body).toEqual({ Did: '200', FromNumber: '+49*', User: 'dave' });
     const one = await j(await f(`${v1}/inbound-routes/200?fromNumber=`, { key: s.adminKey }));
     expect(one.body).toEqual({ did: '200', fromNumber: '', user: 'carol' });
@@ -163,16 +176,27 @@ describe('inbound routes v1', () => {
     expect((await f(`${v1}/inbound-routes/200?fromNumber=${encodeURIComponent('+49*')}`, { method: 'DELETE', key: s.adminKey })).status).toBe(404);
   });
   it('without fromNumber, PUT/DELETE/GET mean the row without a caller filter; FromNumber works as the query key too', async () => {
-    for (const [from, user] of [['+1*', 'us-desk'], ['', 'desk']] as const) {
+    for (const [from, user] of [
+      ['+1*', 'us-desk'],
+      ['', 'desk'],
+    ] as const) {
       expect((await f(`${v1}/inbound-routes`, { key: s.adminKey, json: { Did: '+4977', FromNumber: from, User: user } })).status).toBe(201);
     }
     const put = await j(await f(`${v1}/inbound-routes/%2B4977`, { method: 'PUT', key: s.adminKey, json: { User: 'desk-2' } }));
     expect(put.body).toEqual({ Did: '+4977', FromNumber: '', User: 'desk-2' });
     expect((await j(await f(`${v1}/inbound-routes/%2B4977`, { key: s.adminKey }))).body).toEqual({ did: '+4977', fromNumber: '', user: 'desk-2' });
-    expect((await j(await f(`${v1}/inbound-routes/%2B4977?FromNumber=%2B1%2A`, { key: s.adminKey }))).body).toEqual({ did: '+4977', fromNumber: '+1*', user: 'us-desk' });
-    expect((await j(await f(`${v1}/inbound-routes/%2B4977`, { method: 'DELETE', key: s.adminKey }))).body).toEqual({ deleted: { Did: '+4977', FromNumber: '', User: 'desk-2' } });
+    expect((await j(await f(`${v1}/inbound-routes/%2B4977?FromNumber=%2B1%2A`, { key: s.adminKey }))).body).toEqual({
+      did: '+4977',
+      fromNumber: '+1*',
+      user: 'us-desk',
+    });
+    expect((await j(await f(`${v1}/inbound-routes/%2B4977`, { method: 'DELETE', key: s.adminKey }))).body).toEqual({
+      deleted: { Did: '+4977', FromNumber: '', User: 'desk-2' },
+    });
     // With the plain row gone, the Did's first row answers.
-    expect((await j(await f(`${v1}/inbound-routes/%2B4977`, { method: 'DELETE', key: s.adminKey }))).body).toEqual({ deleted: { Did: '+4977', FromNumber: '+1*', User: 'us-desk' } });
+    expect((await j(await f(`${v1}/inbound-routes/%2B4977`, { method: 'DELETE', key: s.adminKey }))).body).toEqual({
+      deleted: { Did: '+4977', FromNumber: '+1*', User: 'us-desk' },
+    });
   });
   it('a * row with a caller filter is an ordinary row: it can be deleted; the catchall still cannot', async () => {
     expect((await f(`${v1}/inbound-routes`, { key: s.adminKey, json: { Did: '*', FromNumber: '+1*', User: 'us' } })).status).toBe(201);
@@ -199,10 +223,16 @@ describe('PSTN whitelist and trunks (/signal.ashx)', () => {
   it('whitelist=add with the HMAC bucket whitelist-add|Host|bodyLen, then whitelist=list', async () => {
     const body = JSON.stringify({ number: '+4930999888', comment: 'front desk' });
     const sig = s.hmac('whitelist-add', undefined, Buffer.byteLength(body));
-    const r = await j(await f('/signal.ashx?whitelist=add', { method: 'POST', body, headers: { 'content-type': 'application/json', 'x-service-admin-signature': sig } }));
+    const r = await j(
+      await f('/signal.ashx?whitelist=add', { method: 'POST', body, headers: { 'content-type': 'application/json', 'x-service-admin-signature': sig } }),
+    );
     expect(r.status).toBe(200);
     expect(r.body).toMatchObject({ ok: true, added: true });
-    const bad = await f('/signal.ashx?whitelist=add', { method: 'POST', body, headers: { 'content-type': 'application/json', 'x-service-admin-signature': s.hmac('whitelist-add') } });
+    const bad = await f('/signal.ashx?whitelist=add', {
+      method: 'POST',
+      body,
+      headers: { 'content-type': 'application/json', 'x-service-admin-signature': s.hmac('whitelist-add') },
+    });
     expect(bad.status).toBe(401);
     const l = await j(await adm('/signal.ashx?whitelist=list', 'whitelist-list'));
     expect(l.body).toEqual([expect.objectContaining({ number: '+4930999888', comment: 'front desk', addedBy: 'admin-hmac' })]);
@@ -212,8 +242,18 @@ describe('PSTN whitelist and trunks (/signal.ashx)', () => {
     expect(e.body.field).toBe('number');
   });
   it('trunks: password sealed at rest and never returned; remove clears the default', async () => {
-    const r = await j(await adm('/signal.ashx?trunks=save', 'trunks-save',
-      { id: 'sipgate', name: 'Sipgate', host: 'sip.example.net', transport: 'tcp', username: 'u1', password: 's3cret-pw', register: true, codecs: ['PCMA'] }));
+    const r = await j(
+      await adm('/signal.ashx?trunks=save', 'trunks-save', {
+        id: 'sipgate',
+        name: 'Sipgate',
+        host: 'sip.example.net',
+        transport: 'tcp',
+        username: 'u1',
+        password: 's3cret-pw',
+        register: true,
+        codecs: ['PCMA'],
+      }),
+    );
     expect(r.body).toMatchObject({ id: 'sipgate', transport: 'tcp', hasPassword: true, register: true, codecs: ['PCMA'], registered: null });
     expect(JSON.stringify(r.body)).not.toContain('s3cret-pw');
     const row = s.appliance.core.db.prepare("SELECT password_sealed FROM tel_trunks WHERE id = 'sipgate'").get() as { password_sealed: string };
@@ -237,11 +277,26 @@ describe('PSTN whitelist and trunks (/signal.ashx)', () => {
 
 describe('virtual numbers', () => {
   it('managed from /signal.ashx; GET /numbers lists them with tenant and never the engine key', async () => {
-    const r = await j(await adm('/signal.ashx?numbers=save', 'numbers-save', { number: '+4930555000', name: 'Hotline', geminiApiKey: 'AIza-secret-key-123', systemPrompt: 'Be nice' }));
+    const r = await j(
+      await adm('/signal.ashx?numbers=save', 'numbers-save', {
+        number: '+4930555000',
+        name: 'Hotline',
+        geminiApiKey: 'AIza-secret-key-123',
+        systemPrompt: 'Be nice',
+      }),
+    );
     expect(r.status).toBe(200);
     const l = await j(await f(`${v1}/numbers`, { key: s.adminKey }));
     expect(l.body).toMatchObject({ total: 1, tenant: s.primary.host });
-    expect(l.body.data[0]).toMatchObject({ name: 'Hotline', number: '+4930555000', mode: 'live-voice-ai', voice: 'Aoede', maxDurationSec: 3500, saveTranscripts: true, hasEngineKey: true });
+    expect(l.body.data[0]).toMatchObject({
+      name: 'Hotline',
+      number: '+4930555000',
+      mode: 'live-voice-ai',
+      voice: 'Aoede',
+      maxDurationSec: 3500,
+      saveTranscripts: true,
+      hasEngineKey: true,
+    });
     expect(JSON.stringify(l.body)).not.toContain('AIza-secret-key-123');
     expect(s.logs.text()).not.toContain('AIza-secret-key-123');
     expect((await j(await f(`${v1}/numbers`, { key: keyB, host: B }))).body).toMatchObject({ total: 0, tenant: B });

@@ -21,7 +21,12 @@ async function fakeState(url: string): Promise<Json> {
   return (await fetch(`${url}/_test/state`)).json();
 }
 function alive(pid: number): boolean {
-  try { process.kill(pid, 0); return true; } catch { return false; }
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 describe('embedded bridge supervision', () => {
@@ -34,7 +39,14 @@ describe('embedded bridge supervision', () => {
 
   it('spawns the bridge, pushes trunks, restarts it when it dies and fails the calls it carried', async () => {
     s = await startTestServer({ dataDir, overrides: config() });
-    const st = await until(async () => { const b = await status(s!); return b.state === 'ready' ? b : null; }, 15_000, 'bridge ready');
+    const st = await until(
+      async () => {
+        const b = await status(s!);
+        return b.state === 'ready' ? b : null;
+      },
+      15_000,
+      'bridge ready',
+    );
     expect(st).toMatchObject({ ok: true, mode: 'embedded', health: { status: 'ok' } });
     const pid1 = st.pid as number;
     await adm(s, '/signal.ashx?trunks=save', 'trunks-save', { id: 'main', name: 'Main', host: '127.0.0.1', password: 'pw-embedded' });
@@ -43,15 +55,36 @@ describe('embedded bridge supervision', () => {
     expect((await fakeState(st.controlUrl)).trunks[0]).toMatchObject({ id: `${s.primary.id}.main`, password: 'pw-embedded' });
 
     const id = (await j(s.fetch(`${V1}/calls`, { method: 'POST', key: s.adminKey, json: call({ email: undefined }) }))).body.callId as string;
-    await fetch(`${st.controlUrl}/_test/emit`, { method: 'POST', body: JSON.stringify({ type: 'answered', callId: id, trunkId: `${s.primary.id}.main`, answeredAt: new Date().toISOString(), answerMs: 500 }) });
+    await fetch(`${st.controlUrl}/_test/emit`, {
+      method: 'POST',
+      body: JSON.stringify({ type: 'answered', callId: id, trunkId: `${s.primary.id}.main`, answeredAt: new Date().toISOString(), answerMs: 500 }),
+    });
     await until(async () => (await j(s!.fetch(`${V1}/calls/${id}`, { key: s!.adminKey }))).body.answeredAtUtc, 3000, 'answered');
 
     await fetch(`${st.controlUrl}/_test/crash`, { method: 'POST' });
-    const rec = await until(async () => { const b = (await j(s!.fetch(`${V1}/calls/${id}`, { key: s!.adminKey }))).body; return b.status === 'ended-failed-final' ? b : null; }, 5000, 'call failed');
+    const rec = await until(
+      async () => {
+        const b = (await j(s!.fetch(`${V1}/calls/${id}`, { key: s!.adminKey }))).body;
+        return b.status === 'ended-failed-final' ? b : null;
+      },
+      5000,
+      'call failed',
+    );
     expect(rec).toMatchObject({ endedReason: 'failed', errorDetail: 'bridge restarted' });
-    expect(eventsOf(s, id).find((e) => e.name === 'outbound-ai.finished')!.data).toMatchObject({ outcome: 'failed', answered: true, errorDetail: 'bridge restarted' });
+    expect(eventsOf(s, id).find((e) => e.name === 'outbound-ai.finished')!.data).toMatchObject({
+      outcome: 'failed',
+      answered: true,
+      errorDetail: 'bridge restarted',
+    });
 
-    const st2 = await until(async () => { const b = await status(s!); return b.state === 'ready' && b.pid !== pid1 ? b : null; }, 15_000, 'bridge restarted');
+    const st2 = await until(
+      async () => {
+        const b = await status(s!);
+        return b.state === 'ready' && b.pid !== pid1 ? b : null;
+      },
+      15_000,
+      'bridge restarted',
+    );
     expect(st2.lastExit).toContain('code 3');
     await until(async () => (await fakeState(st2.controlUrl)).trunks.length === 1, 3000, 'trunks pushed to the new bridge');
     expect(alive(pid1)).toBe(false);
@@ -70,11 +103,21 @@ describe('embedded bridge supervision', () => {
 
   it('a bridge entry that never gets ready is killed and retried; calls meanwhile get 502', async () => {
     await s?.stop();
-    s = await startTestServer({ dataDir, overrides: { plugins: { telephony: { bridge: { mode: 'embedded', entry: 'test/support/no-such-bridge.ts', restartMinMs: 200, readyTimeoutMs: 2000 } } } } });
+    s = await startTestServer({
+      dataDir,
+      overrides: { plugins: { telephony: { bridge: { mode: 'embedded', entry: 'test/support/no-such-bridge.ts', restartMinMs: 200, readyTimeoutMs: 2000 } } } },
+    });
     const r = await j(s.fetch(`${V1}/calls`, { method: 'POST', key: s.adminKey, json: call({ email: undefined }) }));
     expect(r.status).toBe(502);
     expect(r.body.error).toBe('bridge_unreachable');
-    const b = await until(async () => { const x = await status(s!); return x.lastExit ? x : null; }, 10_000, 'exit noticed');
+    const b = await until(
+      async () => {
+        const x = await status(s!);
+        return x.lastExit ? x : null;
+      },
+      10_000,
+      'exit noticed',
+    );
     expect(b.ok).toBe(false);
     const ready = (await j(s.fetch('/readyz'))).body;
     expect(ready.plugins.telephony.health.status).toBe('degraded');

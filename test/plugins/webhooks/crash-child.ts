@@ -8,7 +8,7 @@
 import { z } from 'zod';
 import { Appliance } from '../../../server/app.ts';
 import { policy } from '../../../server/auth.ts';
-import { definePlugin, type PluginManifest, type AnyPlugin } from '../../../server/plugin.ts';
+import { definePlugin, type AnyPlugin } from '../../../server/plugin.ts';
 import { testPlugins } from './support.ts';
 
 const [dataDir] = process.argv.slice(2);
@@ -30,9 +30,11 @@ const emitter = definePlugin({
       query: z.object({ prefix: z.string().regex(/^[a-z0-9-]+$/), n: z.coerce.number().int().min(1).max(1000) }),
       handler: (req) => {
         const tenant = ctx.tenants.primary()!;
-        ctx.db.transaction(() => {
-          for (let i = 0; i < req.query.n; i++) ctx.events.emit(tenant.id, 'call.ended', { callId: `${req.query.prefix}-${i}` });
-        }).immediate();
+        ctx.db
+          .transaction(() => {
+            for (let i = 0; i < req.query.n; i++) ctx.events.emit(tenant.id, 'call.ended', { callId: `${req.query.prefix}-${i}` });
+          })
+          .immediate();
         return { ok: true };
       },
     });
@@ -49,7 +51,10 @@ const { url } = await appliance.start();
 process.stdout.write(JSON.stringify({ ready: url, pid: process.pid }) + '\n');
 
 const onSignal = () => {
-  appliance.stop().then(() => process.exit(0), () => process.exit(1));
+  appliance.stop().then(
+    () => process.exit(0),
+    () => process.exit(1),
+  );
 };
 process.once('SIGTERM', onSignal);
 process.once('SIGINT', onSignal);

@@ -25,13 +25,19 @@ afterAll(async () => {
   await rx?.stop();
 });
 
-interface Child { child: ChildProcess; url: string; exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }> }
+interface Child {
+  child: ChildProcess;
+  url: string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>;
+}
 
 function startChild(dataDir: string): Promise<Child> {
   const child = spawn(process.execPath, [RUN_TS, CHILD, dataDir], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   children.add(child);
   let stderr = '';
-  child.stderr!.on('data', (c: Buffer) => { stderr += c.toString(); });
+  child.stderr!.on('data', (c: Buffer) => {
+    stderr += c.toString();
+  });
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>((resolve) => {
     child.once('exit', (code, signal) => resolve({ code, signal, stderr }));
   });
@@ -46,7 +52,10 @@ function startChild(dataDir: string): Promise<Child> {
         resolve({ child, url: m[1]!, exited });
       }
     });
-    void exited.then(({ code }) => { clearTimeout(timer); reject(new Error(`child exited (${code}) before ready: ${stderr}`)); });
+    void exited.then(({ code }) => {
+      clearTimeout(timer);
+      reject(new Error(`child exited (${code}) before ready: ${stderr}`));
+    });
   });
 }
 
@@ -75,7 +84,11 @@ describe('webhook delivery survives SIGKILL', () => {
     const secrets = new Map<string, string>();
     for (const p of ['/s1', '/s2']) {
       const out: string[] = [];
-      const code = await main(['webhook', 'add', '--url', `${rx.url}${p}`, '--events', 'call.ended', '--data-dir', dataDir], { out: (l) => out.push(l), err: () => {}, stdin: async () => '' }, { plugins: testPlugins() });
+      const code = await main(
+        ['webhook', 'add', '--url', `${rx.url}${p}`, '--events', 'call.ended', '--data-dir', dataDir],
+        { out: (l) => out.push(l), err: () => {}, stdin: async () => '' },
+        { plugins: testPlugins() },
+      );
       expect(code).toBe(0);
       secrets.set(p, /^secret\s+(\S+)$/.exec(out[1]!)![1]!);
     }
@@ -101,7 +114,9 @@ describe('webhook delivery survives SIGKILL', () => {
 
     const db = () => new Database(path.join(dataDir, 'appliance.db'), { readonly: true, fileMustExist: true });
     const r = db();
-    const callIds = (r.prepare("SELECT data FROM events WHERE name = 'call.ended'").all() as { data: string }[]).map((x) => (JSON.parse(x.data) as { callId: string }).callId);
+    const callIds = (r.prepare("SELECT data FROM events WHERE name = 'call.ended'").all() as { data: string }[]).map(
+      (x) => (JSON.parse(x.data) as { callId: string }).callId,
+    );
     r.close();
     for (const p of acknowledged) for (let i = 0; i < BATCH; i++) expect(callIds).toContain(`${p}-${i}`);
     expect(callIds.length).toBeGreaterThanOrEqual(acknowledged.length * BATCH);
@@ -116,10 +131,14 @@ describe('webhook delivery survives SIGKILL', () => {
       return m;
     };
     try {
-      await until(() => {
-        const m = seen();
-        return callIds.every((id) => m.has(`/s1 ${id}`) && m.has(`/s2 ${id}`));
-      }, 60_000, 'every event at both receivers');
+      await until(
+        () => {
+          const m = seen();
+          return callIds.every((id) => m.has(`/s1 ${id}`) && m.has(`/s2 ${id}`));
+        },
+        60_000,
+        'every event at both receivers',
+      );
     } catch (e) {
       const d = db();
       const diag = {
@@ -135,7 +154,7 @@ describe('webhook delivery survives SIGKILL', () => {
         missing: ((m) => callIds.filter((id) => !m.has(`/s1 ${id}`) || !m.has(`/s2 ${id}`)).slice(0, 10))(seen()),
       };
       d.close();
-      throw new Error(`${(e as Error).message}: ${JSON.stringify(diag)}`);
+      throw new Error(`${(e as Error).message}: ${JSON.stringify(diag)}`, { cause: e });
     }
 
     c.child.kill('SIGTERM');

@@ -83,7 +83,9 @@ describe('webhook subscriptions', () => {
     expect(await verify(add.json.secret, got!.body, String(h['x-service-signature']))).toBe(true);
     expect(await verify(add.json.secret + 'x', got!.body, String(h['x-service-signature']))).toBe(false);
     const parsed = new Webhook(add.json.secret).verify(got!.body, {
-      'webhook-id': String(h['webhook-id']), 'webhook-timestamp': String(h['webhook-timestamp']), 'webhook-signature': String(h['webhook-signature']),
+      'webhook-id': String(h['webhook-id']),
+      'webhook-timestamp': String(h['webhook-timestamp']),
+      'webhook-signature': String(h['webhook-signature']),
     }) as Record<string, unknown>;
     expect(parsed).toMatchObject({ event: 'call.ended', tenant: s.primary.host, data: { callId: 'call-verify', outcome: 'completed' } });
     expect(Object.keys(JSON.parse(got!.body))).toEqual(['event', 'tenant', 'ts', 'data']);
@@ -95,7 +97,9 @@ describe('webhook subscriptions', () => {
     expect(h['content-type']).toBe('application/json');
     expect(eventId).toBeGreaterThan(0);
     // Success: tally 0, lastFiredUtc set; the log shows the attempt.
-    const sub = await until(async () => (await admin(s, 'list')).json.find((x: { id: string; lastFiredUtc: string | null }) => x.id === add.json.id && x.lastFiredUtc));
+    const sub = await until(async () =>
+      (await admin(s, 'list')).json.find((x: { id: string; lastFiredUtc: string | null }) => x.id === add.json.id && x.lastFiredUtc),
+    );
     expect(sub.failures).toBe(0);
     const log = await admin(s, 'deliveries', { query: `&id=${add.json.id}` });
     expect(log.status).toBe(200);
@@ -117,14 +121,18 @@ describe('webhook subscriptions', () => {
     emit(b.id, 'call-iso-b');
     await until(() => forCall(rx, 'call-iso-a').length === 2 && forCall(rx, 'call-iso-b').length === 1);
     await new Promise((r) => setTimeout(r, 200));
-    expect(forCall(rx, 'call-iso-a').map((x) => x.path).sort()).toEqual(['/a1', '/a2']);
+    expect(
+      forCall(rx, 'call-iso-a')
+        .map((x) => x.path)
+        .sort(),
+    ).toEqual(['/a1', '/a2']);
     expect(forCall(rx, 'call-iso-b').map((x) => x.path)).toEqual(['/b1']);
     expect(JSON.parse(forCall(rx, 'call-iso-b')[0]!.body).tenant).toBe('office-b.example');
 
     // Tenant B sees and touches only its own subscriptions.
     const bList = await admin(s, 'list', { host: 'office-b.example' });
     expect(bList.json.map((x: { id: string }) => x.id)).toEqual([b1.json.id]);
-    const bV1 = await (await s.fetch('/api.ashx/v1/webhooks', { host: 'office-b.example', key: bKey })).json() as { data: { id: string }[] };
+    const bV1 = (await (await s.fetch('/api.ashx/v1/webhooks', { host: 'office-b.example', key: bKey })).json()) as { data: { id: string }[] };
     expect(bV1.data.map((x) => x.id)).toEqual([b1.json.id]);
     expect((await admin(s, 'remove', { host: 'office-b.example', body: { id: a1.json.id } })).status).toBe(404);
     expect((await admin(s, 'deliveries', { host: 'office-b.example', query: `&id=${a1.json.id}` })).status).toBe(404);
@@ -185,7 +193,9 @@ describe('webhook subscriptions', () => {
 
 describe('webhook plugin diagnostics and edges', () => {
   it('/readyz reports the plugin started with its backlog', async () => {
-    const body = await (await s.fetch('/readyz')).json() as { plugins: Record<string, { state: string; health?: { status: string; detail?: Record<string, number> } }> };
+    const body = (await (await s.fetch('/readyz')).json()) as {
+      plugins: Record<string, { state: string; health?: { status: string; detail?: Record<string, number> } }>;
+    };
     expect(body.plugins.webhooks).toMatchObject({ state: 'started', health: { status: 'ok', detail: { pausedSubscriptions: expect.any(Number) } } });
   });
 
@@ -208,7 +218,11 @@ describe('sovcomms webhook (CLI)', () => {
   const run = async (...args: string[]) => {
     const out: string[] = [];
     const err: string[] = [];
-    const code = await main([...args, '--data-dir', s.dataDir], { out: (l) => out.push(l), err: (l) => err.push(l), stdin: async () => '' }, { plugins: testPlugins() });
+    const code = await main(
+      [...args, '--data-dir', s.dataDir],
+      { out: (l) => out.push(l), err: (l) => err.push(l), stdin: async () => '' },
+      { plugins: testPlugins() },
+    );
     return { code, out, err };
   };
 
@@ -221,7 +235,9 @@ describe('sovcomms webhook (CLI)', () => {
     const list = await run('webhook', 'list', '--json');
     expect(list.code).toBe(0);
     expect(list.out.join('\n')).not.toContain(secret);
-    expect(JSON.parse(list.out.join('\n'))).toEqual(expect.arrayContaining([expect.objectContaining({ id, events: ['call.ended', 'webhook.test'], createdBy: 'cli' })]));
+    expect(JSON.parse(list.out.join('\n'))).toEqual(
+      expect.arrayContaining([expect.objectContaining({ id, events: ['call.ended', 'webhook.test'], createdBy: 'cli' })]),
+    );
     expect((await run('webhook', 'list')).out[0]).toMatch(/^ID\s+ACTIVE/);
 
     expect((await run('webhook', 'test', id)).code).toBe(0);

@@ -29,13 +29,19 @@ const at = (path: string) => rx.received.filter((x) => x.path === path);
 /** Waits until no webhook job is running or due at the manual clock's "now". */
 async function settle(): Promise<void> {
   s.appliance.core.jobs.kick();
-  await until(() => {
-    const r = db()
-      .prepare("SELECT COUNT(*) AS n FROM jobs WHERE queue = 'webhook-delivery' AND (state = 'running' OR (state = 'pending' AND run_at <= ?))")
-      .get(clock.now()) as { n: number };
-    const q = db().prepare("SELECT COUNT(*) AS n FROM events WHERE id > (SELECT last_id FROM event_consumers WHERE name = 'webhooks')").get() as { n: number };
-    return r.n === 0 && q.n === 0;
-  }, 10_000, 'webhook jobs to settle');
+  await until(
+    () => {
+      const r = db()
+        .prepare("SELECT COUNT(*) AS n FROM jobs WHERE queue = 'webhook-delivery' AND (state = 'running' OR (state = 'pending' AND run_at <= ?))")
+        .get(clock.now()) as { n: number };
+      const q = db().prepare("SELECT COUNT(*) AS n FROM events WHERE id > (SELECT last_id FROM event_consumers WHERE name = 'webhooks')").get() as {
+        n: number;
+      };
+      return r.n === 0 && q.n === 0;
+    },
+    10_000,
+    'webhook jobs to settle',
+  );
 }
 
 async function advance(ms: number): Promise<void> {
@@ -49,7 +55,12 @@ async function subscribe(path: string): Promise<{ id: string; secret: string }> 
   return r.json;
 }
 
-const sub = (id: string) => db().prepare('SELECT active, failures, last_fired_at FROM webhook_subscriptions WHERE id = ?').get(id) as { active: number; failures: number; last_fired_at: string | null };
+const sub = (id: string) =>
+  db().prepare('SELECT active, failures, last_fired_at FROM webhook_subscriptions WHERE id = ?').get(id) as {
+    active: number;
+    failures: number;
+    last_fired_at: string | null;
+  };
 
 describe('webhook retries (controlled clock)', () => {
   it('retries after 5 s, 30 s and 120 s with the same delivery id and signature, then gives up after 4 attempts', async () => {
@@ -58,7 +69,11 @@ describe('webhook retries (controlled clock)', () => {
     emit('c-retry');
     await settle();
     expect(at('/r500')).toHaveLength(1);
-    for (const [wait, n] of [[5_000, 2], [30_000, 3], [120_000, 4]] as const) {
+    for (const [wait, n] of [
+      [5_000, 2],
+      [30_000, 3],
+      [120_000, 4],
+    ] as const) {
       await advance(wait - 1);
       expect(at('/r500')).toHaveLength(n - 1);
       await advance(1);
@@ -156,7 +171,10 @@ describe('webhook retries (controlled clock)', () => {
     expect(at('/dead').length).toBeGreaterThanOrEqual(80);
     expect(at('/dead').length).toBeLessThan(84);
     const states = db().prepare('SELECT state, COUNT(*) AS n FROM webhook_deliveries WHERE subscription_id = ? GROUP BY state ORDER BY state').all(id);
-    expect(states).toEqual([{ state: 'failed', n: 20 }, { state: 'skipped', n: 3 }]);
+    expect(states).toEqual([
+      { state: 'failed', n: 20 },
+      { state: 'skipped', n: 3 },
+    ]);
     expect((await admin(s, 'list')).json.find((x: { id: string }) => x.id === id)).toMatchObject({ active: false, failures: 20 });
 
     const resumed = await admin(s, 'resume', { body: { id } });

@@ -11,6 +11,7 @@ import { verify } from '@octokit/webhooks-methods';
 import { Webhook } from 'standardwebhooks';
 import { mergePolicy } from '../../../plugins/webhooks/net-policy.ts';
 import { deliveryHeaders, newSecret, retryAfterMs, send } from '../../../plugins/webhooks/sender.ts';
+import type { TLSSocket } from 'node:tls';
 
 const loopback = mergePolicy({ allowLoopback: true });
 
@@ -18,10 +19,30 @@ describe('webhook sender', () => {
   it('one whsec_ secret serves both signatures, checked by the libraries of each scheme', async () => {
     const secret = newSecret();
     const body = JSON.stringify({ event: 'call.ended', tenant: 'a.example', ts: '2026-01-01T00:00:00.000Z', data: { callId: 'x' } });
-    const h = deliveryHeaders({ url: 'http://x/', body, event: 'call.ended', deliveryId: 'd-1', attempt: 2, secret, timestampSec: Math.floor(Date.now() / 1000) });
+    const h = deliveryHeaders({
+      url: 'http://x/',
+      body,
+      event: 'call.ended',
+      deliveryId: 'd-1',
+      attempt: 2,
+      secret,
+      timestampSec: Math.floor(Date.now() / 1000),
+    });
     expect(await verify(secret, body, h['X-Service-Signature']!)).toBe(true);
-    expect(new Webhook(secret).verify(body, { 'webhook-id': h['webhook-id']!, 'webhook-timestamp': h['webhook-timestamp']!, 'webhook-signature': h['webhook-signature']! })).toMatchObject({ event: 'call.ended' });
-    expect(() => new Webhook(newSecret()).verify(body, { 'webhook-id': h['webhook-id']!, 'webhook-timestamp': h['webhook-timestamp']!, 'webhook-signature': h['webhook-signature']! })).toThrow();
+    expect(
+      new Webhook(secret).verify(body, {
+        'webhook-id': h['webhook-id']!,
+        'webhook-timestamp': h['webhook-timestamp']!,
+        'webhook-signature': h['webhook-signature']!,
+      }),
+    ).toMatchObject({ event: 'call.ended' });
+    expect(() =>
+      new Webhook(newSecret()).verify(body, {
+        'webhook-id': h['webhook-id']!,
+        'webhook-timestamp': h['webhook-timestamp']!,
+        'webhook-signature': h['webhook-signature']!,
+      }),
+    ).toThrow();
     expect(h['X-Service-Attempt']).toBe('2');
   });
 
@@ -64,19 +85,43 @@ describe('webhook sender', () => {
   it('https: verifies the certificate against the URL name (office CA trusted via ca) while connecting to the checked address', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wh-tls-'));
     try {
-      execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', path.join(dir, 'k.pem'),
-        '-out', path.join(dir, 'c.pem'), '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost'], { stdio: 'ignore' });
+      execFileSync(
+        'openssl',
+        [
+          'req',
+          '-x509',
+          '-newkey',
+          'ec',
+          '-pkeyopt',
+          'ec_paramgen_curve:prime256v1',
+          '-nodes',
+          '-keyout',
+          path.join(dir, 'k.pem'),
+          '-out',
+          path.join(dir, 'c.pem'),
+          '-days',
+          '1',
+          '-subj',
+          '/CN=localhost',
+          '-addext',
+          'subjectAltName=DNS:localhost',
+        ],
+        { stdio: 'ignore' },
+      );
       const cert = fs.readFileSync(path.join(dir, 'c.pem'), 'utf8');
       const seen: { host?: string; sni?: string }[] = [];
       const server = https.createServer({ cert, key: fs.readFileSync(path.join(dir, 'k.pem')) }, (req, res) => {
-        seen.push({ host: req.headers.host, sni: (req.socket as import('node:tls').TLSSocket).servername || undefined });
+        seen.push({ host: req.headers.host, sni: (req.socket as TLSSocket).servername || undefined });
         req.resume();
         req.on('end', () => res.end('ok'));
       });
       // IPv4 only: if "localhost" resolves to ::1 first, the sender must move on to 127.0.0.1.
       await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
       const port = (server.address() as AddressInfo).port;
-      const resolve = async () => [{ address: '::1', family: 6 }, { address: '127.0.0.1', family: 4 }];
+      const resolve = async () => [
+        { address: '::1', family: 6 },
+        { address: '127.0.0.1', family: 4 },
+      ];
       const d = { url: `https://localhost:${port}/hook`, body: '{}', event: 'e', deliveryId: 'd', attempt: 1, secret: 'whsec_AAAA', timestampSec: 1 };
       try {
         const untrusted = await send(d, { policy: loopback, timeoutMs: 3000, maxResponseBytes: 100, resolve });

@@ -7,7 +7,20 @@ import { Receiver, admin, testPlugins, until } from './support.ts';
 
 describe('address policy', () => {
   it('refuses loopback, link-local, metadata and unspecified addresses by default and allows the LAN', () => {
-    for (const a of ['127.0.0.1', '127.5.6.7', '::1', '::ffff:127.0.0.1', '169.254.169.254', '169.254.10.1', 'fe80::1', '0.0.0.0', '::', '224.0.0.1', '255.255.255.255', 'fd00:ec2::254']) {
+    for (const a of [
+      '127.0.0.1',
+      '127.5.6.7',
+      '::1',
+      '::ffff:127.0.0.1',
+      '169.254.169.254',
+      '169.254.10.1',
+      'fe80::1',
+      '0.0.0.0',
+      '::',
+      '224.0.0.1',
+      '255.255.255.255',
+      'fd00:ec2::254',
+    ]) {
       expect(refusal(a, DEFAULT_POLICY), a).not.toBeNull();
     }
     for (const a of ['10.1.2.3', '172.16.0.9', '192.168.1.20', '100.64.0.1', 'fd12::1', '93.184.216.34', '2a00:1450:4001:82b::200e']) {
@@ -15,13 +28,30 @@ describe('address policy', () => {
     }
   });
 
-  it('refuses documentation, benchmarking and IPv4-embedding ranges, and this appliance\'s own addresses, unless allow-listed', () => {
+  it("refuses documentation, benchmarking and IPv4-embedding ranges, and this appliance's own addresses, unless allow-listed", () => {
     // Documentation (RFC 5737, RFC 3849), benchmarking (RFC 2544), IETF assignments, 6to4 relay,
     // discard (RFC 6666), and NAT64 / 6to4 / Teredo forms that embed 127.0.0.1 or a LAN address.
-    for (const a of ['192.0.2.10', '198.51.100.7', '203.0.113.250', '2001:db8::1', '198.18.0.1', '198.19.255.1', '192.0.0.8', '192.88.99.1', '100::1', '64:ff9b::7f00:1', '64:ff9b:1::a00:1', '2002:7f00:1::1', '2001:0:4136:e378::1']) {
+    for (const a of [
+      '192.0.2.10',
+      '198.51.100.7',
+      '203.0.113.250',
+      '2001:db8::1',
+      '198.18.0.1',
+      '198.19.255.1',
+      '192.0.0.8',
+      '192.88.99.1',
+      '100::1',
+      '64:ff9b::7f00:1',
+      '64:ff9b:1::a00:1',
+      '2002:7f00:1::1',
+      '2001:0:4136:e378::1',
+    ]) {
       expect(refusal(a, DEFAULT_POLICY), a).toMatch(/special-purpose/);
     }
-    const own = Object.values(os.networkInterfaces()).flat().filter((i) => i && !i.internal).map((i) => i!.address.split('%')[0]!);
+    const own = Object.values(os.networkInterfaces())
+      .flat()
+      .filter((i) => i && !i.internal)
+      .map((i) => i!.address.split('%')[0]!);
     for (const a of own) expect(refusal(a, { ...DEFAULT_POLICY, allowPrivate: true, allowLinkLocal: true }), a).not.toBeNull();
     // An operator's explicit allow-list still wins (a documented escape hatch for lab setups).
     expect(refusal('192.0.2.10', { ...DEFAULT_POLICY, allowCidrs: ['192.0.2.0/24'] })).toBeNull();
@@ -44,7 +74,15 @@ describe('address policy', () => {
       const port = new URL(rx.url).port;
       const rebind = async () => [{ address: '127.0.0.1', family: 4 }];
       await expect(resolveChecked(new URL(`http://rebind.example:${port}/`), DEFAULT_POLICY, rebind)).rejects.toThrow(/loopback/);
-      const d = { url: `http://rebind.example:${port}/x`, body: '{}', event: 'call.ended', deliveryId: 'd1', attempt: 1, secret: 'whsec_AAAA', timestampSec: 1 };
+      const d = {
+        url: `http://rebind.example:${port}/x`,
+        body: '{}',
+        event: 'call.ended',
+        deliveryId: 'd1',
+        attempt: 1,
+        secret: 'whsec_AAAA',
+        timestampSec: 1,
+      };
       const refused = await send(d, { policy: DEFAULT_POLICY, timeoutMs: 1000, maxResponseBytes: 100, resolve: rebind });
       expect(refused).toMatchObject({ status: null, refused: true });
       expect(rx.received).toHaveLength(0);
@@ -53,7 +91,10 @@ describe('address policy', () => {
       expect(ok.status).toBe(200);
       expect(rx.received[0]!.headers.host).toBe(`rebind.example:${port}`);
       // Of several addresses, a refused one is skipped, an allowed one is used.
-      const mixed = async () => [{ address: '169.254.169.254', family: 4 }, { address: '127.0.0.1', family: 4 }];
+      const mixed = async () => [
+        { address: '169.254.169.254', family: 4 },
+        { address: '127.0.0.1', family: 4 },
+      ];
       expect((await resolveChecked(new URL('http://x.example/'), mergePolicy({ allowLoopback: true }), mixed)).address).toBe('127.0.0.1');
     } finally {
       await rx.stop();
@@ -94,8 +135,14 @@ describe('SSRF refusals on the admin surface (default policy, one tenant allowed
   it('refuses loopback, metadata, link-local and unspecified targets with 400 address_refused', async () => {
     const port = new URL(rx.url).port;
     for (const url of [
-      rx.url, `http://[::1]:${port}/`, `http://localhost:${port}/`, 'http://169.254.169.254/latest/meta-data/', 'http://169.254.1.1/',
-      'http://0.0.0.0/', 'http://[::ffff:127.0.0.1]/', 'http://2130706433/',
+      rx.url,
+      `http://[::1]:${port}/`,
+      `http://localhost:${port}/`,
+      'http://169.254.169.254/latest/meta-data/',
+      'http://169.254.1.1/',
+      'http://0.0.0.0/',
+      'http://[::ffff:127.0.0.1]/',
+      'http://2130706433/',
     ]) {
       const r = await admin(s, 'add', { body: { url, events: ['*'] } });
       expect(r.status, url).toBe(400);
@@ -104,7 +151,9 @@ describe('SSRF refusals on the admin surface (default policy, one tenant allowed
       expect(r.json.error_description, url).not.toMatch(/127\.|::1|169\.254|loopback|link-local|metadata/);
     }
     // Documentation ranges (RFC 5737) and this appliance's own LAN addresses are refused too.
-    const own = Object.values(os.networkInterfaces()).flat().find((i) => i && !i.internal && i.family === 'IPv4');
+    const own = Object.values(os.networkInterfaces())
+      .flat()
+      .find((i) => i && !i.internal && i.family === 'IPv4');
     for (const url of ['http://203.0.113.9/hook', ...(own ? [`http://${own.address}:${port}/`] : [])]) {
       expect((await admin(s, 'add', { body: { url, events: ['*'] } })).json.error, url).toBe('address_refused');
     }
@@ -122,7 +171,11 @@ describe('SSRF refusals on the admin surface (default policy, one tenant allowed
   });
 
   it('a bad CIDR in the settings stops the plugin with its path', async () => {
-    await expect(startTestServer({ plugins: testPlugins(), overrides: { plugins: { webhooks: { denyCidrs: ['10.0.0.0/99'] } } } })).rejects.toThrow(/plugins\.webhooks\.denyCidrs/);
-    await expect(startTestServer({ plugins: testPlugins(), overrides: { plugins: { webhooks: { caFile: 'no-such-ca.pem' } } } })).rejects.toThrow(/no-such-ca\.pem/);
+    await expect(startTestServer({ plugins: testPlugins(), overrides: { plugins: { webhooks: { denyCidrs: ['10.0.0.0/99'] } } } })).rejects.toThrow(
+      /plugins\.webhooks\.denyCidrs/,
+    );
+    await expect(startTestServer({ plugins: testPlugins(), overrides: { plugins: { webhooks: { caFile: 'no-such-ca.pem' } } } })).rejects.toThrow(
+      /no-such-ca\.pem/,
+    );
   });
 });

@@ -3,7 +3,6 @@ import type { CoreServices } from '../../../server/app.ts';
 import { z } from 'zod';
 import { WEBHOOKS } from '../../../plugins/webhooks/api.ts';
 import { startTestServer, type TestServer } from '../../support/server.ts';
-import type { WebhookService } from '../../../plugins/webhooks/service.ts';
 import { DEFAULT_POLICY, cachingResolver, mergePolicy, resolveAllowed } from '../../../plugins/webhooks/net-policy.ts';
 import { send } from '../../../plugins/webhooks/sender.ts';
 import { Receiver, testPlugins, until } from './support.ts';
@@ -23,18 +22,21 @@ describe('RunningJob.complete (core job queue)', () => {
     return core;
   };
 
-  it('marks the job done in the handler\'s transaction, together with its effect', async () => {
+  it("marks the job done in the handler's transaction, together with its effect", async () => {
     const core = setup();
     const states: string[] = [];
     core.jobs.define({
-      name: 'c', schema: z.unknown(),
+      name: 'c',
+      schema: z.unknown(),
       async run(job) {
-        core.db.transaction(() => {
-          core.db.prepare('INSERT INTO effects VALUES (?, ?)').run(job.id, job.attempt);
-          job.complete?.();
-          // Inside the open transaction the row is already done: one commit carries both.
-          states.push(core.jobs.get(job.id)!.state);
-        }).immediate();
+        core.db
+          .transaction(() => {
+            core.db.prepare('INSERT INTO effects VALUES (?, ?)').run(job.id, job.attempt);
+            job.complete?.();
+            // Inside the open transaction the row is already done: one commit carries both.
+            states.push(core.jobs.get(job.id)!.state);
+          })
+          .immediate();
       },
     });
     core.jobs.start();
@@ -48,13 +50,17 @@ describe('RunningJob.complete (core job queue)', () => {
   it('a rolled-back complete() leaves the job to the normal retry', async () => {
     const core = setup();
     core.jobs.define({
-      name: 'r', schema: z.unknown(), backoffMs: () => 0,
+      name: 'r',
+      schema: z.unknown(),
+      backoffMs: () => 0,
       async run(job) {
-        core.db.transaction(() => {
-          core.db.prepare('INSERT INTO effects VALUES (?, ?)').run(job.id, job.attempt);
-          job.complete?.();
-          if (job.attempt === 1) throw new Error('rolled back');
-        }).immediate();
+        core.db
+          .transaction(() => {
+            core.db.prepare('INSERT INTO effects VALUES (?, ?)').run(job.id, job.attempt);
+            job.complete?.();
+            if (job.attempt === 1) throw new Error('rolled back');
+          })
+          .immediate();
       },
     });
     core.jobs.start();
@@ -99,10 +105,18 @@ describe('group commit of delivery outcomes', () => {
     }).immediate();
     const q = (sql: string) => db.prepare(sql).get(...subs) as { n: number };
     const marks = subs.map(() => '?').join(',');
-    await until(() => q(`SELECT COUNT(*) AS n FROM webhook_deliveries WHERE subscription_id IN (${marks}) AND state = 'delivered'`).n === 120, 20_000, '120 deliveries');
-    expect(q(`SELECT COUNT(*) AS n FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE d.subscription_id IN (${marks})`).n).toBe(120);
+    await until(
+      () => q(`SELECT COUNT(*) AS n FROM webhook_deliveries WHERE subscription_id IN (${marks}) AND state = 'delivered'`).n === 120,
+      20_000,
+      '120 deliveries',
+    );
+    expect(q(`SELECT COUNT(*) AS n FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE d.subscription_id IN (${marks})`).n).toBe(
+      120,
+    );
     // Every job ended as done (marked in the outcome's transaction, not left running or pending).
-    const jobs = db.prepare(`SELECT j.state, COUNT(*) AS n FROM jobs j JOIN webhook_deliveries d ON d.job_id = j.id WHERE d.subscription_id IN (${marks}) GROUP BY j.state`).all(...subs);
+    const jobs = db
+      .prepare(`SELECT j.state, COUNT(*) AS n FROM jobs j JOIN webhook_deliveries d ON d.job_id = j.id WHERE d.subscription_id IN (${marks}) GROUP BY j.state`)
+      .all(...subs);
     expect(jobs).toEqual([{ state: 'done', n: 120 }]);
     expect(maxInFlight).toBeGreaterThan(1);
     expect(maxInFlight).toBeLessThanOrEqual(4);
@@ -129,14 +143,38 @@ describe('group commit of delivery outcomes', () => {
         for (const c of ['ok-1', 'poison-me', 'ok-2']) s.appliance.core.events.emit(tenant.id, 'call.ended', { callId: c });
       }).immediate();
       const marks = subs.map(() => '?').join(',');
-      const byState = () => db.prepare(`SELECT state, COUNT(*) AS n FROM webhook_deliveries WHERE subscription_id IN (${marks}) GROUP BY state ORDER BY state`).all(...subs);
-      await until(() => JSON.stringify(byState()) === JSON.stringify([{ state: 'delivered', n: 8 }, { state: 'pending', n: 4 }]), 10_000, '8 delivered, 4 poisoned pending');
-      await until(() => (db.prepare(`SELECT COUNT(*) AS n FROM jobs j JOIN webhook_deliveries d ON d.job_id = j.id
-                                     WHERE d.subscription_id IN (${marks}) AND j.state = 'pending' AND j.last_error LIKE '%poisoned outcome%'`).get(...subs) as { n: number }).n === 4,
-      5000, 'poisoned jobs back to pending for a retry');
+      const byState = () =>
+        db.prepare(`SELECT state, COUNT(*) AS n FROM webhook_deliveries WHERE subscription_id IN (${marks}) GROUP BY state ORDER BY state`).all(...subs);
+      await until(
+        () =>
+          JSON.stringify(byState()) ===
+          JSON.stringify([
+            { state: 'delivered', n: 8 },
+            { state: 'pending', n: 4 },
+          ]),
+        10_000,
+        '8 delivered, 4 poisoned pending',
+      );
+      await until(
+        () =>
+          (
+            db
+              .prepare(
+                `SELECT COUNT(*) AS n FROM jobs j JOIN webhook_deliveries d ON d.job_id = j.id
+                                     WHERE d.subscription_id IN (${marks}) AND j.state = 'pending' AND j.last_error LIKE '%poisoned outcome%'`,
+              )
+              .get(...subs) as { n: number }
+          ).n === 4,
+        5000,
+        'poisoned jobs back to pending for a retry',
+      );
       // Nothing of a poisoned outcome was written; every good one has exactly its attempt row.
-      const attempts = db.prepare(`SELECT d.payload LIKE '%poison-me%' AS poisoned, COUNT(a.id) AS n FROM webhook_deliveries d LEFT JOIN webhook_attempts a ON a.delivery_id = d.id
-                                   WHERE d.subscription_id IN (${marks}) GROUP BY d.id ORDER BY poisoned`).all(...subs) as { poisoned: number; n: number }[];
+      const attempts = db
+        .prepare(
+          `SELECT d.payload LIKE '%poison-me%' AS poisoned, COUNT(a.id) AS n FROM webhook_deliveries d LEFT JOIN webhook_attempts a ON a.delivery_id = d.id
+                                   WHERE d.subscription_id IN (${marks}) GROUP BY d.id ORDER BY poisoned`,
+        )
+        .all(...subs) as { poisoned: number; n: number }[];
       expect(attempts.filter((a) => a.poisoned === 0).every((a) => a.n === 1)).toBe(true);
       expect(attempts.filter((a) => a.poisoned === 1).map((a) => a.n)).toEqual([0, 0, 0, 0]);
     } finally {
@@ -157,7 +195,14 @@ describe('DNS answer cache', () => {
   it('reuses an answer within its time, asks again after it', async () => {
     let now = 1000;
     let calls = 0;
-    const r = cachingResolver(async () => { calls++; return [{ address: '10.0.0.1', family: 4 }]; }, 5000, () => now);
+    const r = cachingResolver(
+      async () => {
+        calls++;
+        return [{ address: '10.0.0.1', family: 4 }];
+      },
+      5000,
+      () => now,
+    );
     await r('a.example');
     await r('a.example');
     expect(calls).toBe(1);
@@ -170,11 +215,25 @@ describe('DNS answer cache', () => {
     await r('a.example');
     expect(calls).toBe(3);
     // 0 turns it off; an empty answer is never kept.
-    const off = cachingResolver(async () => { calls++; return []; }, 0, () => now);
+    const off = cachingResolver(
+      async () => {
+        calls++;
+        return [];
+      },
+      0,
+      () => now,
+    );
     await off('c.example');
     await off('c.example');
     expect(calls).toBe(5);
-    const empty = cachingResolver(async () => { calls++; return []; }, 5000, () => now);
+    const empty = cachingResolver(
+      async () => {
+        calls++;
+        return [];
+      },
+      5000,
+      () => now,
+    );
     await empty('d.example');
     await empty('d.example');
     expect(calls).toBe(7);
@@ -186,9 +245,21 @@ describe('DNS answer cache', () => {
       const port = new URL(rx.url).port;
       let now = 0;
       let answer = '127.0.0.1';
-      const r = cachingResolver(async () => [{ address: answer, family: 4 }], 5000, () => now);
+      const r = cachingResolver(
+        async () => [{ address: answer, family: 4 }],
+        5000,
+        () => now,
+      );
       const loopbackOk = mergePolicy({ allowLoopback: true });
-      const d = { url: `http://rebind.example:${port}/x`, body: '{}', event: 'call.ended', deliveryId: 'd1', attempt: 1, secret: 'whsec_AAAA', timestampSec: 1 };
+      const d = {
+        url: `http://rebind.example:${port}/x`,
+        body: '{}',
+        event: 'call.ended',
+        deliveryId: 'd1',
+        attempt: 1,
+        secret: 'whsec_AAAA',
+        timestampSec: 1,
+      };
       expect((await send(d, { policy: loopbackOk, timeoutMs: 2000, maxResponseBytes: 100, resolve: r })).status).toBe(200);
       // The name now points at the metadata service; the cached (checked) answer is still used...
       answer = '169.254.169.254';

@@ -15,14 +15,14 @@ export const GEMINI_LIVE_URL = 'wss://generativelanguage.googleapis.com/ws/googl
 interface ServerMessage {
   setupComplete?: object;
   serverContent?: {
-    modelTurn?: { parts?: Array<{ inlineData?: { mimeType?: string; data?: string }; text?: string }> };
+    modelTurn?: { parts?: { inlineData?: { mimeType?: string; data?: string }; text?: string }[] };
     inputTranscription?: { text?: string };
     outputTranscription?: { text?: string };
     interrupted?: boolean;
     turnComplete?: boolean;
     generationComplete?: boolean;
   };
-  toolCall?: { functionCalls?: Array<{ id?: string; name?: string; args?: Record<string, unknown> }> };
+  toolCall?: { functionCalls?: { id?: string; name?: string; args?: Record<string, unknown> }[] };
   toolCallCancellation?: { ids?: string[] };
   goAway?: { timeLeft?: string };
   sessionResumptionUpdate?: { newHandle?: string; resumable?: boolean };

@@ -95,7 +95,9 @@ export function upsample8to16Into(input: Int16Array, prev: number, out: Int16Arr
  */
 export class Decimator24to8 {
   // 9-tap windowed-sinc low-pass, cutoff ~3.4 kHz at 24 kHz; coefficients sum to 1.
-  private static readonly TAPS = Float64Array.from([0.0165, 0.0533, 0.1223, 0.1847, 0.2464, 0.1847, 0.1223, 0.0533, 0.0165].map((t, _i, a) => t / a.reduce((x, y) => x + y, 0)));
+  private static readonly TAPS = Float64Array.from(
+    [0.0165, 0.0533, 0.1223, 0.1847, 0.2464, 0.1847, 0.1223, 0.0533, 0.0165].map((t, _i, a) => t / a.reduce((x, y) => x + y, 0)),
+  );
   private tail = new Float64Array(8);
   /** Index (in the joined tail+input sequence) of the next sample that completes an output. */
   private next = 10; // first output once 3 new samples joined the (zero) history

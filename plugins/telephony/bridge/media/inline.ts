@@ -4,7 +4,6 @@ import { MediaSession, PortPool } from './session.ts';
 import { upsample8to16Into } from './audio.ts';
 import { EMPTY_METRICS, InputBatcher, type LegHandlers, type LegMetrics, type LegStart, type LegTarget, type MediaHost, type MediaLeg } from './leg.ts';
 
-
 export class InlineLeg implements MediaLeg {
   private session: MediaSession | null = null;
   private stopped = false;
@@ -22,7 +21,14 @@ export class InlineLeg implements MediaLeg {
     if (this.session || this.stopped) return;
     const batcher = new InputBatcher(h.onAudio16k, 1280, upsample8to16Into);
     const rtcp = { socket: this.rtcpSocket, remotePort: o.remoteRtcpPort ?? o.remotePort + 1, intervalMs: this.rtcpIntervalMs };
-    this.session = new MediaSession({ socket: this.socket, ...o, rtcp, onAudio: (pcm) => batcher.push(pcm), onDtmf: h.onDtmf, onMediaTimeout: h.onMediaTimeout });
+    this.session = new MediaSession({
+      socket: this.socket,
+      ...o,
+      rtcp,
+      onAudio: (pcm) => batcher.push(pcm),
+      onDtmf: h.onDtmf,
+      onMediaTimeout: h.onMediaTimeout,
+    });
     this.session.start();
   }
   play(pcm8k: Int16Array): void {
@@ -73,5 +79,7 @@ export class InlineMediaHost implements MediaHost {
     const { rtp, rtcp } = await this.pool.open();
     return new InlineLeg(rtp, rtcp, this.rtcpIntervalMs);
   }
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    // Nothing beyond the legs, which close themselves.
+  }
 }

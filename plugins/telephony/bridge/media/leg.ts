@@ -44,8 +44,22 @@ export interface LegMetrics extends RtcpMetrics {
 }
 
 export const EMPTY_METRICS: LegMetrics = {
-  sendJitterP99Ms: 0, sendJitterMaxMs: 0, intervals: 0, lateFrames: 0, skippedSlots: 0, packetsSent: 0, packetsReceived: 0, rxLost: 0, relayedFrames: 0, firstAudioSentAt: null,
-  rtcpSent: 0, rtcpReceived: 0, rttMs: null, remoteFractionLostMax: null, remoteJitterMs: null, rxJitterMs: 0,
+  sendJitterP99Ms: 0,
+  sendJitterMaxMs: 0,
+  intervals: 0,
+  lateFrames: 0,
+  skippedSlots: 0,
+  packetsSent: 0,
+  packetsReceived: 0,
+  rxLost: 0,
+  relayedFrames: 0,
+  firstAudioSentAt: null,
+  rtcpSent: 0,
+  rtcpReceived: 0,
+  rttMs: null,
+  remoteFractionLostMax: null,
+  remoteJitterMs: null,
+  rxJitterMs: 0,
 };
 
 export interface LegHandlers {

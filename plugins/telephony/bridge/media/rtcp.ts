@@ -161,7 +161,7 @@ export interface SenderSection {
 export type RtcpPacket =
   | { type: 'sr'; ssrc: number; sender: SenderSection; blocks: ReportBlock[] }
   | { type: 'rr'; ssrc: number; blocks: ReportBlock[] }
-  | { type: 'sdes'; chunks: Array<{ ssrc: number; cname?: string }> }
+  | { type: 'sdes'; chunks: { ssrc: number; cname?: string }[] }
   | { type: 'bye'; ssrcs: number[] }
   | { type: 'other'; pt: number };
 
@@ -248,8 +248,13 @@ export function parseRtcp(buf: Buffer): RtcpPacket[] | null {
         const b = from + i * 24;
         if (b + 24 > end) return null;
         blocks.push({
-          ssrc: buf.readUInt32BE(b), fractionLost: buf[b + 4]!, cumulativeLost: buf.readIntBE(b + 5, 3), extendedMax: buf.readUInt32BE(b + 8),
-          jitter: buf.readUInt32BE(b + 12), lsr: buf.readUInt32BE(b + 16), dlsr: buf.readUInt32BE(b + 20),
+          ssrc: buf.readUInt32BE(b),
+          fractionLost: buf[b + 4]!,
+          cumulativeLost: buf.readIntBE(b + 5, 3),
+          extendedMax: buf.readUInt32BE(b + 8),
+          jitter: buf.readUInt32BE(b + 12),
+          lsr: buf.readUInt32BE(b + 16),
+          dlsr: buf.readUInt32BE(b + 20),
         });
       }
       return blocks;
@@ -259,8 +264,16 @@ export function parseRtcp(buf: Buffer): RtcpPacket[] | null {
       const blocks = readBlocks(at + 28);
       if (!blocks) return null;
       out.push({
-        type: 'sr', ssrc: buf.readUInt32BE(at + 4), blocks,
-        sender: { ntpSec: buf.readUInt32BE(at + 8), ntpFrac: buf.readUInt32BE(at + 12), rtpTs: buf.readUInt32BE(at + 16), packets: buf.readUInt32BE(at + 20), octets: buf.readUInt32BE(at + 24) },
+        type: 'sr',
+        ssrc: buf.readUInt32BE(at + 4),
+        blocks,
+        sender: {
+          ntpSec: buf.readUInt32BE(at + 8),
+          ntpFrac: buf.readUInt32BE(at + 12),
+          rtpTs: buf.readUInt32BE(at + 16),
+          packets: buf.readUInt32BE(at + 20),
+          octets: buf.readUInt32BE(at + 24),
+        },
       });
     } else if (pt === PT_RR) {
       if (len < 8) return null;
@@ -268,7 +281,7 @@ export function parseRtcp(buf: Buffer): RtcpPacket[] | null {
       if (!blocks) return null;
       out.push({ type: 'rr', ssrc: buf.readUInt32BE(at + 4), blocks });
     } else if (pt === PT_SDES) {
-      const chunks: Array<{ ssrc: number; cname?: string }> = [];
+      const chunks: { ssrc: number; cname?: string }[] = [];
       let c = at + 4;
       for (let i = 0; i < count && c + 4 <= end; i++) {
         const chunk: { ssrc: number; cname?: string } = { ssrc: buf.readUInt32BE(c) };
@@ -342,10 +355,13 @@ export class RtcpSession {
   start(): void {
     const interval = this.o.intervalMs ?? RTCP_INTERVAL_MS;
     const next = (base: number) => {
-      this.timer = setTimeout(() => {
-        this.send(false);
-        next(interval);
-      }, base * (0.5 + Math.random()));
+      this.timer = setTimeout(
+        () => {
+          this.send(false);
+          next(interval);
+        },
+        base * (0.5 + Math.random()),
+      );
       this.timer.unref?.();
     };
     next(interval / 2);
@@ -359,7 +375,13 @@ export class RtcpSession {
     const ntp = ntpOf(Date.now());
     // The RTP timestamp of this same instant, extrapolated from the last packet sent (§6.4.1).
     const rate = this.o.clockRate ?? 8000;
-    const sender: SenderSection = { ntpSec: ntp.sec, ntpFrac: ntp.frac, rtpTs: (info.rtpTs + Math.round(((now - info.atMs) * rate) / 1000)) >>> 0, packets: info.packets, octets: info.octets };
+    const sender: SenderSection = {
+      ntpSec: ntp.sec,
+      ntpFrac: ntp.frac,
+      rtpTs: (info.rtpTs + Math.round(((now - info.atMs) * rate) / 1000)) >>> 0,
+      packets: info.packets,
+      octets: info.octets,
+    };
     const parts = [buildReport(info.ssrc, sender, block), buildSdes(info.ssrc, this.cname)];
     if (bye) parts.push(buildBye(info.ssrc));
     return Buffer.concat(parts);
@@ -408,8 +430,12 @@ export class RtcpSession {
 
   metrics(): RtcpMetrics {
     return {
-      rtcpSent: this.sent, rtcpReceived: this.received, rttMs: this.rttMs, remoteFractionLostMax: this.remoteFractionLostMax,
-      remoteJitterMs: this.remoteJitterMs, rxJitterMs: (this.o.reception.jitter / (this.o.clockRate ?? 8000)) * 1000,
+      rtcpSent: this.sent,
+      rtcpReceived: this.received,
+      rttMs: this.rttMs,
+      remoteFractionLostMax: this.remoteFractionLostMax,
+      remoteJitterMs: this.remoteJitterMs,
+      rxJitterMs: (this.o.reception.jitter / (this.o.clockRate ?? 8000)) * 1000,
     };
   }
 

@@ -81,7 +81,10 @@ export class JitterBuffer {
   late = 0;
   received = 0;
 
-  constructor(private readonly depth = 3, private readonly maxFrames = 50) {}
+  constructor(
+    private readonly depth = 3,
+    private readonly maxFrames = 50,
+  ) {}
 
   push(seq: number, payload: Buffer): void {
     this.received++;

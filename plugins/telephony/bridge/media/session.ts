@@ -355,7 +355,17 @@ export class RtpReceiver implements Clocked {
 
   constructor(private readonly o: ReceiverOptions) {
     o.socket.on('message', (buf, rinfo) => this.onPacket(buf, rinfo.address));
-    this.rtcp = o.rtcp ? new RtcpSession({ socket: o.rtcp.socket, remoteHost: o.remoteHost, remotePort: o.rtcp.remotePort, sender: o.rtcp.info, reception: this.reception, intervalMs: o.rtcp.intervalMs, onValid: () => (this.heardAt = performance.now()) }) : null;
+    this.rtcp = o.rtcp
+      ? new RtcpSession({
+          socket: o.rtcp.socket,
+          remoteHost: o.remoteHost,
+          remotePort: o.rtcp.remotePort,
+          sender: o.rtcp.info,
+          reception: this.reception,
+          intervalMs: o.rtcp.intervalMs,
+          onValid: () => (this.heardAt = performance.now()),
+        })
+      : null;
     if (o.connectTo !== undefined) {
       try {
         // Errors (an unresolvable name) arrive on the socket's 'error' listener: it stays unconnected.
@@ -461,7 +471,14 @@ export class RtpReceiver implements Clocked {
   }
 
   metrics(): ReceiverMetrics {
-    const rtcp = this.rtcp?.metrics() ?? { rtcpSent: 0, rtcpReceived: 0, rttMs: null, remoteFractionLostMax: null, remoteJitterMs: null, rxJitterMs: (this.reception.jitter / 8000) * 1000 };
+    const rtcp = this.rtcp?.metrics() ?? {
+      rtcpSent: 0,
+      rtcpReceived: 0,
+      rttMs: null,
+      remoteFractionLostMax: null,
+      remoteJitterMs: null,
+      rxJitterMs: (this.reception.jitter / 8000) * 1000,
+    };
     return { packetsReceived: this.packetsReceived, rxLost: this.jitter.lost, relayedFrames: this.relayedFrames, ...rtcp };
   }
 

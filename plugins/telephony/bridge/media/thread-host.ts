@@ -18,7 +18,6 @@ type FromThread =
   | { op: 'timeout'; id: number }
   | { op: 'stopped'; id: number; metrics: Partial<LegMetrics> | null };
 
-
 /** Bind attempts per call when another process takes a reserved port in between. */
 const BIND_ATTEMPTS = 5;
 
@@ -52,7 +51,16 @@ class MediaThread {
   ) {
     const boot = new URL('./worker-boot.mjs', import.meta.url);
     const entry = new URL(`./thread${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url).href;
-    const data: ThreadData = { entry, role, min: o.min, max: o.max, host: o.host, nice: o.nice ?? 0, rtPriority: role === 'rx' ? 0 : (o.rtPriority ?? 0), rtcpIntervalMs: o.rtcpIntervalMs };
+    const data: ThreadData = {
+      entry,
+      role,
+      min: o.min,
+      max: o.max,
+      host: o.host,
+      nice: o.nice ?? 0,
+      rtPriority: role === 'rx' ? 0 : (o.rtPriority ?? 0),
+      rtcpIntervalMs: o.rtcpIntervalMs,
+    };
     this.worker = new Worker(boot, { workerData: data, name: `media-${role}` });
     this.worker.on('message', (m: FromThread) => this.onMessage(m));
     this.worker.on('error', (err) => {
@@ -227,13 +235,13 @@ export class ThreadMediaHost implements MediaHost {
     const id = this.nextId++;
     let port: number;
     if (!this.rx) {
-      port = (await this.tx.ask({ op: 'open', id }, 'opened') as { port: number }).port;
+      port = ((await this.tx.ask({ op: 'open', id }, 'opened')) as { port: number }).port;
     } else {
       // The receiving thread finds a free port; the sending thread binds it first and the
       // receiving thread last, so the datagrams go to the receiver (Linux: the socket bound last
       // wins among SO_REUSEADDR sockets). Another process may take the port in between: retry.
       for (let attempt = 1; ; attempt++) {
-        port = (await this.rx.ask({ op: 'reserve', id }, 'reserved') as { port: number }).port;
+        port = ((await this.rx.ask({ op: 'reserve', id }, 'reserved')) as { port: number }).port;
         try {
           await this.tx.ask({ op: 'bind', id, port }, 'opened');
         } catch (err) {

@@ -115,37 +115,46 @@ function serve(port: MessagePort, d: ThreadData): void {
     const l = legs.get(m.id);
     switch (m.op) {
       case 'open':
-        pool.open().then(({ rtp, rtcp }) => {
-          legs.set(m.id, { kind: 'both', socket: rtp, rtcp, session: null });
-          port.postMessage({ op: 'opened', id: m.id, port: rtp.address().port });
-        }, (err: unknown) => fail(m.id, err));
+        pool.open().then(
+          ({ rtp, rtcp }) => {
+            legs.set(m.id, { kind: 'both', socket: rtp, rtcp, session: null });
+            port.postMessage({ op: 'opened', id: m.id, port: rtp.address().port });
+          },
+          (err: unknown) => fail(m.id, err),
+        );
         return;
       case 'reserve':
-        pool.reserve().then(({ port: p, rtcp }) => {
-          reserved.get(m.id)?.close(); // a retry: the earlier reservation is given up
-          reserved.set(m.id, rtcp);
-          port.postMessage({ op: 'reserved', id: m.id, port: p });
-        }, (err: unknown) => fail(m.id, err));
+        pool.reserve().then(
+          ({ port: p, rtcp }) => {
+            reserved.get(m.id)?.close(); // a retry: the earlier reservation is given up
+            reserved.set(m.id, rtcp);
+            port.postMessage({ op: 'reserved', id: m.id, port: p });
+          },
+          (err: unknown) => fail(m.id, err),
+        );
         return;
       case 'bind':
-        bindSocket(m.port, d.host, true).then((socket) => {
-          if (!socket) {
-            if (d.role === 'rx') reserved.get(m.id)?.close();
-            reserved.delete(m.id);
-            return fail(m.id, `RTP port ${m.port} was taken`);
-          }
-          if (d.role === 'tx') {
-            // Datagrams reach the receiving thread's socket (bound after this one); anything
-            // that still lands here (a stray, or after that socket closed) is dropped.
-            socket.on('message', () => undefined);
-            legs.set(m.id, { kind: 'tx', socket, sender: null });
-          } else {
-            const rtcp = reserved.get(m.id)!;
-            reserved.delete(m.id);
-            legs.set(m.id, { kind: 'rx', socket, rtcp, receiver: null });
-          }
-          port.postMessage({ op: 'opened', id: m.id, port: m.port });
-        }, (err: unknown) => fail(m.id, err));
+        bindSocket(m.port, d.host, true).then(
+          (socket) => {
+            if (!socket) {
+              if (d.role === 'rx') reserved.get(m.id)?.close();
+              reserved.delete(m.id);
+              return fail(m.id, `RTP port ${m.port} was taken`);
+            }
+            if (d.role === 'tx') {
+              // Datagrams reach the receiving thread's socket (bound after this one); anything
+              // that still lands here (a stray, or after that socket closed) is dropped.
+              socket.on('message', () => undefined);
+              legs.set(m.id, { kind: 'tx', socket, sender: null });
+            } else {
+              const rtcp = reserved.get(m.id)!;
+              reserved.delete(m.id);
+              legs.set(m.id, { kind: 'rx', socket, rtcp, receiver: null });
+            }
+            port.postMessage({ op: 'opened', id: m.id, port: m.port });
+          },
+          (err: unknown) => fail(m.id, err),
+        );
         return;
       case 'start':
         if (!l) return;
@@ -158,7 +167,14 @@ function serve(port: MessagePort, d: ThreadData): void {
           l.receiver.start();
         } else if (l.kind === 'both' && !l.session) {
           const rtcp = { socket: l.rtcp, remotePort: m.o.remoteRtcpPort ?? m.o.remotePort + 1, intervalMs: d.rtcpIntervalMs };
-          l.session = new MediaSession({ socket: l.socket, ...m.o, source: new RingReader(m.ring), info: new SenderInfo(m.info), rtcp, ...handlers(port, m.id) });
+          l.session = new MediaSession({
+            socket: l.socket,
+            ...m.o,
+            source: new RingReader(m.ring),
+            info: new SenderInfo(m.info),
+            rtcp,
+            ...handlers(port, m.id),
+          });
           l.session.start();
         }
         return;

@@ -71,9 +71,9 @@ export function canonicalName(name: string): string {
 
 /** Ordered, case-insensitive multimap of header values (one entry per comma-separated value where allowed). */
 export class SipHeaders {
-  private readonly list: Array<[string, string]> = [];
+  private readonly list: [string, string][] = [];
 
-  static from(entries: Array<[string, string]>): SipHeaders {
+  static from(entries: [string, string][]): SipHeaders {
     const h = new SipHeaders();
     for (const [n, v] of entries) h.append(n, v);
     return h;
@@ -106,7 +106,7 @@ export class SipHeaders {
   has(name: string): boolean {
     return this.get(name) !== undefined;
   }
-  entries(): Array<[string, string]> {
+  entries(): [string, string][] {
     return this.list.map(([n, v]) => [n, v]);
   }
   clone(): SipHeaders {

@@ -42,7 +42,10 @@ export class SipResolver {
   private readonly dns = new Resolver({ timeout: 2000, tries: 2 });
 
   constructor(servers?: string) {
-    const list = (servers ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+    const list = (servers ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
     if (list.length) this.dns.setServers(list);
   }
 
@@ -68,19 +71,20 @@ export class SipResolver {
    * Every target to try, in order (RFC 3263 §4.3: on a timeout or a 503 the client tries the
    * next one): each SRV target with an address, or the host's own address.
    */
-  async locateAll(host: string, transport: TransportName, fallbackPort: number): Promise<Array<{ host: string; port: number; via: 'srv' | 'address' }>> {
+  async locateAll(host: string, transport: TransportName, fallbackPort: number): Promise<{ host: string; port: number; via: 'srv' | 'address' }[]> {
     if (isIP(host)) return [{ host, port: fallbackPort, via: 'address' }];
     let records: SrvRecord[] = [];
     try {
       records = await this.dns.resolveSrv(`_sip._${transport}.${host}`);
     } catch (err) {
       const code = (err as { code?: string }).code;
-      if (code !== 'ENOTFOUND' && code !== 'ENODATA') throw new Error(`DNS SRV lookup of _sip._${transport}.${host} failed (${code ?? (err as Error).message})`);
+      if (code !== 'ENOTFOUND' && code !== 'ENODATA')
+        throw new Error(`DNS SRV lookup of _sip._${transport}.${host} failed (${code ?? (err as Error).message})`, { cause: err });
     }
     // A single "." target means the service is decidedly not offered there (RFC 2782).
     if (records.length && records.every((r) => !r.name || r.name === '.')) throw new Error(`${host} offers no SIP service over ${transport} (SRV target ".")`);
     records = records.filter((r) => r.name && r.name !== '.');
-    const out: Array<{ host: string; port: number; via: 'srv' | 'address' }> = [];
+    const out: { host: string; port: number; via: 'srv' | 'address' }[] = [];
     for (const r of orderSrv(records)) {
       try {
         out.push({ host: await this.address(r.name), port: r.port, via: 'srv' });

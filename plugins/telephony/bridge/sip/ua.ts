@@ -38,7 +38,7 @@ export interface TrunkTarget {
   /** Resolved address to send to, when it differs from host:port. */
   addr?: { host: string; port: number };
   /** Every SRV target with an address, in RFC 2782 order (`addr` is the first). */
-  addrs?: Array<{ host: string; port: number }>;
+  addrs?: { host: string; port: number }[];
 }
 
 function peerOf(t: TrunkTarget): Peer {
@@ -301,7 +301,7 @@ export class OutboundCall extends EventEmitter<OutboundCallEvents> {
     }, 64 * this.ua.layer.timers.T1);
   }
 
-  private inDialog(method: string, extra: Array<[string, string]> = [], body?: { type: string; data: string }): SipRequest {
+  private inDialog(method: string, extra: [string, string][] = [], body?: { type: string; data: string }): SipRequest {
     this.cseq++;
     const h = this.dialogHeaders(`${this.cseq} ${method}`);
     h.append('User-Agent', USER_AGENT);
@@ -348,7 +348,10 @@ export class OutboundCall extends EventEmitter<OutboundCallEvents> {
           if (ch) {
             const again = this.inDialog(req.method, []);
             for (const n of ['Refer-To', 'Referred-By', 'Contact']) for (const v of req.headers.getAll(n)) again.headers.append(n, v);
-            again.headers.append(res.status === 401 ? 'Authorization' : 'Proxy-Authorization', digestAuthorization(ch, { method: req.method, uri: req.uri, username: this.trunk.username, password: this.trunk.password, nc: 1 }));
+            again.headers.append(
+              res.status === 401 ? 'Authorization' : 'Proxy-Authorization',
+              digestAuthorization(ch, { method: req.method, uri: req.uri, username: this.trunk.username, password: this.trunk.password, nc: 1 }),
+            );
             this.sendWithAuth(again, done, true);
             return;
           }
@@ -640,7 +643,11 @@ export class SipUserAgent extends EventEmitter<UaEvents> {
       if (keepaliveMs <= 0) continue;
       if (k) k.target = t;
       else {
-        const entry = { timer: setInterval(() => this.ping(entry), keepaliveMs), status: { registered: null, lastError: null } as TrunkStatus, target: t as TrunkTarget };
+        const entry = {
+          timer: setInterval(() => this.ping(entry), keepaliveMs),
+          status: { registered: null, lastError: null } as TrunkStatus,
+          target: t as TrunkTarget,
+        };
         entry.timer.unref();
         this.keepalive.set(t.id, entry);
         this.ping(entry);
