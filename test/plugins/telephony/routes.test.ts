@@ -228,10 +228,20 @@ describe('PSTN whitelist and trunks (/signal.ashx)', () => {
     );
     expect(r.status).toBe(200);
     expect(r.body).toMatchObject({ ok: true, added: true });
+    // The spec's own form, bucket|Host without the length, is accepted as well (issue 11 §2).
+    const spec = await j(
+      await f('/signal.ashx?whitelist=add', {
+        method: 'POST',
+        body,
+        headers: { 'content-type': 'application/json', 'x-service-admin-signature': s.hmac('whitelist-add') },
+      }),
+    );
+    expect(spec.status).toBe(200);
+    expect(spec.body).toMatchObject({ ok: true, added: false });
     const bad = await f('/signal.ashx?whitelist=add', {
       method: 'POST',
       body,
-      headers: { 'content-type': 'application/json', 'x-service-admin-signature': s.hmac('whitelist-add') },
+      headers: { 'content-type': 'application/json', 'x-service-admin-signature': s.hmac('whitelist-add', undefined, 7) },
     });
     expect(bad.status).toBe(401);
     const l = await j(await adm('/signal.ashx?whitelist=list', 'whitelist-list'));
