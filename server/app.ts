@@ -162,6 +162,11 @@ export class Appliance {
       config: core.config,
       log: core.log,
       pluginReady: (p) => p === 'core' || this.host.isStarted(p),
+      isOwnHost: (tenant, hostHeader) => core.tenants.isOwnHost(tenant, hostHeader),
+      listeningPort: () => {
+        const a = this.server?.address();
+        return a && typeof a === 'object' ? a.port : core.config.http.port;
+      },
     });
     this.app = this.buildExpress();
   }

@@ -27,6 +27,21 @@ export function normalizeHost(raw: string | undefined | null): string {
   return h.replace(/\.$/, '');
 }
 
+/**
+ * A Host header as RFC 9110 §7.2 / RFC 3986 §3.2.2 allow it: a DNS name or IPv4 address, or an
+ * IPv6 literal in brackets, and an optional port; nothing else (no userinfo, no path, no second
+ * colon). Throws 400 for anything else: `a.example:@attacker.example` once resolved to tenant A
+ * and made links that pointed at the attacker.
+ */
+export function parseHostHeader(raw: string): { host: string; port: number | undefined } {
+  const m = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?\.?)(?::(\d{1,5}))?$/.exec(raw.trim());
+  const port = m?.[2] === undefined ? undefined : Number(m[2]);
+  if (!m || (port !== undefined && (port < 1 || port > 65535)) || /\.\./.test(m[1]!)) {
+    throw new InputError('malformed Host header: a host name or address and an optional port', 'invalid_request');
+  }
+  return { host: m[1]!.toLowerCase().replace(/\.$/, ''), port };
+}
+
 const HOST_RE = /^(?:\[[0-9a-f:.]+\]|[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*)$/;
 
 export function validateHost(host: string): string {
@@ -89,10 +104,20 @@ export class TenantService {
   /** The Host header picks the tenant; a missing or unknown Host falls back to the primary tenant. */
   resolve(hostHeader: string | undefined): Tenant {
     this.refreshIfStale();
-    const t = this.#byHost.get(normalizeHost(hostHeader));
+    const t = hostHeader ? this.#byHost.get(parseHostHeader(hostHeader).host) : undefined;
     if (t) return t;
     if (!this.#primary) throw new Error('no primary tenant: the appliance is not initialised');
     return this.#primary;
+  }
+
+  /** Whether `hostHeader` names one of the tenant's own host names (not a fallback to the primary). */
+  isOwnHost(tenant: Tenant, hostHeader: string | undefined): boolean {
+    if (!hostHeader) return false;
+    try {
+      return tenant.hosts.includes(parseHostHeader(hostHeader).host);
+    } catch {
+      return false;
+    }
   }
 
   primary(): Tenant | undefined {

@@ -4,7 +4,7 @@ import { AppError, InputError } from '../errors.ts';
 import type { AuthService } from '../auth.ts';
 import type { Logger } from '../log.ts';
 import type { CoreConfig } from '../config.ts';
-import type { Tenant } from '../tenancy.ts';
+import { parseHostHeader, type Tenant } from '../tenancy.ts';
 import { camelizeKeys, MAX_JSON_DEPTH, nestsDeeperThan } from './key-case.ts';
 import { readBounded } from './body.ts';
 import { errorAnswer, newRequestId, plainIp } from './respond.ts';
@@ -64,6 +64,10 @@ export interface DispatchDeps {
   config: CoreConfig;
   log: Logger;
   pluginReady(plugin: string): boolean;
+  /** Whether the Host header names one of the tenant's own host names (TenantService.isOwnHost). */
+  isOwnHost(tenant: Tenant, hostHeader: string): boolean;
+  /** The port the appliance listens on (known once it listens; the configured one before). */
+  listeningPort(): number;
 }
 
 /**
@@ -185,6 +189,7 @@ export class Dispatcher {
         requestId,
         hostHeader,
         origin: `${req.protocol}://${hostHeader || `${this.deps.config.http.host}:${this.deps.config.http.port}`}`,
+        linkOrigin: this.linkOrigin(req.protocol, tenant, hostHeader),
         headers: req.headers,
         raw: req,
         // A getter: the request logger is made only when a handler logs (server/app.ts).
@@ -198,6 +203,15 @@ export class Dispatcher {
     } catch (e) {
       renderError(res, e, res.locals.log as Logger, requestId);
     }
+  }
+
+  /** See RouteRequest.linkOrigin. */
+  private linkOrigin(proto: string, tenant: Tenant, hostHeader: string): string {
+    const own = this.deps.isOwnHost(tenant, hostHeader);
+    const host = own ? parseHostHeader(hostHeader).host : tenant.host;
+    const port = this.deps.listeningPort();
+    const defaultPort = proto === 'https' ? 443 : 80;
+    return `${proto}://${host}${port && port !== defaultPort ? `:${port}` : ''}`;
   }
 
   private rateLimit(def: RouteDef, ip: string): void {

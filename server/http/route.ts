@@ -38,6 +38,13 @@ export interface RouteRequest<Q = unknown, B = unknown, P = unknown> {
   hostHeader: string;
   /** `proto://host[:port]` as the client addressed us. */
   origin: string;
+  /**
+   * The origin for links that leave this request (mailed sign-in, recovery and invitation links,
+   * share URLs): the request's host only when it is one of the tenant's own host names, else the
+   * tenant's main host; always the port the appliance listens on. A forged Host header can
+   * therefore never make the appliance send someone a link to another site.
+   */
+  linkOrigin: string;
   headers: Request['headers'];
   log: Logger;
   raw: Request;

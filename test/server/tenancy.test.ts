@@ -116,3 +116,36 @@ describe('first start', () => {
     }
   });
 });
+
+describe('Host header parsing (RFC 3986 host and port only)', () => {
+  it('accepts names, IPv4 and bracketed IPv6 with an optional port; refuses everything else', async () => {
+    const { parseHostHeader } = await import('../../server/tenancy.ts');
+    expect(parseHostHeader('Office.Example.:8443')).toEqual({ host: 'office.example', port: 8443 });
+    expect(parseHostHeader('192.0.2.7')).toEqual({ host: '192.0.2.7', port: undefined });
+    expect(parseHostHeader('[::1]:8080')).toEqual({ host: '[::1]', port: 8080 });
+    for (const bad of [
+      'a.example:@attacker.example',
+      'a.example:80@b',
+      'user@a.example',
+      'a.example/path',
+      'a..example',
+      'a.example:0',
+      'a.example:65536',
+      'a example',
+      '::1',
+      '',
+    ]) {
+      expect(() => parseHostHeader(bad), bad).toThrow(/malformed Host header/);
+    }
+  });
+
+  it('the token endpoint (served before the router) refuses a malformed Host with 400 too', async () => {
+    const r = await s.fetch('/oauth2/v1/token', {
+      method: 'POST',
+      host: 'localhost:@attacker.example',
+      body: new URLSearchParams({ grant_type: 'client_credentials' }),
+    });
+    expect(r.status).toBe(400);
+    expect(((await r.json()) as { error: string }).error).toBe('invalid_request');
+  });
+});

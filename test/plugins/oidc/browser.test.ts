@@ -167,6 +167,38 @@ describe('sign-in pages in Chromium', () => {
     await ctx.close();
   });
 
+  it('a forged Host header cannot make the appliance mail a link to another site (recovery of the primary tenant)', async () => {
+    // The attacker's own browser session: the login page and the recovery form, with Host pointing at them.
+    const evil = 'attacker.example';
+    const victim = { name: 'victim', email: 'victim@office.test' };
+    await s.appliance.core.users.add(s.primary, { name: victim.name, role: 'admin', password: 'victim password 1', email: victim.email });
+    const login = await s.fetch('/login.html', { host: evil });
+    expect(login.status).toBe(200);
+    const cookieHeader = (login.headers.get('set-cookie') ?? '')
+      .split(/,(?=\s*\w+=)/)
+      .map((c) => c.split(';')[0]!.trim())
+      .join('; ');
+    const csrf = /name="csrf" value="([^"]+)"/.exec(await login.text())![1]!;
+    const before = mails.length;
+    const r = await s.fetch('/oidc.ashx/maglink', {
+      method: 'POST',
+      host: evil,
+      headers: { cookie: cookieHeader },
+      body: new URLSearchParams({ csrf, email: victim.email, purpose: 'recover' }),
+    });
+    expect(r.status).toBe(200);
+    await expect.poll(() => mails.slice(before).some((m) => m.to.includes(victim.email)), { timeout: 10_000 }).toBe(true);
+    const text = mails.slice(before).find((m) => m.to.includes(victim.email))!.text;
+    expect(text).toContain(`http://localhost:${s.port}/oidc.ashx/recover-finish?t=`);
+    expect(text).not.toContain(evil);
+    // A Host with userinfo (`a:@b`) or a path is refused outright.
+    for (const bad of [`localhost:@${evil}`, `localhost:${s.port}@${evil}`, `${evil}/x`, 'localhost:99999']) {
+      const res = await s.fetch('/login.html', { host: bad });
+      expect(res.status, bad).toBe(400);
+      expect(((await res.json()) as { error: string }).error).toBe('invalid_request');
+    }
+  });
+
   it('magic link and recovery mail arrive over SMTP and finish the sign-in in the browser', async () => {
     const ctx = await browser.newContext();
     const { page, url, finish } = await start(ctx);
