@@ -1,4 +1,5 @@
 import { ConflictError, InputError, type KeyService, NotFoundError, type Tenant } from '../../server/sdk.ts';
+import { TrunkSchema } from './control.ts';
 import type { NumberRow, TelephonyRepo, TrunkRow } from './repo.ts';
 import type { InboundRouteRow, OutboundRouteRow } from './routing.ts';
 import { TRUNK_ID_RE, type TrunkInput } from './schemas.ts';
@@ -59,6 +60,19 @@ export class TelephonyAdmin {
   saveTrunk(t: Tenant, input: TrunkInput): TrunkRow {
     const id = input.id ?? slug(input.name);
     if (!TRUNK_ID_RE.test(id)) throw new InputError('invalid field id: cannot derive a trunk id from the name; give one', 'invalid_request', { field: 'id' });
+    // Checked with the bridge's own contract now, so a trunk the bridge would refuse (too many
+    // codecs, control characters in a header value) is a 400 here, never a set the bridge refuses later.
+    const contract = TrunkSchema.safeParse({
+      id: bridgeTrunkId(t.id, id), host: input.host, port: input.port, transport: input.transport,
+      ...(input.username ? { username: input.username } : {}), ...(input.password ? { password: input.password } : {}),
+      register: input.register, ...(input.fromDomain ? { fromDomain: input.fromDomain } : {}), ...(input.callerId ? { callerId: input.callerId } : {}),
+      maxConcurrentCalls: input.maxConcurrentCalls, codecs: input.codecs, dnsSrv: input.dnsSrv,
+    });
+    if (!contract.success) {
+      const issue = contract.error.issues[0]!;
+      const field = issue.path.map(String).join('.');
+      throw new InputError(`invalid field ${field}: ${issue.message} (the telephony bridge accepts no other)`, 'invalid_request', { field });
+    }
     const prev = this.repo.trunk(t, id);
     let sealed = prev?.password_sealed ?? '';
     if (input.password !== undefined) sealed = input.password === '' ? '' : this.keys.seal(input.password, this.trunkAad(t, id));

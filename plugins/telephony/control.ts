@@ -61,8 +61,11 @@ export const TrunkSchema = z.object({
 });
 export type Trunk = z.infer<typeof TrunkSchema>;
 
-/** PUT /trunks: the full set (replaces). */
-export const TrunksBodySchema = z.object({ trunks: z.array(TrunkSchema).max(1000) });
+/**
+ * PUT /trunks: the full set (replaces). Each trunk is checked on its own (`TrunkSchema`): one bad
+ * trunk (another tenant's, or saved by an older version) is refused alone, the rest apply.
+ */
+export const TrunksBodySchema = z.object({ trunks: z.array(z.unknown()).max(1000) });
 
 /** POST /calls. */
 export const PlaceCallSchema = z.object({
@@ -107,7 +110,13 @@ export const HealthAnswerSchema = z.looseObject({
 });
 export type HealthAnswer = z.infer<typeof HealthAnswerSchema>;
 
-export const PutTrunksAnswerSchema = z.looseObject({ ok: z.literal(true), count: z.number().int().min(0) });
+export const PutTrunksAnswerSchema = z.looseObject({
+  ok: z.literal(true),
+  /** Trunks applied. */
+  count: z.number().int().min(0),
+  /** Trunks refused, each with the first reason (id as sent, or its index when it had none). */
+  rejected: z.array(z.looseObject({ id: z.string(), error: z.string() })).default([]),
+});
 export const PlaceCallAnswerSchema = z.looseObject({ accepted: z.literal(true), callId: z.string() });
 export const HangupAnswerSchema = z.looseObject({ ok: z.literal(true), state: z.string().optional() });
 export const ListCallsAnswerSchema = z.looseObject({

@@ -57,7 +57,11 @@ export class BridgeSupervisor {
     try {
       const ans = await bridge.putTrunks(trunks);
       if (!ans.ok) this.log.warn({ status: ans.status, error: ans.error.error }, 'bridge refused the trunk set');
-      else this.#lastPush = fp;
+      else {
+        this.#lastPush = fp;
+        // One bad trunk is refused alone; the others are in service.
+        if (ans.body.rejected.length) this.log.warn({ rejected: ans.body.rejected }, 'bridge refused some trunks');
+      }
     } catch (e) {
       this.log.warn({ err: (e as Error).message }, 'trunk push to the bridge failed');
     }

@@ -17,7 +17,7 @@ import { EventSender } from './events.ts';
 import { GeminiLiveEngine } from './engine/gemini-live.ts';
 import type { VoiceEngine } from './engine/types.ts';
 import { log } from './log.ts';
-import { HangupSchema, PlaceCallSchema, TrunksBodySchema, type LocatedTrunk, type PlaceCall, type Trunk } from './schemas.ts';
+import { HangupSchema, PlaceCallSchema, TrunkSchema, TrunksBodySchema, type LocatedTrunk, type PlaceCall, type Trunk } from './schemas.ts';
 
 export const BRIDGE_VERSION = '1.0.0';
 
@@ -173,8 +173,20 @@ export class Bridge {
       if (method === 'GET' && path === '/health') return send(200, this.health());
       if (method === 'PUT' && path === '/trunks') {
         const body = parse(TrunksBodySchema, await readJson(req));
-        await this.setTrunks(body.trunks);
-        return send(200, { ok: true, count: body.trunks.length });
+        const good: Trunk[] = [];
+        const rejected: { id: string; error: string }[] = [];
+        body.trunks.forEach((raw, i) => {
+          const r = TrunkSchema.safeParse(raw);
+          if (r.success) good.push(r.data);
+          else {
+            const id = typeof (raw as { id?: unknown })?.id === 'string' ? (raw as { id: string }).id : `#${i}`;
+            const issue = r.error.issues[0];
+            rejected.push({ id, error: issue ? `${issue.path.join('.')}: ${issue.message}` : 'invalid trunk' });
+          }
+        });
+        if (rejected.length) log('warn', 'trunks refused', { rejected });
+        await this.setTrunks(good);
+        return send(200, { ok: true, count: good.length, rejected });
       }
       if (method === 'POST' && path === '/calls') {
         const body = parse(PlaceCallSchema, await readJson(req));

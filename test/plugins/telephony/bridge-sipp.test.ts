@@ -183,11 +183,16 @@ describe('telephony bridge against SIPp', () => {
     const r = await api('POST', '/calls', { ...placeBody('c1', ['t1'], 'ws://127.0.0.1:1'), phone: '030 123' });
     expect(r.status).toBe(400);
     expect(r.json.error_description).toMatch(/^phone/);
+    // One bad trunk is refused alone, with its reason; the good one in the same set is applied.
+    const good = { id: 'ok1', host: '127.0.0.1', port: 5060, transport: 'udp', register: false, maxConcurrentCalls: 1, codecs: ['PCMU'] };
     const t = await api('PUT', '/trunks', {
-      trunks: [{ id: 'x', host: 'h', port: 99999, transport: 'udp', register: false, maxConcurrentCalls: 1, codecs: [] }],
+      trunks: [{ id: 'x', host: 'h', port: 99999, transport: 'udp', register: false, maxConcurrentCalls: 1, codecs: [] }, good],
     });
-    expect(t.status).toBe(400);
-    expect(t.json.error_description).toMatch(/trunks\.0\.port/);
+    expect(t.status).toBe(200);
+    expect(t.json).toMatchObject({ ok: true, count: 1, rejected: [{ id: 'x', error: expect.stringMatching(/^port: /) }] });
+    const h = await api('GET', '/health');
+    expect((h.json.trunks as { id: string }[]).map((x) => x.id)).toEqual(['ok1']);
+    expect((await api('PUT', '/trunks', { trunks: 'nope' })).status).toBe(400);
     expect((await api('POST', '/calls/nope/hangup', {})).status).toBe(404);
   });
 

@@ -251,6 +251,18 @@ describe('PSTN whitelist and trunks (/signal.ashx)', () => {
     expect(e.status).toBe(400);
     expect(e.body.field).toBe('number');
   });
+  it("trunks are checked with the bridge's own contract at save: three codecs or a CR/LF in a SIP header value is a 400 naming the field", async () => {
+    const base = { id: 'strict', name: 'Strict', host: 'sip.example.net' };
+    const codecs = await j(await adm('/signal.ashx?trunks=save', 'trunks-save', { ...base, codecs: ['PCMU', 'PCMA', 'PCMU'] }));
+    expect(codecs.status).toBe(400);
+    expect(codecs.body).toMatchObject({ error: 'invalid_request', field: 'codecs' });
+    for (const field of ['fromDomain', 'callerId', 'username']) {
+      const r = await j(await adm('/signal.ashx?trunks=save', 'trunks-save', { ...base, [field]: 'x\r\nVia: SIP/2.0/UDP evil' }));
+      expect(r.status, field).toBe(400);
+      expect(r.body.field, field).toBe(field);
+    }
+    expect((await j(await adm('/signal.ashx?trunks=list', 'trunks-list'))).body.trunks?.some?.((x: { id: string }) => x.id === 'strict') ?? false).toBe(false);
+  });
   it('trunks: password sealed at rest and never returned; remove clears the default', async () => {
     const r = await j(
       await adm('/signal.ashx?trunks=save', 'trunks-save', {
