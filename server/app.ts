@@ -16,7 +16,7 @@ import { JobQueue } from './jobs.ts';
 import { EventBus } from './events.ts';
 import { RateLimiter } from './http/rate-limit.ts';
 import { Dispatcher, newRequestId, renderError } from './http/dispatch.ts';
-import { SECURITY_HEADERS } from './http/respond.ts';
+import { plainIp, SECURITY_HEADERS } from './http/respond.ts';
 import { createLogger, type Logger } from './log.ts';
 import { systemClock, type Clock } from './clock.ts';
 import { PluginHost, makePaths, type PluginStatus } from './plugin-host.ts';
@@ -283,6 +283,41 @@ export class Appliance {
     };
   }
 
+  /** Open connections per client address (loopback peers are not counted). */
+  #perIp = new Map<string, number>();
+
+  /**
+   * Admits a new connection, or closes it at once: past the per-address cap, or past the total cap
+   * less the loopback reserve for any peer but loopback (so the console and health checks still
+   * get in while the LAN floods). A connection that sends nothing within firstByteTimeoutMs is
+   * closed: 20,000 silent sockets once used up the descriptors and /healthz stopped answering.
+   */
+  private admit(s: Socket, armSilenceTimer: boolean): void {
+    const c = this.core.config.http;
+    const ip = plainIp(s.remoteAddress ?? '');
+    // The appliance's own loopback addresses (the console, health checks); other 127/8 peers count as clients.
+    const loopback = ip === '::1' || ip === '127.0.0.1';
+    const open = this.#sockets.size;
+    const perIp = loopback ? 0 : (this.#perIp.get(ip) ?? 0);
+    if (open >= c.maxConnections || (!loopback && (open >= c.maxConnections - c.loopbackReserve || perIp >= c.maxConnectionsPerIp))) {
+      s.destroy();
+      return;
+    }
+    this.#sockets.add(s);
+    if (!loopback) this.#perIp.set(ip, perIp + 1);
+    const silent = armSilenceTimer ? setTimeout(() => s.destroy(), c.firstByteTimeoutMs) : undefined;
+    silent?.unref();
+    if (silent) s.once('data', () => clearTimeout(silent));
+    s.once('close', () => {
+      clearTimeout(silent);
+      this.#sockets.delete(s);
+      if (loopback) return;
+      const n = (this.#perIp.get(ip) ?? 1) - 1;
+      if (n > 0) this.#perIp.set(ip, n);
+      else this.#perIp.delete(ip);
+    });
+  }
+
   /** Starts plugins, the job queue and the event dispatcher, then listens. */
   async start(): Promise<{ url: string; port: number }> {
     const c = this.core;
@@ -310,22 +345,26 @@ export class Appliance {
       // its renewals swap the secure context of the running listener.
       const auto = this.host.provided(TLS_AUTO);
       if (!auto) throw new ConfigError('http.tls', '"auto" needs a plugin that provides tls-auto (rp-ca); it is not loaded or did not start');
-      const s = https.createServer(auto.getCredentials(), this.listener());
+      const s = https.createServer({ ...auto.getCredentials(), handshakeTimeout: c.config.http.firstByteTimeoutMs }, this.listener());
       auto.onRenew?.(() => s.setSecureContext(auto.getCredentials()));
       server = s;
     } else if (tls) {
       server = https.createServer(
-        { cert: fs.readFileSync(path.resolve(c.config.dataDir, tls.cert)), key: fs.readFileSync(path.resolve(c.config.dataDir, tls.key)) },
+        {
+          cert: fs.readFileSync(path.resolve(c.config.dataDir, tls.cert)),
+          key: fs.readFileSync(path.resolve(c.config.dataDir, tls.key)),
+          // A client that never completes the handshake holds a descriptor: same bound as a silent plain socket.
+          handshakeTimeout: c.config.http.firstByteTimeoutMs,
+        },
         this.listener(),
       );
     } else server = http.createServer(this.listener());
     server.headersTimeout = 20_000;
     server.requestTimeout = 120_000;
     server.keepAliveTimeout = 5_000;
-    server.on('connection', (s) => {
-      this.#sockets.add(s);
-      s.on('close', () => this.#sockets.delete(s));
-    });
+    // TLS: the raw socket's bytes go to the TLS layer, not to 'data'; handshakeTimeout bounds a silent one.
+    const plain = !(server instanceof https.Server);
+    server.on('connection', (s) => this.admit(s, plain));
     this.server = server;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);

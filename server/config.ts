@@ -27,6 +27,13 @@ export const coreConfigSchema = z
         tls: z.union([z.literal('auto'), z.object({ cert: z.string().min(1), key: z.string().min(1) }).strict()]).optional(),
         /** Grace period for in-flight requests at shutdown. */
         drainMs: z.number().int().min(0).default(5000),
+        /** Open connections in all; the last `loopbackReserve` of them are kept for loopback peers (console, health checks). */
+        maxConnections: z.number().int().min(16).default(4096),
+        loopbackReserve: z.number().int().min(0).default(64),
+        /** Open connections per client address (loopback is not counted). */
+        maxConnectionsPerIp: z.number().int().min(1).default(256),
+        /** A connection that sends no byte within this time is closed (a silent socket holds a descriptor). */
+        firstByteTimeoutMs: z.number().int().min(100).default(10_000),
       })
       .strict()
       .prefault({}),
