@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { parse, str, table } from './cli-args.ts';
@@ -153,6 +154,56 @@ async function openForCli(dataDir: string, io: CliIo, plugins?: AnyPlugin[]): Pr
     }),
     close: () => core.db.close(),
   };
+}
+
+/** Subcommands that only read or print: everything else changes something and is audited. */
+const READ_ONLY = new Set(['list', 'show', 'status', 'sign', 'discover', 'help']);
+/** Options whose value is safe to keep in the audit log (targets and labels, never secrets). */
+const AUDITED_OPTIONS = new Set(['tenant', 'name', 'role', 'user', 'url', 'events', 'host', 'grant', 'auth-method', 'format', 'id', 'email']);
+
+/**
+ * Every change made with the CLI is audited like one made over HTTP: the actor is `cli:<OS user>`
+ * (the console machine's account), the tenant the one the command named (else the primary), the
+ * target its positional arguments and its non-secret options. Passwords, PINs, keys and secrets
+ * given on the command line never reach the log (the audit writer drops secret-looking keys too).
+ */
+function auditCliChange(o: Opened, cmd: string, args: string[]): void {
+  if (cmd === 'migrate' || cmd === 'doctor' || cmd === 'serve') return;
+  const [sub = '', ...rest] = args;
+  if (READ_ONLY.has(sub)) return;
+  const extra: Record<string, string> = {};
+  const target: string[] = [];
+  for (let i = 0; i < rest.length; i++) {
+    const a = rest[i]!;
+    if (!a.startsWith('--')) {
+      target.push(a);
+      continue;
+    }
+    const [flag, inline] = a.slice(2).split('=', 2) as [string, string | undefined];
+    const next = rest[i + 1];
+    const value = inline ?? (next !== undefined && !next.startsWith('--') ? (i++, next) : 'true');
+    if (AUDITED_OPTIONS.has(flag)) extra[flag] = extra[flag] ? `${extra[flag]},${value}` : value;
+  }
+  if (target.length) extra.target = target.join(' ');
+  let osUser = process.env.USER ?? '';
+  try {
+    osUser = os.userInfo().username;
+  } catch {
+    // No passwd entry (a container's numeric user): $USER, or unknown.
+  }
+  let tenant;
+  try {
+    tenant = o.core.tenants.require(extra.tenant);
+  } catch {
+    tenant = o.core.tenants.primary();
+  }
+  if (!tenant) return;
+  try {
+    o.core.audit.write(tenant, { event: `cli-${cmd}${sub ? `-${sub}` : ''}`.slice(0, 64), user: `cli:${osUser || 'unknown'}`, extra });
+  } catch (e) {
+    // The change is made; a failing audit write is reported, not turned into a failed command.
+    o.core.log.warn({ err: (e as Error).message, cmd, sub }, 'audit entry for a CLI change not written');
+  }
 }
 
 /** What the first start says, once: the primary tenant and the generated administrator password. */
@@ -494,26 +545,31 @@ export async function main(argv: string[], io: CliIo = defaultIo, opts: { plugin
     const o = await openForCli(dataDir, io, plugins);
     try {
       const args = stripDataDir(rest);
-      switch (cmd) {
-        case 'tenant':
-          return await cmdTenant(args, io, o);
-        case 'user':
-          return await cmdUser(args, io, o);
-        case 'apikey':
-          return await cmdApiKey(args, io, o);
-        case 'admin-secret':
-          return await cmdAdminSecret(args, io, o);
-        case 'migrate': {
-          parse(args, {}, 0);
-          io.out(`database ${path.join(o.core.config.dataDir, 'appliance.db')} is up to date`);
-          return 0;
+      const run = async (): Promise<number> => {
+        switch (cmd) {
+          case 'tenant':
+            return await cmdTenant(args, io, o);
+          case 'user':
+            return await cmdUser(args, io, o);
+          case 'apikey':
+            return await cmdApiKey(args, io, o);
+          case 'admin-secret':
+            return await cmdAdminSecret(args, io, o);
+          case 'migrate': {
+            parse(args, {}, 0);
+            io.out(`database ${path.join(o.core.config.dataDir, 'appliance.db')} is up to date`);
+            return 0;
+          }
+          case 'doctor':
+            parse(args, {}, 0);
+            return await cmdDoctor(o, io);
+          default:
+            return await pluginCmd!.c!.run(args, o.ctx(pluginCmd!.p.name, io), o.host.services(pluginCmd!.p.name));
         }
-        case 'doctor':
-          parse(args, {}, 0);
-          return await cmdDoctor(o, io);
-        default:
-          return await pluginCmd!.c!.run(args, o.ctx(pluginCmd!.p.name, io), o.host.services(pluginCmd!.p.name));
-      }
+      };
+      const code = await run();
+      if (code === 0) auditCliChange(o, cmd, args);
+      return code;
     } finally {
       o.close();
     }

@@ -393,3 +393,39 @@ describe('a fresh data dir and a closed pipe', () => {
     expect(code).toBe(0);
   });
 });
+
+describe('changes made with the CLI are audited', () => {
+  it('with the actor cli:<OS user>, the tenant and the target; never a password or a key', async () => {
+    const d = tempDir();
+    const run = (argv: string[]) => cli(argv, { dataDir: d });
+    expect((await run(['tenant', 'add', 'branch.example', '--name', 'Branch'])).code).toBe(0);
+    expect((await run(['user', 'add', 'carol', '--tenant', 'branch.example', '--role', 'admin', '--password', 'carol secret pw 1'])).code).toBe(0);
+    expect((await run(['user', 'passwd', 'carol', '--tenant', 'branch.example', '--password', 'carol secret pw 2'])).code).toBe(0);
+    const key = await run(['apikey', 'create', '--user', 'carol', '--tenant', 'branch.example']);
+    expect(key.code).toBe(0);
+    expect((await run(['user', 'list', '--tenant', 'branch.example'])).code).toBe(0);
+    const db = new Database(path.join(d, 'appliance.db'), { readonly: true });
+    const rows = db
+      .prepare(
+        "SELECT h.host AS tenant, a.event, a.user, a.extra FROM audit_log a JOIN tenant_hosts h ON h.tenant_id = a.tenant_id AND h.position = 0 WHERE a.event LIKE 'cli-%' ORDER BY a.id",
+      )
+      .all() as {
+      tenant: string;
+      event: string;
+      user: string;
+      extra: string;
+    }[];
+    db.close();
+    expect(rows.map((r) => [r.tenant, r.event])).toEqual([
+      ['localhost', 'cli-tenant-add'],
+      ['branch.example', 'cli-user-add'],
+      ['branch.example', 'cli-user-passwd'],
+      ['branch.example', 'cli-apikey-create'],
+    ]);
+    for (const r of rows) expect(r.user).toMatch(/^cli:\S+$/);
+    expect(rows[0]!.extra).toMatch(/target=branch\.example/);
+    expect(rows[1]!.extra).toMatch(/target=carol/);
+    const all = JSON.stringify(rows);
+    expect(all).not.toMatch(/carol secret pw|ak_/);
+  });
+});
