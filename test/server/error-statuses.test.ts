@@ -238,3 +238,33 @@ describe('429 and 503 (own servers)', () => {
     }
   });
 });
+
+describe('authentication before the body', () => {
+  it('a request without credentials is refused while its body is still coming (never read, connection closed)', async () => {
+    const { status, closed } = await new Promise<{ status: number; closed: boolean }>((resolve, reject) => {
+      const req = http.request(
+        `${s.url}/api.ashx/v1/probe/log`,
+        { method: 'POST', headers: { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked' } },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, closed: res.headers.connection === 'close' }));
+        },
+      );
+      req.on('error', reject);
+      // 64 KiB of a body that never ends: the answer must not wait for it.
+      req.write(Buffer.alloc(64 * 1024, 0x20));
+    });
+    expect(status).toBe(401);
+    expect(closed).toBe(true);
+  });
+
+  it('the admin signature (which covers the body) still reads it first, bounded', async () => {
+    const body = JSON.stringify({ msg: 'signed' });
+    const r = await s.fetch('/signal.ashx?test=echo', {
+      method: 'POST',
+      body,
+      headers: { 'Content-Type': 'application/json', 'X-Service-Admin-Signature': s.hmac('test-echo', undefined, Buffer.byteLength(body)) },
+    });
+    expect(r.status).toBe(200);
+  });
+});
