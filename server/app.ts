@@ -19,7 +19,7 @@ import { Dispatcher, newRequestId, renderError } from './http/dispatch.ts';
 import { plainIp, SECURITY_HEADERS } from './http/respond.ts';
 import { createLogger, type Logger } from './log.ts';
 import { systemClock, type Clock } from './clock.ts';
-import { PluginHost, makePaths, type PluginStatus } from './plugin-host.ts';
+import { hostServices, PluginHost, type PluginStatus } from './plugin-host.ts';
 import type { AnyPlugin, AuditInput, AuditWriter } from './plugin.ts';
 import { AUDIT_WRITER, TLS_AUTO } from './core-services.ts';
 import { coreRoutes } from './core-routes.ts';
@@ -138,24 +138,7 @@ export class Appliance {
 
   private constructor(core: CoreServices, plugins: AnyPlugin[]) {
     this.core = core;
-    const paths = makePaths(core.config.dataDir);
-    this.host = new PluginHost(plugins, {
-      core: core.config,
-      db: core.db,
-      tenants: core.tenants,
-      users: core.users,
-      log: core.log,
-      audit: core.audit,
-      events: core.events,
-      jobs: core.jobs,
-      keys: core.keys,
-      secrets: core.secrets,
-      auth: core.auth,
-      rateLimit: core.limiter,
-      clock: core.clock,
-      paths,
-      listening: this.#listening,
-    });
+    this.host = new PluginHost(plugins, hostServices(core, this.#listening));
     this.dispatcher = new Dispatcher({
       auth: core.auth,
       limiter: core.limiter,

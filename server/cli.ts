@@ -7,7 +7,7 @@ import { parse, str, table } from './cli-args.ts';
 import { Appliance, bootstrap, openCore, loadBuiltinPlugins, type CoreServices } from './app.ts';
 import { defaultDataDir, loadConfig } from './config.ts';
 import { ConfigError, MigrationError, AppError } from './errors.ts';
-import { PluginHost, makePaths } from './plugin-host.ts';
+import { hostServices, makePaths, PluginHost } from './plugin-host.ts';
 import { UsageError, type AnyPlugin, type CliContext } from './plugin.ts';
 import { AUDIT_WRITER } from './core-services.ts';
 import { signAdminHmacV2 } from './auth.ts';
@@ -97,25 +97,9 @@ async function openForCli(dataDir: string, io: CliIo, plugins?: AnyPlugin[]): Pr
   }
   const list = plugins ?? (await loadBuiltinPlugins());
   const disabled = new Set(core.config.disabledPlugins);
-  const paths = makePaths(core.config.dataDir);
   const host = new PluginHost(
     list.filter((p) => !disabled.has(p.name)),
-    {
-      core: core.config,
-      db: core.db,
-      tenants: core.tenants,
-      users: core.users,
-      log: core.log,
-      audit: core.audit,
-      events: core.events,
-      jobs: core.jobs,
-      keys: core.keys,
-      secrets: core.secrets,
-      auth: core.auth,
-      rateLimit: core.limiter,
-      clock: core.clock,
-      paths,
-    },
+    hostServices(core),
   );
   try {
     host.configure();
@@ -146,7 +130,7 @@ async function openForCli(dataDir: string, io: CliIo, plugins?: AnyPlugin[]): Pr
       events: core.events,
       audit: core.audit,
       clock: core.clock,
-      paths,
+      paths: makePaths(core.config.dataDir),
       log: core.log,
       out: io.out,
       err: io.err,

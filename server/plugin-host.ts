@@ -21,6 +21,44 @@ export interface PluginStatus {
 
 type Services = Omit<PluginContext, 'name' | 'config' | 'provide' | 'use' | 'tryUse' | 'log'> & { log: PluginContext['log'] };
 
+/** The core's doors every plugin context carries, from the core services (the server and the CLI alike). */
+export function hostServices(
+  core: {
+    config: PluginContext['core'];
+    db: PluginContext['db'];
+    tenants: PluginContext['tenants'];
+    users: PluginContext['users'];
+    log: PluginContext['log'];
+    audit: PluginContext['audit'];
+    events: PluginContext['events'];
+    jobs: PluginContext['jobs'];
+    keys: PluginContext['keys'];
+    secrets: PluginContext['secrets'];
+    auth: PluginContext['auth'];
+    limiter: PluginContext['rateLimit'];
+    clock: PluginContext['clock'];
+  },
+  listening?: PluginContext['listening'],
+): Services {
+  return {
+    core: core.config,
+    db: core.db,
+    tenants: core.tenants,
+    users: core.users,
+    log: core.log,
+    audit: core.audit,
+    events: core.events,
+    jobs: core.jobs,
+    keys: core.keys,
+    secrets: core.secrets,
+    auth: core.auth,
+    rateLimit: core.limiter,
+    clock: core.clock,
+    paths: makePaths(core.config.dataDir),
+    ...(listening ? { listening } : {}),
+  };
+}
+
 /** Orders plugins so each comes after what it depends on; unknown or circular dependencies throw. */
 export function orderPlugins(plugins: AnyPlugin[]): AnyPlugin[] {
   const byName = new Map(plugins.map((p) => [p.name, p]));

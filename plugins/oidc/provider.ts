@@ -23,7 +23,7 @@ import { jwtBearerGrant } from './grants/jwt-bearer.ts';
 import { passwordGrant } from './grants/password.ts';
 import { refreshTokenGrant } from './grants/refresh-token.ts';
 import { oauthError, SCOPES, type Grant, type GrantContext, type GrantHandler, type RequestInfo } from './oauth.ts';
-import { OidcRepo } from './repo.ts';
+import { OidcRepo, type NewCode } from './repo.ts';
 import type { OidcConfig, TokenForm } from './schemas.ts';
 import { TokenMinter, type AccessTokenInput } from './tokens.ts';
 
@@ -169,22 +169,7 @@ export class OidcProvider {
   }
 
   /** Stores an authorization code (by hash) and returns it. */
-  newCode(
-    tenant: Tenant,
-    o: {
-      grantId: string;
-      clientId: string;
-      userId: string;
-      redirectUri: string;
-      scope: string[];
-      nonce?: string;
-      challenge?: string;
-      method?: string;
-      authTime: number;
-      sid?: string;
-      amr?: string[];
-    },
-  ): string {
+  newCode(tenant: Tenant, o: NewCode): string {
     const code = 'ac_' + crypto.randomBytes(32).toString('base64url');
     this.repo.insertCode(tenant, sha256Hex(code), { ...o, expiresAt: this.now() + this.config.codeTtl }, this.now());
     return code;

@@ -18,6 +18,21 @@ export interface CodeRow {
   used_at: number | null;
   amr: string | null;
 }
+/** What an authorization code stands for (RFC 6749 §4.1.2), as the authorize step mints it. */
+export interface NewCode {
+  grantId: string;
+  clientId: string;
+  userId: string;
+  redirectUri: string;
+  scope: string[];
+  nonce?: string;
+  challenge?: string;
+  method?: string;
+  authTime: number;
+  sid?: string;
+  amr?: string[];
+}
+
 export interface RefreshRow {
   token_hash: string;
   tenant_id: string;
@@ -85,25 +100,7 @@ export class OidcRepo {
 
   // ---- authorization codes --------------------------------------------------------------------
 
-  insertCode(
-    tenant: Tenant,
-    codeHash: string,
-    o: {
-      grantId: string;
-      clientId: string;
-      userId: string;
-      redirectUri: string;
-      scope: string[];
-      nonce?: string;
-      challenge?: string;
-      method?: string;
-      authTime: number;
-      sid?: string;
-      amr?: string[];
-      expiresAt: number;
-    },
-    nowSec: number,
-  ): void {
+  insertCode(tenant: Tenant, codeHash: string, o: NewCode & { expiresAt: number }, nowSec: number): void {
     this.db.prepare('DELETE FROM oidc_codes WHERE expires_at < ?').run(nowSec - 86_400);
     this.db
       .prepare(
