@@ -63,10 +63,18 @@ export class TelephonyAdmin {
     // Checked with the bridge's own contract now, so a trunk the bridge would refuse (too many
     // codecs, control characters in a header value) is a 400 here, never a set the bridge refuses later.
     const contract = TrunkSchema.safeParse({
-      id: bridgeTrunkId(t.id, id), host: input.host, port: input.port, transport: input.transport,
-      ...(input.username ? { username: input.username } : {}), ...(input.password ? { password: input.password } : {}),
-      register: input.register, ...(input.fromDomain ? { fromDomain: input.fromDomain } : {}), ...(input.callerId ? { callerId: input.callerId } : {}),
-      maxConcurrentCalls: input.maxConcurrentCalls, codecs: input.codecs, dnsSrv: input.dnsSrv,
+      id: bridgeTrunkId(t.id, id),
+      host: input.host,
+      port: input.port,
+      transport: input.transport,
+      ...(input.username ? { username: input.username } : {}),
+      ...(input.password ? { password: input.password } : {}),
+      register: input.register,
+      ...(input.fromDomain ? { fromDomain: input.fromDomain } : {}),
+      ...(input.callerId ? { callerId: input.callerId } : {}),
+      maxConcurrentCalls: input.maxConcurrentCalls,
+      codecs: input.codecs,
+      dnsSrv: input.dnsSrv,
     });
     if (!contract.success) {
       const issue = contract.error.issues[0]!;
