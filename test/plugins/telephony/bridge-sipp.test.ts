@@ -154,7 +154,7 @@ async function runCall(
   const s = await sipp(c.sipp);
   const engine = await fake(c.script, c.fakeKey);
   const put = await api('PUT', '/trunks', { trunks: [trunkFor('t1', s, c.sipp, c.trunk)] });
-  expect(put).toEqual({ status: 200, json: { ok: true, count: 1 } });
+  expect(put).toEqual({ status: 200, json: { ok: true, count: 1, rejected: [] } });
   const callId = `oac-${randomBytes(6).toString('hex')}`;
   const body = placeBody(callId, ['t1'], engine.url, c.call, c.apiKey);
   const res = await api('POST', '/calls', body);

@@ -115,7 +115,8 @@ describe('creating, listing and revoking share links (v1)', () => {
       revokedBy: null,
       views: 0,
       lastViewedUtc: null,
-      url: `${s.url}/transcript.ashx?share=${created.token}`,
+      // Asked for at 127.0.0.1 (not one of the tenant's names): the link names the tenant's own host.
+      url: `http://localhost:${s.port}/transcript.ashx?share=${created.token}`,
     });
     const row = s.appliance.core.db.prepare('SELECT * FROM tel_transcript_shares WHERE id = ?').get(created.id) as Record<string, unknown>;
     expect(row.token_hash).toBe(crypto.createHash('sha256').update(created.token).digest('hex'));
