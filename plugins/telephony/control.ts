@@ -35,13 +35,20 @@ export function isOutcome(s: string): s is Outcome {
 
 // ---- core → bridge: requests ----------------------------------------------------------------------
 
-/** RFC 3261 §25.1: no control characters in anything that is copied into a SIP header. */
-const headerSafe = (max: number) =>
+/**
+ * RFC 3261 §25.1: no control characters in anything that is copied into a SIP header. Exported so
+ * the core's own input (a call's displayName) holds the same rule where it is entered.
+ */
+export const headerSafe = (max: number) =>
   z
     .string()
     .max(max)
     // eslint-disable-next-line no-control-regex -- the control characters are exactly what is refused
     .regex(/^[^\u0000-\u001f\u007f]*$/, 'control characters are not allowed');
+
+/** The bridge speaks G.711 only (RFC 3551 §4.5.14: PCMU and PCMA). */
+export const CODECS = ['PCMU', 'PCMA'] as const;
+export type Codec = (typeof CODECS)[number];
 
 export const TrunkSchema = z.object({
   id: z.string().min(1).max(100),
@@ -54,8 +61,11 @@ export const TrunkSchema = z.object({
   fromDomain: headerSafe(253).optional(),
   callerId: headerSafe(64).optional(),
   maxConcurrentCalls: z.number().int().min(1).max(10_000),
-  /** The bridge speaks G.711 only: at most both laws, each once. */
-  codecs: z.array(z.enum(['PCMU', 'PCMA'])).max(2),
+  /**
+   * At most both laws. A repeated one is not refused here (an older core may send it, and a
+   * refused trunk is out of service); the core's own input refuses it.
+   */
+  codecs: z.array(z.enum(CODECS)).max(CODECS.length),
   /** Locate the server through DNS SRV `_sip._<transport>.<host>` (RFC 3263 §4.2); port is the fallback. */
   dnsSrv: z.boolean().optional(),
 });
@@ -117,8 +127,20 @@ export const PutTrunksAnswerSchema = z.looseObject({
   /** Trunks refused, each with the first reason (id as sent, or its index when it had none). */
   rejected: z.array(z.looseObject({ id: z.string(), error: z.string() })).default([]),
 });
+export type PutTrunksAnswer = z.infer<typeof PutTrunksAnswerSchema>;
 export const PlaceCallAnswerSchema = z.looseObject({ accepted: z.literal(true), callId: z.string() });
+export type PlaceCallAnswer = z.infer<typeof PlaceCallAnswerSchema>;
 export const HangupAnswerSchema = z.looseObject({ ok: z.literal(true), state: z.string().optional() });
+export type HangupAnswer = z.infer<typeof HangupAnswerSchema>;
+
+/** The states a bridge call passes through (GET /calls, and the state a hangup found). */
+export const BRIDGE_CALL_STATES = ['dialing', 'ringing', 'answered', 'ending'] as const;
+export type BridgeCallState = (typeof BRIDGE_CALL_STATES)[number];
+
+/**
+ * GET /calls. `state` is read as any string: the core only needs the call ids, and a newer bridge
+ * with a state of its own must not make reconciliation fail.
+ */
 export const ListCallsAnswerSchema = z.looseObject({
   calls: z.array(
     z.looseObject({ callId: z.string(), state: z.string().optional(), trunkId: z.string().nullable().optional(), startedAt: z.string().optional() }),
@@ -172,3 +194,16 @@ export const BridgeEventSchema = z.discriminatedUnion('type', [
 export type BridgeEvent = z.infer<typeof BridgeEventSchema>;
 /** An event as the bridge writes it (defaulted fields may be left out). */
 export type BridgeEventInput = z.input<typeof BridgeEventSchema>;
+export type BridgeEventType = BridgeEvent['type'];
+
+/** The kinds of event this version knows (the core acknowledges others unread, for newer bridges). */
+export const BRIDGE_EVENT_TYPES: readonly BridgeEventType[] = BridgeEventSchema.options.map((o) => o.shape.type.value);
+export function isBridgeEventType(s: string): s is BridgeEventType {
+  return (BRIDGE_EVENT_TYPES as readonly string[]).includes(s);
+}
+
+/**
+ * The fields of one kind of event as the bridge writes them: everything but the envelope
+ * (`seq`, `type`, `callId`, `ts`), which the bridge's sender adds.
+ */
+export type BridgeEventFields<T extends BridgeEventType> = Omit<Extract<BridgeEventInput, { type: T }>, 'seq' | 'type' | 'callId' | 'ts'>;

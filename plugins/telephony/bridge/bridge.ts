@@ -18,6 +18,7 @@ import { GeminiLiveEngine } from './engine/gemini-live.ts';
 import type { VoiceEngine } from './engine/types.ts';
 import { log } from './log.ts';
 import { HangupSchema, PlaceCallSchema, TrunkSchema, TrunksBodySchema, type LocatedTrunk, type PlaceCall, type Trunk } from './schemas.ts';
+import type { ControlError, HangupAnswer, HealthAnswer, ListCallsAnswer, PlaceCallAnswer, PutTrunksAnswer } from '../control.ts';
 
 export const BRIDGE_VERSION = '1.0.0';
 
@@ -174,7 +175,7 @@ export class Bridge {
       if (method === 'PUT' && path === '/trunks') {
         const body = parse(TrunksBodySchema, await readJson(req));
         const good: Trunk[] = [];
-        const rejected: { id: string; error: string }[] = [];
+        const rejected: PutTrunksAnswer['rejected'] = [];
         body.trunks.forEach((raw, i) => {
           const r = TrunkSchema.safeParse(raw);
           if (r.success) good.push(r.data);
@@ -186,17 +187,17 @@ export class Bridge {
         });
         if (rejected.length) log('warn', 'trunks refused', { rejected });
         await this.setTrunks(good);
-        return send(200, { ok: true, count: good.length, rejected });
+        return send(200, { ok: true, count: good.length, rejected } satisfies PutTrunksAnswer);
       }
       if (method === 'POST' && path === '/calls') {
         const body = parse(PlaceCallSchema, await readJson(req));
         this.placeCall(body);
-        return send(202, { accepted: true, callId: body.callId });
+        return send(202, { accepted: true, callId: body.callId } satisfies PlaceCallAnswer);
       }
       if (method === 'GET' && path === '/calls') {
         return send(200, {
           calls: [...this.calls.values()].map((c) => ({ callId: c.callId, state: c.state, trunkId: c.trunkId, startedAt: c.startedAt.toISOString() })),
-        });
+        } satisfies ListCallsAnswer);
       }
       // Not in the v1 contract table: media measurements for the benchmark and diagnostics.
       if (method === 'GET' && path === '/stats') return send(200, this.stats());
@@ -207,17 +208,17 @@ export class Bridge {
         if (!call) throw new HttpError(404, 'not_found', 'the bridge has no such call');
         const state = call.state;
         call.hangup(Call.outcomeFor(body.reason), '');
-        return send(200, { ok: true, state });
+        return send(200, { ok: true, state } satisfies HangupAnswer);
       }
       throw new HttpError(404, 'not_found', `no route ${method} ${path}`);
     } catch (err) {
-      if (err instanceof HttpError) return send(err.status, { error: err.code, error_description: err.message });
+      if (err instanceof HttpError) return send(err.status, { error: err.code, error_description: err.message } satisfies ControlError);
       log('error', 'control request failed', { error: (err as Error).message });
-      send(500, { error: 'server_error', error_description: 'internal bridge error' });
+      send(500, { error: 'server_error', error_description: 'internal bridge error' } satisfies ControlError);
     }
   }
 
-  health(): object {
+  health(): HealthAnswer {
     return {
       status: 'ok',
       version: BRIDGE_VERSION,

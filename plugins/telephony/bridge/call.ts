@@ -8,9 +8,9 @@ import type { LegMetrics, MediaHost, MediaLeg } from './media/leg.ts';
 import { Decimator24to8, type Codec } from './media/audio.ts';
 import type { ToolCall, VoiceEngine } from './engine/types.ts';
 import type { LocatedTrunk, PlaceCall, Trunk } from './schemas.ts';
-import { isOutcome, type Outcome } from '../control.ts';
+import { isOutcome, type BridgeCallState, type BridgeEventFields, type BridgeEventType, type Outcome } from '../control.ts';
 
-export type CallState = 'dialing' | 'ringing' | 'answered' | 'ending';
+export type CallState = BridgeCallState;
 export type { Outcome };
 
 export interface Turn {
@@ -19,7 +19,8 @@ export interface Turn {
   ts: string;
 }
 
-export type EmitFn = (type: 'dialing' | 'answered' | 'transferred' | 'ended', callId: string, fields: Record<string, unknown>) => void;
+/** Emits a callback event; its fields are the contract's for that kind (control.ts). */
+export type EmitFn = <T extends BridgeEventType>(type: T, callId: string, fields: BridgeEventFields<T>) => void;
 
 export interface CallDeps {
   ua: SipUserAgent;

@@ -3,19 +3,22 @@
  * process, retried 1 s, 2 s, 4 s … capped at 30 s until a 2xx. The core de-duplicates by
  * (X-Bridge-Instance, seq), so a retry after a lost answer is harmless.
  */
+import type { BridgeEventFields, BridgeEventType } from '../control.ts';
 import { log } from './log.ts';
 
-export interface BridgeEvent {
+/** The envelope every event carries; the kind's own fields (control.ts) ride along. */
+interface Envelope<T extends BridgeEventType = BridgeEventType> {
   seq: number;
-  type: string;
+  type: T;
   callId: string;
   ts: string;
-  [k: string]: unknown;
 }
+/** One event as it goes on the wire: the envelope plus the fields control.ts defines for its kind. */
+export type SentEvent<T extends BridgeEventType = BridgeEventType> = Envelope<T> & BridgeEventFields<T>;
 
 export class EventSender {
   private seq = 0;
-  private readonly queue: BridgeEvent[] = [];
+  private readonly queue: Envelope[] = [];
   private running = false;
   private stopped = false;
   private wake: (() => void) | null = null;
@@ -29,8 +32,9 @@ export class EventSender {
     private readonly maxDelayMs = 30_000,
   ) {}
 
-  emit(type: string, callId: string, fields: Record<string, unknown>): BridgeEvent {
-    const ev: BridgeEvent = { seq: ++this.seq, type, callId, ts: new Date().toISOString(), ...fields };
+  /** Queues one event; its fields are typed by the contract, so the bridge cannot emit what the core refuses. */
+  emit<T extends BridgeEventType>(type: T, callId: string, fields: BridgeEventFields<T>): SentEvent<T> {
+    const ev: SentEvent<T> = { seq: ++this.seq, type, callId, ts: new Date().toISOString(), ...fields };
     if (!this.url) return ev;
     this.queue.push(ev);
     void this.pump();
@@ -70,7 +74,7 @@ export class EventSender {
     }
   }
 
-  private async post(ev: BridgeEvent): Promise<boolean> {
+  private async post(ev: Envelope): Promise<boolean> {
     try {
       const res = await fetch(this.url as string, {
         method: 'POST',
