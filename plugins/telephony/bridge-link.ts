@@ -13,9 +13,12 @@ import {
   PlaceCallAnswerSchema,
   PutTrunksAnswerSchema,
   type ControlError,
+  type HangupAnswer,
   type HealthAnswer,
   type ListCallsAnswer,
   type PlaceCall,
+  type PlaceCallAnswer,
+  type PutTrunksAnswer,
   type Trunk,
 } from './control.ts';
 import type { TelephonyConfig } from './schemas.ts';
@@ -98,12 +101,14 @@ export class BridgeLink {
     if (this.cfg.mode === 'remote') {
       if (!this.cfg.url || !this.cfg.token) throw new Error('telephony: bridge.mode remote needs bridge.url and bridge.token');
       try {
-        await this.request('GET', '/health');
+        // Through the contract, as the health watch does: a server that answers, but with 401 (a
+        // wrong token) or not as a bridge, is not a bridge we can use.
+        await this.health();
         this.setReady();
         await this.hooks.onReady();
       } catch (e) {
         this.state = 'down';
-        this.log.warn({ err: (e as Error).message }, 'remote bridge not reachable at start');
+        this.log.warn({ err: (e as Error).message }, 'remote bridge not usable at start');
       }
       return;
     }
@@ -235,11 +240,10 @@ export class BridgeLink {
     });
   }
 
-  /**
-   * One control request. Throws 503 bridge_not_configured (mode off) or 502 bridge_unreachable
-   * (no answer, or the embedded bridge is not up); any HTTP answer is returned as is.
-   */
   // ---- the control API, typed (control.ts is the contract) --------------------------------------
+  // Each method throws 503 bridge_not_configured (mode off), 502 bridge_unreachable (no answer, or
+  // the embedded bridge is not up) or 502 bridge_protocol (a 2xx outside the contract, naming the
+  // field); the REST layer renders those as they are.
 
   /** GET /health. A 2xx outside the contract, or any error answer, is a 502. */
   async health(): Promise<HealthAnswer> {
@@ -247,17 +251,17 @@ export class BridgeLink {
   }
 
   /** PUT /trunks with the full set (it replaces the bridge's). */
-  async putTrunks(trunks: Trunk[]): Promise<ControlAnswer<z.infer<typeof PutTrunksAnswerSchema>>> {
+  async putTrunks(trunks: Trunk[]): Promise<ControlAnswer<PutTrunksAnswer>> {
     return this.answer('PUT /trunks', await this.request('PUT', '/trunks', { trunks }), PutTrunksAnswerSchema);
   }
 
   /** POST /calls: 202 when the bridge took the call; 409 duplicate_call, 400, 503 no_capacity as error answers. */
-  async placeCall(call: PlaceCall): Promise<ControlAnswer<z.infer<typeof PlaceCallAnswerSchema>>> {
+  async placeCall(call: PlaceCall): Promise<ControlAnswer<PlaceCallAnswer>> {
     return this.answer('POST /calls', await this.request('POST', '/calls', call), PlaceCallAnswerSchema);
   }
 
   /** POST /calls/:id/hangup: 404 not_found as an error answer when the bridge has no such call. */
-  async hangup(callId: string, reason: string): Promise<ControlAnswer<z.infer<typeof HangupAnswerSchema>>> {
+  async hangup(callId: string, reason: string): Promise<ControlAnswer<HangupAnswer>> {
     return this.answer('POST /calls/:id/hangup', await this.request('POST', `/calls/${encodeURIComponent(callId)}/hangup`, { reason }), HangupAnswerSchema);
   }
 
@@ -285,7 +289,10 @@ export class BridgeLink {
     return r.data;
   }
 
-  /** One raw request of the control API (the typed methods above are what callers use). */
+  /**
+   * One raw request of the control API (the typed methods above are what callers use): any HTTP
+   * answer is returned as is; no answer is 502 bridge_unreachable.
+   */
   private async request(method: string, p: string, body?: unknown): Promise<BridgeAnswer> {
     if (this.cfg.mode === 'off') {
       throw new ServiceUnavailableError('bridge_not_configured', 'no telephony bridge is configured (plugins.telephony.bridge.mode is off)');

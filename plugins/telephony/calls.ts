@@ -19,7 +19,8 @@ import type { BridgeLink } from './bridge-link.ts';
 import type { OutcomeMailer } from './mail.ts';
 import type { CallRow, TelephonyRepo, TranscriptRow } from './repo.ts';
 import { pickTrunks } from './routing.ts';
-import type { BridgeEvent, CallCreate, CallRecord, CallStatus, FullTranscript, Outcome, TelephonyConfig } from './schemas.ts';
+import type { BridgeEvent } from './control.ts';
+import type { CallCreate, CallRecord, CallStatus, FullTranscript, Outcome, TelephonyConfig } from './schemas.ts';
 import type { TranscriptStore } from './transcripts.ts';
 
 export const DIAL_QUEUE = 'telephony.dial';

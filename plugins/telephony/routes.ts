@@ -16,6 +16,7 @@ import { numberView, trunkView } from './admin.ts';
 import { NOT_FOUND_PAGE, renderSharePage, SHARE_PAGE_HEADERS } from './share-page.ts';
 import type { BridgeLink } from './bridge-link.ts';
 import { toRecord } from './calls.ts';
+import { BridgeEventSchema, isBridgeEventType } from './control.ts';
 import * as S from './schemas.ts';
 import type { TelephonyServices } from './schemas.ts';
 
@@ -516,11 +517,11 @@ export function telephonyRoutes(r: RouteRegistrar, svc: TelephonyServices, opts:
     handler: (req) => {
       const instance = String(req.headers['x-bridge-instance'] ?? '');
       if (!/^[A-Za-z0-9._-]{1,100}$/.test(instance)) throw new InputError('missing or malformed X-Bridge-Instance header');
-      if (!['dialing', 'answered', 'transferred', 'ended'].includes(req.body.type)) {
+      if (!isBridgeEventType(req.body.type)) {
         // Forward compatibility: the bridge retries until a 2xx, so unknown kinds are acknowledged.
         return { ok: true, applied: false, ignored: req.body.type };
       }
-      const parsed = S.bridgeEvent.safeParse(req.body);
+      const parsed = BridgeEventSchema.safeParse(req.body);
       if (!parsed.success) {
         // The bridge delivers events in order and retries until a 2xx: a 4xx here would hold
         // back every later event. A malformed one is logged and acknowledged as rejected.

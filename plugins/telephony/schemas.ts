@@ -414,10 +414,6 @@ export const settingsInput = z.object({
   model: z.string().max(100).optional(),
 });
 
-// ---- bridge events (CONTROL-API.md "Bridge → core"): the control contract's --------------------
-
-export { BridgeEventSchema as bridgeEvent, type BridgeEvent } from './control.ts';
-
 // ---- events this plugin emits (spec "Event kinds and data payloads") -------------------------
 
 export const eventSchemas = {
