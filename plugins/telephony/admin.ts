@@ -1,26 +1,10 @@
 import { ConflictError, InputError, type KeyService, NotFoundError, type Tenant } from '../../server/sdk.ts';
-import { TrunkSchema } from './control.ts';
+import { TrunkSchema, type Codec, type Trunk } from './control.ts';
 import type { NumberRow, TelephonyRepo, TrunkRow } from './repo.ts';
 import type { InboundRouteRow, OutboundRouteRow } from './routing.ts';
 import { TRUNK_ID_RE, type TrunkInput } from './schemas.ts';
 import type { z } from 'zod';
 import type { numberInput } from './schemas.ts';
-
-/** Trunk as the bridge gets it (CONTROL-API.md `Trunk`): ids are `<tenant-id>.<trunk-id>`. */
-export interface BridgeTrunk {
-  id: string;
-  host: string;
-  port: number;
-  transport: 'udp' | 'tcp';
-  username?: string;
-  password?: string;
-  register: boolean;
-  fromDomain?: string;
-  callerId?: string;
-  maxConcurrentCalls: number;
-  codecs: ('PCMU' | 'PCMA')[];
-  dnsSrv?: boolean;
-}
 
 export function bridgeTrunkId(tenantId: string, trunkId: string): string {
   return `${tenantId}.${trunkId}`;
@@ -123,8 +107,11 @@ export class TelephonyAdmin {
     return row;
   }
 
-  /** Every tenant's trunks with decrypted passwords: only for PUT /trunks on the loopback hop. */
-  bridgeTrunks(): BridgeTrunk[] {
+  /**
+   * Every tenant's trunks as the bridge takes them (control.ts `Trunk`; ids `<tenant-id>.<trunk-id>`),
+   * with decrypted passwords: only for PUT /trunks on the loopback hop.
+   */
+  bridgeTrunks(): Trunk[] {
     return this.repo.allTrunksForBridge().map((r) => ({
       id: bridgeTrunkId(r.tenant_id, r.id),
       host: r.host,
@@ -136,7 +123,8 @@ export class TelephonyAdmin {
       ...(r.from_domain ? { fromDomain: r.from_domain } : {}),
       ...(r.caller_id ? { callerId: r.caller_id } : {}),
       maxConcurrentCalls: r.max_concurrent_calls,
-      codecs: JSON.parse(r.codecs) as ('PCMU' | 'PCMA')[],
+      // Written by saveTrunk from checked input; an older row the bridge refuses is refused alone (CONTROL-API.md).
+      codecs: JSON.parse(r.codecs) as Codec[],
       ...(r.dns_srv ? { dnsSrv: true } : {}),
     }));
   }

@@ -9,6 +9,7 @@ import type { TelephonyRepo } from './repo.ts';
 import type { TranscriptShares } from './shares.ts';
 import type { BridgeSupervisor } from './supervisor.ts';
 import type { TranscriptStore } from './transcripts.ts';
+import { CODECS, headerSafe } from './control.ts';
 /** E.164: `+`, a non-zero country code digit, at most 15 digits in all (ITU-T E.164 §6). */
 export const E164_RE = /^\+[1-9]\d{4,14}$/;
 export const e164 = z.string().regex(E164_RE, 'must be an E.164 number like +4930123456');
@@ -141,9 +142,12 @@ export const trunkInput = z.object({
   callerId: z.string().max(64).default(''),
   maxConcurrentCalls: z.number().int().min(1).max(1000).default(10),
   codecs: z
-    .array(z.enum(['PCMU', 'PCMA']))
+    .array(z.enum(CODECS))
     .min(1)
-    .default(['PCMU', 'PCMA']),
+    // Each at most once: a repeated law would be offered twice in the SDP. The bridge's
+    // other limits are checked with its own TrunkSchema when the trunk is saved (admin.ts).
+    .refine((c) => new Set(c).size === c.length, 'each codec at most once')
+    .default([...CODECS]),
   dnsSrv: z.boolean().default(false).describe('locate the server by DNS SRV _sip._udp|_tcp.<host> (RFC 3263); port is the fallback'),
 });
 export type TrunkInput = z.infer<typeof trunkInput>;
@@ -206,7 +210,8 @@ export const whitelistEntry = z.object({ number: z.string(), comment: z.string()
  */
 export const callCreate = z.object({
   phone: e164,
-  displayName: z.string().max(100).optional(),
+  // Goes into the SIP From header (control.ts PlaceCall): no control characters.
+  displayName: headerSafe(100).optional(),
   email: z.email().max(320).optional(),
   systemPrompt: z.string().min(1).max(20_000),
   apiKey: z.string().min(1).max(500).optional(),
@@ -219,6 +224,8 @@ export const callCreate = z.object({
   voice: z.enum(VOICES).default('Aoede'),
   language: z
     .string()
+    // 35: the bridge's limit (control.ts PlaceCall), the length RFC 5646 §4.4.1 asks every implementation to take.
+    .max(35)
     .regex(/^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$/, 'a BCP 47 tag like en-US')
     .default('en-US'),
   maxSeconds: z.number().int().min(10).max(3600).default(300),

@@ -56,7 +56,7 @@ export class BridgeSupervisor {
     const trunks = this.parts.admin.bridgeTrunks();
     try {
       const ans = await bridge.putTrunks(trunks);
-      if (!ans.ok) this.log.warn({ status: ans.status, error: ans.error.error }, 'bridge refused the trunk set');
+      if (!ans.ok) this.log.warn({ status: ans.status, error: ans.error.error, description: ans.error.error_description }, 'bridge refused the trunk set');
       else {
         this.#lastPush = fp;
         // One bad trunk is refused alone; the others are in service.
