@@ -543,14 +543,9 @@ export class CallService {
    * that it neither lists (GET /calls) nor reported on since are gone: they end as failed.
    */
   async reconcile(newInstance: string | null): Promise<number> {
-    let calls;
-    try {
-      ({ calls } = await this.d.bridge.listCalls());
-    } catch (e) {
-      // An answer outside the contract decides nothing: keep every call. Unreachable is the caller's to log.
-      if (e instanceof BadGatewayError && e.code !== 'bridge_unreachable') return 0;
-      throw e;
-    }
+    // No answer, an error answer or one outside the contract throws before any call is touched:
+    // none of them says which calls the bridge lost. The supervisor logs why.
+    const { calls } = await this.d.bridge.listCalls();
     const active = new Set(calls.map((c) => c.callId));
     let n = 0;
     for (const c of this.d.repo.callsAtBridge()) {
