@@ -1,26 +1,42 @@
 import crypto from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { z } from 'zod';
+import {
+  HangupSchema,
+  PlaceCallSchema,
+  TrunkSchema,
+  TrunksBodySchema,
+  type BridgeCallState,
+  type ControlError,
+  type HangupAnswer,
+  type HealthAnswer,
+  type ListCallsAnswer,
+  type PlaceCall,
+  type PlaceCallAnswer,
+  type PutTrunksAnswer,
+  type Trunk,
+} from '../../plugins/telephony/control.ts';
 
 /**
- * A loopback stand-in for the telephony bridge that speaks plugins/telephony/CONTROL-API.md:
- * GET /health, PUT /trunks, POST /calls, POST /calls/:id/hangup, GET /calls, bearer token on
- * every request, and events POSTed to the callback URL with seq and X-Bridge-Instance. Tests
- * drive the far end with emit(); `/_test/*` endpoints do the same for a fake run as a process.
+ * A loopback stand-in for the telephony bridge that speaks the control contract
+ * (plugins/telephony/control.ts, CONTROL-API.md): GET /health, PUT /trunks, POST /calls,
+ * POST /calls/:id/hangup, GET /calls, bearer token on every request, and events POSTed to the
+ * callback URL with seq and X-Bridge-Instance. Requests are checked with the contract's schemas,
+ * as the real bridge checks them, so a core that sends something the bridge would refuse fails
+ * here too. Tests drive the far end with emit() (loosely typed: tests send malformed events on
+ * purpose); `/_test/*` endpoints do the same for a fake run as a process.
  */
-export interface FakeTrunk {
-  id: string;
-  register: boolean;
-  password?: string;
-  [k: string]: unknown;
-}
+export type FakeTrunk = Trunk;
 export interface FakeCall {
   callId: string;
-  state: 'dialing' | 'ringing' | 'answered' | 'ending';
+  state: BridgeCallState;
   trunkId: string;
   startedAt: string;
-  place: Record<string, unknown>;
+  place: PlaceCall;
 }
+/** The control requests whose answer a test may replace (an error, or a body outside the contract). */
+export type FakeRoute = 'health' | 'putTrunks' | 'listCalls' | 'hangup';
 
 export class FakeBridge {
   readonly instance = crypto.randomBytes(6).toString('hex');
@@ -28,10 +44,12 @@ export class FakeBridge {
   trunks: FakeTrunk[] = [];
   trunkPuts = 0;
   calls = new Map<string, FakeCall>();
-  placed: Record<string, unknown>[] = [];
+  placed: PlaceCall[] = [];
   hangups: string[] = [];
   /** Answer POST /calls with this status and body instead of 202 (e.g. 503 no_capacity). */
   placeOverride: { status: number; body: unknown } | undefined;
+  /** Answer the other requests with this status and body instead of the contract's answer. */
+  answerOverride: Partial<Record<FakeRoute, { status: number; body: unknown }>> = {};
   /** Delay before answering POST /calls (a slow bridge: hangups that race the dial). */
   placeDelayMs = 0;
   /** Every POST /calls received, in order, before any delay (re-sent dials show up twice). */
@@ -157,46 +175,79 @@ export class FakeBridge {
       setTimeout(() => process.exit(3), 20);
       return;
     }
+    const fail = (status: number, error: string, description: string) => send(status, { error, error_description: description } satisfies ControlError);
+    /** The contract's check of a request body, answered as the real bridge answers it (400 invalid_request). */
+    const parse = <T extends z.ZodType>(schema: T, value: unknown): z.infer<T> | undefined => {
+      const r = schema.safeParse(value);
+      if (r.success) return r.data;
+      const i = r.error.issues[0];
+      fail(400, 'invalid_request', `${i?.path.join('.') || 'body'}: ${i?.message ?? 'invalid'}`);
+      return undefined;
+    };
+    const override = (route: FakeRoute): boolean => {
+      const o = this.answerOverride[route];
+      if (o) send(o.status, o.body);
+      return o !== undefined;
+    };
     const auth = String(req.headers.authorization ?? '');
-    if (auth !== `Bearer ${this.token}`) return send(401, { error: 'invalid_token', error_description: 'bad control token' });
+    if (auth !== `Bearer ${this.token}`) return fail(401, 'invalid_token', 'bad control token');
     if (req.method === 'GET' && url.pathname === '/health') {
+      if (override('health')) return;
       return send(200, {
         status: 'ok',
         version: 'fake-1',
         sip: { host: '127.0.0.1', port: 5060 },
         activeCalls: this.calls.size,
         trunks: this.trunks.map((t) => ({ id: t.id, registered: t.register ? true : null, lastError: null })),
-      });
+      } satisfies HealthAnswer);
     }
     if (req.method === 'PUT' && url.pathname === '/trunks') {
-      this.trunks = (body.trunks as FakeTrunk[]) ?? [];
+      const put = parse(TrunksBodySchema, body);
+      if (!put) return;
+      if (override('putTrunks')) return;
+      // As the real bridge: each trunk on its own; one outside TrunkSchema is refused alone.
+      const rejected: PutTrunksAnswer['rejected'] = [];
+      this.trunks = [];
+      put.trunks.forEach((raw, i) => {
+        const r = TrunkSchema.safeParse(raw);
+        if (r.success) this.trunks.push(r.data);
+        else {
+          const id = (raw as { id?: unknown } | null)?.id;
+          const issue = r.error.issues[0];
+          rejected.push({ id: typeof id === 'string' ? id : `#${i}`, error: issue ? `${issue.path.join('.')}: ${issue.message}` : 'invalid trunk' });
+        }
+      });
       this.trunkPuts++;
-      return send(200, { ok: true, count: this.trunks.length });
+      return send(200, { ok: true, count: this.trunks.length, rejected } satisfies PutTrunksAnswer);
     }
     if (req.method === 'GET' && url.pathname === '/calls') {
-      return send(200, { calls: [...this.calls.values()].map(({ place: _p, ...c }) => c) });
+      if (override('listCalls')) return;
+      return send(200, { calls: [...this.calls.values()].map(({ place: _p, ...c }) => c) } satisfies ListCallsAnswer);
     }
     if (req.method === 'POST' && url.pathname === '/calls') {
       this.placeRequests.push(String(body.callId ?? ''));
       this.onPlace?.(String(body.callId ?? ''));
       if (this.placeDelayMs) await new Promise((r) => setTimeout(r, this.placeDelayMs));
       if (this.placeOverride) return send(this.placeOverride.status, this.placeOverride.body);
-      const callId = String(body.callId ?? '');
-      if (!callId || !Array.isArray(body.trunkIds)) return send(400, { error: 'invalid_request', error_description: 'callId and trunkIds required' });
-      if (this.calls.has(callId)) return send(409, { error: 'duplicate_call', error_description: `call ${callId} exists` });
-      this.placed.push(body);
-      this.calls.set(callId, { callId, state: 'dialing', trunkId: String((body.trunkIds as string[])[0]), startedAt: new Date().toISOString(), place: body });
-      return send(202, { accepted: true, callId });
+      const place = parse(PlaceCallSchema, body);
+      if (!place) return;
+      const callId = place.callId;
+      if (this.calls.has(callId)) return fail(409, 'duplicate_call', `call ${callId} exists`);
+      this.placed.push(place);
+      this.calls.set(callId, { callId, state: 'dialing', trunkId: place.trunkIds[0]!, startedAt: new Date().toISOString(), place });
+      return send(202, { accepted: true, callId } satisfies PlaceCallAnswer);
     }
     const m = /^\/calls\/([^/]+)\/hangup$/.exec(url.pathname);
     if (req.method === 'POST' && m) {
+      if (!parse(HangupSchema, body)) return;
+      if (override('hangup')) return;
       const id = decodeURIComponent(m[1]!);
       const c = this.calls.get(id);
-      if (!c) return send(404, { error: 'not_found', error_description: `no call ${id}` });
+      if (!c) return fail(404, 'not_found', `no call ${id}`);
       this.hangups.push(id);
       const wasAnswered = c.state === 'answered';
       c.state = 'ending';
-      send(200, { ok: true, state: 'ending' });
+      send(200, { ok: true, state: 'ending' } satisfies HangupAnswer);
       if (this.endOnHangup) {
         setTimeout(
           () =>
@@ -212,6 +263,6 @@ export class FakeBridge {
       }
       return;
     }
-    send(404, { error: 'not_found', error_description: `no ${req.method} ${url.pathname}` });
+    fail(404, 'not_found', `no ${req.method} ${url.pathname}`);
   }
 }
