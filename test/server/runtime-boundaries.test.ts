@@ -96,7 +96,8 @@ function areaOf(root: string, fromFile: string, spec: string): string | undefine
  * (`server/sdk.ts`), files of its own plugin, another plugin's `api.ts` (typed service references),
  * Node built-ins and npm packages; nothing else of the core or of another plugin. The telephony
  * bridge is its own process: `plugins/telephony/bridge/` imports only itself and the control
- * contract both sides share (`plugins/telephony/control.ts`), never the SDK or the core.
+ * contract both sides share (`plugins/telephony/control.ts`), never the SDK or the core; the
+ * contract itself imports only `zod`, or the bridge would load whatever it imported.
  * Type-only imports count too: a type from a core file is still a reach around the SDK.
  */
 const BRIDGE = path.join('plugins', 'telephony', 'bridge');
@@ -110,6 +111,10 @@ export function checkPluginImports(root: string): Violation[] {
     const plugin = rel.split(path.sep)[1]!;
     const inBridge = rel.startsWith(BRIDGE + path.sep);
     for (const i of scan(file).imports) {
+      if (rel === BRIDGE_CONTRACT) {
+        if (i.spec !== 'zod') v.push({ file: rel, line: i.line, rule: `the bridge's control contract imports only zod (${i.spec})` });
+        continue;
+      }
       if (!i.spec.startsWith('.')) continue; // built-ins and npm packages
       const target = path.relative(root, path.resolve(path.dirname(file), i.spec));
       const add = (rule: string) => v.push({ file: rel, line: i.line, rule: `${rule} (${i.spec})` });
@@ -221,7 +226,7 @@ describe('runtime boundaries', () => {
     );
   });
 
-  it('plugins reach the core only through server/sdk.ts; the bridge only through its contract', () => {
+  it('plugins reach the core only through server/sdk.ts; the bridge only through its contract, which imports only zod', () => {
     expect(checkPluginImports(ROOT).map((x) => `${x.file}:${x.line}: ${x.rule}`)).toEqual([]);
     const root = tree({
       'server/sdk.ts': 'export const x = 1;\n',
@@ -245,6 +250,13 @@ describe('runtime boundaries', () => {
         "import { schemas } from '../schemas.ts';",
         'export { leg, control, x, schemas };',
       ].join('\n'),
+      'plugins/telephony/control.ts': [
+        "import { z } from 'zod';",
+        "import type { Tenant } from '../../server/sdk.ts';",
+        "import { e164 } from './schemas.ts';",
+        "import fs from 'node:fs';",
+        'export { z, e164, fs };',
+      ].join('\n'),
     });
     expect(
       checkPluginImports(root)
@@ -257,6 +269,9 @@ describe('runtime boundaries', () => {
         'plugins/a/index.ts:5',
         'plugins/telephony/bridge/call.ts:3',
         'plugins/telephony/bridge/call.ts:4',
+        'plugins/telephony/control.ts:2',
+        'plugins/telephony/control.ts:3',
+        'plugins/telephony/control.ts:4',
       ].sort(),
     );
   });

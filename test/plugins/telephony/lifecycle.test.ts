@@ -53,6 +53,29 @@ describe('no bridge, or one that does not answer', () => {
       await s.stop();
     }
   });
+  it('a remote bridge that answers with 401 (another token) is down from the start, and its trunks are never pushed', async () => {
+    const other = new FakeBridge('another-control-token-0123456789', '');
+    await other.start();
+    const s = await startTestServer({ overrides: { plugins: { telephony: { bridge: { mode: 'remote', url: other.url, token: TOKEN } } } } });
+    try {
+      const st = await until(
+        async () => {
+          const b = (await j(adm(s, '/signal.ashx?bridge=status', 'bridge-status'))).body;
+          return b.state === 'starting' ? null : b;
+        },
+        3000,
+        'greeted',
+      );
+      expect(st).toMatchObject({ ok: false, state: 'down', health: { error: expect.stringContaining('GET /health with 401 invalid_token') } });
+      expect(s.logs.text()).toContain('remote bridge not usable at start');
+      await adm(s, '/signal.ashx?trunks=save', 'trunks-save', { id: 'main', name: 'Main', host: '127.0.0.1' });
+      await new Promise((r) => setTimeout(r, 100));
+      expect(other.trunkPuts).toBe(0);
+    } finally {
+      await s.stop();
+      await other.stop();
+    }
+  });
 });
 
 describe('a restart of the appliance neither loses nor doubles a call', () => {
