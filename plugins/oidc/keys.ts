@@ -36,6 +36,9 @@ interface TenantKeys {
   loadedAt: number;
 }
 
+/** Retired keys kept published per algorithm after a rotation (the newest ones). */
+export const RETIRING_KEPT = 2;
+
 /** Multi-process safety: the CLI may rotate while the server runs; reload at most this often. */
 const CACHE_MS = 60_000;
 
@@ -119,10 +122,23 @@ export class SigningKeys {
       .immediate();
   }
 
-  /** New active keys; the previous ones stay published for `overlapSeconds` (≥ the longest token life). */
+  /**
+   * New active keys; the previous ones stay published for `overlapSeconds` (≥ the longest token
+   * life), at most RETIRING_KEPT of them per algorithm: 200 rotations in a row once left a 750 KB
+   * JWKS that every verification walked, so a rotation storm now costs only the newest keys' overlap.
+   */
   rotate(tenant: Tenant, overlapSeconds: number): { kids: string[] } {
     const retireAfter = new Date(this.clock.now() + overlapSeconds * 1000).toISOString();
-    this.db.prepare("UPDATE oidc_keys SET state = 'retiring', retire_after = ? WHERE tenant_id = ? AND state = 'active'").run(retireAfter, tenant.id);
+    this.db.transaction(() => {
+      this.db.prepare("UPDATE oidc_keys SET state = 'retiring', retire_after = ? WHERE tenant_id = ? AND state = 'active'").run(retireAfter, tenant.id);
+      this.db
+        .prepare(
+          `DELETE FROM oidc_keys WHERE tenant_id = ? AND kid IN (
+             SELECT kid FROM (SELECT kid, ROW_NUMBER() OVER (PARTITION BY alg ORDER BY created_at DESC, rowid DESC) AS n
+                              FROM oidc_keys WHERE tenant_id = ? AND state = 'retiring') WHERE n > ?)`,
+        )
+        .run(tenant.id, tenant.id, RETIRING_KEPT);
+    })();
     this.#cache.delete(tenant.id);
     const tk = this.load(tenant);
     return { kids: [...tk.active.values()].map((k) => k.kid) };

@@ -421,4 +421,16 @@ describe('accounts, max_age, key rotation', () => {
     const t2 = await tokenForm(s, A, { grant_type: 'password', client_id: 'sovcomms-console', username: 'admin', password: s.adminPassword, scope: 'openid' });
     expect(jose.decodeProtectedHeader(String(t2.body.access_token)).kid).not.toBe(jose.decodeProtectedHeader(String(t.body.access_token)).kid);
   });
+
+  it('a rotation storm keeps at most two retired keys per algorithm published (the JWKS stays small)', async () => {
+    const rotate = () =>
+      s.fetch('/signal.ashx?oidc-keys-rotate=1', { method: 'POST', host: A, headers: { 'X-Service-Admin-Signature': s.hmac('oidc-keys-rotate', A) } });
+    for (let i = 0; i < 6; i++) expect((await rotate()).status).toBe(200);
+    const jwks = (await (await s.fetch('/.well-known/jwks.json', { host: A })).json()) as { keys: { kid: string; alg: string }[] };
+    // Per algorithm (RS256, ES256): the active key and the two newest retired ones.
+    for (const alg of ['RS256', 'ES256']) expect(jwks.keys.filter((k) => k.alg === alg)).toHaveLength(3);
+    // Tokens signed now still verify.
+    const t = await tokenForm(s, A, { grant_type: 'password', client_id: 'sovcomms-console', username: 'admin', password: s.adminPassword, scope: 'openid' });
+    expect((await s.fetch('/api.ashx/v1/auditlog', { host: A, key: String(t.body.access_token) })).status).toBe(200);
+  });
 });
