@@ -1,16 +1,14 @@
-import crypto from 'node:crypto';
 import { z } from 'zod';
 import { checkPasswordPolicy, policy, reply, type RouteRegistrar } from '../../server/sdk.ts';
-import { EMAIL_TOKEN_TTL, secure, type InteractKit } from './interact.ts';
+import { EMAIL_TOKEN_TTL, type InteractKit } from './interact.ts';
 import { page } from './pages.ts';
-import { BROWSER_COOKIE, cookie } from './sessions.ts';
 
 /**
  * E-mail links: the magic sign-in link and account recovery. The form answers the same whether
  * or not an account has the address; a link is single use and short-lived.
  */
 export function emailLinkRoutes(r: RouteRegistrar, kit: InteractKit): void {
-  const { d, area, browser, signIn, newEmailToken, peekToken, consumeToken, send } = kit;
+  const { d, area, browser, signIn, newEmailToken, peekToken, consumeToken, send, ensureBrowser } = kit;
   const { ctx } = kit.d;
   const maglinkForm = z.object({
     i: z.string().max(64).optional(),
@@ -77,11 +75,7 @@ export function emailLinkRoutes(r: RouteRegistrar, kit: InteractKit): void {
     handler: (req, res) => {
       if (!peekToken(req.tenant, req.query.t, 'maglink'))
         return page('message.html', { title: 'Link expired', message: 'This sign-in link has expired or was used. Request a new one.' }, 400);
-      let b = browser(req);
-      if (!b) {
-        b = crypto.randomBytes(24).toString('base64url');
-        res.append('Set-Cookie', cookie(BROWSER_COOKIE, b, { secure: secure(req) }));
-      }
+      const b = ensureBrowser(req, res);
       return page('email-link.html', {
         tenant: req.tenant.name,
         title: 'Finish signing in',
@@ -124,11 +118,7 @@ export function emailLinkRoutes(r: RouteRegistrar, kit: InteractKit): void {
     handler: (req, res) => {
       if (!peekToken(req.tenant, req.query.t, 'recover'))
         return page('message.html', { title: 'Link expired', message: 'This recovery link has expired or was used.' }, 400);
-      let b = browser(req);
-      if (!b) {
-        b = crypto.randomBytes(24).toString('base64url');
-        res.append('Set-Cookie', cookie(BROWSER_COOKIE, b, { secure: secure(req) }));
-      }
+      const b = ensureBrowser(req, res);
       return page('email-link.html', {
         tenant: req.tenant.name,
         title: 'Choose a new password',

@@ -40,6 +40,8 @@ export interface InteractKit {
   openChallenge(req: RouteRequest, purpose: string): { c: string; u?: string } | undefined;
   /** The browser's id cookie (the CSRF tokens are bound to it). */
   browser(req: RouteRequest): string;
+  /** The browser's id, set as a new cookie on this answer when it has none yet (a landing page opened from a mail). */
+  ensureBrowser(req: RouteRequest, res: Response): string;
   currentUser(req: RouteRequest): User | undefined;
   /** Signs the user in and says where the browser goes next (the pending authorization, or a page). */
   signIn(req: RouteRequest, res: Response, user: User, amr: string[], interactionId: string | undefined | null): string;
@@ -157,7 +159,29 @@ export function interactRoutes(r: RouteRegistrar, d: Deps, flow: AuthorizeFlow):
     return true;
   };
 
-  const kit: InteractKit = { d, flow, area, sealChallenge, openChallenge, browser, currentUser, signIn, newEmailToken, peekToken, consumeToken, send };
+  const ensureBrowser = (req: RouteRequest, res: Response): string => {
+    let b = browser(req);
+    if (!b) {
+      b = crypto.randomBytes(24).toString('base64url');
+      res.append('Set-Cookie', cookie(BROWSER_COOKIE, b, { secure: secure(req) }));
+    }
+    return b;
+  };
+  const kit: InteractKit = {
+    d,
+    flow,
+    area,
+    sealChallenge,
+    openChallenge,
+    browser,
+    ensureBrowser,
+    currentUser,
+    signIn,
+    newEmailToken,
+    peekToken,
+    consumeToken,
+    send,
+  };
   passkeyRoutes(r, kit);
   emailLinkRoutes(r, kit);
   invitationRoutes(r, kit);

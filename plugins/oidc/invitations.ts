@@ -1,4 +1,3 @@
-import crypto from 'node:crypto';
 import { z } from 'zod';
 import {
   AppError,
@@ -11,13 +10,12 @@ import {
   type RouteRequest,
   type Tenant,
 } from '../../server/sdk.ts';
-import { CLAIM_TOKEN_TTL, secure, type InteractKit } from './interact.ts';
-import { BROWSER_COOKIE, cookie } from './sessions.ts';
+import { CLAIM_TOKEN_TTL, type InteractKit } from './interact.ts';
 import { page } from './pages.ts';
 
 /** Invitations: an admin's claim link for an account without a password, and the claim itself. */
 export function invitationRoutes(r: RouteRegistrar, kit: InteractKit): void {
-  const { d, area, browser, signIn, newEmailToken, peekToken, consumeToken, send } = kit;
+  const { d, area, browser, signIn, newEmailToken, peekToken, consumeToken, send, ensureBrowser } = kit;
   const { ctx } = kit.d;
   // A disabled account's open invitation must not let it in (an admin may disable an invitee
   // before the link is used): it reads like an expired invitation.
@@ -90,11 +88,7 @@ export function invitationRoutes(r: RouteRegistrar, kit: InteractKit): void {
           { title: 'Invitation expired', message: 'This invitation has expired or was used. Ask your administrator for a new one.' },
           400,
         );
-      let b = browser(req);
-      if (!b) {
-        b = crypto.randomBytes(24).toString('base64url');
-        res.append('Set-Cookie', cookie(BROWSER_COOKIE, b, { secure: secure(req) }));
-      }
+      const b = ensureBrowser(req, res);
       return page('email-link.html', {
         tenant: req.tenant.name,
         title: `Welcome, ${user.name}`,

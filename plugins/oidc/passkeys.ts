@@ -1,17 +1,16 @@
-import crypto from 'node:crypto';
 import type { AuthenticationResponseJSON, RegistrationResponseJSON } from '@simplewebauthn/server';
 import { z } from 'zod';
 import { AppError, policy, reply, type RouteRegistrar } from '../../server/sdk.ts';
 import { CHALLENGE_COOKIE, rpId, secure, webauthn, type InteractKit } from './interact.ts';
 import { page } from './pages.ts';
-import { BROWSER_COOKIE, cookie } from './sessions.ts';
+import { cookie } from './sessions.ts';
 
 /**
  * Passkeys (WebAuthn Level 3, discoverable credentials): sign-in with a passkey, and the signed-in
  * user's page to register one. User verification is required both ways.
  */
 export function passkeyRoutes(r: RouteRegistrar, kit: InteractKit): void {
-  const { d, area, sealChallenge, openChallenge, browser, currentUser, signIn } = kit;
+  const { d, area, sealChallenge, openChallenge, browser, currentUser, signIn, ensureBrowser } = kit;
   const { ctx } = kit.d;
   const signinStart = z.object({ i: z.string().max(64).optional(), csrf: z.string().max(128) }).strict();
   r.add({
@@ -96,11 +95,7 @@ export function passkeyRoutes(r: RouteRegistrar, kit: InteractKit): void {
     handler: (req, res) => {
       const user = currentUser(req);
       if (!user) return reply.redirect('/login.html', 302);
-      let b = browser(req);
-      if (!b) {
-        b = crypto.randomBytes(24).toString('base64url');
-        res.append('Set-Cookie', cookie(BROWSER_COOKIE, b, { secure: secure(req) }));
-      }
+      const b = ensureBrowser(req, res);
       const n = d.p().repo.passkeysOf(req.tenant, user.id).length;
       return page('passkeys.html', { tenant: req.tenant.name, user: user.name, count: n, csrf: d.sessions().csrf(b, 'passkey-register') });
     },
