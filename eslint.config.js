@@ -6,7 +6,7 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'data/', 'dist/', 'coverage/', 'renderer/dist/', 'bench/results/'] },
+  { ignores: ['node_modules/', 'data/', 'dist/', 'coverage/', 'renderer/dist/', 'bench/results/', 'renderer/src/api/schema.d.ts'] },
   js.configs.recommended,
   ...tseslint.configs.strict,
   ...tseslint.configs.stylistic,
@@ -25,6 +25,11 @@ export default tseslint.config(
       // Type-only imports stay visibly type-only (verbatimModuleSyntax relies on it).
       '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
     },
+  },
+  {
+    // The console runs in the browser.
+    files: ['renderer/**/*.{ts,tsx}'],
+    languageOptions: { globals: { ...globals.browser } },
   },
   {
     // The sign-in pages' small scripts run in the browser (served from resources/login/).

@@ -24,6 +24,8 @@ fi
 
 echo "== type check"
 npx tsc --noEmit -p tsconfig.json
+npx tsc --noEmit -p renderer/tsconfig.json
+[ -f dist/console/index.html ] || npm run build:console
 echo "== lint (ESLint + Prettier)"
 npm run --silent lint
 echo "== tests"

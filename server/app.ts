@@ -23,6 +23,7 @@ import { hostServices, PluginHost, type PluginStatus } from './plugin-host.ts';
 import type { AnyPlugin, AuditInput, AuditWriter } from './plugin.ts';
 import { AUDIT_WRITER, TLS_AUTO } from './core-services.ts';
 import { coreRoutes } from './core-routes.ts';
+import { LiveHub } from './live.ts';
 import { AppError, ConfigError } from './errors.ts';
 import type { Tenant } from './tenancy.ts';
 import type { DestinationStream } from 'pino';
@@ -127,6 +128,8 @@ export class Appliance {
   #housekeeping: NodeJS.Timeout | undefined;
   #sockets = new Set<Socket>();
   #inflight = 0;
+  /** The console's live feed (server/live.ts). */
+  live: LiveHub | undefined;
   #stopping: Promise<void> | undefined;
   // Node 20 has no Promise.withResolvers: a plain deferred for ctx.listening.
   #listeningResolve: (v: { url: string; port: number }) => void = () => {
@@ -172,6 +175,8 @@ export class Appliance {
       await a.host.setupAll();
       core.audit.target = a.host.provided(AUDIT_WRITER);
       for (const def of coreRoutes(a.dispatcher, () => a.host)) a.dispatcher.add('core', def);
+      a.live = new LiveHub(core.db, core.events, () => a.host);
+      a.dispatcher.add('core', a.live.route());
       a.host.registerRoutes(a.dispatcher, a.app);
       a.dispatcher.seal();
       a.finishExpress();
@@ -374,6 +379,8 @@ export class Appliance {
   private async doStop(): Promise<void> {
     const c = this.core;
     const drainMs = c.config.http.drainMs;
+    // Live streams never finish by themselves: end them first so the drain waits only for requests.
+    this.live?.closeAll();
     if (this.server) {
       const closed = new Promise<void>((r) => this.server!.close(() => r()));
       this.server.closeIdleConnections?.();

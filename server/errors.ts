@@ -43,6 +43,7 @@ export const ERROR_CODES = [
   'duplicate_user',
   'duplicate_tenant',
   'cannot_remove_primary',
+  'confirm_mismatch',
   'cannot_disable_self',
   'last_admin',
   'already_claimed',

@@ -1,5 +1,6 @@
 import { definePlugin } from '../../server/sdk.ts';
 import { adminRoutes } from './routes.ts';
+import { tenantRoutes } from './tenants.ts';
 import { AdminService } from './service.ts';
 
 /**
@@ -16,7 +17,8 @@ export default definePlugin({
   setup(ctx) {
     return { service: new AdminService(ctx.db, ctx.users, ctx.auth, ctx.tenants, ctx.audit) };
   },
-  routes(r, s) {
+  routes(r, s, ctx) {
     adminRoutes(r, s.service);
+    tenantRoutes(r, ctx.tenants, ctx.audit);
   },
 });

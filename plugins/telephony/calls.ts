@@ -588,7 +588,8 @@ export class CallService {
     );
   }
 
-  list(t: Tenant, status: string | undefined, limit: number, offset: number) {
+  list(t: Tenant, q: { status?: string; since?: string; until?: string; phone?: string }, limit: number, offset: number) {
+    const { status } = q;
     const statuses = status
       ?.split(',')
       .map((s) => s.trim())
@@ -599,7 +600,23 @@ export class CallService {
       throw new InputError(`invalid query parameter status: unknown state ${bad}; one or more of ${[...known].join(', ')}`, 'invalid_request', {
         field: 'status',
       });
-    return this.d.repo.listCalls(t, statuses, limit, offset);
+    return this.d.repo.listCalls(t, { statuses, since: q.since, until: q.until, phone: q.phone }, limit, offset);
+  }
+
+  /** Today's figures for the console: totals by state, calls at the bridge, and per-hour counts by state. */
+  stats(t: Tenant, since: string) {
+    const byStatus: Record<string, number> = {};
+    const hours = new Map<string, Record<string, number>>();
+    let total = 0;
+    for (const r of this.d.repo.callStats(t, since)) {
+      byStatus[r.status] = (byStatus[r.status] ?? 0) + r.n;
+      const h = hours.get(r.hour) ?? {};
+      h[r.status] = r.n;
+      hours.set(r.hour, h);
+      total += r.n;
+    }
+    const atBridge = (byStatus['dispatching'] ?? 0) + (byStatus['in-flight'] ?? 0);
+    return { since, inFlight: atBridge, scheduled: byStatus['scheduled'] ?? 0, total, byStatus, hours: [...hours].map(([hour, counts]) => ({ hour, counts })) };
   }
 
   get(t: Tenant, callId: string): CallRow {

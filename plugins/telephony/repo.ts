@@ -22,6 +22,14 @@ export interface TrunkRow {
   updated_at: string;
 }
 
+/** Filters of the calls list: states, a created_at range (ISO 8601 UTC), a phone-number prefix. */
+export interface CallFilter {
+  statuses?: string[];
+  since?: string;
+  until?: string;
+  phone?: string;
+}
+
 export interface CallRow {
   call_id: string;
   tenant_id: string;
@@ -294,17 +302,38 @@ export class TelephonyRepo {
     return this.q('SELECT * FROM tel_calls WHERE call_id = ?').get(callId) as CallRow | undefined;
   }
 
-  listCalls(t: Tenant, statuses: string[] | undefined, limit: number, offset: number): { rows: CallRow[]; total: number } {
+  listCalls(t: Tenant, f: CallFilter, limit: number, offset: number): { rows: CallRow[]; total: number } {
     const where = ['tenant_id = ?'];
     const args: unknown[] = [t.id];
-    if (statuses?.length) {
-      where.push(`status IN (${statuses.map(() => '?').join(', ')})`);
-      args.push(...statuses);
+    if (f.statuses?.length) {
+      where.push(`status IN (${f.statuses.map(() => '?').join(', ')})`);
+      args.push(...f.statuses);
+    }
+    if (f.since) {
+      where.push('created_at >= ?');
+      args.push(f.since);
+    }
+    if (f.until) {
+      where.push('created_at < ?');
+      args.push(f.until);
+    }
+    if (f.phone) {
+      // A prefix match on the dialled number: the index on (tenant_id, created_at) still bounds the scan.
+      where.push("phone LIKE ? ESCAPE '\\'");
+      args.push(f.phone.replace(/[\\%_]/g, (c) => '\\' + c) + '%');
     }
     const w = where.join(' AND ');
     const total = (this.q(`SELECT COUNT(*) AS n FROM tel_calls WHERE ${w}`).get(...args) as { n: number }).n;
     const rows = this.q(`SELECT * FROM tel_calls WHERE ${w} ORDER BY created_at DESC, call_id LIMIT ? OFFSET ?`).all(...args, limit, offset) as CallRow[];
     return { rows, total };
+  }
+
+  /** Counts per hour bucket and final state since an instant (the console's dashboard chart). */
+  callStats(t: Tenant, since: string): { hour: string; status: string; n: number }[] {
+    return this.q(
+      `SELECT substr(created_at, 1, 13) || ':00:00Z' AS hour, status, COUNT(*) AS n FROM tel_calls
+        WHERE tenant_id = ? AND created_at >= ? GROUP BY hour, status ORDER BY hour`,
+    ).all(t.id, since) as { hour: string; status: string; n: number }[];
   }
 
   /** Calls the bridge holds (dispatching or in-flight), across tenants: the supervisor's sweep. */

@@ -72,7 +72,7 @@ export function telephonyRoutes(r: RouteRegistrar, svc: TelephonyServices, opts:
     responses: { 200: { description: 'list envelope of call records', schema: envelopeSchema(S.callRecord) } },
     handler: (req) => {
       const page = pageOf(req.query);
-      const { rows, total } = svc.calls.list(req.tenant, req.query.status, page.limit, page.offset);
+      const { rows, total } = svc.calls.list(req.tenant, req.query, page.limit, page.offset);
       return envelope(
         rows.map((c) => toRecord(c, req.tenant.host)),
         total,
@@ -80,6 +80,16 @@ export function telephonyRoutes(r: RouteRegistrar, svc: TelephonyServices, opts:
         req.raw.originalUrl,
       );
     },
+  });
+  r.add({
+    method: 'GET',
+    path: `${V1}/calls/stats`,
+    area: 'calls',
+    auth: policy.v1Admin,
+    summary: 'Call figures since an instant (default 24 hours): totals by state, at the bridge now, per-hour counts',
+    query: S.callStatsQuery,
+    responses: { 200: { description: 'figures', schema: S.callStats } },
+    handler: (req) => svc.calls.stats(req.tenant, req.query.since ?? new Date(Date.now() - 24 * 3600_000).toISOString()),
   });
   r.add({
     method: 'GET',

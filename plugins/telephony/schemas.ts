@@ -278,8 +278,27 @@ export const callCreated = z.object({
   status: z.enum(CALL_STATES),
 });
 
+const isoInstant = z.iso.datetime({ offset: true }).transform((v) => new Date(v).toISOString());
 export const callListQuery = pageQuery.extend({
   status: z.string().max(300).optional().describe('comma-separated call states'),
+  since: isoInstant.optional().describe('ISO 8601; only calls created at or after it'),
+  until: isoInstant.optional().describe('ISO 8601; only calls created before it'),
+  phone: z
+    .string()
+    .regex(/^\+?[0-9]{1,20}$/, 'digits, optionally with a leading +')
+    .optional()
+    .describe('calls to numbers starting with these digits'),
+});
+export const callStatsQuery = z.object({
+  since: isoInstant.optional().describe('ISO 8601; default 24 hours ago'),
+});
+export const callStats = z.object({
+  since: z.string(),
+  inFlight: z.number().int(),
+  scheduled: z.number().int(),
+  total: z.number().int(),
+  byStatus: z.record(z.string(), z.number().int()),
+  hours: z.array(z.object({ hour: z.string(), counts: z.record(z.string(), z.number().int()) })),
 });
 export const callIdParam = z.object({ id: z.string().regex(/^oac-[0-9a-f]{12}$/, 'a call id like oac-0123456789ab') });
 

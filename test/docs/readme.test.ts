@@ -1,11 +1,16 @@
 import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { applySections, readmeSections } from '../../scripts/readme-sections.ts';
+import { API_TYPES_FILE, apiTypes } from '../../scripts/api-types.ts';
 
 describe('README', () => {
   it('lists every endpoint, HMAC bucket and CLI command the code registers (run `npm run docs` to update)', async () => {
     const readme = fs.readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
     expect(applySections(readme, await readmeSections())).toBe(readme);
+  });
+
+  it("the console's API types are generated from the current description (run `npm run docs` to update)", async () => {
+    expect(fs.readFileSync(API_TYPES_FILE, 'utf8')).toBe(await apiTypes());
   });
 
   it('has the Quick start with the two commands', () => {

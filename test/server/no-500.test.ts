@@ -39,6 +39,8 @@ describe('no 500 for client mistakes', () => {
     const bad: string[] = [];
     let tried = 0;
     for (const r of s.appliance.dispatcher.routes) {
+      // A live stream answers 200 and never ends (test/server/live.test.ts checks it).
+      if (r.def.responses?.[200]?.description === 'text/event-stream') continue;
       for (const address of r.addresses) {
         const url = address.replace(/:[A-Za-z0-9_]+/g, 'x%20y') + (address.includes('?') ? '&' : '?') + 'limit=abc&offset=-1';
         for (const [label, body, ct] of CASES) {

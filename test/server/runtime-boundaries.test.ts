@@ -159,9 +159,11 @@ export function checkBoundaries(root: string): Violation[] {
     for (const l of domUses) add(file, l, 'main/ uses a DOM global (document/window): only renderer/ may touch the DOM');
   }
   for (const file of walk(path.join(root, 'renderer'))) {
+    // Vite's config runs in Node at build time and never reaches the page.
+    const buildConfig = path.relative(path.join(root, 'renderer'), file) === 'vite.config.ts';
     for (const i of scan(file).imports) {
       if (i.typeOnly) continue;
-      if (NODE_BUILTINS.has(i.spec) || i.spec.startsWith('node:')) add(file, i.line, `renderer/ imports the Node built-in ${i.spec}`);
+      if (!buildConfig && (NODE_BUILTINS.has(i.spec) || i.spec.startsWith('node:'))) add(file, i.line, `renderer/ imports the Node built-in ${i.spec}`);
       if (isElectron(i.spec)) add(file, i.line, `renderer/ imports ${i.spec}: only main/ may import electron (use the preload bridge)`);
       const to = areaOf(root, file, i.spec);
       if (to === 'server' || to === 'plugins' || to === 'main') add(file, i.line, `renderer/ imports ${to}/ code (${i.spec}): talk to the server over HTTP`);

@@ -534,3 +534,40 @@ describe('the bridge callback endpoint', () => {
     expect(bad.body).toMatchObject({ ok: true, applied: false, rejected: expect.stringContaining('trunkId') });
   });
 });
+
+describe('the calls list filters and the figures (the console’s Calls page and dashboard)', () => {
+  const list = async (q: string) => (await j(s.fetch(`${V1}/calls?${q}`, { key: s.adminKey }))).body;
+  it('filters by state, number prefix and a created_at range; bad values are 400 naming the parameter', async () => {
+    const all = await list('limit=500');
+    expect(all.total).toBeGreaterThan(2);
+    const byPhone = await list(`phone=${encodeURIComponent('+4930')}&limit=500`);
+    expect(byPhone.data.length).toBeGreaterThan(0);
+    expect(byPhone.data.every((c: Json) => c.phone.startsWith('+4930'))).toBe(true);
+    expect((await list('phone=%2B99999')).total).toBe(0);
+    // A LIKE wildcard in the prefix is a literal, not a match-all.
+    expect((await j(s.fetch(`${V1}/calls?phone=%25`, { key: s.adminKey }))).status).toBe(400);
+    const first = all.data.at(-1).createdAtUtc as string;
+    expect((await list(`since=${encodeURIComponent(first)}&limit=500`)).total).toBe(all.total);
+    expect((await list(`until=${encodeURIComponent(first)}`)).total).toBe(0);
+    expect((await list('since=2999-01-01T00:00:00Z')).total).toBe(0);
+    const bad = await j(s.fetch(`${V1}/calls?since=yesterday`, { key: s.adminKey }));
+    expect(bad.status).toBe(400);
+    expect(bad.body.error_description).toContain('since');
+    const ended = await list('status=ended-success,ended-failed-final&limit=500');
+    expect(ended.data.every((c: Json) => ['ended-success', 'ended-failed-final'].includes(c.status))).toBe(true);
+  });
+
+  it('figures: totals by state and per hour add up to the list; tenant B sees only its own', async () => {
+    const all = await list('limit=500');
+    const st = (await j(s.fetch(`${V1}/calls/stats?since=2000-01-01T00:00:00Z`, { key: s.adminKey }))).body;
+    expect(st.total).toBe(all.total);
+    const byState: Record<string, number> = {};
+    for (const c of all.data) byState[c.status] = (byState[c.status] ?? 0) + 1;
+    expect(st.byStatus).toEqual(byState);
+    expect(st.hours.reduce((n: number, h: Json) => n + Object.values(h.counts as Record<string, number>).reduce((a, b) => a + b, 0), 0)).toBe(all.total);
+    expect(st.hours[0].hour).toMatch(/^\d{4}-\d\d-\d\dT\d\d:00:00Z$/);
+    expect(st.inFlight).toBe((byState['dispatching'] ?? 0) + (byState['in-flight'] ?? 0));
+    const b = (await j(s.fetch(`${V1}/calls/stats?since=2000-01-01T00:00:00Z`, { key: keyB, host: B }))).body;
+    expect(b.total).toBe((await j(s.fetch(`${V1}/calls`, { key: keyB, host: B }))).body.total);
+  });
+});

@@ -1,0 +1,195 @@
+import { Anchor, AppShell, Badge, Burger, Button, Center, Group, Loader, NavLink, NativeSelect, Stack, Text, Alert } from '@mantine/core';
+import { useDisclosure } from '@mantine/hooks';
+import { useQueryClient } from '@tanstack/react-query';
+import { lazy, Suspense, useEffect, useState, type ComponentType } from 'react';
+import { useTranslation } from 'react-i18next';
+import { Link, Route, Router, Switch, useLocation } from 'wouter';
+import { completeSignIn, current, onSession, signIn, signOut, type Session } from './auth.ts';
+import { LANGUAGES, setLanguage, type Language } from './i18n.ts';
+import { connectLive, type PluginStatus } from './live.ts';
+import { LiveContext } from './lib/live-context.ts';
+import { Dashboard } from './pages/Dashboard.tsx';
+
+// Pages past the dashboard load when first opened: the first screen's JavaScript stays small.
+const Calls = lazy(() => import('./pages/Calls.tsx'));
+const CallDetail = lazy(() => import('./pages/CallDetail.tsx'));
+const Transcripts = lazy(() => import('./pages/Transcripts.tsx'));
+const Telephony = lazy(() => import('./pages/Telephony.tsx'));
+const Users = lazy(() => import('./pages/Users.tsx'));
+const Webhooks = lazy(() => import('./pages/Webhooks.tsx'));
+const Audit = lazy(() => import('./pages/Audit.tsx'));
+const Trust = lazy(() => import('./pages/Trust.tsx'));
+const Certificates = lazy(() => import('./pages/Certificates.tsx'));
+const Tenants = lazy(() => import('./pages/Tenants.tsx'));
+
+export const NAV: { path: string; key: string; page: ComponentType }[] = [
+  { path: '/', key: 'dashboard', page: Dashboard },
+  { path: '/calls', key: 'calls', page: Calls },
+  { path: '/transcripts', key: 'transcripts', page: Transcripts },
+  { path: '/telephony', key: 'telephony', page: Telephony },
+  { path: '/users', key: 'users', page: Users },
+  { path: '/webhooks', key: 'webhooks', page: Webhooks },
+  { path: '/audit', key: 'audit', page: Audit },
+  { path: '/trust', key: 'trust', page: Trust },
+  { path: '/certificates', key: 'certificates', page: Certificates },
+  { path: '/tenants', key: 'tenants', page: Tenants },
+];
+
+/** What an account with role `user` sees: the admin pages' API answers them 403, so none are offered. */
+function UserHome({ session }: { session: Session }) {
+  const { t } = useTranslation();
+  return (
+    <Stack>
+      <Text component="h1" size="xl" fw={700}>
+        {t('user.welcome', { name: session.user.name })}
+      </Text>
+      <Text>{t('user.noAdmin')}</Text>
+      <Anchor href="/passkeys.html">{t('nav.passkeys')}</Anchor>
+    </Stack>
+  );
+}
+
+function Shell({ session }: { session: Session }) {
+  const { t, i18n } = useTranslation();
+  const admin = session.user.role === 'admin';
+  const nav = admin ? NAV : [];
+  const [opened, { toggle }] = useDisclosure();
+  const [location] = useLocation();
+  const queries = useQueryClient();
+  const [online, setOnline] = useState(true);
+  const [status, setStatus] = useState<Record<string, PluginStatus>>({});
+  const [lastEvent, setLastEvent] = useState(0);
+
+  useEffect(
+    () =>
+      // The live feed is an admin's (the API answers others 403).
+      !admin
+        ? undefined
+        : connectLive({
+            onEvent: (e) => {
+              setLastEvent(e.id);
+              // A call or transcript changed: the views that show them fetch again.
+              if (e.name.startsWith('call.')) void queries.invalidateQueries({ queryKey: ['calls'] });
+              if (e.name.startsWith('transcript.')) void queries.invalidateQueries({ queryKey: ['transcripts'] });
+              if (e.name.startsWith('webhook')) void queries.invalidateQueries({ queryKey: ['webhooks'] });
+            },
+            onStatus: (s) => {
+              setStatus(s);
+              void queries.invalidateQueries({ queryKey: ['status'] });
+            },
+            onReset: () => void queries.invalidateQueries(),
+            onConnection: setOnline,
+          }),
+    [queries, admin],
+  );
+
+  return (
+    <LiveContext.Provider value={{ online, status, lastEvent }}>
+      <AppShell header={{ height: 56 }} navbar={{ width: 230, breakpoint: 'sm', collapsed: { mobile: !opened } }} padding="md">
+        <AppShell.Header>
+          <Group h="100%" px="md" justify="space-between">
+            <Group>
+              <Burger opened={opened} onClick={toggle} hiddenFrom="sm" size="sm" aria-label={t('nav.menu')} />
+              <Text fw={700}>{t('app.name')}</Text>
+              <Badge color={online ? 'green' : 'red'} data-testid="live-badge">
+                {online ? t('app.live') : t('app.offline')}
+              </Badge>
+            </Group>
+            <Group>
+              <NativeSelect
+                aria-label={t('app.language')}
+                size="xs"
+                value={i18n.language}
+                onChange={(e) => setLanguage(e.currentTarget.value as Language)}
+                data={Object.entries(LANGUAGES).map(([value, label]) => ({ value, label }))}
+              />
+              <Text size="sm" data-testid="signed-in-user">
+                {session.user.name} · {session.user.tenant}
+              </Text>
+              <Button size="xs" variant="default" onClick={() => void signOut()}>
+                {t('app.signOut')}
+              </Button>
+            </Group>
+          </Group>
+        </AppShell.Header>
+        <AppShell.Navbar p="xs" component="nav" aria-label={t('nav.menu')}>
+          {nav.map((n) => (
+            <NavLink
+              key={n.key}
+              component={Link}
+              href={n.path}
+              label={t(`nav.${n.key}`)}
+              variant="filled"
+              active={n.path === '/' ? location === '/' : location.startsWith(n.path)}
+              onClick={() => opened && toggle()}
+            />
+          ))}
+          <NavLink href="/passkeys.html" label={t('nav.passkeys')} />
+        </AppShell.Navbar>
+        <AppShell.Main>
+          {!online && (
+            <Alert color="orange" mb="md" role="status" data-testid="offline-banner">
+              {t('app.connectionLost')}
+            </Alert>
+          )}
+          <Suspense fallback={<Loader aria-label={t('common.loading')} />}>
+            <Switch>
+              {!admin && (
+                <Route path="/">
+                  <UserHome session={session} />
+                </Route>
+              )}
+              {nav.map((n) => (
+                <Route key={n.key} path={n.path} component={n.page} />
+              ))}
+              <Route path="/calls/:id" component={CallDetail} />
+              <Route>
+                <Text>{t('common.notFound')}</Text>
+              </Route>
+            </Switch>
+          </Suspense>
+        </AppShell.Main>
+      </AppShell>
+    </LiveContext.Provider>
+  );
+}
+
+export function App() {
+  const { t } = useTranslation();
+  const [session, setSession] = useState<Session | undefined>(current());
+  const [error, setError] = useState<string>();
+  useEffect(() => onSession(setSession), []);
+  useEffect(() => {
+    if (session) return;
+    if (location.pathname === '/console/callback') {
+      completeSignIn().then(
+        (to) => history.replaceState(null, '', to),
+        (e: unknown) => setError(e instanceof Error ? e.message : String(e)),
+      );
+    } else {
+      void signIn();
+    }
+  }, [session]);
+  if (error)
+    return (
+      <Center h="100vh">
+        <Stack>
+          <Alert color="red" title={t('app.signInFailed')} role="alert">
+            {error}
+          </Alert>
+          <Button onClick={() => void signIn('/console/')}>{t('app.signIn')}</Button>
+        </Stack>
+      </Center>
+    );
+  if (!session)
+    return (
+      <Center h="100vh">
+        <Loader aria-label={t('app.signingIn')} />
+      </Center>
+    );
+  return (
+    <Router base="/console">
+      <Shell session={session} />
+    </Router>
+  );
+}

@@ -1,0 +1,36 @@
+import i18n from 'i18next';
+import { initReactI18next } from 'react-i18next';
+import de from './locales/de.json';
+import en from './locales/en.json';
+
+export const LANGUAGES = { en: 'English', de: 'Deutsch' } as const;
+export type Language = keyof typeof LANGUAGES;
+
+function initial(): Language {
+  const saved = localStorage.getItem('sovcomms.lang');
+  if (saved === 'en' || saved === 'de') return saved;
+  return navigator.language.toLowerCase().startsWith('de') ? 'de' : 'en';
+}
+
+void i18n.use(initReactI18next).init({
+  resources: { en: { translation: en }, de: { translation: de } },
+  lng: initial(),
+  fallbackLng: 'en',
+  interpolation: { escapeValue: false },
+  returnNull: false,
+});
+
+export function setLanguage(l: Language): void {
+  localStorage.setItem('sovcomms.lang', l);
+  void i18n.changeLanguage(l);
+  document.documentElement.lang = l;
+}
+
+/** Dates in the operator's locale and time zone; the API stores and sends UTC. */
+export function when(iso: string | null | undefined): string {
+  if (!iso) return '—';
+  const d = new Date(iso);
+  return Number.isNaN(d.getTime()) ? iso : d.toLocaleString(i18n.language, { dateStyle: 'medium', timeStyle: 'medium' });
+}
+
+export default i18n;

@@ -1,0 +1,11 @@
+import { createContext, useContext } from 'react';
+import type { PluginStatus } from '../live.ts';
+
+export interface Live {
+  online: boolean;
+  status: Record<string, PluginStatus>;
+  lastEvent: number;
+}
+
+export const LiveContext = createContext<Live>({ online: true, status: {}, lastEvent: 0 });
+export const useLive = (): Live => useContext(LiveContext);

@@ -1,0 +1,58 @@
+import { Group, TextInput } from '@mantine/core';
+import { useDebouncedValue } from '@mantine/hooks';
+import { useQuery } from '@tanstack/react-query';
+import { useState } from 'react';
+import { useTranslation } from 'react-i18next';
+import { api, call } from '../api/client.ts';
+import { when } from '../i18n.ts';
+import { DataTable, ErrorNote, Page } from '../lib/ui.tsx';
+
+const PAGE = 100;
+
+export default function Audit() {
+  const { t } = useTranslation();
+  const [event, setEvent] = useState('');
+  const [user, setUser] = useState('');
+  const [since, setSince] = useState('');
+  const [page, setPage] = useState(1);
+  const [filters] = useDebouncedValue({ event, user, since }, 300);
+  const query = {
+    limit: PAGE,
+    offset: (page - 1) * PAGE,
+    ...(filters.event ? { event: filters.event } : {}),
+    ...(filters.user ? { user: filters.user } : {}),
+    ...(filters.since ? { since: new Date(filters.since).toISOString() } : {}),
+  };
+  const list = useQuery({
+    queryKey: ['audit', query],
+    queryFn: () => call(api.GET('/api.ashx/v1/auditlog', { params: { query } })),
+    placeholderData: (p) => p,
+  });
+  return (
+    <Page title={t('nav.audit')}>
+      <Group align="flex-end">
+        <TextInput label={t('audit.event')} value={event} onChange={(e) => (setEvent(e.currentTarget.value), setPage(1))} />
+        <TextInput label={t('audit.user')} value={user} onChange={(e) => (setUser(e.currentTarget.value), setPage(1))} />
+        <TextInput label={t('common.since')} type="date" value={since} onChange={(e) => (setSince(e.currentTarget.value), setPage(1))} />
+      </Group>
+      <ErrorNote error={list.error} />
+      <DataTable
+        caption={t('nav.audit')}
+        rows={list.data?.data}
+        loading={list.isLoading}
+        total={list.data?.total}
+        page={page}
+        pageSize={PAGE}
+        onPage={setPage}
+        rowKey={(r) => `${r.ts}|${r.event}|${r.extra}`}
+        columns={[
+          { key: 'ts', label: t('audit.when'), render: (r) => when(r.ts) },
+          { key: 'event', label: t('audit.event'), render: (r) => r.event },
+          { key: 'user', label: t('audit.user'), render: (r) => r.user },
+          { key: 'ip', label: t('audit.ip'), render: (r) => r.ip },
+          { key: 'extra', label: t('audit.detail'), render: (r) => r.extra },
+        ]}
+      />
+    </Page>
+  );
+}

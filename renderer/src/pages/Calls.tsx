@@ -1,0 +1,215 @@
+import { Anchor, Badge, Button, Group, Modal, MultiSelect, NumberInput, Textarea, TextInput } from '@mantine/core';
+import { useDisclosure } from '@mantine/hooks';
+import { notifications } from '@mantine/notifications';
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useState } from 'react';
+import { useTranslation } from 'react-i18next';
+import { Link } from 'wouter';
+import { api, call, type Body } from '../api/client.ts';
+import { when } from '../i18n.ts';
+import { DataTable, ErrorNote, fieldError, Page } from '../lib/ui.tsx';
+
+export const CALL_STATES = ['scheduled', 'dispatching', 'in-flight', 'ended-success', 'ended-failed-retry-pending', 'ended-failed-final', 'cancelled'] as const;
+const PAGE = 50;
+type CallCreate = Partial<Body<'/api.ashx/v1/calls', 'post'>> & { phone: string; systemPrompt: string };
+
+function placeCall(body: CallCreate) {
+  // The server fills the defaults (voice, language, ...): the form sends what the operator set.
+  return call(api.POST('/api.ashx/v1/calls', { body: body as Body<'/api.ashx/v1/calls', 'post'> }));
+}
+
+export function StatusBadge({ status }: { status: string }) {
+  const { t } = useTranslation();
+  const color =
+    status === 'in-flight' || status === 'dispatching' ? 'blue' : status === 'ended-success' ? 'teal' : status.startsWith('ended-failed') ? 'red' : 'gray';
+  return (
+    <Badge color={color} data-status={status}>
+      {t(`calls.status.${status}`)}
+    </Badge>
+  );
+}
+
+function PlaceCall({ onDone }: { onDone: () => void }) {
+  const { t } = useTranslation();
+  const [f, setF] = useState<CallCreate>({ phone: '', systemPrompt: '', maxSeconds: 300, retries: 0 });
+  const [at, setAt] = useState('');
+  const m = useMutation({
+    mutationFn: () => placeCall({ ...f, ...(at ? { scheduleAtUtc: new Date(at).toISOString() } : {}) }),
+    onSuccess: (r) => {
+      notifications.show({ color: 'teal', message: t('calls.placed', { id: r.callId }) });
+      onDone();
+    },
+  });
+  return (
+    <form
+      onSubmit={(e) => {
+        e.preventDefault();
+        m.mutate();
+      }}
+    >
+      <TextInput
+        label={t('calls.phone')}
+        description="+4930123456"
+        required
+        value={f.phone}
+        onChange={(e) => setF({ ...f, phone: e.currentTarget.value })}
+        error={fieldError(m.error, 'phone')}
+      />
+      <TextInput
+        label={t('calls.displayName')}
+        value={f.displayName ?? ''}
+        onChange={(e) => setF({ ...f, displayName: e.currentTarget.value || undefined })}
+        error={fieldError(m.error, 'displayName')}
+      />
+      <TextInput
+        label={t('calls.email')}
+        type="email"
+        value={f.email ?? ''}
+        onChange={(e) => setF({ ...f, email: e.currentTarget.value || undefined })}
+        error={fieldError(m.error, 'email')}
+      />
+      <Textarea
+        label={t('calls.prompt')}
+        required
+        autosize
+        minRows={3}
+        value={f.systemPrompt}
+        onChange={(e) => setF({ ...f, systemPrompt: e.currentTarget.value })}
+        error={fieldError(m.error, 'systemPrompt')}
+      />
+      <Group grow>
+        <NumberInput
+          label={t('calls.maxSeconds')}
+          min={10}
+          max={3600}
+          value={f.maxSeconds}
+          onChange={(v) => setF({ ...f, maxSeconds: Number(v) })}
+          error={fieldError(m.error, 'maxSeconds')}
+        />
+        <NumberInput
+          label={t('calls.retries')}
+          min={0}
+          max={10}
+          value={f.retries}
+          onChange={(v) => setF({ ...f, retries: Number(v) })}
+          error={fieldError(m.error, 'retries')}
+        />
+      </Group>
+      <TextInput
+        label={t('calls.scheduleAt')}
+        type="datetime-local"
+        value={at}
+        onChange={(e) => setAt(e.currentTarget.value)}
+        error={fieldError(m.error, 'scheduleAtUtc')}
+      />
+      {m.error &&
+        !['phone', 'displayName', 'email', 'systemPrompt', 'maxSeconds', 'retries', 'scheduleAtUtc'].includes((m.error as { field?: string }).field ?? '') && (
+          <ErrorNote error={m.error} />
+        )}
+      <Group justify="flex-end" mt="md">
+        <Button type="submit" loading={m.isPending}>
+          {at ? t('calls.schedule') : t('calls.place')}
+        </Button>
+      </Group>
+    </form>
+  );
+}
+
+export default function Calls() {
+  const { t } = useTranslation();
+  const qc = useQueryClient();
+  const [page, setPage] = useState(1);
+  const [status, setStatus] = useState<string[]>([]);
+  const [phone, setPhone] = useState('');
+  const [since, setSince] = useState('');
+  const [until, setUntil] = useState('');
+  const [opened, { open, close }] = useDisclosure(false);
+  const query = {
+    limit: PAGE,
+    offset: (page - 1) * PAGE,
+    ...(status.length ? { status: status.join(',') } : {}),
+    ...(phone ? { phone } : {}),
+    ...(since ? { since: new Date(since).toISOString() } : {}),
+    ...(until ? { until: new Date(until).toISOString() } : {}),
+  };
+  const list = useQuery({
+    queryKey: ['calls', 'list', query],
+    queryFn: () => call(api.GET('/api.ashx/v1/calls', { params: { query } })),
+    placeholderData: (p) => p,
+  });
+  const hangup = useMutation({
+    mutationFn: (id: string) => call(api.POST('/api.ashx/v1/calls/{id}/hangup', { params: { path: { id }, query: {} } })),
+    onSuccess: () => qc.invalidateQueries({ queryKey: ['calls'] }),
+  });
+  return (
+    <Page
+      title={t('nav.calls')}
+      actions={
+        <Button onClick={open} data-testid="place-call">
+          {t('calls.new')}
+        </Button>
+      }
+    >
+      <Modal opened={opened} onClose={close} title={t('calls.new')} size="lg">
+        <PlaceCall
+          onDone={() => {
+            close();
+            void qc.invalidateQueries({ queryKey: ['calls'] });
+          }}
+        />
+      </Modal>
+      <Group align="flex-end">
+        <MultiSelect
+          label={t('calls.filterStatus')}
+          data={CALL_STATES.map((s) => ({ value: s, label: t(`calls.status.${s}`) }))}
+          value={status}
+          onChange={(v) => {
+            setStatus(v);
+            setPage(1);
+          }}
+          clearable
+          w={320}
+        />
+        <TextInput label={t('calls.phone')} value={phone} onChange={(e) => setPhone(e.currentTarget.value.replace(/[^0-9+]/g, ''))} w={160} />
+        <TextInput label={t('common.from')} type="date" value={since} onChange={(e) => setSince(e.currentTarget.value)} />
+        <TextInput label={t('common.to')} type="date" value={until} onChange={(e) => setUntil(e.currentTarget.value)} />
+      </Group>
+      <ErrorNote error={list.error ?? hangup.error} />
+      <DataTable
+        caption={t('nav.calls')}
+        rows={list.data?.data}
+        loading={list.isLoading}
+        total={list.data?.total}
+        page={page}
+        pageSize={PAGE}
+        onPage={setPage}
+        rowKey={(c) => c.callId}
+        columns={[
+          {
+            key: 'id',
+            label: t('calls.id'),
+            render: (c) => (
+              <Anchor component={Link} href={`/calls/${c.callId}`}>
+                {c.callId}
+              </Anchor>
+            ),
+          },
+          { key: 'phone', label: t('calls.phone'), render: (c) => c.phone },
+          { key: 'status', label: t('calls.state'), render: (c) => <StatusBadge status={c.status} /> },
+          { key: 'created', label: t('common.created'), render: (c) => when(c.createdAtUtc) },
+          { key: 'duration', label: t('calls.duration'), render: (c) => (c.durationSec ? `${c.durationSec} s` : '') },
+          {
+            key: 'actions',
+            label: t('common.actions'),
+            render: (c) =>
+              ['scheduled', 'dispatching', 'in-flight', 'ended-failed-retry-pending'].includes(c.status) ? (
+                <Button size="xs" color="red" variant="light" onClick={() => hangup.mutate(c.callId)} aria-label={t('calls.hangupOf', { id: c.callId })}>
+                  {t('calls.hangup')}
+                </Button>
+              ) : null,
+          },
+        ]}
+      />
+    </Page>
+  );
+}

@@ -1,0 +1,79 @@
+import { Anchor, Badge, Button, Card, Group, NumberInput, TextInput } from '@mantine/core';
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useState } from 'react';
+import { useTranslation } from 'react-i18next';
+import { api, call } from '../api/client.ts';
+import { when } from '../i18n.ts';
+import { DataTable, ErrorNote, fieldError, OnceSecret, Page } from '../lib/ui.tsx';
+
+export default function Certificates() {
+  const { t } = useTranslation();
+  const qc = useQueryClient();
+  const list = useQuery({ queryKey: ['certs'], queryFn: () => call(api.GET('/rp-cert.ashx?list', { params: { query: { list: '', limit: 200 } } })) });
+  const [clientId, setClientId] = useState('');
+  const [days, setDays] = useState(365);
+  const [key, setKey] = useState<string>();
+  const issue = useMutation({
+    mutationFn: () => call(api.POST('/rp-cert.ashx?issue', { params: { query: { issue: '' } }, body: { client_id: clientId, days, include_key: true } })),
+    onSuccess: (r) => {
+      setKey(r.private_key ?? r.certificate);
+      void qc.invalidateQueries({ queryKey: ['certs'] });
+    },
+  });
+  const revoke = useMutation({
+    mutationFn: (serial: string) =>
+      call(api.POST('/rp-cert.ashx?revoke', { params: { query: { revoke: '' } }, body: { serial, reason: 'cessationOfOperation' } })),
+    onSuccess: () => qc.invalidateQueries({ queryKey: ['certs'] }),
+  });
+  return (
+    <Page
+      title={t('nav.certificates')}
+      actions={
+        <Group>
+          <Anchor href="/rp-cert.ashx?ca">{t('certs.ca')}</Anchor>
+          <Anchor href="/rp-cert.ashx?crl">{t('certs.crl')}</Anchor>
+        </Group>
+      }
+    >
+      <Card withBorder>
+        <Group align="flex-end">
+          <TextInput label="client_id" value={clientId} onChange={(e) => setClientId(e.currentTarget.value)} error={fieldError(issue.error, 'client_id')} />
+          <NumberInput label={t('certs.days')} value={days} min={1} max={825} onChange={(v) => setDays(Number(v))} error={fieldError(issue.error, 'days')} />
+          <Button onClick={() => issue.mutate()} loading={issue.isPending} data-testid="issue-cert">
+            {t('certs.issue')}
+          </Button>
+        </Group>
+        {key && <OnceSecret label={t('certs.key')} value={key} />}
+      </Card>
+      <ErrorNote error={list.error ?? revoke.error ?? (issue.error && !(issue.error as { field?: string }).field ? issue.error : undefined)} />
+      <DataTable
+        caption={t('nav.certificates')}
+        rows={list.data?.data}
+        loading={list.isLoading}
+        rowKey={(c) => c.serial}
+        columns={[
+          { key: 'serial', label: t('certs.serial'), render: (c) => c.serial },
+          { key: 'client', label: 'client_id', render: (c) => c.client_id },
+          { key: 'until', label: t('certs.notAfter'), render: (c) => when(c.not_after) },
+          { key: 'status', label: t('users.status'), render: (c) => <Badge color={c.status === 'valid' ? 'teal' : 'gray'}>{c.status}</Badge> },
+          {
+            key: 'a',
+            label: t('common.actions'),
+            render: (c) =>
+              c.status === 'valid' && (
+                <Button
+                  size="xs"
+                  variant="light"
+                  color="red"
+                  onClick={() => window.confirm(t('certs.confirmRevoke')) && revoke.mutate(c.serial)}
+                  data-testid={`revoke-${c.serial}`}
+                >
+                  {t('common.revoke')}
+                </Button>
+              ),
+          },
+        ]}
+      />
+    </Page>
+  );
+}

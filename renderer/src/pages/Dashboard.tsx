@@ -1,0 +1,126 @@
+import { Badge, Card, Group, Loader, SimpleGrid, Stack, Table, Text, Title } from '@mantine/core';
+import { lazy, Suspense } from 'react';
+import { useQuery } from '@tanstack/react-query';
+import { useTranslation } from 'react-i18next';
+import { api, call } from '../api/client.ts';
+import { when } from '../i18n.ts';
+import { useLive } from '../lib/live-context.ts';
+import { ErrorNote, Page } from '../lib/ui.tsx';
+
+const OutcomesChart = lazy(() => import('./OutcomesChart.tsx'));
+const FINAL = ['ended-success', 'ended-failed-retry-pending', 'ended-failed-final', 'cancelled'] as const;
+
+function Stat({ label, value, testId }: { label: string; value: string | number; testId: string }) {
+  return (
+    <Card withBorder padding="md">
+      <Text size="sm" c="dimmed">
+        {label}
+      </Text>
+      <Text size="xl" fw={700} data-testid={testId}>
+        {value}
+      </Text>
+    </Card>
+  );
+}
+
+export function Dashboard() {
+  const { t } = useTranslation();
+  const live = useLive();
+  const today = new Date();
+  today.setHours(0, 0, 0, 0);
+  const stats = useQuery({
+    queryKey: ['calls', 'stats', today.toISOString()],
+    queryFn: () => call(api.GET('/api.ashx/v1/calls/stats', { params: { query: { since: today.toISOString() } } })),
+  });
+  const trunks = useQuery({
+    queryKey: ['status', 'trunks'],
+    queryFn: () => call(api.GET('/signal.ashx?trunks=list', { params: { query: { trunks: 'list' } } })),
+  });
+  const hooks = useQuery({
+    queryKey: ['webhooks', 'list'],
+    queryFn: () => call(api.GET('/signal.ashx?webhooks=list', { params: { query: { webhooks: 'list' } } })),
+  });
+  const lotl = useQuery({ queryKey: ['status', 'lotl'], queryFn: () => call(api.GET('/lotl.ashx?status', { params: { query: { status: '' } } })) });
+  const s = stats.data;
+  const chart = (s?.hours ?? []).map((h) => ({
+    hour: new Date(h.hour).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' }),
+    ...Object.fromEntries(FINAL.map((k) => [k, h.counts[k] ?? 0])),
+  }));
+  const paused = (hooks.data ?? []).filter((w) => !w.active).length;
+  const failing = (hooks.data ?? []).filter((w) => w.active && w.failures > 0).length;
+  return (
+    <Page title={t('nav.dashboard')}>
+      <ErrorNote error={stats.error ?? trunks.error ?? hooks.error ?? lotl.error} />
+      <SimpleGrid cols={{ base: 2, md: 4 }}>
+        <Stat label={t('dashboard.callsToday')} value={s?.total ?? '…'} testId="calls-today" />
+        <Stat label={t('dashboard.inFlight')} value={s?.inFlight ?? '…'} testId="calls-in-flight" />
+        <Stat label={t('dashboard.scheduled')} value={s?.scheduled ?? '…'} testId="calls-scheduled" />
+        <Stat label={t('dashboard.webhooksPaused')} value={hooks.data ? `${paused} / ${failing}` : '…'} testId="webhooks-paused" />
+      </SimpleGrid>
+      <Card withBorder>
+        <Title order={2} size="h4" mb="sm">
+          {t('dashboard.outcomes')}
+        </Title>
+        <Suspense fallback={<Loader size="sm" />}>
+          <OutcomesChart data={chart} />
+        </Suspense>
+      </Card>
+      <SimpleGrid cols={{ base: 1, md: 2 }}>
+        <Card withBorder>
+          <Title order={2} size="h4" mb="sm">
+            {t('dashboard.trunks')}
+          </Title>
+          <Table>
+            <Table.Tbody>
+              {(trunks.data?.trunks ?? []).map((tr) => (
+                <Table.Tr key={tr.id}>
+                  <Table.Td>{tr.name || tr.id}</Table.Td>
+                  <Table.Td>
+                    <Badge color={tr.registered === true ? 'green' : tr.registered === false ? 'red' : 'gray'}>
+                      {tr.registered === true ? t('telephony.registered') : tr.registered === false ? t('telephony.notRegistered') : t('telephony.unknown')}
+                    </Badge>
+                  </Table.Td>
+                  <Table.Td>{tr.lastError ?? ''}</Table.Td>
+                </Table.Tr>
+              ))}
+            </Table.Tbody>
+          </Table>
+          {trunks.data && !trunks.data.trunks.length && <Text c="dimmed">{t('dashboard.noTrunks')}</Text>}
+        </Card>
+        <Card withBorder>
+          <Title order={2} size="h4" mb="sm">
+            {t('dashboard.trust')}
+          </Title>
+          <Stack gap={4}>
+            <Text size="sm">
+              {t('trust.state')}: <b data-testid="lotl-state">{lotl.data?.state ?? '…'}</b>
+            </Text>
+            <Text size="sm">
+              {t('trust.asOf')}: {when(lotl.data?.as_of)}
+            </Text>
+            <Text size="sm">
+              {t('trust.anchors')}: {lotl.data?.anchor_count ?? '…'}
+            </Text>
+          </Stack>
+        </Card>
+      </SimpleGrid>
+      <Card withBorder>
+        <Title order={2} size="h4" mb="sm">
+          {t('dashboard.plugins')}
+        </Title>
+        <Group>
+          {Object.entries(live.status).map(([name, p]) => (
+            <Badge
+              key={name}
+              size="lg"
+              color={p.state !== 'started' ? 'red' : p.health?.status === 'degraded' ? 'orange' : 'green'}
+              title={p.error ?? p.health?.reason ?? ''}
+            >
+              {name}: {p.state !== 'started' ? p.state : (p.health?.status ?? 'ok')}
+            </Badge>
+          ))}
+        </Group>
+      </Card>
+    </Page>
+  );
+}

@@ -1,0 +1,115 @@
+import { Badge, Button, Card, FileButton, Group, Stack, Table, Text } from '@mantine/core';
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useState } from 'react';
+import { useTranslation } from 'react-i18next';
+import { accessToken } from '../auth.ts';
+import { api, ApiError, call } from '../api/client.ts';
+import { when } from '../i18n.ts';
+import { DataTable, ErrorNote, Page } from '../lib/ui.tsx';
+
+interface RunResult {
+  lists?: { territory?: string; url?: string; outcome?: string; detail?: string }[];
+  [k: string]: unknown;
+}
+
+/** Uploads a trusted list (XML) or a tar of lists as the raw body, like the CLI's air-gapped import. */
+async function importFile(file: File): Promise<RunResult> {
+  const type = /\.tar$/i.test(file.name) ? 'application/x-tar' : 'application/xml';
+  const token = await accessToken();
+  const r = await fetch('/lotl.ashx?import', {
+    method: 'POST',
+    headers: { 'Content-Type': type, ...(token ? { Authorization: `Bearer ${token}` } : {}) },
+    body: file,
+  });
+  const body = (await r.json()) as RunResult & { error?: string; error_description?: string };
+  if (!r.ok) throw new ApiError(r.status, body.error ?? 'error', body.error_description ?? `HTTP ${r.status}`);
+  return body;
+}
+
+export default function Trust() {
+  const { t } = useTranslation();
+  const qc = useQueryClient();
+  const [result, setResult] = useState<RunResult>();
+  const status = useQuery({ queryKey: ['status', 'lotl'], queryFn: () => call(api.GET('/lotl.ashx?status', { params: { query: { status: '' } } })) });
+  const done = (r: unknown) => {
+    setResult(r as RunResult);
+    void qc.invalidateQueries({ queryKey: ['status', 'lotl'] });
+  };
+  const refresh = useMutation({ mutationFn: () => call(api.POST('/lotl.ashx?refresh', { params: { query: { refresh: '' } } })), onSuccess: done });
+  const upload = useMutation({ mutationFn: importFile, onSuccess: done });
+  const s = status.data;
+  return (
+    <Page
+      title={t('nav.trust')}
+      actions={
+        <>
+          <FileButton onChange={(f) => f && upload.mutate(f)} accept=".xml,.tar,application/xml,application/x-tar">
+            {(props) => (
+              <Button {...props} variant="light" loading={upload.isPending} data-testid="import-lists">
+                {t('trust.import')}
+              </Button>
+            )}
+          </FileButton>
+          <Button onClick={() => refresh.mutate()} loading={refresh.isPending}>
+            {t('trust.refresh')}
+          </Button>
+        </>
+      }
+    >
+      <ErrorNote error={status.error ?? refresh.error ?? upload.error} />
+      {s && (
+        <Card withBorder>
+          <Group>
+            <Badge color={s.state === 'current' ? 'teal' : s.state === 'stale' ? 'orange' : 'gray'} data-testid="trust-state">
+              {s.state}
+            </Badge>
+            <Text size="sm">
+              {t('trust.asOf')}: {when(s.as_of)}
+            </Text>
+            <Text size="sm">
+              {t('trust.anchors')}: <span data-testid="anchor-count">{s.anchor_count}</span>
+            </Text>
+            <Text size="sm">
+              {t('trust.nextRefresh')}: {when(s.next_refresh_at)}
+            </Text>
+          </Group>
+        </Card>
+      )}
+      {result?.lists && (
+        <Card withBorder>
+          <Text fw={600}>{t('trust.lastRun')}</Text>
+          <Table>
+            <Table.Tbody>
+              {result.lists.map((l, i) => (
+                <Table.Tr key={i}>
+                  <Table.Td>{l.territory ?? l.url}</Table.Td>
+                  <Table.Td>{l.outcome}</Table.Td>
+                  <Table.Td>{l.detail ?? ''}</Table.Td>
+                </Table.Tr>
+              ))}
+            </Table.Tbody>
+          </Table>
+        </Card>
+      )}
+      <Stack>
+        <DataTable
+          caption={t('trust.lists')}
+          rows={s?.lists}
+          loading={status.isLoading}
+          rowKey={(l) => `${l.territory}|${l.kind}`}
+          columns={[
+            { key: 'c', label: t('trust.territory'), render: (l) => l.territory },
+            { key: 'seq', label: t('trust.sequence'), render: (l) => l.sequence ?? '' },
+            { key: 'next', label: t('trust.nextUpdate'), render: (l) => when(l.next_update) },
+            { key: 'tsp', label: t('trust.providers'), render: (l) => l.tsp_count ?? '' },
+            {
+              key: 's',
+              label: t('trust.state'),
+              render: (l) => (l.stale ? <Badge color="orange">{t('trust.stale')}</Badge> : <Badge color="teal">{t('trust.ok')}</Badge>),
+            },
+          ]}
+        />
+      </Stack>
+    </Page>
+  );
+}

@@ -1,0 +1,219 @@
+import { Badge, Button, Card, Group, Select, Stack, Tabs, TextInput } from '@mantine/core';
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useState } from 'react';
+import { useTranslation } from 'react-i18next';
+import { api, call } from '../api/client.ts';
+import { when } from '../i18n.ts';
+import { DataTable, ErrorNote, fieldError, OnceSecret, Page } from '../lib/ui.tsx';
+
+function UserList() {
+  const { t } = useTranslation();
+  const qc = useQueryClient();
+  const list = useQuery({ queryKey: ['users'], queryFn: () => call(api.GET('/api.ashx/v1/users', { params: { query: { limit: 200 } } })) });
+  const [f, setF] = useState({ name: '', email: '', role: 'user' as 'user' | 'admin' });
+  const [password, setPassword] = useState<string>();
+  const add = useMutation({
+    mutationFn: () =>
+      call(api.POST('/api.ashx/v1/users', { params: { query: {} }, body: { name: f.name, role: f.role, email: f.email || null, generatePassword: true } })),
+    onSuccess: (r) => {
+      setPassword(r.password);
+      void qc.invalidateQueries({ queryKey: ['users'] });
+    },
+  });
+  const toggle = useMutation({
+    mutationFn: (u: { id: string; status: string }) =>
+      u.status === 'disabled'
+        ? call(api.POST('/api.ashx/v1/users/{id}/enable', { params: { path: { id: u.id }, query: {} } }))
+        : call(api.POST('/api.ashx/v1/users/{id}/disable', { params: { path: { id: u.id }, query: {} } })),
+    onSuccess: () => qc.invalidateQueries({ queryKey: ['users'] }),
+  });
+  return (
+    <Stack>
+      <Card withBorder>
+        <Group align="flex-end">
+          <TextInput
+            label={t('users.name')}
+            value={f.name}
+            onChange={(e) => setF({ ...f, name: e.currentTarget.value })}
+            error={fieldError(add.error, 'name')}
+          />
+          <TextInput
+            label={t('users.email')}
+            type="email"
+            value={f.email}
+            onChange={(e) => setF({ ...f, email: e.currentTarget.value })}
+            error={fieldError(add.error, 'email')}
+          />
+          <Select
+            label={t('users.role')}
+            data={['user', 'admin']}
+            value={f.role}
+            onChange={(v) => setF({ ...f, role: (v ?? 'user') as 'user' | 'admin' })}
+            w={120}
+          />
+          <Button onClick={() => add.mutate()} loading={add.isPending}>
+            {t('common.add')}
+          </Button>
+        </Group>
+        {password && <OnceSecret label={t('users.password')} value={password} />}
+      </Card>
+      <ErrorNote error={list.error ?? toggle.error ?? (add.error && !(add.error as { field?: string }).field ? add.error : undefined)} />
+      <DataTable
+        caption={t('nav.users')}
+        rows={list.data?.data}
+        loading={list.isLoading}
+        rowKey={(u) => u.id}
+        columns={[
+          { key: 'name', label: t('users.name'), render: (u) => u.name },
+          { key: 'email', label: t('users.email'), render: (u) => u.email ?? '' },
+          { key: 'role', label: t('users.role'), render: (u) => u.role },
+          { key: 'status', label: t('users.status'), render: (u) => <Badge color={u.status === 'active' ? 'teal' : 'gray'}>{u.status}</Badge> },
+          {
+            key: 'a',
+            label: t('common.actions'),
+            render: (u) => (
+              <Button size="xs" variant="light" color={u.status === 'disabled' ? 'teal' : 'red'} onClick={() => toggle.mutate(u)}>
+                {u.status === 'disabled' ? t('users.enable') : t('users.disable')}
+              </Button>
+            ),
+          },
+        ]}
+      />
+    </Stack>
+  );
+}
+
+function ApiKeys() {
+  const { t } = useTranslation();
+  const qc = useQueryClient();
+  const list = useQuery({ queryKey: ['apikeys'], queryFn: () => call(api.GET('/api.ashx/v1/apikeys', { params: { query: { limit: 200 } } })) });
+  const [name, setName] = useState('');
+  const [key, setKey] = useState<string>();
+  const mint = useMutation({
+    mutationFn: () => call(api.POST('/signal.ashx?apikey-create=1', { params: { query: { 'apikey-create': '1' } }, body: { name } })),
+    onSuccess: (r) => {
+      setKey(r.key);
+      void qc.invalidateQueries({ queryKey: ['apikeys'] });
+    },
+  });
+  const revoke = useMutation({
+    mutationFn: (id: string) => call(api.POST('/api.ashx/v1/apikeys/{id}/revoke', { params: { path: { id }, query: {} } })),
+    onSuccess: () => qc.invalidateQueries({ queryKey: ['apikeys'] }),
+  });
+  return (
+    <Stack>
+      <Card withBorder>
+        <Group align="flex-end">
+          <TextInput label={t('keys.name')} value={name} onChange={(e) => setName(e.currentTarget.value)} error={fieldError(mint.error, 'name')} />
+          <Button onClick={() => mint.mutate()} loading={mint.isPending} data-testid="mint-key">
+            {t('keys.create')}
+          </Button>
+        </Group>
+        {key && <OnceSecret label={t('keys.key')} value={key} />}
+      </Card>
+      <ErrorNote error={list.error ?? revoke.error ?? (mint.error && !(mint.error as { field?: string }).field ? mint.error : undefined)} />
+      <DataTable
+        caption={t('users.keys')}
+        rows={list.data?.data}
+        loading={list.isLoading}
+        rowKey={(k) => k.id}
+        columns={[
+          { key: 'id', label: 'ID', render: (k) => k.id },
+          { key: 'name', label: t('keys.name'), render: (k) => k.name },
+          { key: 'user', label: t('users.name'), render: (k) => k.userName },
+          { key: 'created', label: t('common.created'), render: (k) => when(k.createdAtUtc) },
+          {
+            key: 'status',
+            label: t('users.status'),
+            render: (k) => <Badge color={k.revokedAtUtc ? 'gray' : 'teal'}>{k.revokedAtUtc ? t('common.revoked') : t('keys.active')}</Badge>,
+          },
+          {
+            key: 'a',
+            label: t('common.actions'),
+            render: (k) =>
+              !k.revokedAtUtc && (
+                <Button size="xs" variant="light" color="red" onClick={() => revoke.mutate(k.id)} data-testid={`revoke-${k.id}`}>
+                  {t('common.revoke')}
+                </Button>
+              ),
+          },
+        ]}
+      />
+    </Stack>
+  );
+}
+
+function Clients() {
+  const { t } = useTranslation();
+  const qc = useQueryClient();
+  const list = useQuery({ queryKey: ['clients'], queryFn: () => call(api.GET('/signal.ashx?oidc-clients=1', { params: { query: { 'oidc-clients': '1' } } })) });
+  const [f, setF] = useState({ client_id: '', redirect: '' });
+  const [secret, setSecret] = useState<string>();
+  const save = useMutation({
+    mutationFn: () =>
+      call(
+        api.POST('/signal.ashx?oidc-clients-save=1', {
+          params: { query: { 'oidc-clients-save': '1' } },
+          body: { client_id: f.client_id, redirect_uris: f.redirect ? [f.redirect] : [], token_endpoint_auth_method: 'client_secret_basic' },
+        }),
+      ),
+    onSuccess: (r) => {
+      setSecret(r.client_secret);
+      void qc.invalidateQueries({ queryKey: ['clients'] });
+    },
+  });
+  return (
+    <Stack>
+      <Card withBorder>
+        <Group align="flex-end">
+          <TextInput
+            label="client_id"
+            value={f.client_id}
+            onChange={(e) => setF({ ...f, client_id: e.currentTarget.value })}
+            error={fieldError(save.error, 'client_id')}
+          />
+          <TextInput label={t('clients.redirect')} value={f.redirect} onChange={(e) => setF({ ...f, redirect: e.currentTarget.value })} w={360} />
+          <Button onClick={() => save.mutate()} loading={save.isPending}>
+            {t('common.save')}
+          </Button>
+        </Group>
+        {secret && <OnceSecret label={t('clients.secret')} value={secret} />}
+      </Card>
+      <ErrorNote error={list.error ?? (save.error && !(save.error as { field?: string }).field ? save.error : undefined)} />
+      <DataTable
+        caption={t('users.clients')}
+        rows={list.data}
+        loading={list.isLoading}
+        rowKey={(c) => c.client_id}
+        columns={[
+          { key: 'id', label: 'client_id', render: (c) => c.client_id },
+          { key: 'name', label: t('users.name'), render: (c) => String((c as Record<string, unknown>).client_name ?? '') },
+        ]}
+      />
+    </Stack>
+  );
+}
+
+export default function Users() {
+  const { t } = useTranslation();
+  return (
+    <Page title={t('nav.users')}>
+      <Tabs defaultValue="users" keepMounted={false}>
+        <Tabs.List>
+          <Tabs.Tab value="users">{t('nav.users')}</Tabs.Tab>
+          <Tabs.Tab value="keys">{t('users.keys')}</Tabs.Tab>
+          <Tabs.Tab value="clients">{t('users.clients')}</Tabs.Tab>
+        </Tabs.List>
+        <Tabs.Panel value="users" pt="md">
+          <UserList />
+        </Tabs.Panel>
+        <Tabs.Panel value="keys" pt="md">
+          <ApiKeys />
+        </Tabs.Panel>
+        <Tabs.Panel value="clients" pt="md">
+          <Clients />
+        </Tabs.Panel>
+      </Tabs>
+    </Page>
+  );
+}

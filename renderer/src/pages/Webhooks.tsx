@@ -1,0 +1,179 @@
+import { Badge, Button, Card, Group, Table, TextInput, Title } from '@mantine/core';
+import { notifications } from '@mantine/notifications';
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useState } from 'react';
+import { useTranslation } from 'react-i18next';
+import { api, call } from '../api/client.ts';
+import { when } from '../i18n.ts';
+import { DataTable, ErrorNote, fieldError, OnceSecret, Page } from '../lib/ui.tsx';
+
+function Deliveries({ id }: { id: string }) {
+  const { t } = useTranslation();
+  const qc = useQueryClient();
+  const d = useQuery({
+    queryKey: ['webhooks', 'deliveries', id],
+    queryFn: () => call(api.GET('/signal.ashx?webhooks=deliveries', { params: { query: { webhooks: 'deliveries', id } } })),
+    // Deliveries are not events of their own: while one is still on its way, look again.
+    refetchInterval: (q) => (q.state.data?.data.some((x) => x.state === 'queued' || x.state === 'pending') ? 1500 : false),
+  });
+  const redeliver = useMutation({
+    mutationFn: (deliveryId: string) =>
+      call(api.POST('/signal.ashx?webhooks=redeliver', { params: { query: { webhooks: 'redeliver' } }, body: { deliveryId } })),
+    onSuccess: () => qc.invalidateQueries({ queryKey: ['webhooks', 'deliveries', id] }),
+  });
+  return (
+    <Card withBorder>
+      <Title order={2} size="h4" mb="sm">
+        {t('webhooks.deliveries')}
+      </Title>
+      <ErrorNote error={d.error ?? redeliver.error} />
+      <Table data-testid="deliveries">
+        <Table.Thead>
+          <Table.Tr>
+            <Table.Th>{t('webhooks.event')}</Table.Th>
+            <Table.Th>{t('webhooks.status')}</Table.Th>
+            <Table.Th>{t('webhooks.attempts')}</Table.Th>
+            <Table.Th>{t('common.created')}</Table.Th>
+            <Table.Th>{t('common.actions')}</Table.Th>
+          </Table.Tr>
+        </Table.Thead>
+        <Table.Tbody>
+          {(d.data?.data ?? []).map((x) => (
+            <Table.Tr key={x.id}>
+              <Table.Td>{x.event}</Table.Td>
+              <Table.Td>
+                <Badge color={x.state === 'delivered' ? 'teal' : x.state === 'failed' ? 'red' : 'gray'}>{x.state}</Badge> {x.lastStatus ?? ''}{' '}
+                {x.lastError ?? ''}
+              </Table.Td>
+              <Table.Td>{x.attempts}</Table.Td>
+              <Table.Td>{when(x.createdAtUtc)}</Table.Td>
+              <Table.Td>
+                <Button size="xs" variant="light" onClick={() => redeliver.mutate(x.id)}>
+                  {t('webhooks.redeliver')}
+                </Button>
+              </Table.Td>
+            </Table.Tr>
+          ))}
+        </Table.Tbody>
+      </Table>
+    </Card>
+  );
+}
+
+export default function Webhooks() {
+  const { t } = useTranslation();
+  const qc = useQueryClient();
+  const [url, setUrl] = useState('');
+  const [events, setEvents] = useState('*');
+  const [secret, setSecret] = useState<string>();
+  const [open, setOpen] = useState<string>();
+  const list = useQuery({
+    queryKey: ['webhooks', 'list'],
+    queryFn: () => call(api.GET('/signal.ashx?webhooks=list', { params: { query: { webhooks: 'list' } } })),
+  });
+  const refresh = () => qc.invalidateQueries({ queryKey: ['webhooks'] });
+  const add = useMutation({
+    mutationFn: () => call(api.POST('/signal.ashx?webhooks=add', { params: { query: { webhooks: 'add' } }, body: { url, events } })),
+    onSuccess: (r) => {
+      setSecret(r.secret);
+      setUrl('');
+      void refresh();
+    },
+  });
+  const act = useMutation({
+    mutationFn: async ({ verb, id }: { verb: 'test' | 'resume' | 'remove'; id: string }): Promise<unknown> => {
+      if (verb === 'test') return call(api.POST('/signal.ashx?webhooks=test', { params: { query: { webhooks: 'test' } }, body: { id } }));
+      if (verb === 'resume') return call(api.POST('/signal.ashx?webhooks=resume', { params: { query: { webhooks: 'resume' } }, body: { id } }));
+      return call(api.POST('/signal.ashx?webhooks=remove', { params: { query: { webhooks: 'remove' } }, body: { id } }));
+    },
+    onSuccess: (_r, v) => {
+      notifications.show({ color: 'teal', message: t(`webhooks.done.${v.verb}`) });
+      if (v.verb === 'test') setOpen(v.id);
+      void refresh();
+    },
+  });
+  return (
+    <Page title={t('nav.webhooks')}>
+      <Card withBorder>
+        <form
+          onSubmit={(e) => {
+            e.preventDefault();
+            add.mutate();
+          }}
+        >
+          <Group align="flex-end">
+            <TextInput
+              label={t('webhooks.url')}
+              required
+              value={url}
+              onChange={(e) => setUrl(e.currentTarget.value)}
+              error={fieldError(add.error, 'url')}
+              w={380}
+            />
+            <TextInput
+              label={t('webhooks.events')}
+              description={t('webhooks.eventsHelp')}
+              value={events}
+              onChange={(e) => setEvents(e.currentTarget.value)}
+              error={fieldError(add.error, 'events')}
+            />
+            <Button type="submit" loading={add.isPending}>
+              {t('webhooks.add')}
+            </Button>
+          </Group>
+        </form>
+        {add.error && !fieldError(add.error, 'url') && !fieldError(add.error, 'events') && <ErrorNote error={add.error} />}
+        {secret && <OnceSecret label={t('webhooks.secret')} value={secret} />}
+      </Card>
+      <ErrorNote error={list.error ?? act.error} />
+      <DataTable
+        caption={t('nav.webhooks')}
+        rows={list.data}
+        loading={list.isLoading}
+        rowKey={(w) => w.id}
+        columns={[
+          { key: 'url', label: t('webhooks.url'), render: (w) => w.url },
+          { key: 'events', label: t('webhooks.events'), render: (w) => w.events.join(', ') },
+          {
+            key: 'state',
+            label: t('webhooks.status'),
+            render: (w) => (
+              <Badge color={!w.active ? 'red' : w.failures ? 'orange' : 'teal'}>
+                {!w.active ? t('webhooks.paused') : w.failures ? t('webhooks.failing', { count: w.failures }) : t('webhooks.ok')}
+              </Badge>
+            ),
+          },
+          { key: 'last', label: t('webhooks.lastFired'), render: (w) => when(w.lastFiredUtc) },
+          {
+            key: 'actions',
+            label: t('common.actions'),
+            render: (w) => (
+              <Group gap="xs">
+                <Button size="xs" variant="light" onClick={() => act.mutate({ verb: 'test', id: w.id })}>
+                  {t('webhooks.test')}
+                </Button>
+                <Button size="xs" variant="light" onClick={() => setOpen(open === w.id ? undefined : w.id)}>
+                  {t('webhooks.deliveries')}
+                </Button>
+                {!w.active && (
+                  <Button size="xs" variant="light" color="teal" onClick={() => act.mutate({ verb: 'resume', id: w.id })}>
+                    {t('webhooks.resume')}
+                  </Button>
+                )}
+                <Button
+                  size="xs"
+                  variant="light"
+                  color="red"
+                  onClick={() => window.confirm(t('common.confirmDelete')) && act.mutate({ verb: 'remove', id: w.id })}
+                >
+                  {t('common.delete')}
+                </Button>
+              </Group>
+            ),
+          },
+        ]}
+      />
+      {open && <Deliveries id={open} />}
+    </Page>
+  );
+}
