@@ -1,7 +1,8 @@
 /**
  * Issue 12's benchmark: the operator console in Chromium on loopback, against the real appliance.
  *
- * 1. Initial JavaScript (gzip) of /console/: the entry script and every module it preloads, beside
+ * 1. Initial JavaScript (gzip) of /console/: the boot script and the app root with every chunk
+ *    they import statically (what the first screen runs), beside
  *    the bare Vite React template (`npm create vite` react-ts: a counter) built the same way (Vite,
  *    @vitejs/plugin-react) in the same run. Target < 250 KB.
  * 2. Navigation to an interactive dashboard (the first figure shown, through the OIDC redirect and
@@ -39,6 +40,30 @@ const ARGS = [
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
 const r1 = (n: number) => Math.round(n * 10) / 10;
 
+interface ManifestChunk {
+  file: string;
+  imports?: string[];
+  dynamicImports?: string[];
+}
+
+/**
+ * gzip -9 size of what the console's first screen runs: the boot entry, the app root it imports
+ * at /console/callback, and every chunk either pulls in statically (from Vite's manifest). Pages
+ * past the dashboard load on demand and are not counted.
+ */
+function consoleFirstScreenGzip(distDir: string): number {
+  const m = JSON.parse(fs.readFileSync(path.join(distDir, '.vite', 'manifest.json'), 'utf8')) as Record<string, ManifestChunk>;
+  const seen = new Set<string>();
+  const visit = (key: string) => {
+    if (seen.has(key) || !m[key]) return;
+    seen.add(key);
+    for (const i of m[key].imports ?? []) visit(i);
+  };
+  visit('index.html');
+  visit('src/root.tsx');
+  return [...seen].reduce((n, k) => n + zlib.gzipSync(fs.readFileSync(path.join(distDir, m[k]!.file)), { level: 9 }).length, 0);
+}
+
 /** gzip -9 size of the entry script and its modulepreloads named in an index.html. */
 function initialJsGzip(distDir: string, base: string): number {
   const html = fs.readFileSync(path.join(distDir, 'index.html'), 'utf8');
@@ -49,6 +74,8 @@ function initialJsGzip(distDir: string, base: string): number {
 /** The bare Vite React template (react-ts), written out and built with the same Vite. */
 function buildTemplate(dir: string): string {
   fs.mkdirSync(path.join(dir, 'src'), { recursive: true });
+  // The template resolves react and react-dom from this checkout's node_modules, as a fresh one would from its own.
+  fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'), 'dir');
   fs.writeFileSync(
     path.join(dir, 'index.html'),
     '<!doctype html><html lang="en"><head><meta charset="UTF-8" /><title>Vite + React + TS</title></head><body><div id="root"></div><script type="module" src="/src/main.tsx"></script></body></html>',
@@ -115,10 +142,11 @@ function seedCalls(a: Appliance, n: number): void {
 }
 
 export default async function run(): Promise<BenchResult[]> {
-  if (!fs.existsSync(path.join(ROOT, 'dist', 'console', 'index.html'))) execFileSync('npm', ['run', '--silent', 'build:console'], { cwd: ROOT, stdio: 'pipe' });
+  if (!fs.existsSync(path.join(ROOT, 'dist', 'console', '.vite', 'manifest.json')))
+    execFileSync('npm', ['run', '--silent', 'build:console'], { cwd: ROOT, stdio: 'pipe' });
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'sovcomms-bench-console-'));
   const tplDist = buildTemplate(path.join(tmp, 'template'));
-  const oursKb = initialJsGzip(path.join(ROOT, 'dist', 'console'), '/console/') / 1024;
+  const oursKb = consoleFirstScreenGzip(path.join(ROOT, 'dist', 'console')) / 1024;
   const tplKb = initialJsGzip(tplDist, '/') / 1024;
 
   let password = '';
@@ -144,14 +172,14 @@ export default async function run(): Promise<BenchResult[]> {
       const p = await ctx.newPage();
       let t0 = performance.now();
       await p.goto(`${base}/console/`);
-      await p.waitForFunction("/\\d/.test(document.querySelector('[data-testid=calls-today]')?.textContent ?? '')");
+      await p.getByTestId('calls-today').filter({ hasText: /\d/ }).waitFor();
       dash.push(performance.now() - t0);
       await p.close();
       const q = await ctx.newPage();
       t0 = performance.now();
       await q.goto(tplBase);
       await q.locator('#counter').click();
-      await q.waitForFunction("document.querySelector('#counter')?.textContent === 'count is 1'");
+      await q.locator('#counter', { hasText: 'count is 1' }).waitFor();
       bare.push(performance.now() - t0);
       await q.close();
     }

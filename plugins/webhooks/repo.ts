@@ -100,6 +100,10 @@ export class WebhookRepo {
     return this.q('DELETE FROM webhook_subscriptions WHERE tenant_id = ? AND id = ?').run(tenant.id, id).changes > 0;
   }
 
+  pause(tenant: Tenant, id: string): boolean {
+    return this.q('UPDATE webhook_subscriptions SET active = 0 WHERE tenant_id = ? AND id = ?').run(tenant.id, id).changes > 0;
+  }
+
   resume(tenant: Tenant, id: string): boolean {
     return this.q('UPDATE webhook_subscriptions SET active = 1, failures = 0 WHERE tenant_id = ? AND id = ?').run(tenant.id, id).changes > 0;
   }

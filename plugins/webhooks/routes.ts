@@ -89,6 +89,21 @@ export function webhookRoutes(r: RouteRegistrar, service: WebhookService, ctx: P
 
   r.add({
     method: 'POST',
+    path: '/signal.ashx?webhooks=pause',
+    summary: 'Pause a webhook subscription: nothing is delivered to it until it is resumed',
+    area: 'webhooks',
+    auth: policy.adminOrHmac('webhooks-pause'),
+    body: idBody,
+    responses: { 200: { description: 'the subscription', schema: subscriptionItem }, 404: { description: 'not_found' } },
+    handler: (req) => {
+      const item = service.pause(req.tenant, req.body.id);
+      audit(req, 'webhook.pause', { id: item.id });
+      return item;
+    },
+  });
+
+  r.add({
+    method: 'POST',
     path: '/signal.ashx?webhooks=resume',
     summary: 'Re-activate a paused webhook subscription (failures reset to 0)',
     area: 'webhooks',

@@ -277,6 +277,13 @@ export class WebhookService {
     return item;
   }
 
+  /** An operator's pause (the console's): treated exactly like the automatic one until a resume. */
+  pause(tenant: Tenant, id: string): SubscriptionItem {
+    this.get(tenant, id);
+    this.d.repo.pause(tenant, id);
+    return this.get(tenant, id);
+  }
+
   /** Re-activation (the spec leaves it open): active again, tally reset, waiting deliveries admitted. */
   resume(tenant: Tenant, id: string): SubscriptionItem {
     this.get(tenant, id);

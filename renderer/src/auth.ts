@@ -87,9 +87,25 @@ async function tokenRequest(form: Record<string, string>): Promise<TokenAnswer> 
   return body;
 }
 
+/** The ID token's claims, for display only (the server decides what the bearer may do). */
+function idClaims(idToken: string | undefined): Record<string, unknown> | undefined {
+  const part = idToken?.split('.')[1];
+  if (!part) return undefined;
+  try {
+    const bin = atob(part.replace(/-/g, '+').replace(/_/g, '/'));
+    return JSON.parse(new TextDecoder().decode(Uint8Array.from(bin, (c) => c.charCodeAt(0)))) as Record<string, unknown>;
+  } catch {
+    return undefined;
+  }
+}
+
 async function fromTokens(t: TokenAnswer, previous?: Session): Promise<Session> {
-  const info = await fetch('/oauth2/v1/userinfo', { headers: { Authorization: `Bearer ${t.access_token}` } });
-  const claims = info.ok ? ((await info.json()) as Record<string, unknown>) : {};
+  // The ID token carries the profile claims: no userinfo round trip on the way to the first screen.
+  let claims = idClaims(t.id_token ?? previous?.idToken);
+  if (!claims?.preferred_username) {
+    const info = await fetch('/oauth2/v1/userinfo', { headers: { Authorization: `Bearer ${t.access_token}` } });
+    claims = info.ok ? ((await info.json()) as Record<string, unknown>) : {};
+  }
   const str = (v: unknown, d: string) => (typeof v === 'string' ? v : d);
   return {
     accessToken: t.access_token,

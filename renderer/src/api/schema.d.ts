@@ -1858,6 +1858,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/signal.ashx?webhooks=pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Pause a webhook subscription: nothing is delivered to it until it is resumed */
+        post: operations["post_signal_ashx_webhooks_pause"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/signal.ashx?webhooks=redeliver": {
         parameters: {
             query?: never;
@@ -9817,6 +9834,92 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_signal_ashx_webhooks_pause: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                webhooks: "pause";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description the subscription */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description false after 20 consecutive failed deliveries, or a 410 from the receiver */
+                        active: boolean;
+                        createdAtUtc: string;
+                        createdBy: string;
+                        /** @description event names, or ["*"] for all */
+                        events: string[];
+                        /** @description consecutive failed deliveries */
+                        failures: number;
+                        /** @description 16 hex characters */
+                        id: string;
+                        /** @description last successful delivery */
+                        lastFiredUtc: string | null;
+                        url: string;
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description rate limited (Retry-After) */
             429: {

@@ -81,7 +81,8 @@ export default function Webhooks() {
     },
   });
   const act = useMutation({
-    mutationFn: async ({ verb, id }: { verb: 'test' | 'resume' | 'remove'; id: string }): Promise<unknown> => {
+    mutationFn: async ({ verb, id }: { verb: 'test' | 'pause' | 'resume' | 'remove'; id: string }): Promise<unknown> => {
+      if (verb === 'pause') return call(api.POST('/signal.ashx?webhooks=pause', { params: { query: { webhooks: 'pause' } }, body: { id } }));
       if (verb === 'test') return call(api.POST('/signal.ashx?webhooks=test', { params: { query: { webhooks: 'test' } }, body: { id } }));
       if (verb === 'resume') return call(api.POST('/signal.ashx?webhooks=resume', { params: { query: { webhooks: 'resume' } }, body: { id } }));
       return call(api.POST('/signal.ashx?webhooks=remove', { params: { query: { webhooks: 'remove' } }, body: { id } }));
@@ -155,7 +156,11 @@ export default function Webhooks() {
                 <Button size="xs" variant="light" onClick={() => setOpen(open === w.id ? undefined : w.id)}>
                   {t('webhooks.deliveries')}
                 </Button>
-                {!w.active && (
+                {w.active ? (
+                  <Button size="xs" variant="light" color="orange" onClick={() => act.mutate({ verb: 'pause', id: w.id })}>
+                    {t('webhooks.pause')}
+                  </Button>
+                ) : (
                   <Button size="xs" variant="light" color="teal" onClick={() => act.mutate({ verb: 'resume', id: w.id })}>
                     {t('webhooks.resume')}
                   </Button>

@@ -159,6 +159,27 @@ describe('webhook retries (controlled clock)', () => {
     await admin(s, 'remove', { body: { id: silent.id } });
   });
 
+  it('an operator pauses a subscription (nothing delivered, audited) and resumes it', async () => {
+    rx.respond = () => ({ status: 200 });
+    const { id } = await subscribe('/paused');
+    const paused = await admin(s, 'pause', { body: { id } });
+    expect(paused.status).toBe(200);
+    expect(paused.json).toMatchObject({ id, active: false });
+    emit('c-paused-1');
+    await settle();
+    await advance(300_000);
+    expect(at('/paused')).toHaveLength(0);
+    expect((await admin(s, 'pause', { body: { id: '0000000000000000' } })).status).toBe(404);
+    expect((await admin(s, 'resume', { body: { id } })).json).toMatchObject({ active: true });
+    emit('c-paused-2');
+    await settle();
+    await sleep(50);
+    await settle();
+    expect(at('/paused').length).toBeGreaterThanOrEqual(1);
+    expect(db().prepare("SELECT COUNT(*) AS n FROM audit_log WHERE event = 'webhook.pause'").get()).toEqual({ n: 1 });
+    await admin(s, 'remove', { body: { id } });
+  });
+
   it('pauses after exactly 20 consecutive failed deliveries; resume re-activates', async () => {
     rx.respond = (r) => (r.path === '/dead' ? { status: 503 } : { status: 200 });
     const { id } = await subscribe('/dead');
