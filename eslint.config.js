@@ -6,7 +6,7 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'data/', 'dist/', 'coverage/', 'renderer/dist/', 'bench/results/'] },
+  { ignores: ['node_modules/', 'data/', 'dist/', 'coverage/', 'renderer/dist/', 'bench/results/', 'release/'] },
   js.configs.recommended,
   ...tseslint.configs.strict,
   ...tseslint.configs.stylistic,

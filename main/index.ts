@@ -10,10 +10,13 @@ import { DesktopApp } from './desktop.ts';
 import { pinnedProbe } from './probe.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-// dist/main -> dist/; the icons ship beside the app (electron-builder's extraResources).
+// dist/main -> dist/
 const dist = path.resolve(here, '..');
 const pkg = JSON.parse(fs.readFileSync(path.join(dist, 'package.json'), 'utf8')) as { build?: string };
-const iconsDir = path.join(process.resourcesPath ?? dist, 'icons');
+// Packaged, the tray icons sit in the app's resources (electron-builder's extraResources); run
+// from a checkout (`electron dist/main/index.js`), in build/tray.
+const packagedIcons = path.join(process.resourcesPath ?? dist, 'icons');
+const iconsDir = fs.existsSync(packagedIcons) ? packagedIcons : path.resolve(dist, '..', 'build', 'tray');
 
 // The probe reads the pin the server reports after start (policyState is filled in then).
 const desktop: DesktopApp = new DesktopApp(electronShell(iconsDir), {
