@@ -208,6 +208,12 @@ describe('compiled output (npm run build)', () => {
     expect(fs.existsSync(path.join(OUT, 'plugins/telephony/bridge/media/worker-boot.mjs'))).toBe(true);
   });
 
+  it('npm run build runs the console build after the server build, when the console has one', () => {
+    const scripts = (JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
+    expect(scripts.build).toBe('node bin/run-ts.mjs scripts/build.ts && npm run --if-present build:console');
+    expect(scripts.start).toBe('node bin/sovcomms.mjs serve');
+  });
+
   it('a second build keeps dist/console (the console build writes it)', () => {
     const marker = path.join(OUT, 'console/index.html');
     fs.mkdirSync(path.dirname(marker), { recursive: true });

@@ -24,7 +24,9 @@ const dirs: string[] = [];
 
 beforeAll(() => {
   try {
-    execFileSync('ip', ['link', 'set', 'lo', 'multicast', 'on'], { stdio: 'pipe' });
+    // Root in CI containers; elsewhere sudo without a password prompt, if allowed.
+    if (process.getuid?.() === 0) execFileSync('ip', ['link', 'set', 'lo', 'multicast', 'on'], { stdio: 'pipe' });
+    else execFileSync('sudo', ['-n', 'ip', 'link', 'set', 'lo', 'multicast', 'on'], { stdio: 'pipe' });
   } catch (e) {
     // Without CAP_NET_ADMIN the flag may already be set; the first test says so if it is not.
     multicastOnLo = execFileSync('ip', ['link', 'show', 'lo']).toString().includes('MULTICAST');
