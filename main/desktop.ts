@@ -19,6 +19,7 @@ import { ServerSupervisor, type Probe, type Timers } from './supervisor.ts';
 import { TRAY_ACTIONS, trayModel, type ServerState } from './tray.ts';
 
 export const PRODUCT_NAME = 'Sovereign Communications Appliance';
+const LOG_MAX_BYTES = 10 * 1024 * 1024;
 
 export interface DesktopOptions {
   /** dist/bin/sovcomms.js */
@@ -97,6 +98,7 @@ export class DesktopApp {
       probe: this.o.probe,
       timers: this.o.timers,
       onState: (s) => this.onServerState(s),
+      onOutput: (line) => this.onServerOutput(line),
       onStarted: ({ url, certFingerprint256 }) => {
         this.policyState.origin = loopbackUrl(url).origin;
         this.policyState.pinnedCert = certFingerprint256 ? normaliseFingerprint(certFingerprint256) : null;
@@ -159,6 +161,44 @@ export class DesktopApp {
       if (this.window === w) this.window = null;
     });
     void w.loadURL(url);
+  }
+
+  /** Where the server's output goes: `<logs>/server.log`, one older file kept past LOG_MAX_BYTES. */
+  logFile(): string {
+    return path.join(this.shell.app.getPath('logs'), 'server.log');
+  }
+
+  private firstRun: string[] = [];
+
+  /**
+   * The server prints the first start's administrator password once, on stdout: headless the
+   * operator reads it in the terminal; here it is shown in a dialog, and never written to the log.
+   */
+  private onServerOutput(line: string): void {
+    if (line.startsWith('First start:')) this.firstRun = [line];
+    else if (this.firstRun.length && /^\s+(password:|\(shown once)/.test(line)) {
+      this.firstRun.push(line.trim());
+      if (line.trim().startsWith('password:')) {
+        this.logLine('  password: [shown in the first-start dialog, not logged]');
+        return;
+      }
+      if (this.firstRun.length === 3) {
+        this.shell.showMessage('info', 'First start', this.firstRun.join('\n'));
+        this.firstRun = [];
+      }
+    }
+    this.logLine(line);
+  }
+
+  private logLine(line: string): void {
+    const file = this.logFile();
+    try {
+      fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+      if ((fs.statSync(file, { throwIfNoEntry: false })?.size ?? 0) > LOG_MAX_BYTES) fs.renameSync(file, `${file}.1`);
+      fs.appendFileSync(file, `${line}\n`, { mode: 0o600 });
+    } catch {
+      // A full or read-only disk must not take the shell down; the server keeps running.
+    }
   }
 
   info(): DesktopInfo {

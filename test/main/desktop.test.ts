@@ -1,8 +1,10 @@
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DesktopApp } from '../../main/desktop.ts';
 import { IPC } from '../../main/ipc.ts';
+import { choosePort, isPortFree } from '../../main/ports.ts';
 import { SEALED_KEY_FILE } from '../../main/master-key.ts';
 import type { Probe } from '../../main/supervisor.ts';
 import { TRAY_ACTIONS } from '../../main/tray.ts';
@@ -122,6 +124,54 @@ describe('desktop appliance (fake Electron shell)', () => {
     expect(JSON.parse(fs.readFileSync(path.join(userData, 'desktop.json'), 'utf8'))).toMatchObject({ startOnLogin: true });
     shell.trayAction!(TRAY_ACTIONS.about);
     expect(shell.abouts).toEqual([expect.objectContaining({ name: 'Sovereign Communications Appliance', version: '0.1.0', build: '20261125.abc1234' })]);
+  });
+
+  it("the server's output goes to <logs>/server.log (private to the user)", async () => {
+    const { app, child, userData } = setup();
+    await app.run();
+    child().emitOutput('{"level":30,"msg":"appliance ready"}');
+    child().emitOutput('First start: primary tenant localhost');
+    const file = path.join(userData, 'logs', 'server.log');
+    expect(app.logFile()).toBe(file);
+    expect(fs.readFileSync(file, 'utf8')).toBe('{"level":30,"msg":"appliance ready"}\nFirst start: primary tenant localhost\n');
+    expect(fs.statSync(file).mode & 0o077).toBe(0);
+  });
+
+  it("first start: the administrator's password is shown in a dialog and never logged", async () => {
+    const { app, child, shell } = setup();
+    await app.run();
+    for (const l of [
+      'First start: primary tenant localhost, administrator "admin".',
+      '  password: Sup3r-Secret-Pass',
+      '  (shown once; change it with: sovcomms user passwd admin)',
+    ])
+      child().emitOutput(l);
+    expect(shell.messages).toEqual([
+      {
+        kind: 'info',
+        title: 'First start',
+        message:
+          'First start: primary tenant localhost, administrator "admin".\npassword: Sup3r-Secret-Pass\n(shown once; change it with: sovcomms user passwd admin)',
+      },
+    ]);
+    const log = fs.readFileSync(app.logFile(), 'utf8');
+    expect(log).toContain('First start');
+    expect(log).not.toContain('Sup3r-Secret-Pass');
+  });
+
+  it('choosePort: the preferred port when free, else one the OS picks', async () => {
+    const held = net.createServer();
+    await new Promise<void>((r) => held.listen(0, '127.0.0.1', () => r()));
+    const busy = (held.address() as net.AddressInfo).port;
+    try {
+      const moved = await choosePort('127.0.0.1', busy);
+      expect(moved.moved).toBe(true);
+      expect(moved.port).not.toBe(busy);
+      expect(await isPortFree('127.0.0.1', moved.port)).toBe(true);
+    } finally {
+      await new Promise((r) => held.close(r));
+    }
+    expect(await choosePort('127.0.0.1', busy)).toEqual({ port: busy, moved: false });
   });
 
   it('port in use: another port is picked, shown to the user and in the preload info', async () => {

@@ -69,8 +69,12 @@ export class FakeChild implements ChildLike {
   onExit(cb: (c: number) => void): void {
     this.exit.push(cb);
   }
-  onOutput(): void {
-    // The fake writes nothing.
+  private out: ((l: string) => void)[] = [];
+  onOutput(cb: (l: string) => void): void {
+    this.out.push(cb);
+  }
+  emitOutput(line: string): void {
+    for (const f of this.out) f(line);
   }
   emitMessage(m: unknown): void {
     for (const f of this.msg) f(m);
@@ -151,7 +155,7 @@ export class FakeShell implements ElectronShell {
       this.beforeQuit = cb;
     },
     onWindowAllClosed: () => undefined,
-    getPath: () => this.userData,
+    getPath: (name) => (name === 'logs' ? `${this.userData}/logs` : this.userData),
     getVersion: () => '0.1.0',
     setOpenAtLogin: (v) => {
       this.openAtLogin = v;
