@@ -79,10 +79,15 @@ function stampFromGit(): string {
  * Builds into `out` (default dist/). Tests build into a folder of their own under dist/ (inside
  * the project, so node_modules resolves), never into the dist/ a developer may be running.
  */
+/** Removes what this build owns in `out` (a previous build's files), never dist/console. */
+export function clean(out = DIST): void {
+  for (const name of OWNED) fs.rmSync(path.join(out, name), { recursive: true, force: true });
+}
+
 export function build(log: (l: string) => void = console.log, out = DIST): void {
   const started = Date.now();
   const DIST = out;
-  for (const name of OWNED) fs.rmSync(path.join(DIST, name), { recursive: true, force: true });
+  clean(DIST);
   const tsc = path.join(ROOT, 'node_modules/typescript/bin/tsc');
   execFileSync(process.execPath, [tsc, '-p', path.join(ROOT, 'tsconfig.build.json'), '--outDir', DIST], { cwd: ROOT, stdio: 'inherit' });
   const fixed = rewriteLeftoverImports(DIST);

@@ -9,6 +9,7 @@ import { httpFetch, tempDir } from '../support/server.ts';
 import { startSipp, type SippRun } from '../support/sipp.ts';
 import { until } from '../support/until.ts';
 import { Receiver } from '../plugins/webhooks/support.ts';
+import { clean } from '../../scripts/build.ts';
 import { buildOnce, DIST_BIN, OUT } from './build-once.ts';
 
 /**
@@ -28,7 +29,7 @@ const sipps: SippRun[] = [];
 const dirs: string[] = [];
 
 beforeAll(async () => {
-  buildOnce();
+  await buildOnce();
   engine = new GeminiLiveFake({
     apiKey: 'AIza-smoke-key',
     usage: { prompt: 10, response: 5 },
@@ -36,7 +37,7 @@ beforeAll(async () => {
   });
   await engine.start();
   receiver = await new Receiver().start();
-}, 120_000);
+}, 600_000);
 
 afterAll(async () => {
   for (const s of sipps) await s.stop();
@@ -214,15 +215,17 @@ describe('compiled output (npm run build)', () => {
     expect(scripts.start).toBe('node bin/sovcomms.mjs serve');
   });
 
-  it('a second build keeps dist/console (the console build writes it)', () => {
-    const marker = path.join(OUT, 'console/index.html');
-    fs.mkdirSync(path.dirname(marker), { recursive: true });
-    fs.writeFileSync(marker, 'kept');
-    fs.writeFileSync(path.join(OUT, 'server/stale.js'), 'a file of an older build');
-    buildOnce(true);
-    expect(fs.readFileSync(marker, 'utf8')).toBe('kept');
-    expect(fs.existsSync(path.join(OUT, 'server/stale.js'))).toBe(false);
-  }, 120_000);
+  it('a build cleans what an older build left, never dist/console (the console build writes it)', () => {
+    const out = tempDir('sovcomms-clean-');
+    dirs.push(out);
+    for (const f of ['console/index.html', 'server/stale.js', 'bin/sovcomms.js', 'resources/login/x.html', 'package.json']) {
+      fs.mkdirSync(path.dirname(path.join(out, f)), { recursive: true });
+      fs.writeFileSync(path.join(out, f), 'old');
+    }
+    clean(out);
+    expect(fs.readdirSync(out)).toEqual(['console']);
+    expect(fs.readFileSync(path.join(out, 'console/index.html'), 'utf8')).toBe('old');
+  });
 
   it('node dist/bin/sovcomms.js: token, SIPp call through the bridge, webhook delivery', async () => {
     await smoke(DIST_BIN);

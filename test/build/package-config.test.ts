@@ -36,8 +36,8 @@ const { DebugLogger } = require('builder-util') as { DebugLogger: new (enabled: 
 let config: BuilderConfig;
 beforeAll(async () => {
   config = await getConfig(ROOT, null, null);
-  buildOnce();
-}, 120_000);
+  await buildOnce();
+}, 600_000);
 
 /** A path of the package, as it is in this test's own build (dist/ -> dist/.test-PID/). */
 /** Whether electron-builder's `files` filter takes a path (positive globs, then exclusions). */
@@ -105,7 +105,8 @@ describe('electron-builder configuration', () => {
     }
     expect(packaged('package.json')).toBe(true);
     expect(packaged('dist/console/index.html')).toBe(true); // the console's build, when present
-    expect(packaged('dist/.test-1234/bin/sovcomms.js')).toBe(false); // test builds stay out
+    expect(packaged('dist/.test-build/bin/sovcomms.js')).toBe(false); // test builds stay out
+    expect(packaged('dist/.bench-1234/bin/sovcomms.js')).toBe(false);
     expect(packaged('test/main/desktop.test.ts')).toBe(false);
     // Every migration folder of every plugin made it next to its compiled index.js.
     for (const plugin of fs.readdirSync(path.join(ROOT, 'plugins'))) {
