@@ -73,6 +73,7 @@ export class DesktopApp {
       return false;
     }
     app.onSecondInstance(() => this.showConsole());
+    app.onActivate(() => this.showConsole());
     await app.whenReady();
     this.userData = app.getPath('userData');
     this.dataDir = path.join(this.userData, 'data');

@@ -59,6 +59,7 @@ export function electronShell(iconsDir: string): ElectronShell {
       exit: (code) => app.exit(code),
       onBeforeQuit: (cb) => app.on('before-quit', (e) => cb(() => e.preventDefault())),
       onWindowAllClosed: (cb) => app.on('window-all-closed', () => cb()),
+      onActivate: (cb) => app.on('activate', () => cb()),
       getPath: (name) => app.getPath(name),
       getVersion: () => app.getVersion(),
       setOpenAtLogin: (open) => app.setLoginItemSettings({ openAtLogin: open }),

@@ -107,6 +107,8 @@ export interface ElectronShell {
     /** before-quit: `preventDefault` keeps the app alive until the server has stopped. */
     onBeforeQuit(cb: (preventDefault: () => void) => void): void;
     onWindowAllClosed(cb: () => void): void;
+    /** macOS: the dock icon was clicked. */
+    onActivate(cb: () => void): void;
     getPath(name: 'userData' | 'logs'): string;
     getVersion(): string;
     setOpenAtLogin(open: boolean): void;

@@ -55,6 +55,10 @@ describe('desktop appliance (fake Electron shell)', () => {
     first.shell.secondInstance!();
     expect(first.shell.windows.length).toBe(1); // shown again, not a new one
     expect(first.shell.windows[0]!.shown).toBe(1);
+    // macOS: the dock icon with every window closed opens the console again.
+    first.shell.windows[0]!.close();
+    first.shell.activate!();
+    expect(first.shell.windows.length).toBe(2);
   });
 
   it('starts the serve entry on the LAN with TLS, data under the per-user app data; opens the hardened console window once ready', async () => {

@@ -116,6 +116,7 @@ export class FakeShell implements ElectronShell {
   platform: NodeJS.Platform = 'linux';
   lock = true;
   secondInstance: (() => void) | null = null;
+  activate: (() => void) | null = null;
   beforeQuit: ((prevent: () => void) => void) | null = null;
   quitCalls = 0;
   openAtLogin = false;
@@ -155,6 +156,9 @@ export class FakeShell implements ElectronShell {
       this.beforeQuit = cb;
     },
     onWindowAllClosed: () => undefined,
+    onActivate: (cb) => {
+      this.activate = cb;
+    },
     getPath: (name) => (name === 'logs' ? `${this.userData}/logs` : this.userData),
     getVersion: () => '0.1.0',
     setOpenAtLogin: (v) => {
