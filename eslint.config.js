@@ -6,7 +6,7 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'data/', 'dist/', 'coverage/', 'renderer/dist/', 'bench/results/', 'renderer/src/api/schema.d.ts'] },
+  { ignores: ['node_modules/', 'data/', 'dist/', 'coverage/', 'renderer/dist/', 'bench/results/', 'renderer/src/api/schema.d.ts', 'release/'] },
   js.configs.recommended,
   ...tseslint.configs.strict,
   ...tseslint.configs.stylistic,

@@ -6,6 +6,10 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 
 function compute(): string {
   if (process.env.SOVCOMMS_BUILD) return process.env.SOVCOMMS_BUILD;
+  // `npm run build` stamps the build into dist/package.json: the compiled tree (and a packaged
+  // app, which has no .git) never runs git at start.
+  const stamped = readPackage().build;
+  if (stamped) return stamped;
   try {
     // Date of the last commit plus its short hash: changes whenever the handlers do.
     return (
@@ -18,9 +22,12 @@ function compute(): string {
   }
 }
 
+function readPackage(): { version: string; build?: string } {
+  return JSON.parse(fs.readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string; build?: string };
+}
+
 function fallback(): string {
-  const pkg = JSON.parse(fs.readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
-  return `${new Date().toISOString().slice(0, 10).replace(/-/g, '')}.v${pkg.version}`;
+  return `${new Date().toISOString().slice(0, 10).replace(/-/g, '')}.v${readPackage().version}`;
 }
 
 export const BUILD = compute();

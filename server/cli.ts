@@ -1,4 +1,6 @@
 import fs from 'node:fs';
+import https from 'node:https';
+import { X509Certificate } from 'node:crypto';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -9,7 +11,7 @@ import { defaultDataDir, loadConfig } from './config.ts';
 import { ConfigError, MigrationError, AppError } from './errors.ts';
 import { hostServices, makePaths, PluginHost } from './plugin-host.ts';
 import { UsageError, type AnyPlugin, type CliContext } from './plugin.ts';
-import { AUDIT_WRITER } from './core-services.ts';
+import { AUDIT_WRITER, TLS_AUTO } from './core-services.ts';
 import { signAdminHmacV2 } from './auth.ts';
 import { BUILD } from './build-info.ts';
 import type { Role } from './users.ts';
@@ -242,19 +244,64 @@ async function cmdServe(args: string[], io: CliIo): Promise<number> {
   });
   const { url } = await appliance.start();
   io.out(`sovcomms ${BUILD} listening on ${url}`);
-  const parentPort = (process as unknown as { parentPort?: { postMessage(m: unknown): void } }).parentPort;
+  const parentPort = (
+    process as unknown as {
+      parentPort?: {
+        postMessage(m: unknown): void;
+        on(e: 'message', cb: (ev: { data: unknown }) => void): void;
+        off?(e: 'message', cb: (ev: { data: unknown }) => void): void;
+      };
+    }
+  ).parentPort;
+  // The desktop shell pins the certificate it is told here (over the parent channel, not the network).
+  const certFingerprint256 = serverCertFingerprint(appliance);
+  const started = { type: 'server-started', url, ...(certFingerprint256 ? { certFingerprint256 } : {}) };
   // Same readiness signal headless and under Electron's utilityProcess (actualbudget's idea).
-  parentPort?.postMessage({ type: 'server-started', url });
-  process.send?.({ type: 'server-started', url });
+  parentPort?.postMessage(started);
+  process.send?.(started);
+  let release = () => {
+    // Replaced once the listeners below are set.
+  };
   await new Promise<void>((resolve) => {
-    const onSignal = (sig: string) => {
-      io.err(`${sig}: stopping`);
+    const stop = (why: string) => {
+      io.err(`${why}: stopping`);
       void appliance.stop().then(resolve, resolve);
     };
-    process.once('SIGINT', onSignal);
-    process.once('SIGTERM', onSignal);
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+    // A utilityProcess has no signal on Windows (kill() terminates it): the parent asks by message.
+    const onMessage = (m: unknown) => {
+      if ((m as { type?: string } | null)?.type === 'shutdown') stop('shutdown requested');
+    };
+    const onPortMessage = (ev: { data: unknown }) => onMessage(ev.data);
+    parentPort?.on('message', onPortMessage);
+    process.on('message', onMessage);
+    // Listening keeps the channel (and the process) alive: let go once stopped.
+    release = () => {
+      parentPort?.off?.('message', onPortMessage);
+      process.off('message', onMessage);
+    };
   });
+  release();
   return 0;
+}
+
+/** SHA-256 (hex with colons) of the certificate the listener serves, when it serves HTTPS. */
+function serverCertFingerprint(appliance: Appliance): string | undefined {
+  if (!(appliance.server instanceof https.Server)) return undefined;
+  const tls = appliance.core.config.http.tls;
+  const pem =
+    tls === 'auto'
+      ? appliance.host.provided(TLS_AUTO)?.getCredentials().cert
+      : tls
+        ? fs.readFileSync(path.resolve(appliance.core.config.dataDir, tls.cert))
+        : undefined;
+  if (!pem) return undefined;
+  try {
+    return new X509Certificate(pem).fingerprint256;
+  } catch {
+    return undefined;
+  }
 }
 
 async function cmdTenant(args: string[], io: CliIo, o: Opened): Promise<number> {

@@ -70,6 +70,11 @@ export const coreConfigSchema = z
       })
       .strict()
       .prefault({}),
+    /**
+     * LAN advertisement over mDNS (plugins/discovery): true, false, or unset: on when `http.host`
+     * is not a loopback address.
+     */
+    discovery: z.boolean().optional(),
     /** Plugins not to load (by name). */
     disabledPlugins: z.array(z.string()).default([]),
     /** Per-plugin settings, validated by each plugin. */

@@ -24,6 +24,20 @@ import {
 import type { TelephonyConfig } from './schemas.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+/** Running from `dist/` (compiled JavaScript): no TypeScript loader exists there. */
+const COMPILED = import.meta.url.endsWith('.js');
+
+/**
+ * The command line of the embedded bridge. From the TypeScript tree the entry runs through
+ * bin/run-ts.mjs; from `dist/` the configured `.ts` entry names its compiled `.js` twin, run by
+ * plain Node. The working directory is the project root, except inside an asar archive (the
+ * packaged app), which is not a directory the OS can enter.
+ */
+export function bridgeCommand(entryCfg: string, root = ROOT, compiled = COMPILED): { argv: string[]; cwd: string } {
+  const entry = path.resolve(root, compiled ? entryCfg.replace(/\.ts$/, '.js') : entryCfg);
+  const cwd = root.includes(`.asar${path.sep}`) || root.endsWith('.asar') ? path.dirname(root.split('.asar')[0]!) : root;
+  return { argv: entry.endsWith('.ts') ? [path.join(root, 'bin/run-ts.mjs'), entry] : [entry], cwd };
+}
 
 interface BridgeAnswer {
   status: number;
@@ -137,9 +151,12 @@ export class BridgeLink {
     else if (callbackUrl.startsWith('https:')) {
       this.log.warn({ callbackUrl }, "https callback URL without bridge.callbackCaFile: the bridge must trust this server's certificate");
     }
-    const entry = path.resolve(ROOT, this.cfg.entry);
-    const child = spawn(process.execPath, [path.join(ROOT, 'bin/run-ts.mjs'), entry], {
-      cwd: ROOT,
+    const { argv, cwd } = bridgeCommand(this.cfg.entry);
+    // Under Electron (the desktop appliance) process.execPath is the Electron binary: this makes
+    // it run the bridge as plain Node instead of opening a second app.
+    if (process.versions.electron) env.ELECTRON_RUN_AS_NODE = '1';
+    const child = spawn(process.execPath, argv, {
+      cwd,
       env,
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     });

@@ -172,6 +172,29 @@ export function checkBoundaries(root: string): Violation[] {
   return v;
 }
 
+/** Folders that are not our source: dependencies, build output, data, coverage. */
+const NOT_SOURCE = new Set(['node_modules', 'dist', 'data', 'coverage']);
+
+/**
+ * `main/` is the only folder that imports `electron`, anywhere in the repository (scripts, bin,
+ * tests and benches included; type-only imports too: a test needing Electron's shapes uses
+ * main/shell.ts, the interface the desktop logic is written against).
+ */
+export function checkElectronOnlyInMain(root: string): Violation[] {
+  const v: Violation[] = [];
+  const files: string[] = [];
+  for (const e of fs.readdirSync(root, { withFileTypes: true })) {
+    if (e.name.startsWith('.') || NOT_SOURCE.has(e.name) || e.name === 'main') continue;
+    const p = path.join(root, e.name);
+    if (e.isDirectory()) files.push(...walk(p));
+    else if (SOURCE.test(e.name)) files.push(p);
+  }
+  for (const file of files)
+    for (const i of scan(file).imports)
+      if (isElectron(i.spec)) v.push({ file: path.relative(root, file), line: i.line, rule: `imports ${i.spec}: only main/ may import electron` });
+  return v;
+}
+
 const scratch = scratchDirs('sovcomms-boundaries-');
 
 function tree(files: Record<string, string>): string {
@@ -276,6 +299,29 @@ describe('runtime boundaries', () => {
         'plugins/telephony/control.ts:4',
       ].sort(),
     );
+  });
+
+  it('no file outside main/ imports electron, anywhere in the repository', () => {
+    expect(checkElectronOnlyInMain(ROOT).map((x) => `${x.file}:${x.line}: ${x.rule}`)).toEqual([]);
+    // main/ does (the adapter and the preload): the scan would see it.
+    expect(walk(path.join(ROOT, 'main')).some((f) => scan(f).imports.some((i) => isElectron(i.spec)))).toBe(true);
+    const root = tree({
+      'main/electron-adapter.ts': "import { app } from 'electron';\nexport const a = app;\n",
+      'main/preload.cts': "import electron = require('electron');\nexport = electron;\n",
+      'scripts/tool.ts': "import { app } from 'electron';\nexport const a = app;\n",
+      'bin/start.mjs': "const { app } = await import('electron');\nexport { app };\n",
+      'test/main/x.test.ts': "import type { BrowserWindow } from 'electron';\nexport type W = BrowserWindow;\n",
+      'bench/b.ts': "const e = require('electron/main');\nexport { e };\n",
+      'build/notarize.cjs': "// require('electron') in a comment is fine\nmodule.exports = 'electron';\n",
+      'electron.config.ts': "import { shell } from 'electron';\nexport { shell };\n",
+      'dist/main/index.js': "import { app } from 'electron';\n",
+      'node_modules/x/index.js': "require('electron');\n",
+    });
+    expect(
+      checkElectronOnlyInMain(root)
+        .map((x) => `${x.file}:${x.line}`)
+        .sort(),
+    ).toEqual(['bench/b.ts:1', 'bin/start.mjs:1', 'electron.config.ts:1', 'scripts/tool.ts:1', 'test/main/x.test.ts:1'].sort());
   });
 
   it('allows what each side is for', () => {
