@@ -104,7 +104,8 @@ export class FileStore implements FilePlacer {
     try {
       bb = busboy({
         headers: req.headers,
-        limits: { files: 1, fileSize: limit, fields: 10, fieldSize: 8192, parts: 12, headerPairs: 50 },
+        // busboy signals 'limit' on reaching fileSize: one byte more, so exactly `limit` bytes pass.
+        limits: { files: 1, fileSize: limit + 1, fields: 10, fieldSize: 8192, parts: 12, headerPairs: 50 },
         defParamCharset: 'utf8',
       });
     } catch (e) {
@@ -179,7 +180,12 @@ export class FileStore implements FilePlacer {
       const r = await done;
       return { ...r, tmpName };
     } catch (e) {
-      out?.destroy();
+      // The write stream opens its file asynchronously: remove it only once the stream is closed.
+      if (out && !out.closed) {
+        const closed = new Promise((r) => out!.once('close', r));
+        out.destroy();
+        await closed;
+      }
       fs.rmSync(tmpPath, { force: true });
       if (e instanceof AppError) throw e;
       throw new InputError(`upload failed: ${(e as Error).message}`);
