@@ -182,7 +182,7 @@ export class FileStore implements FilePlacer {
     } catch (e) {
       // The write stream opens its file asynchronously: remove it only once the stream is closed.
       if (out && !out.closed) {
-        const closed = new Promise((r) => out!.once('close', r));
+        const closed = new Promise<void>((r) => out!.once('close', () => r()));
         out.destroy();
         await closed;
       }
