@@ -180,7 +180,7 @@ export class ChatHub implements EventSink {
         break;
       }
     }
-    this.sendRaw(c, JSON.stringify({ type: 'ready', seq: c.lastSeq }));
+    this.sendRaw(c, JSON.stringify({ type: 'ready', upTo: c.lastSeq }));
   }
 
   private register(c: Conn): void {
