@@ -234,12 +234,7 @@ export class FileStore implements FilePlacer {
         this.repo.fileInPlace(t, row.sha);
         finished++;
       } else {
-        this.repo.tx(() => {
-          this.repo.db
-            .prepare('UPDATE chat_messages SET file_sha = NULL, deleted_at = COALESCE(deleted_at, ?) WHERE tenant_id = ? AND file_sha = ?')
-            .run(Date.now(), t.id, row.sha);
-          this.repo.deleteFileRow(t.id, row.sha);
-        });
+        this.repo.dropFile(t, row.sha, Date.now());
         dropped++;
       }
     }

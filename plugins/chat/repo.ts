@@ -296,6 +296,18 @@ export class ChatRepo {
     ).get(userId, t.id, sha) as { file_name: string | null } | undefined;
   }
 
+  /** A file whose bytes were lost: its row goes, and the messages sharing it become tombstones. */
+  dropFile(t: Tenant, sha: string, now: number): void {
+    this.tx(() => {
+      this.s('UPDATE chat_messages SET file_sha = NULL, file_name = NULL, deleted_at = COALESCE(deleted_at, ?) WHERE tenant_id = ? AND file_sha = ?').run(
+        now,
+        t.id,
+        sha,
+      );
+      this.deleteFileRow(t.id, sha);
+    });
+  }
+
   // ---- retention ----
 
   retentionDays(t: Tenant): { retention_days: number | null } | undefined {
