@@ -33,6 +33,9 @@ export const CLOSE = {
   replaced: 4001,
 } as const;
 
+/** Buffers go out as text frames (they hold UTF-8 JSON). */
+const TEXT_FRAME = { binary: false } as const;
+
 interface Conn {
   ws: WebSocket;
   tenant: Tenant;
@@ -212,7 +215,8 @@ export class ChatHub implements EventSink {
   publish(tenant: Tenant, threadId: string, onlyUserId: string | null, frame: EventFrame): void {
     const users = this.#conns.get(tenant.id);
     if (!users) return;
-    const text = JSON.stringify(frame);
+    // Encoded once for all recipients: ws would otherwise turn the string into bytes per socket.
+    const text = Buffer.from(JSON.stringify(frame));
     const to = onlyUserId ? [onlyUserId] : this.chat.memberIds(tenant, threadId);
     for (const uid of to) {
       const set = users.get(uid);
@@ -242,14 +246,14 @@ export class ChatHub implements EventSink {
   }
 
   /** Sends, or closes a socket whose buffer overflowed (1013): its client resumes with since=lastSeq it saw. */
-  private sendRaw(c: Conn, text: string): void {
+  private sendRaw(c: Conn, text: string | Buffer): void {
     if (c.ws.readyState !== c.ws.OPEN) return;
     if (c.ws.bufferedAmount > this.d.config.maxSocketBufferBytes) {
       this.unregister(c);
       c.ws.close(CLOSE.slow, 'fell behind; resume with since');
       return;
     }
-    c.ws.send(text);
+    c.ws.send(text, TEXT_FRAME);
   }
 
   // ---- frames from the client ----
