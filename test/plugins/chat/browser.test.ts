@@ -33,13 +33,15 @@ async function chatPage(u: ChatUser): Promise<Page> {
   const page = await ctx.newPage();
   await page.goto(`${s.url}/healthz`);
   await page.evaluate(async (key) => {
-    const w = window as unknown as { chatFrames: unknown[]; chatKey: string };
+    const w = globalThis as unknown as { chatFrames: unknown[]; chatKey: string };
     w.chatFrames = [];
     w.chatKey = key;
     const t = (await (await fetch('/chat.ashx?op=socket-ticket', { method: 'POST', headers: { Authorization: `Bearer ${key}` } })).json()) as {
       ticket: string;
     };
-    const ws = new WebSocket(`ws://${location.host}/chat.ashx?op=socket&ticket=${encodeURIComponent(t.ticket)}`);
+    const ws = new WebSocket(
+      `ws://${(globalThis as unknown as { location: { host: string } }).location.host}/chat.ashx?op=socket&ticket=${encodeURIComponent(t.ticket)}`,
+    );
     ws.onmessage = (e) => w.chatFrames.push(JSON.parse(String(e.data)));
     await new Promise((r, j) => {
       ws.onopen = r;
@@ -50,7 +52,7 @@ async function chatPage(u: ChatUser): Promise<Page> {
 }
 
 function frames(page: Page): Promise<{ type: string; message?: { text: string | null; file: { sha: string; name: string } | null } }[]> {
-  return page.evaluate(() => (window as unknown as { chatFrames: { type: string }[] }).chatFrames);
+  return page.evaluate(() => (globalThis as unknown as { chatFrames: { type: string }[] }).chatFrames);
 }
 
 describe('chat in two Chromium pages', () => {
@@ -58,7 +60,7 @@ describe('chat in two Chromium pages', () => {
     const a = await chatPage(alice);
     const b = await chatPage(bob);
     await a.evaluate(async () => {
-      const w = window as unknown as { chatKey: string };
+      const w = globalThis as unknown as { chatKey: string };
       await fetch('/chat.ashx?op=send&with=bob', {
         method: 'POST',
         headers: { Authorization: `Bearer ${w.chatKey}`, 'Content-Type': 'application/json' },
@@ -71,7 +73,7 @@ describe('chat in two Chromium pages', () => {
 
     // Bob answers with a file, as a drag-and-drop upload would send it (FormData).
     const up = await b.evaluate(async () => {
-      const w = window as unknown as { chatKey: string };
+      const w = globalThis as unknown as { chatKey: string };
       const bytes = new Uint8Array(70_000).map((_, i) => (i * 31) % 256);
       const fd = new FormData();
       fd.append('file', new File([bytes], 'plan ü.bin', { type: 'application/octet-stream' }));
@@ -83,7 +85,7 @@ describe('chat in two Chromium pages', () => {
       .poll(async () => (await frames(a)).find((f) => f.message?.file?.sha === up.body.file.sha)?.message?.file?.name, { timeout: 10_000 })
       .toBe('plan ü.bin');
     const got = await a.evaluate(async (sha) => {
-      const w = window as unknown as { chatKey: string };
+      const w = globalThis as unknown as { chatKey: string };
       const r = await fetch(`/chat.ashx?op=download&sha=${sha}`, { headers: { Authorization: `Bearer ${w.chatKey}` } });
       const buf = new Uint8Array(await r.arrayBuffer());
       const ok = buf.length === 70_000 && buf.every((v, i) => v === (i * 31) % 256);
