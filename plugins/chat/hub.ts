@@ -153,9 +153,13 @@ export class ChatHub implements EventSink {
   /** Registers, says hello, replays after `since`: one synchronous step (see the class comment). */
   private attach(ws: WebSocket, tenant: Tenant, user: User, since: number | null): void {
     const head = this.chat.repo.headFor(tenant);
-    const c: Conn = { ws, tenant, user, lastSeq: since ?? head, alive: true };
+    // A cursor past the head (a restored database, another appliance's cursor) would silence the
+    // socket until the log caught up with it: the client is told to resync and goes on from head.
+    const ahead = since !== null && since > head;
+    const c: Conn = { ws, tenant, user, lastSeq: since === null || ahead ? head : since, alive: true };
     this.register(c);
     this.sendRaw(c, JSON.stringify({ type: 'hello', user: { id: user.id, login: user.name }, tenant: tenant.host, since, head }));
+    if (ahead) this.sendRaw(c, JSON.stringify({ type: 'resync', head }));
     if (since !== null) this.replay(c, head);
     ws.on('pong', () => {
       c.alive = true;

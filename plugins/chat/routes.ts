@@ -253,7 +253,8 @@ export function chatRoutes(r: RouteRegistrar, s: ChatServices): void {
     description: 'Open /chat.ashx?op=socket&ticket=<ticket> within expiresIn seconds; a ticket opens one socket, for this tenant and user only.',
     area: AREA,
     auth: CHAT_AUTH,
-    rateLimit: 'sensitive',
+    // Per address: a whole office behind one NAT opens its tabs' sockets through this.
+    rateLimit: { name: 'chat-socket-ticket', perMinute: 300 },
     responses: { 200: { description: 'the ticket', schema: ticketItem } },
     handler: (req) => hub.issueTicket(req.tenant, user(req)),
   });

@@ -156,6 +156,11 @@ describe('chat socket: resume', () => {
     expect(ev.map((f) => f.type)).toEqual(['message', 'message.edit', 'read']);
     expect(ev[0].message).toMatchObject({ id: m2.body.id, text: 'two!' });
     expect(ev[2]).toMatchObject({ upTo: m2.body.id });
+    // A cursor from the future (a restored database) is told to resync and then hears live events.
+    const future = await open(carol, { since: 10_000_000 });
+    await until(() => future.frames.some((f) => f.type === 'resync'), 5000, 'resync');
+    const m3 = await call(s, alice, 'POST', '/chat.ashx?op=send&with=carol', { text: 'three' });
+    await until(() => future.messages().some((x) => x.id === m3.body.id), 5000, 'live after resync');
     // Alice's sockets never see carol's read marker.
     const a = await open(alice, { since: m1.body.id });
     await until(() => a.frames.some((f) => f.type === 'ready'), 5000, 'ready');
