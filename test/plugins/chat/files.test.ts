@@ -246,6 +246,16 @@ describe('chat files: upload and download', () => {
       headers: { 'Content-Type': `multipart/form-data; boundary=${boundary}` },
     });
     expect(two.status).toBe(400);
+    // No boundary, garbage, a body cut before its closing boundary: 400, never a 500.
+    for (const [ct, body] of [
+      ['multipart/form-data', part('x')],
+      [`multipart/form-data; boundary=${boundary}`, '\u0000\u0001 not multipart at all'],
+      [`multipart/form-data; boundary=${boundary}`, part('cut')],
+    ] as const) {
+      const r = await s.fetch('/chat.ashx?op=upload&with=bob', { method: 'POST', key: alice.key, body: Buffer.from(body), headers: { 'Content-Type': ct } });
+      expect(r.status, `${ct} ${JSON.stringify(body)}`).toBe(400);
+      expect(((await r.json()) as { error: string }).error).toBe('invalid_request');
+    }
     expect(walk(path.join(chatDir(), 'tmp'))).toEqual([]);
   });
 });
