@@ -277,7 +277,12 @@ export class FileStore implements FilePlacer {
       res.end();
       return;
     }
-    await pipeline(fs.createReadStream(file, { start, end }), res);
+    try {
+      await pipeline(fs.createReadStream(file, { start, end }), res);
+    } catch (e) {
+      // A client that goes away mid-download is not a server fault; anything else is.
+      if (!res.destroyed && (e as NodeJS.ErrnoException).code !== 'ERR_STREAM_PREMATURE_CLOSE') throw e;
+    }
   }
 }
 
