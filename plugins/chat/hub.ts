@@ -6,6 +6,7 @@ import { z } from 'zod';
 import {
   AppError,
   AuthenticationError,
+  bearerToken,
   errorAnswer,
   InputError,
   rejectUpgrade,
@@ -13,6 +14,7 @@ import {
   type AuthPolicy,
   type AuthService,
   type Logger,
+  type Principal,
   type RateLimiter,
   type Tenant,
   type UpgradeContext,
@@ -31,6 +33,8 @@ export const CLOSE = {
   slow: 1013,
   /** Too many sockets for this user: the oldest is closed. */
   replaced: 4001,
+  /** The credential the socket opened with is no longer valid (revoked, expired, user disabled): authenticate again, then resume. */
+  unauthorized: 4003,
 } as const;
 
 /** Buffers go out as text frames (they hold UTF-8 JSON). */
@@ -43,6 +47,8 @@ interface Conn {
   /** Highest seq sent: frames at or below it are never sent again (no duplicate on replay + live). */
   lastSeq: number;
   alive: boolean;
+  /** Whether the credential the socket opened with still holds (checked every heartbeat). */
+  recheck(): Promise<boolean>;
 }
 
 const clientFrame = z.discriminatedUnion('type', [
@@ -78,18 +84,29 @@ export class ChatHub implements EventSink {
   }
 
   start(): void {
-    // Liveness (RFC 6455 ping/pong): a socket that missed a whole interval is cut; its client resumes.
+    // Liveness (RFC 6455 ping/pong): a socket that missed a whole interval is cut; its client
+    // resumes. The same beat re-checks each socket's credential, so a revoked key, an expired
+    // token or a disabled user stops receiving within one interval.
     this.#heartbeat = setInterval(() => {
       for (const users of this.#conns.values())
         for (const set of users.values())
           for (const c of set) {
-            if (!c.alive) c.ws.terminate();
-            else {
-              c.alive = false;
-              c.ws.ping();
+            if (!c.alive) {
+              c.ws.terminate();
+              continue;
             }
+            c.alive = false;
+            c.ws.ping();
+            void c.recheck().then(
+              (ok) => {
+                if (ok) return;
+                this.unregister(c);
+                c.ws.close(CLOSE.unauthorized, 'credential no longer valid');
+              },
+              (e: unknown) => this.d.log.warn({ err: e }, 'chat socket credential check failed'),
+            );
           }
-    }, 30_000);
+    }, this.d.config.heartbeatMs);
     this.#heartbeat.unref();
   }
 
@@ -137,26 +154,42 @@ export class ChatHub implements EventSink {
     if (sinceRaw !== null && !/^\d{1,15}$/.test(sinceRaw)) throw new InputError('since must be a message id or event seq (digits)');
     const since = sinceRaw === null ? null : Number(sinceRaw);
     const ticket = url.searchParams.get('ticket');
+    const tenant = ctx.tenant;
     let user: User;
+    let recheck: () => Promise<boolean>;
     if (ticket !== null && req.headers.authorization === undefined) {
-      const userId = ticket.length <= 100 ? this.takeTicket(ticket, ctx.tenant) : null;
+      const userId = ticket.length <= 100 ? this.takeTicket(ticket, tenant) : null;
       if (!userId) throw new AuthenticationError('invalid, used or expired socket ticket');
-      user = this.chat.userOf(ctx.tenant, { kind: 'user', tenantId: ctx.tenant.id, subject: userId, scopes: [], superAdmin: false });
+      const principal = { kind: 'user' as const, tenantId: tenant.id, subject: userId, scopes: [], superAdmin: false };
+      user = this.chat.userOf(tenant, principal);
+      // A ticket holds no credential to re-verify: the user must stay active.
+      recheck = () => Promise.resolve(this.stillUser(tenant, principal));
     } else {
-      const p = await this.d.auth.authenticate(this.d.policy, { headers: req.headers, tenant: ctx.tenant, rawHost: req.headers.host ?? '', bodyLen: 0 });
-      user = this.chat.userOf(ctx.tenant, p);
+      const p = await this.d.auth.authenticate(this.d.policy, { headers: req.headers, tenant, rawHost: req.headers.host ?? '', bodyLen: 0 });
+      user = this.chat.userOf(tenant, p);
+      const token = bearerToken(req.headers.authorization)!;
+      recheck = async () => this.stillUser(tenant, await this.d.auth.verifyBearer(token, tenant));
     }
     if (socket.destroyed) return;
-    this.wss.handleUpgrade(req, socket, head, (ws) => this.attach(ws, ctx.tenant, user, since));
+    this.wss.handleUpgrade(req, socket, head, (ws) => this.attach(ws, tenant, user, since, recheck));
+  }
+
+  private stillUser(tenant: Tenant, p: Principal | null): boolean {
+    try {
+      this.chat.userOf(tenant, p);
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   /** Registers, says hello, replays after `since`: one synchronous step (see the class comment). */
-  private attach(ws: WebSocket, tenant: Tenant, user: User, since: number | null): void {
+  private attach(ws: WebSocket, tenant: Tenant, user: User, since: number | null, recheck: () => Promise<boolean>): void {
     const head = this.chat.repo.headFor(tenant);
     // A cursor past the head (a restored database, another appliance's cursor) would silence the
     // socket until the log caught up with it: the client is told to resync and goes on from head.
     const ahead = since !== null && since > head;
-    const c: Conn = { ws, tenant, user, lastSeq: since === null || ahead ? head : since, alive: true };
+    const c: Conn = { ws, tenant, user, lastSeq: since === null || ahead ? head : since, alive: true, recheck };
     this.register(c);
     this.sendRaw(c, JSON.stringify({ type: 'hello', user: { id: user.id, login: user.name }, tenant: tenant.host, since, head }));
     if (ahead) this.sendRaw(c, JSON.stringify({ type: 'resync', head }));

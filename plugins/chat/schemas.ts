@@ -28,6 +28,8 @@ export const chatConfig = z
       .default(8 * 1024 * 1024),
     /** Events replayed to a resuming socket at most; beyond, it is told to resync from history. */
     maxReplay: z.number().int().min(100).max(1_000_000).default(50_000),
+    /** Socket ping and credential re-check interval: a dead or de-authorised socket goes within about this long. */
+    heartbeatMs: z.number().int().min(100).max(300_000).default(30_000),
     /** Frames one user may send over their sockets per minute (send, typing, read, ping). */
     socketFramesPerMinute: z.number().int().min(1).default(600),
     /** Members a group may hold. */

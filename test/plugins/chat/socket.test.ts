@@ -198,3 +198,32 @@ describe('chat socket: authentication', () => {
     expect((await c.closed).code).toBe(1008);
   });
 });
+
+describe('chat socket: credentials that stop holding', () => {
+  it('a revoked key, a disabled user and a ticket socket of a disabled user are closed with 4003 within a heartbeat', async () => {
+    const t = await startTestServer({ overrides: { plugins: { chat: { heartbeatMs: 300 } } } });
+    try {
+      const h = `127.0.0.1:${t.port}`;
+      const dave = await addUser(t, t.primary, 'dave', h);
+      const erin = await addUser(t, t.primary, 'erin', h);
+      const frank = await addUser(t, t.primary, 'frank', h);
+      const d = await Client.open(t, dave);
+      const e = await Client.open(t, erin);
+      const ticket = (await call(t, frank, 'POST', '/chat.ashx?op=socket-ticket')).body.ticket as string;
+      const f = await Client.open(t, frank, { ticket });
+      clients.push(d, e, f);
+      const core = t.appliance.core;
+      core.auth.revokeApiKey(t.primary, core.auth.listApiKeys(t.primary).find((k) => k.userName === 'dave')!.id);
+      core.users.setStatus(t.primary, frank.id, 'disabled');
+      expect((await d.closed).code).toBe(4003);
+      expect((await f.closed).code).toBe(4003);
+      // Erin's key still holds: her socket stays and still gets messages.
+      await new Promise((r) => setTimeout(r, 700));
+      expect(e.ws.readyState).toBe(e.ws.OPEN);
+      const m = await call(t, erin, 'POST', '/chat.ashx?op=send&with=erin', { text: 'note to self' });
+      await until(() => e.messages().some((x) => x.id === m.body.id), 5000, 'erin still live');
+    } finally {
+      await t.stop();
+    }
+  });
+});
