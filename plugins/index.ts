@@ -8,8 +8,9 @@ import lotl from './lotl/index.ts';
 import admin from './admin/index.ts';
 import consolePlugin from './console/index.ts';
 import discovery from './discovery/index.ts';
+import chat from './chat/index.ts';
 
 /** The built-in plugins, in no particular order: the host sorts them by dependency. */
 export function builtinPlugins(): AnyPlugin[] {
-  return [audit, rpCa, oidc, webhooks, telephony, lotl, admin, consolePlugin, discovery];
+  return [audit, rpCa, oidc, webhooks, telephony, lotl, admin, consolePlugin, discovery, chat];
 }

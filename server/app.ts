@@ -16,7 +16,7 @@ import { JobQueue } from './jobs.ts';
 import { EventBus } from './events.ts';
 import { RateLimiter } from './http/rate-limit.ts';
 import { Dispatcher, newRequestId, renderError } from './http/dispatch.ts';
-import { plainIp, SECURITY_HEADERS } from './http/respond.ts';
+import { plainIp, rejectUpgrade, SECURITY_HEADERS } from './http/respond.ts';
 import { createLogger, type Logger } from './log.ts';
 import { systemClock, type Clock } from './clock.ts';
 import { hostServices, PluginHost, type PluginStatus } from './plugin-host.ts';
@@ -353,6 +353,7 @@ export class Appliance {
     // TLS: the raw socket's bytes go to the TLS layer, not to 'data'; handshakeTimeout bounds a silent one.
     const plain = !(server instanceof https.Server);
     server.on('connection', (s) => this.admit(s, plain));
+    server.on('upgrade', (req: http.IncomingMessage, socket: Socket, head: Buffer) => this.upgrade(req, socket, head));
     this.server = server;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -364,6 +365,40 @@ export class Appliance {
     c.log.info({ url, plugins: this.host.status().map((p) => `${p.name}:${p.state}`) }, 'appliance ready');
     this.#listeningResolve({ url, port });
     return { url, port };
+  }
+
+  /**
+   * HTTP Upgrade (WebSocket): the first upgrade handler of a running plugin whose address matches
+   * takes it (RouteRegistrar.upgrade), with the tenant resolved from Host as for every request;
+   * none: 404. The socket stays counted in #sockets, so stop() closes it like any connection.
+   */
+  private upgrade(req: http.IncomingMessage, socket: Socket, head: Buffer): void {
+    const requestId = newRequestId(req.headers['x-request-id']);
+    socket.on('error', () => socket.destroy());
+    try {
+      const url = new URL(req.url ?? '/', 'http://localhost');
+      const segs = url.pathname
+        .split('/')
+        .slice(1)
+        .map((x) => x.toLowerCase());
+      const hit = this.host.upgrades.find(
+        (u) =>
+          this.host.isStarted(u.plugin) &&
+          u.address.segments.length === segs.length &&
+          u.address.segments.every((x, i) => x === segs[i]) &&
+          (u.address.verbKey === undefined ||
+            (url.searchParams.has(u.address.verbKey) &&
+              (u.address.verbValue === undefined || url.searchParams.get(u.address.verbKey) === u.address.verbValue))),
+      );
+      if (!hit) throw new AppError(404, 'not_found', `no upgrade endpoint at ${url.pathname}`);
+      const tenant = this.core.tenants.resolve(req.headers.host);
+      const ip = plainIp(socket.remoteAddress ?? '');
+      this.core.limiter.check('authenticated', ip, this.core.config.rateLimit.authenticatedPerMinute);
+      hit.handler(req, socket, head, { tenant, ip, requestId });
+    } catch (e) {
+      const a = rejectUpgrade(socket, e, requestId);
+      if (a.fault) this.core.log.error({ err: e, requestId }, 'upgrade failed');
+    }
   }
 
   pluginStatus(): PluginStatus[] {

@@ -77,6 +77,9 @@ export const ERROR_CODES = [
   'hsm_error',
   'invalid_list',
   'import_failed',
+  // chat
+  'range_not_satisfiable',
+  'upgrade_required',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 

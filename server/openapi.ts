@@ -106,7 +106,8 @@ export function buildOpenApi(routes: RegisteredRoute[], meta: { build: string; s
         const content: Json = {};
         if (bodyType === 'json' || bodyType === 'json-or-form') content['application/json'] = { schema };
         if (bodyType === 'form' || bodyType === 'json-or-form') content['application/x-www-form-urlencoded'] = { schema };
-        if (bodyType === 'raw') for (const ct of d.contentTypes ?? ['application/octet-stream']) content[ct] = { schema: { type: 'string', format: 'binary' } };
+        if (bodyType === 'raw' || bodyType === 'stream')
+          for (const ct of d.contentTypes ?? ['application/octet-stream']) content[ct] = { schema: { type: 'string', format: 'binary' } };
         op.requestBody = { required: !!d.body && !d.body.safeParse({}).success, content };
       }
       paths[key] ??= {};

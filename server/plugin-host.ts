@@ -5,8 +5,8 @@ import { z } from 'zod';
 import { parseConfigSection } from './config.ts';
 import { migrate } from './store/migrate.ts';
 import type { AnyPlugin, PluginContext, PluginHealth, Paths, ServiceRef } from './plugin.ts';
-import type { Dispatcher } from './http/dispatch.ts';
-import type { PreRouterHandler, RouteRegistrar } from './http/route.ts';
+import type { PreRouterHandler, RouteRegistrar, UpgradeHandler } from './http/route.ts';
+import { parseAddress, type Dispatcher, type ParsedAddress } from './http/dispatch.ts';
 import type { Tenant } from './tenancy.ts';
 
 export type PluginState = 'loaded' | 'starting' | 'started' | 'failed' | 'stopped' | 'skipped';
@@ -105,6 +105,8 @@ export class PluginHost {
   readonly order: AnyPlugin[];
   /** Pre-router handlers (RouteRegistrar.preRouter), in registration order. */
   readonly preRouters: { plugin: string; handler: PreRouterHandler }[] = [];
+  /** Upgrade handlers (RouteRegistrar.upgrade), in registration order. */
+  readonly upgrades: { plugin: string; address: ParsedAddress; handler: UpgradeHandler }[] = [];
   readonly #status = new Map<string, PluginStatus>();
   readonly #ctx = new Map<string, PluginContext>();
   /** What each plugin's `setup` returned (absent for plugins without one). */
@@ -169,6 +171,9 @@ export class PluginHost {
         },
         preRouter: (handler) => {
           this.preRouters.push({ plugin: p.name, handler });
+        },
+        upgrade: (address, handler) => {
+          this.upgrades.push({ plugin: p.name, address: parseAddress(address), handler });
         },
       };
       p.routes(r, this.#services.get(p.name), ctx);

@@ -32,12 +32,12 @@ export {
 export { bearerToken, policy, requireBodyless } from './auth.ts';
 export type { ApiKeyInfo, AuthPolicy, AuthService, Principal } from './auth.ts';
 export { reply } from './http/route.ts';
-export type { PreRouterHandler, Reply, RouteDef, RouteRegistrar, RouteRequest } from './http/route.ts';
+export type { PreRouterHandler, Reply, RouteDef, RouteRegistrar, RouteRequest, UpgradeContext, UpgradeHandler } from './http/route.ts';
 export { envelope, envelopeSchema, pageOf, pageQuery, type Envelope, type Page } from './http/envelope.ts';
 export { pascalizeKeys } from './http/key-case.ts';
 export { queryObject } from './http/dispatch.ts';
 export { readBounded } from './http/body.ts';
-export { errorAnswer, newRequestId, peerAddress, RandomPool, SECURITY_HEADERS, type ErrorAnswer } from './http/respond.ts';
+export { errorAnswer, newRequestId, peerAddress, RandomPool, rejectUpgrade, SECURITY_HEADERS, type ErrorAnswer } from './http/respond.ts';
 export type { RateLimiter } from './http/rate-limit.ts';
 
 // Storage, jobs and events.

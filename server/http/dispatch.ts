@@ -176,8 +176,11 @@ export class Dispatcher {
         req.headers.authorization === undefined &&
         (req.headers[HMAC_HEADER] !== undefined || req.headers[HMAC_V2_HEADER] !== undefined);
       let principal = signed ? null : await this.deps.auth.authenticate(def.auth, { headers: req.headers, tenant, rawHost: hostHeader, bodyLen: 0 });
-      bodyPending = false;
-      const rawBody = await readBounded(req, def.bodyLimit ?? this.deps.config.http.bodyLimitBytes);
+      // A streamed body stays pending: the handler reads it, and an error before its end closes the connection.
+      const streamed = def.bodyType === 'stream';
+      if (streamed) checkStreamType(def, req);
+      else bodyPending = false;
+      const rawBody = streamed ? Buffer.alloc(0) : await readBounded(req, def.bodyLimit ?? this.deps.config.http.bodyLimitBytes);
       if (signed) {
         principal = await this.deps.auth.authenticate(def.auth, { headers: req.headers, tenant, rawHost: hostHeader, bodyLen: rawBody.length, body: rawBody });
       }
@@ -298,9 +301,17 @@ function mediaType(req: Request): string {
     .toLowerCase();
 }
 
+/** A streamed body's media type must be one the route names (checked before the handler reads it). */
+function checkStreamType(def: RouteDef, req: Request): void {
+  const mt = mediaType(req);
+  if (def.contentTypes && !def.contentTypes.includes(mt)) {
+    throw new AppError(415, 'unsupported_media_type', `content type ${mt || '(none)'} not supported; use ${def.contentTypes.join(' or ')}`);
+  }
+}
+
 function parseBody(def: RouteDef, req: Request, raw: Buffer): unknown {
   const type = def.bodyType ?? (def.body ? 'json' : 'none');
-  if (type === 'none') {
+  if (type === 'none' || type === 'stream') {
     return undefined;
   }
   const mt = mediaType(req);

@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
-import type { IncomingMessage } from 'node:http';
+import http, { type IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { z } from 'zod';
 import { AppError } from '../errors.ts';
 
@@ -94,4 +95,28 @@ export function peerAddress(req: Pick<IncomingMessage, 'socket'>): string {
 
 export function plainIp(ip: string): string {
   return ip.startsWith('::ffff:') ? ip.slice(7) : ip;
+}
+
+/**
+ * Refuses an HTTP Upgrade request on its raw socket with the one error body (RouteRegistrar.upgrade):
+ * the status, the error's headers (WWW-Authenticate on 401, Retry-After on 429), then closes.
+ */
+export function rejectUpgrade(socket: Duplex, e: unknown, requestId: string): ErrorAnswer {
+  const a = errorAnswer(e, requestId);
+  if (socket.writable) {
+    const body = JSON.stringify(a.body);
+    const headers: (readonly [string, string])[] = [
+      ['Content-Type', 'application/json; charset=utf-8'],
+      ['Content-Length', String(Buffer.byteLength(body))],
+      ['Cache-Control', 'no-store'],
+      ['Connection', 'close'],
+      ['X-Request-Id', requestId],
+      ...SECURITY_HEADERS,
+      ...Object.entries(a.headers),
+    ];
+    const reason = http.STATUS_CODES[a.status] ?? 'Error';
+    // end() flushes the answer, then closes: the client reads it before the connection goes.
+    socket.end(`HTTP/1.1 ${a.status} ${reason}\r\n${headers.map(([k, v]) => `${k}: ${v}`).join('\r\n')}\r\n\r\n${body}`);
+  } else socket.destroy();
+  return a;
 }

@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { Request, Response } from 'express';
 import type { z } from 'zod';
 import type { AuthPolicy, Principal } from '../auth.ts';
@@ -10,9 +11,11 @@ export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 /**
  * How a route reads its body. `json` and `form` parse and validate against `body`;
  * `json-or-form` takes either; `raw` hands over the bytes (content types in `contentTypes`);
- * `none` refuses a body.
+ * `stream` leaves the body unread for the handler to consume from `req.raw` itself, bounded by
+ * its own limit (large uploads streamed to disk; `contentTypes` still checked, auth still before
+ * the body); `none` refuses a body.
  */
-export type BodyType = 'json' | 'form' | 'json-or-form' | 'raw' | 'none';
+export type BodyType = 'json' | 'form' | 'json-or-form' | 'raw' | 'stream' | 'none';
 
 export type RateLimitClass = 'public' | 'authenticated' | 'sensitive' | false | { name: string; perMinute: number };
 
@@ -114,7 +117,26 @@ export interface RouteRegistrar {
    * and serves what is passed on.
    */
   preRouter(handler: PreRouterHandler): void;
+  /**
+   * Takes HTTP Upgrade requests (WebSocket) at an address (`/chat.ashx?op=socket`: path and query
+   * verb, matched like route addresses) while its plugin runs. The core resolves the tenant from
+   * Host first (the same rule as every request) and answers 404 to upgrades nobody takes; the
+   * handler authenticates, then completes the handshake (e.g. ws `handleUpgrade`) or writes an
+   * HTTP error and destroys the socket. Document the address with a plain route too (it answers
+   * requests without an Upgrade header, e.g. 426), so it appears in /openapi.json.
+   */
+  upgrade(address: string, handler: UpgradeHandler): void;
 }
+
+/** What an upgrade handler gets besides the raw request: resolved once by the core, as for routes. */
+export interface UpgradeContext {
+  tenant: Tenant;
+  ip: string;
+  requestId: string;
+}
+
+/** See RouteRegistrar.upgrade. */
+export type UpgradeHandler = (req: IncomingMessage, socket: Duplex, head: Buffer, ctx: UpgradeContext) => void;
 
 /** See RouteRegistrar.preRouter. */
 export type PreRouterHandler = (req: IncomingMessage, res: ServerResponse) => boolean;

@@ -567,6 +567,345 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/chat.ashx?op=delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Delete one of the caller’s own messages (its text or file is gone; the id stays as a tombstone) */
+        post: operations["post_chat_ashx_op_delete"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/chat.ashx?op=download": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Download a shared file by its SHA-256: only members of a thread where it was shared
+         * @description Always `Content-Disposition: attachment` with the sender’s file name (RFC 6266), `X-Content-Type-Options: nosniff`, a sandboxing CSP; HTML, SVG, XML and scripts as application/octet-stream. One byte range (Range: bytes=…) answers 206, outside the file 416.
+         */
+        get: operations["get_chat_ashx_op_download"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/chat.ashx?op=edit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Edit one of the caller’s own text messages */
+        post: operations["post_chat_ashx_op_edit"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/chat.ashx?op=export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Export one thread of the tenant as JSON (tenant admin; audited) */
+        get: operations["get_chat_ashx_op_export"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/chat.ashx?op=group-add": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Add members to a group (any member may); audited */
+        post: operations["post_chat_ashx_op_group_add"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/chat.ashx?op=group-create": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Create a group; the caller is its owner, `members` (logins of this tenant) join it */
+        post: operations["post_chat_ashx_op_group_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/chat.ashx?op=group-remove": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Remove members from a group (its owner or a tenant admin who is a member); audited */
+        post: operations["post_chat_ashx_op_group_remove"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/chat.ashx?op=group-rename": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Rename a group (its owner or a tenant admin who is a member) */
+        post: operations["post_chat_ashx_op_group_rename"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/chat.ashx?op=history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Messages of a thread, oldest first in the page; page back with before=nextBefore, or forward with after=<id> */
+        get: operations["get_chat_ashx_op_history"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/chat.ashx?op=leave": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Leave a group; ownership passes to the longest-standing member when the owner leaves; audited */
+        post: operations["post_chat_ashx_op_leave"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/chat.ashx?op=list-threads": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Direct threads and groups of the caller, newest activity first, with last message and unread count */
+        get: operations["get_chat_ashx_op_list_threads"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/chat.ashx?op=me": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The calling chat user (id, login, role, tenant) and the event head to open a socket from */
+        get: operations["get_chat_ashx_op_me"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/chat.ashx?op=read": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Move the caller’s read marker in a thread forward (never back); unread counts follow it */
+        post: operations["post_chat_ashx_op_read"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/chat.ashx?op=send": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a text message: `with` = peer login (direct thread, made on first use), or `groupId`, or `threadId`
+         * @description The text is stored and returned as plain text, never HTML (clients render it as text). At most 4000 characters (setting maxTextLength).
+         */
+        post: operations["post_chat_ashx_op_send"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/chat.ashx?op=settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The tenant’s chat retention (tenant admin) */
+        get: operations["get_chat_ashx_op_settings"];
+        put?: never;
+        /** Set the tenant’s chat retention in days, or null for forever (tenant admin; audited) */
+        post: operations["post_chat_ashx_op_settings"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/chat.ashx?op=socket": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * WebSocket of live chat events (upgrade); since=<last seq or message id> resumes without loss or duplicates
+         * @description Authenticate with `Authorization: Bearer` (token or ak_ key) or `ticket=` (op=socket-ticket). Frames are JSON; see plugins/chat/README.md "Socket protocol". A request without Upgrade answers 426.
+         */
+        get: operations["get_chat_ashx_op_socket"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/chat.ashx?op=socket-ticket": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A one-time ticket to open the socket where no Authorization header can be set (browsers)
+         * @description Open /chat.ashx?op=socket&ticket=<ticket> within expiresIn seconds; a ticket opens one socket, for this tenant and user only.
+         */
+        post: operations["post_chat_ashx_op_socket_ticket"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/chat.ashx?op=typing": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Tell the other members’ sockets the caller is typing (ephemeral; send again every few seconds while typing) */
+        post: operations["post_chat_ashx_op_typing"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/chat.ashx?op=upload": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Share a file (multipart/form-data, one file part) in a thread: `with`, `groupId` or `threadId`
+         * @description Streamed to disk, at most maxUploadBytes (26214400; 413 beyond, nothing kept), stored by SHA-256 under the tenant's folder. The type is sniffed from the bytes (the declared type is ignored); the file name is only displayed. Answers the message with its file (sha = download key).
+         */
+        post: operations["post_chat_ashx_op_upload"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/claim.html": {
         parameters: {
             query?: never;
@@ -2006,7 +2345,7 @@ export interface components {
              * @description stable error code (server/errors.ts ERROR_CODES)
              * @enum {string}
              */
-            error: "invalid_request" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "server_error" | "plugin_unavailable" | "login_required" | "invalid_csrf" | "conflict" | "invalid_token" | "insufficient_scope" | "invalid_signature" | "stale_signature" | "replayed_signature" | "invalid_grant" | "invalid_client" | "unauthorized_client" | "unsupported_grant_type" | "invalid_scope" | "access_denied" | "invalid_client_metadata" | "invalid_redirect_uri" | "interaction_required" | "consent_required" | "account_selection_required" | "unsupported_response_type" | "invalid_request_object" | "request_not_supported" | "request_uri_not_supported" | "temporarily_unavailable" | "weak_password" | "duplicate_user" | "duplicate_tenant" | "cannot_remove_primary" | "confirm_mismatch" | "cannot_disable_self" | "last_admin" | "already_claimed" | "already_revoked" | "passkey_rejected" | "invalid_key" | "duplicate_route" | "cannot_delete_catchall" | "bridge_not_configured" | "bridge_unreachable" | "bridge_protocol" | "bridge_error" | "no_capacity" | "duplicate_call" | "not_whitelisted" | "no_route" | "no_trunk" | "invalid_phone" | "invalid_url" | "address_refused" | "too_many_subscriptions" | "subscription_paused" | "delivery_in_progress" | "ca_unavailable" | "ca_exists" | "invalid_csr" | "invalid_client_id" | "hsm_error" | "invalid_list" | "import_failed";
+            error: "invalid_request" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "server_error" | "plugin_unavailable" | "login_required" | "invalid_csrf" | "conflict" | "invalid_token" | "insufficient_scope" | "invalid_signature" | "stale_signature" | "replayed_signature" | "invalid_grant" | "invalid_client" | "unauthorized_client" | "unsupported_grant_type" | "invalid_scope" | "access_denied" | "invalid_client_metadata" | "invalid_redirect_uri" | "interaction_required" | "consent_required" | "account_selection_required" | "unsupported_response_type" | "invalid_request_object" | "request_not_supported" | "request_uri_not_supported" | "temporarily_unavailable" | "weak_password" | "duplicate_user" | "duplicate_tenant" | "cannot_remove_primary" | "confirm_mismatch" | "cannot_disable_self" | "last_admin" | "already_claimed" | "already_revoked" | "passkey_rejected" | "invalid_key" | "duplicate_route" | "cannot_delete_catchall" | "bridge_not_configured" | "bridge_unreachable" | "bridge_protocol" | "bridge_error" | "no_capacity" | "duplicate_call" | "not_whitelisted" | "no_route" | "no_trunk" | "invalid_phone" | "invalid_url" | "address_refused" | "too_many_subscriptions" | "subscription_paused" | "delivery_in_progress" | "ca_unavailable" | "ca_exists" | "invalid_csr" | "invalid_client_id" | "hsm_error" | "invalid_list" | "import_failed" | "range_not_satisfiable" | "upgrade_required";
             error_description?: string;
             /** Format: uri */
             error_uri?: string;
@@ -5255,6 +5594,1654 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_chat_ashx_op_delete: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                op: "delete";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    id: number;
+                };
+            };
+        };
+        responses: {
+            /** @description the tombstone */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        createdAt: string;
+                        deleted: boolean;
+                        editedAt: string | null;
+                        file: {
+                            /** @description display name as sent (sanitised); never a path on the server */
+                            name: string;
+                            /** @description hex SHA-256: the download key */
+                            sha: string;
+                            size: number;
+                            /** @description media type sniffed from the bytes; application/octet-stream when unknown */
+                            type: string;
+                        } | null;
+                        /** @description increasing across the tenant; also the resume cursor */
+                        id: number;
+                        sender: {
+                            id: string;
+                            login: string;
+                        };
+                        /** @description plain text (never HTML); null when deleted */
+                        text: string | null;
+                        threadId: string;
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not the sender */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_chat_ashx_op_download: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                op: "download";
+                sha: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the file */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": unknown;
+                };
+            };
+            /** @description the requested range */
+            206: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": unknown;
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found: no such file, or not shared in a thread of the caller */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description range_not_satisfiable */
+            416: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_chat_ashx_op_edit: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                op: "edit";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    id: number;
+                    text: string;
+                };
+            };
+        };
+        responses: {
+            /** @description the message */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        createdAt: string;
+                        deleted: boolean;
+                        editedAt: string | null;
+                        file: {
+                            /** @description display name as sent (sanitised); never a path on the server */
+                            name: string;
+                            /** @description hex SHA-256: the download key */
+                            sha: string;
+                            size: number;
+                            /** @description media type sniffed from the bytes; application/octet-stream when unknown */
+                            type: string;
+                        } | null;
+                        /** @description increasing across the tenant; also the resume cursor */
+                        id: number;
+                        sender: {
+                            id: string;
+                            login: string;
+                        };
+                        /** @description plain text (never HTML); null when deleted */
+                        text: string | null;
+                        threadId: string;
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not the sender */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description conflict: deleted */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_chat_ashx_op_export: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                op: "export";
+                threadId: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the export */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        exportedAt: string;
+                        /** @constant */
+                        format: "sovcomms-chat-export/1";
+                        messages: {
+                            createdAt: string;
+                            deleted: boolean;
+                            editedAt: string | null;
+                            file: {
+                                /** @description display name as sent (sanitised); never a path on the server */
+                                name: string;
+                                /** @description hex SHA-256: the download key */
+                                sha: string;
+                                size: number;
+                                /** @description media type sniffed from the bytes; application/octet-stream when unknown */
+                                type: string;
+                            } | null;
+                            /** @description increasing across the tenant; also the resume cursor */
+                            id: number;
+                            sender: {
+                                id: string;
+                                login: string;
+                            };
+                            /** @description plain text (never HTML); null when deleted */
+                            text: string | null;
+                            threadId: string;
+                        }[];
+                        tenant: string;
+                        thread: {
+                            createdAt: string;
+                            id: string;
+                            /** @enum {string} */
+                            kind: "direct" | "group";
+                            members: {
+                                id: string;
+                                login: string;
+                                /** @enum {string} */
+                                role: "owner" | "member";
+                            }[];
+                            /** @description group name; null for direct threads */
+                            name: string | null;
+                        };
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_chat_ashx_op_group_add: {
+        parameters: {
+            query: {
+                groupId: string;
+                /** @description query verb selecting this operation */
+                op: "group-add";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    members: string[];
+                };
+            };
+        };
+        responses: {
+            /** @description the group */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        createdAt: string;
+                        id: string;
+                        /** @enum {string} */
+                        kind: "direct" | "group";
+                        members: {
+                            id: string;
+                            login: string;
+                            /** @enum {string} */
+                            role: "owner" | "member";
+                        }[];
+                        /** @description group name; null for direct threads */
+                        name: string | null;
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found: no such thread or user, or the caller is not a member */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_chat_ashx_op_group_create: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                op: "group-create";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * @description logins to add besides the creator
+                     * @default []
+                     */
+                    members?: string[];
+                    name: string;
+                };
+            };
+        };
+        responses: {
+            /** @description the group */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        createdAt: string;
+                        id: string;
+                        /** @enum {string} */
+                        kind: "direct" | "group";
+                        members: {
+                            id: string;
+                            login: string;
+                            /** @enum {string} */
+                            role: "owner" | "member";
+                        }[];
+                        /** @description group name; null for direct threads */
+                        name: string | null;
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found: a login is not a user of this tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_chat_ashx_op_group_remove: {
+        parameters: {
+            query: {
+                groupId: string;
+                /** @description query verb selecting this operation */
+                op: "group-remove";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    members: string[];
+                };
+            };
+        };
+        responses: {
+            /** @description who was removed */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        groupId: string;
+                        removed: {
+                            id: string;
+                            login: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found: no such thread or user, or the caller is not a member */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_chat_ashx_op_group_rename: {
+        parameters: {
+            query: {
+                groupId: string;
+                /** @description query verb selecting this operation */
+                op: "group-rename";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    name: string;
+                };
+            };
+        };
+        responses: {
+            /** @description the group */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        createdAt: string;
+                        id: string;
+                        /** @enum {string} */
+                        kind: "direct" | "group";
+                        members: {
+                            id: string;
+                            login: string;
+                            /** @enum {string} */
+                            role: "owner" | "member";
+                        }[];
+                        /** @description group name; null for direct threads */
+                        name: string | null;
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found: no such thread or user, or the caller is not a member */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_chat_ashx_op_history: {
+        parameters: {
+            query: {
+                /** @description page forwards: messages with an id above this */
+                after?: number;
+                /** @description page backwards: messages with an id below this (the previous page’s nextBefore) */
+                before?: number;
+                groupId?: string;
+                limit?: number;
+                /** @description query verb selecting this operation */
+                op: "history";
+                threadId?: string;
+                with?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description a page of messages */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        hasMore: boolean;
+                        /** @description oldest first */
+                        messages: {
+                            createdAt: string;
+                            deleted: boolean;
+                            editedAt: string | null;
+                            file: {
+                                /** @description display name as sent (sanitised); never a path on the server */
+                                name: string;
+                                /** @description hex SHA-256: the download key */
+                                sha: string;
+                                size: number;
+                                /** @description media type sniffed from the bytes; application/octet-stream when unknown */
+                                type: string;
+                            } | null;
+                            /** @description increasing across the tenant; also the resume cursor */
+                            id: number;
+                            sender: {
+                                id: string;
+                                login: string;
+                            };
+                            /** @description plain text (never HTML); null when deleted */
+                            text: string | null;
+                            threadId: string;
+                        }[];
+                        /** @description pass as before= for older messages; null at the start */
+                        nextBefore: number | null;
+                        threadId: string;
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found: no such thread or user, or the caller is not a member */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_chat_ashx_op_leave: {
+        parameters: {
+            query: {
+                groupId: string;
+                /** @description query verb selecting this operation */
+                op: "leave";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description who left */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        groupId: string;
+                        removed: {
+                            id: string;
+                            login: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found: no such thread or user, or the caller is not a member */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_chat_ashx_op_list_threads: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                op: "list-threads";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description threads */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        threads: {
+                            createdAt: string;
+                            id: string;
+                            /** @enum {string} */
+                            kind: "direct" | "group";
+                            lastMessage: {
+                                createdAt: string;
+                                deleted: boolean;
+                                editedAt: string | null;
+                                file: {
+                                    /** @description display name as sent (sanitised); never a path on the server */
+                                    name: string;
+                                    /** @description hex SHA-256: the download key */
+                                    sha: string;
+                                    size: number;
+                                    /** @description media type sniffed from the bytes; application/octet-stream when unknown */
+                                    type: string;
+                                } | null;
+                                /** @description increasing across the tenant; also the resume cursor */
+                                id: number;
+                                sender: {
+                                    id: string;
+                                    login: string;
+                                };
+                                /** @description plain text (never HTML); null when deleted */
+                                text: string | null;
+                                threadId: string;
+                            } | null;
+                            members: {
+                                id: string;
+                                login: string;
+                                /** @enum {string} */
+                                role: "owner" | "member";
+                            }[];
+                            /** @description group name; null for direct threads */
+                            name: string | null;
+                            /** @description the other user of a direct thread */
+                            peer: {
+                                id: string;
+                                login: string;
+                            } | null;
+                            readUpTo: number;
+                            /** @description messages from others after the read marker */
+                            unread: number;
+                        }[];
+                    };
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_chat_ashx_op_me: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                op: "me";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description identity */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        email: string | null;
+                        /** @description the newest event seq the user can see: a socket opened with since=head misses nothing */
+                        head: number;
+                        id: string;
+                        login: string;
+                        /** @enum {string} */
+                        role: "admin" | "user";
+                        /** @description the tenant host */
+                        tenant: string;
+                    };
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_chat_ashx_op_read: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                op: "read";
+                threadId: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description the highest message id the user has seen */
+                    upTo: number;
+                };
+            };
+        };
+        responses: {
+            /** @description the marker now */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        readUpTo: number;
+                        threadId: string;
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found: no such thread or user, or the caller is not a member */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_chat_ashx_op_send: {
+        parameters: {
+            query: {
+                /** @description a group (thread id g_…) */
+                groupId?: string;
+                /** @description query verb selecting this operation */
+                op: "send";
+                /** @description any thread by id (d_… or g_…) */
+                threadId?: string;
+                /** @description peer login: the direct thread with this user (made on first use) */
+                with?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    text: string;
+                };
+            };
+        };
+        responses: {
+            /** @description the stored message */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        createdAt: string;
+                        deleted: boolean;
+                        editedAt: string | null;
+                        file: {
+                            /** @description display name as sent (sanitised); never a path on the server */
+                            name: string;
+                            /** @description hex SHA-256: the download key */
+                            sha: string;
+                            size: number;
+                            /** @description media type sniffed from the bytes; application/octet-stream when unknown */
+                            type: string;
+                        } | null;
+                        /** @description increasing across the tenant; also the resume cursor */
+                        id: number;
+                        sender: {
+                            id: string;
+                            login: string;
+                        };
+                        /** @description plain text (never HTML); null when deleted */
+                        text: string | null;
+                        threadId: string;
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found: no such thread or user, or the caller is not a member */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_chat_ashx_op_settings: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                op: "settings";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description settings */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        inherited: boolean;
+                        retentionDays: number | null;
+                    };
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_chat_ashx_op_settings: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                op: "settings";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description days to keep messages and files; null keeps them forever */
+                    retentionDays: number | null;
+                };
+            };
+        };
+        responses: {
+            /** @description settings */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        inherited: boolean;
+                        retentionDays: number | null;
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_chat_ashx_op_socket: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                op: "socket";
+                /** @description resume after this event seq (= message id for messages) */
+                since?: string;
+                /** @description one-time ticket from op=socket-ticket */
+                ticket?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description switching to the WebSocket protocol */
+            101: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description upgrade_required: use a WebSocket client */
+            426: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_chat_ashx_op_socket_ticket: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                op: "socket-ticket";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the ticket */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        expiresIn: number;
+                        /** @description one-time; open /chat.ashx?op=socket&ticket=… within expiresIn seconds */
+                        ticket: string;
+                    };
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_chat_ashx_op_typing: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                op: "typing";
+                threadId: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description sent */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found: no such thread or user, or the caller is not a member */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_chat_ashx_op_upload: {
+        parameters: {
+            query: {
+                /** @description a group (thread id g_…) */
+                groupId?: string;
+                /** @description query verb selecting this operation */
+                op: "upload";
+                /** @description any thread by id (d_… or g_…) */
+                threadId?: string;
+                /** @description peer login: the direct thread with this user (made on first use) */
+                with?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "multipart/form-data": string;
+            };
+        };
+        responses: {
+            /** @description the message carrying the file */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        createdAt: string;
+                        deleted: boolean;
+                        editedAt: string | null;
+                        file: {
+                            /** @description display name as sent (sanitised); never a path on the server */
+                            name: string;
+                            /** @description hex SHA-256: the download key */
+                            sha: string;
+                            size: number;
+                            /** @description media type sniffed from the bytes; application/octet-stream when unknown */
+                            type: string;
+                        } | null;
+                        /** @description increasing across the tenant; also the resume cursor */
+                        id: number;
+                        sender: {
+                            id: string;
+                            login: string;
+                        };
+                        /** @description plain text (never HTML); null when deleted */
+                        text: string | null;
+                        threadId: string;
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found: no such thread or user, or the caller is not a member */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description rate limited (Retry-After) */
             429: {
