@@ -10,7 +10,8 @@ export function endpoints(origin: string) {
     nonce: `${origin}/vci.ashx?nonce`,
     token: `${origin}/vci.ashx?token`,
     par: `${origin}/vci.ashx?par`,
-    authorize: `${origin}/vci.ashx?authorize`,
+    // Clients append `?client_id=...` to the authorization endpoint: it must have no query of its own.
+    authorize: `${origin}/vci/authorize`,
     jwks: `${origin}/.well-known/openid-credential-issuer/jwks`,
     offer: (id: string) => `${origin}/vci.ashx?offer=${encodeURIComponent(id)}`,
     offerPage: (id: string) => `${origin}/vci.ashx?offer-page=${encodeURIComponent(id)}`,

@@ -183,6 +183,7 @@ export function issuerRoutes(r: RouteRegistrar, s: IssuerService, audit: AuditWr
   r.add({
     method: 'GET',
     path: '/vci.ashx?authorize',
+    aliases: ['/vci/authorize'],
     summary: 'Authorization endpoint of the issuer (request_uri from PAR, or the same parameters); redirects with code',
     area,
     auth: policy.public,
