@@ -202,6 +202,15 @@ export class IssuerRepo {
     ).map((r) => r.idx);
   }
 
+  /** Revoked entries of one list: only grows (revocation is final), so it versions the list. */
+  revokedCount(tenant: Tenant, listId: number): number {
+    return (
+      this.db.prepare('SELECT COUNT(*) AS n FROM wi_credential WHERE tenant_id = ? AND list_id = ? AND revoked_at IS NOT NULL').get(tenant.id, listId) as {
+        n: number;
+      }
+    ).n;
+  }
+
   /** Drops expired pushed requests, codes, tokens and nonces. */
   prune(now: number): void {
     this.db.prepare('DELETE FROM wi_par WHERE expires_at < ?').run(now - 60);

@@ -61,7 +61,7 @@ export class IssuerService {
   readonly repo: IssuerRepo;
   readonly keys: IssuerKeys;
   readonly clients: WalletClients;
-  readonly #statusCache = new Map<string, { jwt: string; until: number }>();
+  readonly #statusCache = new Map<string, { jwt: string; until: number; revoked: number }>();
 
   constructor(private readonly d: IssuerDeps) {
     this.repo = new IssuerRepo(d.db);
@@ -197,6 +197,7 @@ export class IssuerService {
 
   /** POST /vci.ashx?token: both grants (the OIDC token endpoint takes the pre-authorized one too). */
   async token(tenant: Tenant, form: IssuerTokenForm): Promise<Record<string, unknown>> {
+    this.clients.ensureFile(tenant);
     if (form.grant_type === PRE_AUTH_GRANT) return this.preAuthorizedGrant(tenant, form);
     if (form.grant_type === 'authorization_code') return this.authorizationCodeGrant(tenant, form);
     throw new AppError(400, 'unsupported_grant_type', `grant_type ${form.grant_type} is not supported here`);
@@ -365,6 +366,7 @@ export class IssuerService {
    * key; the proofs share one c_nonce, taken once.
    */
   async credential(tenant: Tenant, origin: string, token: TokenRow, body: CredentialBody): Promise<Record<string, unknown>> {
+    this.clients.ensureFile(tenant);
     const configId = this.requestedConfiguration(body);
     const allowed = JSON.parse(token.configuration_ids) as string[];
     if (!allowed.includes(configId)) throw new AppError(403, 'insufficient_scope', `the access token does not cover ${configId}`);
@@ -498,7 +500,8 @@ export class IssuerService {
     const uri = endpoints(origin).statusList(listId);
     const cacheKey = `${tenant.id}|${uri}`;
     const hit = this.#statusCache.get(cacheKey);
-    if (hit && hit.until > this.d.clock.now()) return hit.jwt;
+    const revoked = this.repo.revokedCount(tenant, listId);
+    if (hit && hit.until > this.d.clock.now() && hit.revoked === revoked) return hit.jwt;
     const key = await this.keys.active(tenant);
     const jwt = await statusListToken({
       signer: key.signer,
@@ -510,7 +513,7 @@ export class IssuerService {
       iat: this.nowSec(),
       ttl: this.d.config.statusListTtlSec,
     });
-    this.#statusCache.set(cacheKey, { jwt, until: this.d.clock.now() + 1000 * Math.min(60, this.d.config.statusListTtlSec) });
+    this.#statusCache.set(cacheKey, { jwt, revoked, until: this.d.clock.now() + 1000 * Math.min(60, this.d.config.statusListTtlSec) });
     return jwt;
   }
 
@@ -525,10 +528,8 @@ export class IssuerService {
   revoke(tenant: Tenant, by: { credentialId?: string; offerId?: string }, who: string): string[] {
     if (by.credentialId !== undefined && !this.repo.credential(tenant, by.credentialId)) throw new NotFoundError(`no credential ${by.credentialId}`);
     if (by.offerId !== undefined && !this.repo.offer(tenant, by.offerId)) throw new NotFoundError(`no offer ${by.offerId}`);
-    const ids = this.repo.revoke(tenant, by, new Date(this.d.clock.now()).toISOString(), who);
-    // The next status list fetch reflects the revocation at once.
-    for (const k of this.#statusCache.keys()) if (k.startsWith(`${tenant.id}|`)) this.#statusCache.delete(k);
-    return ids;
+    // The next status list fetch sees the new revoked count and rebuilds the list.
+    return this.repo.revoke(tenant, by, new Date(this.d.clock.now()).toISOString(), who);
   }
 
   credentials(tenant: Tenant, opts: { offerId?: string; limit: number; offset: number }): { items: CredentialRow[]; total: number } {
