@@ -166,6 +166,33 @@ export class Pkcs11Signer implements Signer {
   }
 }
 
+/** Opens the token and logs in, then closes: a wrong PIN or label fails before any key is made. */
+export function probeToken(cfg: Omit<HsmConfig, 'keyLabel'>): void {
+  const lib = openModule(cfg.module);
+  let session: Buffer | undefined;
+  try {
+    const slot = lib.C_GetSlotList(true).find((s) => lib.C_GetTokenInfo(s).label.trim() === cfg.tokenLabel);
+    if (!slot) throw new HsmError(`no token labelled "${cfg.tokenLabel}" in ${cfg.module}`);
+    session = lib.C_OpenSession(slot, pkcs11js.CKF_SERIAL_SESSION);
+    try {
+      lib.C_Login(session, pkcs11js.CKU_USER, cfg.pin);
+    } catch (e) {
+      if (isCode(e, pkcs11js.CKR_PIN_INCORRECT)) throw new HsmError(`wrong PIN for token "${cfg.tokenLabel}"`);
+      if (!isCode(e, pkcs11js.CKR_USER_ALREADY_LOGGED_IN)) throw new HsmError(`cannot log in to token "${cfg.tokenLabel}": ${(e as Error).message}`);
+    }
+  } catch (e) {
+    throw e instanceof HsmError ? e : new HsmError(`PKCS#11: ${(e as Error).message}`);
+  } finally {
+    if (session)
+      try {
+        lib.C_CloseSession(session);
+      } catch {
+        /* closing after the probe */
+      }
+    releaseModule(cfg.module);
+  }
+}
+
 function findOne(lib: pkcs11js.PKCS11, session: Buffer, cls: number, label: string): Buffer | undefined {
   lib.C_FindObjectsInit(session, [
     { type: pkcs11js.CKA_CLASS, value: cls },

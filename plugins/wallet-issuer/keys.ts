@@ -194,12 +194,23 @@ export class IssuerKeys {
    * (the old signing key stays published for the overlap; the old IACA is no longer served).
    */
   async init(tenant: Tenant, home: KeyHome): Promise<{ iaca: string; signing: string }> {
+    // A wrong PIN or a missing token fails here, before anything changes.
+    if (home.kind === 'pkcs11') (await import('./hsm.ts')).probeToken(home.hsm);
     const now = this.clock.now();
     const until = new Date(now + this.config.rotationOverlapDays * 86_400_000).toISOString();
+    const before = this.db.prepare('SELECT kid FROM wi_key WHERE tenant_id = ? AND retired_at IS NULL').all(tenant.id) as { kid: string }[];
     this.db
       .prepare("UPDATE wi_key SET retired_at = ?, publish_until = CASE role WHEN 'signing' THEN ? ELSE NULL END WHERE tenant_id = ? AND retired_at IS NULL")
       .run(new Date(now).toISOString(), until, tenant.id);
-    await this.make(tenant, home);
+    try {
+      await this.make(tenant, home);
+    } catch (e) {
+      // No tenant is left without keys: the new ones that were made go, the old ones come back.
+      this.db.prepare('DELETE FROM wi_key WHERE tenant_id = ? AND retired_at IS NULL').run(tenant.id);
+      for (const b of before)
+        this.db.prepare('UPDATE wi_key SET retired_at = NULL, publish_until = NULL WHERE tenant_id = ? AND kid = ?').run(tenant.id, b.kid);
+      throw e;
+    }
     return { iaca: this.row(tenant, 'iaca')!.kid, signing: this.row(tenant, 'signing')!.kid };
   }
 
