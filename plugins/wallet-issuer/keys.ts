@@ -1,3 +1,4 @@
+import type Database from 'better-sqlite3';
 import crypto from 'node:crypto';
 import type { Clock, DB, KeyService, Logger, Tenant } from '../../server/sdk.ts';
 import type { IssuerConfig } from './schemas.ts';
@@ -26,6 +27,8 @@ export interface IssuerKey {
   signer: Signer;
   certDer: Buffer;
   jwk: { kty: 'EC'; crv: 'P-256'; x: string; y: string };
+  /** The document signer certificate as the JWS x5c header carries it. */
+  x5c: string[];
 }
 
 export interface PublishedKey {
@@ -38,6 +41,7 @@ export interface PublishedKey {
 export type KeyHome = { kind: 'software' } | { kind: 'pkcs11'; hsm: Omit<HsmConfig, 'keyLabel'> };
 
 const YEAR_MS = 365 * 86_400_000;
+const ACTIVE_CACHE_MS = 5000;
 
 /**
  * The issuer's keys per tenant: one IACA (the trust anchor verifiers are configured with,
@@ -49,6 +53,9 @@ const YEAR_MS = 365 * 86_400_000;
 export class IssuerKeys {
   readonly #signers = new Map<string, Signer>();
   readonly #making = new Map<string, Promise<void>>();
+  /** The active signing key per tenant, for a few seconds: a rotation (maybe by the CLI) shows within ACTIVE_CACHE_MS. */
+  readonly #active = new Map<string, { key: IssuerKey; until: number }>();
+  #activeStmt: Database.Statement<unknown[]> | undefined;
 
   constructor(
     private readonly db: DB,
@@ -59,7 +66,8 @@ export class IssuerKeys {
   ) {}
 
   private row(tenant: Tenant, role: 'iaca' | 'signing'): KeyRow | undefined {
-    return this.db.prepare('SELECT * FROM wi_key WHERE tenant_id = ? AND role = ? AND retired_at IS NULL').get(tenant.id, role) as KeyRow | undefined;
+    this.#activeStmt ??= this.db.prepare('SELECT * FROM wi_key WHERE tenant_id = ? AND role = ? AND retired_at IS NULL');
+    return this.#activeStmt.get(tenant.id, role) as KeyRow | undefined;
   }
 
   /** The IACA of the tenant (made on first use). */
@@ -70,12 +78,17 @@ export class IssuerKeys {
 
   /** The active credential signing key (made on first use). */
   async active(tenant: Tenant): Promise<IssuerKey> {
+    const now = this.clock.now();
+    const hit = this.#active.get(tenant.id);
+    if (hit && hit.until > now) return hit.key;
     let r = this.row(tenant, 'signing');
     if (!r) {
       await this.ensure(tenant);
       r = this.row(tenant, 'signing')!;
     }
-    return this.load(tenant, r);
+    const key = await this.load(tenant, r);
+    this.#active.set(tenant.id, { key, until: now + ACTIVE_CACHE_MS });
+    return key;
   }
 
   iacaPem(der: Buffer): string {
@@ -175,6 +188,7 @@ export class IssuerKeys {
             },
           };
     const now = this.clock.now();
+    this.#active.delete(tenant.id);
     const until = new Date(now + this.config.rotationOverlapDays * 86_400_000).toISOString();
     this.db
       .prepare('UPDATE wi_key SET retired_at = ?, publish_until = ? WHERE tenant_id = ? AND kid = ?')
@@ -198,6 +212,7 @@ export class IssuerKeys {
     if (home.kind === 'pkcs11') (await import('./hsm.ts')).probeToken(home.hsm);
     const now = this.clock.now();
     const until = new Date(now + this.config.rotationOverlapDays * 86_400_000).toISOString();
+    this.#active.delete(tenant.id);
     const before = this.db.prepare('SELECT kid FROM wi_key WHERE tenant_id = ? AND retired_at IS NULL').all(tenant.id) as { kid: string }[];
     this.db
       .prepare("UPDATE wi_key SET retired_at = ?, publish_until = CASE role WHEN 'signing' THEN ? ELSE NULL END WHERE tenant_id = ? AND retired_at IS NULL")
@@ -283,11 +298,12 @@ export class IssuerKeys {
       }
       this.#signers.set(id, signer);
     }
-    return { kid: r.kid, signer, certDer: r.cert_der, jwk: publicJwk(signer.spki) };
+    return { kid: r.kid, signer, certDer: r.cert_der, jwk: publicJwk(signer.spki), x5c: [r.cert_der.toString('base64')] };
   }
 
   close(): void {
     for (const s of this.#signers.values()) s.close();
     this.#signers.clear();
+    this.#active.clear();
   }
 }

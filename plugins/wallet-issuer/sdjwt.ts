@@ -40,5 +40,5 @@ export async function issueSdJwt(i: SdJwtInput): Promise<string> {
   };
   // Every subject claim is disclosable on its own (the PID Rulebook's selective disclosure).
   const frame = { _sd: Object.keys(claims) } as never;
-  return sdjwt.issue(payload, frame, { header: { kid: i.key.kid, x5c: [i.key.certDer.toString('base64')] } });
+  return sdjwt.issue(payload, frame, { header: { kid: i.key.kid, x5c: i.key.x5c } });
 }

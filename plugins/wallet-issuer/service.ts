@@ -13,6 +13,8 @@ import {
   type Tenant,
 } from '../../server/sdk.ts';
 import { IssuerKeys } from './keys.ts';
+import type * as MdocModule from './mdoc.ts';
+import type * as SdJwtModule from './sdjwt.ts';
 import { authorizationServerMetadata, endpoints, issuerMetadata } from './metadata.ts';
 import { invalidProof, verifyCwtProof, verifyJwtProof, type ProvenKey } from './proof.ts';
 import { IssuerRepo, type CredentialRow, type OfferRow, type TokenRow } from './repo.ts';
@@ -51,6 +53,11 @@ function oauth(code: 'invalid_grant' | 'invalid_client' | 'invalid_request' | 'u
 
 const FORMAT_OF: Record<ConfigId, 'dc+sd-jwt' | 'mso_mdoc'> = { [SD_JWT_CONFIG_ID]: 'dc+sd-jwt', [MDOC_CONFIG_ID]: 'mso_mdoc' };
 const REQUEST_URI_PREFIX = 'urn:ietf:params:oauth:request_uri:';
+const STATUS_BLOCK = 16;
+// The credential formats' libraries load on first issuance (start-up time), once: a repeated
+// dynamic import still walks the module loader on every call.
+let sdJwtModule: Promise<typeof SdJwtModule> | undefined;
+let mdocModule: Promise<typeof MdocModule> | undefined;
 
 /**
  * The wallet issuer (OpenID4VCI 1.0 and the seed's shapes): offers, the pre-authorized and
@@ -404,7 +411,7 @@ export class IssuerService {
     const id = 'cred_' + crypto.randomBytes(12).toString('base64url');
     let credential: string;
     if (configId === SD_JWT_CONFIG_ID) {
-      const { issueSdJwt } = await import('./sdjwt.ts');
+      const { issueSdJwt } = await (sdJwtModule ??= import('./sdjwt.ts'));
       credential = await issueSdJwt({
         issuer: endpoints(origin).credentialIssuer,
         key,
@@ -415,7 +422,7 @@ export class IssuerService {
         status: { idx, uri: endpoints(origin).statusList(listId) },
       });
     } else {
-      const { issueMdoc } = await import('./mdoc.ts');
+      const { issueMdoc } = await (mdocModule ??= import('./mdoc.ts'));
       credential = (
         await issueMdoc({
           key,
@@ -490,8 +497,20 @@ export class IssuerService {
 
   // ---- Token Status List and revocation ---------------------------------------------------------
 
+  readonly #statusBlocks = new Map<string, { next: number; end: number }>();
+
+  /**
+   * The next status list position. Positions are reserved from the database in blocks of 16 (one
+   * write per block, not per credential); a block left unused at a restart is skipped, never reused.
+   */
   private reserveStatus(tenant: Tenant): { listId: number; idx: number } {
-    const n = this.repo.nextStatusIndex(tenant);
+    let b = this.#statusBlocks.get(tenant.id);
+    if (!b || b.next >= b.end) {
+      const first = this.repo.reserveStatusIndices(tenant, STATUS_BLOCK);
+      b = { next: first, end: first + STATUS_BLOCK };
+      this.#statusBlocks.set(tenant.id, b);
+    }
+    const n = b.next++;
     return { listId: Math.floor(n / this.d.config.statusListSize) + 1, idx: n % this.d.config.statusListSize };
   }
 

@@ -84,7 +84,8 @@ describe('wallet issuer keys in an HSM (SoftHSM2) after sovcomms issuer init', (
     expect(usage.code).toBe(2);
     const noPin = await runCli(['issuer', 'init', '--hsm-module', SOFTHSM_MODULE, '--token-label', TOKEN], { dataDir });
     expect(noPin.code).toBe(2);
-  });
+    // Six CLI processes: slow on a loaded machine.
+  }, 120_000);
 
   it('makes the IACA and the signing key in the token (PIN from stdin); credentials chain to that IACA; no private key in the database', async () => {
     const r = await runCli(['issuer', 'init', '--hsm-module', SOFTHSM_MODULE, '--token-label', TOKEN, '--pin-stdin'], {
@@ -126,7 +127,7 @@ describe('wallet issuer keys in an HSM (SoftHSM2) after sovcomms issuer init', (
       ['pkcs11', null],
     ]);
     expect(JSON.stringify(rows)).not.toContain(PIN + '"');
-  });
+  }, 120_000);
 
   it('rotates the HSM signing key with overlap: the old key stays in the JWKS, old and new credentials verify', async () => {
     const before = await issueSdJwt(srv);
@@ -140,7 +141,7 @@ describe('wallet issuer keys in an HSM (SoftHSM2) after sovcomms issuer init', (
     expect(jwks.keys).toHaveLength(3);
     expect(verifiesWithJwks(before, jwks)).toBe(true);
     expect(verifiesWithJwks(after, jwks)).toBe(true);
-  });
+  }, 60_000);
 });
 
 describe('wallet issuer software key rotation', () => {

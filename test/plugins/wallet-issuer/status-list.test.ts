@@ -115,7 +115,7 @@ describe('wallet issuer: Token Status List and revocation', () => {
     expect(getListFromStatusListJWT(await (await srv.fetch('/vci.ashx?status-list=1')).text()).getStatus(a.status.idx)).toBe(1);
     const usage = await runCli(['issuer', 'revoke'], { dataDir: srv.dataDir });
     expect(usage.code).toBe(2);
-  });
+  }, 60_000);
 
   it('sovcomms issuer offer create prints the offer URI and the tx_code once; a wallet redeems it', async () => {
     const file = path.join(srv.dataDir, 'claims.json');
@@ -145,5 +145,5 @@ describe('wallet issuer: Token Status List and revocation', () => {
     fs.writeFileSync(file, '{"given_name": 1}');
     const badClaims = await runCli(['issuer', 'offer', 'create', '--claims-file', file], { dataDir: srv.dataDir });
     expect(badClaims.code).toBe(2);
-  });
+  }, 60_000);
 });
