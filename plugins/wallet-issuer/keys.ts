@@ -41,7 +41,6 @@ export interface PublishedKey {
 export type KeyHome = { kind: 'software' } | { kind: 'pkcs11'; hsm: Omit<HsmConfig, 'keyLabel'> };
 
 const YEAR_MS = 365 * 86_400_000;
-const ACTIVE_CACHE_MS = 5000;
 
 /**
  * The issuer's keys per tenant: one IACA (the trust anchor verifiers are configured with,
@@ -53,8 +52,8 @@ const ACTIVE_CACHE_MS = 5000;
 export class IssuerKeys {
   readonly #signers = new Map<string, Signer>();
   readonly #making = new Map<string, Promise<void>>();
-  /** The active signing key per tenant, for a few seconds: a rotation (maybe by the CLI) shows within ACTIVE_CACHE_MS. */
-  readonly #active = new Map<string, { key: IssuerKey; until: number }>();
+  /** Loaded keys by tenant and kid (the active row is still read per call: a CLI rotation shows at once). */
+  readonly #loaded = new Map<string, IssuerKey>();
   #activeStmt: Database.Statement<unknown[]> | undefined;
 
   constructor(
@@ -78,17 +77,12 @@ export class IssuerKeys {
 
   /** The active credential signing key (made on first use). */
   async active(tenant: Tenant): Promise<IssuerKey> {
-    const now = this.clock.now();
-    const hit = this.#active.get(tenant.id);
-    if (hit && hit.until > now) return hit.key;
     let r = this.row(tenant, 'signing');
     if (!r) {
       await this.ensure(tenant);
       r = this.row(tenant, 'signing')!;
     }
-    const key = await this.load(tenant, r);
-    this.#active.set(tenant.id, { key, until: now + ACTIVE_CACHE_MS });
-    return key;
+    return this.load(tenant, r);
   }
 
   iacaPem(der: Buffer): string {
@@ -188,7 +182,6 @@ export class IssuerKeys {
             },
           };
     const now = this.clock.now();
-    this.#active.delete(tenant.id);
     const until = new Date(now + this.config.rotationOverlapDays * 86_400_000).toISOString();
     this.db
       .prepare('UPDATE wi_key SET retired_at = ?, publish_until = ? WHERE tenant_id = ? AND kid = ?')
@@ -212,7 +205,6 @@ export class IssuerKeys {
     if (home.kind === 'pkcs11') (await import('./hsm.ts')).probeToken(home.hsm);
     const now = this.clock.now();
     const until = new Date(now + this.config.rotationOverlapDays * 86_400_000).toISOString();
-    this.#active.delete(tenant.id);
     const before = this.db.prepare('SELECT kid FROM wi_key WHERE tenant_id = ? AND retired_at IS NULL').all(tenant.id) as { kid: string }[];
     this.db
       .prepare("UPDATE wi_key SET retired_at = ?, publish_until = CASE role WHEN 'signing' THEN ? ELSE NULL END WHERE tenant_id = ? AND retired_at IS NULL")
@@ -284,6 +276,8 @@ export class IssuerKeys {
 
   private async load(tenant: Tenant, r: KeyRow): Promise<IssuerKey> {
     const id = `${tenant.id}|${r.kid}`;
+    const hit = this.#loaded.get(id);
+    if (hit) return hit;
     let signer = this.#signers.get(id);
     if (!signer) {
       if (r.key_kind === 'software') signer = new SoftwareSigner(this.keys.open(r.sealed_key!, `wi-key|${tenant.id}`));
@@ -298,12 +292,14 @@ export class IssuerKeys {
       }
       this.#signers.set(id, signer);
     }
-    return { kid: r.kid, signer, certDer: r.cert_der, jwk: publicJwk(signer.spki), x5c: [r.cert_der.toString('base64')] };
+    const key: IssuerKey = { kid: r.kid, signer, certDer: r.cert_der, jwk: publicJwk(signer.spki), x5c: [r.cert_der.toString('base64')] };
+    this.#loaded.set(id, key);
+    return key;
   }
 
   close(): void {
     for (const s of this.#signers.values()) s.close();
     this.#signers.clear();
-    this.#active.clear();
+    this.#loaded.clear();
   }
 }
