@@ -84,6 +84,7 @@ export const ERROR_CODES = [
   'unsupported_credential_format',
   'unknown_credential_configuration',
   'invalid_credential_request',
+  'credential_request_denied',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 

@@ -36,6 +36,7 @@ export interface TokenRow {
   offer_id: string;
   configuration_ids: string;
   expires_at: number;
+  issued: number;
 }
 
 export interface CredentialRow {
@@ -142,7 +143,7 @@ export class IssuerRepo {
       CodeRow | undefined;
   }
 
-  insertToken(tenant: Tenant, t: Omit<TokenRow, 'tenant_id'>): void {
+  insertToken(tenant: Tenant, t: Omit<TokenRow, 'tenant_id' | 'issued'>): void {
     this.q('INSERT INTO wi_token (tenant_id, token_hash, offer_id, configuration_ids, expires_at) VALUES (?, ?, ?, ?, ?)').run(
       tenant.id,
       t.token_hash,
@@ -154,6 +155,13 @@ export class IssuerRepo {
 
   token(tenant: Tenant, hash: string): TokenRow | undefined {
     return this.q('SELECT * FROM wi_token WHERE tenant_id = ? AND token_hash = ?').get(tenant.id, hash) as TokenRow | undefined;
+  }
+
+  /** Counts `n` more credentials against a token; false (nothing counted) when that passes `max`. */
+  spendToken(tenant: Tenant, hash: string, n: number, max: number): boolean {
+    return (
+      this.q('UPDATE wi_token SET issued = issued + ? WHERE tenant_id = ? AND token_hash = ? AND issued + ? <= ?').run(n, tenant.id, hash, n, max).changes === 1
+    );
   }
 
   insertNonce(tenant: Tenant, hash: string, expiresAt: number): void {

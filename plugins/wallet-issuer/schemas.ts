@@ -15,6 +15,8 @@ export const issuerConfig = z
     credentialTtlDays: z.number().int().min(1).max(3650).default(365),
     /** Credential access token lifetime (spec: typically 1 hour). */
     accessTokenTtlSec: z.number().int().min(30).max(86_400).default(3600),
+    /** Credentials one access token may obtain in all (a leaked token's reach). */
+    credentialsPerToken: z.number().int().min(1).max(100).default(10),
     /** c_nonce lifetime (token response and Nonce Endpoint). */
     cNonceTtlSec: z.number().int().min(10).max(3600).default(300),
     /** Default and longest offer lifetime. */

@@ -389,6 +389,9 @@ export class IssuerService {
     }
     const offer = this.repo.offer(tenant, token.offer_id);
     if (!offer) throw new AppError(403, 'insufficient_scope', 'the offer behind this token is gone');
+    if (!this.repo.spendToken(tenant, token.token_hash, keys.length, this.d.config.credentialsPerToken)) {
+      throw new AppError(403, 'credential_request_denied', `this access token has obtained its ${this.d.config.credentialsPerToken} credentials`);
+    }
     const claims = subjectClaims.parse(JSON.parse(this.d.keys.openString(offer.sealed_claims, `wi-claims|${tenant.id}|${offer.id}`)));
     const credentials: string[] = [];
     for (const k of keys) credentials.push(await this.issue(tenant, origin, offer.id, configId, claims, k));

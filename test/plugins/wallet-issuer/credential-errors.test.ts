@@ -212,6 +212,25 @@ describe('wallet issuer offers', () => {
   });
 });
 
+describe('wallet issuer access token reach', () => {
+  it('one access token obtains at most credentialsPerToken credentials (403 credential_request_denied after)', async () => {
+    const s2 = await startTestServer({ overrides: { plugins: { 'wallet-issuer': { credentialsPerToken: 2 } } } });
+    try {
+      const t = await preAuthToken(s2);
+      const h = newHolder();
+      const once = async () => {
+        const nonce = ((await (await s2.fetch('/vci.ashx?nonce', { method: 'POST' })).json()) as { c_nonce: string }).c_nonce;
+        return credentialRequest(s2, t.access_token, { ...SDJWT, proof: { proof_type: 'jwt', jwt: await jwtProof(h, { aud: s2.url, nonce }) } });
+      };
+      expect((await once()).status).toBe(200);
+      expect((await once()).status).toBe(200);
+      expect(await errorOf(await once())).toEqual({ status: 403, error: 'credential_request_denied' });
+    } finally {
+      await s2.stop();
+    }
+  });
+});
+
 describe('wallet issuer per-IP rate limits', () => {
   it('429 with Retry-After on the credential and the offer endpoints', async () => {
     const limited = await startTestServer({ overrides: { plugins: { 'wallet-issuer': { credentialPerMinute: 3, offerPerMinute: 3 } } } });

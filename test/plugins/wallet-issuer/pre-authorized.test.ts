@@ -21,10 +21,11 @@ async function createOffer(body: Record<string, unknown>): Promise<Record<string
   return (await res.json()) as Record<string, string>;
 }
 
-async function iacaAnchoredVerifier(): Promise<SDJwtVcInstance> {
+async function iacaAnchoredVerifier(extra: ConstructorParameters<typeof SDJwtVcInstance>[0] = {}): Promise<SDJwtVcInstance> {
   const pem = await (await srv.fetch('/vci.ashx?iaca')).text();
   const iaca = new crypto.X509Certificate(pem);
   return new SDJwtVcInstance({
+    ...extra,
     hasher: digest,
     // The issuer key comes from the x5c header; it must chain to the IACA we were configured with.
     verifier: async (data: string, sig: string) => {
@@ -114,6 +115,39 @@ describe('wallet issuer: metadata, keys and the pre-authorized code flow', () =>
     expect(p.birthdate).toBe('1984-01-26');
     expect((p.cnf as { jwk: unknown }).jwk).toEqual(holder.jwk);
     expect((p.status as { status_list: { uri: string; idx: number } }).status_list.uri).toBe(`${srv.url}/vci.ashx?status-list=1`);
+    // The holder presents with a key binding JWT signed by the proof key; a verifier that requires
+    // key binding accepts it, with only the disclosed claim.
+    const holderSd = new SDJwtVcInstance({
+      hasher: digest,
+      kbSignAlg: 'ES256',
+      kbSigner: (data: string) => crypto.sign('sha256', Buffer.from(data), { key: holder.privateKey, dsaEncoding: 'ieee-p1363' }).toString('base64url'),
+    });
+    const presentation = await holderSd.present(
+      sdjwt,
+      { given_name: true },
+      { kb: { payload: { aud: 'https://verifier.example', nonce: 'n-1', iat: Math.floor(Date.now() / 1000) } } },
+    );
+    const rp = await iacaAnchoredVerifier({
+      kbVerifier: async (data: string, sig: string, payload) =>
+        crypto.verify(
+          'sha256',
+          Buffer.from(data),
+          { key: crypto.createPublicKey({ key: (payload.cnf as { jwk: crypto.JsonWebKey }).jwk, format: 'jwk' }), dsaEncoding: 'ieee-p1363' },
+          Buffer.from(sig, 'base64url'),
+        ),
+    });
+    const seen = await rp.verify(presentation, { requiredClaimKeys: ['given_name'], keyBindingNonce: 'n-1' });
+    expect(seen.kb?.payload.aud).toBe('https://verifier.example');
+    expect((seen.payload as Record<string, unknown>).family_name).toBeUndefined();
+    // Another key cannot make the key binding.
+    const thief = newHolder();
+    const stolen = await new SDJwtVcInstance({
+      hasher: digest,
+      kbSignAlg: 'ES256',
+      kbSigner: (data: string) => crypto.sign('sha256', Buffer.from(data), { key: thief.privateKey, dsaEncoding: 'ieee-p1363' }).toString('base64url'),
+    }).present(sdjwt, { given_name: true }, { kb: { payload: { aud: 'https://verifier.example', nonce: 'n-1', iat: Math.floor(Date.now() / 1000) } } });
+    await expect(rp.verify(stolen, { keyBindingNonce: 'n-1' })).rejects.toThrow();
+
     // Selectively disclosable: the signed payload holds digests, not the claims.
     const signed = JSON.parse(Buffer.from(sdjwt.split('~')[0]!.split('.')[1]!, 'base64url').toString()) as Record<string, unknown>;
     expect(signed.given_name).toBeUndefined();
