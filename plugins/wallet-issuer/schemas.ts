@@ -123,7 +123,7 @@ export const createOfferResponse = z.object({
 /** OpenID4VCI 1.0 §8.2 proof object (seed: `proof`), and the 1.0 `proofs` object. */
 export const proofObject = z
   .object({
-    proof_type: z.string().max(50),
+    proof_type: z.string().max(50).optional(),
     jwt: z.string().max(16_384).optional(),
     cwt: z.string().max(16_384).optional(),
   })

@@ -477,6 +477,7 @@ export class IssuerService {
     if (b.proof) {
       const p = b.proof;
       if (p.jwt !== undefined && p.cwt !== undefined) throw invalidProof('a proof holds exactly one of jwt or cwt');
+      if (p.proof_type === undefined) throw invalidProof('proof_type is required');
       if (p.proof_type !== 'jwt' && p.proof_type !== 'cwt') throw new AppError(400, 'unsupported_proof_type', `proof_type ${p.proof_type} is not supported`);
       const value = p.proof_type === 'jwt' ? p.jwt : p.cwt;
       if (typeof value !== 'string' || value === '') throw invalidProof(`proof_type ${p.proof_type} needs the ${p.proof_type} member`);

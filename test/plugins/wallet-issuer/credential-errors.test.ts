@@ -36,6 +36,11 @@ describe('wallet issuer credential endpoint: every error the issue names', () =>
       error: 'invalid_proof',
     });
     expect(await errorOf(await credentialRequest(srv, t.access_token, SDJWT))).toEqual({ status: 400, error: 'invalid_proof' });
+    expect(await errorOf(await credentialRequest(srv, t.access_token, { ...SDJWT, proof: { jwt } }))).toEqual({ status: 400, error: 'invalid_proof' });
+    expect(await errorOf(await credentialRequest(srv, t.access_token, { ...SDJWT, proof: { proof_type: 'cwt', jwt } }))).toEqual({
+      status: 400,
+      error: 'invalid_proof',
+    });
     expect(
       await errorOf(
         await credentialRequest(srv, t.access_token, { credential_configuration_id: 'eu.europa.ec.eudi.pid.1.sd-jwt', proofs: { jwt: [jwt], cwt: [cwt] } }),
