@@ -9,8 +9,9 @@ import admin from './admin/index.ts';
 import consolePlugin from './console/index.ts';
 import discovery from './discovery/index.ts';
 import chat from './chat/index.ts';
+import walletIssuer from './wallet-issuer/index.ts';
 
 /** The built-in plugins, in no particular order: the host sorts them by dependency. */
 export function builtinPlugins(): AnyPlugin[] {
-  return [audit, rpCa, oidc, webhooks, telephony, lotl, admin, consolePlugin, discovery, chat];
+  return [audit, rpCa, oidc, webhooks, telephony, lotl, admin, consolePlugin, discovery, chat, walletIssuer];
 }

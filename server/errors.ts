@@ -80,6 +80,15 @@ export const ERROR_CODES = [
   // chat
   'range_not_satisfiable',
   'upgrade_required',
+  // wallet issuer (OpenID4VCI 1.0 §8.3.1.2; the seed's credential errors)
+  'invalid_proof',
+  'invalid_nonce',
+  'unsupported_credential_type',
+  'unsupported_proof_type',
+  'unsupported_credential_format',
+  'unknown_credential_configuration',
+  'invalid_credential_request',
+  'credential_request_denied',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 

@@ -17,6 +17,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/.well-known/oauth-authorization-server/vci": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Authorization server metadata of the issuer (RFC 8414; PAR, S256 only, code, token auth none) */
+        get: operations["get_well_known_oauth_authorization_server_vci"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/.well-known/openapi.json": {
         parameters: {
             query?: never;
@@ -43,6 +60,40 @@ export interface paths {
         };
         /** OpenID Provider metadata (OIDC Discovery 1.0 §3); issuer = this origin */
         get: operations["get_well_known_openid_configuration"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/.well-known/openid-credential-issuer": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Credential issuer metadata (OpenID4VCI 1.0 §12.2, with the seed’s authorization server fields) */
+        get: operations["get_well_known_openid_credential_issuer"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/.well-known/openid-credential-issuer/jwks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Credential signing keys (active and those retired within the rotation overlap), each with its x5c */
+        get: operations["get_well_known_openid_credential_issuer_jwks"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2336,6 +2387,270 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/vci.ashx?authorize": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Authorization endpoint of the issuer (request_uri from PAR, or the same parameters); redirects with code */
+        get: operations["get_vci_ashx_authorize"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/vci.ashx?create-offer": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a credential offer (credential, subject claims, pre-authorized or not, tx_code, expiry)
+         * @description The answer carries the tx_code once; it is stored only as a hash.
+         */
+        post: operations["post_vci_ashx_create_offer"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/vci.ashx?credential": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Credential endpoint: SD-JWT VC (dc+sd-jwt) or mdoc (mso_mdoc), bound to the proof key
+         * @description Seed shape: format + vct/doctype + proof {proof_type, jwt|cwt}. OpenID4VCI 1.0: credential_configuration_id + proofs. Errors: invalid_proof, invalid_nonce, unsupported_credential_type, unsupported_proof_type, unknown_credential_configuration; 429 per IP.
+         */
+        post: operations["post_vci_ashx_credential"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/vci.ashx?credentials": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Credentials issued by this tenant, newest first (no credential contents, only their status) */
+        get: operations["get_vci_ashx_credentials"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/vci.ashx?iaca": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The tenant's IACA certificate (PEM): the trust anchor a verifier is configured with */
+        get: operations["get_vci_ashx_iaca"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/vci.ashx?jwks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Credential signing keys (active and those retired within the rotation overlap), each with its x5c */
+        get: operations["get_vci_ashx_jwks"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/vci.ashx?metadata": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Credential issuer metadata (OpenID4VCI 1.0 §12.2, with the seed’s authorization server fields) */
+        get: operations["get_vci_ashx_metadata"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/vci.ashx?nonce": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Nonce Endpoint (OpenID4VCI 1.0 §7): a fresh c_nonce */
+        post: operations["post_vci_ashx_nonce"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/vci.ashx?offer": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The Credential Offer object behind credential_offer_uri (rate-limited per IP) */
+        get: operations["get_vci_ashx_offer"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/vci.ashx?offer-page": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A page with the openid-credential-offer:// QR code of an offer */
+        get: operations["get_vci_ashx_offer_page"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/vci.ashx?par": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Pushed authorization request (RFC 9126) for whitelisted public wallet clients; PKCE S256 */
+        post: operations["post_vci_ashx_par"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/vci.ashx?revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Revoke an issued credential, or every credential of an offer (status list entry set to INVALID) */
+        post: operations["post_vci_ashx_revoke"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/vci.ashx?status-list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Token Status List (draft-ietf-oauth-status-list): statuslist+jwt of one list */
+        get: operations["get_vci_ashx_status_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/vci.ashx?token": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Issuer token endpoint: authorization_code and the OpenID4VCI pre-authorized_code grant
+         * @description Form-encoded. Also answers the pre-authorized_code grant at /oauth2/v1/token (same handler).
+         */
+        post: operations["post_vci_ashx_token"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/vci/authorize": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Authorization endpoint of the issuer (request_uri from PAR, or the same parameters); redirects with code */
+        get: operations["get_vci_authorize"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -2345,7 +2660,7 @@ export interface components {
              * @description stable error code (server/errors.ts ERROR_CODES)
              * @enum {string}
              */
-            error: "invalid_request" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "server_error" | "plugin_unavailable" | "login_required" | "invalid_csrf" | "conflict" | "invalid_token" | "insufficient_scope" | "invalid_signature" | "stale_signature" | "replayed_signature" | "invalid_grant" | "invalid_client" | "unauthorized_client" | "unsupported_grant_type" | "invalid_scope" | "access_denied" | "invalid_client_metadata" | "invalid_redirect_uri" | "interaction_required" | "consent_required" | "account_selection_required" | "unsupported_response_type" | "invalid_request_object" | "request_not_supported" | "request_uri_not_supported" | "temporarily_unavailable" | "weak_password" | "duplicate_user" | "duplicate_tenant" | "cannot_remove_primary" | "confirm_mismatch" | "cannot_disable_self" | "last_admin" | "already_claimed" | "already_revoked" | "passkey_rejected" | "invalid_key" | "duplicate_route" | "cannot_delete_catchall" | "bridge_not_configured" | "bridge_unreachable" | "bridge_protocol" | "bridge_error" | "no_capacity" | "duplicate_call" | "not_whitelisted" | "no_route" | "no_trunk" | "invalid_phone" | "invalid_url" | "address_refused" | "too_many_subscriptions" | "subscription_paused" | "delivery_in_progress" | "ca_unavailable" | "ca_exists" | "invalid_csr" | "invalid_client_id" | "hsm_error" | "invalid_list" | "import_failed" | "range_not_satisfiable" | "upgrade_required";
+            error: "invalid_request" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "server_error" | "plugin_unavailable" | "login_required" | "invalid_csrf" | "conflict" | "invalid_token" | "insufficient_scope" | "invalid_signature" | "stale_signature" | "replayed_signature" | "invalid_grant" | "invalid_client" | "unauthorized_client" | "unsupported_grant_type" | "invalid_scope" | "access_denied" | "invalid_client_metadata" | "invalid_redirect_uri" | "interaction_required" | "consent_required" | "account_selection_required" | "unsupported_response_type" | "invalid_request_object" | "request_not_supported" | "request_uri_not_supported" | "temporarily_unavailable" | "weak_password" | "duplicate_user" | "duplicate_tenant" | "cannot_remove_primary" | "confirm_mismatch" | "cannot_disable_self" | "last_admin" | "already_claimed" | "already_revoked" | "passkey_rejected" | "invalid_key" | "duplicate_route" | "cannot_delete_catchall" | "bridge_not_configured" | "bridge_unreachable" | "bridge_protocol" | "bridge_error" | "no_capacity" | "duplicate_call" | "not_whitelisted" | "no_route" | "no_trunk" | "invalid_phone" | "invalid_url" | "address_refused" | "too_many_subscriptions" | "subscription_paused" | "delivery_in_progress" | "ca_unavailable" | "ca_exists" | "invalid_csr" | "invalid_client_id" | "hsm_error" | "invalid_list" | "import_failed" | "range_not_satisfiable" | "upgrade_required" | "invalid_proof" | "invalid_nonce" | "unsupported_credential_type" | "unsupported_proof_type" | "unsupported_credential_format" | "unknown_credential_configuration" | "invalid_credential_request" | "credential_request_denied";
             error_description?: string;
             /** Format: uri */
             error_uri?: string;
@@ -2378,6 +2693,37 @@ export interface operations {
                         keys: {
                             [key: string]: unknown;
                         }[];
+                    };
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_well_known_oauth_authorization_server_vci: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description authorization server metadata */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
                     };
                 };
             };
@@ -2445,6 +2791,70 @@ export interface operations {
                         userinfo_endpoint: string;
                     } & {
                         [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_well_known_openid_credential_issuer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description issuer metadata */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_well_known_openid_credential_issuer_jwks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description JWKS */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        keys: {
+                            [key: string]: unknown;
+                        }[];
                     };
                 };
             };
@@ -12426,6 +12836,804 @@ export interface operations {
                 };
                 content: {
                     "text/html": unknown;
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_vci_ashx_authorize: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                authorize: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description redirect to the wallet with code, state, iss */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description OAuth error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        error_description?: string;
+                    };
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_vci_ashx_create_offer: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                "create-offer": string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    claims: {
+                        birthdate?: string;
+                        email?: string;
+                        family_name: string;
+                        given_name: string;
+                        issuing_authority?: string;
+                        issuing_country?: string;
+                        nationalities?: string[];
+                        place_of_birth?: {
+                            country?: string;
+                            locality?: string;
+                        };
+                    } & {
+                        [key: string]: string | number | boolean;
+                    };
+                    credential_configuration_ids?: ("eu.europa.ec.eudi.pid.1.sd-jwt" | "eu.europa.ec.eudi.pid.1.mdoc")[];
+                    expires_in?: number;
+                    /** @enum {string} */
+                    format?: "dc+sd-jwt" | "mso_mdoc";
+                    /** @default true */
+                    pre_authorized?: boolean;
+                    tx_code?: boolean | string;
+                };
+            };
+        };
+        responses: {
+            /** @description the offer */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        credential_configuration_ids: string[];
+                        credential_offer_uri: string;
+                        expires_at: string;
+                        offer_id: string;
+                        offer_uri: string;
+                        pre_authorized: boolean;
+                        qr_page: string;
+                        tx_code?: string;
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_vci_ashx_credential: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                credential: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    credential_configuration_id?: string;
+                    credential_identifier?: string;
+                    doctype?: string;
+                    format?: string;
+                    proof?: {
+                        cwt?: string;
+                        jwt?: string;
+                        proof_type?: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                    proofs?: {
+                        cwt?: string[];
+                        jwt?: string[];
+                    } & {
+                        [key: string]: unknown;
+                    };
+                    vct?: string;
+                } & {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description {credential, format, credentials: [{credential}]} */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description credential error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        error_description?: string;
+                    };
+                };
+            };
+            /** @description no or bad credential access token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    get_vci_ashx_credentials: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                credentials: string;
+                /** @description page size (default 50, capped at 500) */
+                limit?: number;
+                offer_id?: string;
+                /** @description items to skip (default 0) */
+                offset?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description list envelope */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            [key: string]: unknown;
+                        }[];
+                        limit: number;
+                        next: string | null;
+                        offset: number;
+                        total: number;
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_vci_ashx_iaca: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                iaca: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description IACA certificate */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-pem-file": unknown;
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_vci_ashx_jwks: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                jwks: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description JWKS */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        keys: {
+                            [key: string]: unknown;
+                        }[];
+                    };
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_vci_ashx_metadata: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                metadata: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description issuer metadata */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_vci_ashx_nonce: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                nonce: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description {c_nonce, c_nonce_expires_in} */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_vci_ashx_offer: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                offer: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description credential offer */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unknown, expired or used */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_vci_ashx_offer_page: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                "offer-page": string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description HTML page */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": unknown;
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_vci_ashx_par: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                par: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-www-form-urlencoded": {
+                    authorization_details?: string;
+                    client_id: string;
+                    code_challenge?: string;
+                    code_challenge_method?: string;
+                    issuer_state?: string;
+                    redirect_uri: string;
+                    request_uri?: string;
+                    response_type: string;
+                    scope?: string;
+                    state?: string;
+                } & {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description {request_uri, expires_in} */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description OAuth error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        error_description?: string;
+                    };
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_vci_ashx_revoke: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                revoke: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    credential_id?: string;
+                    offer_id?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description revoked ids */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        revoked: string[];
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_vci_ashx_status_list: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                "status-list": string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description status list token */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/statuslist+jwt": unknown;
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_vci_ashx_token: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                token: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-www-form-urlencoded": {
+                    authorization_details?: string;
+                    client_id?: string;
+                    code?: string;
+                    code_verifier?: string;
+                    grant_type: string;
+                    "pre-authorized_code"?: string;
+                    redirect_uri?: string;
+                    resource?: string;
+                    scope?: string;
+                    tx_code?: string;
+                } & {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description {access_token, token_type, expires_in, c_nonce, c_nonce_expires_in} */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description invalid_grant, invalid_request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        error_description?: string;
+                    };
+                };
+            };
+            /** @description invalid_client */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        error_description?: string;
+                    };
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_vci_authorize: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description redirect to the wallet with code, state, iss */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description OAuth error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        error_description?: string;
+                    };
                 };
             };
             /** @description rate limited (Retry-After) */

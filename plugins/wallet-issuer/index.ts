@@ -1,0 +1,67 @@
+import { bearerToken, definePlugin, sqlMigrations } from '../../server/sdk.ts';
+import { OIDC } from '../oidc/api.ts';
+import { CREDENTIAL_VERIFIER, WALLET_ISSUER } from './api.ts';
+import { issuerCli } from './cli.ts';
+import { issuerRoutes } from './routes.ts';
+import { issuerConfig, PRE_AUTH_GRANT } from './schemas.ts';
+import { IssuerService } from './service.ts';
+
+export interface IssuerServices {
+  service: IssuerService;
+  timer?: NodeJS.Timeout;
+}
+
+const STATUS_PATH = /[?&]status-list=(\d{1,7})(?:&|$)/;
+
+/**
+ * The EU wallet issuer (OpenID4VCI 1.0 and the seed's shapes): PID-shaped SD-JWT VC and mdoc
+ * credentials from offers (QR code), the pre-authorized and authorization code flows, issuer
+ * keys and an IACA per tenant (software or HSM), and a Token Status List for revocation.
+ */
+export default definePlugin({
+  name: 'wallet-issuer',
+  description: 'EU wallet issuer: OpenID4VCI offers, tokens and credentials (SD-JWT VC, mdoc), IACA, status list',
+  dependsOn: ['oidc', 'audit'],
+  migrations: sqlMigrations(import.meta.url),
+  config: issuerConfig,
+  cli: { issuer: issuerCli },
+  setup(ctx): IssuerServices {
+    const service = new IssuerService({ db: ctx.db, keys: ctx.keys, clock: ctx.clock, config: ctx.config, log: ctx.log, paths: ctx.paths, audit: ctx.audit });
+    // The OpenID4VCI pre-authorized grant at the OIDC token endpoint too (one grant, two addresses).
+    ctx.use(OIDC).registerGrant(PRE_AUTH_GRANT, (g) => service.preAuthorizedGrant(g.tenant, g.form), { clientAuth: 'optional' });
+    ctx.auth.registerVerifier(CREDENTIAL_VERIFIER, async ({ headers, tenant }) => {
+      const token = bearerToken(headers.authorization);
+      if (!token || !service.accessToken(tenant, token)) return null;
+      return { kind: 'credential', tenantId: tenant.id, subject: token, scopes: [], superAdmin: false };
+    });
+    ctx.provide(WALLET_ISSUER, {
+      iaca: (t) => service.iaca(t),
+      jwks: (t) => service.jwks(t),
+      statusListToken: (t, origin, listId) => service.statusList(t, origin, listId),
+      credentialStatus: (t, ref) => {
+        const m = STATUS_PATH.exec(ref.uri);
+        if (!m || !/\/vci\.ashx\?/.test(ref.uri) || !Number.isInteger(ref.idx) || ref.idx < 0) return undefined;
+        return service.status(t, Number(m[1]), ref.idx);
+      },
+    });
+    return { service };
+  },
+  routes(r, s, ctx) {
+    issuerRoutes(r, s.service, ctx.audit, ctx.config);
+  },
+  start(s, ctx) {
+    s.timer = setInterval(() => {
+      try {
+        s.service.prune();
+      } catch (e) {
+        ctx.log.warn({ err: (e as Error).message }, 'wallet issuer prune failed');
+      }
+    }, 60_000);
+    s.timer.unref();
+  },
+  stop(s) {
+    if (s.timer) clearInterval(s.timer);
+    s.service.close();
+  },
+  health: () => ({ status: 'ok' }),
+});

@@ -1,0 +1,613 @@
+import crypto from 'node:crypto';
+import {
+  AppError,
+  type AuditWriter,
+  type Clock,
+  type DB,
+  InputError,
+  type KeyService,
+  type Logger,
+  NotFoundError,
+  type Paths,
+  sha256Hex,
+  type Tenant,
+} from '../../server/sdk.ts';
+import { IssuerKeys } from './keys.ts';
+import type * as MdocModule from './mdoc.ts';
+import type * as SdJwtModule from './sdjwt.ts';
+import { authorizationServerMetadata, endpoints, issuerMetadata } from './metadata.ts';
+import { invalidProof, verifyCwtProof, verifyJwtProof, type ProvenKey } from './proof.ts';
+import { IssuerRepo, type CredentialRow, type OfferRow, type TokenRow } from './repo.ts';
+import {
+  CONFIG_IDS,
+  MDOC_CONFIG_ID,
+  PID_DOCTYPE,
+  PID_VCT,
+  PRE_AUTH_GRANT,
+  SD_JWT_CONFIG_ID,
+  subjectClaims,
+  type ConfigId,
+  type CreateOfferBody,
+  type CredentialBody,
+  type IssuerConfig,
+  type IssuerTokenForm,
+  type ParForm,
+  type SubjectClaims,
+} from './schemas.ts';
+import { statusListToken } from './status-list.ts';
+import { WalletClients } from './wallet-clients.ts';
+
+export interface IssuerDeps {
+  db: DB;
+  keys: KeyService;
+  clock: Clock;
+  config: IssuerConfig;
+  log: Logger;
+  paths: Paths;
+  audit: AuditWriter;
+}
+
+function oauth(code: 'invalid_grant' | 'invalid_client' | 'invalid_request' | 'unsupported_grant_type' | 'access_denied', description: string): AppError {
+  return new AppError(code === 'invalid_client' ? 401 : 400, code, description);
+}
+
+const FORMAT_OF: Record<ConfigId, 'dc+sd-jwt' | 'mso_mdoc'> = { [SD_JWT_CONFIG_ID]: 'dc+sd-jwt', [MDOC_CONFIG_ID]: 'mso_mdoc' };
+const REQUEST_URI_PREFIX = 'urn:ietf:params:oauth:request_uri:';
+const STATUS_BLOCK = 16;
+// The credential formats' libraries load on first issuance (start-up time), once: a repeated
+// dynamic import still walks the module loader on every call.
+let sdJwtModule: Promise<typeof SdJwtModule> | undefined;
+let mdocModule: Promise<typeof MdocModule> | undefined;
+
+/**
+ * The wallet issuer (OpenID4VCI 1.0 and the seed's shapes): offers, the pre-authorized and
+ * authorization code grants, PAR, nonces, the credential endpoint (SD-JWT VC and mdoc), the
+ * Token Status List and revocation. No HTTP in here; routes.ts maps requests onto it.
+ */
+export class IssuerService {
+  readonly repo: IssuerRepo;
+  readonly keys: IssuerKeys;
+  readonly clients: WalletClients;
+  readonly #statusCache = new Map<string, { jwt: string; until: number; revoked: number }>();
+
+  constructor(private readonly d: IssuerDeps) {
+    this.repo = new IssuerRepo(d.db);
+    this.keys = new IssuerKeys(d.db, d.keys, d.clock, d.config, d.log);
+    this.clients = new WalletClients(d.paths, d.clock, d.config.defaultWalletClientId, d.log);
+  }
+
+  get config(): IssuerConfig {
+    return this.d.config;
+  }
+
+  nowSec(): number {
+    return Math.floor(this.d.clock.now() / 1000);
+  }
+
+  // ---- metadata and keys -------------------------------------------------------------------------
+
+  metadata(origin: string): Record<string, unknown> {
+    return issuerMetadata(origin, this.d.config);
+  }
+
+  authorizationServer(origin: string): Record<string, unknown> {
+    return authorizationServerMetadata(origin);
+  }
+
+  async jwks(tenant: Tenant): Promise<{ keys: Record<string, unknown>[] }> {
+    return { keys: (await this.keys.published(tenant)).map((k) => k.jwk) };
+  }
+
+  async iaca(tenant: Tenant): Promise<{ der: Buffer; pem: string }> {
+    const k = await this.keys.iaca(tenant);
+    return { der: k.certDer, pem: this.keys.iacaPem(k.certDer) };
+  }
+
+  // ---- offers ------------------------------------------------------------------------------------
+
+  async createOffer(
+    tenant: Tenant,
+    origin: string,
+    body: CreateOfferBody,
+    who: string,
+  ): Promise<{
+    offer_id: string;
+    credential_offer_uri: string;
+    offer_uri: string;
+    qr_page: string;
+    credential_configuration_ids: string[];
+    pre_authorized: boolean;
+    tx_code?: string;
+    expires_at: string;
+  }> {
+    const ids: ConfigId[] = body.credential_configuration_ids ?? [body.format === 'mso_mdoc' ? MDOC_CONFIG_ID : SD_JWT_CONFIG_ID];
+    if (body.format && body.credential_configuration_ids && !body.credential_configuration_ids.every((i) => FORMAT_OF[i] === body.format)) {
+      throw new InputError('format and credential_configuration_ids disagree');
+    }
+    if (body.tx_code !== undefined && body.tx_code !== false && !body.pre_authorized)
+      throw new InputError('tx_code needs pre_authorized (OpenID4VCI 1.0 §4.1.1)');
+    const ttl = body.expires_in ?? this.d.config.offerTtlSec;
+    if (ttl > this.d.config.maxOfferTtlSec) throw new InputError(`expires_in: at most ${this.d.config.maxOfferTtlSec} s`);
+    // The keys exist before any wallet asks for a credential of this offer.
+    await this.keys.ensure(tenant);
+    const id = 'off_' + crypto.randomBytes(12).toString('base64url');
+    const preAuth = body.pre_authorized ? 'pac_' + crypto.randomBytes(32).toString('base64url') : undefined;
+    const txCode = body.pre_authorized && body.tx_code ? (typeof body.tx_code === 'string' ? body.tx_code : randomDigits(6)) : undefined;
+    const issuerState = 'ist_' + crypto.randomBytes(32).toString('base64url');
+    const expiresAt = this.nowSec() + ttl;
+    this.repo.insertOffer(tenant, {
+      id,
+      configuration_ids: JSON.stringify(ids),
+      sealed_claims: this.d.keys.seal(JSON.stringify(body.claims), `wi-claims|${tenant.id}|${id}`),
+      pre_auth_hash: preAuth ? sha256Hex(preAuth) : null,
+      tx_code_hash: txCode ? sha256Hex(`${id}|${txCode}`) : null,
+      tx_code_length: txCode ? txCode.length : null,
+      issuer_state_hash: preAuth ? null : sha256Hex(issuerState),
+      // The offer JSON carries the code or issuer_state: sealed, so GET ?offer can serve it again.
+      sealed_grant: this.d.keys.seal(preAuth ?? issuerState, `wi-offer|${tenant.id}|${id}`),
+      created_by: who,
+      created_at: new Date(this.d.clock.now()).toISOString(),
+      expires_at: expiresAt,
+    });
+    const e = endpoints(origin);
+    const offerUri = `openid-credential-offer://?credential_offer_uri=${encodeURIComponent(e.offer(id))}`;
+    return {
+      offer_id: id,
+      credential_offer_uri: e.offer(id),
+      offer_uri: offerUri,
+      qr_page: e.offerPage(id),
+      credential_configuration_ids: ids,
+      pre_authorized: !!preAuth,
+      ...(txCode ? { tx_code: txCode } : {}),
+      expires_at: new Date(expiresAt * 1000).toISOString(),
+    };
+  }
+
+  private liveOffer(tenant: Tenant, id: string): OfferRow {
+    const o = this.repo.offer(tenant, id);
+    if (!o || o.expires_at < this.nowSec()) throw new NotFoundError(`no offer ${id} (unknown or expired)`);
+    if (o.redeemed_at) throw new NotFoundError(`offer ${id} was already used`);
+    return o;
+  }
+
+  /** The Credential Offer object (OpenID4VCI 1.0 §4.1.1) behind `credential_offer_uri`. */
+  offerObject(tenant: Tenant, origin: string, id: string): Record<string, unknown> {
+    const o = this.liveOffer(tenant, id);
+    const secret = this.d.keys.openString(o.sealed_grant, `wi-offer|${tenant.id}|${o.id}`);
+    const grants: Record<string, unknown> = {};
+    if (o.pre_auth_hash !== null) {
+      grants[PRE_AUTH_GRANT] = {
+        'pre-authorized_code': secret,
+        ...(o.tx_code_length ? { tx_code: { input_mode: 'numeric', length: o.tx_code_length, description: 'The code you were given with this offer' } } : {}),
+      };
+    } else {
+      grants.authorization_code = { issuer_state: secret, authorization_server: endpoints(origin).authorizationServer };
+    }
+    return { credential_issuer: endpoints(origin).credentialIssuer, credential_configuration_ids: JSON.parse(o.configuration_ids) as string[], grants };
+  }
+
+  offerUri(origin: string, id: string): string {
+    return `openid-credential-offer://?credential_offer_uri=${encodeURIComponent(endpoints(origin).offer(id))}`;
+  }
+
+  /** Whether an offer exists and is usable (the QR page). */
+  offerAlive(tenant: Tenant, id: string): boolean {
+    try {
+      this.liveOffer(tenant, id);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  // ---- token endpoint ----------------------------------------------------------------------------
+
+  /** POST /vci.ashx?token: both grants (the OIDC token endpoint takes the pre-authorized one too). */
+  async token(tenant: Tenant, form: IssuerTokenForm): Promise<Record<string, unknown>> {
+    this.clients.ensureFile(tenant);
+    if (form.grant_type === PRE_AUTH_GRANT) return this.preAuthorizedGrant(tenant, form);
+    if (form.grant_type === 'authorization_code') return this.authorizationCodeGrant(tenant, form);
+    throw new AppError(400, 'unsupported_grant_type', `grant_type ${form.grant_type} is not supported here`);
+  }
+
+  /** OpenID4VCI 1.0 §6.1: the pre-authorized code, with the tx_code when the offer set one (§6.3 errors). */
+  async preAuthorizedGrant(tenant: Tenant, form: { 'pre-authorized_code'?: string; tx_code?: string }): Promise<Record<string, unknown>> {
+    const code = form['pre-authorized_code'];
+    if (!code) throw oauth('invalid_request', 'pre-authorized_code is required');
+    const o = this.repo.offerByPreAuth(tenant, sha256Hex(code));
+    if (!o || o.expires_at < this.nowSec() || o.redeemed_at) throw oauth('invalid_grant', 'the pre-authorized code is unknown, expired or used');
+    if (o.tx_code_hash === null && form.tx_code !== undefined) throw oauth('invalid_request', 'this offer expects no tx_code');
+    if (o.tx_code_hash !== null) {
+      if (form.tx_code === undefined || form.tx_code === '') throw oauth('invalid_request', 'this offer expects a tx_code');
+      const given = sha256Hex(`${o.id}|${form.tx_code}`);
+      if (!crypto.timingSafeEqual(Buffer.from(given, 'hex'), Buffer.from(o.tx_code_hash, 'hex'))) {
+        const n = this.repo.txCodeFailed(tenant, o.id);
+        // A guessed 6-digit code must not be brute-forced: the offer dies after a few misses.
+        if (n >= this.d.config.txCodeMaxFailures) this.repo.redeemOffer(tenant, o.id, new Date(this.d.clock.now()).toISOString());
+        throw oauth('invalid_grant', 'wrong tx_code');
+      }
+    }
+    if (!this.repo.redeemOffer(tenant, o.id, new Date(this.d.clock.now()).toISOString())) throw oauth('invalid_grant', 'the pre-authorized code was used');
+    return this.mintToken(tenant, o.id, o.configuration_ids);
+  }
+
+  /**
+   * The authorization code grant of the issuer's authorization server: the code is consumed
+   * first (single use even when the exchange fails), then client_id (whitelisted, the one of the
+   * PAR), redirect_uri byte for byte, PKCE S256 with a 43–128 character verifier (RFC 7636 §4.1).
+   */
+  async authorizationCodeGrant(tenant: Tenant, form: IssuerTokenForm): Promise<Record<string, unknown>> {
+    if (!form.code) throw oauth('invalid_request', 'code is required');
+    const row = this.repo.consumeCode(tenant, sha256Hex(form.code), this.nowSec());
+    if (!form.client_id) throw oauth('invalid_client', 'client_id is required for authorization_code');
+    if (!this.clients.allowed(tenant, form.client_id)) throw oauth('invalid_client', `client ${form.client_id} is not a whitelisted wallet client`);
+    if (!row || row.expires_at < this.nowSec()) throw oauth('invalid_grant', 'the code is unknown, expired or already used');
+    if (!safeEq(row.client_id, form.client_id)) throw oauth('invalid_grant', 'the code was issued to another client');
+    if (form.redirect_uri === undefined || !safeEq(row.redirect_uri, form.redirect_uri))
+      throw oauth('invalid_grant', 'redirect_uri does not match the authorization request');
+    const v = form.code_verifier;
+    if (v === undefined || v.length < 43 || v.length > 128 || !/^[A-Za-z0-9._~-]+$/.test(v)) {
+      throw oauth('invalid_request', 'code_verifier must be 43 to 128 characters of [A-Za-z0-9._~-] (RFC 7636 §4.1)');
+    }
+    if (!safeEq(crypto.createHash('sha256').update(v).digest('base64url'), row.code_challenge))
+      throw oauth('invalid_grant', 'code_verifier does not match the code_challenge');
+    const o = this.repo.offer(tenant, row.offer_id);
+    if (!o || o.redeemed_at !== null) throw oauth('invalid_grant', 'the offer behind this code is gone');
+    if (!this.repo.redeemOffer(tenant, o.id, new Date(this.d.clock.now()).toISOString())) throw oauth('invalid_grant', 'the offer was used');
+    return this.mintToken(tenant, o.id, row.configuration_ids);
+  }
+
+  private mintToken(tenant: Tenant, offerId: string, configurationIds: string): Record<string, unknown> {
+    const token = 'wat_' + crypto.randomBytes(32).toString('base64url');
+    const ttl = this.d.config.accessTokenTtlSec;
+    this.repo.insertToken(tenant, { token_hash: sha256Hex(token), offer_id: offerId, configuration_ids: configurationIds, expires_at: this.nowSec() + ttl });
+    const ids = JSON.parse(configurationIds) as string[];
+    return {
+      access_token: token,
+      token_type: 'Bearer',
+      expires_in: ttl,
+      // The seed returns c_nonce here; OpenID4VCI 1.0 moved it to the Nonce Endpoint (both work).
+      ...this.newNonce(tenant),
+      authorization_details: ids.map((id) => ({ type: 'openid_credential', credential_configuration_id: id, credential_identifiers: [id] })),
+    };
+  }
+
+  /** OpenID4VCI 1.0 §7: a fresh c_nonce (single use, short-lived). */
+  newNonce(tenant: Tenant): { c_nonce: string; c_nonce_expires_in: number } {
+    const nonce = crypto.randomBytes(24).toString('base64url');
+    this.repo.insertNonce(tenant, sha256Hex(nonce), this.nowSec() + this.d.config.cNonceTtlSec);
+    return { c_nonce: nonce, c_nonce_expires_in: this.d.config.cNonceTtlSec };
+  }
+
+  /** The credential access token (opaque, by hash), or undefined. */
+  accessToken(tenant: Tenant, token: string): TokenRow | undefined {
+    if (!token.startsWith('wat_') || token.length > 100) return undefined;
+    const row = this.repo.token(tenant, sha256Hex(token));
+    return row && row.expires_at >= this.nowSec() ? row : undefined;
+  }
+
+  // ---- PAR and authorize -------------------------------------------------------------------------
+
+  /** RFC 9126 PAR for whitelisted public wallet clients; PKCE S256 mandatory. */
+  par(tenant: Tenant, form: ParForm): { request_uri: string; expires_in: number } {
+    this.clients.ensureFile(tenant);
+    const checked = this.checkAuthorizationRequest(tenant, form);
+    const ref = crypto.randomBytes(32).toString('base64url');
+    this.repo.insertPar(tenant, sha256Hex(ref), form.client_id, JSON.stringify(checked), this.nowSec() + this.d.config.parTtlSec);
+    return { request_uri: REQUEST_URI_PREFIX + ref, expires_in: this.d.config.parTtlSec };
+  }
+
+  /**
+   * The authorization endpoint: a pushed request (request_uri, one-time, same client_id) or the
+   * same parameters in the query. The offer named by issuer_state is the authorization (whoever
+   * was handed the offer is its subject, as with a pre-authorized code); the answer is the
+   * redirect to the wallet with code, state and iss (RFC 9207).
+   */
+  authorize(tenant: Tenant, origin: string, q: Record<string, string | undefined>): string {
+    this.clients.ensureFile(tenant);
+    let req: CheckedAuthz;
+    if (q.request_uri !== undefined) {
+      if (!q.client_id) throw oauth('invalid_request', 'client_id is required');
+      if (!q.request_uri.startsWith(REQUEST_URI_PREFIX)) throw oauth('invalid_request', 'request_uri is not one of this server');
+      const par = this.repo.takePar(tenant, sha256Hex(q.request_uri.slice(REQUEST_URI_PREFIX.length)), this.nowSec());
+      if (!par || par.expires_at < this.nowSec()) throw oauth('invalid_request', 'request_uri is unknown, expired or used');
+      if (!safeEq(par.client_id, q.client_id)) throw oauth('invalid_client', 'client_id does not match the pushed request');
+      req = JSON.parse(par.params) as CheckedAuthz;
+    } else {
+      req = this.checkAuthorizationRequest(tenant, q as unknown as ParForm);
+    }
+    const code = 'wac_' + crypto.randomBytes(32).toString('base64url');
+    this.repo.insertCode(tenant, {
+      code_hash: sha256Hex(code),
+      client_id: req.client_id,
+      redirect_uri: req.redirect_uri,
+      code_challenge: req.code_challenge,
+      offer_id: req.offer_id,
+      configuration_ids: JSON.stringify(req.configuration_ids),
+      expires_at: this.nowSec() + this.d.config.codeTtlSec,
+    });
+    const u = new URL(req.redirect_uri);
+    u.searchParams.set('code', code);
+    if (req.state !== undefined) u.searchParams.set('state', req.state);
+    u.searchParams.set('iss', endpoints(origin).authorizationServer);
+    return u.toString();
+  }
+
+  private checkAuthorizationRequest(tenant: Tenant, f: ParForm): CheckedAuthz {
+    if (!f.client_id) throw oauth('invalid_request', 'client_id is required');
+    if (!this.clients.allowed(tenant, f.client_id)) throw oauth('invalid_client', `client ${f.client_id} is not a whitelisted wallet client`);
+    if (f.response_type !== 'code') throw new AppError(400, 'unsupported_response_type', 'response_type must be code');
+    if (!f.redirect_uri) throw oauth('invalid_request', 'redirect_uri is required');
+    let redirect: URL;
+    try {
+      redirect = new URL(f.redirect_uri);
+    } catch {
+      throw oauth('invalid_request', 'redirect_uri is not an absolute URI');
+    }
+    if (redirect.hash || /^(javascript|data|file|vbscript):$/i.test(redirect.protocol))
+      throw oauth('invalid_request', 'redirect_uri must not have a fragment or a script scheme');
+    if (!f.code_challenge || !/^[A-Za-z0-9_-]{43}$/.test(f.code_challenge)) throw oauth('invalid_request', 'code_challenge (S256, 43 characters) is required');
+    if (f.code_challenge_method !== 'S256') throw oauth('invalid_request', 'code_challenge_method must be S256');
+    if (!f.issuer_state) throw oauth('invalid_request', 'issuer_state (from the credential offer) is required');
+    const o = this.repo.offerByIssuerState(tenant, sha256Hex(f.issuer_state));
+    if (!o || o.expires_at < this.nowSec() || o.redeemed_at)
+      throw new AppError(400, 'access_denied', 'the offer of this issuer_state is unknown, expired or used');
+    const offered = JSON.parse(o.configuration_ids) as ConfigId[];
+    const asked = requestedConfigurations(f);
+    if (asked.some((a) => !offered.includes(a))) throw new AppError(400, 'invalid_scope', 'the request asks for a credential the offer does not hold');
+    return {
+      client_id: f.client_id,
+      redirect_uri: f.redirect_uri,
+      code_challenge: f.code_challenge,
+      state: f.state,
+      offer_id: o.id,
+      configuration_ids: asked.length ? asked : offered,
+    };
+  }
+
+  // ---- credential endpoint -----------------------------------------------------------------------
+
+  /**
+   * POST /vci.ashx?credential: the seed's `format` + `vct`/`doctype` with `proof`, or OpenID4VCI
+   * 1.0's `credential_configuration_id` with `proofs`. One credential per proof, each bound to its
+   * key; the proofs share one c_nonce, taken once.
+   */
+  async credential(tenant: Tenant, origin: string, token: TokenRow, body: CredentialBody): Promise<Record<string, unknown>> {
+    this.clients.ensureFile(tenant);
+    const configId = this.requestedConfiguration(body);
+    const allowed = JSON.parse(token.configuration_ids) as string[];
+    if (!allowed.includes(configId)) throw new AppError(403, 'insufficient_scope', `the access token does not cover ${configId}`);
+    const proofs = this.proofsOf(body, FORMAT_OF[configId]);
+    const now = this.nowSec();
+    const aud = endpoints(origin).credentialIssuer;
+    const keys: ProvenKey[] = [];
+    for (const p of proofs) keys.push(p.type === 'jwt' ? await verifyJwtProof(p.value, aud, now) : verifyCwtProof(p.value, aud, now));
+    const nonce = keys[0]!.nonce;
+    if (keys.some((k) => k.nonce !== nonce)) throw invalidProof('all proofs of one request must carry the same nonce');
+    if (!this.repo.takeNonce(tenant, sha256Hex(nonce), now)) {
+      throw new AppError(400, 'invalid_nonce', 'the proof nonce is unknown, expired or already used; get a fresh one from the Nonce Endpoint');
+    }
+    const offer = this.repo.offer(tenant, token.offer_id);
+    if (!offer) throw new AppError(403, 'insufficient_scope', 'the offer behind this token is gone');
+    if (!this.repo.spendToken(tenant, token.token_hash, keys.length, this.d.config.credentialsPerToken)) {
+      throw new AppError(403, 'credential_request_denied', `this access token has obtained its ${this.d.config.credentialsPerToken} credentials`);
+    }
+    const claims = subjectClaims.parse(JSON.parse(this.d.keys.openString(offer.sealed_claims, `wi-claims|${tenant.id}|${offer.id}`)));
+    const credentials: string[] = [];
+    for (const k of keys) credentials.push(await this.issue(tenant, origin, offer.id, configId, claims, k));
+    const format = FORMAT_OF[configId];
+    return {
+      credentials: credentials.map((credential) => ({ credential })),
+      // The seed's single-credential shape beside 1.0's list.
+      credential: credentials[0],
+      format,
+      ...this.newNonce(tenant),
+    };
+  }
+
+  /** Issues one credential of `configId` for `holder` (also the benchmark's entry). */
+  async issue(tenant: Tenant, origin: string, offerId: string, configId: ConfigId, claims: SubjectClaims, holder: ProvenKey): Promise<string> {
+    const key = await this.keys.active(tenant);
+    const now = this.d.clock.now();
+    const exp = now + this.d.config.credentialTtlDays * 86_400_000;
+    const { listId, idx } = this.reserveStatus(tenant);
+    const id = 'cred_' + crypto.randomBytes(12).toString('base64url');
+    let credential: string;
+    if (configId === SD_JWT_CONFIG_ID) {
+      const { issueSdJwt } = await (sdJwtModule ??= import('./sdjwt.ts'));
+      credential = await issueSdJwt({
+        issuer: endpoints(origin).credentialIssuer,
+        key,
+        holder: holder.jwk,
+        claims,
+        iat: Math.floor(now / 1000),
+        exp: Math.floor(exp / 1000),
+        status: { idx, uri: endpoints(origin).statusList(listId) },
+      });
+    } else {
+      const { issueMdoc } = await (mdocModule ??= import('./mdoc.ts'));
+      credential = (
+        await issueMdoc({
+          key,
+          holder: holder.jwk,
+          claims,
+          country: this.d.config.country,
+          authority: this.d.config.displayName,
+          signed: new Date(now),
+          validUntil: new Date(exp),
+        })
+      ).toString('base64url');
+    }
+    this.repo.insertCredential(tenant, {
+      id,
+      offer_id: offerId,
+      format: FORMAT_OF[configId],
+      list_id: listId,
+      idx,
+      created_at: new Date(now).toISOString(),
+      expires_at: new Date(exp).toISOString(),
+    });
+    return credential;
+  }
+
+  private requestedConfiguration(b: CredentialBody): ConfigId {
+    if (b.credential_configuration_id !== undefined || b.credential_identifier !== undefined) {
+      if (b.format !== undefined) throw new AppError(400, 'invalid_credential_request', 'send either format or credential_configuration_id, not both');
+      const id = b.credential_configuration_id ?? b.credential_identifier!;
+      if (!(CONFIG_IDS as readonly string[]).includes(id))
+        throw new AppError(400, 'unknown_credential_configuration', `unknown credential configuration ${id}`);
+      return id as ConfigId;
+    }
+    if (b.format === 'dc+sd-jwt' || b.format === 'vc+sd-jwt') {
+      if (b.vct !== PID_VCT) throw new AppError(400, 'unsupported_credential_type', `vct must be ${PID_VCT}`);
+      return SD_JWT_CONFIG_ID;
+    }
+    if (b.format === 'mso_mdoc') {
+      if (b.doctype !== PID_DOCTYPE) throw new AppError(400, 'unsupported_credential_type', `doctype must be ${PID_DOCTYPE}`);
+      return MDOC_CONFIG_ID;
+    }
+    if (b.format !== undefined) throw new AppError(400, 'unsupported_credential_format', `format ${b.format} is not issued here`);
+    throw new AppError(400, 'invalid_credential_request', 'credential_configuration_id or format is required');
+  }
+
+  /** The proofs of a request, checked for shape: seed `proof` or 1.0 `proofs`, one kind only. */
+  private proofsOf(b: CredentialBody, format: 'dc+sd-jwt' | 'mso_mdoc'): { type: 'jwt' | 'cwt'; value: string }[] {
+    if (b.proof && b.proofs) throw invalidProof('send proof or proofs, not both');
+    let out: { type: 'jwt' | 'cwt'; value: string }[];
+    if (b.proof) {
+      const p = b.proof;
+      if (p.jwt !== undefined && p.cwt !== undefined) throw invalidProof('a proof holds exactly one of jwt or cwt');
+      if (p.proof_type === undefined) throw invalidProof('proof_type is required');
+      if (p.proof_type !== 'jwt' && p.proof_type !== 'cwt') throw new AppError(400, 'unsupported_proof_type', `proof_type ${p.proof_type} is not supported`);
+      const value = p.proof_type === 'jwt' ? p.jwt : p.cwt;
+      if (typeof value !== 'string' || value === '') throw invalidProof(`proof_type ${p.proof_type} needs the ${p.proof_type} member`);
+      out = [{ type: p.proof_type, value }];
+    } else if (b.proofs) {
+      const kinds = Object.keys(b.proofs).filter((k) => (b.proofs as Record<string, unknown>)[k] !== undefined);
+      if (kinds.length !== 1) throw invalidProof('proofs holds exactly one proof type');
+      const kind = kinds[0]!;
+      if (kind !== 'jwt' && kind !== 'cwt') throw new AppError(400, 'unsupported_proof_type', `proof type ${kind} is not supported`);
+      const list = (b.proofs as Record<string, unknown>)[kind];
+      if (!Array.isArray(list) || list.length === 0 || list.some((x) => typeof x !== 'string'))
+        throw invalidProof(`proofs.${kind} must be a non-empty array of strings`);
+      if (list.length > 5) throw invalidProof('at most 5 proofs (batch_size)');
+      out = (list as string[]).map((value) => ({ type: kind, value }));
+    } else {
+      throw invalidProof('a proof of possession of the holder key is required');
+    }
+    if (format === 'mso_mdoc' && out.some((p) => p.type === 'cwt')) throw new AppError(400, 'unsupported_proof_type', 'mso_mdoc takes jwt proofs only');
+    return out;
+  }
+
+  // ---- Token Status List and revocation ---------------------------------------------------------
+
+  readonly #statusBlocks = new Map<string, { next: number; end: number }>();
+
+  /**
+   * The next status list position. Positions are reserved from the database in blocks of 16 (one
+   * write per block, not per credential); a block left unused at a restart is skipped, never reused.
+   */
+  private reserveStatus(tenant: Tenant): { listId: number; idx: number } {
+    let b = this.#statusBlocks.get(tenant.id);
+    if (!b || b.next >= b.end) {
+      const first = this.repo.reserveStatusIndices(tenant, STATUS_BLOCK);
+      b = { next: first, end: first + STATUS_BLOCK };
+      this.#statusBlocks.set(tenant.id, b);
+    }
+    const n = b.next++;
+    return { listId: Math.floor(n / this.d.config.statusListSize) + 1, idx: n % this.d.config.statusListSize };
+  }
+
+  /** The signed Status List Token of list `listId` (cached per tenant and list until revocation or its ttl). */
+  async statusList(tenant: Tenant, origin: string, listId: number): Promise<string> {
+    const uri = endpoints(origin).statusList(listId);
+    const cacheKey = `${tenant.id}|${uri}`;
+    const hit = this.#statusCache.get(cacheKey);
+    const revoked = this.repo.revokedCount(tenant, listId);
+    if (hit && hit.until > this.d.clock.now() && hit.revoked === revoked) return hit.jwt;
+    const key = await this.keys.active(tenant);
+    const jwt = await statusListToken({
+      signer: key.signer,
+      kid: key.kid,
+      x5c: [key.certDer.toString('base64')],
+      uri,
+      size: this.d.config.statusListSize,
+      revoked: this.repo.revokedIndices(tenant, listId),
+      iat: this.nowSec(),
+      ttl: this.d.config.statusListTtlSec,
+    });
+    this.#statusCache.set(cacheKey, { jwt, revoked, until: this.d.clock.now() + 1000 * Math.min(60, this.d.config.statusListTtlSec) });
+    return jwt;
+  }
+
+  /** The status of one entry: 0 VALID, 1 INVALID (revoked); undefined when no credential has it. */
+  status(tenant: Tenant, listId: number, idx: number): 0 | 1 | undefined {
+    const r = this.d.db.prepare('SELECT revoked_at FROM wi_credential WHERE tenant_id = ? AND list_id = ? AND idx = ?').get(tenant.id, listId, idx) as
+      { revoked_at: string | null } | undefined;
+    if (!r) return undefined;
+    return r.revoked_at ? 1 : 0;
+  }
+
+  revoke(tenant: Tenant, by: { credentialId?: string; offerId?: string }, who: string): string[] {
+    if (by.credentialId !== undefined && !this.repo.credential(tenant, by.credentialId)) throw new NotFoundError(`no credential ${by.credentialId}`);
+    if (by.offerId !== undefined && !this.repo.offer(tenant, by.offerId)) throw new NotFoundError(`no offer ${by.offerId}`);
+    // The next status list fetch sees the new revoked count and rebuilds the list.
+    return this.repo.revoke(tenant, by, new Date(this.d.clock.now()).toISOString(), who);
+  }
+
+  credentials(tenant: Tenant, opts: { offerId?: string; limit: number; offset: number }): { items: CredentialRow[]; total: number } {
+    return this.repo.credentials(tenant, opts);
+  }
+
+  prune(): void {
+    this.repo.prune(this.nowSec());
+  }
+
+  close(): void {
+    this.keys.close();
+  }
+}
+
+interface CheckedAuthz {
+  client_id: string;
+  redirect_uri: string;
+  code_challenge: string;
+  state?: string;
+  offer_id: string;
+  configuration_ids: ConfigId[];
+}
+
+/** Configurations named by scope or authorization_details (OpenID4VCI 1.0 §5.1.1 and §5.1.2). */
+function requestedConfigurations(f: ParForm): ConfigId[] {
+  const out = new Set<ConfigId>();
+  for (const s of (f.scope ?? '').split(' ').filter(Boolean)) if ((CONFIG_IDS as readonly string[]).includes(s)) out.add(s as ConfigId);
+  if (f.authorization_details) {
+    let details: unknown;
+    try {
+      details = JSON.parse(f.authorization_details);
+    } catch {
+      throw oauth('invalid_request', 'authorization_details is not JSON');
+    }
+    if (!Array.isArray(details)) throw oauth('invalid_request', 'authorization_details must be an array');
+    for (const d of details as { type?: unknown; credential_configuration_id?: unknown }[]) {
+      if (d?.type !== 'openid_credential') continue;
+      if (typeof d.credential_configuration_id !== 'string' || !(CONFIG_IDS as readonly string[]).includes(d.credential_configuration_id)) {
+        throw oauth('invalid_request', 'authorization_details names an unknown credential_configuration_id');
+      }
+      out.add(d.credential_configuration_id as ConfigId);
+    }
+  }
+  return [...out];
+}
+
+function safeEq(a: string, b: string): boolean {
+  const ha = crypto.createHash('sha256').update(a).digest();
+  const hb = crypto.createHash('sha256').update(b).digest();
+  return crypto.timingSafeEqual(ha, hb) && a.length === b.length;
+}
+
+function randomDigits(n: number): string {
+  let s = '';
+  for (let i = 0; i < n; i++) s += String(crypto.randomInt(10));
+  return s;
+}
