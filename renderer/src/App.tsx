@@ -21,10 +21,12 @@ const Audit = lazy(() => import('./pages/Audit.tsx'));
 const Trust = lazy(() => import('./pages/Trust.tsx'));
 const Certificates = lazy(() => import('./pages/Certificates.tsx'));
 const Tenants = lazy(() => import('./pages/Tenants.tsx'));
+const Chat = lazy(() => import('./pages/Chat.tsx'));
 
 export const NAV: { path: string; key: string; page: ComponentType }[] = [
   { path: '/', key: 'dashboard', page: Dashboard },
   { path: '/calls', key: 'calls', page: Calls },
+  { path: '/chat', key: 'chat', page: Chat },
   { path: '/transcripts', key: 'transcripts', page: Transcripts },
   { path: '/telephony', key: 'telephony', page: Telephony },
   { path: '/users', key: 'users', page: Users },
@@ -52,7 +54,8 @@ function UserHome({ session }: { session: Session }) {
 function Shell({ session }: { session: Session }) {
   const { t, i18n } = useTranslation();
   const admin = session.user.role === 'admin';
-  const nav = admin ? NAV : [];
+  // Chat is every account's; the rest is the admin's (the API answers others 403).
+  const nav = admin ? NAV : NAV.filter((n) => n.key === 'chat');
   const [opened, { toggle }] = useDisclosure();
   const [location] = useLocation();
   const queries = useQueryClient();

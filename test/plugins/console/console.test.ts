@@ -18,7 +18,7 @@ import { SNAPSHOT } from '../lotl/support.ts';
  * both themes go to test-artifacts/console/ (review artefacts, not committed).
  */
 const ARTEFACTS = path.resolve(import.meta.dirname, '../../../test-artifacts/console');
-const PAGES = ['', 'calls', 'transcripts', 'telephony', 'users', 'webhooks', 'audit', 'trust', 'certificates', 'tenants'];
+const PAGES = ['', 'calls', 'chat', 'transcripts', 'telephony', 'users', 'webhooks', 'audit', 'trust', 'certificates', 'tenants'];
 const AXE = fs.readFileSync(path.resolve(import.meta.dirname, '../../../node_modules/axe-core/axe.min.js'), 'utf8');
 
 let s: TestServer;
@@ -367,6 +367,48 @@ describe('console in Chromium', { timeout: 120_000 }, () => {
     expect(await axe(page)).toEqual([]);
     expect(w.errors).toEqual([]);
     await ctx.close();
+  });
+
+  it('chat: two users in two browsers exchange messages and a file live through the console pages', async () => {
+    const ctxC = await browser.newContext({ acceptDownloads: true });
+    const ctxB = await browser.newContext({ acceptDownloads: true });
+    const { page: carol, w: wc } = await watched(ctxC);
+    const { page: bob, w: wb } = await watched(ctxB);
+    await carol.goto(`${base}/`);
+    await carol.getByLabel('User name or e-mail').fill('carol');
+    await carol.getByLabel('Password').fill('carol password 12');
+    await carol.getByRole('button', { name: 'Sign in', exact: true }).click();
+    await carol.getByText('Welcome, carol').waitFor();
+    await go(carol, 'chat');
+    await signInWithPassword(bob, 'bob', 'bob password 12');
+    await go(bob, 'chat');
+    await expect.poll(() => carol.getByTestId('chat-socket').textContent()).toBe('Live');
+    await expect.poll(() => bob.getByTestId('chat-socket').textContent()).toBe('Live');
+
+    await carol.getByRole('button', { name: 'New conversation' }).click();
+    await carol.getByLabel('Colleague (login)').fill('bob');
+    await carol.getByLabel('First message').fill('Hello Bob <b>not bold</b>');
+    await carol.getByRole('button', { name: 'Start' }).click();
+    // Bob's list shows the new thread with an unread badge, pushed over his socket.
+    await bob.getByTestId('thread-carol').waitFor({ timeout: 15_000 });
+    expect(await bob.getByTestId('thread-carol').textContent()).toContain('1');
+    await bob.getByTestId('thread-carol').click();
+    await expect.poll(() => bob.getByTestId('chat-message').allTextContents()).toEqual(['Hello Bob <b>not bold</b>']);
+    await bob.getByLabel('Message').fill('Hi Carol');
+    await bob.getByRole('button', { name: 'Send' }).click();
+    await expect.poll(() => carol.getByTestId('chat-message').allTextContents(), { timeout: 15_000 }).toEqual(['Hello Bob <b>not bold</b>', 'Hi Carol']);
+
+    await carol.getByTestId('chat-upload').setInputFiles({ name: 'minutes.txt', mimeType: 'text/plain', buffer: Buffer.from('the minutes of the meeting') });
+    await bob.getByTestId('chat-file').waitFor({ timeout: 15_000 });
+    const dl = bob.waitForEvent('download');
+    await bob.getByTestId('chat-file').click();
+    const file = await dl;
+    expect(file.suggestedFilename()).toBe('minutes.txt');
+    expect(fs.readFileSync((await file.path())!, 'utf8')).toBe('the minutes of the meeting');
+    expect(wc.errors).toEqual([]);
+    expect(wb.errors).toEqual([]);
+    await ctxC.close();
+    await ctxB.close();
   });
 
   it('a lost connection shows a banner and recovers by itself', async () => {
