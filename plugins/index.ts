@@ -6,8 +6,9 @@ import oidc from './oidc/index.ts';
 import telephony from './telephony/index.ts';
 import lotl from './lotl/index.ts';
 import admin from './admin/index.ts';
+import walletVerifier from './wallet-verifier/index.ts';
 
 /** The built-in plugins, in no particular order: the host sorts them by dependency. */
 export function builtinPlugins(): AnyPlugin[] {
-  return [audit, rpCa, oidc, webhooks, telephony, lotl, admin];
+  return [audit, rpCa, oidc, webhooks, telephony, lotl, admin, walletVerifier];
 }

@@ -76,6 +76,13 @@ export const ERROR_CODES = [
   'hsm_error',
   'invalid_list',
   'import_failed',
+  // wallet verifier (OpenID4VP)
+  'mdoc_verify_not_configured',
+  'invalid_presentation',
+  'session_expired',
+  'session_finished',
+  'replayed_presentation',
+  'duplicate_anchor',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 

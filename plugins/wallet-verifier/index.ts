@@ -1,0 +1,64 @@
+import { definePlugin, sqlMigrations } from '../../server/sdk.ts';
+import { LOTL } from '../lotl/api.ts';
+import { RP_CA } from '../rp-ca/api.ts';
+import { AnchorStore } from './anchors.ts';
+import { verifierCli } from './cli.ts';
+import { IdentityStore } from './identity.ts';
+import { Presets } from './presets.ts';
+import { verifierRoutes } from './routes.ts';
+import { verifierConfig } from './schemas.ts';
+import { VerifierService } from './service.ts';
+import { StatusLists } from './status-list.ts';
+
+export interface VerifierServices {
+  service: VerifierService;
+  anchors: AnchorStore;
+  identity: IdentityStore;
+  timer?: NodeJS.Timeout;
+}
+
+/**
+ * The EU wallet verifier (OpenID4VP 1.0, HAIP): per-tenant verifier identity from the RP CA,
+ * DCQL presets, signed request objects, encrypted responses, SD-JWT VC verification against the
+ * tenant's and the LOTL's issuer anchors.
+ */
+export default definePlugin({
+  name: 'wallet-verifier',
+  description: 'EU Digital Identity Wallet verifier (OpenID4VP 1.0 / HAIP)',
+  dependsOn: ['audit', 'rp-ca', 'lotl'],
+  migrations: sqlMigrations(import.meta.url),
+  config: verifierConfig,
+  cli: { verifier: verifierCli },
+  setup(ctx): VerifierServices {
+    const identity = new IdentityStore(ctx.db, ctx.keys, ctx.use(RP_CA), ctx.clock, ctx.log, ctx.config);
+    const anchors = new AnchorStore(ctx.db, ctx.clock, ctx.tryUse(LOTL));
+    const service = new VerifierService({
+      db: ctx.db,
+      keys: ctx.keys,
+      clock: ctx.clock,
+      audit: ctx.audit,
+      identity,
+      anchors,
+      presets: new Presets(),
+      statusLists: new StatusLists(ctx.db, ctx.clock, ctx.config.statusList),
+      config: ctx.config,
+    });
+    return { service, anchors, identity };
+  },
+  routes(r, s, ctx) {
+    verifierRoutes(r, s.service, s.anchors, ctx);
+  },
+  start(s, ctx) {
+    s.timer = setInterval(() => {
+      try {
+        s.service.prune();
+      } catch (e) {
+        ctx.log.warn({ err: e }, 'verifier session prune failed');
+      }
+    }, 3600_000);
+    s.timer.unref();
+  },
+  stop(s) {
+    if (s.timer) clearInterval(s.timer);
+  },
+});
