@@ -54,7 +54,7 @@ export const VP_FORMATS = {
 
 const random = (n = 16) => crypto.randomBytes(n).toString('base64url');
 const aadEnc = (t: Tenant, id: string) => `wallet-verifier:enc:${t.id}:${id}`;
-const SD_JWT_RE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+~/;
+const SD_JWT_RE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*~/;
 
 /** The verifier's sessions (no HTTP here): start, the signed request, and the response. */
 export class VerifierService {

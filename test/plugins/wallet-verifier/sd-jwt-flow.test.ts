@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../../support/server.ts';
-import { adminCall, body } from './helpers.ts';
+import { adminCall, body, VERIFIER_OVERRIDES } from './helpers.ts';
 import { issuePid, makeHolder, makeIssuerCa, presentPid, walletClient, type Holder, type TestCa } from './wallet.ts';
 
 let s: TestServer;
@@ -10,7 +10,7 @@ let holder: Holder;
 let rpCaDer: Buffer;
 
 beforeAll(async () => {
-  s = await startTestServer();
+  s = await startTestServer({ overrides: VERIFIER_OVERRIDES });
   ca = await makeIssuerCa();
   holder = await makeHolder();
   const r = await adminCall(s, 'POST', '/signal.ashx?verifier-anchors=add', 'verifier-anchors', { pem: ca.rootPem });
