@@ -6,7 +6,7 @@ import { verifierCli } from './cli.ts';
 import { IdentityStore } from './identity.ts';
 import { Presets } from './presets.ts';
 import { verifierRoutes } from './routes.ts';
-import { verifierConfig } from './schemas.ts';
+import { presentationVerified, verifierConfig } from './schemas.ts';
 import { VerifierService } from './service.ts';
 import { StatusLists } from './status-list.ts';
 
@@ -29,6 +29,7 @@ export default definePlugin({
   migrations: sqlMigrations(import.meta.url),
   config: verifierConfig,
   cli: { verifier: verifierCli },
+  events: { 'presentation.verified': presentationVerified },
   setup(ctx): VerifierServices {
     const identity = new IdentityStore(ctx.db, ctx.keys, ctx.use(RP_CA), ctx.clock, ctx.log, ctx.config);
     const anchors = new AnchorStore(ctx.db, ctx.clock, ctx.tryUse(LOTL));
@@ -37,6 +38,7 @@ export default definePlugin({
       keys: ctx.keys,
       clock: ctx.clock,
       audit: ctx.audit,
+      events: ctx.events,
       identity,
       anchors,
       presets: new Presets(),

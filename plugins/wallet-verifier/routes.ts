@@ -1,7 +1,7 @@
 import QRCode from 'qrcode';
 import { type PluginContext, policy, reply, type RouteRegistrar } from '../../server/sdk.ts';
 import type { AnchorStore } from './anchors.ts';
-import { anchorAddBody, anchorRemoveBody, sessionQuery, startQuery, type VerifierConfig, vpResponseResult, vpStartResponse } from './schemas.ts';
+import { anchorAddBody, anchorRemoveBody, sessionQuery, vpEventsQuery, startQuery, type VerifierConfig, vpResponseResult, vpStartResponse } from './schemas.ts';
 import type { VerifierService } from './service.ts';
 import { z } from 'zod';
 
@@ -92,6 +92,17 @@ export function verifierRoutes(r: RouteRegistrar, svc: VerifierService, anchors:
     rateLimit,
     responses: { 200: { description: 'verifier metadata JSON' } },
     handler: async (req) => reply(200, await svc.metadata(req.tenant, req.origin), { 'Cache-Control': 'public, max-age=300' }),
+  });
+
+  r.add({
+    method: 'GET',
+    path: '/signal.ashx?list-vp-events',
+    summary: 'The verifier audit log: vp-start, vp-request, vp-response-arrived, vp-verify-result, vp-sso-minted (newest first)',
+    area: 'wallet-verifier',
+    auth: policy.adminOrHmac('list-vp-events'),
+    query: vpEventsQuery,
+    responses: { 200: { description: 'audit entries (ts, event, tenant, user, ip, ua, extra)' } },
+    handler: (req) => reply(200, { events: svc.events(req.tenant, req.query) }, NO_STORE),
   });
 
   r.add({

@@ -53,3 +53,17 @@ export const vpResponseResult = z.object({
 
 export const anchorAddBody = z.object({ pem: z.string().min(1).max(20_000) }).strict();
 export const anchorRemoveBody = z.object({ sha256: z.string().min(1).max(100) }).strict();
+
+/** Webhook event `presentation.verified`: which session and credential, never the person's claim values. */
+export const presentationVerified = z.object({
+  sessionId: z.string(),
+  preset: z.string(),
+  format: z.string(),
+  clientId: z.string(),
+  claimNames: z.array(z.string()),
+});
+
+export const vpEventsQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(500).default(50),
+  since: z.string().datetime({ offset: true }).optional(),
+});

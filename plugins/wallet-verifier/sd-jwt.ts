@@ -177,7 +177,7 @@ export async function verifySdJwtVc(presentation: string, x: SdJwtExpectations):
   }
 
   // What the holder disclosed about the person; the credential's own mechanics stay out.
-  const { cnf: _cnf, status: _status, iat: _iat, exp: _exp, nbf: _nbf, ...disclosed } = claims;
+  const { cnf: _cnf, status: _status, iat: _iat, exp: _exp, nbf: _nbf, iss: _iss, vct: _vct, ...disclosed } = claims;
   return { vct: payload.vct, issuer: typeof payload.iss === 'string' ? payload.iss : undefined, claims: disclosed, anchor: anchor.sha256 };
 }
 

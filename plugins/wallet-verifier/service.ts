@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import * as jose from 'jose';
-import { AppError, type AuditWriter, type Clock, type DB, InputError, type KeyService, NotFoundError, type Tenant } from '../../server/sdk.ts';
+import { AppError, type AuditWriter, type Clock, type DB, type EventBus, InputError, type KeyService, NotFoundError, type Tenant } from '../../server/sdk.ts';
 import type { AnchorStore } from './anchors.ts';
 import type { IdentityStore } from './identity.ts';
 import type { Presets } from './presets.ts';
@@ -64,6 +64,7 @@ export class VerifierService {
       keys: KeyService;
       clock: Clock;
       audit: AuditWriter;
+      events: EventBus;
       identity: IdentityStore;
       anchors: AnchorStore;
       presets: Presets;
@@ -71,6 +72,31 @@ export class VerifierService {
       config: VerifierConfig;
     },
   ) {}
+
+  /** One verifier event: into the appliance audit log and the verifier's own trail (list-vp-events). */
+  private record(tenant: Tenant, event: string, sessionId: string, who: Caller, extra: Record<string, string | number | boolean>): void {
+    const full = { session: sessionId, ...extra };
+    this.deps.audit.write(tenant, { event, ip: who.ip, ua: who.ua, extra: full });
+    this.deps.db.prepare('INSERT INTO vp_event (tenant_id, ts, event, session_id, ip, ua, extra) VALUES (?, ?, ?, ?, ?, ?, ?)').run(
+      tenant.id,
+      new Date(this.now()).toISOString(),
+      event,
+      sessionId,
+      who.ip,
+      who.ua,
+      Object.entries(full)
+        .map(([k, v]) => `${k}=${String(v)}`)
+        .join(' '),
+    );
+  }
+
+  /** GET ?list-vp-events: newest first. */
+  events(tenant: Tenant, q: { limit: number; since?: string }) {
+    const rows = this.deps.db
+      .prepare('SELECT ts, event, ip, ua, extra FROM vp_event WHERE tenant_id = ? AND ts >= ? ORDER BY seq DESC LIMIT ?')
+      .all(tenant.id, q.since ? new Date(q.since).toISOString() : '', q.limit) as { ts: string; event: string; ip: string; ua: string; extra: string }[];
+    return rows.map((r) => ({ ts: r.ts, event: r.event, tenant: tenant.host, user: '', ip: r.ip, ua: r.ua, extra: r.extra }));
+  }
 
   private now(): number {
     return this.deps.clock.now();
@@ -119,12 +145,7 @@ export class VerifierService {
     const requestUri = `${origin}/oidc.ashx?action=vp-request&session_id=${sessionId}`;
     // OpenID4VP 1.0 §5.7 / RFC 9101 §5.2: by reference; the client_id repeats the signed one.
     const url = `openid4vp://?client_id=${encodeURIComponent(clientId)}&request_uri=${encodeURIComponent(requestUri)}`;
-    this.deps.audit.write(tenant, {
-      event: 'vp-start',
-      ip: who.ip,
-      ua: who.ua,
-      extra: { session: sessionId, preset: preset.name, client_id_prefix: q.client_id_prefix, scope: scopes.join(' ') },
-    });
+    this.record(tenant, 'vp-start', sessionId, who, { preset: preset.name, client_id_prefix: q.client_id_prefix, scope: scopes.join(' ') });
     return {
       session_id: sessionId,
       request_uri: requestUri,
@@ -190,7 +211,7 @@ export class VerifierService {
     })
       .setProtectedHeader({ alg: 'ES256', typ: 'oauth-authz-req+jwt', x5c: id.x5c.map((d) => d.toString('base64')) })
       .sign(id.key);
-    this.deps.audit.write(tenant, { event: 'vp-request', ip: who.ip, ua: who.ua, extra: { session: s.id, client_id: s.client_id } });
+    this.record(tenant, 'vp-request', s.id, who, { client_id: s.client_id });
     return jwt;
   }
 
@@ -217,12 +238,7 @@ export class VerifierService {
     const sid = sessionId ?? form?.get('session_id') ?? undefined;
     if (!sid) throw new InputError('vp-response: session_id is missing', 'invalid_request');
     const s = this.live(tenant, sid);
-    this.deps.audit.write(tenant, {
-      event: 'vp-response-arrived',
-      ip: who.ip,
-      ua: who.ua,
-      extra: { session: s.id, shape: jwe ? 'jwe' : raw ? 'cbor' : 'form' },
-    });
+    this.record(tenant, 'vp-response-arrived', s.id, who, { shape: jwe ? 'jwe' : raw ? 'cbor' : 'form' });
     if (s.status === 'verified' || s.status === 'error') throw new AppError(400, 'session_finished', 'this presentation session is already finished');
 
     let payload: Record<string, unknown>;
@@ -286,13 +302,18 @@ export class VerifierService {
       throw e;
     }
     const result: VpResult = { status: 'verified', session_id: s.id, presentation };
-    this.finish(tenant, s, 'verified', result);
-    this.deps.audit.write(tenant, {
-      event: 'vp-verify-result',
-      ip: who.ip,
-      ua: who.ua,
-      extra: { session: s.id, status: 'verified', format: String(presentation.format) },
-    });
+    // Outbox: the finished session and its webhook event are one transaction.
+    this.deps.db.transaction(() => {
+      this.finish(tenant, s, 'verified', result);
+      this.deps.events.emit(tenant.id, 'presentation.verified', {
+        sessionId: s.id,
+        preset: s.preset,
+        format: String(presentation.format),
+        clientId: s.client_id,
+        claimNames: Object.keys((presentation.claims as Record<string, unknown> | undefined) ?? {}).sort(),
+      });
+    })();
+    this.record(tenant, 'vp-verify-result', s.id, who, { status: 'verified', format: String(presentation.format) });
     return result;
   }
 
@@ -326,7 +347,7 @@ export class VerifierService {
   ): AppError {
     const result: VpResult = { status: 'error', session_id: s.id, presentation: {}, error: code, error_description: `${check}: ${description}`, check };
     this.finish(tenant, s, 'error', result);
-    this.deps.audit.write(tenant, { event: 'vp-verify-result', ip: who.ip, ua: who.ua, extra: { session: s.id, status: 'error', check } });
+    this.record(tenant, 'vp-verify-result', s.id, who, { status: 'error', check });
     return new AppError(400, code, `${check}: ${description}`, { extra: { status: 'error', session_id: s.id, presentation: {}, check } });
   }
 

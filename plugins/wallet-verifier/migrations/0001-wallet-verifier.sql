@@ -61,3 +61,17 @@ CREATE TABLE vp_status_list (
   fetched_at  TEXT NOT NULL,
   PRIMARY KEY (tenant_id, uri)
 ) STRICT;
+
+-- The verifier's own audit trail (vp-start .. vp-sso-minted), served by ?list-vp-events; every
+-- entry is also written to the appliance audit log.
+CREATE TABLE vp_event (
+  tenant_id   TEXT NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+  seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+  ts          TEXT NOT NULL,
+  event       TEXT NOT NULL,
+  session_id  TEXT,
+  ip          TEXT NOT NULL,
+  ua          TEXT NOT NULL,
+  extra       TEXT NOT NULL            -- key=value tail, as the audit entry's `extra`
+) STRICT;
+CREATE INDEX vp_event_tenant_ts ON vp_event (tenant_id, ts);

@@ -79,5 +79,29 @@ describe('SD-JWT VC presentation over OpenID4VP 1.0 direct_post.jwt', () => {
     expect(out.presentation.claims.nationalities).toBeUndefined();
     const polled = await body(await s.fetch(`/oidc.ashx?action=vp-result&session_id=${st.session_id}`));
     expect(polled.status).toBe('verified');
+
+    // The verifier audit trail, newest first, admin only.
+    const ev = await body(await adminCall(s, 'GET', '/signal.ashx?list-vp-events&limit=10', 'list-vp-events'));
+    const mine = ev.events.filter((e: { extra: string }) => e.extra.includes(`session=${st.session_id}`)).map((e: { event: string }) => e.event);
+    expect(mine).toEqual(['vp-verify-result', 'vp-response-arrived', 'vp-request', 'vp-start']);
+    expect(ev.events[0]).toMatchObject({ tenant: s.primary.host, ip: expect.any(String), ts: expect.any(String) });
+    expect((await s.fetch('/signal.ashx?list-vp-events')).status).toBe(401);
+    const future = await body(
+      await adminCall(s, 'GET', `/signal.ashx?list-vp-events&since=${encodeURIComponent(new Date(Date.now() + 60_000).toISOString())}`, 'list-vp-events'),
+    );
+    expect(future.events).toEqual([]);
+    // The same entries reach the appliance audit log.
+    const audit = await body(await s.fetch('/api.ashx/v1/auditlog?limit=50', { key: s.adminKey }));
+    expect(JSON.stringify(audit)).toContain('vp-verify-result');
+
+    // The webhook event, written in the same transaction (the webhooks plugin delivers every event).
+    const row = s.appliance.core.db.prepare("SELECT data FROM events WHERE name = 'presentation.verified' ORDER BY id DESC LIMIT 1").get() as { data: string };
+    expect(JSON.parse(row.data)).toEqual({
+      sessionId: st.session_id,
+      preset: 'pid',
+      format: 'dc+sd-jwt',
+      clientId: st.client_id,
+      claimNames: ['birthdate', 'family_name', 'given_name'],
+    });
   });
 });
