@@ -4,7 +4,7 @@
  * digest refers to; RFC 9901 §7.1 step 3.4 rejects it, and so do we.
  */
 import crypto from 'node:crypto';
-import * as jose from 'jose';
+import { verifyCompactJws } from './jws.ts';
 import { type Anchor, CheckFailed, validateChain } from './x509.ts';
 
 /** Signature algorithms accepted from issuers and holders: asymmetric only, never `none`. */
@@ -123,14 +123,9 @@ export async function verifySdJwtVc(presentation: string, x: SdJwtExpectations):
   if (header.typ !== 'dc+sd-jwt' && header.typ !== 'vc+sd-jwt') throw new CheckFailed('issuer_signature', `typ ${String(header.typ)} is not dc+sd-jwt`);
   const x5c = Array.isArray(header.x5c) ? header.x5c.filter((c): c is string => typeof c === 'string').map((c) => Buffer.from(c, 'base64')) : [];
   const { leaf, anchor } = validateChain(x5c, x.anchors, x.now);
-  let payload: Record<string, unknown>;
-  try {
-    await jose.compactVerify(issuerJwt, leaf.publicKey, { algorithms: SD_JWT_ALGS });
-    payload = b64json(segs[1]!, 'issuer_signature');
-  } catch (e) {
-    if (e instanceof CheckFailed) throw e;
+  if (!verifyCompactJws(issuerJwt, header.alg, leaf.publicKey))
     throw new CheckFailed('issuer_signature', 'the issuer signature does not verify with the x5c certificate');
-  }
+  const payload = b64json(segs[1]!, 'issuer_signature');
   const nowS = Math.floor(x.now / 1000);
   if (typeof payload.exp === 'number' && payload.exp <= nowS) throw new CheckFailed('exp', 'the credential has expired');
   if (typeof payload.nbf === 'number' && payload.nbf > nowS + 60) throw new CheckFailed('nbf', 'the credential is not yet valid');
@@ -148,17 +143,16 @@ export async function verifySdJwtVc(presentation: string, x: SdJwtExpectations):
   if (kbHeader.typ !== 'kb+jwt') throw new CheckFailed('kb_jwt', 'the key binding JWT typ is not kb+jwt');
   if (typeof kbHeader.alg !== 'string' || !SD_JWT_ALGS.includes(kbHeader.alg))
     throw new CheckFailed('kb_jwt', `key binding algorithm ${String(kbHeader.alg)} is not accepted`);
-  const cnf = payload.cnf as { jwk?: jose.JWK } | undefined;
-  if (!cnf?.jwk) throw new CheckFailed('cnf', 'the credential has no cnf.jwk holder key');
-  let kb: Record<string, unknown>;
+  const cnf = payload.cnf as { jwk?: crypto.JsonWebKey } | undefined;
+  if (!cnf?.jwk || typeof cnf.jwk !== 'object') throw new CheckFailed('cnf', 'the credential has no cnf.jwk holder key');
+  let holderKey: crypto.KeyObject;
   try {
-    const key = await jose.importJWK(cnf.jwk, kbHeader.alg);
-    await jose.compactVerify(kbJwt, key, { algorithms: SD_JWT_ALGS });
-    kb = b64json(kbSegs[1]!, 'kb_jwt');
-  } catch (e) {
-    if (e instanceof CheckFailed) throw e;
-    throw new CheckFailed('kb_jwt', 'the key binding JWT is not signed by the cnf key');
+    holderKey = crypto.createPublicKey({ key: { ...cnf.jwk, d: undefined }, format: 'jwk' });
+  } catch {
+    throw new CheckFailed('cnf', 'cnf.jwk is not a usable public key');
   }
+  if (!verifyCompactJws(kbJwt, kbHeader.alg, holderKey)) throw new CheckFailed('kb_jwt', 'the key binding JWT is not signed by the cnf key');
+  const kb = b64json(kbSegs[1]!, 'kb_jwt');
   if (kb.aud !== x.audience) throw new CheckFailed('aud', 'the key binding JWT aud is not this verifier');
   if (typeof kb.nonce !== 'string' || !safeEq(kb.nonce, x.nonce)) throw new CheckFailed('nonce', 'the key binding JWT nonce is not the session nonce');
   if (typeof kb.iat !== 'number' || Math.abs(kb.iat - nowS) > x.iatWindowSeconds)

@@ -46,6 +46,29 @@ export interface Anchor {
  * anchor (the last certificate is itself an anchor, or an anchor issued it). Returns the leaf.
  */
 export function validateChain(ders: Buffer[], anchors: Anchor[], now: number): { leaf: crypto.X509Certificate; anchor: Anchor } {
+  // The same issuer chain arrives with every presentation of that issuer: a verified path is kept
+  // (keyed by the chain and the anchor set, so adding or removing an anchor starts afresh) while
+  // every certificate of it is within its validity.
+  const h = crypto.createHash('sha256');
+  for (const d of ders) h.update(d);
+  for (const a of anchors) h.update(a.sha256);
+  const key = h.digest('base64');
+  const hit = CHAIN_CACHE.get(key);
+  if (hit && now >= hit.from && now <= hit.to) return hit.result;
+  const result = validateChainUncached(ders, anchors, now);
+  if (CHAIN_CACHE.size >= 1000) CHAIN_CACHE.delete(CHAIN_CACHE.keys().next().value!);
+  const certs = [...ders.map((d) => new crypto.X509Certificate(d)), result.anchor.cert];
+  CHAIN_CACHE.set(key, {
+    result,
+    from: Math.max(...certs.map((c) => Date.parse(c.validFrom))),
+    to: Math.min(...certs.map((c) => Date.parse(c.validTo))),
+  });
+  return result;
+}
+
+const CHAIN_CACHE = new Map<string, { result: { leaf: crypto.X509Certificate; anchor: Anchor }; from: number; to: number }>();
+
+function validateChainUncached(ders: Buffer[], anchors: Anchor[], now: number): { leaf: crypto.X509Certificate; anchor: Anchor } {
   if (!ders.length) throw new CheckFailed('x5c', 'no certificate chain (x5c / x5chain) with the signature');
   let certs: crypto.X509Certificate[];
   try {
