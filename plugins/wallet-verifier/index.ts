@@ -4,6 +4,7 @@ import { RP_CA } from '../rp-ca/api.ts';
 import { AnchorStore } from './anchors.ts';
 import { verifierCli } from './cli.ts';
 import { IdentityStore } from './identity.ts';
+import { NetworkProfiles } from './network.ts';
 import { Presets } from './presets.ts';
 import { verifierRoutes } from './routes.ts';
 import { presentationVerified, verifierConfig } from './schemas.ts';
@@ -14,6 +15,7 @@ export interface VerifierServices {
   service: VerifierService;
   anchors: AnchorStore;
   identity: IdentityStore;
+  network: NetworkProfiles;
   timer?: NodeJS.Timeout;
 }
 
@@ -33,6 +35,7 @@ export default definePlugin({
   setup(ctx): VerifierServices {
     const identity = new IdentityStore(ctx.db, ctx.keys, ctx.use(RP_CA), ctx.clock, ctx.log, ctx.config);
     const anchors = new AnchorStore(ctx.db, ctx.clock, ctx.tryUse(LOTL));
+    const network = new NetworkProfiles(ctx.db, ctx.keys, ctx.clock);
     const service = new VerifierService({
       db: ctx.db,
       keys: ctx.keys,
@@ -43,12 +46,13 @@ export default definePlugin({
       anchors,
       presets: new Presets(),
       statusLists: new StatusLists(ctx.db, ctx.clock, ctx.config.statusList),
+      network,
       config: ctx.config,
     });
-    return { service, anchors, identity };
+    return { service, anchors, identity, network };
   },
   routes(r, s, ctx) {
-    verifierRoutes(r, s.service, s.anchors, ctx);
+    verifierRoutes(r, s.service, s.anchors, s.network, ctx);
   },
   start(s, ctx) {
     s.timer = setInterval(() => {

@@ -1,13 +1,31 @@
 import QRCode from 'qrcode';
 import { type PluginContext, policy, reply, type RouteRegistrar } from '../../server/sdk.ts';
 import type { AnchorStore } from './anchors.ts';
-import { anchorAddBody, anchorRemoveBody, sessionQuery, vpEventsQuery, startQuery, type VerifierConfig, vpResponseResult, vpStartResponse } from './schemas.ts';
+import {
+  anchorAddBody,
+  anchorRemoveBody,
+  profileAddBody,
+  profileRemoveBody,
+  sessionQuery,
+  vpEventsQuery,
+  startQuery,
+  type VerifierConfig,
+  vpResponseResult,
+  vpStartResponse,
+} from './schemas.ts';
 import type { VerifierService } from './service.ts';
+import type { NetworkProfiles } from './network.ts';
 import { z } from 'zod';
 
 const NO_STORE = { 'Cache-Control': 'no-store' };
 
-export function verifierRoutes(r: RouteRegistrar, svc: VerifierService, anchors: AnchorStore, ctx: PluginContext<VerifierConfig>): void {
+export function verifierRoutes(
+  r: RouteRegistrar,
+  svc: VerifierService,
+  anchors: AnchorStore,
+  network: NetworkProfiles,
+  ctx: PluginContext<VerifierConfig>,
+): void {
   const rateLimit = { name: 'wallet-verifier', perMinute: ctx.config.perIpPerMinute };
 
   r.add({
@@ -92,6 +110,79 @@ export function verifierRoutes(r: RouteRegistrar, svc: VerifierService, anchors:
     rateLimit,
     responses: { 200: { description: 'verifier metadata JSON' } },
     handler: async (req) => reply(200, await svc.metadata(req.tenant, req.origin), { 'Cache-Control': 'public, max-age=300' }),
+  });
+
+  r.add({
+    method: 'GET',
+    path: '/oidc.ashx?action=network-config',
+    summary: 'The signed NetworkConfig of a session that presented a PID with scope network_access; the same until expires_at',
+    area: 'wallet-verifier',
+    auth: policy.public,
+    rateLimit,
+    query: sessionQuery,
+    responses: { 200: { description: 'NetworkConfig' }, 404: { description: 'unknown or expired session' } },
+    handler: (req) => {
+      const { body, expiresAt } = network.config(req.tenant, req.query.session_id);
+      const maxAge = Math.max(0, Math.floor((Date.parse(expiresAt) - ctx.clock.now()) / 1000));
+      // Private: it carries a credential for one device; idempotent until it expires.
+      return reply(200, body, { 'Cache-Control': `private, max-age=${maxAge}`, Expires: new Date(expiresAt).toUTCString() });
+    },
+  });
+
+  r.add({
+    method: 'GET',
+    path: '/signal.ashx?verifier-profiles=list',
+    summary: 'Network access profiles of this tenant',
+    area: 'wallet-verifier',
+    auth: policy.adminOrHmac('verifier-profiles'),
+    responses: { 200: { description: 'profiles' } },
+    handler: (req) => reply(200, { profiles: network.list(req.tenant) }, NO_STORE),
+  });
+
+  r.add({
+    method: 'POST',
+    path: '/signal.ashx?verifier-profiles=add',
+    summary: 'Add a network access profile (Wi-Fi, APN, VPN) a verified PID presentation can receive',
+    area: 'wallet-verifier',
+    auth: policy.adminOrHmac('verifier-profiles'),
+    rateLimit: 'sensitive',
+    body: profileAddBody,
+    bodyType: 'json',
+    camelize: false,
+    responses: { 200: { description: 'the profile' }, 409: { description: 'conflict' } },
+    handler: (req) => {
+      const who = req.principal?.userName ?? req.principal?.subject ?? 'hmac';
+      const b = req.body;
+      const p = network.add(req.tenant, {
+        name: b.name,
+        type: b.type,
+        ssid: b.ssid,
+        eapMethod: b.eap_method,
+        identityTemplate: b.identity_template,
+        ttlMinutes: b.ttl_minutes,
+      });
+      ctx.audit.write(req.tenant, { event: 'verifier.profile-add', user: who, ip: req.ip, ua: req.ua, extra: { name: p.name, type: p.network_type } });
+      return p;
+    },
+  });
+
+  r.add({
+    method: 'POST',
+    path: '/signal.ashx?verifier-profiles=remove',
+    summary: 'Remove a network access profile',
+    area: 'wallet-verifier',
+    auth: policy.adminOrHmac('verifier-profiles'),
+    rateLimit: 'sensitive',
+    body: profileRemoveBody,
+    bodyType: 'json',
+    camelize: false,
+    responses: { 200: { description: 'removed' }, 404: { description: 'not_found' } },
+    handler: (req) => {
+      const who = req.principal?.userName ?? req.principal?.subject ?? 'hmac';
+      network.remove(req.tenant, req.body.name);
+      ctx.audit.write(req.tenant, { event: 'verifier.profile-remove', user: who, ip: req.ip, ua: req.ua, extra: { name: req.body.name } });
+      return { removed: true };
+    },
   });
 
   r.add({

@@ -67,3 +67,15 @@ export const vpEventsQuery = z.object({
   limit: z.coerce.number().int().min(1).max(500).default(50),
   since: z.string().datetime({ offset: true }).optional(),
 });
+
+export const profileAddBody = z
+  .object({
+    name: z.string().min(1).max(64),
+    type: z.string().min(1).max(32).describe('wifi-wpa2-eap, wifi-wpa3-eap, wifi-wpa2-psk, wifi-hotspot20, apn-4g, apn-5g, openvpn, wireguard'),
+    ssid: z.string().min(1).max(32).optional(),
+    eap_method: z.string().max(16).optional().describe('PEAP, TTLS, TLS or MSCHAPv2'),
+    identity_template: z.string().max(200).optional().describe('text with {claim} placeholders, default {given_name}.{family_name}@{host}'),
+    ttl_minutes: z.number().int().min(1).max(10_080).optional(),
+  })
+  .strict();
+export const profileRemoveBody = z.object({ name: z.string().min(1).max(64) }).strict();

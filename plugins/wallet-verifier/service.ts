@@ -7,6 +7,7 @@ import type { Presets } from './presets.ts';
 import type { VerifierConfig } from './schemas.ts';
 import { verifySdJwtVc } from './sd-jwt.ts';
 import type { StatusLists } from './status-list.ts';
+import type { NetworkProfiles } from './network.ts';
 import { CheckFailed } from './x509.ts';
 
 export type ResultStatus = 'completed' | 'verified' | 'error';
@@ -18,6 +19,7 @@ export interface VpResult {
   error?: string;
   error_description?: string;
   check?: string;
+  network_config?: Record<string, unknown>;
 }
 
 interface SessionRow {
@@ -69,6 +71,7 @@ export class VerifierService {
       anchors: AnchorStore;
       presets: Presets;
       statusLists: StatusLists;
+      network: NetworkProfiles;
       config: VerifierConfig;
     },
   ) {}
@@ -118,7 +121,10 @@ export class VerifierService {
     const scopes = [...new Set(q.scope.split(' ').filter(Boolean))];
     const unknown = scopes.filter((s) => s !== 'openid' && s !== 'network_access');
     if (!scopes.includes('openid') || unknown.length) throw new InputError('scope must be `openid` or `openid network_access`', 'invalid_scope');
-    if (scopes.includes('network_access') && !q.network_profile) throw new InputError('network_access needs network_profile', 'invalid_request');
+    if (scopes.includes('network_access')) {
+      if (!q.network_profile) throw new InputError('network_access needs network_profile', 'invalid_request');
+      if (!this.deps.network.get(tenant, q.network_profile)) throw new InputError(`unknown network profile ${q.network_profile}`, 'invalid_request');
+    }
     const id = await this.deps.identity.get(tenant);
     const clientId = q.client_id_prefix === 'x509_san_dns' ? id.sanDnsClientId : id.x509HashClientId;
     const sessionId = random();
@@ -302,6 +308,12 @@ export class VerifierService {
       throw e;
     }
     const result: VpResult = { status: 'verified', session_id: s.id, presentation };
+    // The stored result never holds the network credential: it is sealed in its own row.
+    let networkConfig: Record<string, unknown> | undefined;
+    if (s.scope.split(' ').includes('network_access') && s.network_profile) {
+      const id = await this.deps.identity.get(tenant);
+      networkConfig = await this.deps.network.issue(tenant, s.id, s.network_profile, (presentation.claims as Record<string, unknown>) ?? {}, id);
+    }
     // Outbox: the finished session and its webhook event are one transaction.
     this.deps.db.transaction(() => {
       this.finish(tenant, s, 'verified', result);
@@ -314,7 +326,7 @@ export class VerifierService {
       });
     })();
     this.record(tenant, 'vp-verify-result', s.id, who, { status: 'verified', format: String(presentation.format) });
-    return result;
+    return networkConfig ? { ...result, network_config: networkConfig } : result;
   }
 
   private async decrypt(tenant: Tenant, s: SessionRow, jwe: string): Promise<Record<string, unknown>> {
