@@ -5,6 +5,8 @@ import { AnchorStore } from './anchors.ts';
 import { verifierCli } from './cli.ts';
 import { IdentityStore } from './identity.ts';
 import { NetworkProfiles } from './network.ts';
+import { SSO_GRANT, SsoAssertions } from './sso.ts';
+import { OIDC } from '../oidc/api.ts';
 import { Presets } from './presets.ts';
 import { verifierRoutes } from './routes.ts';
 import { presentationVerified, verifierConfig } from './schemas.ts';
@@ -27,7 +29,7 @@ export interface VerifierServices {
 export default definePlugin({
   name: 'wallet-verifier',
   description: 'EU Digital Identity Wallet verifier (OpenID4VP 1.0 / HAIP)',
-  dependsOn: ['audit', 'rp-ca', 'lotl'],
+  dependsOn: ['audit', 'rp-ca', 'lotl', 'oidc'],
   migrations: sqlMigrations(import.meta.url),
   config: verifierConfig,
   cli: { verifier: verifierCli },
@@ -36,6 +38,9 @@ export default definePlugin({
     const identity = new IdentityStore(ctx.db, ctx.keys, ctx.use(RP_CA), ctx.clock, ctx.log, ctx.config);
     const anchors = new AnchorStore(ctx.db, ctx.clock, ctx.tryUse(LOTL));
     const network = new NetworkProfiles(ctx.db, ctx.keys, ctx.clock);
+    const sso = new SsoAssertions(ctx.db, ctx.keys, ctx.users, ctx.clock, ctx.config.signIn);
+    // Provided at setup by oidc so grants exist before the first request (clientAuth: a relying party redeems it).
+    ctx.use(OIDC).registerGrant(SSO_GRANT, sso.grant(), { clientAuth: 'required' });
     const service = new VerifierService({
       db: ctx.db,
       keys: ctx.keys,
@@ -47,6 +52,7 @@ export default definePlugin({
       presets: new Presets(),
       statusLists: new StatusLists(ctx.db, ctx.clock, ctx.config.statusList),
       network,
+      sso,
       config: ctx.config,
     });
     return { service, anchors, identity, network };

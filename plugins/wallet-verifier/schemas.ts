@@ -14,6 +14,18 @@ export const verifierConfig = z
       .object({ ttlSeconds: z.number().int().min(0).default(3600), timeoutMs: z.number().int().min(100).max(60_000).default(5000) })
       .strict()
       .default({ ttlSeconds: 3600, timeoutMs: 5000 }),
+    /** Wallet sign-in policy (README "Wallet sign-in"); `tenants` overrides it per tenant host. */
+    signIn: z
+      .object({
+        mode: z.enum(['off', 'match-user']).default('match-user'),
+        usernameTemplate: z.string().min(1).max(200).default('{given_name}.{family_name}'),
+        ttlSeconds: z.number().int().min(10).max(600).default(60),
+        tenants: z
+          .record(z.string(), z.object({ mode: z.enum(['off', 'match-user']).optional(), usernameTemplate: z.string().min(1).max(200).optional() }).strict())
+          .default({}),
+      })
+      .strict()
+      .default({ mode: 'match-user', usernameTemplate: '{given_name}.{family_name}', ttlSeconds: 60, tenants: {} }),
     /** Per-IP limit of the public verifier endpoints, per minute. */
     perIpPerMinute: z.number().int().min(1).default(60),
   })

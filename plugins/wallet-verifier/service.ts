@@ -8,6 +8,7 @@ import type { VerifierConfig } from './schemas.ts';
 import { verifySdJwtVc } from './sd-jwt.ts';
 import type { StatusLists } from './status-list.ts';
 import type { NetworkProfiles } from './network.ts';
+import type { SsoAssertions } from './sso.ts';
 import { CheckFailed } from './x509.ts';
 
 export type ResultStatus = 'completed' | 'verified' | 'error';
@@ -20,6 +21,7 @@ export interface VpResult {
   error_description?: string;
   check?: string;
   network_config?: Record<string, unknown>;
+  sso_assertion?: string;
 }
 
 interface SessionRow {
@@ -72,6 +74,7 @@ export class VerifierService {
       presets: Presets;
       statusLists: StatusLists;
       network: NetworkProfiles;
+      sso: SsoAssertions;
       config: VerifierConfig;
     },
   ) {}
@@ -326,7 +329,15 @@ export class VerifierService {
       });
     })();
     this.record(tenant, 'vp-verify-result', s.id, who, { status: 'verified', format: String(presentation.format) });
-    return networkConfig ? { ...result, network_config: networkConfig } : result;
+    // Wallet sign-in: an assertion only when the tenant's policy maps this PID to an account.
+    let ssoAssertion: string | undefined;
+    const claims = (presentation.claims as Record<string, unknown>) ?? {};
+    const account = this.deps.sso.account(tenant, claims);
+    if ('user' in account) {
+      ssoAssertion = this.deps.sso.mint(tenant, s.id, account.user, claims);
+      this.record(tenant, 'vp-sso-minted', s.id, who, { user: account.user.name });
+    }
+    return { ...result, ...(networkConfig ? { network_config: networkConfig } : {}), ...(ssoAssertion ? { sso_assertion: ssoAssertion } : {}) };
   }
 
   private async decrypt(tenant: Tenant, s: SessionRow, jwe: string): Promise<Record<string, unknown>> {

@@ -3,8 +3,8 @@ import * as jose from 'jose';
 import type { TestServer } from '../../support/server.ts';
 
 /** An admin-HMAC signed call (the "H" of "B or H"). */
-export function adminCall(s: TestServer, method: 'GET' | 'POST', pathAndQuery: string, bucket: string, json?: unknown): Promise<Response> {
-  const host = `127.0.0.1:${s.port}`;
+export function adminCall(s: TestServer, method: 'GET' | 'POST', pathAndQuery: string, bucket: string, json?: unknown, tenantHost?: string): Promise<Response> {
+  const host = tenantHost ?? `127.0.0.1:${s.port}`;
   const body = json === undefined ? undefined : JSON.stringify(json);
   const headers: Record<string, string> = { 'x-service-admin-signature': s.hmac(bucket, host, body ? Buffer.byteLength(body) : undefined) };
   if (body) headers['content-type'] = 'application/json';
@@ -50,12 +50,12 @@ export async function openSession(s: TestServer, q = 'preset=pid', host?: string
 }
 
 /** OpenID4VP 1.0 direct_post.jwt by hand: the JWE of {vp_token, state} posted as form field `response`. */
-export async function sendEncrypted(s: TestServer, o: OpenSession, token: string, opts: { state?: string } = {}): Promise<Response> {
+export async function sendEncrypted(s: TestServer, o: OpenSession, token: string, opts: { state?: string } = {}, host?: string): Promise<Response> {
   const jwe = await new jose.CompactEncrypt(new TextEncoder().encode(JSON.stringify({ vp_token: { pid_sd_jwt: [token] }, state: opts.state ?? o.state })))
     .setProtectedHeader({ alg: 'ECDH-ES', enc: 'A128GCM', kid: o.encJwk!.kid })
     .encrypt(await jose.importJWK(o.encJwk!, 'ECDH-ES'));
   const u = new URL(o.responseUri);
-  return s.fetch(u.pathname + u.search, { method: 'POST', body: new URLSearchParams({ response: jwe }) });
+  return s.fetch(u.pathname + u.search, { method: 'POST', host, body: new URLSearchParams({ response: jwe }) });
 }
 
 /** Tests hammer one IP: the verifier's own per-IP limit is raised unless a test sets it. */
