@@ -10,8 +10,9 @@ import consolePlugin from './console/index.ts';
 import discovery from './discovery/index.ts';
 import chat from './chat/index.ts';
 import walletIssuer from './wallet-issuer/index.ts';
+import walletVerifier from './wallet-verifier/index.ts';
 
 /** The built-in plugins, in no particular order: the host sorts them by dependency. */
 export function builtinPlugins(): AnyPlugin[] {
-  return [audit, rpCa, oidc, webhooks, telephony, lotl, admin, consolePlugin, discovery, chat, walletIssuer];
+  return [audit, rpCa, oidc, webhooks, telephony, lotl, admin, consolePlugin, discovery, chat, walletIssuer, walletVerifier];
 }

@@ -89,6 +89,13 @@ export const ERROR_CODES = [
   'unknown_credential_configuration',
   'invalid_credential_request',
   'credential_request_denied',
+  // wallet verifier (OpenID4VP)
+  'mdoc_verify_not_configured',
+  'invalid_presentation',
+  'session_expired',
+  'session_finished',
+  'replayed_presentation',
+  'duplicate_anchor',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 

@@ -7,7 +7,9 @@ export type AuthMethod = (typeof AUTH_METHODS)[number];
 export const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 export const PRE_AUTH = 'urn:ietf:params:oauth:grant-type:pre-authorized_code';
 /** Grant types a client may be registered for; `implicit` covers response types with id_token. */
-export const GRANT_TYPES = ['authorization_code', 'implicit', 'refresh_token', 'client_credentials', 'password', JWT_BEARER, PRE_AUTH] as const;
+/** Registered by the wallet verifier (plugins/wallet-verifier/sso.ts): a relying party redeems a wallet sign-in. */
+export const SSO_ASSERTION = 'urn:sovcomms:params:oauth:grant-type:sso_assertion';
+export const GRANT_TYPES = ['authorization_code', 'implicit', 'refresh_token', 'client_credentials', 'password', JWT_BEARER, PRE_AUTH, SSO_ASSERTION] as const;
 
 export const CONSOLE_CLIENT_ID = 'sovcomms-console';
 

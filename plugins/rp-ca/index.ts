@@ -4,6 +4,7 @@ import { caCommand } from './cli.ts';
 import { rpCaRoutes } from './routes.ts';
 import { rpCaConfig } from './schemas.ts';
 import { lazyCaService, TlsAutoService } from './lazy.ts';
+import { RP_CA } from './api.ts';
 
 const RENEW_QUEUE = 'rp-ca.tls-renew';
 
@@ -28,7 +29,31 @@ export default definePlugin({
   setup(ctx): RpCaServices {
     const tlsAuto = new TlsAutoService();
     ctx.provide(TLS_AUTO, tlsAuto);
-    return { ca: lazyCaService({ db: ctx.db, keys: ctx.keys, clock: ctx.clock, log: ctx.log, config: ctx.config }), tlsAuto, health: { status: 'ok' } };
+    const ca = lazyCaService({ db: ctx.db, keys: ctx.keys, clock: ctx.clock, log: ctx.log, config: ctx.config });
+    ctx.provide(RP_CA, {
+      async issueFor(tenant, r) {
+        const {
+          der,
+          ca: loaded,
+          row,
+        } = await (
+          await ca.get()
+        ).issueLeaf(tenant, {
+          purpose: 'rp',
+          clientId: `x509_san_dns:${r.host}`,
+          subjectCn: r.host,
+          dnsNames: [r.host],
+          ipAddresses: [],
+          spki: r.spki,
+          keySource: 'public_key',
+          days: r.days,
+          issuedBy: r.issuedBy,
+        });
+        return { chainDer: [der, loaded.der], serial: row.serial, notBefore: row.not_before, notAfter: row.not_after };
+      },
+      caDer: async (tenant) => (await (await ca.get()).ca(tenant)).der,
+    });
+    return { ca, tlsAuto, health: { status: 'ok' } };
   },
   routes(r, s, ctx) {
     rpCaRoutes(r, s.ca.get, ctx.audit, ctx.config);

@@ -27,8 +27,8 @@ export function rpCaRoutes(r: RouteRegistrar, service: () => Promise<CaService>,
     path: '/rp-cert.ashx?issue',
     summary: 'Issue a relying-party access certificate (x509_san_dns / x509_hash client identifiers)',
     description:
-      'The key comes from exactly one of: include_key (generated here, private key returned once and never stored), ' +
-      'csr (PKCS#10 PEM; proof of possession; only its key is used) or public_key (SPKI PEM or public JWK). ' +
+      'The key comes from csr (PKCS#10 PEM; proof of possession; only its key is used), public_key (SPKI PEM or public JWK), ' +
+      'or, with neither (client_id alone), is generated here: its private key is returned once when include_key is true and never stored. ' +
       'The CA decides subject and extensions: CN and dNSName from client_id, keyUsage digitalSignature, AKI/SKI, certificatePolicies with a CPS URI, a CRL distribution point.',
     auth: policy.adminOrHmac('rp-cert-issue'),
     rateLimit: 'sensitive',
@@ -38,7 +38,7 @@ export function rpCaRoutes(r: RouteRegistrar, service: () => Promise<CaService>,
     responses: { 200: { description: 'the certificate', schema: issueResponse } },
     handler: async (req) => {
       const who = req.principal?.userName ?? req.principal?.subject ?? '';
-      const source = req.body.include_key ? 'generated' : req.body.csr !== undefined ? 'csr' : 'public_key';
+      const source = req.body.csr !== undefined ? 'csr' : req.body.public_key !== undefined ? 'public_key' : 'generated';
       const out = await (await service()).issue(req.tenant, req.body, who);
       audit.write(req.tenant, {
         event: 'rp-cert.issue',

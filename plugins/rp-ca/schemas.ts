@@ -50,7 +50,7 @@ export const issueBody = z
   .object({
     client_id: z.string().min(1).max(260).describe('`x509_san_dns:<host>` or a bare DNS host name; it becomes the dNSName subjectAltName'),
     days: z.number().int().min(1).max(825).default(90).describe('validity in days (1..825, default 90)'),
-    include_key: z.boolean().default(false).describe('generate the key pair here and return its private key once (never stored)'),
+    include_key: z.boolean().default(false).describe('return the private key of the key pair generated here (no csr/public_key) once; never stored'),
     csr: z.string().max(20_000).optional().describe('PKCS#10 request (PEM); its signature proves possession; only its key is used'),
     public_key: z
       .union([z.string().max(20_000), jwk])

@@ -351,16 +351,18 @@ export class CaService {
   async issue(tenant: Tenant, body: IssueBody, issuedBy: string): Promise<IssueResult> {
     const host = parseClientId(body.client_id);
     const given = [body.include_key, body.csr !== undefined, body.public_key !== undefined].filter(Boolean).length;
-    if (given !== 1) {
-      throw new InputError('exactly one of include_key: true, csr or public_key is required', 'invalid_request');
+    if (given > 1) {
+      throw new InputError('at most one of include_key: true, csr or public_key may be given', 'invalid_request');
     }
     let spki: Buffer;
     let privateKey: string | undefined;
     let keySource: CertRow['key_source'];
-    if (body.include_key) {
+    if (body.csr === undefined && body.public_key === undefined) {
+      // The spec's shape (client_id alone): the key pair is made here; its private half leaves
+      // only in this answer and only when include_key asks for it, and is never stored.
       const pair = crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
       spki = pair.publicKey.export({ format: 'der', type: 'spki' });
-      privateKey = pair.privateKey.export({ format: 'pem', type: 'pkcs8' }) as string;
+      if (body.include_key) privateKey = pair.privateKey.export({ format: 'pem', type: 'pkcs8' }) as string;
       keySource = 'generated';
     } else if (body.csr !== undefined) {
       spki = await spkiFromCsr(body.csr);

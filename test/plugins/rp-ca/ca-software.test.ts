@@ -168,8 +168,8 @@ describe('RP certificate authority with a software key', { timeout: 120_000 }, (
       [{ client_id: 'a.example', include_key: true, days: 0 }, 'invalid_request'],
       [{ client_id: 'a.example', include_key: true, days: 826 }, 'invalid_request'],
       [{ client_id: 'a.example', include_key: true, days: 1.5 }, 'invalid_request'],
-      [{ client_id: 'a.example' }, 'invalid_request'],
       [{ client_id: 'a.example', include_key: true, public_key: pub }, 'invalid_request'],
+      [{ client_id: 'a.example', public_key: pub, csr: 'x' }, 'invalid_request'],
       [{ client_id: 'x509_hash:abc', include_key: true }, 'invalid_client_id'],
       [{ client_id: 'redirect_uri:https://a.example/cb', include_key: true }, 'invalid_client_id'],
       [{ client_id: '10.0.0.1', include_key: true }, 'invalid_client_id'],
@@ -298,6 +298,24 @@ describe('RP certificate authority with a software key', { timeout: 120_000 }, (
     // B's CRL is signed by B's CA.
     const crlB = writeTemp(dir, 'crlB.der', Buffer.from(await (await s.fetch('/rp-cert.ashx?crl', { host })).arrayBuffer()));
     expect((await openssl(['crl', '-inform', 'DER', '-in', crlB, '-CAfile', path.join(dir, 'caB.pem'), '-noout'])).out).toMatch(/verify OK/);
+  });
+
+  it('client_id alone (the spec shape): the key pair is generated here and its private key is not returned', async () => {
+    for (const json of [{ client_id: 'alone.example' }, { client_id: 'x509_san_dns:alone2.example', include_key: false }]) {
+      const r = await issue(json);
+      expect(r.status).toBe(200);
+      const out = await body(r);
+      expect(out.private_key).toBeUndefined();
+      expect(out.client_id).toBe(`x509_san_dns:${json.client_id.replace('x509_san_dns:', '')}`);
+      const cert = new x509.X509Certificate(out.certificate);
+      expect(cert.getExtension(x509.SubjectAlternativeNameExtension)!.names.items.map((n) => n.value)).toEqual([json.client_id.replace('x509_san_dns:', '')]);
+      const list = await body(await adminCall(s, 'GET', '/rp-cert.ashx?list', 'rp-cert-list'));
+      expect(list.data.find((c: { serial: string }) => c.serial === out.serial).key_source).toBe('generated');
+    }
+    const withKey = await body(await issue({ client_id: 'alone3.example', include_key: true }));
+    const cert = new x509.X509Certificate(withKey.certificate);
+    const pub = crypto.createPublicKey(withKey.private_key).export({ format: 'der', type: 'spki' });
+    expect(Buffer.from(cert.publicKey.rawData).equals(pub)).toBe(true);
   });
 
   it('include_key: the private key is returned once and is nowhere in the database file', async () => {

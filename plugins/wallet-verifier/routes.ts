@@ -1,0 +1,261 @@
+import QRCode from 'qrcode';
+import { type PluginContext, policy, reply, type RouteRegistrar } from '../../server/sdk.ts';
+import type { AnchorStore } from './anchors.ts';
+import {
+  anchorAddBody,
+  anchorRemoveBody,
+  profileAddBody,
+  profileRemoveBody,
+  sessionQuery,
+  vpEventsQuery,
+  startQuery,
+  type VerifierConfig,
+  vpResponseResult,
+  vpStartResponse,
+} from './schemas.ts';
+import type { VerifierService } from './service.ts';
+import type { NetworkProfiles } from './network.ts';
+import { z } from 'zod';
+
+const NO_STORE = { 'Cache-Control': 'no-store' };
+
+export function verifierRoutes(
+  r: RouteRegistrar,
+  svc: VerifierService,
+  anchors: AnchorStore,
+  network: NetworkProfiles,
+  ctx: PluginContext<VerifierConfig>,
+): void {
+  const rateLimit = { name: 'wallet-verifier', perMinute: ctx.config.perIpPerMinute };
+
+  r.add({
+    method: 'GET',
+    path: '/oidc.ashx?action=vp-start',
+    summary: 'Start a wallet presentation (OpenID4VP 1.0): a session, its request_uri and the openid4vp:// deep link',
+    area: 'wallet-verifier',
+    auth: policy.public,
+    rateLimit,
+    query: startQuery,
+    responses: { 200: { description: 'VpStartResponse', schema: vpStartResponse } },
+    handler: async (req) => reply(200, await svc.start(req.tenant, req.origin, req.query, req), NO_STORE),
+  });
+
+  r.add({
+    method: 'GET',
+    path: '/oidc.ashx?action=vp-request',
+    summary: 'The signed request object of a session (typ oauth-authz-req+jwt, x5c from the RP CA); once per session',
+    area: 'wallet-verifier',
+    auth: policy.public,
+    rateLimit,
+    query: sessionQuery,
+    responses: { 200: { description: 'request object JWT', contentType: 'application/oauth-authz-req+jwt' } },
+    handler: async (req) => reply.text(200, await svc.request(req.tenant, req.origin, req.query.session_id, req), 'application/oauth-authz-req+jwt', NO_STORE),
+  });
+
+  r.add({
+    method: 'POST',
+    path: '/oidc.ashx?action=vp-response',
+    summary: "The wallet's response: form (direct_post, or direct_post.jwt as response=<JWE>), application/jose, or a raw CBOR DeviceResponse",
+    area: 'wallet-verifier',
+    auth: policy.public,
+    rateLimit,
+    query: z.object({ action: z.string().optional(), session_id: z.string().min(1).max(64).optional() }),
+    bodyType: 'raw',
+    contentTypes: ['application/x-www-form-urlencoded', 'application/jose', 'application/jwt', 'application/cbor', 'application/octet-stream'],
+    bodyLimit: 512 * 1024,
+    responses: {
+      200: { description: 'VpResponseResult', schema: vpResponseResult },
+      400: { description: 'the presentation failed a check (named in `check`), or the session is unknown, expired or finished' },
+      501: { description: 'mdoc_verify_not_configured' },
+    },
+    handler: async (req) =>
+      reply(200, await svc.respond(req.tenant, req.query.session_id, req.rawBody, String(req.headers['content-type'] ?? ''), req), NO_STORE),
+  });
+
+  r.add({
+    method: 'GET',
+    path: '/oidc.ashx?action=vp-result',
+    summary: 'The result of a session so far (pending, verified or error): what the QR page and the sign-in page poll',
+    area: 'wallet-verifier',
+    auth: policy.public,
+    rateLimit: { name: 'wallet-verifier-poll', perMinute: ctx.config.perIpPerMinute * 5 },
+    query: sessionQuery,
+    responses: { 200: { description: 'status and, when finished, the VpResponseResult' } },
+    handler: (req) => reply(200, svc.result(req.tenant, req.query.session_id), NO_STORE),
+  });
+
+  r.add({
+    method: 'GET',
+    path: '/oidc.ashx/vp-qr',
+    summary: 'A page showing the deep link of a session as a QR code (cross-device) and as a link (same-device)',
+    area: 'wallet-verifier',
+    auth: policy.public,
+    rateLimit,
+    query: z.object({ session_id: z.string().min(1).max(64) }),
+    responses: { 200: { description: 'HTML page', contentType: 'text/html' } },
+    handler: async (req) => {
+      const url = svc.openid4vpUrl(req.tenant, req.origin, req.query.session_id);
+      const svg = await QRCode.toString(url, { type: 'svg', errorCorrectionLevel: 'M', margin: 2 });
+      return reply.text(200, qrPage(url, svg), 'text/html; charset=utf-8', NO_STORE);
+    },
+  });
+
+  r.add({
+    method: 'GET',
+    path: '/.well-known/eudiw-verifier-metadata',
+    aliases: ['/.well-known/eudiw-verifier-metadata.json'],
+    summary: "The verifier's metadata: client ids, certificate, formats, encryption, presets",
+    area: 'wallet-verifier',
+    auth: policy.public,
+    rateLimit,
+    responses: { 200: { description: 'verifier metadata JSON' } },
+    handler: async (req) => reply(200, await svc.metadata(req.tenant, req.origin), { 'Cache-Control': 'public, max-age=300' }),
+  });
+
+  r.add({
+    method: 'GET',
+    path: '/oidc.ashx?action=network-config',
+    summary: 'The signed NetworkConfig of a session that presented a PID with scope network_access; the same until expires_at',
+    area: 'wallet-verifier',
+    auth: policy.public,
+    rateLimit,
+    query: sessionQuery,
+    responses: { 200: { description: 'NetworkConfig' }, 404: { description: 'unknown or expired session' } },
+    handler: (req) => {
+      const { body, expiresAt } = network.config(req.tenant, req.query.session_id);
+      const maxAge = Math.max(0, Math.floor((Date.parse(expiresAt) - ctx.clock.now()) / 1000));
+      // Private: it carries a credential for one device; idempotent until it expires.
+      return reply(200, body, { 'Cache-Control': `private, max-age=${maxAge}`, Expires: new Date(expiresAt).toUTCString() });
+    },
+  });
+
+  r.add({
+    method: 'GET',
+    path: '/signal.ashx?verifier-profiles=list',
+    summary: 'Network access profiles of this tenant',
+    area: 'wallet-verifier',
+    auth: policy.adminOrHmac('verifier-profiles'),
+    responses: { 200: { description: 'profiles' } },
+    handler: (req) => reply(200, { profiles: network.list(req.tenant) }, NO_STORE),
+  });
+
+  r.add({
+    method: 'POST',
+    path: '/signal.ashx?verifier-profiles=add',
+    summary: 'Add a network access profile (Wi-Fi, APN, VPN) a verified PID presentation can receive',
+    area: 'wallet-verifier',
+    auth: policy.adminOrHmac('verifier-profiles'),
+    rateLimit: 'sensitive',
+    body: profileAddBody,
+    bodyType: 'json',
+    camelize: false,
+    responses: { 200: { description: 'the profile' }, 409: { description: 'conflict' } },
+    handler: (req) => {
+      const who = req.principal?.userName ?? req.principal?.subject ?? 'hmac';
+      const b = req.body;
+      const p = network.add(req.tenant, {
+        name: b.name,
+        type: b.type,
+        ssid: b.ssid,
+        eapMethod: b.eap_method,
+        identityTemplate: b.identity_template,
+        ttlMinutes: b.ttl_minutes,
+      });
+      ctx.audit.write(req.tenant, { event: 'verifier.profile-add', user: who, ip: req.ip, ua: req.ua, extra: { name: p.name, type: p.network_type } });
+      return p;
+    },
+  });
+
+  r.add({
+    method: 'POST',
+    path: '/signal.ashx?verifier-profiles=remove',
+    summary: 'Remove a network access profile',
+    area: 'wallet-verifier',
+    auth: policy.adminOrHmac('verifier-profiles'),
+    rateLimit: 'sensitive',
+    body: profileRemoveBody,
+    bodyType: 'json',
+    camelize: false,
+    responses: { 200: { description: 'removed' }, 404: { description: 'not_found' } },
+    handler: (req) => {
+      const who = req.principal?.userName ?? req.principal?.subject ?? 'hmac';
+      network.remove(req.tenant, req.body.name);
+      ctx.audit.write(req.tenant, { event: 'verifier.profile-remove', user: who, ip: req.ip, ua: req.ua, extra: { name: req.body.name } });
+      return { removed: true };
+    },
+  });
+
+  r.add({
+    method: 'GET',
+    path: '/signal.ashx?list-vp-events',
+    summary: 'The verifier audit log: vp-start, vp-request, vp-response-arrived, vp-verify-result, vp-sso-minted (newest first)',
+    area: 'wallet-verifier',
+    auth: policy.adminOrHmac('list-vp-events'),
+    query: vpEventsQuery,
+    responses: { 200: { description: 'audit entries (ts, event, tenant, user, ip, ua, extra)' } },
+    handler: (req) => reply(200, { events: svc.events(req.tenant, req.query) }, NO_STORE),
+  });
+
+  r.add({
+    method: 'GET',
+    path: '/signal.ashx?verifier-anchors=list',
+    summary: "The tenant's issuer trust anchors for presentations (added ones and the LOTL's PID providers)",
+    area: 'wallet-verifier',
+    auth: policy.adminOrHmac('verifier-anchors'),
+    responses: { 200: { description: 'anchors' } },
+    handler: (req) => reply(200, { anchors: anchors.list(req.tenant) }, NO_STORE),
+  });
+
+  r.add({
+    method: 'POST',
+    path: '/signal.ashx?verifier-anchors=add',
+    summary: 'Trust an issuer certificate (PID provider or IACA) for presentations in this tenant',
+    area: 'wallet-verifier',
+    auth: policy.adminOrHmac('verifier-anchors'),
+    rateLimit: 'sensitive',
+    body: anchorAddBody,
+    bodyType: 'json',
+    camelize: false,
+    responses: { 200: { description: 'the anchor' }, 409: { description: 'duplicate_anchor' } },
+    handler: (req) => {
+      const who = req.principal?.userName ?? req.principal?.subject ?? 'hmac';
+      const a = anchors.add(req.tenant, req.body.pem, who);
+      ctx.audit.write(req.tenant, { event: 'verifier.trust-add', user: who, ip: req.ip, ua: req.ua, extra: { sha256: a.sha256 } });
+      return a;
+    },
+  });
+
+  r.add({
+    method: 'POST',
+    path: '/signal.ashx?verifier-anchors=remove',
+    summary: 'Stop trusting an issuer certificate this tenant added',
+    area: 'wallet-verifier',
+    auth: policy.adminOrHmac('verifier-anchors'),
+    rateLimit: 'sensitive',
+    body: anchorRemoveBody,
+    bodyType: 'json',
+    camelize: false,
+    responses: { 200: { description: 'removed' }, 404: { description: 'not_found' } },
+    handler: (req) => {
+      const who = req.principal?.userName ?? req.principal?.subject ?? 'hmac';
+      anchors.remove(req.tenant, req.body.sha256);
+      ctx.audit.write(req.tenant, { event: 'verifier.trust-remove', user: who, ip: req.ip, ua: req.ua, extra: { sha256: req.body.sha256 } });
+      return { removed: true };
+    },
+  });
+}
+
+const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+function qrPage(url: string, svg: string): string {
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Present your EU wallet</title>
+<style>body{font-family:system-ui,sans-serif;max-width:28rem;margin:2rem auto;text-align:center}#qr svg{width:18rem;height:18rem}</style></head>
+<body><h1>Present your EU wallet</h1>
+<p>Scan this code with your EU Digital Identity Wallet.</p>
+<div id="qr" role="img" aria-label="QR code of the wallet request">${svg}</div>
+<p><a id="same-device" href="${esc(url)}">Open the wallet on this device</a></p>
+</body></html>
+`;
+}

@@ -1,0 +1,93 @@
+import { z } from 'zod';
+
+export const verifierConfig = z
+  .object({
+    /** Lifetime of a presentation session (vp-start to vp-response). */
+    sessionTtlSeconds: z.number().int().min(30).max(3600).default(300),
+    /** Validity of the verifier access certificate the RP CA issues. */
+    certDays: z.number().int().min(2).max(825).default(90),
+    /** Renew the certificate when fewer days than this are left (or a third of its life). */
+    renewBeforeDays: z.number().int().min(1).max(824).default(30),
+    /** Accepted distance of a KB-JWT iat from now. */
+    iatWindowSeconds: z.number().int().min(10).max(3600).default(300),
+    statusList: z
+      .object({ ttlSeconds: z.number().int().min(0).default(3600), timeoutMs: z.number().int().min(100).max(60_000).default(5000) })
+      .strict()
+      .default({ ttlSeconds: 3600, timeoutMs: 5000 }),
+    /** Wallet sign-in policy (README "Wallet sign-in"); `tenants` overrides it per tenant host. */
+    signIn: z
+      .object({
+        mode: z.enum(['off', 'match-user']).default('match-user'),
+        usernameTemplate: z.string().min(1).max(200).default('{given_name}.{family_name}'),
+        ttlSeconds: z.number().int().min(10).max(600).default(60),
+        tenants: z
+          .record(z.string(), z.object({ mode: z.enum(['off', 'match-user']).optional(), usernameTemplate: z.string().min(1).max(200).optional() }).strict())
+          .default({}),
+      })
+      .strict()
+      .default({ mode: 'match-user', usernameTemplate: '{given_name}.{family_name}', ttlSeconds: 60, tenants: {} }),
+    /** Per-IP limit of the public verifier endpoints, per minute. */
+    perIpPerMinute: z.number().int().min(1).default(60),
+  })
+  .strict();
+export type VerifierConfig = z.infer<typeof verifierConfig>;
+
+export const startQuery = z.object({
+  action: z.literal('vp-start').optional(),
+  preset: z.string().min(1).max(41).default('pid').describe('named DCQL preset (resources/dcql): pid, age_over_18, pid-network'),
+  client_id_prefix: z.enum(['x509_hash', 'x509_san_dns']).default('x509_hash'),
+  scope: z.string().max(200).default('openid').describe('`openid` or `openid network_access`'),
+  network_profile: z.string().max(64).optional().describe('named network profile, used when scope includes network_access'),
+  response_mode: z.enum(['direct_post.jwt', 'direct_post']).default('direct_post.jwt'),
+});
+
+export const vpStartResponse = z.object({
+  session_id: z.string(),
+  request_uri: z.string().url(),
+  openid4vp_url: z.string(),
+  expires_in: z.number().int(),
+  client_id: z.string(),
+  qr_page: z.string().describe('a page that renders openid4vp_url as a QR code'),
+});
+
+export const sessionQuery = z.object({ action: z.string().optional(), session_id: z.string().min(1).max(64) });
+
+export const vpResponseResult = z.object({
+  status: z.enum(['completed', 'verified', 'error']),
+  session_id: z.string(),
+  presentation: z.record(z.string(), z.unknown()),
+  network_config: z.record(z.string(), z.unknown()).optional(),
+  sso_assertion: z.string().optional(),
+  error: z.string().optional(),
+  error_description: z.string().optional(),
+  check: z.string().optional().describe('the verification check that failed'),
+});
+
+export const anchorAddBody = z.object({ pem: z.string().min(1).max(20_000) }).strict();
+export const anchorRemoveBody = z.object({ sha256: z.string().min(1).max(100) }).strict();
+
+/** Webhook event `presentation.verified`: which session and credential, never the person's claim values. */
+export const presentationVerified = z.object({
+  sessionId: z.string(),
+  preset: z.string(),
+  format: z.string(),
+  clientId: z.string(),
+  claimNames: z.array(z.string()),
+});
+
+export const vpEventsQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(500).default(50),
+  since: z.string().datetime({ offset: true }).optional(),
+});
+
+export const profileAddBody = z
+  .object({
+    name: z.string().min(1).max(64),
+    type: z.string().min(1).max(32).describe('wifi-wpa2-eap, wifi-wpa3-eap, wifi-wpa2-psk, wifi-hotspot20, apn-4g, apn-5g, openvpn, wireguard'),
+    ssid: z.string().min(1).max(32).optional(),
+    eap_method: z.string().max(16).optional().describe('PEAP, TTLS, TLS or MSCHAPv2'),
+    identity_template: z.string().max(200).optional().describe('text with {claim} placeholders, default {given_name}.{family_name}@{host}'),
+    ttl_minutes: z.number().int().min(1).max(10_080).optional(),
+  })
+  .strict();
+export const profileRemoveBody = z.object({ name: z.string().min(1).max(64) }).strict();

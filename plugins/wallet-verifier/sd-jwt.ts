@@ -1,0 +1,182 @@
+/**
+ * SD-JWT VC verification (IETF SD-JWT RFC 9901, SD-JWT VC draft, OpenID4VP 1.0 §B.3), written
+ * out check by check so that each failure names its check. @sd-jwt 0.19 accepts a disclosure no
+ * digest refers to; RFC 9901 §7.1 step 3.4 rejects it, and so do we.
+ */
+import crypto from 'node:crypto';
+import { verifyCompactJws } from './jws.ts';
+import { type Anchor, CheckFailed, validateChain } from './x509.ts';
+
+/** Signature algorithms accepted from issuers and holders: asymmetric only, never `none`. */
+export const SD_JWT_ALGS = ['ES256', 'ES384', 'ES512', 'EdDSA', 'PS256'];
+
+export interface SdJwtExpectations {
+  vctValues: string[];
+  /** The client id the KB-JWT `aud` must equal. */
+  audience: string;
+  nonce: string;
+  now: number;
+  /** Allowed distance of the KB-JWT `iat` from now, seconds. */
+  iatWindowSeconds: number;
+  anchors: Anchor[];
+  /** Resolves a referenced status list entry; returns the status value (0 = valid). */
+  status?: (ref: { uri: string; idx: number }) => Promise<number>;
+}
+
+export interface VerifiedSdJwt {
+  vct: string;
+  issuer: string | undefined;
+  claims: Record<string, unknown>;
+  anchor: string;
+}
+
+function b64json(part: string, check: string): Record<string, unknown> {
+  try {
+    const v: unknown = JSON.parse(Buffer.from(part, 'base64url').toString('utf8'));
+    if (v && typeof v === 'object' && !Array.isArray(v)) return v as Record<string, unknown>;
+  } catch {
+    /* falls through */
+  }
+  throw new CheckFailed(check, 'not a JSON object in base64url');
+}
+
+const digestOf = (s: string) => crypto.createHash('sha256').update(s, 'ascii').digest('base64url');
+
+/** Replaces digests by disclosed claims; every digest at most once, every disclosure exactly once (RFC 9901 §7.1). */
+function reveal(payload: Record<string, unknown>, disclosures: string[]): Record<string, unknown> {
+  const byDigest = new Map<string, unknown[]>();
+  for (const d of disclosures) {
+    let arr: unknown;
+    try {
+      arr = JSON.parse(Buffer.from(d, 'base64url').toString('utf8'));
+    } catch {
+      throw new CheckFailed('disclosure', 'a disclosure is not base64url JSON');
+    }
+    if (!Array.isArray(arr) || (arr.length !== 2 && arr.length !== 3) || typeof arr[0] !== 'string')
+      throw new CheckFailed('disclosure', 'a disclosure is not [salt, (name,) value]');
+    if (arr.length === 3 && (typeof arr[1] !== 'string' || arr[1] === '_sd' || arr[1] === '...'))
+      throw new CheckFailed('disclosure', 'a disclosure has an invalid claim name');
+    const h = digestOf(d);
+    if (byDigest.has(h)) throw new CheckFailed('disclosure', 'the same disclosure appears twice');
+    byDigest.set(h, arr);
+  }
+  const used = new Set<string>();
+  const take = (h: unknown): unknown[] | undefined => {
+    if (typeof h !== 'string') throw new CheckFailed('disclosure', 'a digest is not a string');
+    if (used.has(h)) throw new CheckFailed('disclosure', 'a digest is referenced twice');
+    used.add(h);
+    return byDigest.get(h);
+  };
+  const walk = (v: unknown): unknown => {
+    if (Array.isArray(v)) {
+      const out: unknown[] = [];
+      for (const el of v) {
+        if (el && typeof el === 'object' && !Array.isArray(el) && Object.keys(el).length === 1 && '...' in el) {
+          const d = take((el as Record<string, unknown>)['...']);
+          if (!d) continue; // undisclosed array element
+          if (d.length !== 2) throw new CheckFailed('disclosure', 'an array-element digest points at an object-property disclosure');
+          out.push(walk(d[1]));
+        } else out.push(walk(el));
+      }
+      return out;
+    }
+    if (v && typeof v === 'object') {
+      const o = v as Record<string, unknown>;
+      const out: Record<string, unknown> = {};
+      for (const [k, val] of Object.entries(o)) if (k !== '_sd' && k !== '_sd_alg') out[k] = walk(val);
+      if (o._sd !== undefined) {
+        if (!Array.isArray(o._sd)) throw new CheckFailed('disclosure', '_sd is not an array');
+        for (const h of o._sd) {
+          const d = take(h);
+          if (!d) continue;
+          if (d.length !== 3) throw new CheckFailed('disclosure', 'an object digest points at an array-element disclosure');
+          const name = d[1] as string;
+          if (name in out) throw new CheckFailed('disclosure', `claim ${name} is both disclosed and plain`);
+          out[name] = walk(d[2]);
+        }
+      }
+      return out;
+    }
+    return v;
+  };
+  const claims = walk(payload) as Record<string, unknown>;
+  for (const h of byDigest.keys()) if (!used.has(h)) throw new CheckFailed('disclosure', 'a disclosure is not referenced by any digest of the credential');
+  return claims;
+}
+
+/** Verifies a presented SD-JWT VC (with KB-JWT) and returns the disclosed claims. */
+export async function verifySdJwtVc(presentation: string, x: SdJwtExpectations): Promise<VerifiedSdJwt> {
+  const parts = presentation.split('~');
+  if (parts.length < 2) throw new CheckFailed('format', 'not an SD-JWT (no ~ separator)');
+  const issuerJwt = parts[0]!;
+  const kbJwt = parts[parts.length - 1]!;
+  const disclosures = parts.slice(1, -1);
+  if (!kbJwt) throw new CheckFailed('kb_jwt', 'the presentation has no key binding JWT');
+  if (disclosures.some((d) => d === '')) throw new CheckFailed('format', 'an empty disclosure');
+
+  // Issuer signature (x5c chain to an anchor) and the credential's own header.
+  const segs = issuerJwt.split('.');
+  if (segs.length !== 3) throw new CheckFailed('format', 'the issuer-signed JWT is not a compact JWS');
+  const header = b64json(segs[0]!, 'issuer_signature');
+  if (typeof header.alg !== 'string' || !SD_JWT_ALGS.includes(header.alg))
+    throw new CheckFailed('issuer_signature', `algorithm ${String(header.alg)} is not accepted`);
+  if (header.typ !== 'dc+sd-jwt' && header.typ !== 'vc+sd-jwt') throw new CheckFailed('issuer_signature', `typ ${String(header.typ)} is not dc+sd-jwt`);
+  const x5c = Array.isArray(header.x5c) ? header.x5c.filter((c): c is string => typeof c === 'string').map((c) => Buffer.from(c, 'base64')) : [];
+  const { leaf, anchor } = validateChain(x5c, x.anchors, x.now);
+  if (!verifyCompactJws(issuerJwt, header.alg, leaf.publicKey))
+    throw new CheckFailed('issuer_signature', 'the issuer signature does not verify with the x5c certificate');
+  const payload = b64json(segs[1]!, 'issuer_signature');
+  const nowS = Math.floor(x.now / 1000);
+  if (typeof payload.exp === 'number' && payload.exp <= nowS) throw new CheckFailed('exp', 'the credential has expired');
+  if (typeof payload.nbf === 'number' && payload.nbf > nowS + 60) throw new CheckFailed('nbf', 'the credential is not yet valid');
+  if (typeof payload.vct !== 'string' || !x.vctValues.includes(payload.vct))
+    throw new CheckFailed('vct', `vct ${String(payload.vct)} is not requested by this preset`);
+  if (payload._sd_alg !== undefined && payload._sd_alg !== 'sha-256')
+    throw new CheckFailed('disclosure', `_sd_alg ${String(payload._sd_alg)} is not supported`);
+
+  const claims = reveal(payload, disclosures);
+
+  // Key binding (RFC 9901 §4.3 and §7.3): the holder key from cnf, this verifier, this session.
+  const kbSegs = kbJwt.split('.');
+  if (kbSegs.length !== 3) throw new CheckFailed('kb_jwt', 'the key binding JWT is not a compact JWS');
+  const kbHeader = b64json(kbSegs[0]!, 'kb_jwt');
+  if (kbHeader.typ !== 'kb+jwt') throw new CheckFailed('kb_jwt', 'the key binding JWT typ is not kb+jwt');
+  if (typeof kbHeader.alg !== 'string' || !SD_JWT_ALGS.includes(kbHeader.alg))
+    throw new CheckFailed('kb_jwt', `key binding algorithm ${String(kbHeader.alg)} is not accepted`);
+  const cnf = payload.cnf as { jwk?: crypto.JsonWebKey } | undefined;
+  if (!cnf?.jwk || typeof cnf.jwk !== 'object') throw new CheckFailed('cnf', 'the credential has no cnf.jwk holder key');
+  let holderKey: crypto.KeyObject;
+  try {
+    holderKey = crypto.createPublicKey({ key: { ...cnf.jwk, d: undefined }, format: 'jwk' });
+  } catch {
+    throw new CheckFailed('cnf', 'cnf.jwk is not a usable public key');
+  }
+  if (!verifyCompactJws(kbJwt, kbHeader.alg, holderKey)) throw new CheckFailed('kb_jwt', 'the key binding JWT is not signed by the cnf key');
+  const kb = b64json(kbSegs[1]!, 'kb_jwt');
+  if (kb.aud !== x.audience) throw new CheckFailed('aud', 'the key binding JWT aud is not this verifier');
+  if (typeof kb.nonce !== 'string' || !safeEq(kb.nonce, x.nonce)) throw new CheckFailed('nonce', 'the key binding JWT nonce is not the session nonce');
+  if (typeof kb.iat !== 'number' || Math.abs(kb.iat - nowS) > x.iatWindowSeconds)
+    throw new CheckFailed('iat', 'the key binding JWT iat is outside the accepted window');
+  const sdHash = digestOf(parts.slice(0, -1).join('~') + '~');
+  if (typeof kb.sd_hash !== 'string' || !safeEq(kb.sd_hash, sdHash))
+    throw new CheckFailed('sd_hash', 'the key binding JWT sd_hash does not match the presentation');
+
+  // Token Status List (draft-ietf-oauth-status-list §6): only when the credential names one.
+  const st = (payload.status as { status_list?: { idx?: unknown; uri?: unknown } } | undefined)?.status_list;
+  if (st) {
+    if (typeof st.idx !== 'number' || typeof st.uri !== 'string') throw new CheckFailed('status', 'status.status_list needs idx and uri');
+    if (!x.status) throw new CheckFailed('status', 'status lists are not available');
+    const v = await x.status({ uri: st.uri, idx: st.idx });
+    if (v !== 0) throw new CheckFailed('status', v === 1 ? 'the credential is revoked' : `the credential status is ${v}`);
+  }
+
+  // What the holder disclosed about the person; the credential's own mechanics stay out.
+  const { cnf: _cnf, status: _status, iat: _iat, exp: _exp, nbf: _nbf, iss: _iss, vct: _vct, ...disclosed } = claims;
+  return { vct: payload.vct, issuer: typeof payload.iss === 'string' ? payload.iss : undefined, claims: disclosed, anchor: anchor.sha256 };
+}
+
+function safeEq(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && crypto.timingSafeEqual(x, y);
+}

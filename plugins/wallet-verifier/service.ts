@@ -1,0 +1,429 @@
+import crypto from 'node:crypto';
+import * as jose from 'jose';
+import { AppError, type AuditWriter, type Clock, type DB, type EventBus, InputError, type KeyService, NotFoundError, type Tenant } from '../../server/sdk.ts';
+import type { AnchorStore } from './anchors.ts';
+import type { IdentityStore } from './identity.ts';
+import type { Presets } from './presets.ts';
+import type { VerifierConfig } from './schemas.ts';
+import { verifySdJwtVc } from './sd-jwt.ts';
+import type { StatusLists } from './status-list.ts';
+import type { NetworkProfiles } from './network.ts';
+import type { SsoAssertions } from './sso.ts';
+import { CheckFailed } from './x509.ts';
+
+export type ResultStatus = 'completed' | 'verified' | 'error';
+
+export interface VpResult {
+  status: ResultStatus;
+  session_id: string;
+  presentation: Record<string, unknown>;
+  error?: string;
+  error_description?: string;
+  check?: string;
+  network_config?: Record<string, unknown>;
+  sso_assertion?: string;
+}
+
+interface SessionRow {
+  tenant_id: string;
+  id: string;
+  preset: string;
+  client_id: string;
+  scope: string;
+  network_profile: string | null;
+  nonce: string;
+  state: string;
+  response_mode: string;
+  sealed_enc_key: string | null;
+  enc_jwk_thumb: string | null;
+  status: 'pending' | 'requested' | 'verified' | 'error';
+  request_fetched: number;
+  result: string | null;
+  created_at: string;
+  expires_at: string;
+}
+
+/** Who is asking, for the audit trail. */
+export interface Caller {
+  ip: string;
+  ua: string;
+}
+
+/** HAIP: encrypted responses with ECDH-ES on P-256 and AES-GCM content encryption. */
+export const ENC_VALUES = ['A128GCM', 'A256GCM'];
+export const VP_FORMATS = {
+  'dc+sd-jwt': { 'sd-jwt_alg_values': ['ES256', 'ES384', 'ES512'], 'kb-jwt_alg_values': ['ES256', 'ES384', 'ES512'] },
+  mso_mdoc: { issuerauth_alg_values: [-7, -35, -36], deviceauth_alg_values: [-7, -35, -36] },
+};
+
+const random = (n = 16) => crypto.randomBytes(n).toString('base64url');
+const aadEnc = (t: Tenant, id: string) => `wallet-verifier:enc:${t.id}:${id}`;
+const SD_JWT_RE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*~/;
+
+/** The verifier's sessions (no HTTP here): start, the signed request, and the response. */
+export class VerifierService {
+  constructor(
+    private readonly deps: {
+      db: DB;
+      keys: KeyService;
+      clock: Clock;
+      audit: AuditWriter;
+      events: EventBus;
+      identity: IdentityStore;
+      anchors: AnchorStore;
+      presets: Presets;
+      statusLists: StatusLists;
+      network: NetworkProfiles;
+      sso: SsoAssertions;
+      config: VerifierConfig;
+    },
+  ) {}
+
+  /** One verifier event: into the appliance audit log and the verifier's own trail (list-vp-events). */
+  private record(tenant: Tenant, event: string, sessionId: string, who: Caller, extra: Record<string, string | number | boolean>): void {
+    const full = { session: sessionId, ...extra };
+    this.deps.audit.write(tenant, { event, ip: who.ip, ua: who.ua, extra: full });
+    this.deps.db.prepare('INSERT INTO vp_event (tenant_id, ts, event, session_id, ip, ua, extra) VALUES (?, ?, ?, ?, ?, ?, ?)').run(
+      tenant.id,
+      new Date(this.now()).toISOString(),
+      event,
+      sessionId,
+      who.ip,
+      who.ua,
+      Object.entries(full)
+        .map(([k, v]) => `${k}=${String(v)}`)
+        .join(' '),
+    );
+  }
+
+  /** GET ?list-vp-events: newest first. */
+  events(tenant: Tenant, q: { limit: number; since?: string }) {
+    const rows = this.deps.db
+      .prepare('SELECT ts, event, ip, ua, extra FROM vp_event WHERE tenant_id = ? AND ts >= ? ORDER BY seq DESC LIMIT ?')
+      .all(tenant.id, q.since ? new Date(q.since).toISOString() : '', q.limit) as { ts: string; event: string; ip: string; ua: string; extra: string }[];
+    return rows.map((r) => ({ ts: r.ts, event: r.event, tenant: tenant.host, user: '', ip: r.ip, ua: r.ua, extra: r.extra }));
+  }
+
+  private now(): number {
+    return this.deps.clock.now();
+  }
+
+  async start(
+    tenant: Tenant,
+    origin: string,
+    q: {
+      preset: string;
+      client_id_prefix: 'x509_hash' | 'x509_san_dns';
+      scope: string;
+      network_profile?: string;
+      response_mode: 'direct_post.jwt' | 'direct_post';
+    },
+    who: Caller,
+  ) {
+    const preset = this.deps.presets.get(q.preset);
+    const scopes = [...new Set(q.scope.split(' ').filter(Boolean))];
+    const unknown = scopes.filter((s) => s !== 'openid' && s !== 'network_access');
+    if (!scopes.includes('openid') || unknown.length) throw new InputError('scope must be `openid` or `openid network_access`', 'invalid_scope');
+    if (scopes.includes('network_access')) {
+      if (!q.network_profile) throw new InputError('network_access needs network_profile', 'invalid_request');
+      if (!this.deps.network.get(tenant, q.network_profile)) throw new InputError(`unknown network profile ${q.network_profile}`, 'invalid_request');
+    }
+    const id = await this.deps.identity.get(tenant);
+    const clientId = q.client_id_prefix === 'x509_san_dns' ? id.sanDnsClientId : id.x509HashClientId;
+    const sessionId = random();
+    const created = this.now();
+    const expires = created + this.deps.config.sessionTtlSeconds * 1000;
+    this.deps.db
+      .prepare(
+        `INSERT INTO vp_session (tenant_id, id, preset, client_id, scope, network_profile, nonce, state, response_mode, status, created_at, expires_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`,
+      )
+      .run(
+        tenant.id,
+        sessionId,
+        preset.name,
+        clientId,
+        scopes.join(' '),
+        q.network_profile ?? null,
+        random(24),
+        random(),
+        q.response_mode,
+        new Date(created).toISOString(),
+        new Date(expires).toISOString(),
+      );
+    const requestUri = `${origin}/oidc.ashx?action=vp-request&session_id=${sessionId}`;
+    // OpenID4VP 1.0 §5.7 / RFC 9101 §5.2: by reference; the client_id repeats the signed one.
+    const url = `openid4vp://?client_id=${encodeURIComponent(clientId)}&request_uri=${encodeURIComponent(requestUri)}`;
+    this.record(tenant, 'vp-start', sessionId, who, { preset: preset.name, client_id_prefix: q.client_id_prefix, scope: scopes.join(' ') });
+    return {
+      session_id: sessionId,
+      request_uri: requestUri,
+      openid4vp_url: url,
+      expires_in: this.deps.config.sessionTtlSeconds,
+      client_id: clientId,
+      qr_page: `${origin}/oidc.ashx/vp-qr?session_id=${sessionId}`,
+    };
+  }
+
+  private session(tenant: Tenant, id: string): SessionRow | undefined {
+    return this.deps.db.prepare('SELECT * FROM vp_session WHERE tenant_id = ? AND id = ?').get(tenant.id, id) as SessionRow | undefined;
+  }
+
+  /** A session the wallet may still act on: known, not expired. */
+  private live(tenant: Tenant, id: string): SessionRow {
+    const s = this.session(tenant, id);
+    if (!s) throw new NotFoundError('unknown presentation session');
+    if (Date.parse(s.expires_at) <= this.now()) throw new AppError(400, 'session_expired', 'the presentation session has expired');
+    return s;
+  }
+
+  openid4vpUrl(tenant: Tenant, origin: string, sessionId: string): string {
+    const s = this.live(tenant, sessionId);
+    const requestUri = `${origin}/oidc.ashx?action=vp-request&session_id=${s.id}`;
+    return `openid4vp://?client_id=${encodeURIComponent(s.client_id)}&request_uri=${encodeURIComponent(requestUri)}`;
+  }
+
+  /** The signed request object (OpenID4VP 1.0 §5, HAIP §5): fetched once per session. */
+  async request(tenant: Tenant, origin: string, sessionId: string, who: Caller): Promise<string> {
+    const s = this.live(tenant, sessionId);
+    // Single use: the first fetch wins atomically; a second (a leaked QR code scanned again) is refused.
+    const won = this.deps.db
+      .prepare(`UPDATE vp_session SET request_fetched = 1, status = 'requested' WHERE tenant_id = ? AND id = ? AND request_fetched = 0`)
+      .run(tenant.id, s.id).changes;
+    if (!won) throw new AppError(400, 'session_finished', 'the request object of this session was already fetched');
+    const id = await this.deps.identity.get(tenant);
+    const preset = this.deps.presets.get(s.preset);
+    const clientMetadata: Record<string, unknown> = { vp_formats_supported: VP_FORMATS };
+    if (s.response_mode === 'direct_post.jwt') {
+      const { privateKey, publicKey } = crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
+      const jwk = { ...(publicKey.export({ format: 'jwk' }) as jose.JWK), use: 'enc', alg: 'ECDH-ES', kid: random(8) };
+      const thumb = await jose.calculateJwkThumbprint(jwk, 'sha256');
+      this.deps.db
+        .prepare('UPDATE vp_session SET sealed_enc_key = ?, enc_jwk_thumb = ? WHERE tenant_id = ? AND id = ?')
+        .run(this.deps.keys.seal(privateKey.export({ format: 'der', type: 'pkcs8' }), aadEnc(tenant, s.id)), thumb, tenant.id, s.id);
+      clientMetadata.jwks = { keys: [jwk] };
+      clientMetadata.encrypted_response_enc_values_supported = ENC_VALUES;
+    }
+    const nowS = Math.floor(this.now() / 1000);
+    const jwt = await new jose.SignJWT({
+      response_type: 'vp_token',
+      client_id: s.client_id,
+      response_uri: this.responseUri(origin, s.id),
+      response_mode: s.response_mode,
+      nonce: s.nonce,
+      state: s.state,
+      dcql_query: preset.dcql,
+      client_metadata: clientMetadata,
+      aud: 'https://self-issued.me/v2',
+      iat: nowS,
+      exp: Math.floor(Date.parse(s.expires_at) / 1000),
+    })
+      .setProtectedHeader({ alg: 'ES256', typ: 'oauth-authz-req+jwt', x5c: id.x5c.map((d) => d.toString('base64')) })
+      .sign(id.key);
+    this.record(tenant, 'vp-request', s.id, who, { client_id: s.client_id });
+    return jwt;
+  }
+
+  responseUri(origin: string, sessionId: string): string {
+    return `${origin}/oidc.ashx?action=vp-response&session_id=${sessionId}`;
+  }
+
+  /**
+   * The wallet's answer, in any of the shapes real wallets and the seed send: a form with
+   * `response=<JWE>` (1.0 direct_post.jwt), a form with `vp_token` and `state` (direct_post), an
+   * `application/jose` body (the JWE itself), or a raw CBOR DeviceResponse.
+   */
+  async respond(tenant: Tenant, sessionId: string | undefined, body: Buffer, contentType: string, who: Caller): Promise<VpResult> {
+    const mt = contentType.split(';')[0]!.trim().toLowerCase();
+    let form: URLSearchParams | undefined;
+    let jwe: string | undefined;
+    let raw: Buffer | undefined;
+    if (mt === 'application/x-www-form-urlencoded') {
+      form = new URLSearchParams(body.toString('utf8'));
+      jwe = form.get('response') ?? undefined;
+    } else if (mt === 'application/jose' || mt === 'application/jwt') jwe = body.toString('utf8').trim();
+    else if (body.length && body[0]! >= 0xa0 && body[0]! <= 0xbb) raw = body;
+    else throw new InputError('vp-response: expected a form, an application/jose body or a CBOR DeviceResponse', 'invalid_request');
+    const sid = sessionId ?? form?.get('session_id') ?? undefined;
+    if (!sid) throw new InputError('vp-response: session_id is missing', 'invalid_request');
+    const s = this.live(tenant, sid);
+    this.record(tenant, 'vp-response-arrived', s.id, who, { shape: jwe ? 'jwe' : raw ? 'cbor' : 'form' });
+    if (s.status === 'verified' || s.status === 'error') throw new AppError(400, 'session_finished', 'this presentation session is already finished');
+
+    let payload: Record<string, unknown>;
+    if (jwe) payload = await this.decrypt(tenant, s, jwe);
+    else if (form) {
+      if (s.response_mode === 'direct_post.jwt')
+        throw this.fail(tenant, s, 'response_mode', 'this session expects an encrypted response (direct_post.jwt)', who);
+      payload = Object.fromEntries(form.entries());
+      if (typeof payload.vp_token === 'string' && /^[[{]/.test(payload.vp_token)) {
+        try {
+          payload.vp_token = JSON.parse(payload.vp_token) as unknown;
+        } catch {
+          throw new InputError('vp_token: not JSON', 'invalid_request');
+        }
+      }
+    } else payload = { vp_token: raw!.toString('base64url'), state: s.state };
+
+    // OpenID4VP 1.0 §8.2: state ties the answer to this session (a raw CBOR body has none to carry).
+    if (!raw && (typeof payload.state !== 'string' || !safeEq(payload.state, s.state)))
+      throw this.fail(tenant, s, 'state', 'state does not match the session', who);
+    const token = firstPresentation(payload.vp_token);
+    if (!token) throw this.fail(tenant, s, 'vp_token', 'vp_token is missing or empty', who);
+
+    // A presentation is accepted once, anywhere in the tenant: a replay into another session is refused.
+    const hash = crypto.createHash('sha256').update(token).digest('hex');
+    const fresh = this.deps.db
+      .prepare('INSERT OR IGNORE INTO vp_seen_token (tenant_id, hash, seen_at) VALUES (?, ?, ?)')
+      .run(tenant.id, hash, new Date(this.now()).toISOString()).changes;
+    if (!fresh) throw this.fail(tenant, s, 'replay', 'this presentation was already submitted', who, 'replayed_presentation');
+
+    const preset = this.deps.presets.get(s.preset);
+    const anchors = this.deps.anchors.anchors(tenant);
+    let presentation: Record<string, unknown>;
+    try {
+      if (SD_JWT_RE.test(token)) {
+        const v = await verifySdJwtVc(token, {
+          vctValues: preset.vctValues,
+          audience: s.client_id,
+          nonce: s.nonce,
+          now: this.now(),
+          iatWindowSeconds: this.deps.config.iatWindowSeconds,
+          anchors,
+          status: (ref) => this.deps.statusLists.status(tenant, anchors, ref),
+        });
+        presentation = { format: 'dc+sd-jwt', vct: v.vct, issuer: v.issuer, claims: v.claims };
+      } else {
+        const bytes = /^[A-Za-z0-9_-]+$/.test(token) ? Buffer.from(token, 'base64url') : Buffer.alloc(0);
+        if (!bytes.length || bytes[0]! < 0xa0 || bytes[0]! > 0xbb)
+          throw new CheckFailed('format', 'vp_token is neither an SD-JWT VC nor a CBOR DeviceResponse');
+        if (!anchors.length) {
+          throw new AppError(501, 'mdoc_verify_not_configured', 'no issuer trust anchors (IACA) are configured for mdoc verification');
+        }
+        throw new AppError(501, 'mdoc_verify_not_configured', 'mdoc DeviceResponse verification is not available in this build');
+      }
+    } catch (e) {
+      if (e instanceof CheckFailed) throw this.fail(tenant, s, e.check, e.message, who);
+      if (e instanceof AppError && e.status === 501) {
+        // The session stays open: an operator may add an anchor and the wallet may retry.
+        this.deps.db.prepare('DELETE FROM vp_seen_token WHERE tenant_id = ? AND hash = ?').run(tenant.id, hash);
+      }
+      throw e;
+    }
+    const result: VpResult = { status: 'verified', session_id: s.id, presentation };
+    // The stored result never holds the network credential: it is sealed in its own row.
+    let networkConfig: Record<string, unknown> | undefined;
+    if (s.scope.split(' ').includes('network_access') && s.network_profile) {
+      const id = await this.deps.identity.get(tenant);
+      networkConfig = await this.deps.network.issue(tenant, s.id, s.network_profile, (presentation.claims as Record<string, unknown>) ?? {}, id);
+    }
+    // Outbox: the finished session and its webhook event are one transaction.
+    this.deps.db.transaction(() => {
+      this.finish(tenant, s, 'verified', result);
+      this.deps.events.emit(tenant.id, 'presentation.verified', {
+        sessionId: s.id,
+        preset: s.preset,
+        format: String(presentation.format),
+        clientId: s.client_id,
+        claimNames: Object.keys((presentation.claims as Record<string, unknown> | undefined) ?? {}).sort(),
+      });
+    })();
+    this.record(tenant, 'vp-verify-result', s.id, who, { status: 'verified', format: String(presentation.format) });
+    // Wallet sign-in: an assertion only when the tenant's policy maps this PID to an account.
+    let ssoAssertion: string | undefined;
+    const claims = (presentation.claims as Record<string, unknown>) ?? {};
+    const account = this.deps.sso.account(tenant, claims);
+    if ('user' in account) {
+      ssoAssertion = this.deps.sso.mint(tenant, s.id, account.user, claims);
+      this.record(tenant, 'vp-sso-minted', s.id, who, { user: account.user.name });
+    }
+    return { ...result, ...(networkConfig ? { network_config: networkConfig } : {}), ...(ssoAssertion ? { sso_assertion: ssoAssertion } : {}) };
+  }
+
+  private async decrypt(tenant: Tenant, s: SessionRow, jwe: string): Promise<Record<string, unknown>> {
+    if (!s.sealed_enc_key) throw new InputError('this session has no encryption key (was the request object fetched?)', 'invalid_request');
+    const key = crypto.createPrivateKey({ key: this.deps.keys.open(s.sealed_enc_key, aadEnc(tenant, s.id)), format: 'der', type: 'pkcs8' });
+    try {
+      const { plaintext } = await jose.compactDecrypt(jwe, key, { keyManagementAlgorithms: ['ECDH-ES'], contentEncryptionAlgorithms: ENC_VALUES });
+      const v: unknown = JSON.parse(Buffer.from(plaintext).toString('utf8'));
+      if (v && typeof v === 'object' && !Array.isArray(v)) return v as Record<string, unknown>;
+    } catch {
+      /* below */
+    }
+    throw new InputError('the encrypted response does not decrypt with this session key', 'invalid_request');
+  }
+
+  private finish(tenant: Tenant, s: SessionRow, status: 'verified' | 'error', result: VpResult): void {
+    this.deps.db
+      .prepare('UPDATE vp_session SET status = ?, result = ?, sealed_enc_key = NULL WHERE tenant_id = ? AND id = ?')
+      .run(status, JSON.stringify(result), tenant.id, s.id);
+  }
+
+  /** A failed check finishes the session with an error result naming the check (400). */
+  private fail(
+    tenant: Tenant,
+    s: SessionRow,
+    check: string,
+    description: string,
+    who: Caller,
+    code: 'invalid_presentation' | 'replayed_presentation' = 'invalid_presentation',
+  ): AppError {
+    const result: VpResult = { status: 'error', session_id: s.id, presentation: {}, error: code, error_description: `${check}: ${description}`, check };
+    this.finish(tenant, s, 'error', result);
+    this.record(tenant, 'vp-verify-result', s.id, who, { status: 'error', check });
+    return new AppError(400, code, `${check}: ${description}`, { extra: { status: 'error', session_id: s.id, presentation: {}, check } });
+  }
+
+  /** The result so far (the page polls it). */
+  result(tenant: Tenant, sessionId: string): VpResult | { status: 'pending'; session_id: string } {
+    const s = this.session(tenant, sessionId);
+    if (!s) throw new NotFoundError('unknown presentation session');
+    if (s.result) return JSON.parse(s.result) as VpResult;
+    if (Date.parse(s.expires_at) <= this.now()) throw new AppError(400, 'session_expired', 'the presentation session has expired');
+    return { status: 'pending', session_id: s.id };
+  }
+
+  /** /.well-known/eudiw-verifier-metadata: what a wallet or an operator needs to know about this verifier. */
+  async metadata(tenant: Tenant, origin: string): Promise<Record<string, unknown>> {
+    const id = await this.deps.identity.get(tenant);
+    return {
+      client_id: id.x509HashClientId,
+      client_ids: [id.x509HashClientId, id.sanDnsClientId],
+      client_id_prefixes_supported: ['x509_hash', 'x509_san_dns'],
+      x5c: id.x5c.map((d) => d.toString('base64')),
+      certificate_not_after: id.notAfter,
+      trust_anchor_uri: `${origin}/rp-cert.ashx?ca`,
+      request_object_signing_alg_values_supported: ['ES256'],
+      response_modes_supported: ['direct_post.jwt', 'direct_post'],
+      authorization_encryption_alg_values_supported: ['ECDH-ES'],
+      encrypted_response_enc_values_supported: ENC_VALUES,
+      vp_formats_supported: VP_FORMATS,
+      presets: this.deps.presets.names(),
+      vp_start_endpoint: `${origin}/oidc.ashx?action=vp-start`,
+      response_uri_base: `${origin}/oidc.ashx?action=vp-response`,
+    };
+  }
+
+  prune(): void {
+    this.deps.db.prepare('DELETE FROM vp_session WHERE expires_at < ?').run(new Date(this.now() - 86_400_000).toISOString());
+  }
+}
+
+/** OpenID4VP 1.0 §8.1: vp_token is an object of credential query id → array of presentations; drafts sent a string or an array. */
+function firstPresentation(v: unknown): string | undefined {
+  if (typeof v === 'string') return v || undefined;
+  if (Array.isArray(v)) return firstPresentation(v[0]);
+  if (v && typeof v === 'object') {
+    for (const val of Object.values(v)) {
+      const p = firstPresentation(val);
+      if (p) return p;
+    }
+  }
+  return undefined;
+}
+
+function safeEq(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && crypto.timingSafeEqual(x, y);
+}

@@ -1,0 +1,99 @@
+import crypto from 'node:crypto';
+
+/** A verification step that failed: `check` names it (the result's error names the check). */
+export class CheckFailed extends Error {
+  constructor(
+    readonly check: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export function sha256Hex(der: Buffer): string {
+  return crypto.createHash('sha256').update(der).digest('hex');
+}
+
+/** base64url(SHA-256(DER)): the OpenID4VP 1.0 §5.9.3 `x509_hash` client identifier value. */
+export function x509HashOf(der: Buffer): string {
+  return crypto.createHash('sha256').update(der).digest('base64url');
+}
+
+export function pemOf(der: Buffer): string {
+  return `-----BEGIN CERTIFICATE-----\n${der
+    .toString('base64')
+    .match(/.{1,64}/g)!
+    .join('\n')}\n-----END CERTIFICATE-----\n`;
+}
+
+/** Every CERTIFICATE block of a PEM text, as DER. */
+export function dersOfPem(text: string): Buffer[] {
+  const out: Buffer[] = [];
+  for (const m of text.matchAll(/-----BEGIN CERTIFICATE-----([\s\S]*?)-----END CERTIFICATE-----/g)) out.push(Buffer.from(m[1]!.replace(/\s+/g, ''), 'base64'));
+  return out;
+}
+
+/** A trust anchor as the chain check sees it. */
+export interface Anchor {
+  sha256: string;
+  cert: crypto.X509Certificate;
+  source: 'tenant' | 'lotl';
+}
+
+/**
+ * RFC 5280 §6 path validation, reduced to what an issuer chain in x5c / x5chain needs: each
+ * certificate is signed by the next and valid now, every issuer is a CA, and the chain ends in an
+ * anchor (the last certificate is itself an anchor, or an anchor issued it). Returns the leaf.
+ */
+export function validateChain(ders: Buffer[], anchors: Anchor[], now: number): { leaf: crypto.X509Certificate; anchor: Anchor } {
+  // The same issuer chain arrives with every presentation of that issuer: a verified path is kept
+  // (keyed by the chain and the anchor set, so adding or removing an anchor starts afresh) while
+  // every certificate of it is within its validity.
+  const h = crypto.createHash('sha256');
+  for (const d of ders) h.update(d);
+  for (const a of anchors) h.update(a.sha256);
+  const key = h.digest('base64');
+  const hit = CHAIN_CACHE.get(key);
+  if (hit && now >= hit.from && now <= hit.to) return hit.result;
+  const result = validateChainUncached(ders, anchors, now);
+  if (CHAIN_CACHE.size >= 1000) CHAIN_CACHE.delete(CHAIN_CACHE.keys().next().value!);
+  const certs = [...ders.map((d) => new crypto.X509Certificate(d)), result.anchor.cert];
+  CHAIN_CACHE.set(key, {
+    result,
+    from: Math.max(...certs.map((c) => Date.parse(c.validFrom))),
+    to: Math.min(...certs.map((c) => Date.parse(c.validTo))),
+  });
+  return result;
+}
+
+const CHAIN_CACHE = new Map<string, { result: { leaf: crypto.X509Certificate; anchor: Anchor }; from: number; to: number }>();
+
+function validateChainUncached(ders: Buffer[], anchors: Anchor[], now: number): { leaf: crypto.X509Certificate; anchor: Anchor } {
+  if (!ders.length) throw new CheckFailed('x5c', 'no certificate chain (x5c / x5chain) with the signature');
+  let certs: crypto.X509Certificate[];
+  try {
+    certs = ders.map((d) => new crypto.X509Certificate(d));
+  } catch {
+    throw new CheckFailed('x5c', 'a certificate of the chain does not parse');
+  }
+  for (const c of certs) {
+    if (Date.parse(c.validFrom) > now || Date.parse(c.validTo) < now)
+      throw new CheckFailed('x5c', `certificate ${c.subject.replace(/\n/g, ', ')} is not valid now`);
+  }
+  for (let i = 0; i + 1 < certs.length; i++) {
+    const child = certs[i]!;
+    const parent = certs[i + 1]!;
+    if (!parent.ca || !child.checkIssued(parent) || !child.verify(parent.publicKey))
+      throw new CheckFailed('x5c', `certificate ${i} of the chain is not signed by certificate ${i + 1}`);
+  }
+  const last = certs[certs.length - 1]!;
+  const lastSha = sha256Hex(Buffer.from(last.raw));
+  for (const a of anchors) {
+    if (a.sha256 === lastSha) return { leaf: certs[0]!, anchor: a };
+  }
+  for (const a of anchors) {
+    if (Date.parse(a.cert.validTo) < now) continue;
+    if (last.checkIssued(a.cert) && last.verify(a.cert.publicKey)) return { leaf: certs[0]!, anchor: a };
+  }
+  throw new CheckFailed('x5c', 'the certificate chain does not lead to a trust anchor of this tenant');
+}
