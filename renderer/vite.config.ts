@@ -11,7 +11,8 @@ export default defineConfig({
   build: {
     outDir: fileURLToPath(new URL('../dist/console', import.meta.url)),
     emptyOutDir: true,
-    sourcemap: true,
+    // Maps for a developer's tools, not referenced from the served files (the appliance does not serve them).
+    sourcemap: 'hidden',
     // .vite/manifest.json: the benchmark sums the JavaScript the first screen needs from it (not served: dot folders are skipped).
     manifest: true,
     // No inline scripts or module preload polyfill: the CSP allows scripts from 'self' only.

@@ -65,15 +65,28 @@ export class ConsoleAssets {
   }
 
   private load(dir: string, prefix: string): void {
-    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+    let entries: fs.Dirent[];
+    try {
+      entries = fs.readdirSync(dir, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const e of entries) {
       if (e.name.startsWith('.')) continue;
       const rel = prefix + e.name;
       if (e.isDirectory()) {
         this.load(path.join(dir, e.name), rel + '/');
         continue;
       }
-      if (!e.isFile()) continue;
-      const body = fs.readFileSync(path.join(dir, e.name));
+      // Source maps stay on disk (they are for a developer's tools, not the operator's browser).
+      if (!e.isFile() || e.name.endsWith('.map')) continue;
+      let body: Buffer;
+      try {
+        body = fs.readFileSync(path.join(dir, e.name));
+      } catch {
+        // A rebuild running right now may have removed it: serve what is there (the next start sees the new build).
+        continue;
+      }
       const ext = path.extname(e.name).toLowerCase();
       const type = TYPES[ext] ?? 'application/octet-stream';
       const compressible = /text|json|svg|manifest/.test(type) && body.length > 512;
