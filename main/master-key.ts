@@ -31,7 +31,6 @@ export function masterKey(shell: Pick<ElectronShell, 'safeStorage'>, userData: s
     fs.mkdirSync(userData, { recursive: true, mode: 0o700 });
     fs.writeFileSync(sealed, shell.safeStorage.encryptString(key), { mode: 0o600, flag: 'wx' });
   }
-  // The server sees the key's source as `env` (KeyService); the console learns the store from the
-  // preload API (DesktopInfo.keyStore).
-  return { kind: 'os-keystore', env: { SOVCOMMS_MASTER_KEY: key } };
+  // The server reports the store (KeyService.store) to the console's dashboard from this label.
+  return { kind: 'os-keystore', env: { SOVCOMMS_MASTER_KEY: key, SOVCOMMS_MASTER_KEY_STORE: 'os-keystore' } };
 }

@@ -175,7 +175,7 @@ export class Appliance {
       await a.host.setupAll();
       core.audit.target = a.host.provided(AUDIT_WRITER);
       for (const def of coreRoutes(a.dispatcher, () => a.host)) a.dispatcher.add('core', def);
-      a.live = new LiveHub(core.db, core.events, () => a.host);
+      a.live = new LiveHub(core.db, core.events, () => a.host, core.keys.store);
       a.dispatcher.add('core', a.live.route());
       a.host.registerRoutes(a.dispatcher, a.app);
       a.dispatcher.seal();

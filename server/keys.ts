@@ -15,17 +15,25 @@ import { ENV } from './config.ts';
  */
 export class KeyService {
   readonly source: 'provided' | 'env' | 'file';
+  /**
+   * Where the key is kept, for the operator: `os-keystore` when the desktop shell hands it over
+   * from the OS key store (it says so in SOVCOMMS_MASTER_KEY_STORE), else the source itself.
+   */
+  readonly store: 'os-keystore' | 'provided' | 'env' | 'file';
   readonly #key: Buffer;
 
-  private constructor(key: Buffer, source: KeyService['source']) {
+  private constructor(key: Buffer, source: KeyService['source'], store: KeyService['store'] = source) {
     this.#key = key;
     this.source = source;
+    this.store = store;
   }
 
   static load(dataDir: string, opts: { env?: NodeJS.ProcessEnv; provided?: Buffer; create?: boolean } = {}): KeyService {
     if (opts.provided) return new KeyService(checkLen(opts.provided, 'provided master key'), 'provided');
-    const envVal = (opts.env ?? process.env)[ENV.masterKey];
-    if (envVal) return new KeyService(checkLen(decodeKey(envVal), ENV.masterKey), 'env');
+    const env = opts.env ?? process.env;
+    const envVal = env[ENV.masterKey];
+    if (envVal)
+      return new KeyService(checkLen(decodeKey(envVal), ENV.masterKey), 'env', env.SOVCOMMS_MASTER_KEY_STORE === 'os-keystore' ? 'os-keystore' : 'env');
     const file = path.join(dataDir, 'master.key');
     if (!fs.existsSync(file)) {
       if (opts.create === false) throw new Error(`no master key at ${file}`);

@@ -43,6 +43,8 @@ export class LiveHub {
     private readonly db: DB,
     private readonly events: EventBus,
     private readonly host: () => PluginHost | undefined,
+    /** Where the master key is kept (KeyService.store), shown on the dashboard. */
+    private readonly keyStore: string = 'file',
   ) {}
 
   get size(): number {
@@ -118,6 +120,7 @@ export class LiveHub {
   private status(): string {
     const plugins = this.host()?.status() ?? [];
     return JSON.stringify({
+      masterKey: this.keyStore,
       plugins: Object.fromEntries(
         plugins.map((p) => [
           p.name,

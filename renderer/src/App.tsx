@@ -62,6 +62,7 @@ function Shell({ session }: { session: Session }) {
   const [online, setOnline] = useState(true);
   const [status, setStatus] = useState<Record<string, PluginStatus>>({});
   const [lastEvent, setLastEvent] = useState(0);
+  const [masterKey, setMasterKey] = useState<string>();
 
   useEffect(
     () =>
@@ -76,8 +77,9 @@ function Shell({ session }: { session: Session }) {
               if (e.name.startsWith('transcript.')) void queries.invalidateQueries({ queryKey: ['transcripts'] });
               if (e.name.startsWith('webhook')) void queries.invalidateQueries({ queryKey: ['webhooks'] });
             },
-            onStatus: (s) => {
+            onStatus: (s, key) => {
               setStatus(s);
+              setMasterKey(key);
               void queries.invalidateQueries({ queryKey: ['status'] });
             },
             onReset: () => void queries.invalidateQueries(),
@@ -87,7 +89,7 @@ function Shell({ session }: { session: Session }) {
   );
 
   return (
-    <LiveContext.Provider value={{ online, status, lastEvent }}>
+    <LiveContext.Provider value={{ online, status, lastEvent, masterKey }}>
       <AppShell header={{ height: 56 }} navbar={{ width: 230, breakpoint: 'sm', collapsed: { mobile: !opened } }} padding="md">
         <AppShell.Header>
           <Group h="100%" px="md" justify="space-between">

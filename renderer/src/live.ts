@@ -16,7 +16,7 @@ export interface PluginStatus {
 
 export interface LiveHandlers {
   onEvent(e: LiveEvent): void;
-  onStatus(s: Record<string, PluginStatus>): void;
+  onStatus(s: Record<string, PluginStatus>, masterKey: string | undefined): void;
   onReset(): void;
   onConnection(up: boolean): void;
 }
@@ -48,8 +48,10 @@ export function connectLive(h: LiveHandlers): () => void {
     if (!data.length) return;
     const body = JSON.parse(data.join('\n')) as unknown;
     if (event === 'hello') lastId ??= (body as { lastId: number }).lastId;
-    else if (event === 'status') h.onStatus((body as { plugins: Record<string, PluginStatus> }).plugins);
-    else if (event === 'reset') h.onReset();
+    else if (event === 'status') {
+      const st = body as { plugins: Record<string, PluginStatus>; masterKey?: string };
+      h.onStatus(st.plugins, st.masterKey);
+    } else if (event === 'reset') h.onReset();
     else {
       if (id) lastId = Number(id);
       h.onEvent(body as LiveEvent);

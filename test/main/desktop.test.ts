@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import { KeyService } from '../../server/keys.ts';
 import net from 'node:net';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -200,6 +201,12 @@ describe('desktop appliance (fake Electron shell)', () => {
     const b = setup({ userData: a.userData });
     await b.app.run();
     expect(b.child().o.env.SOVCOMMS_MASTER_KEY).toBe(key);
+    // The server learns the store from the label and reports it to the console's dashboard.
+    expect(b.child().o.env.SOVCOMMS_MASTER_KEY_STORE).toBe('os-keystore');
+    const dir = tempDir('sovcomms-keystore-');
+    expect(KeyService.load(dir, { env: b.child().o.env }).store).toBe('os-keystore');
+    expect(KeyService.load(dir, { env: { SOVCOMMS_MASTER_KEY: key } }).store).toBe('env');
+    fs.rmSync(dir, { recursive: true, force: true });
   });
 
   it('master key: no key store, or a data dir with master.key already: the file, and the info says why', async () => {

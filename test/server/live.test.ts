@@ -81,6 +81,7 @@ describe('live feed', () => {
     await until(() => a.frames.some((f) => f.event === 'status') && b.frames.some((f) => f.event === 'status'), 5000, 'status frames');
     const st = a.frames.find((f) => f.event === 'status')!.data as { plugins: Record<string, { state: string }> };
     expect(st.plugins.webhooks!.state).toBe('started');
+    expect((a.frames.find((f) => f.event === 'status')!.data as { masterKey: string }).masterKey).toBe('file');
     emit(s.primary.id, 'a-1');
     emit(s.appliance.core.tenants.byHost('b.test')!.id, 'b-1');
     await until(() => a.frames.some((f) => f.event === 'webhook.test') && b.frames.some((f) => f.event === 'webhook.test'), 5000, 'events');

@@ -101,6 +101,9 @@ export function Dashboard() {
             <Text size="sm">
               {t('trust.anchors')}: {lotl.data?.anchor_count ?? '…'}
             </Text>
+            <Text size="sm">
+              {t('dashboard.masterKey')}: <b data-testid="master-key-store">{live.masterKey ? t(`dashboard.keyStore.${live.masterKey}`) : '…'}</b>
+            </Text>
           </Stack>
         </Card>
       </SimpleGrid>

@@ -171,6 +171,8 @@ describe('console in Chromium', { timeout: 120_000 }, () => {
         /eyJ|access_token|refresh/,
       );
       await expect.poll(() => page.getByTestId('live-badge').textContent()).toBe('Live');
+      // The dashboard says where the master key is kept (the desktop shell's OS key store, or the file).
+      await expect.poll(() => page.getByTestId('master-key-store').textContent()).toBe('data/master.key (0600)');
       for (const p of PAGES) {
         await go(page, p);
         // Let the page's queries settle (the live feed keeps one request open, so no networkidle).
