@@ -44,7 +44,7 @@ export class LiveHub {
     private readonly events: EventBus,
     private readonly host: () => PluginHost | undefined,
     /** Where the master key is kept (KeyService.store), shown on the dashboard. */
-    private readonly keyStore: string = 'file',
+    private readonly keyStore = 'file',
   ) {}
 
   get size(): number {
