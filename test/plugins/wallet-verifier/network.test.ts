@@ -17,13 +17,13 @@ beforeAll(async () => {
   s = await startTestServer({ clock, overrides: VERIFIER_OVERRIDES });
   ca = await makeIssuerCa();
   holder = await makeHolder();
-  expect((await adminCall(s, 'POST', '/signal.ashx?verifier-anchors=add', 'verifier-anchors', { pem: ca.rootPem })).status).toBe(200);
+  expect((await adminCall(s, 'POST', '/signal.ashx?verifier-anchors=add', 'verifier-anchors-add', { pem: ca.rootPem })).status).toBe(200);
 });
 afterAll(async () => {
   await s?.stop();
 });
 
-const addProfile = (json: unknown) => adminCall(s, 'POST', '/signal.ashx?verifier-profiles=add', 'verifier-profiles', json);
+const addProfile = (json: unknown) => adminCall(s, 'POST', '/signal.ashx?verifier-profiles=add', 'verifier-profiles-add', json);
 
 async function presentFor(profile: string) {
   const o = await openSession(s, `preset=pid-network&scope=${encodeURIComponent('openid network_access')}&network_profile=${profile}`);
@@ -155,10 +155,10 @@ describe('network access profiles and the signed NetworkConfig', () => {
       eap_method: 'MSCHAPv2',
       ttl_minutes: 30,
     });
-    const api = await body(await adminCall(s, 'GET', '/signal.ashx?verifier-profiles=list', 'verifier-profiles'));
+    const api = await body(await adminCall(s, 'GET', '/signal.ashx?verifier-profiles=list', 'verifier-profiles-list'));
     expect(api.profiles.map((p: { name: string }) => p.name)).toContain('lobby');
     expect((await runCli(['verifier', 'profile', 'remove', 'lobby'], { dataDir: s.dataDir })).code).toBe(0);
-    expect((await adminCall(s, 'POST', '/signal.ashx?verifier-profiles=remove', 'verifier-profiles', { name: 'lobby' })).status).toBe(404);
+    expect((await adminCall(s, 'POST', '/signal.ashx?verifier-profiles=remove', 'verifier-profiles-remove', { name: 'lobby' })).status).toBe(404);
     expect((await runCli(['verifier', 'profile', 'add', 'bad', '--type', 'wifi-wpa2-psk'], { dataDir: s.dataDir })).code).not.toBe(0);
   });
 });

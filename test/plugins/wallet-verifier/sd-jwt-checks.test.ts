@@ -17,7 +17,7 @@ beforeAll(async () => {
   ca = await makeIssuerCa();
   holder = await makeHolder();
   credential = await issuePid(ca, holder);
-  expect((await adminCall(s, 'POST', '/signal.ashx?verifier-anchors=add', 'verifier-anchors', { pem: ca.rootPem })).status).toBe(200);
+  expect((await adminCall(s, 'POST', '/signal.ashx?verifier-anchors=add', 'verifier-anchors-add', { pem: ca.rootPem })).status).toBe(200);
 });
 afterAll(async () => {
   await s?.stop();

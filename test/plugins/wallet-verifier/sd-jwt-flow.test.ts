@@ -13,7 +13,7 @@ beforeAll(async () => {
   s = await startTestServer({ overrides: VERIFIER_OVERRIDES });
   ca = await makeIssuerCa();
   holder = await makeHolder();
-  const r = await adminCall(s, 'POST', '/signal.ashx?verifier-anchors=add', 'verifier-anchors', { pem: ca.rootPem });
+  const r = await adminCall(s, 'POST', '/signal.ashx?verifier-anchors=add', 'verifier-anchors-add', { pem: ca.rootPem });
   expect(r.status).toBe(200);
   rpCaDer = Buffer.from(await (await s.fetch('/rp-cert.ashx?ca&format=der')).arrayBuffer());
 });

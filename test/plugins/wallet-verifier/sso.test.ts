@@ -23,7 +23,7 @@ beforeAll(async () => {
   A = `localhost:${s.port}`;
   ca = await makeIssuerCa();
   holder = await makeHolder();
-  expect((await adminCall(s, 'POST', '/signal.ashx?verifier-anchors=add', 'verifier-anchors', { pem: ca.rootPem })).status).toBe(200);
+  expect((await adminCall(s, 'POST', '/signal.ashx?verifier-anchors=add', 'verifier-anchors-add', { pem: ca.rootPem })).status).toBe(200);
   await s.appliance.core.users.add(s.primary, { name: 'erika.mustermann', role: 'user', password: 'correct horse battery staple' });
   secret = (await saveClient(s, A, { client_id: 'office-app', grant_types: [GRANT], token_endpoint_auth_method: 'client_secret_basic' })).client_secret!;
 });
@@ -91,7 +91,7 @@ describe('wallet sign-in: sso_assertion redeemed at the token endpoint', () => {
     }
     const { tenant } = await s.addTenant('off.example');
     await s.appliance.core.users.add(tenant, { name: 'erika.mustermann', role: 'user', password: 'correct horse battery staple' });
-    expect((await adminCall(s, 'POST', '/signal.ashx?verifier-anchors=add', 'verifier-anchors', { pem: ca.rootPem }, 'off.example')).status).toBe(200);
+    expect((await adminCall(s, 'POST', '/signal.ashx?verifier-anchors=add', 'verifier-anchors-add', { pem: ca.rootPem }, 'off.example')).status).toBe(200);
     const out = await signIn('off.example');
     expect(out.status).toBe('verified');
     expect(out.sso_assertion).toBeUndefined();

@@ -21,7 +21,7 @@ beforeAll(async () => {
   s = await startTestServer({ clock, overrides: VERIFIER_OVERRIDES });
   ca = await makeIssuerCa();
   holder = await makeHolder();
-  expect((await adminCall(s, 'POST', '/signal.ashx?verifier-anchors=add', 'verifier-anchors', { pem: ca.rootPem })).status).toBe(200);
+  expect((await adminCall(s, 'POST', '/signal.ashx?verifier-anchors=add', 'verifier-anchors-add', { pem: ca.rootPem })).status).toBe(200);
 });
 afterAll(async () => {
   await s?.stop();
@@ -247,11 +247,11 @@ describe('trust anchors: CLI and admin API', () => {
       expect(add.stdout).toContain(sha);
       const list = await runCli(['verifier', 'trust', 'list', '--json'], { dataDir: s.dataDir });
       expect(JSON.parse(list.stdout).map((a: { sha256: string }) => a.sha256)).toContain(sha);
-      const api = await body(await adminCall(s, 'GET', '/signal.ashx?verifier-anchors=list', 'verifier-anchors'));
+      const api = await body(await adminCall(s, 'GET', '/signal.ashx?verifier-anchors=list', 'verifier-anchors-list'));
       expect(api.anchors.map((a: { sha256: string }) => a.sha256)).toContain(sha);
-      expect((await adminCall(s, 'POST', '/signal.ashx?verifier-anchors=add', 'verifier-anchors', { pem: other.rootPem })).status).toBe(409);
+      expect((await adminCall(s, 'POST', '/signal.ashx?verifier-anchors=add', 'verifier-anchors-add', { pem: other.rootPem })).status).toBe(409);
       expect((await runCli(['verifier', 'trust', 'remove', sha], { dataDir: s.dataDir })).code).toBe(0);
-      expect((await adminCall(s, 'POST', '/signal.ashx?verifier-anchors=remove', 'verifier-anchors', { sha256: sha })).status).toBe(404);
+      expect((await adminCall(s, 'POST', '/signal.ashx?verifier-anchors=remove', 'verifier-anchors-remove', { sha256: sha })).status).toBe(404);
       expect((await s.fetch('/signal.ashx?verifier-anchors=list')).status).toBe(401);
       expect((await s.fetch('/signal.ashx?verifier-anchors=add', { method: 'POST', json: { pem: other.rootPem } })).status).toBe(401);
       // A credential from that provider now fails x5c again.
