@@ -149,6 +149,7 @@ export class Appliance {
       log: core.log,
       pluginReady: (p) => p === 'core' || this.host.isStarted(p),
       isOwnHost: (tenant, hostHeader) => core.tenants.isOwnHost(tenant, hostHeader),
+      tenantByHost: (host) => core.tenants.byHost(host),
       listeningPort: () => {
         const a = this.server?.address();
         return a && typeof a === 'object' ? a.port : core.config.http.port;

@@ -44,6 +44,7 @@ export const ERROR_CODES = [
   'duplicate_tenant',
   'cannot_remove_primary',
   'confirm_mismatch',
+  'tenant_switch_not_allowed',
   'cannot_disable_self',
   'last_admin',
   'already_claimed',

@@ -88,6 +88,9 @@ export function buildOpenApi(routes: RegisteredRoute[], meta: { build: string; s
           });
         }
       }
+      // The super-admin's tenant switch (server/http/dispatch.ts) applies to admin routes a bearer may call.
+      if (d.auth.kind === 'credentials' && d.auth.role === 'admin' && d.auth.accept.includes('bearer'))
+        parameters.push({ $ref: '#/components/parameters/TenantSwitch' });
       const op: Json = {
         operationId: `${d.method.toLowerCase()}${key.replace(/[^A-Za-z0-9]+/g, '_')}`,
         summary: d.summary,
@@ -128,6 +131,16 @@ export function buildOpenApi(routes: RegisteredRoute[], meta: { build: string; s
     paths,
     components: {
       schemas: { Error: errorSchema },
+      parameters: {
+        TenantSwitch: {
+          name: 'X-Sovcomms-Tenant',
+          in: 'header',
+          required: false,
+          schema: { type: 'string', maxLength: 253 },
+          description:
+            "A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`.",
+        },
+      },
       securitySchemes: {
         bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'OIDC access token of this tenant' },
         apiKey: { type: 'http', scheme: 'bearer', description: 'personal API key with prefix ak_, in place of a bearer on v1' },

@@ -1,12 +1,14 @@
 import { Anchor, AppShell, Badge, Burger, Button, Center, Group, Loader, NavLink, NativeSelect, Stack, Text, Alert } from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
-import { useQueryClient } from '@tanstack/react-query';
+import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { lazy, Suspense, useEffect, useState, type ComponentType } from 'react';
 import { useTranslation } from 'react-i18next';
 import { Link, Route, Router, Switch, useLocation } from 'wouter';
 import { completeSignIn, current, onSession, signIn, signOut, type Session } from './auth.ts';
 import { LANGUAGES, setLanguage, type Language } from './i18n.ts';
+import { api, call } from './api/client.ts';
 import { connectLive, type PluginStatus } from './live.ts';
+import { actingTenant, onActingTenant, setActingTenant } from './tenant.ts';
 import { LiveContext } from './lib/live-context.ts';
 import { Dashboard } from './pages/Dashboard.tsx';
 
@@ -51,6 +53,33 @@ function UserHome({ session }: { session: Session }) {
   );
 }
 
+/**
+ * A super-admin's tenant switcher: the admin pages act on the chosen tenant (README "Tenant
+ * switch"). Shown only when the API says the caller is a super-admin and there is more than one.
+ */
+function TenantSwitcher({ session, acting }: { session: Session; acting: string | undefined }) {
+  const { t } = useTranslation();
+  const tenants = useQuery({
+    queryKey: ['tenant-switcher'],
+    queryFn: () => call(api.GET('/api.ashx/v1/tenants')),
+    enabled: session.user.role === 'admin',
+    staleTime: 60_000,
+  });
+  const all = tenants.data?.superAdmin ? tenants.data.data : [];
+  if (all.length < 2) return null;
+  const own = all.find((x) => x.primary)?.host ?? session.user.tenant;
+  return (
+    <NativeSelect
+      aria-label={t('app.tenant')}
+      size="xs"
+      data-testid="tenant-switcher"
+      value={acting ?? own}
+      onChange={(e) => setActingTenant(e.currentTarget.value === own ? undefined : e.currentTarget.value)}
+      data={all.map((x) => ({ value: x.host, label: x.name && x.name !== x.host ? `${x.name} (${x.host})` : x.host }))}
+    />
+  );
+}
+
 function Shell({ session }: { session: Session }) {
   const { t, i18n } = useTranslation();
   const admin = session.user.role === 'admin';
@@ -63,6 +92,16 @@ function Shell({ session }: { session: Session }) {
   const [status, setStatus] = useState<Record<string, PluginStatus>>({});
   const [lastEvent, setLastEvent] = useState(0);
   const [masterKey, setMasterKey] = useState<string>();
+  const [acting, setActing] = useState(actingTenant());
+  // Another tenant: nothing cached from the last one may show, and the live feed follows.
+  useEffect(
+    () =>
+      onActingTenant((host) => {
+        queries.removeQueries({ predicate: (q) => q.queryKey[0] !== 'tenant-switcher' });
+        setActing(host);
+      }),
+    [queries],
+  );
 
   useEffect(
     () =>
@@ -85,7 +124,7 @@ function Shell({ session }: { session: Session }) {
             onReset: () => void queries.invalidateQueries(),
             onConnection: setOnline,
           }),
-    [queries, admin],
+    [queries, admin, acting],
   );
 
   return (
@@ -101,6 +140,7 @@ function Shell({ session }: { session: Session }) {
               </Badge>
             </Group>
             <Group>
+              <TenantSwitcher session={session} acting={acting} />
               <NativeSelect
                 aria-label={t('app.language')}
                 size="xs"
@@ -138,7 +178,7 @@ function Shell({ session }: { session: Session }) {
             </Alert>
           )}
           <Suspense fallback={<Loader aria-label={t('common.loading')} />}>
-            <Switch>
+            <Switch key={acting ?? ''}>
               {!admin && (
                 <Route path="/">
                   <UserHome session={session} />

@@ -1,4 +1,5 @@
 import { accessToken } from './auth.ts';
+import { tenantHeaders } from './tenant.ts';
 
 export interface LiveEvent {
   id: number;
@@ -65,6 +66,7 @@ export function connectLive(h: LiveHandlers): () => void {
         const token = await accessToken();
         const headers: Record<string, string> = { Accept: 'text/event-stream' };
         if (token) headers.Authorization = `Bearer ${token}`;
+        Object.assign(headers, tenantHeaders('/api.ashx/v1/events'));
         if (lastId !== undefined) headers['Last-Event-ID'] = String(lastId);
         const r = await fetch('/api.ashx/v1/events', { headers, signal: ctrl.signal });
         if (r.status === 401) await accessToken(true);

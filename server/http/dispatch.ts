@@ -1,7 +1,7 @@
 import type { NextFunction, Request, Response } from 'express';
 import type { z } from 'zod';
 import { AppError, InputError } from '../errors.ts';
-import { HMAC_HEADER, HMAC_V2_HEADER, type AuthService } from '../auth.ts';
+import { HMAC_HEADER, HMAC_V2_HEADER, type AuthService, type Principal } from '../auth.ts';
 import type { Logger } from '../log.ts';
 import type { CoreConfig } from '../config.ts';
 import { parseHostHeader, type Tenant } from '../tenancy.ts';
@@ -68,7 +68,16 @@ export interface DispatchDeps {
   isOwnHost(tenant: Tenant, hostHeader: string): boolean;
   /** The port the appliance listens on (known once it listens; the configured one before). */
   listeningPort(): number;
+  /** A tenant by one of its host names (TenantService.byHost), for the tenant switch header. */
+  tenantByHost(host: string): Tenant | undefined;
 }
+
+/**
+ * A super-admin's tenant switch: the console's tenant switcher (and a script) acts on another
+ * tenant from the primary tenant's host with the super-admin's own bearer. The value is one of the
+ * target tenant's host names, as the spec's `?tenant=HOST` takes it.
+ */
+export const TENANT_SWITCH_HEADER = 'x-sovcomms-tenant';
 
 /**
  * The one router of the appliance. It matches literal segments case-insensitively (`.ashx`
@@ -184,11 +193,14 @@ export class Dispatcher {
       if (signed) {
         principal = await this.deps.auth.authenticate(def.auth, { headers: req.headers, tenant, rawHost: hostHeader, bodyLen: rawBody.length, body: rawBody });
       }
+      let effective = tenant;
+      const switchTo = req.headers[TENANT_SWITCH_HEADER];
+      if (switchTo !== undefined && principal) ({ tenant: effective, principal } = this.switchTenant(def, principal, tenant, switchTo));
       const parsedParams = def.params ? validate(def.params, params, 'path parameter') : params;
       const parsedQuery = def.query ? validate(def.query, queryObject(url.searchParams), 'query parameter') : queryObject(url.searchParams);
       const body = parseBody(def, req, rawBody);
       const rr: RouteRequest = {
-        tenant,
+        tenant: effective,
         principal,
         query: parsedQuery,
         body,
@@ -199,7 +211,7 @@ export class Dispatcher {
         requestId,
         hostHeader,
         origin: `${req.protocol}://${hostHeader || `${this.deps.config.http.host}:${this.deps.config.http.port}`}`,
-        linkOrigin: this.linkOrigin(req.protocol, tenant, hostHeader),
+        linkOrigin: this.linkOrigin(req.protocol, effective, hostHeader),
         headers: req.headers,
         raw: req,
         // A getter: the request logger is made only when a handler logs (server/app.ts).
@@ -214,6 +226,30 @@ export class Dispatcher {
       if (bodyPending && !res.headersSent) res.setHeader('Connection', 'close');
       renderError(res, e, res.locals.log as Logger, requestId);
     }
+  }
+
+  /**
+   * Applies X-Sovcomms-Tenant. Only a super-admin's own bearer (a person, not a key or the HMAC)
+   * may switch, and only on admin routes: routes about the caller themselves (chat, passkeys, /me)
+   * have no meaning in a tenant where the caller has no account, and answer 400 rather than
+   * silently acting on the primary tenant. The principal keeps its subject and names where it
+   * comes from, so the target tenant's audit log says who acted.
+   */
+  private switchTenant(def: RouteDef, principal: Principal, from: Tenant, value: string | string[]): { tenant: Tenant; principal: Principal } {
+    const host = (Array.isArray(value) ? value[0] : value)?.trim().toLowerCase() ?? '';
+    if (def.auth.kind !== 'credentials' || def.auth.role !== 'admin' || !def.auth.accept.includes('bearer')) {
+      throw new InputError(`X-Sovcomms-Tenant applies to admin routes only, not to ${def.method} ${def.path}`, 'tenant_switch_not_allowed');
+    }
+    if (principal.kind !== 'user' || !principal.superAdmin) {
+      throw new AppError(403, 'insufficient_scope', "X-Sovcomms-Tenant needs a super-admin's bearer token (an admin of the primary tenant)");
+    }
+    const target = host ? this.deps.tenantByHost(host) : undefined;
+    if (!target) throw new AppError(404, 'not_found', `X-Sovcomms-Tenant: no tenant has the host name ${JSON.stringify(host.slice(0, 253))}`);
+    if (target.id === from.id) return { tenant: from, principal };
+    return {
+      tenant: target,
+      principal: { ...principal, tenantId: target.id, userName: `${principal.userName ?? principal.subject}@${from.host}` },
+    };
   }
 
   /** See RouteRequest.linkOrigin. */

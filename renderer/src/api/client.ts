@@ -1,5 +1,6 @@
 import createClient, { type Middleware } from 'openapi-fetch';
 import { accessToken, signIn } from '../auth.ts';
+import { tenantHeaders } from '../tenant.ts';
 import type { paths } from './schema';
 
 /** The JSON request body of an operation, from the OpenAPI description. */
@@ -54,6 +55,7 @@ const auth: Middleware = {
             signal: request.signal,
           });
     if (t) r.headers.set('Authorization', `Bearer ${t}`);
+    for (const [k, v] of Object.entries(tenantHeaders(new URL(r.url).pathname))) r.headers.set(k, v);
     return r;
   },
 };

@@ -2915,14 +2915,17 @@ export interface components {
              * @description stable error code (server/errors.ts ERROR_CODES)
              * @enum {string}
              */
-            error: "invalid_request" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "server_error" | "plugin_unavailable" | "login_required" | "invalid_csrf" | "conflict" | "invalid_token" | "insufficient_scope" | "invalid_signature" | "stale_signature" | "replayed_signature" | "invalid_grant" | "invalid_client" | "unauthorized_client" | "unsupported_grant_type" | "invalid_scope" | "access_denied" | "invalid_client_metadata" | "invalid_redirect_uri" | "interaction_required" | "consent_required" | "account_selection_required" | "unsupported_response_type" | "invalid_request_object" | "request_not_supported" | "request_uri_not_supported" | "temporarily_unavailable" | "weak_password" | "duplicate_user" | "duplicate_tenant" | "cannot_remove_primary" | "confirm_mismatch" | "cannot_disable_self" | "last_admin" | "already_claimed" | "already_revoked" | "passkey_rejected" | "invalid_key" | "duplicate_route" | "cannot_delete_catchall" | "bridge_not_configured" | "bridge_unreachable" | "bridge_protocol" | "bridge_error" | "no_capacity" | "duplicate_call" | "not_whitelisted" | "no_route" | "no_trunk" | "invalid_phone" | "invalid_url" | "address_refused" | "too_many_subscriptions" | "subscription_paused" | "delivery_in_progress" | "ca_unavailable" | "ca_exists" | "invalid_csr" | "invalid_client_id" | "hsm_error" | "invalid_list" | "import_failed" | "range_not_satisfiable" | "upgrade_required" | "invalid_proof" | "invalid_nonce" | "unsupported_credential_type" | "unsupported_proof_type" | "unsupported_credential_format" | "unknown_credential_configuration" | "invalid_credential_request" | "credential_request_denied" | "mdoc_verify_not_configured" | "invalid_presentation" | "session_expired" | "session_finished" | "replayed_presentation" | "duplicate_anchor";
+            error: "invalid_request" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "server_error" | "plugin_unavailable" | "login_required" | "invalid_csrf" | "conflict" | "invalid_token" | "insufficient_scope" | "invalid_signature" | "stale_signature" | "replayed_signature" | "invalid_grant" | "invalid_client" | "unauthorized_client" | "unsupported_grant_type" | "invalid_scope" | "access_denied" | "invalid_client_metadata" | "invalid_redirect_uri" | "interaction_required" | "consent_required" | "account_selection_required" | "unsupported_response_type" | "invalid_request_object" | "request_not_supported" | "request_uri_not_supported" | "temporarily_unavailable" | "weak_password" | "duplicate_user" | "duplicate_tenant" | "cannot_remove_primary" | "confirm_mismatch" | "tenant_switch_not_allowed" | "cannot_disable_self" | "last_admin" | "already_claimed" | "already_revoked" | "passkey_rejected" | "invalid_key" | "duplicate_route" | "cannot_delete_catchall" | "bridge_not_configured" | "bridge_unreachable" | "bridge_protocol" | "bridge_error" | "no_capacity" | "duplicate_call" | "not_whitelisted" | "no_route" | "no_trunk" | "invalid_phone" | "invalid_url" | "address_refused" | "too_many_subscriptions" | "subscription_paused" | "delivery_in_progress" | "ca_unavailable" | "ca_exists" | "invalid_csr" | "invalid_client_id" | "hsm_error" | "invalid_list" | "import_failed" | "range_not_satisfiable" | "upgrade_required" | "invalid_proof" | "invalid_nonce" | "unsupported_credential_type" | "unsupported_proof_type" | "unsupported_credential_format" | "unknown_credential_configuration" | "invalid_credential_request" | "credential_request_denied" | "mdoc_verify_not_configured" | "invalid_presentation" | "session_expired" | "session_finished" | "replayed_presentation" | "duplicate_anchor";
             error_description?: string;
             /** Format: uri */
             error_uri?: string;
         };
     };
     responses: never;
-    parameters: never;
+    parameters: {
+        /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+        TenantSwitch: string;
+    };
     requestBodies: never;
     headers: never;
     pathItems: never;
@@ -3247,7 +3250,10 @@ export interface operations {
                 /** @description only the keys of this user (name) */
                 user?: string;
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3336,7 +3342,10 @@ export interface operations {
                 /** @description host of the tenant to act on (super-admin only unless it is the caller's own); `*` = every tenant (lists only) */
                 tenant?: string;
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path: {
                 id: string;
             };
@@ -3431,7 +3440,10 @@ export interface operations {
                 /** @description case-insensitive substring of the subject or e-mail */
                 user?: string;
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3516,7 +3528,10 @@ export interface operations {
                 /** @description ISO 8601; only calls created before it */
                 until?: string;
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3604,7 +3619,10 @@ export interface operations {
     post_api_ashx_v1_calls: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3711,7 +3729,10 @@ export interface operations {
     get_api_ashx_v1_calls_id_: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path: {
                 id: string;
             };
@@ -3805,7 +3826,10 @@ export interface operations {
                 /** @description true: stop the pending retry of an ended-failed-retry-pending call */
                 cancelRetry?: "true" | "false";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path: {
                 id: string;
             };
@@ -3884,7 +3908,10 @@ export interface operations {
                 /** @description ISO 8601; default 24 hours ago */
                 since?: string;
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3957,7 +3984,10 @@ export interface operations {
                 /** @description resume after this event id (the Last-Event-ID header does the same) */
                 since?: number;
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -4016,7 +4046,10 @@ export interface operations {
                 /** @description items to skip (default 0) */
                 offset?: number;
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -4082,7 +4115,10 @@ export interface operations {
     post_api_ashx_v1_inbound_routes: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -4158,7 +4194,10 @@ export interface operations {
     get_api_ashx_v1_inbound_routes_did_: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path: {
                 did: string;
             };
@@ -4227,7 +4266,10 @@ export interface operations {
     put_api_ashx_v1_inbound_routes_did_: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path: {
                 did: string;
             };
@@ -4302,7 +4344,10 @@ export interface operations {
     delete_api_ashx_v1_inbound_routes_did_: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path: {
                 did: string;
             };
@@ -4376,7 +4421,10 @@ export interface operations {
                 /** @description items to skip (default 0) */
                 offset?: number;
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -4455,7 +4503,10 @@ export interface operations {
                 /** @description items to skip (default 0) */
                 offset?: number;
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -4521,7 +4572,10 @@ export interface operations {
     post_api_ashx_v1_outbound_routes: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -4594,7 +4648,10 @@ export interface operations {
     get_api_ashx_v1_outbound_routes_match_: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path: {
                 match: string;
             };
@@ -4662,7 +4719,10 @@ export interface operations {
     put_api_ashx_v1_outbound_routes_match_: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path: {
                 match: string;
             };
@@ -4736,7 +4796,10 @@ export interface operations {
     delete_api_ashx_v1_outbound_routes_match_: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path: {
                 match: string;
             };
@@ -4806,7 +4869,10 @@ export interface operations {
     get_api_ashx_v1_tenants: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -4864,7 +4930,10 @@ export interface operations {
     post_api_ashx_v1_tenants: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -4942,7 +5011,10 @@ export interface operations {
     post_api_ashx_v1_tenants_id_hosts: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path: {
                 id: string;
             };
@@ -5028,7 +5100,10 @@ export interface operations {
     post_api_ashx_v1_tenants_id_primary: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path: {
                 id: string;
             };
@@ -5101,7 +5176,10 @@ export interface operations {
     post_api_ashx_v1_tenants_id_remove: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path: {
                 id: string;
             };
@@ -5185,7 +5263,10 @@ export interface operations {
                 /** @description vnum, outbound-ai, or both (the default) */
                 source?: "vnum" | "outbound-ai" | "both";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -5268,7 +5349,10 @@ export interface operations {
     get_api_ashx_v1_transcripts_callId_: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path: {
                 callId: string;
             };
@@ -5367,7 +5451,10 @@ export interface operations {
                 /** @description items to skip (default 0) */
                 offset?: number;
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path: {
                 callId: string;
             };
@@ -5454,7 +5541,10 @@ export interface operations {
     post_api_ashx_v1_transcripts_callId_shares: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path: {
                 callId: string;
             };
@@ -5549,7 +5639,10 @@ export interface operations {
     post_api_ashx_v1_transcripts_callId_shares_shareId_revoke: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path: {
                 callId: string;
                 shareId: string;
@@ -5642,7 +5735,10 @@ export interface operations {
                 /** @description host of the tenant to act on (super-admin only unless it is the caller's own); `*` = every tenant (lists only) */
                 tenant?: string;
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -5724,7 +5820,10 @@ export interface operations {
                 /** @description host of the tenant to act on (super-admin only unless it is the caller's own); `*` = every tenant (lists only) */
                 tenant?: string;
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -5822,7 +5921,10 @@ export interface operations {
                 /** @description host of the tenant to act on (super-admin only unless it is the caller's own); `*` = every tenant (lists only) */
                 tenant?: string;
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path: {
                 id: string;
             };
@@ -5902,7 +6004,10 @@ export interface operations {
                 /** @description host of the tenant to act on (super-admin only unless it is the caller's own); `*` = every tenant (lists only) */
                 tenant?: string;
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path: {
                 id: string;
             };
@@ -5996,7 +6101,10 @@ export interface operations {
                 /** @description host of the tenant to act on (super-admin only unless it is the caller's own); `*` = every tenant (lists only) */
                 tenant?: string;
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path: {
                 id: string;
             };
@@ -6083,7 +6191,10 @@ export interface operations {
                 /** @description host of the tenant to act on (super-admin only unless it is the caller's own); `*` = every tenant (lists only) */
                 tenant?: string;
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path: {
                 id: string;
             };
@@ -6163,7 +6274,10 @@ export interface operations {
                 /** @description host of the tenant to act on (super-admin only unless it is the caller's own); `*` = every tenant (lists only) */
                 tenant?: string;
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path: {
                 id: string;
             };
@@ -6252,7 +6366,10 @@ export interface operations {
                 /** @description items to skip (default 0) */
                 offset?: number;
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -6607,7 +6724,10 @@ export interface operations {
                 op: "export";
                 threadId: string;
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -7565,7 +7685,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 op: "settings";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -7618,7 +7741,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 op: "settings";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -8372,7 +8498,10 @@ export interface operations {
                 import: string;
                 name?: string;
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -8465,7 +8594,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 refresh: string;
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -11115,7 +11247,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 issue: string;
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -11221,7 +11356,10 @@ export interface operations {
                 offset?: number;
                 purpose?: "rp" | "tls";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -11307,7 +11445,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 revoke: string;
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -11425,7 +11566,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 "apikey-create": "1";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -11496,7 +11640,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 bridge: "status";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -11552,7 +11699,10 @@ export interface operations {
                 "list-vp-events": string;
                 since?: string;
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -11609,7 +11759,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 numbers: "list";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -11672,7 +11825,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 numbers: "remove";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -11748,7 +11904,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 numbers: "save";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -11851,7 +12010,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 "oidc-clients-genkey": "1";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -11924,7 +12086,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 "oidc-clients-save": "1";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -12028,7 +12193,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 "oidc-clients": "1";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -12082,7 +12250,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 "oidc-invite": "1";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -12151,7 +12322,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 "oidc-keys-rotate": "1";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -12203,7 +12377,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 "oidc-settings": "1";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -12270,7 +12447,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 telephony: "settings";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -12324,7 +12504,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 telephony: "settings-save";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -12395,7 +12578,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 trunks: "list";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -12466,7 +12652,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 trunks: "remove";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -12542,7 +12731,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 trunks: "save";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -12657,7 +12849,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 "verifier-anchors": "add";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -12727,7 +12922,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 "verifier-anchors": "list";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -12775,7 +12973,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 "verifier-anchors": "remove";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -12845,7 +13046,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 "verifier-profiles": "add";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -12923,7 +13127,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 "verifier-profiles": "list";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -12971,7 +13178,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 "verifier-profiles": "remove";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -13041,7 +13251,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 webhooks: "add";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -13130,7 +13343,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 webhooks: "deliveries";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -13225,7 +13441,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 webhooks: "list";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -13298,7 +13517,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 webhooks: "pause";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -13384,7 +13606,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 webhooks: "redeliver";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -13469,7 +13694,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 webhooks: "remove";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -13557,7 +13785,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 webhooks: "resume";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -13643,7 +13874,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 webhooks: "test";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -13728,7 +13962,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 whitelist: "add";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -13799,7 +14036,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 whitelist: "list";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -13946,7 +14186,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 "create-offer": string;
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -14127,7 +14370,10 @@ export interface operations {
                 /** @description items to skip (default 0) */
                 offset?: number;
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -14476,7 +14722,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 revoke: string;
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };

@@ -1,4 +1,4 @@
-import { Badge, Button, Card, Group, Select, Stack, Tabs, TextInput } from '@mantine/core';
+import { Badge, Button, Card, Group, NativeSelect, Select, Stack, Tabs, TextInput } from '@mantine/core';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
@@ -26,6 +26,20 @@ function UserList() {
         ? call(api.POST('/api.ashx/v1/users/{id}/enable', { params: { path: { id: u.id }, query: {} } }))
         : call(api.POST('/api.ashx/v1/users/{id}/disable', { params: { path: { id: u.id }, query: {} } })),
     onSuccess: () => qc.invalidateQueries({ queryKey: ['users'] }),
+  });
+  const setRole = useMutation({
+    mutationFn: (u: { id: string; role: 'user' | 'admin' }) =>
+      call(api.PATCH('/api.ashx/v1/users/{id}', { params: { path: { id: u.id }, query: {} }, body: { role: u.role } })),
+    onSuccess: () => qc.invalidateQueries({ queryKey: ['users'] }),
+  });
+  const [reset, setReset] = useState<{ name: string; password: string }>();
+  const resetPassword = useMutation({
+    mutationFn: (u: { id: string; name: string }) =>
+      call(api.POST('/api.ashx/v1/users/{id}/password', { params: { path: { id: u.id }, query: {} }, body: {} })).then((r) => ({
+        name: u.name,
+        password: r.password ?? '',
+      })),
+    onSuccess: (r) => setReset(r),
   });
   return (
     <Stack>
@@ -57,7 +71,12 @@ function UserList() {
         </Group>
         {password && <OnceSecret label={t('users.password')} value={password} />}
       </Card>
-      <ErrorNote error={list.error ?? toggle.error ?? (add.error && !(add.error as { field?: string }).field ? add.error : undefined)} />
+      {reset && <OnceSecret label={t('users.newPasswordOf', { name: reset.name })} value={reset.password} />}
+      <ErrorNote
+        error={
+          list.error ?? toggle.error ?? setRole.error ?? resetPassword.error ?? (add.error && !(add.error as { field?: string }).field ? add.error : undefined)
+        }
+      />
       <DataTable
         caption={t('nav.users')}
         rows={list.data?.data}
@@ -66,15 +85,35 @@ function UserList() {
         columns={[
           { key: 'name', label: t('users.name'), render: (u) => u.name },
           { key: 'email', label: t('users.email'), render: (u) => u.email ?? '' },
-          { key: 'role', label: t('users.role'), render: (u) => u.role },
+          {
+            key: 'role',
+            label: t('users.role'),
+            render: (u) => (
+              <NativeSelect
+                size="xs"
+                aria-label={t('users.roleOf', { name: u.name })}
+                value={u.role}
+                onChange={(e) => setRole.mutate({ id: u.id, role: e.currentTarget.value as 'user' | 'admin' })}
+                data={[
+                  { value: 'user', label: 'user' },
+                  { value: 'admin', label: 'admin' },
+                ]}
+              />
+            ),
+          },
           { key: 'status', label: t('users.status'), render: (u) => <Badge color={u.status === 'active' ? 'teal' : 'gray'}>{u.status}</Badge> },
           {
             key: 'a',
             label: t('common.actions'),
             render: (u) => (
-              <Button size="xs" variant="light" color={u.status === 'disabled' ? 'teal' : 'red'} onClick={() => toggle.mutate(u)}>
-                {u.status === 'disabled' ? t('users.enable') : t('users.disable')}
-              </Button>
+              <Group gap="xs" wrap="nowrap">
+                <Button size="xs" variant="light" color={u.status === 'disabled' ? 'teal' : 'red'} onClick={() => toggle.mutate(u)}>
+                  {u.status === 'disabled' ? t('users.enable') : t('users.disable')}
+                </Button>
+                <Button size="xs" variant="default" onClick={() => resetPassword.mutate(u)} aria-label={t('users.resetPasswordOf', { name: u.name })}>
+                  {t('users.resetPassword')}
+                </Button>
+              </Group>
             ),
           },
         ]}

@@ -4,6 +4,7 @@ import http from 'node:http';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { adminToken } from '../admin/helpers.ts';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { startTestServer, tempDir, type TestServer } from '../../support/server.ts';
 import { startSipp, type SippRun } from '../../support/sipp.ts';
@@ -354,6 +355,38 @@ describe('console in Chromium', { timeout: 120_000 }, () => {
       .click();
     await page.waitForURL(/\/console\//);
     await expect.poll(() => page.getByTestId('signed-in-user').textContent(), { timeout: 15_000 }).toContain('bob');
+    await ctx.close();
+  });
+
+  it("a super-admin switches tenant: the users page shows and changes that tenant's users (role, password reset shown once), and switches back", async () => {
+    const { tenant } = await s.addTenant('branch.test');
+    await s.appliance.core.users.add(tenant, { name: 'dora', role: 'user', password: 'dora password 12' });
+    const branch = `branch.test:${s.port}`;
+    const ctx = await browser.newContext();
+    const { page, w } = await watched(ctx);
+    await signInWithPassword(page);
+    await go(page, 'users');
+    await page.getByRole('row').filter({ hasText: 'carol' }).waitFor();
+    await page.getByTestId('tenant-switcher').selectOption('branch.test');
+    await page.getByRole('row').filter({ hasText: 'dora' }).waitFor();
+    expect(await page.getByRole('row').filter({ hasText: 'carol' }).count()).toBe(0);
+    // The role change lands in the branch tenant.
+    await page.getByLabel('Role of dora').selectOption('admin');
+    const branchAdmin = await adminToken(s, branch, 'admin', 'correct horse battery');
+    const roleOfDora = async () =>
+      ((await (await s.fetch('/api.ashx/v1/users', { host: branch, key: branchAdmin })).json()) as { data: { name: string; role: string }[] }).data.find(
+        (u) => u.name === 'dora',
+      )?.role;
+    await until(async () => (await roleOfDora()) === 'admin', 5000, 'dora is admin');
+    // A generated password, shown once, signs dora in on the branch host.
+    await page.getByRole('button', { name: 'Reset password of dora' }).click();
+    const password = (await page.getByTestId('once-secret').textContent())!;
+    expect(password.length).toBeGreaterThanOrEqual(12);
+    await adminToken(s, branch, 'dora', password);
+    // Back on the own tenant: its users again.
+    await page.getByTestId('tenant-switcher').selectOption('localhost');
+    await page.getByRole('row').filter({ hasText: 'carol' }).waitFor();
+    expect(w.errors).toEqual([]);
     await ctx.close();
   });
 
