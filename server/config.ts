@@ -49,8 +49,10 @@ export const coreConfigSchema = z
       .object({
         /** Requests per minute and IP on public (unauthenticated) endpoints. */
         publicPerMinute: z.number().int().positive().default(600),
-        /** Requests per minute and IP on authenticated endpoints. */
+        /** Requests per minute and credential (key, token subject or HMAC) on authenticated endpoints. */
         authenticatedPerMinute: z.number().int().positive().default(6000),
+        /** Failed authentications per minute and IP; past it, more failures answer 429 (valid credentials still pass). */
+        failedAuthPerMinute: z.number().int().positive().default(120),
         /** Requests per minute and IP on sensitive endpoints (sign-in, claim, offers). */
         sensitivePerMinute: z.number().int().positive().default(30),
       })

@@ -121,14 +121,21 @@ export class OidcProvider {
    * Throws 429 when rate limited.
    */
   async checkPassword(tenant: Tenant, login: string, password: string, req: RequestInfo, extra: Record<string, string>): Promise<User | undefined> {
-    const acct = `${tenant.id}|${login.toLowerCase()}`;
     const ipWait = this.limiter.take('oidc-login-ip', req.ip, this.config.loginPerIpPerMinute);
-    const acctLimited = this.limiter.isLimited('oidc-login-account', acct, this.config.loginFailuresPerAccountPerMinute);
-    if (ipWait > 0 || acctLimited) {
-      this.audit.write(tenant, { event: 'login-rate-limited', user: login, ip: req.ip, ua: req.ua, extra: { ...extra, by: ipWait > 0 ? 'ip' : 'account' } });
-      throw new AppError(429, 'rate_limited', 'too many sign-in attempts; try again later', { headers: { 'Retry-After': String(ipWait > 0 ? ipWait : 60) } });
+    if (ipWait > 0) {
+      this.audit.write(tenant, { event: 'login-rate-limited', user: login, ip: req.ip, ua: req.ua, extra: { ...extra, by: 'ip' } });
+      throw new AppError(429, 'rate_limited', 'too many sign-in attempts; try again later', { headers: { 'Retry-After': String(ipWait) } });
     }
-    const user = this.users.byLogin(tenant, login);
+    // Keyed on the account, not on what was typed: its name and its e-mail share one budget.
+    const known = this.users.byLogin(tenant, login);
+    const acct = `${tenant.id}|${known ? `id:${known.id}` : `login:${login.toLowerCase()}`}`;
+    if (this.limiter.isLimited('oidc-login-account', acct, this.config.loginFailuresPerAccountPerMinute)) {
+      // Slowed down, never locked out: a stranger's guesses must not keep the owner out, so the
+      // right password still gets in, only later; guesses queue one at a time behind a pause.
+      this.audit.write(tenant, { event: 'login-rate-limited', user: login, ip: req.ip, ua: req.ua, extra: { ...extra, by: 'account' } });
+      await this.slowLane(acct);
+    }
+    const user = known;
     const ok = await verifyPassword(password, user ? this.users.passwordHash(tenant, user.id) : null);
     if (ok && user && user.status === 'active') {
       this.limiter.reset('oidc-login-account', acct);
@@ -147,6 +154,30 @@ export class OidcProvider {
       extra: { ...extra, reason: !user ? 'unknown-user' : user.status !== 'active' ? user.status : 'bad-password' },
     });
     return undefined;
+  }
+
+  readonly #slow = new Map<string, { tail: Promise<void>; waiting: number }>();
+
+  /**
+   * Serves attempts on a rate-limited account one at a time, each `loginSlowdownMs` after the
+   * last; more than `loginSlowQueue` waiting answer 429 at once (no unbounded pile of sockets).
+   */
+  private async slowLane(acct: string): Promise<void> {
+    const lane = this.#slow.get(acct) ?? { tail: Promise.resolve(), waiting: 0 };
+    if (lane.waiting >= this.config.loginSlowQueue) {
+      throw new AppError(429, 'rate_limited', 'too many sign-in attempts for this account; try again later', {
+        headers: { 'Retry-After': String(Math.ceil((this.config.loginSlowdownMs * (lane.waiting + 1)) / 1000)) },
+      });
+    }
+    lane.waiting++;
+    this.#slow.set(acct, lane);
+    const turn = lane.tail.then(() => new Promise<void>((r) => setTimeout(r, this.config.loginSlowdownMs)));
+    lane.tail = turn;
+    try {
+      await turn;
+    } finally {
+      if (--lane.waiting === 0 && lane.tail === turn) this.#slow.delete(acct);
+    }
   }
 
   // ---- accounts, grants and codes --------------------------------------------------------------

@@ -36,6 +36,10 @@ export const oidcConfig = z
     loginPerIpPerMinute: z.number().int().min(1).default(30),
     /** Failed sign-ins per account per minute before that account is rate limited. */
     loginFailuresPerAccountPerMinute: z.number().int().min(1).default(5),
+    /** Past that budget the account is slowed, not locked: one attempt at a time, this far apart. */
+    loginSlowdownMs: z.number().int().min(0).max(60_000).default(2000),
+    /** Attempts that may wait in an account's slow lane; more answer 429. */
+    loginSlowQueue: z.number().int().min(1).max(100).default(3),
     /** SMTP relay for magic links and recovery mail: a nodemailer URL (smtp://host:port). */
     smtp: z.object({ url: z.string(), from: z.string().default('no-reply@sovcomms.local') }).optional(),
     /** Per-tenant SMTP relays by tenant host (override `smtp`). */

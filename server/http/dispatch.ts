@@ -175,7 +175,11 @@ export class Dispatcher {
         throw new AppError(503, 'plugin_unavailable', `the ${route.plugin} plugin is not running`, { headers: { 'Retry-After': '5' } });
       }
       const ip = clientIp(req);
-      this.rateLimit(def, ip);
+      // Credentialed routes of the default class are limited per credential once it is known, and
+      // failed authentications per IP apart from them: a noisy client behind the office NAT
+      // spends neither the budget of the valid keys behind the same address nor their access.
+      const perCredential = def.auth.kind !== 'public' && (def.rateLimit === undefined || def.rateLimit === 'authenticated');
+      if (!perCredential) this.rateLimit(def, ip);
       const hostHeader = req.headers.host ?? '';
       // Authenticate before reading the body: a request without a valid bearer, key or custom
       // credential is refused without its body ever being read (500 unauthenticated 8 MiB posts
@@ -184,14 +188,18 @@ export class Dispatcher {
         def.auth.kind === 'credentials' &&
         req.headers.authorization === undefined &&
         (req.headers[HMAC_HEADER] !== undefined || req.headers[HMAC_V2_HEADER] !== undefined);
-      let principal = signed ? null : await this.deps.auth.authenticate(def.auth, { headers: req.headers, tenant, rawHost: hostHeader, bodyLen: 0 });
+      let principal = signed ? null : await this.authenticate(def, ip, { headers: req.headers, tenant, rawHost: hostHeader, bodyLen: 0 });
       // A streamed body stays pending: the handler reads it, and an error before its end closes the connection.
       const streamed = def.bodyType === 'stream';
       if (streamed) checkStreamType(def, req);
       else bodyPending = false;
       const rawBody = streamed ? Buffer.alloc(0) : await readBounded(req, def.bodyLimit ?? this.deps.config.http.bodyLimitBytes);
       if (signed) {
-        principal = await this.deps.auth.authenticate(def.auth, { headers: req.headers, tenant, rawHost: hostHeader, bodyLen: rawBody.length, body: rawBody });
+        principal = await this.authenticate(def, ip, { headers: req.headers, tenant, rawHost: hostHeader, bodyLen: rawBody.length, body: rawBody });
+      }
+      if (perCredential && principal) {
+        const who = principal.keyId ?? `${principal.kind}:${principal.clientId ?? principal.subject}`;
+        this.deps.limiter.check('authenticated', `${principal.tenantId}|${who}`, this.deps.config.rateLimit.authenticatedPerMinute);
       }
       let effective = tenant;
       const switchTo = req.headers[TENANT_SWITCH_HEADER];
@@ -250,6 +258,16 @@ export class Dispatcher {
       tenant: target,
       principal: { ...principal, tenantId: target.id, userName: `${principal.userName ?? principal.subject}@${from.host}` },
     };
+  }
+
+  /** Authenticates; a failure is counted for the IP, and past that budget answers 429 instead of 401. */
+  private async authenticate(def: RouteDef, ip: string, req: Parameters<AuthService['authenticate']>[1]): Promise<Principal | null> {
+    try {
+      return await this.deps.auth.authenticate(def.auth, req);
+    } catch (e) {
+      if (e instanceof AppError && e.status === 401) this.deps.limiter.check('auth-failed', ip, this.deps.config.rateLimit.failedAuthPerMinute);
+      throw e;
+    }
   }
 
   /** See RouteRequest.linkOrigin. */

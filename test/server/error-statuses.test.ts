@@ -216,6 +216,29 @@ describe('429 and 503 (own servers)', () => {
     }
   });
 
+  it('failed authentications are counted per IP apart from authenticated traffic: past their budget 429, while valid keys from the same IP pass; authenticated traffic is limited per credential', async () => {
+    const t = await startTestServer({
+      plugins: await withBuiltins(probePlugin),
+      overrides: { rateLimit: { failedAuthPerMinute: 3, authenticatedPerMinute: 4 } },
+    });
+    try {
+      const bad: number[] = [];
+      for (let i = 0; i < 5; i++) bad.push((await t.fetch('/api.ashx/v1/calls', { key: `ak_wrong${i}` })).status);
+      expect(bad).toEqual([401, 401, 401, 429, 429]);
+      // The same address with a valid key is served: the noisy neighbour spent only the failure budget.
+      expect((await t.fetch('/api.ashx/v1/calls', { key: t.adminKey })).status).toBe(200);
+      // A second valid key has its own budget: the first one spent all of its four, the second is untouched.
+      const u = await t.appliance.core.users.add(t.primary, { name: 'second', role: 'admin', password: 'second password 1' });
+      const other = t.appliance.core.auth.createApiKey(t.primary, u, { createdBy: 'test' }).key;
+      const mine: number[] = [];
+      for (let i = 0; i < 4; i++) mine.push((await t.fetch('/api.ashx/v1/calls', { key: t.adminKey })).status);
+      expect(mine).toEqual([200, 200, 200, 429]);
+      expect((await t.fetch('/api.ashx/v1/calls', { key: other })).status).toBe(200);
+    } finally {
+      await t.stop();
+    }
+  });
+
   it('/readyz answers 503 naming a required plugin that failed to start, with its reason; the rest run', async () => {
     const t = await startTestServer({ plugins: await withBuiltins(probePlugin, brokenPlugin, dependentPlugin) });
     try {

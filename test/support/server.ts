@@ -106,7 +106,7 @@ export async function startTestServer(opts: ApplianceOptions & { keepDataDir?: b
   const overrides = deepMerge(
     {
       http: { port: 0, host: '127.0.0.1', drainMs: 500 },
-      rateLimit: { publicPerMinute: 100_000, authenticatedPerMinute: 100_000, sensitivePerMinute: 100_000 },
+      rateLimit: { publicPerMinute: 100_000, authenticatedPerMinute: 100_000, sensitivePerMinute: 100_000, failedAuthPerMinute: 100_000 },
       jobs: { pollMs: 50 },
       log: { level: 'info' },
       plugins: { lotl: { autoRefresh: false }, telephony: { bridge: { mode: 'off' } } },
