@@ -96,12 +96,10 @@ export class SigningKeys {
   }
 
   private generate(tenant: Tenant, alg: SigAlg): void {
+    // First use of a tenant only (rotation makes its pairs asynchronously, see rotate).
     const { publicKey, privateKey } =
       alg === 'RS256' ? crypto.generateKeyPairSync('rsa', { modulusLength: 2048 }) : crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
-    const jwk = publicKey.export({ format: 'jwk' }) as jose.JWK;
-    const kid = `${alg.toLowerCase()}-${crypto.randomBytes(6).toString('base64url')}`;
-    const publicJwk: jose.JWK = { ...jwk, kid, alg, use: 'sig' };
-    const pem = privateKey.export({ format: 'pem', type: 'pkcs8' }) as string;
+    const { kid, publicJwk, pem } = describeKey(alg, publicKey, privateKey);
     // INSERT only if no active key of this alg appeared meanwhile (a CLI and the server racing).
     this.db
       .transaction(() => {
@@ -126,22 +124,40 @@ export class SigningKeys {
    * New active keys; the previous ones stay published for `overlapSeconds` (≥ the longest token
    * life), at most RETIRING_KEPT of them per algorithm: 200 rotations in a row once left a 750 KB
    * JWKS that every verification walked, so a rotation storm now costs only the newest keys' overlap.
+   * The key pairs are made off the event loop (RSA-2048 takes tens of milliseconds, which a storm
+   * of rotations once spent on every tenant's requests), then swapped in one transaction.
    */
-  rotate(tenant: Tenant, overlapSeconds: number): { kids: string[] } {
-    const retireAfter = new Date(this.clock.now() + overlapSeconds * 1000).toISOString();
-    this.db.transaction(() => {
-      this.db.prepare("UPDATE oidc_keys SET state = 'retiring', retire_after = ? WHERE tenant_id = ? AND state = 'active'").run(retireAfter, tenant.id);
-      this.db
-        .prepare(
-          `DELETE FROM oidc_keys WHERE tenant_id = ? AND kid IN (
+  async rotate(tenant: Tenant, overlapSeconds: number): Promise<{ kids: string[] }> {
+    const fresh = await Promise.all((['RS256', 'ES256'] as const).map(async (alg) => ({ alg, ...(await newKeyPair(alg)) })));
+    const now = new Date(this.clock.now());
+    const retireAfter = new Date(now.getTime() + overlapSeconds * 1000).toISOString();
+    this.db
+      .transaction(() => {
+        this.db.prepare("UPDATE oidc_keys SET state = 'retiring', retire_after = ? WHERE tenant_id = ? AND state = 'active'").run(retireAfter, tenant.id);
+        const insert = this.db.prepare(
+          'INSERT INTO oidc_keys (tenant_id, kid, alg, public_jwk, private_sealed, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
+        );
+        for (const k of fresh)
+          insert.run(
+            tenant.id,
+            k.kid,
+            k.alg,
+            JSON.stringify(k.publicJwk),
+            this.keys.seal(k.pem, `oidc-key|${tenant.id}|${k.kid}`),
+            'active',
+            now.toISOString(),
+          );
+        this.db
+          .prepare(
+            `DELETE FROM oidc_keys WHERE tenant_id = ? AND kid IN (
              SELECT kid FROM (SELECT kid, ROW_NUMBER() OVER (PARTITION BY alg ORDER BY created_at DESC, rowid DESC) AS n
                               FROM oidc_keys WHERE tenant_id = ? AND state = 'retiring') WHERE n > ?)`,
-        )
-        .run(tenant.id, tenant.id, RETIRING_KEPT);
-    })();
+          )
+          .run(tenant.id, tenant.id, RETIRING_KEPT);
+      })
+      .immediate();
     this.#cache.delete(tenant.id);
-    const tk = this.load(tenant);
-    return { kids: [...tk.active.values()].map((k) => k.kid) };
+    return { kids: fresh.map((k) => k.kid) };
   }
 
   jwks(tenant: Tenant): { keys: jose.JWK[] } {
@@ -200,4 +216,20 @@ export class SigningKeys {
 export function halfHash(value: string): string {
   const d = crypto.createHash('sha256').update(value).digest();
   return d.subarray(0, d.length / 2).toString('base64url');
+}
+
+/** A key pair made on the libuv thread pool, with its kid, public JWK and sealed-to-be PEM. */
+async function newKeyPair(alg: SigAlg): Promise<{ kid: string; publicJwk: jose.JWK; pem: string }> {
+  const { publicKey, privateKey } = await new Promise<{ publicKey: crypto.KeyObject; privateKey: crypto.KeyObject }>((resolve, reject) => {
+    const done = (err: Error | null, publicKey: crypto.KeyObject, privateKey: crypto.KeyObject) => (err ? reject(err) : resolve({ publicKey, privateKey }));
+    if (alg === 'RS256') crypto.generateKeyPair('rsa', { modulusLength: 2048 }, done);
+    else crypto.generateKeyPair('ec', { namedCurve: 'P-256' }, done);
+  });
+  return describeKey(alg, publicKey, privateKey);
+}
+
+function describeKey(alg: SigAlg, publicKey: crypto.KeyObject, privateKey: crypto.KeyObject): { kid: string; publicJwk: jose.JWK; pem: string } {
+  const jwk = publicKey.export({ format: 'jwk' }) as jose.JWK;
+  const kid = `${alg.toLowerCase()}-${crypto.randomBytes(6).toString('base64url')}`;
+  return { kid, publicJwk: { ...jwk, kid, alg, use: 'sig' }, pem: privateKey.export({ format: 'pem', type: 'pkcs8' }) as string };
 }

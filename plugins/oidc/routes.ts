@@ -311,8 +311,15 @@ export function adminRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>, p
     summary: "Rotate the tenant's OIDC signing keys (old keys stay published for the overlap)",
     area,
     auth: policy.adminOrHmac('oidc-keys-rotate'),
-    responses: { 200: { description: 'new key ids', schema: z.object({ kids: z.array(z.string()) }) } },
-    handler: (req) => p().keys.rotate(req.tenant, ctx.config.keyOverlapSeconds),
+    responses: {
+      200: { description: 'new key ids', schema: z.object({ kids: z.array(z.string()) }) },
+      429: { description: 'more rotations than keyRotationsPerMinute for this tenant (Retry-After)' },
+    },
+    handler: (req) => {
+      // Per tenant, not per IP: one tenant's admin must not spend the appliance on key generation.
+      p().limiter.check('oidc-keys-rotate', req.tenant.id, ctx.config.keyRotationsPerMinute);
+      return p().keys.rotate(req.tenant, ctx.config.keyOverlapSeconds);
+    },
   });
   r.add({
     method: 'POST',

@@ -39,6 +39,8 @@ export const oidcConfig = z
     /** Past that budget the account is slowed, not locked: one attempt at a time, this far apart. */
     loginSlowdownMs: z.number().int().min(0).max(60_000).default(2000),
     /** Attempts that may wait in an account's slow lane; more answer 429. */
+    /** Signing-key rotations per tenant per minute (each makes an RSA and an EC key pair). */
+    keyRotationsPerMinute: z.number().int().min(1).max(600).default(10),
     loginSlowQueue: z.number().int().min(1).max(100).default(3),
     /** SMTP relay for magic links and recovery mail: a nodemailer URL (smtp://host:port). */
     smtp: z.object({ url: z.string(), from: z.string().default('no-reply@sovcomms.local') }).optional(),

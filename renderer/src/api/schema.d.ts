@@ -12360,14 +12360,12 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description rate limited (Retry-After) */
+            /** @description more rotations than keyRotationsPerMinute for this tenant (Retry-After) */
             429: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
+                content?: never;
             };
         };
     };

@@ -433,4 +433,19 @@ describe('accounts, max_age, key rotation', () => {
     const t = await tokenForm(s, A, { grant_type: 'password', client_id: 'sovcomms-console', username: 'admin', password: s.adminPassword, scope: 'openid' });
     expect((await s.fetch('/api.ashx/v1/auditlog', { host: A, key: String(t.body.access_token) })).status).toBe(200);
   });
+
+  it('rotation is rate-limited per tenant (429 + Retry-After past keyRotationsPerMinute), and another tenant may still rotate', async () => {
+    const rotate = (host: string) =>
+      s.fetch('/signal.ashx?oidc-keys-rotate=1', { method: 'POST', host, headers: { 'X-Service-Admin-Signature': s.hmac('oidc-keys-rotate', host) } });
+    let refused: Response | undefined;
+    for (let i = 0; i < 12 && !refused; i++) {
+      const r = await rotate(A);
+      if (r.status === 429) refused = r;
+      else expect(r.status).toBe(200);
+    }
+    expect(refused, 'a storm of rotations is refused').toBeDefined();
+    expect(Number(refused!.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    await s.addTenant('rot-b.test');
+    expect((await rotate(`rot-b.test:${s.port}`)).status).toBe(200);
+  });
 });
