@@ -53,10 +53,12 @@ export function readBounded(req: IncomingMessage, limit: number): Promise<Buffer
       settled = true;
       resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
     });
-    req.once('error', (e) => {
+    req.once('error', (e: NodeJS.ErrnoException) => {
       if (settled) return;
       settled = true;
-      reject(e);
+      // The client went away mid-body: its mistake, not a fault of ours (no error log, no stack).
+      if (e.code === 'ECONNRESET' || e.message === 'aborted') reject(new InputError('the client closed the connection before its body was complete'));
+      else reject(e);
     });
     // A client that goes away mid-body: 'end' never comes; settle so the handler returns.
     req.once('close', () => {

@@ -61,4 +61,24 @@ describe('connection limits', () => {
     expect((await httpFetch(`${s.url}/healthz`)).status).toBe(200);
     for (const c of held) c.socket.destroy();
   });
+
+  it('a client that hangs up mid-body is its own mistake: no error-level log, no stack, for the router and the token endpoint alike', async () => {
+    const before = s.logs.lines.length;
+    for (const path of ['/oidc.ashx/token', '/api.ashx/v1/webhooks']) {
+      await new Promise<void>((resolve) => {
+        const c = net.connect({ host: '127.0.0.1', port: s.port, localAddress: '127.0.0.9' }, () => {
+          c.write(
+            `POST ${path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${s.adminKey}\r\nContent-Type: application/json\r\nContent-Length: 5000\r\n\r\n{"a":`,
+          );
+          setTimeout(() => c.destroy(), 300);
+        });
+        c.on('close', () => resolve());
+        c.on('error', () => undefined);
+      });
+    }
+    await new Promise((r) => setTimeout(r, 300));
+    const lines = s.logs.lines.slice(before);
+    expect(lines.filter((l) => /"level":(50|60)/.test(l))).toEqual([]);
+    expect(lines.join('\n')).not.toContain('"stack"');
+  });
 });
