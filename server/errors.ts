@@ -45,6 +45,7 @@ export const ERROR_CODES = [
   'cannot_remove_primary',
   'confirm_mismatch',
   'tenant_switch_not_allowed',
+  'storage_full',
   'cannot_disable_self',
   'last_admin',
   'already_claimed',

@@ -42,7 +42,23 @@ export function errorAnswer(e: unknown, requestId: string): ErrorAnswer {
       fault: false,
     };
   }
+  if (isStorageFull(e)) {
+    // The disk is full: the write is refused in words and nothing was half-written (SQLite rolled
+    // the transaction back); still a fault, so the operator sees it in the log.
+    return {
+      status: 507,
+      body: { error: 'storage_full', error_description: `the appliance's disk is full; the change was not saved (request ${requestId})` },
+      headers: { 'Retry-After': '60' },
+      fault: true,
+    };
+  }
   return { status: 500, body: { error: 'server_error', error_description: `internal error (request ${requestId})` }, headers: {}, fault: true };
+}
+
+/** SQLITE_FULL (the database or its WAL could not grow) or ENOSPC from a file write. */
+export function isStorageFull(e: unknown): boolean {
+  const code = typeof e === 'object' && e !== null ? (e as { code?: unknown }).code : undefined;
+  return code === 'SQLITE_FULL' || code === 'ENOSPC' || code === 'EDQUOT';
 }
 
 /** body-parser and friends throw errors with a 4xx `status` and an `expose` flag. */
