@@ -45,5 +45,7 @@ export default definePlugin({
     });
     s.schedule.scheduleFirst();
   },
+  // The list-check thread ends with the plugin (CLI runs and tests never wait for it: it is unref'd).
+  stop: (s) => s.service.close(),
   health: (s) => s.service.health(),
 });

@@ -5,8 +5,9 @@ import { resourcePath, type Clock, type Logger } from '../../server/sdk.ts';
 import type { LotlRepo, ListRow, ResultRow } from './repo.ts';
 import type { LotlConfig, ListOutcome, Manifest, RunReport } from './schemas.ts';
 import { dersOfPem, pemOf, readTsl, selfPointer, TSL_XML_MIME, type TslError, type Tsl } from './tsl.ts';
-import { child, childElements, parseXml, XmlError, type XDocument } from './xml.ts';
-import { DSIG, pinned, SignatureError, verifyEnvelopedSignature, type PinnedCert, type VerifiedSignature } from './xades.ts';
+import { ListChecker, signatureVerdict, type SignerSet } from './check.ts';
+import { parseXml, XmlError, type XDocument } from './xml.ts';
+import { pinned, SignatureError, verifyEnvelopedSignature, type PinnedCert, type VerifiedSignature } from './xades.ts';
 
 export const DEFAULT_SIGNERS = resourcePath('lotl', 'lotl-signers.pem');
 
@@ -26,6 +27,7 @@ export class LotlService {
   #chain: Promise<unknown> = Promise.resolve();
   #signers: PinnedCert[] | undefined;
   #pemCache: { gen: string; key: string; at: number; pems: Map<string, string> } | undefined;
+  readonly #checker = new ListChecker();
 
   constructor(
     private readonly repo: LotlRepo,
@@ -86,7 +88,7 @@ export class LotlService {
         }
       }
       for (const f of others) {
-        report(this.#processTl(f));
+        report(await this.#processTl(f));
         await new Promise((r) => setImmediate(r)); // let the HTTP server breathe between lists
       }
       return this.#finish('import', started, outcomes);
@@ -146,7 +148,7 @@ export class LotlService {
     await Promise.all(workers);
     for (const job of got) {
       if (job.bytes) {
-        outcomes.push(this.#processTl({ name: basename(job.url), source: `upstream:${job.url}`, bytes: job.bytes, territory: job.territory }));
+        outcomes.push(await this.#processTl({ name: basename(job.url), source: `upstream:${job.url}`, bytes: job.bytes, territory: job.territory }));
         job.bytes = undefined;
         await new Promise((r) => setImmediate(r));
       } else outcomes.push(this.#networkFailure(job.territory, job.url, job.error));
@@ -237,26 +239,37 @@ export class LotlService {
     return o;
   }
 
-  #processTl(c: Candidate): ListOutcome {
-    const parsed = this.#parse(c);
-    if ('outcome' in parsed) return parsed;
-    const { doc, tsl } = parsed;
+  /** A national list: parsed and verified on the list-check thread, then judged and stored here. */
+  async #processTl(c: Candidate): Promise<ListOutcome> {
+    const sets: SignerSet[] = this.repo
+      .pointers()
+      .filter((p) => p.mime_type === TSL_XML_MIME)
+      .map((p) => ({ territory: p.territory, signers: JSON.parse(p.signers) as string[] }));
+    const r = await this.#checker.check(c.bytes, c.territory, sets);
+    if (r.kind === 'unparsed') {
+      const territory = c.territory ?? territoryFromName(c.name);
+      const o: ListOutcome = { name: c.name, territory, outcome: 'rejected', reason: r.reason, detail: r.detail, signature: 'not_checked' };
+      if (territory) this.#record(o, c.source, null);
+      return o;
+    }
+    const { tsl, verdict } = r;
     if (tsl.isLotl) return this.#reject(c, tsl, 'unexpected_lotl', 'a LOTL where a national list was expected', 'not_checked');
     if (c.territory && c.territory !== tsl.territory) {
       return this.#reject(c, tsl, 'territory_mismatch', `the pointer is for ${c.territory}, the list says ${tsl.territory}`, 'not_checked');
     }
-    const signers = this.repo
-      .pointers()
-      .filter((p) => p.territory === tsl.territory && p.mime_type === TSL_XML_MIME)
-      .flatMap((p) => (JSON.parse(p.signers) as string[]).map((b) => pinned(Buffer.from(b, 'base64'))));
-    if (!signers.length) return this.#reject(c, tsl, 'not_pointed', `no verified LOTL points to an XML list for ${tsl.territory}`, 'not_checked');
-    let sig: VerifiedSignature;
-    try {
-      sig = verifyEnvelopedSignature(doc, signers);
-    } catch (e) {
-      return this.#sigReject(c, tsl, doc, e);
+    if (!verdict.ok && verdict.reason === 'not_pointed') {
+      return this.#reject(c, tsl, 'not_pointed', `no verified LOTL points to an XML list for ${tsl.territory}`, 'not_checked');
     }
-    return this.#store(c, tsl, sig);
+    if (!verdict.ok) {
+      if (verdict.unexpected) this.log.error({ territory: tsl.territory, err: verdict.detail }, 'trusted-list verification failed unexpectedly');
+      return this.#reject(c, tsl, verdict.reason, verdict.detail, verdict.signature);
+    }
+    return this.#store(c, tsl, verdict.sig);
+  }
+
+  /** Ends the list-check thread (the plugin's stop). */
+  close(): Promise<void> {
+    return this.#checker.close();
   }
 
   #parse(c: Candidate): { doc: XDocument; tsl: Tsl } | ListOutcome {
@@ -280,35 +293,9 @@ export class LotlService {
   }
 
   #sigReject(c: Candidate, tsl: Tsl, doc: XDocument, e: unknown): ListOutcome {
-    if (!(e instanceof SignatureError)) {
-      // Not a verdict on the list but a failure to reach one: refuse this list, keep going.
-      this.log.error({ territory: tsl.territory, err: (e as Error)?.message }, 'trusted-list verification failed unexpectedly');
-      return this.#reject(c, tsl, 'verification_error', (e as Error)?.message ?? String(e), 'not_checked');
-    }
-    let signature: ListOutcome['signature'] = 'invalid';
-    let detail = e.message;
-    if (e.code === 'signer_not_pinned') {
-      // Say whether the signature itself holds (with the certificate it carries): a stale copy
-      // signed by a retired signer reads differently from a forgery.
-      const ki = childElements(child(child(doc.signatures[0]!, DSIG, 'KeyInfo'), DSIG, 'X509Data') ?? doc.root, DSIG, 'X509Certificate')[0];
-      if (ki) {
-        try {
-          const der = Buffer.from(
-            ki.children
-              .map((n) => (n.kind === 'text' ? n.text : ''))
-              .join('')
-              .replace(/\s+/g, ''),
-            'base64',
-          );
-          verifyEnvelopedSignature(doc, [pinned(der)]);
-          signature = 'untrusted_signer';
-          detail += '; the signature verifies with the certificate it carries, which is not a pinned signer';
-        } catch {
-          // stays 'invalid'
-        }
-      }
-    }
-    return this.#reject(c, tsl, e.code, detail, signature);
+    const v = signatureVerdict(doc, e);
+    if (v.unexpected) this.log.error({ territory: tsl.territory, err: v.detail }, 'trusted-list verification failed unexpectedly');
+    return this.#reject(c, tsl, v.reason, v.detail, v.signature);
   }
 
   #reject(c: Candidate, tsl: Tsl, reason: string, detail: string, signature: ListOutcome['signature']): ListOutcome {
@@ -331,7 +318,7 @@ export class LotlService {
     return nextUpdate === null || Date.parse(nextUpdate) <= this.clock.now();
   }
 
-  #store(c: Candidate, tsl: Tsl, sig: VerifiedSignature): ListOutcome {
+  #store(c: Candidate, tsl: Tsl, sig: Pick<VerifiedSignature, 'algorithm' | 'signerSha256' | 'signingTime'>): ListOutcome {
     const stored = this.repo.list(tsl.territory);
     const docSha = crypto.createHash('sha256').update(c.bytes).digest('hex');
     const stale = this.#isStale(tsl.nextUpdate);

@@ -1,0 +1,145 @@
+import { Worker } from 'node:worker_threads';
+import { readTsl, type Tsl, type TslError } from './tsl.ts';
+import { child, childElements, parseXml, XmlError, type XDocument } from './xml.ts';
+import { DSIG, pinned, SignatureError, verifyEnvelopedSignature } from './xades.ts';
+
+/** The signers a verified LOTL names for one territory's XML list (DER, base64). */
+export interface SignerSet {
+  territory: string;
+  signers: string[];
+}
+
+export type TlVerdict =
+  | { ok: true; sig: { algorithm: string; signerSha256: string; signingTime?: string } }
+  | { ok: false; reason: string; detail: string; signature: 'invalid' | 'untrusted_signer' | 'not_checked'; unexpected?: boolean };
+
+/** What checking one national list found, as plain data (it crosses a thread boundary). */
+export type TlCheck = { kind: 'unparsed'; reason: string; detail: string } | { kind: 'checked'; tsl: Tsl; verdict: TlVerdict };
+
+/**
+ * Parses a national trusted list and verifies its signature against the signers the LOTL named
+ * for its territory: the CPU-heavy part of an import or refresh (a large list is megabytes of XML
+ * and many certificates), which runs on a worker thread (ListChecker) so the server keeps
+ * answering meanwhile. `expectedTerritory` skips the verification of a list that will be refused
+ * for its territory anyway; a LOTL is never verified here (its checks need pivots and the store).
+ */
+export function checkNationalList(bytes: Uint8Array, expectedTerritory: string | undefined, sets: SignerSet[]): TlCheck {
+  let doc: XDocument;
+  try {
+    doc = parseXml(bytes);
+  } catch (e) {
+    const reason = e instanceof XmlError ? (e.code === 'malformed' ? 'malformed_xml' : e.code) : 'malformed_xml';
+    return { kind: 'unparsed', reason, detail: (e as Error).message };
+  }
+  let tsl: Tsl;
+  try {
+    tsl = readTsl(doc.root);
+  } catch (e) {
+    return { kind: 'unparsed', reason: 'bad_list', detail: (e as TslError).message };
+  }
+  const skip = (detail: string): TlCheck => ({ kind: 'checked', tsl, verdict: { ok: false, reason: 'not_checked', detail, signature: 'not_checked' } });
+  if (tsl.isLotl) return skip('a LOTL');
+  if (expectedTerritory && expectedTerritory !== tsl.territory) return skip('territory mismatch');
+  const signers = sets.filter((s) => s.territory === tsl.territory).flatMap((s) => s.signers.map((b) => pinned(Buffer.from(b, 'base64'))));
+  if (!signers.length) return { kind: 'checked', tsl, verdict: { ok: false, reason: 'not_pointed', detail: '', signature: 'not_checked' } };
+  try {
+    const sig = verifyEnvelopedSignature(doc, signers);
+    return { kind: 'checked', tsl, verdict: { ok: true, sig: { algorithm: sig.algorithm, signerSha256: sig.signerSha256, signingTime: sig.signingTime } } };
+  } catch (e) {
+    return { kind: 'checked', tsl, verdict: signatureVerdict(doc, e) };
+  }
+}
+
+/** A failed verification in words; for an unpinned signer, whether the signature itself holds. */
+export function signatureVerdict(doc: XDocument, e: unknown): Extract<TlVerdict, { ok: false }> {
+  if (!(e instanceof SignatureError)) {
+    // Not a verdict on the list but a failure to reach one.
+    return { ok: false, reason: 'verification_error', detail: (e as Error)?.message ?? String(e), signature: 'not_checked', unexpected: true };
+  }
+  let signature: 'invalid' | 'untrusted_signer' = 'invalid';
+  let detail = e.message;
+  if (e.code === 'signer_not_pinned') {
+    // A stale copy signed by a retired signer reads differently from a forgery.
+    const ki = childElements(child(child(doc.signatures[0]!, DSIG, 'KeyInfo'), DSIG, 'X509Data') ?? doc.root, DSIG, 'X509Certificate')[0];
+    if (ki) {
+      try {
+        const der = Buffer.from(
+          ki.children
+            .map((n) => (n.kind === 'text' ? n.text : ''))
+            .join('')
+            .replace(/\s+/g, ''),
+          'base64',
+        );
+        verifyEnvelopedSignature(doc, [pinned(der)]);
+        signature = 'untrusted_signer';
+        detail += '; the signature verifies with the certificate it carries, which is not a pinned signer';
+      } catch {
+        // stays 'invalid'
+      }
+    }
+  }
+  return { ok: false, reason: e.code, detail, signature };
+}
+
+/** Buffers come back from a worker as plain Uint8Arrays: make them Buffers again. */
+function reviveBuffers(tsl: Tsl): Tsl {
+  const buf = (u: Uint8Array) => Buffer.from(u.buffer, u.byteOffset, u.byteLength);
+  for (const p of tsl.pointers) p.signers = p.signers.map(buf);
+  for (const s of tsl.services) s.certificates = s.certificates.map(buf);
+  return tsl;
+}
+
+interface Pending {
+  resolve: (r: TlCheck) => void;
+  reject: (e: Error) => void;
+}
+
+/**
+ * One worker thread that checks national lists (checkNationalList), started on first use and
+ * ended by close(). It never keeps the process alive (unref), and a worker that dies fails what it
+ * had pending and is started anew on the next check.
+ */
+export class ListChecker {
+  #worker: Worker | undefined;
+  #next = 0;
+  readonly #pending = new Map<number, Pending>();
+
+  check(bytes: Uint8Array, expectedTerritory: string | undefined, sets: SignerSet[]): Promise<TlCheck> {
+    const w = this.#start();
+    const id = ++this.#next;
+    return new Promise<TlCheck>((resolve, reject) => {
+      this.#pending.set(id, { resolve, reject });
+      w.postMessage({ id, bytes, expectedTerritory, sets });
+    }).then((r) => (r.kind === 'checked' ? { ...r, tsl: reviveBuffers(r.tsl) } : r));
+  }
+
+  #start(): Worker {
+    if (this.#worker) return this.#worker;
+    const boot = new URL('../../server/worker-boot.mjs', import.meta.url);
+    const entry = new URL(`./check-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url).href;
+    const w = new Worker(boot, { workerData: { entry }, name: 'lotl-check' });
+    w.unref();
+    w.on('message', (m: { id: number; result?: TlCheck; error?: string }) => {
+      const p = this.#pending.get(m.id);
+      if (!p) return;
+      this.#pending.delete(m.id);
+      if (m.result) p.resolve(m.result);
+      else p.reject(new Error(m.error ?? 'list check failed'));
+    });
+    const fail = (err: Error) => {
+      if (this.#worker === w) this.#worker = undefined;
+      for (const p of this.#pending.values()) p.reject(err);
+      this.#pending.clear();
+    };
+    w.on('error', fail);
+    w.on('exit', (code) => fail(new Error(`the list-check thread exited (${code})`)));
+    this.#worker = w;
+    return w;
+  }
+
+  async close(): Promise<void> {
+    const w = this.#worker;
+    this.#worker = undefined;
+    if (w) await w.terminate();
+  }
+}
