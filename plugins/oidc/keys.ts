@@ -127,7 +127,19 @@ export class SigningKeys {
    * The key pairs are made off the event loop (RSA-2048 takes tens of milliseconds, which a storm
    * of rotations once spent on every tenant's requests), then swapped in one transaction.
    */
-  async rotate(tenant: Tenant, overlapSeconds: number): Promise<{ kids: string[] }> {
+  rotate(tenant: Tenant, overlapSeconds: number): Promise<{ kids: string[] }> {
+    // A rotation asked for while one runs joins it: both callers get the same new keys, and a
+    // burst of requests costs one pair of key generations, not one per request.
+    const running = this.#rotating.get(tenant.id);
+    if (running) return running;
+    const p = this.#rotate(tenant, overlapSeconds).finally(() => this.#rotating.delete(tenant.id));
+    this.#rotating.set(tenant.id, p);
+    return p;
+  }
+
+  readonly #rotating = new Map<string, Promise<{ kids: string[] }>>();
+
+  async #rotate(tenant: Tenant, overlapSeconds: number): Promise<{ kids: string[] }> {
     const fresh = await Promise.all((['RS256', 'ES256'] as const).map(async (alg) => ({ alg, ...(await newKeyPair(alg)) })));
     const now = new Date(this.clock.now());
     const retireAfter = new Date(now.getTime() + overlapSeconds * 1000).toISOString();

@@ -214,7 +214,7 @@ describe('fault injection in a loop', () => {
       const audit = await call('/api.ashx/v1/auditlog?event=user-add&limit=1000', token);
       const audited = JSON.stringify(audit.json.data);
       expect(acked.users.filter((u) => !audited.includes(`"${u}"`) && !audited.includes(`target=${u}`) && !audited.includes(`${u} `))).toEqual([]);
-      const routes = await call('/api.ashx/v1/outbound-routes', token);
+      const routes = await call('/api.ashx/v1/outbound-routes?limit=1000', token);
       const matches = new Set((routes.json.data as { match: string }[]).map((r) => r.match));
       expect(acked.routes.filter((m) => !matches.has(m))).toEqual([]);
       for (const key of acked.keys) expect((await call('/api.ashx/v1/webhooks', key)).status, `key ${key.slice(0, 8)}…`).toBe(200);
