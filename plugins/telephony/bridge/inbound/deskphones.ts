@@ -32,7 +32,14 @@ export class DeskPhones implements EndpointProvider {
       };
       const dialing = dialLeg(
         this.deps,
-        { id: `desk-phone:${b.contact}`, host: b.peer.host, port: b.peer.port, transport: b.peer.transport, fromDomain: this.deps.sipHost, callerId: req.callerNumber || 'anonymous' },
+        {
+          id: `desk-phone:${b.contact}`,
+          host: b.peer.host,
+          port: b.peer.port,
+          transport: b.peer.transport,
+          fromDomain: this.deps.sipHost,
+          callerId: req.callerNumber || 'anonymous',
+        },
         user,
         req.callerName || req.callerNumber || 'Anonymous',
         fire,

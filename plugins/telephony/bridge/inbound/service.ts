@@ -179,16 +179,24 @@ export class InboundService {
       forget();
       return;
     }
-    const call = new InboundCall(decision.callId, decision.tenantId, trunk.id, dialog, decision.targets, { number: from, name: fromName }, {
-      ...this.d,
-      endpoints: this.endpoints,
-      askTransfer: (q) => this.askTransfer(q),
-      onDone: (c) => {
-        this.calls.delete(c.callId);
-        forget();
-        log('info', 'inbound call ended', { callId: c.callId, outcome: c.outcome, trunkId: c.trunkId });
+    const call = new InboundCall(
+      decision.callId,
+      decision.tenantId,
+      trunk.id,
+      dialog,
+      decision.targets,
+      { number: from, name: fromName },
+      {
+        ...this.d,
+        endpoints: this.endpoints,
+        askTransfer: (q) => this.askTransfer(q),
+        onDone: (c) => {
+          this.calls.delete(c.callId);
+          forget();
+          log('info', 'inbound call ended', { callId: c.callId, outcome: c.outcome, trunkId: c.trunkId });
+        },
       },
-    });
+    );
     this.calls.set(call.callId, call);
     this.bySipCallId.set(sipCallId, call);
     log('info', 'inbound call', { callId: call.callId, trunkId: trunk.id, targets: decision.targets.map((t) => t.kind) });
