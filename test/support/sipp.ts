@@ -58,6 +58,12 @@ export interface SippOptions {
   extraArgs?: string[];
   /** Extra `-key name value` pairs for [name] substitution in the scenario. */
   keys?: Record<string, string>;
+  /** SIP port (default a free one): a second SIPp can take over the port a first one registered from. */
+  port?: number;
+  /** Local address (default 127.0.0.1; e.g. 127.0.0.2 for a source no trunk knows). */
+  ip?: string;
+  /** UAC scenarios: the `host:port` to call. */
+  remote?: string;
 }
 
 export interface SippRun {
@@ -74,7 +80,8 @@ process.once('exit', () => {
 });
 
 export async function startSipp(o: SippOptions): Promise<SippRun> {
-  const port = await freePort();
+  const port = o.port ?? (await freePort());
+  const ip = o.ip ?? '127.0.0.1';
   let mediaPort = await freePort();
   while (mediaPort === port) mediaPort = await freePort();
   const cwd = mkdtempSync(path.join(tmpdir(), 'sipp-'));
@@ -82,11 +89,11 @@ export async function startSipp(o: SippOptions): Promise<SippRun> {
   const args = [
     ...scen,
     '-i',
-    '127.0.0.1',
+    ip,
     '-p',
     String(port),
     '-mi',
-    '127.0.0.1',
+    ip,
     '-mp',
     String(mediaPort),
     '-t',
@@ -103,6 +110,7 @@ export async function startSipp(o: SippOptions): Promise<SippRun> {
   if (o.rtpEcho) args.push('-rtp_echo');
   if (o.extraArgs) args.push(...o.extraArgs);
   for (const [k, v] of Object.entries(o.keys ?? {})) args.push('-key', k, v);
+  if (o.remote) args.push(o.remote);
   const child = spawn('sipp', args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
   running.add(child);
   let output = '';

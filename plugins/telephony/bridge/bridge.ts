@@ -332,6 +332,7 @@ export class Bridge {
       trunkLoad: this.trunkLoad,
       mediaTimeoutMs: this.o.mediaTimeoutMs ?? 0,
       engineFactory: factory,
+      ringUser: (r) => this.inbound.endpoints.ring(r),
       emit: (type, callId, fields) => this.events.emit(type, callId, fields),
       onDone: (c) => {
         this.calls.delete(c.callId);
