@@ -5,7 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import dgram from 'node:dgram';
 import net from 'node:net';
-import { readFileSync, readdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { readFileSync, readdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -49,6 +49,11 @@ function udpBound(port: number): boolean {
 export interface SippOptions {
   /** A file under test/support/sipp/ (without .xml) or a built-in (`uas`). */
   scenario: string;
+  /**
+   * Literal text put in the scenario for `{{name}}` before SIPp reads it (a copy in the run's
+   * directory): for places SIPp's own [keys] do not reach, e.g. inside [authentication …].
+   */
+  template?: Record<string, string>;
   transport?: 'udp' | 'tcp';
   rtpEcho?: boolean;
   timeoutSec?: number;
@@ -85,7 +90,14 @@ export async function startSipp(o: SippOptions): Promise<SippRun> {
   let mediaPort = await freePort();
   while (mediaPort === port) mediaPort = await freePort();
   const cwd = mkdtempSync(path.join(tmpdir(), 'sipp-'));
-  const scen = o.scenario === 'uas' || o.scenario === 'uac' ? ['-sn', o.scenario] : ['-sf', path.join(SCENARIOS, `${o.scenario}.xml`)];
+  let file = path.join(SCENARIOS, `${o.scenario}.xml`);
+  if (o.template) {
+    let text = readFileSync(file, 'utf8');
+    for (const [k, v] of Object.entries(o.template)) text = text.replaceAll(`{{${k}}}`, v);
+    file = path.join(cwd, `${o.scenario}.xml`);
+    writeFileSync(file, text);
+  }
+  const scen = o.scenario === 'uas' || o.scenario === 'uac' ? ['-sn', o.scenario] : ['-sf', file];
   const args = [
     ...scen,
     '-i',

@@ -49,9 +49,18 @@ beforeAll(async () => {
         { tool: 'transfer_to_user', args: { phone: BILLING } },
       ],
       'key-billing': [{ say: 'Billing here. Your invoice is paid. Goodbye.', audioMs: 400 }, { tool: 'end_call' }],
-      'key-to-user': [{ say: 'Connecting you to Alice.', audioMs: 400 }, { tool: 'transfer_to_user', args: { user: 'alice' } }],
-      'key-to-pstn': [{ say: 'Connecting you to the duty phone.', audioMs: 400 }, { tool: 'transfer_to_user', args: { phone: PSTN } }],
-      'key-outbound': [{ say: 'Hello, a colleague wants to talk to you.', audioMs: 400 }, { tool: 'transfer_to_user', args: { user: 'alice' } }],
+      'key-to-user': [
+        { say: 'Connecting you to Alice.', audioMs: 400 },
+        { tool: 'transfer_to_user', args: { user: 'alice' } },
+      ],
+      'key-to-pstn': [
+        { say: 'Connecting you to the duty phone.', audioMs: 400 },
+        { tool: 'transfer_to_user', args: { phone: PSTN } },
+      ],
+      'key-outbound': [
+        { say: 'Hello, a colleague wants to talk to you.', audioMs: 400 },
+        { tool: 'transfer_to_user', args: { user: 'alice' } },
+      ],
     },
   });
   await engine.start();
@@ -78,7 +87,14 @@ beforeAll(async () => {
   );
   sipPort = health.sip.port;
   // The carrier: known by its address (127.0.0.1). Its port is where we would send outbound calls.
-  await adm(s, '/signal.ashx?trunks=save', 'trunks-save', { id: 'carrier', name: 'carrier', host: '127.0.0.1', port: 5999, transport: 'udp', codecs: ['PCMA'] });
+  await adm(s, '/signal.ashx?trunks=save', 'trunks-save', {
+    id: 'carrier',
+    name: 'carrier',
+    host: '127.0.0.1',
+    port: 5999,
+    transport: 'udp',
+    codecs: ['PCMA'],
+  });
   const numbers: [string, string][] = [
     [RECEPTION, 'key-reception'],
     [TO_VNUM, 'key-to-vnum'],
@@ -91,7 +107,9 @@ beforeAll(async () => {
     expect(r.status).toBe(200);
   }
   const route = async (Did: string, User: string, FromNumber?: string) =>
-    expect((await s.fetch(`${V1}/inbound-routes`, { method: 'POST', key: s.adminKey, json: { Did, User, ...(FromNumber ? { FromNumber } : {}) } })).status).toBe(201);
+    expect(
+      (await s.fetch(`${V1}/inbound-routes`, { method: 'POST', key: s.adminKey, json: { Did, User, ...(FromNumber ? { FromNumber } : {}) } })).status,
+    ).toBe(201);
   for (const n of [RECEPTION, TO_VNUM, TO_USER, TO_PSTN]) await route(n, n);
   await route(ALICE_DID, 'alice');
   // Bob has no phone: the row after his (same Did, any caller) is the fallback, the reception AI.
@@ -118,12 +136,17 @@ async function sipp(o: Parameters<typeof startSipp>[0]): Promise<SippRun> {
   return r;
 }
 
-/** RTP the caller receives: our own socket named in the carrier's SDP. */
+/**
+ * The caller's media: our own socket named in the carrier's SDP. It keeps what the appliance
+ * sends and echoes each packet back (symmetric RTP, as a carrier's media gateway sends from the
+ * port it offered): the caller "speaks" what it heard.
+ */
 async function rtpSink(): Promise<{ port: number; samples: (minRms?: number) => Int16Array; packets: () => number; close: () => void }> {
   const sock = dgram.createSocket('udp4');
   await new Promise<void>((r) => sock.bind(0, '127.0.0.1', r));
   const chunks: Int16Array[] = [];
-  sock.on('message', (buf) => {
+  sock.on('message', (buf, rinfo) => {
+    sock.send(buf, rinfo.port, rinfo.address);
     const p = parseRtp(buf);
     if (p && p.payloadType === 8) chunks.push(decodeG711('PCMA', p.payload));
   });
@@ -175,7 +198,13 @@ interface Placed {
 /** The carrier calls `did` from `from`; the appliance ends the call (SIPp waits for its BYE). */
 async function carrierCall(did: string, from = '+4917612345678'): Promise<Placed> {
   const sink = await rtpSink();
-  const run = await sipp({ scenario: 'inbound-uac', remote: `127.0.0.1:${sipPort}`, keys: { from, rtpport: String(sink.port) }, extraArgs: ['-s', did], timeoutSec: 45 });
+  const run = await sipp({
+    scenario: 'inbound-uac',
+    remote: `127.0.0.1:${sipPort}`,
+    keys: { from, rtpport: String(sink.port) },
+    extraArgs: ['-s', did],
+    timeoutSec: 45,
+  });
   return { run, sink };
 }
 
@@ -200,10 +229,22 @@ const turns = (t: Json) => t.turns.map((x: { speaker: string; text: string }) =>
 /** Desk phone "alice": a SIPp REGISTERs with digest; a second one on the same port answers. */
 async function registerAlice(password: string): Promise<void> {
   alicePort = await freePort();
-  const bad = await sipp({ scenario: 'deskphone-register-bad', port: alicePort, remote: `127.0.0.1:${sipPort}`, keys: { user: 'alice', pass: 'wrong-password' } });
+  const bad = await sipp({
+    scenario: 'deskphone-register-bad',
+    port: alicePort,
+    remote: `127.0.0.1:${sipPort}`,
+    keys: { user: 'alice' },
+    template: { user: 'alice', pass: 'wrong-password' },
+  });
   const badExit = await bad.exited;
   expect(badExit.code, badExit.output).toBe(0); // 401, then 403 for the wrong password
-  const ok = await sipp({ scenario: 'deskphone-register-ok', port: alicePort, remote: `127.0.0.1:${sipPort}`, keys: { user: 'alice', pass: password } });
+  const ok = await sipp({
+    scenario: 'deskphone-register-ok',
+    port: alicePort,
+    remote: `127.0.0.1:${sipPort}`,
+    keys: { user: 'alice' },
+    template: { user: 'alice', pass: password },
+  });
   const exit = await ok.exited;
   expect(exit.code, exit.output).toBe(0);
 }
@@ -233,7 +274,7 @@ describe('inbound SIP calls (real bridge, SIPp carrier and desk phones, Gemini L
     expect(heard.length).toBeGreaterThan(8000 * 0.8); // 1.2 s of speech, less what the caller's BYE cut
     expect(toneShare(heard, 440)).toBeGreaterThan(0.5);
     const session = engine.sessions.find((x) => x.key === 'key-reception')!;
-    expect(session.audioBytesIn).toBeGreaterThan(400 * 32); // the pcap's audio, as 16 kHz PCM
+    expect(session.audioBytesIn).toBeGreaterThan(400 * 32); // the caller's (echoed) audio, as 16 kHz PCM
     const ev = eventsOf(s, c.call_id);
     expect(ev.map((e) => e.name)).toEqual(['call.answered', 'call.started', 'call.ended', 'transcript.saved']);
     expect(ev[0]!.data).toMatchObject({ did: RECEPTION, fromNumber: '+4917612345678', direction: 'inbound', source: 'vnum', trunkId: 'carrier' });
@@ -358,7 +399,15 @@ describe('inbound SIP calls (real bridge, SIPp carrier and desk phones, Gemini L
 
   it('outbound-to-user: the AI of an outbound call transfers the callee to a user, whose desk phone answers', async () => {
     const callee = await sipp({ scenario: 'answer-play-pcap', timeoutSec: 40 });
-    await adm(s, '/signal.ashx?trunks=save', 'trunks-save', { id: 'callee', name: 'callee', host: '127.0.0.1', port: callee.port, transport: 'udp', codecs: ['PCMA'], inboundAuth: 'digest' });
+    await adm(s, '/signal.ashx?trunks=save', 'trunks-save', {
+      id: 'callee',
+      name: 'callee',
+      host: '127.0.0.1',
+      port: callee.port,
+      transport: 'udp',
+      codecs: ['PCMA'],
+      inboundAuth: 'digest',
+    });
     await adm(s, '/signal.ashx?telephony=settings-save', 'telephony-settings-save', { defaultTrunkId: 'callee' });
     await until(
       async () => (await j(adm(s, '/signal.ashx?bridge=status', 'bridge-status'))).body.health?.trunks?.some((t: { id: string }) => t.id.endsWith('.callee')),
@@ -366,7 +415,9 @@ describe('inbound SIP calls (real bridge, SIPp carrier and desk phones, Gemini L
       'callee trunk at the bridge',
     );
     const phone = await aliceAnswers();
-    const r = await j(s.fetch(`${V1}/calls`, { method: 'POST', key: s.adminKey, json: call({ apiKey: 'key-outbound', phone: '+4930777000', email: undefined }) }));
+    const r = await j(
+      s.fetch(`${V1}/calls`, { method: 'POST', key: s.adminKey, json: call({ apiKey: 'key-outbound', phone: '+4930777000', email: undefined }) }),
+    );
     const id = r.body.callId as string;
     const phoneExit = await phone.exited;
     expect(phoneExit.code, phoneExit.output).toBe(0);
@@ -379,7 +430,11 @@ describe('inbound SIP calls (real bridge, SIPp carrier and desk phones, Gemini L
       'outbound call ended',
     );
     expect(done).toMatchObject({ endedReason: 'transferred-to-vnum' });
-    expect(eventsOf(s, id).find((e) => e.name === 'call.transferred')!.data).toMatchObject({ transferType: 'outbound-to-user', toUser: 'alice', source: 'outbound-ai' });
+    expect(eventsOf(s, id).find((e) => e.name === 'call.transferred')!.data).toMatchObject({
+      transferType: 'outbound-to-user',
+      toUser: 'alice',
+      source: 'outbound-ai',
+    });
     const calleeExit = await callee.exited;
     expect(calleeExit.code, calleeExit.output).toBe(0);
   }, 60_000);
