@@ -246,7 +246,7 @@ export class Call {
         mediaTimeoutMs: this.mediaTimeoutMs,
       },
       {
-        onAudio16k: (pcm) => engine.sendAudio(pcm),
+        onAudio16k: (pcm) => (this.person?.hear ? this.person.hear(pcm) : engine.sendAudio(pcm)),
         onDtmf: (d) => {
           this.dtmf.push(d);
           engine.sendText(`The caller pressed the telephone key ${d}.`);

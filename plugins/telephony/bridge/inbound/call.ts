@@ -133,7 +133,7 @@ export class InboundCall {
         mediaTimeoutMs: this.deps.mediaTimeoutMs,
       },
       {
-        onAudio16k: (pcm) => this.engine?.sendAudio(pcm),
+        onAudio16k: (pcm) => (this.person?.hear ? this.person.hear(pcm) : this.engine?.sendAudio(pcm)),
         onDtmf: (d) => this.engine?.sendText(`The caller pressed the telephone key ${d}.`),
         onMediaTimeout: () => this.hangup('failed', `no media from the caller for ${Math.round(this.deps.mediaTimeoutMs / 1000)} s`),
       },

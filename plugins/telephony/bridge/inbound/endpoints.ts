@@ -29,6 +29,11 @@ export interface AnsweredEndpoint {
    * browser endpoint feeds `caller.play()` and takes the caller's audio through its own leg.
    */
   connect(caller: MediaLeg): void;
+  /**
+   * The caller's audio (16 kHz PCM, 80 ms batches) for an endpoint that does not bridge an RTP leg
+   * of its own (the browser tab); it speaks to the caller with `caller.play()` (8 kHz).
+   */
+  hear?(pcm16k: Int16Array): void;
   /** Our side ends the call (BYE, closing the tab's session). */
   hangup(): void;
   /** `cb` runs once when the user's side hangs up or its media dies. */
