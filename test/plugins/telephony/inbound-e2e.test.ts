@@ -31,6 +31,7 @@ const TO_PSTN = '+4930500';
 const ALICE_DID = '+4930999';
 const BOB_DID = '+4930888';
 const PSTN = '+4915112345';
+const LONG = '+4930600';
 
 beforeAll(async () => {
   process.env.SOVCOMMS_BRIDGE_KEEPALIVE_SEC = '0';
@@ -57,6 +58,7 @@ beforeAll(async () => {
         { say: 'Connecting you to the duty phone.', audioMs: 400 },
         { tool: 'transfer_to_user', args: { phone: PSTN } },
       ],
+      'key-long': [{ say: 'Please hold the line.', audioMs: 400 }, { wait: 30_000 }],
       'key-outbound': [
         { say: 'Hello, a colleague wants to talk to you.', audioMs: 400 },
         { tool: 'transfer_to_user', args: { user: 'alice' } },
@@ -110,7 +112,10 @@ beforeAll(async () => {
     expect(
       (await s.fetch(`${V1}/inbound-routes`, { method: 'POST', key: s.adminKey, json: { Did, User, ...(FromNumber ? { FromNumber } : {}) } })).status,
     ).toBe(201);
-  for (const n of [RECEPTION, TO_VNUM, TO_USER, TO_PSTN]) await route(n, n);
+  expect((await adm(s, '/signal.ashx?numbers=save', 'numbers-save', { number: LONG, name: 'hold', geminiApiKey: 'key-long', maxDurationSec: 10 })).status).toBe(
+    200,
+  );
+  for (const n of [RECEPTION, TO_VNUM, TO_USER, TO_PSTN, LONG]) await route(n, n);
   await route(ALICE_DID, 'alice');
   // Bob has no phone: the row after his (same Did, any caller) is the fallback, the reception AI.
   await route(BOB_DID, 'bob');
@@ -141,9 +146,9 @@ async function sipp(o: Parameters<typeof startSipp>[0]): Promise<SippRun> {
  * sends and echoes each packet back (symmetric RTP, as a carrier's media gateway sends from the
  * port it offered): the caller "speaks" what it heard.
  */
-async function rtpSink(): Promise<{ port: number; samples: (minRms?: number) => Int16Array; packets: () => number; close: () => void }> {
+async function rtpSink(ip = '127.0.0.1'): Promise<{ port: number; samples: (minRms?: number) => Int16Array; packets: () => number; close: () => void }> {
   const sock = dgram.createSocket('udp4');
-  await new Promise<void>((r) => sock.bind(0, '127.0.0.1', r));
+  await new Promise<void>((r) => sock.bind(0, ip, r));
   const chunks: Int16Array[] = [];
   sock.on('message', (buf, rinfo) => {
     sock.send(buf, rinfo.port, rinfo.address);
@@ -261,6 +266,46 @@ describe('inbound SIP calls (real bridge, SIPp carrier and desk phones, Gemini L
     expect(engine.sessions.length).toBe(0);
   }, 30_000);
 
+  it('a carrier trunk with digest: 407, then the INVITE with its credentials is taken; a wrong password gets 403', async () => {
+    await adm(s, '/signal.ashx?trunks=save', 'trunks-save', {
+      id: 'carrier2',
+      name: 'carrier2',
+      host: '192.0.2.10',
+      port: 5060,
+      transport: 'udp',
+      username: 'carrier2',
+      password: 'trunk-pw-42',
+      inboundAuth: 'digest',
+    });
+    await until(
+      async () => (await j(adm(s, '/signal.ashx?bridge=status', 'bridge-status'))).body.health?.trunks?.some((t: { id: string }) => t.id.endsWith('.carrier2')),
+      5000,
+      'digest trunk at the bridge',
+    );
+    const common = { ip: '127.0.0.2', remote: `127.0.0.1:${sipPort}`, extraArgs: ['-s', RECEPTION], timeoutSec: 30 };
+    const bad = await sipp({
+      ...common,
+      scenario: 'inbound-uac-digest-403',
+      keys: { from: '+4917600000001', rtpport: '9' },
+      template: { user: 'carrier2', pass: 'guess' },
+    });
+    const badExit = await bad.exited;
+    expect(badExit.code, badExit.output).toBe(0);
+    const sink = await rtpSink('127.0.0.2'); // SIPp names its own address (-mi) in the SDP
+    const ok = await sipp({
+      ...common,
+      scenario: 'inbound-uac-digest',
+      keys: { from: '+4917600000002', rtpport: String(sink.port) },
+      template: { user: 'carrier2', pass: 'trunk-pw-42' },
+    });
+    const exit = await ok.exited;
+    sink.close();
+    expect(exit.code, exit.output).toBe(0);
+    const c = await ended(RECEPTION);
+    expect(c).toMatchObject({ trunk_id: 'carrier2', from_number: '+4917600000002', outcome: 'finished' });
+    expect(s.logs.text()).not.toContain('trunk-pw-42');
+  }, 60_000);
+
   it("a virtual number's AI answers: its voice reaches the caller as RTP (440 Hz tone), the caller's audio reaches the AI; events and transcript", async () => {
     const { run, sink } = await carrierCall(RECEPTION);
     const exit = await run.exited;
@@ -337,6 +382,16 @@ describe('inbound SIP calls (real bridge, SIPp carrier and desk phones, Gemini L
     expect(c).toMatchObject({ outcome: 'finished', target: 'bob' });
     const t = await transcript(c.call_id);
     expect(turns(t)[0]).toEqual(['AI', 'Welcome to Acme reception.']);
+  }, 60_000);
+
+  it("maxDurationSec: the AI's call ends with max-duration (BYE to the caller)", async () => {
+    const { run } = await carrierCall(LONG);
+    const exit = await run.exited;
+    expect(exit.code, exit.output).toBe(0);
+    const c = await ended(LONG);
+    expect(c).toMatchObject({ outcome: 'max-duration', number: LONG });
+    expect(c.duration_sec).toBeGreaterThanOrEqual(9);
+    expect(eventsOf(s, c.call_id).find((e) => e.name === 'call.ended')!.data).toMatchObject({ outcome: 'max-duration', source: 'sip' });
   }, 60_000);
 
   it('vnum-to-vnum: the AI hands the caller to another number, whose AI ends the call', async () => {
