@@ -244,7 +244,7 @@ export class Bridge {
       status: 'ok',
       version: BRIDGE_VERSION,
       sip: { host: this.o.sipHost, port: this.transport.port },
-      activeCalls: this.calls.size,
+      activeCalls: this.calls.size + (this.inbound?.calls.size ?? 0),
       mediaThreads: this.media instanceof ThreadMediaHost ? this.media.priorities : {},
       trunks: [...this.trunks.values()].map((t) => {
         const st = this.ua.trunkStatus(t.id);
