@@ -288,7 +288,7 @@ export class BridgeLink {
     return this.expectOk('GET /calls', await this.request('GET', '/calls'), ListCallsAnswerSchema);
   }
 
-  /** PUT /phones: the full set of desk-phone accounts (inbound, issue 17). */
+  /** PUT /phones: the full set of desk-phone logins of the registrar (CONTROL-API.md "Inbound"). */
   async putPhones(phones: PhoneAccount[]): Promise<ControlAnswer<z.infer<typeof PhonesAnswerSchema>>> {
     return this.answer('PUT /phones', await this.request('PUT', '/phones', { phones }), PhonesAnswerSchema);
   }

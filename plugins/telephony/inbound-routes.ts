@@ -1,5 +1,5 @@
 /**
- * Routes of inbound SIP (issue 17): the bridge's two questions (internal, control token) and the
+ * Routes of inbound SIP: the bridge's two questions (internal, control token) and the
  * admin API of desk-phone logins (`/signal.ashx?phones=…`, the same as `sovcomms phone`).
  */
 import { z } from 'zod';

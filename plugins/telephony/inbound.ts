@@ -1,5 +1,5 @@
 /**
- * Inbound SIP calls at the core (issue 17): the bridge asks where an INVITE from a trunk goes
+ * Inbound SIP calls at the core: the bridge asks where an INVITE from a trunk goes
  * (inbound routes, first match by Did and FromNumber, the matching rows after it as fallbacks),
  * and where the AI may transfer a call; its `answered` / `transferred` / `ended` events for
  * `vnum…` calls become the spec's inbound events, the call row and the transcript.

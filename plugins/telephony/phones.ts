@@ -1,5 +1,5 @@
 /**
- * Desk-phone accounts (issue 17 item 5): one SIP login per office user for the bridge's
+ * Desk-phone accounts: one SIP login per office user for the bridge's
  * registrar. The password is sealed at rest and shown once (when generated); the full set goes to
  * the bridge with the trunks (supervisor.ts, PUT /phones).
  */

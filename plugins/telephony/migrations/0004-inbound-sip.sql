@@ -1,4 +1,4 @@
--- Inbound SIP (issue 17): how a trunk's inbound INVITEs are recognised, the desk-phone accounts of
+-- Inbound SIP: how a trunk's inbound INVITEs are recognised, the desk-phone accounts of
 -- the registrar, and the inbound calls (vnum + 12 hex) with their state.
 ALTER TABLE tel_trunks ADD COLUMN inbound_auth TEXT NOT NULL DEFAULT 'address' CHECK (inbound_auth IN ('address', 'digest'));
 

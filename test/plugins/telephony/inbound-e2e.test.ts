@@ -9,7 +9,7 @@ import { decodeG711 } from '../../../plugins/telephony/bridge/media/audio.ts';
 import { adm, call, eventsOf, j, until, type Json } from './helpers.ts';
 
 /**
- * Inbound SIP end to end (issue 17): the appliance with its embedded real bridge, SIPp as the
+ * Inbound SIP end to end: the appliance with its embedded real bridge, SIPp as the
  * carrier placing calls and as LAN desk phones (REGISTER with digest, then answering), the Gemini
  * Live fake as every number's AI. Routing, the AI's audio checked as a 440 Hz tone in the RTP the
  * caller receives, desk phones, fallbacks, each transfer type, events and transcripts.
