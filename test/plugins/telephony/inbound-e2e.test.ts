@@ -339,7 +339,7 @@ describe('inbound SIP calls (real bridge, SIPp carrier and desk phones, Gemini L
     expect(s.logs.text()).not.toContain('key-reception');
   }, 60_000);
 
-  it('desk phones: digest REGISTER (a wrong password refused), an office-tab route rings the phone, audio both ways', async () => {
+  it('desk phones: digest REGISTER (a wrong password refused), an office-tab route rings the phone; its audio reaches the caller', async () => {
     const added = (await j(adm(s, '/signal.ashx?phones=add', 'phones-add', { user: 'alice' }))).body;
     expect(added).toMatchObject({ ok: true, user: 'alice', username: 'alice' });
     expect(added.generatedPassword).toMatch(/^[A-Za-z0-9_-]{16}$/);
