@@ -59,6 +59,7 @@ export class TelephonyAdmin {
       maxConcurrentCalls: input.maxConcurrentCalls,
       codecs: input.codecs,
       dnsSrv: input.dnsSrv,
+      inboundAuth: input.inboundAuth,
     });
     if (!contract.success) {
       const issue = contract.error.issues[0]!;
@@ -84,6 +85,7 @@ export class TelephonyAdmin {
         max_concurrent_calls: input.maxConcurrentCalls,
         codecs: JSON.stringify(input.codecs),
         dns_srv: input.dnsSrv ? 1 : 0,
+        inbound_auth: input.inboundAuth,
       },
       this.now(),
     );
@@ -126,6 +128,7 @@ export class TelephonyAdmin {
       // Written by saveTrunk from checked input; an older row the bridge refuses is refused alone (CONTROL-API.md).
       codecs: JSON.parse(r.codecs) as Codec[],
       ...(r.dns_srv ? { dnsSrv: true } : {}),
+      ...(r.inbound_auth === 'digest' ? { inboundAuth: 'digest' as const } : {}),
     }));
   }
 
@@ -350,6 +353,7 @@ export function trunkView(r: TrunkRow, status?: { registered: boolean | null; la
     maxConcurrentCalls: r.max_concurrent_calls,
     codecs: JSON.parse(r.codecs) as string[],
     dnsSrv: r.dns_srv === 1,
+    inboundAuth: r.inbound_auth ?? 'address',
     registered: status?.registered ?? null,
     lastError: status?.lastError ?? null,
   };

@@ -22,6 +22,7 @@ import {
   type Trunk,
 } from './control.ts';
 import type { TelephonyConfig } from './schemas.ts';
+import { PhonesAnswerSchema, PhonesStatusSchema, type PhoneAccount } from './bridge/inbound/control.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 /** Running from `dist/` (compiled JavaScript): no TypeScript loader exists there. */
@@ -285,6 +286,16 @@ export class BridgeLink {
   /** GET /calls: the calls the bridge carries now. */
   async listCalls(): Promise<ListCallsAnswer> {
     return this.expectOk('GET /calls', await this.request('GET', '/calls'), ListCallsAnswerSchema);
+  }
+
+  /** PUT /phones: the full set of desk-phone logins of the registrar (CONTROL-API.md "Inbound"). */
+  async putPhones(phones: PhoneAccount[]): Promise<ControlAnswer<z.infer<typeof PhonesAnswerSchema>>> {
+    return this.answer('PUT /phones', await this.request('PUT', '/phones', { phones }), PhonesAnswerSchema);
+  }
+
+  /** GET /phones: how many phones are registered per account. */
+  async phones(): Promise<z.infer<typeof PhonesStatusSchema>> {
+    return this.expectOk('GET /phones', await this.request('GET', '/phones'), PhonesStatusSchema);
   }
 
   /** A 2xx body checked against its schema, or the error body of any other status. */

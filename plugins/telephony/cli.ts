@@ -1,6 +1,7 @@
 import { type CliCommand, type CliContext, parse, type Tenant, UsageError, zodMessage } from '../../server/sdk.ts';
 import { numberView, trunkView } from './admin.ts';
 import { numberInput, trunkInput, type TelephonyServices } from './schemas.ts';
+import { phoneAdd } from './phones.ts';
 
 function tenantOf(ctx: CliContext, host: unknown): Tenant {
   return typeof host === 'string' ? ctx.tenants.require(host) : ctx.tenants.require();
@@ -10,7 +11,7 @@ function tenantOf(ctx: CliContext, host: unknown): Tenant {
 export const trunkCommand: CliCommand<TelephonyServices> = {
   summary: 'SIP trunks',
   usage: [
-    'trunk add --name NAME --host HOST [--id ID] [--port 5060] [--transport udp|tcp] [--username U] [--password-stdin] [--register] [--from-domain D] [--caller-id N] [--max-calls 10] [--codecs PCMU,PCMA] [--srv] [--default] [--tenant HOST]',
+    'trunk add --name NAME --host HOST [--id ID] [--port 5060] [--transport udp|tcp] [--username U] [--password-stdin] [--register] [--from-domain D] [--caller-id N] [--max-calls 10] [--codecs PCMU,PCMA] [--srv] [--inbound-auth address|digest] [--default] [--tenant HOST]',
     'trunk list [--tenant HOST]',
     'trunk remove ID [--tenant HOST]',
   ],
@@ -32,6 +33,7 @@ export const trunkCommand: CliCommand<TelephonyServices> = {
       codecs: { type: 'string' },
       default: { type: 'boolean' },
       srv: { type: 'boolean' },
+      'inbound-auth': { type: 'string' },
     });
     const t = tenantOf(ctx, values.tenant);
     switch (sub) {
@@ -51,6 +53,7 @@ export const trunkCommand: CliCommand<TelephonyServices> = {
           maxConcurrentCalls: values['max-calls'] ? Number(values['max-calls']) : undefined,
           codecs: typeof values.codecs === 'string' ? values.codecs.split(',') : undefined,
           dnsSrv: values.srv ?? false,
+          inboundAuth: values['inbound-auth'],
         });
         if (!parsed.success) throw new UsageError(`trunk add: ${zodMessage(parsed.error)}`);
         const row = a.saveTrunk(t, parsed.data);
@@ -139,6 +142,41 @@ export const numberCommand: CliCommand<TelephonyServices> = {
       }
       default:
         throw new UsageError('usage: sovcomms number add|list|remove');
+    }
+  },
+};
+
+/** `sovcomms phone add|list|remove`: desk-phone logins of office users (the bridge's registrar). */
+export const phoneCommand: CliCommand<TelephonyServices> = {
+  summary: 'Desk-phone logins (SIP registrar)',
+  usage: ['phone add USER [--password-stdin] [--tenant HOST]', 'phone list [--tenant HOST]', 'phone remove USER [--tenant HOST]'],
+  async run(args, ctx, { phones }) {
+    const [sub, ...rest] = args;
+    const { values, positionals } = parse(rest, { tenant: { type: 'string' }, 'password-stdin': { type: 'boolean' } });
+    const t = tenantOf(ctx, values.tenant);
+    switch (sub) {
+      case 'add': {
+        const password = values['password-stdin'] ? (await ctx.readStdin()).replace(/\r?\n$/, '') : undefined;
+        const parsed = phoneAdd.safeParse({ user: positionals[0], password });
+        if (!parsed.success) throw new UsageError(`phone add: ${zodMessage(parsed.error)}`);
+        const out = phones.add(t, parsed.data.user, parsed.data.password);
+        ctx.out(`desk phone login ${out.username} saved for ${t.host}`);
+        // Shown this once: only a generated password (one given on stdin is the caller's own).
+        if (out.generatedPassword) ctx.out(`password: ${out.generatedPassword}`);
+        return 0;
+      }
+      case 'list':
+        for (const p of phones.list(t)) ctx.out(`${p.user}\tusername=${p.username}\tcreated=${p.createdAtUtc}`);
+        return 0;
+      case 'remove': {
+        const user = positionals[0];
+        if (!user) throw new UsageError('phone remove: give the user');
+        phones.remove(t, user);
+        ctx.out(`desk phone login ${user} removed from ${t.host}`);
+        return 0;
+      }
+      default:
+        throw new UsageError('usage: sovcomms phone add|list|remove');
     }
   },
 };

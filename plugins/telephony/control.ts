@@ -68,6 +68,12 @@ export const TrunkSchema = z.object({
   codecs: z.array(z.enum(CODECS)).max(CODECS.length),
   /** Locate the server through DNS SRV `_sip._<transport>.<host>` (RFC 3263 §4.2); port is the fallback. */
   dnsSrv: z.boolean().optional(),
+  /**
+   * How the trunk's inbound INVITEs are recognised (bridge/inbound/): `address` (default) by the
+   * source address being the trunk's host (or one of its SRV targets), `digest` by digest
+   * credentials (username/password of the trunk) the carrier presents after a 407.
+   */
+  inboundAuth: z.enum(['address', 'digest']).optional(),
 });
 export type Trunk = z.infer<typeof TrunkSchema>;
 

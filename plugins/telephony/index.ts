@@ -2,7 +2,9 @@ import { bearerToken, definePlugin, sqlMigrations } from '../../server/sdk.ts';
 import { TelephonyAdmin } from './admin.ts';
 import { BridgeLink } from './bridge-link.ts';
 import { CallService, DIAL_QUEUE, dialJob, MAIL_QUEUE, mailJob } from './calls.ts';
-import { numberCommand, trunkCommand } from './cli.ts';
+import { numberCommand, phoneCommand, trunkCommand } from './cli.ts';
+import { InboundCalls } from './inbound.ts';
+import { PhoneAccounts } from './phones.ts';
 import { OutcomeMailer } from './mail.ts';
 import { TelephonyRepo } from './repo.ts';
 import { telephonyRoutes } from './routes.ts';
@@ -24,7 +26,7 @@ export default definePlugin({
   migrations: sqlMigrations(import.meta.url),
   config: telephonyConfig,
   events: eventSchemas,
-  cli: { trunk: trunkCommand, number: numberCommand },
+  cli: { trunk: trunkCommand, number: numberCommand, phone: phoneCommand },
 
   setup(ctx): TelephonyServices {
     const repo = new TelephonyRepo(ctx.db);
@@ -41,7 +43,7 @@ export default definePlugin({
     const bridge = new BridgeLink(ctx.config.bridge, ctx.log.child({ part: 'bridge' }), {
       onReady: () => supervisor.pushTrunks(),
       onDied: (reason) => {
-        const n = calls.failCallsAtBridge('bridge restarted');
+        const n = calls.failCallsAtBridge('bridge restarted') + inbound.failOpen('bridge restarted');
         if (n) ctx.log.warn({ calls: n, reason }, 'calls in flight ended as failed: the bridge restarted');
       },
     });
@@ -59,14 +61,44 @@ export default definePlugin({
       mailer,
       config: ctx.config,
     });
-    supervisor.attach({ admin, bridge, calls });
+    const phones = new PhoneAccounts(
+      repo,
+      ctx.keys,
+      () => new Date(ctx.clock.now()).toISOString(),
+      () => supervisor.schedulePush(),
+    );
+    const inbound: InboundCalls = new InboundCalls({
+      repo,
+      admin,
+      keys: ctx.keys,
+      events: ctx.events,
+      clock: ctx.clock,
+      log: ctx.log,
+      tenants: ctx.tenants,
+      transcripts,
+      config: ctx.config,
+    });
+    supervisor.attach({ admin, bridge, calls, phones });
     // The bridge's callbacks carry the token it was started with (CONTROL-API.md "Authentication").
     ctx.auth.registerVerifier(BRIDGE_VERIFIER, async ({ headers, tenant }) => {
       const token = bearerToken(headers.authorization);
       if (!token || !bridge.checkToken(token)) return null;
       return { kind: 'client', tenantId: tenant.id, subject: 'telephony-bridge', userName: 'telephony-bridge', scopes: [], superAdmin: false };
     });
-    return { repo, admin, calls, transcripts, shares, bridge, mailer, supervisor, audit: ctx.audit, instanceSeen: (i) => supervisor.instanceSeen(i) };
+    return {
+      repo,
+      admin,
+      calls,
+      inbound,
+      phones,
+      transcripts,
+      shares,
+      bridge,
+      mailer,
+      supervisor,
+      audit: ctx.audit,
+      instanceSeen: (i) => supervisor.instanceSeen(i),
+    };
   },
 
   routes(r, s, ctx) {

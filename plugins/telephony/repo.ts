@@ -18,6 +18,7 @@ export interface TrunkRow {
   max_concurrent_calls: number;
   codecs: string;
   dns_srv: number;
+  inbound_auth: 'address' | 'digest';
   created_at: string;
   updated_at: string;
 }
@@ -172,13 +173,14 @@ export class TelephonyRepo {
     this.db
       .prepare(
         `INSERT INTO tel_trunks (tenant_id, id, name, host, port, transport, username, password_sealed, register, from_domain,
-                  caller_id, max_concurrent_calls, codecs, dns_srv, created_at, updated_at)
+                  caller_id, max_concurrent_calls, codecs, dns_srv, inbound_auth, created_at, updated_at)
                 VALUES (@tenant_id, @id, @name, @host, @port, @transport, @username, @password_sealed, @register, @from_domain,
-                  @caller_id, @max_concurrent_calls, @codecs, @dns_srv, @now, @now)
+                  @caller_id, @max_concurrent_calls, @codecs, @dns_srv, @inbound_auth, @now, @now)
                 ON CONFLICT(tenant_id, id) DO UPDATE SET name = excluded.name, host = excluded.host, port = excluded.port,
                   transport = excluded.transport, username = excluded.username, password_sealed = excluded.password_sealed,
                   register = excluded.register, from_domain = excluded.from_domain, caller_id = excluded.caller_id,
                   max_concurrent_calls = excluded.max_concurrent_calls, codecs = excluded.codecs, dns_srv = excluded.dns_srv,
+                  inbound_auth = excluded.inbound_auth,
                   updated_at = excluded.updated_at`,
       )
       .run({ ...r, tenant_id: t.id, now });

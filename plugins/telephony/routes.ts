@@ -18,6 +18,7 @@ import type { BridgeLink } from './bridge-link.ts';
 import { toRecord } from './calls.ts';
 import { BridgeEventSchema, isBridgeEventType } from './control.ts';
 import * as S from './schemas.ts';
+import { inboundRoutes } from './inbound-routes.ts';
 import type { TelephonyServices } from './schemas.ts';
 
 /** One audit entry for an admin change (never a secret in `extra`: the audit writer drops those keys anyway). */
@@ -43,6 +44,7 @@ export async function trunkStatus(bridge: BridgeLink): Promise<Map<string, { reg
 
 export function telephonyRoutes(r: RouteRegistrar, svc: TelephonyServices, opts: { shareViewsPerMinute: number }): void {
   const V1 = '/api.ashx/v1';
+  inboundRoutes(r, svc);
 
   // ---- calls -----------------------------------------------------------------------------------
   r.add({
@@ -540,7 +542,8 @@ export function telephonyRoutes(r: RouteRegistrar, svc: TelephonyServices, opts:
         req.log.warn({ type: req.body.type, callId: req.body.callId, rejected }, 'malformed bridge event');
         return { ok: true, applied: false, rejected };
       }
-      const out = svc.calls.applyEvent(instance, parsed.data);
+      // Inbound SIP calls (vnum…) have their own rows (inbound.ts); outbound ones are CallService's.
+      const out = parsed.data.callId.startsWith('vnum') ? svc.inbound.applyEvent(instance, parsed.data) : svc.calls.applyEvent(instance, parsed.data);
       svc.instanceSeen?.(instance);
       return { ok: true, ...out };
     },

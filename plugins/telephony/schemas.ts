@@ -4,6 +4,8 @@ import type { AuditWriter } from '../../server/sdk.ts';
 import type { TelephonyAdmin } from './admin.ts';
 import type { BridgeLink } from './bridge-link.ts';
 import type { CallService } from './calls.ts';
+import type { InboundCalls } from './inbound.ts';
+import type { PhoneAccounts } from './phones.ts';
 import type { OutcomeMailer } from './mail.ts';
 import type { TelephonyRepo } from './repo.ts';
 import type { TranscriptShares } from './shares.ts';
@@ -149,6 +151,10 @@ export const trunkInput = z.object({
     .refine((c) => new Set(c).size === c.length, 'each codec at most once')
     .default([...CODECS]),
   dnsSrv: z.boolean().default(false).describe('locate the server by DNS SRV _sip._udp|_tcp.<host> (RFC 3263); port is the fallback'),
+  inboundAuth: z
+    .enum(['address', 'digest'])
+    .default('address')
+    .describe("how the trunk's inbound INVITEs are recognised: by source address (the host) or by digest with the trunk's username/password"),
 });
 export type TrunkInput = z.infer<typeof trunkInput>;
 
@@ -166,6 +172,7 @@ export const trunkView = z.object({
   maxConcurrentCalls: z.number().int(),
   codecs: z.array(z.string()),
   dnsSrv: z.boolean(),
+  inboundAuth: z.enum(['address', 'digest']),
   registered: z.boolean().nullable().describe('from the bridge /health; null when unknown or not registering'),
   lastError: z.string().nullable(),
 });
@@ -527,6 +534,10 @@ export interface TelephonyServices {
   repo: TelephonyRepo;
   admin: TelephonyAdmin;
   calls: CallService;
+  /** Inbound SIP calls (vnum…): routing decisions for the bridge, their events and transcripts. */
+  inbound: InboundCalls;
+  /** Desk-phone logins of the bridge's registrar. */
+  phones: PhoneAccounts;
   transcripts: TranscriptStore;
   shares: TranscriptShares;
   bridge: BridgeLink;

@@ -3,6 +3,7 @@ import type { TelephonyAdmin } from './admin.ts';
 import type { BridgeLink } from './bridge-link.ts';
 import type { CallService } from './calls.ts';
 import type { TelephonyRepo } from './repo.ts';
+import type { PhoneAccounts } from './phones.ts';
 
 /**
  * Keeps the bridge in step with the store (CONTROL-API.md): the full trunk set is PUT on bridge
@@ -16,7 +17,7 @@ export class BridgeSupervisor {
   #stopped = false;
   #lastPush = '';
   #lastInstance = '';
-  #parts: { admin: TelephonyAdmin; bridge: BridgeLink; calls: CallService } | undefined;
+  #parts: { admin: TelephonyAdmin; bridge: BridgeLink; calls: CallService; phones?: PhoneAccounts } | undefined;
 
   constructor(
     private readonly repo: TelephonyRepo,
@@ -28,17 +29,23 @@ export class BridgeSupervisor {
    * the bridge came up or died) and it calls into them: they are built first and attached here,
    * before anything can run.
    */
-  attach(parts: { admin: TelephonyAdmin; bridge: BridgeLink; calls: CallService }): void {
+  attach(parts: { admin: TelephonyAdmin; bridge: BridgeLink; calls: CallService; phones?: PhoneAccounts }): void {
     this.#parts = parts;
   }
 
-  private get parts(): { admin: TelephonyAdmin; bridge: BridgeLink; calls: CallService } {
+  private get parts(): { admin: TelephonyAdmin; bridge: BridgeLink; calls: CallService; phones?: PhoneAccounts } {
     if (!this.#parts) throw new Error('bridge supervisor used before setup attached its parts');
     return this.#parts;
   }
 
   private fingerprint(): string {
-    return JSON.stringify(this.repo.db.prepare('SELECT COUNT(*) AS n, MAX(updated_at) AS u FROM tel_trunks').get());
+    return JSON.stringify(
+      this.repo.db
+        .prepare(
+          'SELECT (SELECT COUNT(*) FROM tel_trunks) AS n, (SELECT MAX(updated_at) FROM tel_trunks) AS u, (SELECT COUNT(*) FROM tel_phones) AS p, (SELECT MAX(updated_at) FROM tel_phones) AS pu',
+        )
+        .get(),
+    );
   }
 
   /** A trunk changed here: push soon (changes in one burst go out together). */
@@ -61,6 +68,12 @@ export class BridgeSupervisor {
         this.#lastPush = fp;
         // One bad trunk is refused alone; the others are in service.
         if (ans.body.rejected.length) this.log.warn({ rejected: ans.body.rejected }, 'bridge refused some trunks');
+      }
+      // The desk-phone accounts of the registrar go with the trunks (an older bridge without /phones: 404, logged).
+      const phones = this.parts.phones;
+      if (phones) {
+        const p = await bridge.putPhones(phones.forBridge());
+        if (!p.ok) this.log.warn({ status: p.status, error: p.error.error }, 'bridge refused the desk-phone accounts');
       }
     } catch (e) {
       this.log.warn({ err: (e as Error).message }, 'trunk push to the bridge failed');

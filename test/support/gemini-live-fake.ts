@@ -24,6 +24,8 @@ export type ScriptStep =
 export interface FakeOptions {
   apiKey?: string;
   script: ScriptStep[];
+  /** A script per API key (sessions with another key play `script`): several AIs from one fake. */
+  scriptsByKey?: Record<string, ScriptStep[]>;
   /** Tokens reported in each usageMetadata. */
   usage?: { prompt: number; response: number };
 }
@@ -104,8 +106,9 @@ export class GeminiLiveFake {
       if (running || !conv) return;
       running = true;
       const c = conv;
-      while (c.step < this.o.script.length && !closed) {
-        const s = this.o.script[c.step];
+      const script = (log.key !== null ? this.o.scriptsByKey?.[log.key] : undefined) ?? this.o.script;
+      while (c.step < script.length && !closed) {
+        const s = script[c.step];
         c.step++;
         if ('say' in s) {
           send({ serverContent: { outputTranscription: { text: s.say } } });
@@ -169,7 +172,7 @@ export class GeminiLiveFake {
         const setup = (msg.setup ?? msg.config) as Record<string, unknown> | undefined;
         const problem = validateSetup(setup);
         if (problem) return ws.close(1007, problem);
-        if (this.o.apiKey !== undefined && log.key !== this.o.apiKey) {
+        if (this.o.apiKey !== undefined && log.key !== this.o.apiKey && !(log.key !== null && this.o.scriptsByKey?.[log.key])) {
           return ws.close(1007, 'API key not valid. Please pass a valid API key.');
         }
         log.setup = setup as Record<string, unknown>;

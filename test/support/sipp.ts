@@ -5,7 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import dgram from 'node:dgram';
 import net from 'node:net';
-import { readFileSync, readdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { readFileSync, readdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -49,6 +49,11 @@ function udpBound(port: number): boolean {
 export interface SippOptions {
   /** A file under test/support/sipp/ (without .xml) or a built-in (`uas`). */
   scenario: string;
+  /**
+   * Literal text put in the scenario for `{{name}}` before SIPp reads it (a copy in the run's
+   * directory): for places SIPp's own [keys] do not reach, e.g. inside [authentication …].
+   */
+  template?: Record<string, string>;
   transport?: 'udp' | 'tcp';
   rtpEcho?: boolean;
   timeoutSec?: number;
@@ -58,6 +63,12 @@ export interface SippOptions {
   extraArgs?: string[];
   /** Extra `-key name value` pairs for [name] substitution in the scenario. */
   keys?: Record<string, string>;
+  /** SIP port (default a free one): a second SIPp can take over the port a first one registered from. */
+  port?: number;
+  /** Local address (default 127.0.0.1; e.g. 127.0.0.2 for a source no trunk knows). */
+  ip?: string;
+  /** UAC scenarios: the `host:port` to call. */
+  remote?: string;
 }
 
 export interface SippRun {
@@ -74,19 +85,27 @@ process.once('exit', () => {
 });
 
 export async function startSipp(o: SippOptions): Promise<SippRun> {
-  const port = await freePort();
+  const port = o.port ?? (await freePort());
+  const ip = o.ip ?? '127.0.0.1';
   let mediaPort = await freePort();
   while (mediaPort === port) mediaPort = await freePort();
   const cwd = mkdtempSync(path.join(tmpdir(), 'sipp-'));
-  const scen = o.scenario === 'uas' || o.scenario === 'uac' ? ['-sn', o.scenario] : ['-sf', path.join(SCENARIOS, `${o.scenario}.xml`)];
+  let file = path.join(SCENARIOS, `${o.scenario}.xml`);
+  if (o.template) {
+    let text = readFileSync(file, 'utf8');
+    for (const [k, v] of Object.entries(o.template)) text = text.replaceAll(`{{${k}}}`, v);
+    file = path.join(cwd, `${o.scenario}.xml`);
+    writeFileSync(file, text);
+  }
+  const scen = o.scenario === 'uas' || o.scenario === 'uac' ? ['-sn', o.scenario] : ['-sf', file];
   const args = [
     ...scen,
     '-i',
-    '127.0.0.1',
+    ip,
     '-p',
     String(port),
     '-mi',
-    '127.0.0.1',
+    ip,
     '-mp',
     String(mediaPort),
     '-t',
@@ -103,6 +122,7 @@ export async function startSipp(o: SippOptions): Promise<SippRun> {
   if (o.rtpEcho) args.push('-rtp_echo');
   if (o.extraArgs) args.push(...o.extraArgs);
   for (const [k, v] of Object.entries(o.keys ?? {})) args.push('-key', k, v);
+  if (o.remote) args.push(o.remote);
   const child = spawn('sipp', args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
   running.add(child);
   let output = '';

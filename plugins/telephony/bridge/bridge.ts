@@ -17,6 +17,7 @@ import { EventSender } from './events.ts';
 import { GeminiLiveEngine } from './engine/gemini-live.ts';
 import type { VoiceEngine } from './engine/types.ts';
 import { log } from './log.ts';
+import { InboundService } from './inbound/service.ts';
 import { HangupSchema, PlaceCallSchema, TrunkSchema, TrunksBodySchema, type LocatedTrunk, type PlaceCall, type Trunk } from './schemas.ts';
 import type { ControlError, HangupAnswer, HealthAnswer, ListCallsAnswer, PlaceCallAnswer, PutTrunksAnswer } from '../control.ts';
 
@@ -103,6 +104,8 @@ export class Bridge {
   private media!: MediaHost;
   private readonly tokenDigest: Buffer;
   private readonly resolver: SipResolver;
+  /** Inbound calls, the desk-phone registrar and user endpoints (inbound/). */
+  inbound!: InboundService;
   controlUrl = '';
 
   constructor(private readonly o: BridgeOptions) {
@@ -142,6 +145,21 @@ export class Bridge {
           },
         })
       : new InlineMediaHost(this.o.rtpMin, this.o.rtpMax, this.o.sipHost);
+    this.inbound = new InboundService({
+      ua: this.ua,
+      media: this.media,
+      sipHost: this.o.sipHost,
+      mediaTimeoutMs: this.o.mediaTimeoutMs ?? 0,
+      engineFactory: this.o.engineFactory ?? ((cfg) => new GeminiLiveEngine(cfg, this.o.engineUrl)),
+      emit: (type, callId, fields) => this.events.emit(type, callId, fields),
+      trunks: this.trunks,
+      trunkLoad: this.trunkLoad,
+      callbackUrl: this.o.callbackUrl,
+      token: this.o.token,
+      instanceId: this.instanceId,
+      hasCapacity: () => this.calls.size + this.inbound.calls.size < this.o.maxCalls,
+    });
+    this.ua.incoming = (ctx) => this.inbound.incoming(ctx);
     this.server = http.createServer((req, res) => void this.handle(req, res));
     this.server.keepAliveTimeout = 5000;
     await new Promise<void>((resolve, reject) => {
@@ -199,12 +217,15 @@ export class Bridge {
           calls: [...this.calls.values()].map((c) => ({ callId: c.callId, state: c.state, trunkId: c.trunkId, startedAt: c.startedAt.toISOString() })),
         } satisfies ListCallsAnswer);
       }
+      const inbound = await this.inbound.control(method, path, () => readJson(req));
+      if (inbound) return send(inbound.status, inbound.body);
       // Not in the v1 contract table: media measurements for the benchmark and diagnostics.
       if (method === 'GET' && path === '/stats') return send(200, this.stats());
       const hang = /^\/calls\/([^/]+)\/hangup$/.exec(path);
       if (method === 'POST' && hang) {
         const body = parse(HangupSchema, await readJson(req, true));
-        const call = this.calls.get(decodeURIComponent(hang[1]));
+        const id = decodeURIComponent(hang[1]);
+        const call = this.calls.get(id) ?? this.inbound.calls.get(id);
         if (!call) throw new HttpError(404, 'not_found', 'the bridge has no such call');
         const state = call.state;
         call.hangup(Call.outcomeFor(body.reason), '');
@@ -223,7 +244,7 @@ export class Bridge {
       status: 'ok',
       version: BRIDGE_VERSION,
       sip: { host: this.o.sipHost, port: this.transport.port },
-      activeCalls: this.calls.size,
+      activeCalls: this.calls.size + (this.inbound?.calls.size ?? 0),
       mediaThreads: this.media instanceof ThreadMediaHost ? this.media.priorities : {},
       trunks: [...this.trunks.values()].map((t) => {
         const st = this.ua.trunkStatus(t.id);
@@ -311,6 +332,7 @@ export class Bridge {
       trunkLoad: this.trunkLoad,
       mediaTimeoutMs: this.o.mediaTimeoutMs ?? 0,
       engineFactory: factory,
+      ringUser: (r) => this.inbound.endpoints.ring(r),
       emit: (type, callId, fields) => this.events.emit(type, callId, fields),
       onDone: (c) => {
         this.calls.delete(c.callId);
@@ -348,9 +370,10 @@ export class Bridge {
 
   async stop(): Promise<void> {
     for (const c of [...this.calls.values()]) c.hangup('failed', 'bridge shutting down');
+    this.inbound?.stop();
     // `ended` is emitted once each media leg has reported (a round trip to the media thread).
     const until = Date.now() + 2000;
-    while (this.calls.size && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    while ((this.calls.size || this.inbound?.calls.size) && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
     await this.events.drain(3000);
     this.events.stop();
     await this.ua?.shutdown();

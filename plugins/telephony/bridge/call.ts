@@ -8,6 +8,7 @@ import type { LegMetrics, MediaHost, MediaLeg } from './media/leg.ts';
 import { Decimator24to8, type Codec } from './media/audio.ts';
 import type { ToolCall, VoiceEngine } from './engine/types.ts';
 import type { LocatedTrunk, PlaceCall, Trunk } from './schemas.ts';
+import type { AnsweredEndpoint, RingRequest } from './inbound/endpoints.ts';
 import { isOutcome, type BridgeCallState, type BridgeEventFields, type BridgeEventType, type Outcome } from '../control.ts';
 
 export type CallState = BridgeCallState;
@@ -34,6 +35,8 @@ export interface CallDeps {
   onDone: (call: Call) => void;
   /** Hang up when nothing (RTP or RTCP) came from the far end for this long; 0 = never. */
   mediaTimeoutMs?: number;
+  /** Rings an office user's endpoints (inbound/endpoints.ts) for a transfer to a user. */
+  ringUser?: (req: RingRequest) => Promise<AnsweredEndpoint | string>;
 }
 
 /** Statuses after which trying the next trunk makes no sense: the callee itself answered. */
@@ -243,7 +246,7 @@ export class Call {
         mediaTimeoutMs: this.mediaTimeoutMs,
       },
       {
-        onAudio16k: (pcm) => engine.sendAudio(pcm),
+        onAudio16k: (pcm) => (this.person?.hear ? this.person.hear(pcm) : engine.sendAudio(pcm)),
         onDtmf: (d) => {
           this.dtmf.push(d);
           engine.sendText(`The caller pressed the telephone key ${d}.`);
@@ -364,6 +367,9 @@ export class Call {
       engine.sendToolResponse(c, { ok: false, error: 'nothing to transfer to' });
       return;
     }
+    // outbound-to-user: the user's own endpoints (desk phones, later the office tab) first.
+    if (toUser && !toPhone && (await this.transferToEndpoints(c, toUser))) return;
+    if (this.ended) return;
     const target = toPhone ? `sip:${toPhone}@${trunk.host}:${trunk.port}` : `sip:${encodeURIComponent(toUser)}@${trunk.fromDomain || trunk.host}`;
     const status = await this.leg.refer(target);
     if (this.ended) return;
@@ -389,6 +395,38 @@ export class Call {
     this.engine?.close();
   }
 
+  /** True when the user's endpoint took the call; false when none answered (then REFER is tried). */
+  private async transferToEndpoints(c: ToolCall, toUser: string): Promise<boolean> {
+    if (!this.deps.ringUser) return false;
+    const who = await this.deps.ringUser({
+      tenantId: this.req.tenantId,
+      user: toUser,
+      callId: this.callId,
+      callerNumber: this.req.phone,
+      callerName: this.req.displayName,
+      ringTimeoutSec: this.req.ringTimeoutSec,
+    });
+    if (typeof who === 'string') return false;
+    if (this.ended || !this.media) {
+      who.hangup();
+      return true;
+    }
+    this.engine!.sendToolResponse(c, { ok: true });
+    this.deps.emit('transferred', this.callId, { toUser, toPhone: '', transferType: 'outbound-to-user', trunkId: this.trunkId });
+    this.pendingOutcome = 'transferred-to-vnum';
+    this.bridged = true;
+    this.person = who;
+    who.connect(this.media);
+    who.onEnded(() => {
+      this.person = null;
+      this.hangup('transferred-to-vnum', '');
+    });
+    this.engine?.close();
+    return true;
+  }
+
+  /** The office user's endpoint a transfer connected (torn down with the call). */
+  private person: AnsweredEndpoint | null = null;
   private bridged = false;
   /** The second leg of a bridged transfer: its dialog and media, torn down with the call. */
   private second: { leg: OutboundCall; media: MediaLeg } | null = null;
@@ -543,6 +581,8 @@ export class Call {
     this.releaseTrunk();
     this.engine?.close();
     this.releaseSecondLoad();
+    this.person?.hangup();
+    this.person = null;
     const second = this.second;
     this.second = null;
     if (second) {

@@ -1059,6 +1059,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/internal/bridge/inbound": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Internal: where an inbound INVITE goes (inbound routes; the bridge asks, CONTROL-API.md "Inbound") */
+        post: operations["post_internal_bridge_inbound"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/internal/bridge/transfer": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Internal: where the AI of an inbound call may transfer it (the bridge asks on the AI's transfer_to_user) */
+        post: operations["post_internal_bridge_transfer"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/login.html": {
         parameters: {
             query?: never;
@@ -2256,6 +2290,57 @@ export interface paths {
         put?: never;
         /** Per-tenant OIDC switches (allowPlainPkce) */
         post: operations["post_signal_ashx_oidc_settings_1"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/signal.ashx?phones=add": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Create or replace an office user's desk-phone login (password sealed at rest; a generated one is returned once) */
+        post: operations["post_signal_ashx_phones_add"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/signal.ashx?phones=list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Desk-phone logins of office users, with how many phones are registered now (passwords never shown) */
+        get: operations["get_signal_ashx_phones_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/signal.ashx?phones=remove": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Remove an office user's desk-phone login (its phones can no longer register) */
+        post: operations["post_signal_ashx_phones_remove"];
         delete?: never;
         options?: never;
         head?: never;
@@ -8264,6 +8349,193 @@ export interface operations {
             };
         };
     };
+    post_internal_bridge_inbound: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    did: string;
+                    from: string;
+                    /** @default  */
+                    fromName?: string;
+                    trunkId: string;
+                };
+            };
+        };
+        responses: {
+            /** @description the decision */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        accept: true;
+                        callId: string;
+                        targets: ({
+                            engine: {
+                                apiKey: string;
+                                language: string;
+                                leaveVoicemailMessage?: boolean;
+                                model: string;
+                                systemPrompt: string;
+                                /** Format: uri */
+                                url?: string;
+                                voice: string;
+                            };
+                            /** @constant */
+                            kind: "vnum";
+                            maxSeconds: number;
+                            number: string;
+                        } | {
+                            /** @constant */
+                            kind: "user";
+                            ringTimeoutSec: number;
+                            user: string;
+                        } | {
+                            /** @constant */
+                            kind: "pstn";
+                            phone: string;
+                            ringTimeoutSec: number;
+                            trunkIds: string[];
+                        })[];
+                        tenantId: string;
+                    } | {
+                        /** @constant */
+                        accept: false;
+                        reason: string;
+                        status: number;
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_internal_bridge_transfer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    callId: string;
+                    /** @default  */
+                    phone?: string;
+                    /** @default  */
+                    user?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description the decision */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        ok: true;
+                        target: {
+                            engine: {
+                                apiKey: string;
+                                language: string;
+                                leaveVoicemailMessage?: boolean;
+                                model: string;
+                                systemPrompt: string;
+                                /** Format: uri */
+                                url?: string;
+                                voice: string;
+                            };
+                            /** @constant */
+                            kind: "vnum";
+                            maxSeconds: number;
+                            number: string;
+                        } | {
+                            /** @constant */
+                            kind: "user";
+                            ringTimeoutSec: number;
+                            user: string;
+                        } | {
+                            /** @constant */
+                            kind: "pstn";
+                            phone: string;
+                            ringTimeoutSec: number;
+                            trunkIds: string[];
+                        };
+                        /** @enum {string} */
+                        transferType: "vnum-to-vnum" | "vnum-to-officetab" | "vnum-to-pstn" | "outbound-to-user";
+                    } | {
+                        error: string;
+                        /** @constant */
+                        ok: false;
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     get_login_html: {
         parameters: {
             query?: {
@@ -12439,6 +12711,217 @@ export interface operations {
             };
         };
     };
+    post_signal_ashx_phones_add: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                phones: "add";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    password?: string;
+                    user: string;
+                };
+            };
+        };
+        responses: {
+            /** @description {ok, user, username, generatedPassword?} */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        generatedPassword?: string;
+                        ok: boolean;
+                        user: string;
+                        username: string;
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description conflict: the SIP user name is taken */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_signal_ashx_phones_list: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                phones: "list";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description {phones} */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        phones: {
+                            createdAtUtc: string;
+                            /** @description phones registered now (from the bridge); null when unknown */
+                            registered: number | null;
+                            user: string;
+                            username: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_signal_ashx_phones_remove: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                phones: "remove";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    user: string;
+                };
+            };
+        };
+        responses: {
+            /** @description {ok, removed} */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        ok: boolean;
+                        removed: string;
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     get_signal_ashx_telephony_settings: {
         parameters: {
             query: {
@@ -12601,6 +13084,8 @@ export interface operations {
                             hasPassword: boolean;
                             host: string;
                             id: string;
+                            /** @enum {string} */
+                            inboundAuth: "address" | "digest";
                             lastError: string | null;
                             maxConcurrentCalls: number;
                             name: string;
@@ -12757,6 +13242,12 @@ export interface operations {
                     fromDomain?: string;
                     host: string;
                     id?: string;
+                    /**
+                     * @description how the trunk's inbound INVITEs are recognised: by source address (the host) or by digest with the trunk's username/password
+                     * @default address
+                     * @enum {string}
+                     */
+                    inboundAuth?: "address" | "digest";
                     /** @default 10 */
                     maxConcurrentCalls?: number;
                     name: string;
@@ -12790,6 +13281,8 @@ export interface operations {
                         hasPassword: boolean;
                         host: string;
                         id: string;
+                        /** @enum {string} */
+                        inboundAuth: "address" | "digest";
                         lastError: string | null;
                         maxConcurrentCalls: number;
                         name: string;

@@ -86,3 +86,43 @@ describe('sovcomms number', () => {
     expect((await cli(['number', 'list'])).out).toEqual([]);
   });
 });
+
+describe('sovcomms phone (desk-phone logins)', () => {
+  it('add (password from stdin, never shown), add without one (generated, printed once), list, remove; the admin API sees the same', async () => {
+    const a = await cli(['phone', 'add', 'carol', '--password-stdin'], 'desk-phone-pw-1\n');
+    expect(a).toMatchObject({ code: 0, out: [`desk phone login carol saved for ${s.primary.host}`] });
+    const g = await cli(['phone', 'add', 'dave']);
+    expect(g.code).toBe(0);
+    const pw = /^password: (\S+)$/.exec(g.out[1] ?? '')?.[1];
+    expect(pw).toMatch(/^[A-Za-z0-9_-]{16}$/);
+    const l = await cli(['phone', 'list']);
+    expect(l.out.map((x) => x.split('\t').slice(0, 2))).toEqual([
+      ['carol', 'username=carol'],
+      ['dave', 'username=dave'],
+    ]);
+    const http = (await j(adm(s, '/signal.ashx?phones=list', 'phones-list'))).body;
+    expect(http.phones.map((p: { user: string }) => p.user)).toEqual(['carol', 'dave']);
+    const all = JSON.stringify([l, http]) + JSON.stringify(s.appliance.core.db.prepare('SELECT * FROM tel_phones').all());
+    expect(all).not.toContain('desk-phone-pw-1');
+    expect(all).not.toContain(pw);
+    expect((await cli(['phone', 'remove', 'dave'])).code).toBe(0);
+    expect((await cli(['phone', 'remove', 'dave'])).code).toBe(1);
+    expect((await cli(['phone', 'add', 'bad user'])).code).toBe(2);
+    expect((await cli(['phone', 'add', 'erin', '--password-stdin'], 'short\n')).code).toBe(2);
+    expect((await cli(['phone', 'list'])).out.length).toBe(1);
+  });
+
+  it('admin API: 400 naming the field, 404 for an unknown login, 409 for a SIP user name another tenant has', async () => {
+    const bad = await j(adm(s, '/signal.ashx?phones=add', 'phones-add', { user: '../x' }));
+    expect(bad.status).toBe(400);
+    expect(JSON.stringify(bad.body)).toContain('user');
+    expect((await j(adm(s, '/signal.ashx?phones=remove', 'phones-remove', { user: 'nobody' }))).status).toBe(404);
+    const other = s.appliance.core.tenants.add('branch.example', 'Branch');
+    expect((await cli(['phone', 'add', 'frank', '--password-stdin', '--tenant', 'branch.example'], 'branch-pw-123\n')).code).toBe(0);
+    const clash = await j(adm(s, '/signal.ashx?phones=add', 'phones-add', { user: 'frank', password: 'another-pw-1' }));
+    expect(clash.status).toBe(409);
+    expect(JSON.stringify(clash.body)).not.toContain('branch.example');
+    expect((await j(adm(s, '/signal.ashx?phones=list', 'phones-list'))).body.phones.some((p: { user: string }) => p.user === 'frank')).toBe(false);
+    expect(other.host).toBe('branch.example');
+  });
+});

@@ -10,7 +10,7 @@ describe('telephony migration 0002-trunk-dns-srv', () => {
     db.prepare(
       `INSERT INTO tel_trunks (tenant_id, id, name, host, port, transport, created_at, updated_at) VALUES (?, 'main', 'Main', 'sip.example', 5080, 'tcp', ?, ?)`,
     ).run(tenant.id, now, now);
-    expect(upgrade()).toEqual(['0002-trunk-dns-srv', '0003-transcript-shares']);
+    expect(upgrade().slice(0, 2)).toEqual(['0002-trunk-dns-srv', '0003-transcript-shares']);
     const trunk = new TelephonyRepo(db).trunks(tenant).find((t) => t.id === 'main');
     expect(trunk).toMatchObject({ host: 'sip.example', port: 5080, transport: 'tcp', dns_srv: 0 });
     db.close();

@@ -71,11 +71,12 @@ describe('telephony migration 0003-transcript-shares', () => {
       const before = JSON.stringify([db.prepare('SELECT * FROM tel_trunks').all(), db.prepare('SELECT * FROM tel_transcripts').all()]);
       expect(db.prepare("SELECT name FROM sqlite_master WHERE name = 'tel_transcript_shares'").get()).toBeUndefined();
 
-      expect(migrate(db, 'telephony', all).applied).toEqual(['0003-transcript-shares']);
+      const upTo3 = all.filter((m) => m.version <= 3);
+      expect(migrate(db, 'telephony', upTo3).applied).toEqual(['0003-transcript-shares']);
       expect(appliedVersion(db, 'telephony')).toBe(3);
       expect(JSON.stringify([db.prepare('SELECT * FROM tel_trunks').all(), db.prepare('SELECT * FROM tel_transcripts').all()])).toBe(before);
       // A second start applies nothing.
-      expect(migrate(db, 'telephony', all).applied).toEqual([]);
+      expect(migrate(db, 'telephony', upTo3).applied).toEqual([]);
 
       // The new table, through the real service, on the transcript that was there before.
       const clock = new ManualClock(Date.parse(now));

@@ -1,7 +1,8 @@
 /**
  * A focused SIP user agent: outbound INVITE dialogs (RFC 3261 §13, §12), CANCEL (§9), BYE
  * (§15), REFER (RFC 3515), REGISTER (§10) and OPTIONS keepalive (§11) towards trunks.
- * No inbound calls: an out-of-dialog INVITE is answered 480 (inbound routing is a later issue).
+ * Inbound calls and the desk-phone registrar live in ../inbound/: they take out-of-dialog requests
+ * through `incoming` and their dialogs through `dialogs`; without them an INVITE is answered 480.
  */
 import { EventEmitter } from 'node:events';
 import {
@@ -521,11 +522,22 @@ export interface UaEvents {
   malformed: [err: Error];
 }
 
+/** A dialog the UA does not own (an inbound call's UAS side, ../inbound/uas.ts). */
+export interface ForeignDialog {
+  readonly localTag: string;
+  readonly remoteTag: string;
+  handleRequest(ctx: ServerRequestContext): void;
+}
+
 export class SipUserAgent extends EventEmitter<UaEvents> {
   readonly layer: TransactionLayer;
   private readonly calls = new Map<string, OutboundCall>();
   private readonly registrations = new Map<string, Registration>();
   private readonly keepalive = new Map<string, { timer: NodeJS.Timeout; status: TrunkStatus; target: TrunkTarget }>();
+  /** Dialogs of inbound calls by Call-ID (matched on our tag like the outbound ones). */
+  readonly dialogs = new Map<string, ForeignDialog>();
+  /** Out-of-dialog requests (INVITE, CANCEL, REGISTER) another part takes: true when it did. */
+  incoming: ((ctx: ServerRequestContext) => boolean) | null = null;
 
   constructor(
     readonly transport: SipTransport,
@@ -593,6 +605,12 @@ export class SipUserAgent extends EventEmitter<UaEvents> {
       call.handleRequest(ctx);
       return;
     }
+    const dialog = this.dialogs.get(req.headers.get('Call-ID') as string);
+    if (dialog && toTag !== '' && (toTag === dialog.localTag || (fromTag === dialog.localTag && toTag === dialog.remoteTag))) {
+      dialog.handleRequest(ctx);
+      return;
+    }
+    if (!toTag && this.incoming?.(ctx)) return;
     switch (req.method) {
       case 'ACK':
         return;

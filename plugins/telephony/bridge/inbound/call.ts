@@ -1,0 +1,458 @@
+/**
+ * One inbound SIP call: the caller's INVITE (uas.ts) is connected to the targets the core chose
+ * (a virtual number's AI, an office user's endpoints, a PSTN number) in order until one takes it;
+ * the AI may transfer it on (vnum-to-vnum, vnum-to-officetab, vnum-to-pstn). It reports the same
+ * `answered` / `transferred` / `ended` events as an outbound call (CONTROL-API.md), with one outcome.
+ */
+import { buildOffer, parseAnswer, parseReoffer, SdpError, type NegotiatedMedia } from '../media/sdp.ts';
+import type { LegMetrics, MediaHost, MediaLeg } from '../media/leg.ts';
+import { Decimator24to8 } from '../media/audio.ts';
+import type { ToolCall, VoiceEngine } from '../engine/types.ts';
+import type { SipUserAgent } from '../sip/ua.ts';
+import type { EmitFn, Turn } from '../call.ts';
+import type { LocatedTrunk, PlaceCall } from '../schemas.ts';
+import type { BridgeCallState, Outcome } from '../../control.ts';
+import type { Target, TransferDecision, TransferQuery } from './control.ts';
+import type { AnsweredEndpoint, UserEndpoints } from './endpoints.ts';
+import { dialLeg, hangupLeg } from './legs.ts';
+import type { InboundDialog } from './uas.ts';
+
+export interface InboundCallDeps {
+  ua: SipUserAgent;
+  media: MediaHost;
+  sipHost: string;
+  mediaTimeoutMs: number;
+  engineFactory: (cfg: PlaceCall['engine']) => VoiceEngine;
+  emit: EmitFn;
+  endpoints: UserEndpoints;
+  trunks: Map<string, LocatedTrunk>;
+  trunkLoad: Map<string, number>;
+  askTransfer: (q: TransferQuery) => Promise<TransferDecision>;
+  onDone: (c: InboundCall) => void;
+}
+
+type VnumTarget = Extract<Target, { kind: 'vnum' }>;
+
+export class InboundCall {
+  state: BridgeCallState = 'ringing';
+  readonly startedAt = new Date();
+  private offer: NegotiatedMedia | null = null;
+  private media: MediaLeg | null = null;
+  private mediaStarted = false;
+  private engine: VoiceEngine | null = null;
+  private engineCfg: PlaceCall['engine'] | null = null;
+  /** The person the caller talks to (an office user's endpoint or a PSTN leg), once connected. */
+  private person: AnsweredEndpoint | null = null;
+  private transferred = false;
+  private ended = false;
+  private answeredAt: Date | null = null;
+  private maxTimer: NodeJS.Timeout | null = null;
+  private drainTimer: NodeJS.Timeout | null = null;
+  private pendingOutcome: Outcome | null = null;
+  private readonly abort = new AbortController();
+  private readonly turns: Turn[] = [];
+  private turnOpen = false;
+  private tokensTotal = 0;
+  private tokensPrompt = 0;
+  private lastEngineAudioAt = 0;
+  private readonly decimator = new Decimator24to8();
+  private readonly loads: string[] = [];
+  outcome: Outcome | null = null;
+  metrics: LegMetrics | null = null;
+
+  constructor(
+    readonly callId: string,
+    readonly tenantId: string,
+    readonly trunkId: string,
+    readonly dialog: InboundDialog,
+    private readonly targets: Target[],
+    private readonly caller: { number: string; name: string },
+    private readonly deps: InboundCallDeps,
+  ) {
+    dialog.on('ended', (why) => this.onCallerGone(why));
+    dialog.on('reoffer', (sdp) => this.onReoffer(sdp));
+  }
+
+  async start(): Promise<void> {
+    try {
+      this.offer = parseAnswer(this.dialog.invite.body.toString('utf8'), ['PCMU', 'PCMA']);
+    } catch (err) {
+      this.dialog.reject(488, 'Not Acceptable Here');
+      this.end('failed', `caller's SDP offer: ${err instanceof SdpError ? err.message : 'unreadable'}`);
+      return;
+    }
+    try {
+      this.media = await this.deps.media.open();
+    } catch (err) {
+      this.dialog.reject(503, 'Service Unavailable');
+      this.end('failed', (err as Error).message);
+      return;
+    }
+    const reasons: string[] = [];
+    for (const t of this.targets) {
+      if (this.ended) return;
+      if (t.kind === 'vnum') {
+        const err = await this.connectAi(t);
+        if (err === null) return;
+        reasons.push(`${t.number}: ${err}`);
+        continue;
+      }
+      this.dialog.ringing();
+      const who = t.kind === 'user' ? await this.ringUser(t.user, t.ringTimeoutSec) : await this.dialPstn(t);
+      if (this.ended) {
+        if (typeof who !== 'string') who.hangup();
+        return;
+      }
+      if (typeof who === 'string') {
+        reasons.push(who);
+        continue;
+      }
+      this.answerCaller();
+      this.connectPerson(who);
+      return;
+    }
+    // Nobody took the call (spec: the route's fallback, and after the last one the voicemail outcome).
+    this.dialog.reject(480, 'Temporarily Unavailable');
+    this.end('voicemail', reasons.join('; '));
+  }
+
+  // ---- the caller's side ------------------------------------------------------------------------
+
+  private answerCaller(): void {
+    const o = this.offer!;
+    const media = this.media!;
+    this.dialog.answer(buildOffer({ host: this.deps.sipHost, port: media.port, codecs: [o.codec], sessionId: Date.now() }));
+    media.start(
+      {
+        codec: o.codec,
+        payloadType: o.payloadType,
+        dtmfPayloadType: o.dtmfPayloadType,
+        remoteHost: o.host,
+        remotePort: o.port,
+        remoteRtcpPort: o.rtcpPort,
+        mediaTimeoutMs: this.deps.mediaTimeoutMs,
+      },
+      {
+        onAudio16k: (pcm) => (this.person?.hear ? this.person.hear(pcm) : this.engine?.sendAudio(pcm)),
+        onDtmf: (d) => this.engine?.sendText(`The caller pressed the telephone key ${d}.`),
+        onMediaTimeout: () => this.hangup('failed', `no media from the caller for ${Math.round(this.deps.mediaTimeoutMs / 1000)} s`),
+      },
+    );
+    this.mediaStarted = true;
+    this.state = 'answered';
+    this.answeredAt = new Date();
+    this.deps.emit('answered', this.callId, {
+      trunkId: this.trunkId,
+      answeredAt: this.answeredAt.toISOString(),
+      answerMs: Math.round(Number(process.hrtime.bigint() - this.dialog.receivedAt) / 1e6),
+    });
+  }
+
+  private onReoffer(sdp: string): void {
+    if (!this.media || !this.mediaStarted) return;
+    try {
+      const o = parseReoffer(sdp);
+      if (o.host !== null) this.media.retarget({ remoteHost: o.host, remotePort: o.port, remoteRtcpPort: o.rtcpPort, expectMedia: o.sends });
+    } catch {
+      // our answer stands; nothing to follow
+    }
+  }
+
+  private onCallerGone(why: 'bye' | 'cancel' | 'no-ack'): void {
+    if (this.ended) return;
+    this.abort.abort();
+    if (why === 'no-ack') return this.end('failed', 'the caller never acknowledged the answer (no ACK)');
+    const outcome = this.transferred ? 'transferred-to-vnum' : this.person ? 'finished' : (this.pendingOutcome ?? 'far-hangup');
+    this.end(outcome, '');
+  }
+
+  // ---- the AI -----------------------------------------------------------------------------------
+
+  /** Connects the number's AI (first target, fallback or transfer). null when it took the call. */
+  private async connectAi(t: VnumTarget): Promise<string | null> {
+    const engine = this.deps.engineFactory(t.engine);
+    try {
+      await engine.connect();
+    } catch (err) {
+      engine.close();
+      return (err as Error).message;
+    }
+    if (this.ended) {
+      engine.close();
+      return null;
+    }
+    this.useEngine(engine, t);
+    if (!this.mediaStarted) this.answerCaller();
+    engine.begin();
+    return null;
+  }
+
+  private useEngine(engine: VoiceEngine, t: VnumTarget): void {
+    this.engine = engine;
+    this.engineCfg = t.engine;
+    this.turnOpen = false;
+    if (this.maxTimer) clearTimeout(this.maxTimer);
+    this.maxTimer = setTimeout(() => this.hangup('max-duration', ''), t.maxSeconds * 1000);
+    engine.on('audio', (pcm24) => {
+      if (this.engine !== engine || this.person || !this.media || !this.mediaStarted) return;
+      this.lastEngineAudioAt = Date.now();
+      this.media.play(this.decimator.process(pcm24));
+    });
+    engine.on('interrupted', () => {
+      if (this.engine === engine && !this.person) this.media?.flush();
+    });
+    engine.on('inputTranscript', (s) => this.addTranscript('Caller', s));
+    engine.on('outputTranscript', (s) => this.addTranscript('AI', s));
+    engine.on('turnComplete', () => {
+      this.turnOpen = false;
+    });
+    engine.on('usage', (u) => {
+      this.tokensTotal += u.totalTokens;
+      this.tokensPrompt += u.promptTokens;
+    });
+    engine.on('toolCall', (calls) => {
+      for (const c of calls) if (this.engine === engine) void this.onTool(engine, c);
+    });
+    engine.on('closed', (error) => {
+      if (this.engine !== engine || this.ended || this.pendingOutcome || this.person) return;
+      this.hangup('failed', error ?? 'AI engine ended the session');
+    });
+  }
+
+  private addTranscript(speaker: Turn['speaker'], text: string): void {
+    const last = this.turns[this.turns.length - 1];
+    if (last && last.speaker === speaker && this.turnOpen) {
+      last.text += text;
+      return;
+    }
+    this.turns.push({ speaker, text, ts: new Date().toISOString() });
+    this.turnOpen = true;
+  }
+
+  private async onTool(engine: VoiceEngine, c: ToolCall): Promise<void> {
+    switch (c.name) {
+      case 'end_call':
+      case 'callback_later':
+      case 'report_voicemail':
+        engine.sendToolResponse(c, { ok: true });
+        this.hangupWhenDrained(this.transferred ? 'transferred-to-vnum' : 'finished');
+        return;
+      case 'transfer_to_user':
+        await this.transfer(engine, c);
+        return;
+      default:
+        engine.sendToolResponse(c, { ok: false, error: `unknown tool ${c.name}` });
+    }
+  }
+
+  /** The AI hands the caller on: the core says where (another number's AI, a user, a PSTN number). */
+  private async transfer(engine: VoiceEngine, c: ToolCall): Promise<void> {
+    const user = typeof c.args.user === 'string' ? c.args.user : '';
+    const phone = typeof c.args.phone === 'string' ? c.args.phone : '';
+    let d: TransferDecision;
+    try {
+      d = await this.deps.askTransfer({ callId: this.callId, user, phone });
+    } catch (err) {
+      d = { ok: false, error: `transfer lookup failed: ${(err as Error).message}` };
+    }
+    if (this.ended) return;
+    if (!d.ok) {
+      engine.sendToolResponse(c, { ok: false, error: d.error });
+      return;
+    }
+    const t = d.target;
+    const emitTransferred = () =>
+      this.deps.emit('transferred', this.callId, {
+        toUser: t.kind === 'user' ? t.user : '',
+        toPhone: t.kind === 'vnum' ? t.number : t.kind === 'pstn' ? t.phone : '',
+        transferType: d.transferType,
+        trunkId: this.trunkId,
+      });
+    if (t.kind === 'vnum') {
+      engine.sendToolResponse(c, { ok: true });
+      // Let the first AI finish its sentence, then the second takes over the same media leg.
+      await this.drained(5000);
+      if (this.ended) return;
+      const next = this.deps.engineFactory(t.engine);
+      try {
+        await next.connect();
+      } catch (err) {
+        next.close();
+        engine.sendText(`The transfer failed (${(err as Error).message}). Tell the caller and carry on.`);
+        return;
+      }
+      if (this.ended) {
+        next.close();
+        return;
+      }
+      this.transferred = true;
+      emitTransferred();
+      engine.close();
+      this.useEngine(next, t);
+      next.begin();
+      return;
+    }
+    const who = t.kind === 'user' ? await this.ringUser(t.user, t.ringTimeoutSec) : await this.dialPstn(t);
+    if (this.ended) {
+      if (typeof who !== 'string') who.hangup();
+      return;
+    }
+    if (typeof who === 'string') {
+      engine.sendToolResponse(c, { ok: false, error: who });
+      return;
+    }
+    engine.sendToolResponse(c, { ok: true });
+    this.transferred = true;
+    emitTransferred();
+    this.connectPerson(who);
+    engine.close();
+  }
+
+  // ---- people -----------------------------------------------------------------------------------
+
+  private ringUser(user: string, ringTimeoutSec: number): Promise<AnsweredEndpoint | string> {
+    return this.deps.endpoints.ring(
+      { tenantId: this.tenantId, user, callId: this.callId, callerNumber: this.caller.number, callerName: this.caller.name, ringTimeoutSec },
+      this.abort.signal,
+    );
+  }
+
+  /** A PSTN number on the trunks the core picked (outbound routes), first that answers. */
+  private async dialPstn(t: Extract<Target, { kind: 'pstn' }>): Promise<AnsweredEndpoint | string> {
+    const reasons: string[] = [];
+    for (const id of t.trunkIds) {
+      const trunk = this.deps.trunks.get(id);
+      if (!trunk) {
+        reasons.push(`unknown trunk ${id}`);
+        continue;
+      }
+      const load = this.deps.trunkLoad.get(id) ?? 0;
+      if (load >= trunk.maxConcurrentCalls) {
+        reasons.push(`trunk ${id} at max concurrent calls`);
+        continue;
+      }
+      this.deps.trunkLoad.set(id, load + 1);
+      this.loads.push(id);
+      const ended: (() => void)[] = [];
+      const dialing = dialLeg(this.deps, trunk, t.phone, this.caller.name || this.caller.number || 'Anonymous', () => {
+        for (const cb of ended.splice(0)) cb();
+      });
+      const timer = setTimeout(() => dialing.cancel(), t.ringTimeoutSec * 1000);
+      const onAbort = () => dialing.cancel();
+      this.abort.signal.addEventListener('abort', onAbort, { once: true });
+      const r = await dialing.result;
+      clearTimeout(timer);
+      this.abort.signal.removeEventListener('abort', onAbort);
+      if (typeof r === 'string') {
+        this.releaseLoad(id);
+        reasons.push(`${id}: ${r}`);
+        if (this.abort.signal.aborted) break;
+        continue;
+      }
+      return {
+        kind: 'pstn',
+        id: t.phone,
+        connect: (caller) => {
+          caller.bridgeTo(r.media);
+          r.media.bridgeTo(caller);
+        },
+        hangup: () => hangupLeg(r),
+        onEnded: (cb) => {
+          ended.push(() => {
+            void r.media.stop();
+            cb();
+          });
+        },
+      };
+    }
+    return reasons.join('; ') || 'no trunk';
+  }
+
+  private connectPerson(p: AnsweredEndpoint): void {
+    this.person = p;
+    p.connect(this.media!);
+    p.onEnded(() => {
+      if (this.ended) return;
+      this.person = null; // gone: no BYE back to it
+      this.hangup(this.transferred ? 'transferred-to-vnum' : 'finished', '');
+    });
+  }
+
+  // ---- ending -----------------------------------------------------------------------------------
+
+  private drained(capMs: number): Promise<void> {
+    const deadline = Date.now() + capMs;
+    return new Promise((resolve) => {
+      const check = () => {
+        if (this.ended) return resolve();
+        const idle = (this.media?.queuedMs ?? 0) === 0 && Date.now() - this.lastEngineAudioAt > 400;
+        if (idle || Date.now() > deadline) resolve();
+        else this.drainTimer = setTimeout(check, 50);
+      };
+      check();
+    });
+  }
+
+  private hangupWhenDrained(outcome: Outcome): void {
+    if (this.pendingOutcome || this.ended) return;
+    this.pendingOutcome = outcome;
+    void this.drained(10_000).then(() => this.hangup(outcome, ''));
+  }
+
+  /** Ends from our side: BYE when answered, a final refusal before that. */
+  hangup(outcome: Outcome, errorDetail: string): void {
+    if (this.ended) return;
+    this.abort.abort();
+    void this.dialog.bye();
+    this.end(outcome, errorDetail);
+  }
+
+  private releaseLoad(id: string): void {
+    const i = this.loads.indexOf(id);
+    if (i < 0) return;
+    this.loads.splice(i, 1);
+    this.deps.trunkLoad.set(id, Math.max(0, (this.deps.trunkLoad.get(id) ?? 1) - 1));
+  }
+
+  private end(outcome: Outcome, errorDetail: string): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.outcome = outcome;
+    this.state = 'ending';
+    for (const t of [this.maxTimer, this.drainTimer]) if (t) clearTimeout(t);
+    this.engine?.close();
+    const person = this.person;
+    this.person = null;
+    person?.hangup();
+    for (const id of [...this.loads]) this.releaseLoad(id);
+    const endedAt = new Date();
+    const media = this.media;
+    this.media = null;
+    void (media ? media.stop() : Promise.resolve(null)).then((m) => {
+      this.metrics = m;
+      const e = this.engineCfg;
+      const talkSec = this.answeredAt ? Math.max(0, Math.round((endedAt.getTime() - this.answeredAt.getTime()) / 1000)) : 0;
+      this.deps.emit('ended', this.callId, {
+        outcome,
+        answered: this.answeredAt !== null,
+        answeredAt: this.answeredAt ? this.answeredAt.toISOString() : null,
+        endedAt: endedAt.toISOString(),
+        talkSec,
+        trunkId: this.trunkId,
+        errorDetail: outcome === 'failed' ? errorDetail || 'call failed' : errorDetail,
+        sipStatus: null,
+        transcript: {
+          turns: this.turns.map((t) => ({ ...t, text: t.text.trim() })),
+          tokensTotal: this.tokensTotal,
+          tokensPrompt: this.tokensPrompt,
+          inputTurns: this.turns.filter((t) => t.speaker === 'Caller').length,
+          outputTurns: this.turns.filter((t) => t.speaker === 'AI').length,
+          model: e?.model ?? '',
+          voice: e?.voice ?? '',
+          language: e?.language ?? '',
+        },
+      });
+      this.deps.onDone(this);
+    });
+  }
+}

@@ -1,0 +1,113 @@
+/**
+ * The desk-phone registrar (RFC 3261 §10.3): LAN SIP phones REGISTER with digest auth per user
+ * (accounts pushed by the core, PUT /phones), and their bindings say where an office-tab route
+ * rings them. Bindings live in memory: a phone re-registers within its expiry after a bridge restart.
+ */
+import { makeResponse, parseNameAddr, parseUri, newTag, type SipRequest } from '../sip/message.ts';
+import type { ServerRequestContext } from '../sip/transaction.ts';
+import type { Peer } from '../sip/transport.ts';
+import { DigestVerifier, parseDigestAnswer } from './auth.ts';
+import type { PhoneAccount } from './control.ts';
+
+export interface Binding {
+  contact: string;
+  peer: Peer;
+  expiresAt: number;
+}
+
+const MAX_BINDINGS = 5;
+const MIN_EXPIRES = 60;
+const MAX_EXPIRES = 3600;
+
+export class Registrar {
+  private accounts = new Map<string, PhoneAccount>();
+  private readonly bindings = new Map<string, Binding[]>();
+  readonly digest: DigestVerifier;
+
+  constructor(realm: string) {
+    this.digest = new DigestVerifier(realm);
+  }
+
+  setAccounts(list: PhoneAccount[]): void {
+    this.accounts = new Map(list.map((a) => [a.username, a]));
+    for (const u of [...this.bindings.keys()]) if (!this.accounts.has(u)) this.bindings.delete(u);
+  }
+
+  /** Live bindings of an office user's phones. */
+  bindingsOf(tenantId: string, user: string): Binding[] {
+    const now = Date.now();
+    const out: Binding[] = [];
+    for (const a of this.accounts.values()) {
+      if (a.tenantId !== tenantId || a.user !== user) continue;
+      out.push(...(this.bindings.get(a.username) ?? []).filter((b) => b.expiresAt > now));
+    }
+    return out;
+  }
+
+  /** Per account: how many phones are registered now (GET /phones). */
+  status(): { tenantId: string; user: string; username: string; registered: number }[] {
+    const now = Date.now();
+    return [...this.accounts.values()].map((a) => ({
+      tenantId: a.tenantId,
+      user: a.user,
+      username: a.username,
+      registered: (this.bindings.get(a.username) ?? []).filter((b) => b.expiresAt > now).length,
+    }));
+  }
+
+  handle(ctx: ServerRequestContext): void {
+    const req = ctx.req;
+    let user = '';
+    try {
+      user = decodeURIComponent(parseUri(parseNameAddr(req.headers.get('To') ?? '').uri).user);
+    } catch {
+      return ctx.respond(makeResponse(req, 400, 'Bad Request', newTag()));
+    }
+    const account = this.accounts.get(user);
+    const answer = parseDigestAnswer(req.headers.get('Authorization'));
+    if (!answer) return this.challenge(ctx, false);
+    // Unknown user or a wrong password look the same from outside: 403 (no hint which one).
+    const verdict = account && answer.username === account.username ? this.digest.verify(answer, 'REGISTER', account.password) : 'bad';
+    if (verdict === 'stale') return this.challenge(ctx, true);
+    if (verdict !== 'ok' || !account) return ctx.respond(makeResponse(req, 403, 'Forbidden', newTag()));
+    this.bind(ctx, req, account.username);
+  }
+
+  private challenge(ctx: ServerRequestContext, stale: boolean): void {
+    const res = makeResponse(ctx.req, 401, 'Unauthorized', newTag());
+    res.headers.append('WWW-Authenticate', this.digest.challenge(stale));
+    ctx.respond(res);
+  }
+
+  private bind(ctx: ServerRequestContext, req: SipRequest, username: string): void {
+    const now = Date.now();
+    let list = (this.bindings.get(username) ?? []).filter((b) => b.expiresAt > now);
+    const headerExpires = Number(req.headers.get('Expires') ?? '3600');
+    for (const c of req.headers.getAll('Contact')) {
+      if (c.trim() === '*') {
+        list = [];
+        continue;
+      }
+      let na;
+      try {
+        na = parseNameAddr(c);
+      } catch {
+        continue;
+      }
+      let exp = na.params.expires !== undefined ? Number(na.params.expires) : headerExpires;
+      if (!Number.isFinite(exp) || exp < 0) exp = 3600;
+      list = list.filter((b) => b.contact !== na.uri);
+      if (exp === 0) continue;
+      exp = Math.min(MAX_EXPIRES, Math.max(MIN_EXPIRES, exp));
+      // The phone is reached where its REGISTER came from (a LAN phone behind nothing, or NAT).
+      list.push({ contact: na.uri, peer: ctx.from, expiresAt: now + exp * 1000 });
+    }
+    list = list.slice(-MAX_BINDINGS);
+    if (list.length) this.bindings.set(username, list);
+    else this.bindings.delete(username);
+    const res = makeResponse(req, 200, 'OK', newTag());
+    for (const b of list) res.headers.append('Contact', `<${b.contact}>;expires=${Math.round((b.expiresAt - now) / 1000)}`);
+    res.headers.append('Date', new Date(now).toUTCString());
+    ctx.respond(res);
+  }
+}

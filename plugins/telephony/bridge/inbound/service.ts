@@ -1,0 +1,276 @@
+/**
+ * Inbound SIP at the bridge: INVITEs from configured trunks only (by source address, or digest
+ * per trunk; anything else 403 and nothing more), the core's routing decision for each accepted
+ * INVITE, the calls that follow, and the desk-phone registrar with its control endpoints
+ * (PUT/GET /phones). bridge.ts wires it to the UA and the control server.
+ */
+import { lookup } from 'node:dns/promises';
+import net from 'node:net';
+import type { z } from 'zod';
+import { makeResponse, newTag, parseNameAddr, parseUri } from '../sip/message.ts';
+import type { SipUserAgent } from '../sip/ua.ts';
+import type { ServerRequestContext } from '../sip/transaction.ts';
+import type { MediaHost } from '../media/leg.ts';
+import type { VoiceEngine } from '../engine/types.ts';
+import type { EmitFn } from '../call.ts';
+import type { LocatedTrunk, PlaceCall } from '../schemas.ts';
+import { log } from '../log.ts';
+import { DigestVerifier, parseDigestAnswer } from './auth.ts';
+import {
+  InboundDecisionSchema,
+  PhonesBodySchema,
+  TransferDecisionSchema,
+  type InboundDecision,
+  type InboundQuery,
+  type TransferDecision,
+  type TransferQuery,
+} from './control.ts';
+import { InboundCall } from './call.ts';
+import { DeskPhones } from './deskphones.ts';
+import { UserEndpoints } from './endpoints.ts';
+import { Registrar } from './registrar.ts';
+import { InboundDialog } from './uas.ts';
+
+export interface InboundDeps {
+  ua: SipUserAgent;
+  media: MediaHost;
+  sipHost: string;
+  mediaTimeoutMs: number;
+  engineFactory: (cfg: PlaceCall['engine']) => VoiceEngine;
+  emit: EmitFn;
+  trunks: Map<string, LocatedTrunk>;
+  trunkLoad: Map<string, number>;
+  callbackUrl: string | undefined;
+  token: string;
+  instanceId: string;
+  /** Whether one more call fits (the bridge's maxCalls over outbound and inbound together). */
+  hasCapacity: () => boolean;
+}
+
+/** A control request the inbound part answers: the status and body, or null when it is not ours. */
+export type ControlAnswer = { status: number; body: unknown } | null;
+
+const ADDR_TTL_MS = 60_000;
+
+export class InboundService {
+  readonly registrar = new Registrar('sovcomms');
+  /** The seam the browser office tab plugs into (endpoints.ts). */
+  readonly endpoints = new UserEndpoints();
+  readonly calls = new Map<string, InboundCall>();
+  private readonly bySipCallId = new Map<string, InboundCall | 'pending'>();
+  private readonly trunkDigest = new DigestVerifier('sovcomms-trunk');
+  private readonly addrCache = new Map<string, { at: number; ips: string[] }>();
+  private refused = 0;
+
+  constructor(private readonly d: InboundDeps) {
+    this.endpoints.add(new DeskPhones(this.registrar, { ua: d.ua, media: d.media, sipHost: d.sipHost, mediaTimeoutMs: d.mediaTimeoutMs }));
+  }
+
+  /** Out-of-dialog requests from the UA: true when taken here. */
+  incoming(ctx: ServerRequestContext): boolean {
+    switch (ctx.req.method) {
+      case 'REGISTER':
+        this.registrar.handle(ctx);
+        return true;
+      case 'INVITE':
+        void this.onInvite(ctx).catch((err: Error) => {
+          log('error', 'inbound INVITE failed', { error: err.message });
+          ctx.respond(makeResponse(ctx.req, 500, 'Server Internal Error', newTag()));
+        });
+        return true;
+      case 'CANCEL': {
+        const c = this.bySipCallId.get(ctx.req.headers.get('Call-ID') as string);
+        if (!c || c === 'pending') return false;
+        c.dialog.cancel(ctx);
+        return true;
+      }
+      default:
+        return false;
+    }
+  }
+
+  // ---- trunk check ------------------------------------------------------------------------------
+
+  private async addressesOf(t: LocatedTrunk): Promise<string[]> {
+    const hosts = [t.host, ...(t.addr ? [t.addr.host] : []), ...(t.addrs ?? []).map((a) => a.host)];
+    const out: string[] = [];
+    for (const h of hosts) {
+      if (net.isIP(h)) {
+        out.push(h);
+        continue;
+      }
+      const hit = this.addrCache.get(h);
+      if (hit && Date.now() - hit.at < ADDR_TTL_MS) {
+        out.push(...hit.ips);
+        continue;
+      }
+      try {
+        const ips = (await lookup(h, { all: true })).map((a) => a.address);
+        this.addrCache.set(h, { at: Date.now(), ips });
+        out.push(...ips);
+      } catch {
+        this.addrCache.set(h, { at: Date.now(), ips: [] });
+      }
+    }
+    return out;
+  }
+
+  /** The trunk the INVITE comes from, or null once it was answered 403 / 407. */
+  private async authenticate(ctx: ServerRequestContext): Promise<LocatedTrunk | null> {
+    const from = ctx.from.host.replace(/^::ffff:/, '');
+    const digestTrunks: LocatedTrunk[] = [];
+    for (const t of this.d.trunks.values()) {
+      if (t.inboundAuth === 'digest') digestTrunks.push(t);
+      else if ((await this.addressesOf(t)).includes(from)) return t;
+    }
+    const refuse = () => {
+      // Count, log the first and every 100th: a scanner must not flood the log either.
+      if (this.refused++ % 100 === 0) log('warn', 'inbound INVITE refused (no trunk matches)', { from, count: this.refused });
+      ctx.respond(makeResponse(ctx.req, 403, 'Forbidden', newTag()));
+      return null;
+    };
+    if (!digestTrunks.length) return refuse();
+    const answer = parseDigestAnswer(ctx.req.headers.get('Proxy-Authorization'));
+    if (!answer) {
+      const res = makeResponse(ctx.req, 407, 'Proxy Authentication Required', newTag());
+      res.headers.append('Proxy-Authenticate', this.trunkDigest.challenge());
+      ctx.respond(res);
+      return null;
+    }
+    const t = digestTrunks.find((x) => x.username !== undefined && x.password !== undefined && x.username === answer.username);
+    const verdict = t ? this.trunkDigest.verify(answer, 'INVITE', t.password!) : 'bad';
+    if (verdict === 'stale') {
+      const res = makeResponse(ctx.req, 407, 'Proxy Authentication Required', newTag());
+      res.headers.append('Proxy-Authenticate', this.trunkDigest.challenge(true));
+      ctx.respond(res);
+      return null;
+    }
+    return verdict === 'ok' && t ? t : refuse();
+  }
+
+  // ---- calls ------------------------------------------------------------------------------------
+
+  private async onInvite(ctx: ServerRequestContext): Promise<void> {
+    const sipCallId = ctx.req.headers.get('Call-ID') as string;
+    if (this.bySipCallId.has(sipCallId)) return; // a retransmission that outlived the transaction cache
+    const trunk = await this.authenticate(ctx);
+    if (!trunk) return;
+    this.bySipCallId.set(sipCallId, 'pending');
+    const dialog = new InboundDialog(this.d.ua, ctx);
+    dialog.trying();
+    const forget = () => setTimeout(() => this.bySipCallId.delete(sipCallId), 32_000).unref();
+    if (!this.d.hasCapacity()) {
+      dialog.reject(503, 'Service Unavailable');
+      forget();
+      return;
+    }
+    const { did, from, fromName } = addressing(ctx);
+    let decision: InboundDecision;
+    try {
+      decision = await this.ask('inbound', { trunkId: trunk.id, did, from, fromName }, InboundDecisionSchema);
+    } catch (err) {
+      log('warn', 'inbound routing lookup failed', { error: (err as Error).message });
+      dialog.reject(503, 'Service Unavailable');
+      forget();
+      return;
+    }
+    if (!decision.accept) {
+      dialog.reject(decision.status, decision.reason);
+      forget();
+      return;
+    }
+    const call = new InboundCall(
+      decision.callId,
+      decision.tenantId,
+      trunk.id,
+      dialog,
+      decision.targets,
+      { number: from, name: fromName },
+      {
+        ...this.d,
+        endpoints: this.endpoints,
+        askTransfer: (q) => this.askTransfer(q),
+        onDone: (c) => {
+          this.calls.delete(c.callId);
+          forget();
+          log('info', 'inbound call ended', { callId: c.callId, outcome: c.outcome, trunkId: c.trunkId });
+        },
+      },
+    );
+    this.calls.set(call.callId, call);
+    this.bySipCallId.set(sipCallId, call);
+    log('info', 'inbound call', { callId: call.callId, trunkId: trunk.id, targets: decision.targets.map((t) => t.kind) });
+    await call.start();
+  }
+
+  askTransfer(q: TransferQuery): Promise<TransferDecision> {
+    return this.ask('transfer', q, TransferDecisionSchema);
+  }
+
+  /** POST to the core's /internal/bridge/<what> (next to the events callback). */
+  private async ask<T extends z.ZodType>(what: 'inbound' | 'transfer', body: InboundQuery | TransferQuery, schema: T): Promise<z.infer<T>> {
+    if (!this.d.callbackUrl) throw new Error('no core callback URL');
+    const res = await fetch(new URL(what, this.d.callbackUrl), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${this.d.token}`, 'x-bridge-instance': this.d.instanceId },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(5000),
+    });
+    const json = (await res.json().catch(() => null)) as unknown;
+    if (!res.ok) throw new Error(`core answered ${res.status}`);
+    const r = schema.safeParse(json);
+    if (!r.success) throw new Error(`core answer outside the contract: ${r.error.issues[0]?.path.join('.')}`);
+    return r.data;
+  }
+
+  // ---- control ----------------------------------------------------------------------------------
+
+  control(method: string, path: string, body: () => Promise<unknown>): Promise<ControlAnswer> | ControlAnswer {
+    if (path !== '/phones') return null;
+    if (method === 'GET') return { status: 200, body: { phones: this.registrar.status() } };
+    if (method !== 'PUT') return null;
+    return body().then((b) => {
+      const r = PhonesBodySchema.safeParse(b);
+      if (!r.success) {
+        const i = r.error.issues[0];
+        return { status: 400, body: { error: 'invalid_request', error_description: `${i?.path.join('.') || 'body'}: ${i?.message ?? 'invalid'}` } };
+      }
+      this.registrar.setAccounts(r.data.phones);
+      return { status: 200, body: { ok: true, count: r.data.phones.length } };
+    });
+  }
+
+  stop(): void {
+    for (const c of [...this.calls.values()]) c.hangup('failed', 'bridge shutting down');
+  }
+}
+
+/** The dialled number (Request-URI user, else To user) and the caller (From user and display name). */
+function addressing(ctx: ServerRequestContext): { did: string; from: string; fromName: string } {
+  const userOf = (uri: string) => {
+    try {
+      return decodeURIComponent(parseUri(uri).user).slice(0, 64);
+    } catch {
+      return '';
+    }
+  };
+  let did = userOf(ctx.req.uri);
+  if (!did) {
+    try {
+      did = userOf(parseNameAddr(ctx.req.headers.get('To') ?? '').uri);
+    } catch {
+      did = '';
+    }
+  }
+  let from = '';
+  let fromName = '';
+  try {
+    const na = parseNameAddr(ctx.req.headers.get('From') ?? '');
+    from = userOf(na.uri);
+    fromName = na.display.slice(0, 200);
+  } catch {
+    // no usable From: anonymous
+  }
+  if (/^anonymous$/i.test(from)) from = '';
+  return { did, from, fromName };
+}
