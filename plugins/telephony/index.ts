@@ -6,6 +6,8 @@ import { numberCommand, trunkCommand } from './cli.ts';
 import { OutcomeMailer } from './mail.ts';
 import { TelephonyRepo } from './repo.ts';
 import { telephonyRoutes } from './routes.ts';
+import { roomRoutes } from './room-routes.ts';
+import { RoomService } from './rooms.ts';
 import { eventSchemas, telephonyConfig, type TelephonyServices } from './schemas.ts';
 import { BridgeSupervisor } from './supervisor.ts';
 import { TranscriptShares } from './shares.ts';
@@ -41,7 +43,7 @@ export default definePlugin({
     const bridge = new BridgeLink(ctx.config.bridge, ctx.log.child({ part: 'bridge' }), {
       onReady: () => supervisor.pushTrunks(),
       onDied: (reason) => {
-        const n = calls.failCallsAtBridge('bridge restarted');
+        const n = calls.failCallsAtBridge('bridge restarted') + rooms.failAll('bridge restarted');
         if (n) ctx.log.warn({ calls: n, reason }, 'calls in flight ended as failed: the bridge restarted');
       },
     });
@@ -59,6 +61,20 @@ export default definePlugin({
       mailer,
       config: ctx.config,
     });
+    const rooms = new RoomService({
+      db: ctx.db,
+      repo,
+      admin,
+      bridge,
+      events: ctx.events,
+      keys: ctx.keys,
+      clock: ctx.clock,
+      log: ctx.log,
+      tenants: ctx.tenants,
+      transcripts,
+      config: ctx.config,
+    });
+    calls.roomEvents = (ev, mark) => rooms.applyEvent(ev, mark);
     supervisor.attach({ admin, bridge, calls });
     // The bridge's callbacks carry the token it was started with (CONTROL-API.md "Authentication").
     ctx.auth.registerVerifier(BRIDGE_VERIFIER, async ({ headers, tenant }) => {
@@ -66,11 +82,12 @@ export default definePlugin({
       if (!token || !bridge.checkToken(token)) return null;
       return { kind: 'client', tenantId: tenant.id, subject: 'telephony-bridge', userName: 'telephony-bridge', scopes: [], superAdmin: false };
     });
-    return { repo, admin, calls, transcripts, shares, bridge, mailer, supervisor, audit: ctx.audit, instanceSeen: (i) => supervisor.instanceSeen(i) };
+    return { repo, admin, calls, rooms, transcripts, shares, bridge, mailer, supervisor, audit: ctx.audit, instanceSeen: (i) => supervisor.instanceSeen(i) };
   },
 
   routes(r, s, ctx) {
     telephonyRoutes(r, s, { shareViewsPerMinute: ctx.config.shares.viewsPerMinutePerIp });
+    roomRoutes(r, s.rooms, ctx.auth, { joinsPerMinute: ctx.config.rooms.joinsPerMinutePerIp, viewsPerMinute: ctx.config.shares.viewsPerMinutePerIp });
   },
 
   async start(s, ctx) {
@@ -86,7 +103,7 @@ export default definePlugin({
     ctx.jobs.define({ name: MAIL_QUEUE, schema: mailJob, maxAttempts: 8, run: (job) => s.calls.sendMail(job.data) });
     if (s.bridge.mode === 'embedded') {
       // A new core starts a new bridge: whatever the old one carried is gone.
-      const n = s.calls.failCallsAtBridge('bridge restarted');
+      const n = s.calls.failCallsAtBridge('bridge restarted') + s.rooms.failAll('bridge restarted');
       if (n) ctx.log.warn({ calls: n }, 'calls in flight at the last shutdown ended as failed');
     }
     if (!s.bridge.configured) return;

@@ -17,7 +17,10 @@ import { EventSender } from './events.ts';
 import { GeminiLiveEngine } from './engine/gemini-live.ts';
 import type { VoiceEngine } from './engine/types.ts';
 import { log } from './log.ts';
+import { RoomError, RoomHost, webrtcOptionsFromEnv } from './webrtc/host.ts';
+import type { WebRtcOptions } from './webrtc/leg.ts';
 import { HangupSchema, PlaceCallSchema, TrunkSchema, TrunksBodySchema, type LocatedTrunk, type PlaceCall, type Trunk } from './schemas.ts';
+import { OpenRoomSchema } from '../control.ts';
 import type { ControlError, HangupAnswer, HealthAnswer, ListCallsAnswer, PlaceCallAnswer, PutTrunksAnswer } from '../control.ts';
 
 export const BRIDGE_VERSION = '1.0.0';
@@ -46,6 +49,8 @@ export interface BridgeOptions {
   dnsServers?: string;
   timers?: Timers;
   engineFactory?: (cfg: PlaceCall['engine']) => VoiceEngine;
+  /** Browser rooms: extra ICE host addresses and the UDP port range (webrtc/host.ts). */
+  webrtc?: WebRtcOptions;
 }
 
 /** Options from the environment variables of CONTROL-API.md. */
@@ -71,6 +76,7 @@ export function optionsFromEnv(env: NodeJS.ProcessEnv): BridgeOptions {
     mediaRtPriority: int(env.SOVCOMMS_BRIDGE_MEDIA_RTPRIO, 10) || 0,
     mediaTimeoutMs: (int(env.SOVCOMMS_BRIDGE_MEDIA_TIMEOUT_SEC, 45) || 0) * 1000,
     dnsServers: env.SOVCOMMS_BRIDGE_DNS_SERVERS || undefined,
+    webrtc: webrtcOptionsFromEnv(env),
   };
 }
 
@@ -104,11 +110,17 @@ export class Bridge {
   private readonly tokenDigest: Buffer;
   private readonly resolver: SipResolver;
   controlUrl = '';
+  readonly rooms: RoomHost;
 
   constructor(private readonly o: BridgeOptions) {
     this.events = new EventSender(o.callbackUrl, o.token, this.instanceId);
     this.tokenDigest = digest(o.token);
     this.resolver = new SipResolver(o.dnsServers);
+    this.rooms = new RoomHost({
+      engineFactory: (cfg) => (o.engineFactory ?? ((c: PlaceCall['engine']) => new GeminiLiveEngine(c, o.engineUrl)))(cfg),
+      emit: (type, callId, fields) => this.events.emit(type, callId, fields),
+      webrtc: o.webrtc ?? {},
+    });
   }
 
   get sipPort(): number {
@@ -194,9 +206,17 @@ export class Bridge {
         this.placeCall(body);
         return send(202, { accepted: true, callId: body.callId } satisfies PlaceCallAnswer);
       }
+      if (method === 'POST' && path === '/rooms') {
+        const body = parse(OpenRoomSchema, await readJson(req));
+        if (this.calls.has(body.callId)) throw new HttpError(409, 'duplicate_call', `call ${body.callId} is already in progress`);
+        return send(200, await this.rooms.open(body, this.o.maxCalls - this.calls.size - this.rooms.size));
+      }
       if (method === 'GET' && path === '/calls') {
         return send(200, {
-          calls: [...this.calls.values()].map((c) => ({ callId: c.callId, state: c.state, trunkId: c.trunkId, startedAt: c.startedAt.toISOString() })),
+          calls: [
+            ...[...this.calls.values()].map((c) => ({ callId: c.callId, state: c.state, trunkId: c.trunkId, startedAt: c.startedAt.toISOString() })),
+            ...this.rooms.list().map((r) => ({ callId: r.callId, state: r.state, trunkId: null, startedAt: r.startedAt.toISOString() })),
+          ],
         } satisfies ListCallsAnswer);
       }
       // Not in the v1 contract table: media measurements for the benchmark and diagnostics.
@@ -204,7 +224,14 @@ export class Bridge {
       const hang = /^\/calls\/([^/]+)\/hangup$/.exec(path);
       if (method === 'POST' && hang) {
         const body = parse(HangupSchema, await readJson(req, true));
-        const call = this.calls.get(decodeURIComponent(hang[1]));
+        const id = decodeURIComponent(hang[1]);
+        const room = this.rooms.get(id);
+        if (room) {
+          const state = room.state;
+          room.hangup(room.outcomeFor(body.reason), '');
+          return send(200, { ok: true, state } satisfies HangupAnswer);
+        }
+        const call = this.calls.get(id);
         if (!call) throw new HttpError(404, 'not_found', 'the bridge has no such call');
         const state = call.state;
         call.hangup(Call.outcomeFor(body.reason), '');
@@ -212,6 +239,7 @@ export class Bridge {
       }
       throw new HttpError(404, 'not_found', `no route ${method} ${path}`);
     } catch (err) {
+      if (err instanceof RoomError) return send(err.status, { error: err.code, error_description: err.message } satisfies ControlError);
       if (err instanceof HttpError) return send(err.status, { error: err.code, error_description: err.message } satisfies ControlError);
       log('error', 'control request failed', { error: (err as Error).message });
       send(500, { error: 'server_error', error_description: 'internal bridge error' } satisfies ControlError);
@@ -223,7 +251,7 @@ export class Bridge {
       status: 'ok',
       version: BRIDGE_VERSION,
       sip: { host: this.o.sipHost, port: this.transport.port },
-      activeCalls: this.calls.size,
+      activeCalls: this.calls.size + this.rooms.size,
       mediaThreads: this.media instanceof ThreadMediaHost ? this.media.priorities : {},
       trunks: [...this.trunks.values()].map((t) => {
         const st = this.ua.trunkStatus(t.id);
@@ -289,7 +317,7 @@ export class Bridge {
 
   placeCall(req: PlaceCall): Call {
     if (this.calls.has(req.callId)) throw new HttpError(409, 'duplicate_call', `call ${req.callId} is already in progress`);
-    if (this.calls.size >= this.o.maxCalls) throw new HttpError(503, 'no_capacity', 'the bridge carries its maximum number of calls');
+    if (this.calls.size + this.rooms.size >= this.o.maxCalls) throw new HttpError(503, 'no_capacity', 'the bridge carries its maximum number of calls');
     const known = req.trunkIds.filter((id) => this.trunks.has(id));
     if (known.length === 0) throw new HttpError(400, 'invalid_request', 'none of trunkIds is configured on the bridge');
     // Calls still opening their media have not picked a trunk yet: count each against every trunk
@@ -343,14 +371,17 @@ export class Bridge {
       uptimeSec: process.uptime(),
       mediaThreads,
       ended: this.recent,
+      activeRooms: this.rooms.size,
+      roomsEnded: this.rooms.recent,
     };
   }
 
   async stop(): Promise<void> {
     for (const c of [...this.calls.values()]) c.hangup('failed', 'bridge shutting down');
+    this.rooms.stopAll();
     // `ended` is emitted once each media leg has reported (a round trip to the media thread).
     const until = Date.now() + 2000;
-    while (this.calls.size && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    while ((this.calls.size || this.rooms.size) && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
     await this.events.drain(3000);
     this.events.stop();
     await this.ua?.shutdown();
