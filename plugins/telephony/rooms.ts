@@ -115,7 +115,7 @@ export class RoomService {
       .run(callId, t.id, n.number, room, visitor, ip, sha256(leaveToken), n.voice, n.language, model, n.save_transcripts, this.now());
     const fail = (outcome: string, detail: string) =>
       this.d.db
-        .prepare("UPDATE tel_room_calls SET ended_at = ?, outcome = ?, error_detail = ? WHERE call_id = ? AND ended_at IS NULL")
+        .prepare('UPDATE tel_room_calls SET ended_at = ?, outcome = ?, error_detail = ? WHERE call_id = ? AND ended_at IS NULL')
         .run(this.now(), outcome, detail, callId);
     let a;
     try {
@@ -212,7 +212,14 @@ export class RoomService {
 
   private finish(
     r: RoomCallRow,
-    ev: { outcome: string; errorDetail?: string; endedAt: string; answeredAt?: string | null; talkSec?: number; transcript?: Extract<BridgeEvent, { type: 'ended' }>['transcript'] },
+    ev: {
+      outcome: string;
+      errorDetail?: string;
+      endedAt: string;
+      answeredAt?: string | null;
+      talkSec?: number;
+      transcript?: Extract<BridgeEvent, { type: 'ended' }>['transcript'];
+    },
     mark?: () => boolean,
   ): boolean {
     const tenant = this.d.tenants.byId(r.tenant_id);

@@ -131,10 +131,9 @@ export class RoomCall {
       this.leg.play(this.decimator.process(pcm24));
     });
     engine.on('interrupted', () => this.leg.flush());
-    engine.on('inputTranscript', (t) => {
-      if (t.trim()) this.onSpoke();
-      this.addTranscript('Caller', t);
-    });
+    // Whether the visitor spoke is the leg's voice detection, not the transcript: a model may
+    // transcribe noise, and an empty room must not count as a conversation.
+    engine.on('inputTranscript', (t) => this.addTranscript('Caller', t));
     engine.on('outputTranscript', (t) => this.addTranscript('AI', t));
     engine.on('turnComplete', () => {
       this.turnOpen = false;
