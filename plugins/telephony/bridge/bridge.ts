@@ -120,6 +120,10 @@ export class Bridge {
       engineFactory: (cfg) => (o.engineFactory ?? ((c: PlaceCall['engine']) => new GeminiLiveEngine(c, o.engineUrl)))(cfg),
       emit: (type, callId, fields) => this.events.emit(type, callId, fields),
       webrtc: o.webrtc ?? {},
+      thread: o.mediaThread,
+      nice: o.mediaNice,
+      rtPriority: o.mediaRtPriority,
+      onPriority: (priority) => log('info', 'WebRTC thread scheduling', { priority }),
     });
   }
 
@@ -372,6 +376,7 @@ export class Bridge {
       mediaThreads,
       ended: this.recent,
       activeRooms: this.rooms.size,
+      webrtcThread: this.rooms.priority,
       roomsEnded: this.rooms.recent,
     };
   }
@@ -388,6 +393,7 @@ export class Bridge {
     await this.transport.close();
     if (this.srvTimer) clearInterval(this.srvTimer);
     await this.media?.close();
+    await this.rooms.close();
     await new Promise<void>((r) => {
       if (!this.server) return r();
       this.server.closeAllConnections();

@@ -7,14 +7,20 @@ import type { VoiceEngine } from '../engine/types.ts';
 import type { EmitFn } from '../call.ts';
 import type { OpenRoom, OpenRoomAnswer } from '../../control.ts';
 import { log } from '../log.ts';
-import type { WebRtcOptions } from './leg.ts';
+import { WebRtcLeg, type WebRtcOptions } from './leg.ts';
 import { RoomCall, type RoomMetrics } from './room.ts';
+import { WebRtcThreadHost } from './thread-host.ts';
 
 export interface RoomHostOptions {
   engineFactory: (cfg: OpenRoom['engine']) => VoiceEngine;
   emit: EmitFn;
   webrtc: WebRtcOptions;
   mediaTimeoutMs?: number;
+  /** Rooms' media on the WebRTC thread (default) or in the main event loop. */
+  thread?: boolean;
+  nice?: number;
+  rtPriority?: number;
+  onPriority?: (priority: string) => void;
 }
 
 export class RoomError extends Error {
@@ -41,8 +47,17 @@ export function webrtcOptionsFromEnv(env: NodeJS.ProcessEnv): WebRtcOptions {
 export class RoomHost {
   private readonly rooms = new Map<string, RoomCall>();
   readonly recent: RoomMetrics[] = [];
+  private readonly thread: WebRtcThreadHost | null;
 
-  constructor(private readonly o: RoomHostOptions) {}
+  constructor(private readonly o: RoomHostOptions) {
+    this.thread =
+      o.thread === false ? null : new WebRtcThreadHost({ webrtc: o.webrtc, nice: o.nice, rtPriority: o.rtPriority, onPriority: o.onPriority });
+  }
+
+  /** The WebRTC thread's scheduling, once it started ('inline' without a thread). */
+  get priority(): string | null {
+    return this.thread ? (this.rooms.size || this.recent.length ? this.thread.priority : null) : 'inline';
+  }
 
   get size(): number {
     return this.rooms.size;
@@ -61,7 +76,7 @@ export class RoomHost {
     const room = new RoomCall(req, {
       engineFactory: this.o.engineFactory,
       emit: this.o.emit,
-      webrtc: this.o.webrtc,
+      openLeg: (h, timeout) => (this.thread ? this.thread.open(h, timeout) : new WebRtcLeg(h, this.o.webrtc, timeout)),
       mediaTimeoutMs: this.o.mediaTimeoutMs,
       onDone: (r) => {
         this.rooms.delete(r.callId);
@@ -84,5 +99,9 @@ export class RoomHost {
 
   stopAll(): void {
     for (const r of this.rooms.values()) r.hangup('failed', 'bridge shutting down');
+  }
+
+  async close(): Promise<void> {
+    await this.thread?.close();
   }
 }

@@ -35,6 +35,18 @@ export interface WebRtcHandlers {
   onGone: (why: string) => void;
   /** The visitor's voice was first heard (once). */
   onVoice: () => void;
+  /** The playback queue ran empty (after audio was queued). */
+  onDrained?: () => void;
+}
+
+/** A room's media as the room logic sees it, on this thread or on the WebRTC thread (thread-host.ts). */
+export interface RoomLeg {
+  answer(offerSdp: string): Promise<string>;
+  readonly codec: Codec | null;
+  play(pcm8k: Int16Array): void;
+  flush(): void;
+  readonly queuedMs: number;
+  stop(): Promise<WebRtcMetrics>;
 }
 
 export interface WebRtcMetrics {
@@ -51,7 +63,21 @@ export interface WebRtcMetrics {
   firstAudioSentAt: bigint | null;
 }
 
-export class WebRtcLeg implements Clocked {
+export const EMPTY_WEBRTC_METRICS: WebRtcMetrics = {
+  codec: null,
+  sendJitterP99Ms: 0,
+  sendJitterMaxMs: 0,
+  intervals: 0,
+  lateFrames: 0,
+  skippedSlots: 0,
+  packetsSent: 0,
+  packetsReceived: 0,
+  rxLost: 0,
+  voicedFrames: 0,
+  firstAudioSentAt: null,
+};
+
+export class WebRtcLeg implements Clocked, RoomLeg {
   readonly pc: RTCPeerConnection;
   private transceiver: RTCRtpTransceiver | null = null;
   codec: Codec | null = null;
@@ -207,6 +233,7 @@ export class WebRtcLeg implements Clocked {
     const n = this.codec ? this.queue.encodeInto(this.codec, payload, 0, FRAME_SAMPLES) : 0;
     if (n < FRAME_SAMPLES) payload.set(this.silence.subarray(n), n);
     const hasAudio = n > 0;
+    if (hasAudio && this.queue.queued === 0) this.h.onDrained?.();
     const marker = hasAudio && !this.talking;
     this.talking = hasAudio;
     const header = new RtpHeader({ payloadType: this.payloadType, sequenceNumber: this.seq, timestamp: this.ts >>> 0, ssrc: this.ssrc, marker });

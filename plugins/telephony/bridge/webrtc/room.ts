@@ -11,13 +11,14 @@ import { Decimator24to8 } from '../media/audio.ts';
 import type { ToolCall, VoiceEngine } from '../engine/types.ts';
 import type { EmitFn, Turn } from '../call.ts';
 import { isOutcome, type BridgeCallState, type OpenRoom, type Outcome } from '../../control.ts';
-import { WebRtcLeg, type WebRtcMetrics, type WebRtcOptions } from './leg.ts';
+import type { RoomLeg, WebRtcHandlers, WebRtcMetrics } from './leg.ts';
 
 export interface RoomDeps {
   engineFactory: (cfg: OpenRoom['engine']) => VoiceEngine;
   emit: EmitFn;
   onDone: (room: RoomCall) => void;
-  webrtc: WebRtcOptions;
+  /** The room's WebRTC leg (on the WebRTC thread, or inline). */
+  openLeg: (h: WebRtcHandlers, mediaTimeoutMs?: number) => RoomLeg;
   /** No RTP from a connected visitor this long → they left. */
   mediaTimeoutMs?: number;
 }
@@ -31,7 +32,7 @@ export class RoomCall {
   state: BridgeCallState = 'ringing';
   readonly startedAt = new Date();
   private readonly startedHr = process.hrtime.bigint();
-  private readonly leg: WebRtcLeg;
+  private readonly leg: RoomLeg;
   private engine: VoiceEngine | null = null;
   private engineReady: Promise<void> | null = null;
   private ended = false;
@@ -56,14 +57,13 @@ export class RoomCall {
     readonly req: OpenRoom,
     private readonly deps: RoomDeps,
   ) {
-    this.leg = new WebRtcLeg(
+    this.leg = deps.openLeg(
       {
         onAudio16k: (pcm) => this.engine?.sendAudio(pcm),
         onConnected: () => this.onConnected(),
         onGone: (why) => this.onVisitorGone(why),
         onVoice: () => this.onSpoke(),
       },
-      deps.webrtc,
       deps.mediaTimeoutMs,
     );
   }
