@@ -84,7 +84,13 @@ export default async function run(): Promise<
     script: [{ say: 'Willkommen am Empfang, wie kann ich helfen?', audioMs: 4000, chunkMs: 200 }, { wait: 600_000 }],
   });
   await fake.start();
-  const sipp = await startSipp({ scenario: 'answer', rtpEcho: true, calls: ROOMS, timeoutSec: Math.ceil(HOLD_MS / 1000) + 150, extraArgs: ['-l', String(ROOMS * 2)] });
+  const sipp = await startSipp({
+    scenario: 'answer',
+    rtpEcho: true,
+    calls: ROOMS,
+    timeoutSec: Math.ceil(HOLD_MS / 1000) + 150,
+    extraArgs: ['-l', String(ROOMS * 2)],
+  });
   const base = 30000 + 2 * Math.floor(Math.random() * 4000);
   // ROOMS_BENCH_PROF=DIR writes a V8 CPU profile of the bridge there.
   const prof = process.env.ROOMS_BENCH_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.ROOMS_BENCH_PROF}`] : [];
@@ -144,10 +150,14 @@ export default async function run(): Promise<
     };
 
     // ---- browser rooms ------------------------------------------------------------------------
-    client = fork(path.join(ROOT, 'bench/peers/webrtc-visitors.ts'), [], { cwd: ROOT, execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    client = fork(path.join(ROOT, 'bench/peers/webrtc-visitors.ts'), [], {
+      cwd: ROOT,
+      execArgv: ['--import', 'tsx'],
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
     await message(client, 'ready', 30_000);
     client.send({ type: 'open', controlUrl, token, engineUrl: fake.url, rooms: ROOMS });
-    const up = await message<{ connected: number; ms: number; callIds: string[] }>(client, 'up');
+    const up = await message<{ connected: number; ms: number; callIds: string[]; states: Record<string, number>; clientPriority: string }>(client, 'up');
     const peakRooms = Number((await api('GET', '/health')).activeCalls);
     const roomHold = await hold();
     client.send({ type: 'report' });
@@ -211,7 +221,7 @@ export default async function run(): Promise<
         value: Math.min(up.connected, peakRooms),
         unit: 'rooms',
         target: `>= ${ROOMS}`,
-        note: `${ROOMS} werift visitors joined through POST /rooms (ramp ~50/s; all connected after ${up.ms} ms), held together ${HOLD_MS / 1000} s, then left; outcomes ${[...outcomes].map(([k, v]) => `${k} ${v}`).join(', ')}`,
+        note: `${ROOMS} werift visitors joined through POST /rooms (ramp ~20/s, load client at ${up.clientPriority}; ice/connection states when the hold began: ${JSON.stringify(up.states)} after ${up.ms} ms), held together ${HOLD_MS / 1000} s, then left; outcomes ${[...outcomes].map(([k, v]) => `${k} ${v}`).join(', ')}`,
       },
       {
         name: 'room RTP send-interval jitter p99 (worst room)',
@@ -221,7 +231,7 @@ export default async function run(): Promise<
         peerValue: Number(sipJitter.toFixed(2)),
         ratio: sipJitter > 0 ? Number((roomJitter / sipJitter).toFixed(2)) : undefined,
         target: '< 5 ms',
-        note: `per room: p99 of |interval - 20 ms| over its packets (the outbound legs' measure, taken where werift is handed each packet); the row is the 99th percentile over rooms; steal time during the rooms' hold ${steal(roomHold)}, during the SIP hold ${steal(sipHold)}`,
+        note: `per room: p99 of |interval - 20 ms| over its packets (the outbound legs' measure, taken where werift is handed each packet); the row is the 99th percentile over rooms; WebRTC thread ${String(st1.webrtcThread)}; steal time during the rooms' hold ${steal(roomHold)}, during the SIP hold ${steal(sipHold)}`,
       },
       {
         name: 'room frames sent more than one frame late',

@@ -50,8 +50,7 @@ export class RoomHost {
   private readonly thread: WebRtcThreadHost | null;
 
   constructor(private readonly o: RoomHostOptions) {
-    this.thread =
-      o.thread === false ? null : new WebRtcThreadHost({ webrtc: o.webrtc, nice: o.nice, rtPriority: o.rtPriority, onPriority: o.onPriority });
+    this.thread = o.thread === false ? null : new WebRtcThreadHost({ webrtc: o.webrtc, nice: o.nice, rtPriority: o.rtPriority, onPriority: o.onPriority });
   }
 
   /** The WebRTC thread's scheduling, once it started ('inline' without a thread). */
