@@ -157,7 +157,15 @@ export default async function run(): Promise<
     });
     await message(client, 'ready', 30_000);
     client.send({ type: 'open', controlUrl, token, engineUrl: fake.url, rooms: ROOMS });
-    const up = await message<{ connected: number; ms: number; callIds: string[]; states: Record<string, number>; clientPriority: string }>(client, 'up');
+    const up = await message<{
+      connected: number;
+      ms: number;
+      callIds: string[];
+      states: Record<string, number>;
+      clientPriority: string;
+      joinMsMax: number;
+      joinMsMedian: number;
+    }>(client, 'up');
     const peakRooms = Number((await api('GET', '/health')).activeCalls);
     const roomHold = await hold();
     client.send({ type: 'report' });
@@ -221,7 +229,7 @@ export default async function run(): Promise<
         value: Math.min(up.connected, peakRooms),
         unit: 'rooms',
         target: `>= ${ROOMS}`,
-        note: `${ROOMS} werift visitors joined through POST /rooms (ramp ~20/s, load client at ${up.clientPriority}; ice/connection states when the hold began: ${JSON.stringify(up.states)} after ${up.ms} ms), held together ${HOLD_MS / 1000} s, then left; outcomes ${[...outcomes].map(([k, v]) => `${k} ${v}`).join(', ')}`,
+        note: `${ROOMS} werift visitors joined through POST /rooms (ramp ~20/s, load client at ${up.clientPriority}; ice/connection states when the hold began: ${JSON.stringify(up.states)} after ${up.ms} ms; join (offer → answer) median ${up.joinMsMedian} ms, max ${up.joinMsMax} ms), held together ${HOLD_MS / 1000} s, then left; outcomes ${[...outcomes].map(([k, v]) => `${k} ${v}`).join(', ')}`,
       },
       {
         name: 'room RTP send-interval jitter p99 (worst room)',
