@@ -60,6 +60,7 @@ export const ERROR_CODES = [
   'bridge_protocol',
   'bridge_error',
   'no_capacity',
+  'room_unavailable',
   'duplicate_call',
   'not_whitelisted',
   'no_route',

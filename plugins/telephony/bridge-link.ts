@@ -10,7 +10,10 @@ import {
   HangupAnswerSchema,
   HealthAnswerSchema,
   ListCallsAnswerSchema,
+  OpenRoomAnswerSchema,
   PlaceCallAnswerSchema,
+  type OpenRoom,
+  type OpenRoomAnswer,
   PutTrunksAnswerSchema,
   type ControlError,
   type HangupAnswer,
@@ -276,6 +279,11 @@ export class BridgeLink {
   /** POST /calls: 202 when the bridge took the call; 409 duplicate_call, 400, 503 no_capacity as error answers. */
   async placeCall(call: PlaceCall): Promise<ControlAnswer<PlaceCallAnswer>> {
     return this.answer('POST /calls', await this.request('POST', '/calls', call), PlaceCallAnswerSchema);
+  }
+
+  /** POST /rooms: a browser visitor's offer; the answer carries the bridge's SDP. */
+  async openRoom(room: OpenRoom): Promise<ControlAnswer<OpenRoomAnswer>> {
+    return this.answer('POST /rooms', await this.request('POST', '/rooms', room), OpenRoomAnswerSchema);
   }
 
   /** POST /calls/:id/hangup: 404 not_found as an error answer when the bridge has no such call. */

@@ -98,6 +98,9 @@ interface Deps {
 export class CallService {
   constructor(private readonly d: Deps) {}
 
+  /** Set by the plugin: applies a bridge event of a room call, or null when the call is not one. */
+  roomEvents: ((ev: BridgeEvent, mark: () => boolean) => { applied: boolean } | null) | null = null;
+
   private nowIso(): string {
     return new Date(this.d.clock.now()).toISOString();
   }
@@ -312,6 +315,9 @@ export class CallService {
     const mark = () => repo.markBridgeEvent(instance, ev.seq, ev.callId, ev.type, this.nowIso());
     const c = repo.callAnyTenant(ev.callId);
     if (!c) {
+      // A browser room's call (rooms.ts) has its own table and events.
+      const room = this.roomEvents?.(ev, mark);
+      if (room) return room;
       if (repo.tx(mark)) this.d.log.warn({ callId: ev.callId, type: ev.type }, 'bridge event for an unknown call');
       return { applied: false };
     }

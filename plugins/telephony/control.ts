@@ -107,6 +107,25 @@ export const PlaceCallSchema = z.object({
 });
 export type PlaceCall = z.infer<typeof PlaceCallSchema>;
 
+/**
+ * POST /rooms: a browser visitor joins a virtual number's room (WebRTC, terminated in the bridge).
+ * `offerSdp` carries every candidate (no trickle); the answer carries the bridge's.
+ */
+export const OpenRoomSchema = z.object({
+  callId: z.string().regex(/^vnum[0-9a-f]{12}$/),
+  tenantId: z.string().min(1).max(200),
+  number: z.string().min(1).max(40),
+  room: z.string().min(1).max(200),
+  offerSdp: z.string().min(10).max(20_000),
+  maxSeconds: z.number().int().min(1).max(86_400),
+  /** ICE and DTLS not up within this long → outcome empty-room. */
+  connectTimeoutSec: z.number().int().min(1).max(600),
+  /** Connected, but no voice from the visitor within this long → outcome empty-room. */
+  silenceTimeoutSec: z.number().int().min(1).max(3600),
+  engine: PlaceCallSchema.shape.engine,
+});
+export type OpenRoom = z.infer<typeof OpenRoomSchema>;
+
 /** POST /calls/:callId/hangup. */
 export const HangupSchema = z.object({ reason: z.string().max(200).optional() });
 
@@ -136,6 +155,8 @@ export const PutTrunksAnswerSchema = z.looseObject({
 export type PutTrunksAnswer = z.infer<typeof PutTrunksAnswerSchema>;
 export const PlaceCallAnswerSchema = z.looseObject({ accepted: z.literal(true), callId: z.string() });
 export type PlaceCallAnswer = z.infer<typeof PlaceCallAnswerSchema>;
+export const OpenRoomAnswerSchema = z.looseObject({ accepted: z.literal(true), callId: z.string(), answerSdp: z.string(), codec: z.string().optional() });
+export type OpenRoomAnswer = z.infer<typeof OpenRoomAnswerSchema>;
 export const HangupAnswerSchema = z.looseObject({ ok: z.literal(true), state: z.string().optional() });
 export type HangupAnswer = z.infer<typeof HangupAnswerSchema>;
 

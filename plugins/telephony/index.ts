@@ -8,6 +8,8 @@ import { PhoneAccounts } from './phones.ts';
 import { OutcomeMailer } from './mail.ts';
 import { TelephonyRepo } from './repo.ts';
 import { telephonyRoutes } from './routes.ts';
+import { roomRoutes } from './room-routes.ts';
+import { RoomService } from './rooms.ts';
 import { eventSchemas, telephonyConfig, type TelephonyServices } from './schemas.ts';
 import { BridgeSupervisor } from './supervisor.ts';
 import { TranscriptShares } from './shares.ts';
@@ -43,7 +45,7 @@ export default definePlugin({
     const bridge = new BridgeLink(ctx.config.bridge, ctx.log.child({ part: 'bridge' }), {
       onReady: () => supervisor.pushTrunks(),
       onDied: (reason) => {
-        const n = calls.failCallsAtBridge('bridge restarted') + inbound.failOpen('bridge restarted');
+        const n = calls.failCallsAtBridge('bridge restarted') + inbound.failOpen('bridge restarted') + rooms.failAll('bridge restarted');
         if (n) ctx.log.warn({ calls: n, reason }, 'calls in flight ended as failed: the bridge restarted');
       },
     });
@@ -67,6 +69,19 @@ export default definePlugin({
       () => new Date(ctx.clock.now()).toISOString(),
       () => supervisor.schedulePush(),
     );
+    const rooms = new RoomService({
+      db: ctx.db,
+      repo,
+      admin,
+      bridge,
+      events: ctx.events,
+      keys: ctx.keys,
+      clock: ctx.clock,
+      log: ctx.log,
+      tenants: ctx.tenants,
+      transcripts,
+      config: ctx.config,
+    });
     const inbound: InboundCalls = new InboundCalls({
       repo,
       admin,
@@ -78,6 +93,7 @@ export default definePlugin({
       transcripts,
       config: ctx.config,
     });
+    calls.roomEvents = (ev, mark) => rooms.applyEvent(ev, mark);
     supervisor.attach({ admin, bridge, calls, phones });
     // The bridge's callbacks carry the token it was started with (CONTROL-API.md "Authentication").
     ctx.auth.registerVerifier(BRIDGE_VERIFIER, async ({ headers, tenant }) => {
@@ -91,6 +107,7 @@ export default definePlugin({
       calls,
       inbound,
       phones,
+      rooms,
       transcripts,
       shares,
       bridge,
@@ -103,6 +120,7 @@ export default definePlugin({
 
   routes(r, s, ctx) {
     telephonyRoutes(r, s, { shareViewsPerMinute: ctx.config.shares.viewsPerMinutePerIp });
+    roomRoutes(r, s.rooms, ctx.auth, { joinsPerMinute: ctx.config.rooms.joinsPerMinutePerIp, viewsPerMinute: ctx.config.shares.viewsPerMinutePerIp });
   },
 
   async start(s, ctx) {
@@ -118,7 +136,7 @@ export default definePlugin({
     ctx.jobs.define({ name: MAIL_QUEUE, schema: mailJob, maxAttempts: 8, run: (job) => s.calls.sendMail(job.data) });
     if (s.bridge.mode === 'embedded') {
       // A new core starts a new bridge: whatever the old one carried is gone.
-      const n = s.calls.failCallsAtBridge('bridge restarted');
+      const n = s.calls.failCallsAtBridge('bridge restarted') + s.rooms.failAll('bridge restarted');
       if (n) ctx.log.warn({ calls: n }, 'calls in flight at the last shutdown ended as failed');
     }
     if (!s.bridge.configured) return;

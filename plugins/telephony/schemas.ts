@@ -6,6 +6,7 @@ import type { BridgeLink } from './bridge-link.ts';
 import type { CallService } from './calls.ts';
 import type { InboundCalls } from './inbound.ts';
 import type { PhoneAccounts } from './phones.ts';
+import type { RoomService } from './rooms.ts';
 import type { OutcomeMailer } from './mail.ts';
 import type { TelephonyRepo } from './repo.ts';
 import type { TranscriptShares } from './shares.ts';
@@ -116,6 +117,18 @@ export const telephonyConfig = z
          * so this bounds both scraping of a link and guessing of tokens.
          */
         viewsPerMinutePerIp: z.number().int().min(1).default(30),
+      })
+      .strict()
+      .prefault({}),
+    /** Virtual-number rooms in the browser (README "Virtual-number rooms"). */
+    rooms: z
+      .object({
+        /** ICE and DTLS not up this long after the join → outcome empty-room. */
+        connectTimeoutSec: z.number().int().min(1).max(600).default(30),
+        /** Connected, but no voice from the visitor this long → outcome empty-room. */
+        silenceTimeoutSec: z.number().int().min(1).max(3600).default(60),
+        /** Joins per client IP and minute (each one costs an AI session). */
+        joinsPerMinutePerIp: z.number().int().min(1).default(10),
       })
       .strict()
       .prefault({}),
@@ -538,6 +551,7 @@ export interface TelephonyServices {
   inbound: InboundCalls;
   /** Desk-phone logins of the bridge's registrar. */
   phones: PhoneAccounts;
+  rooms: RoomService;
   transcripts: TranscriptStore;
   shares: TranscriptShares;
   bridge: BridgeLink;

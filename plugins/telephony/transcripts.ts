@@ -19,7 +19,7 @@ export class TranscriptStore {
   }
 
   /** Writes the file atomically (temp + rename) and returns the index row to store with it. */
-  write(t: Tenant, tr: FullTranscript, rule: string): TranscriptRow {
+  write(t: Tenant, tr: FullTranscript, rule: string, number = ''): TranscriptRow {
     const file = this.file(t, tr.callId);
     fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
     const text = JSON.stringify(tr, null, 2);
@@ -38,7 +38,7 @@ export class TranscriptStore {
       rule,
       phone: tr.phone,
       display_name: tr.displayName,
-      number: '',
+      number,
       outcome: tr.outcome,
       voice: tr.voice,
       language: tr.language,

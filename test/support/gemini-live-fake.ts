@@ -28,6 +28,8 @@ export interface FakeOptions {
   scriptsByKey?: Record<string, ScriptStep[]>;
   /** Tokens reported in each usageMetadata. */
   usage?: { prompt: number; response: number };
+  /** Keep the first this many ms of each session's incoming audio in `audioIn` (default 0: none). */
+  keepAudioMs?: number;
 }
 
 export interface FakeSessionLog {
@@ -42,6 +44,8 @@ export interface FakeSessionLog {
   texts: string[];
   /** WebSocket close code once the session closed. */
   closedWith: number | null;
+  /** The caller's audio as received (16 kHz PCM16 LE), when `keepAudioMs` asks for it: its first ms. */
+  audioIn: Buffer[];
 }
 
 interface Conversation {
@@ -87,6 +91,7 @@ export class GeminiLiveFake {
       toolResponses: [],
       texts: [],
       closedWith: null,
+      audioIn: [],
     };
     this.sessions.push(log);
     let conv: Conversation | null = null;
@@ -192,7 +197,9 @@ export class GeminiLiveFake {
         log.realtimeMessages++;
         if (typeof ri.text === 'string') log.texts.push(ri.text);
         if (ri.audio?.data && ri.audio.mimeType === 'audio/pcm;rate=16000') {
-          const n = Buffer.from(ri.audio.data, 'base64').length;
+          const bytes = Buffer.from(ri.audio.data, 'base64');
+          const n = bytes.length;
+          if (log.audioBytesIn < ((this.o.keepAudioMs ?? 0) * 32000) / 1000) log.audioIn.push(bytes);
           log.audioBytesIn += n;
           conv.audioBytesIn += n;
           (audioWaiter as (() => void) | null)?.();

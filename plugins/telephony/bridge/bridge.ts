@@ -18,7 +18,10 @@ import { GeminiLiveEngine } from './engine/gemini-live.ts';
 import type { VoiceEngine } from './engine/types.ts';
 import { log } from './log.ts';
 import { InboundService } from './inbound/service.ts';
+import { RoomError, RoomHost, webrtcOptionsFromEnv } from './webrtc/host.ts';
+import type { WebRtcOptions } from './webrtc/leg.ts';
 import { HangupSchema, PlaceCallSchema, TrunkSchema, TrunksBodySchema, type LocatedTrunk, type PlaceCall, type Trunk } from './schemas.ts';
+import { OpenRoomSchema } from '../control.ts';
 import type { ControlError, HangupAnswer, HealthAnswer, ListCallsAnswer, PlaceCallAnswer, PutTrunksAnswer } from '../control.ts';
 
 export const BRIDGE_VERSION = '1.0.0';
@@ -47,6 +50,8 @@ export interface BridgeOptions {
   dnsServers?: string;
   timers?: Timers;
   engineFactory?: (cfg: PlaceCall['engine']) => VoiceEngine;
+  /** Browser rooms: extra ICE host addresses and the UDP port range (webrtc/host.ts). */
+  webrtc?: WebRtcOptions;
 }
 
 /** Options from the environment variables of CONTROL-API.md. */
@@ -72,6 +77,7 @@ export function optionsFromEnv(env: NodeJS.ProcessEnv): BridgeOptions {
     mediaRtPriority: int(env.SOVCOMMS_BRIDGE_MEDIA_RTPRIO, 10) || 0,
     mediaTimeoutMs: (int(env.SOVCOMMS_BRIDGE_MEDIA_TIMEOUT_SEC, 45) || 0) * 1000,
     dnsServers: env.SOVCOMMS_BRIDGE_DNS_SERVERS || undefined,
+    webrtc: webrtcOptionsFromEnv(env),
   };
 }
 
@@ -107,11 +113,21 @@ export class Bridge {
   /** Inbound calls, the desk-phone registrar and user endpoints (inbound/). */
   inbound!: InboundService;
   controlUrl = '';
+  readonly rooms: RoomHost;
 
   constructor(private readonly o: BridgeOptions) {
     this.events = new EventSender(o.callbackUrl, o.token, this.instanceId);
     this.tokenDigest = digest(o.token);
     this.resolver = new SipResolver(o.dnsServers);
+    this.rooms = new RoomHost({
+      engineFactory: (cfg) => (o.engineFactory ?? ((c: PlaceCall['engine']) => new GeminiLiveEngine(c, o.engineUrl)))(cfg),
+      emit: (type, callId, fields) => this.events.emit(type, callId, fields),
+      webrtc: o.webrtc ?? {},
+      thread: o.mediaThread,
+      nice: o.mediaNice,
+      rtPriority: o.mediaRtPriority,
+      onPriority: (priority) => log('info', 'WebRTC thread scheduling', { priority }),
+    });
   }
 
   get sipPort(): number {
@@ -212,9 +228,17 @@ export class Bridge {
         this.placeCall(body);
         return send(202, { accepted: true, callId: body.callId } satisfies PlaceCallAnswer);
       }
+      if (method === 'POST' && path === '/rooms') {
+        const body = parse(OpenRoomSchema, await readJson(req));
+        if (this.calls.has(body.callId)) throw new HttpError(409, 'duplicate_call', `call ${body.callId} is already in progress`);
+        return send(200, await this.rooms.open(body, this.o.maxCalls - this.calls.size - this.rooms.size));
+      }
       if (method === 'GET' && path === '/calls') {
         return send(200, {
-          calls: [...this.calls.values()].map((c) => ({ callId: c.callId, state: c.state, trunkId: c.trunkId, startedAt: c.startedAt.toISOString() })),
+          calls: [
+            ...[...this.calls.values()].map((c) => ({ callId: c.callId, state: c.state, trunkId: c.trunkId, startedAt: c.startedAt.toISOString() })),
+            ...this.rooms.list().map((r) => ({ callId: r.callId, state: r.state, trunkId: null, startedAt: r.startedAt.toISOString() })),
+          ],
         } satisfies ListCallsAnswer);
       }
       const inbound = await this.inbound.control(method, path, () => readJson(req));
@@ -225,6 +249,12 @@ export class Bridge {
       if (method === 'POST' && hang) {
         const body = parse(HangupSchema, await readJson(req, true));
         const id = decodeURIComponent(hang[1]);
+        const room = this.rooms.get(id);
+        if (room) {
+          const state = room.state;
+          room.hangup(room.outcomeFor(body.reason), '');
+          return send(200, { ok: true, state } satisfies HangupAnswer);
+        }
         const call = this.calls.get(id) ?? this.inbound.calls.get(id);
         if (!call) throw new HttpError(404, 'not_found', 'the bridge has no such call');
         const state = call.state;
@@ -233,6 +263,7 @@ export class Bridge {
       }
       throw new HttpError(404, 'not_found', `no route ${method} ${path}`);
     } catch (err) {
+      if (err instanceof RoomError) return send(err.status, { error: err.code, error_description: err.message } satisfies ControlError);
       if (err instanceof HttpError) return send(err.status, { error: err.code, error_description: err.message } satisfies ControlError);
       log('error', 'control request failed', { error: (err as Error).message });
       send(500, { error: 'server_error', error_description: 'internal bridge error' } satisfies ControlError);
@@ -244,7 +275,7 @@ export class Bridge {
       status: 'ok',
       version: BRIDGE_VERSION,
       sip: { host: this.o.sipHost, port: this.transport.port },
-      activeCalls: this.calls.size + (this.inbound?.calls.size ?? 0),
+      activeCalls: this.calls.size + (this.inbound?.calls.size ?? 0) + this.rooms.size,
       mediaThreads: this.media instanceof ThreadMediaHost ? this.media.priorities : {},
       trunks: [...this.trunks.values()].map((t) => {
         const st = this.ua.trunkStatus(t.id);
@@ -310,7 +341,7 @@ export class Bridge {
 
   placeCall(req: PlaceCall): Call {
     if (this.calls.has(req.callId)) throw new HttpError(409, 'duplicate_call', `call ${req.callId} is already in progress`);
-    if (this.calls.size >= this.o.maxCalls) throw new HttpError(503, 'no_capacity', 'the bridge carries its maximum number of calls');
+    if (this.calls.size + this.rooms.size >= this.o.maxCalls) throw new HttpError(503, 'no_capacity', 'the bridge carries its maximum number of calls');
     const known = req.trunkIds.filter((id) => this.trunks.has(id));
     if (known.length === 0) throw new HttpError(400, 'invalid_request', 'none of trunkIds is configured on the bridge');
     // Calls still opening their media have not picked a trunk yet: count each against every trunk
@@ -365,21 +396,26 @@ export class Bridge {
       uptimeSec: process.uptime(),
       mediaThreads,
       ended: this.recent,
+      activeRooms: this.rooms.size,
+      webrtcThread: this.rooms.priority,
+      roomsEnded: this.rooms.recent,
     };
   }
 
   async stop(): Promise<void> {
     for (const c of [...this.calls.values()]) c.hangup('failed', 'bridge shutting down');
     this.inbound?.stop();
+    this.rooms.stopAll();
     // `ended` is emitted once each media leg has reported (a round trip to the media thread).
     const until = Date.now() + 2000;
-    while ((this.calls.size || this.inbound?.calls.size) && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    while ((this.calls.size || this.inbound?.calls.size || this.rooms.size) && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
     await this.events.drain(3000);
     this.events.stop();
     await this.ua?.shutdown();
     await this.transport.close();
     if (this.srvTimer) clearInterval(this.srvTimer);
     await this.media?.close();
+    await this.rooms.close();
     await new Promise<void>((r) => {
       if (!this.server) return r();
       this.server.closeAllConnections();

@@ -407,6 +407,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api.ashx/v1/rooms/join": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Join a virtual number's room: the visitor's SDP offer in, the appliance's answer out (WebRTC signalling)
+         * @description Public rooms take anyone; signed-in rooms an OIDC bearer of the tenant (401 login_required without). Starts a vnum call: call.started once media flows, call.ended and transcript.saved with source vnum. Rate-limited per client IP.
+         */
+        post: operations["post_api_ashx_v1_rooms_join"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api.ashx/v1/rooms/leave": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The visitor leaves the room (their hang-up); idempotent
+         * @description Needs the leaveToken of the join answer. Outcome far-hangup, or empty-room when the visitor never spoke.
+         */
+        post: operations["post_api_ashx_v1_rooms_leave"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api.ashx/v1/tenants": {
         parameters: {
             query?: never;
@@ -1964,6 +2004,43 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/room.ashx?asset": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The room page's script */
+        get: operations["get_room_ashx_asset"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/room.ashx?number": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A virtual number's room page (HTML): the visitor talks to the number's AI in the browser
+         * @description Public page for every room; a signed-in room's join needs an OIDC bearer. Script from /room.ashx?asset=room.js only (CSP script-src 'self').
+         */
+        get: operations["get_room_ashx_number"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/rp-cert.ashx?ca": {
         parameters: {
             query?: never;
@@ -3000,7 +3077,7 @@ export interface components {
              * @description stable error code (server/errors.ts ERROR_CODES)
              * @enum {string}
              */
-            error: "invalid_request" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "server_error" | "plugin_unavailable" | "login_required" | "invalid_csrf" | "conflict" | "invalid_token" | "insufficient_scope" | "invalid_signature" | "stale_signature" | "replayed_signature" | "invalid_grant" | "invalid_client" | "unauthorized_client" | "unsupported_grant_type" | "invalid_scope" | "access_denied" | "invalid_client_metadata" | "invalid_redirect_uri" | "interaction_required" | "consent_required" | "account_selection_required" | "unsupported_response_type" | "invalid_request_object" | "request_not_supported" | "request_uri_not_supported" | "temporarily_unavailable" | "weak_password" | "duplicate_user" | "duplicate_tenant" | "cannot_remove_primary" | "confirm_mismatch" | "tenant_switch_not_allowed" | "storage_full" | "cannot_disable_self" | "last_admin" | "already_claimed" | "already_revoked" | "passkey_rejected" | "invalid_key" | "duplicate_route" | "cannot_delete_catchall" | "bridge_not_configured" | "bridge_unreachable" | "bridge_protocol" | "bridge_error" | "no_capacity" | "duplicate_call" | "not_whitelisted" | "no_route" | "no_trunk" | "invalid_phone" | "invalid_url" | "address_refused" | "too_many_subscriptions" | "subscription_paused" | "delivery_in_progress" | "ca_unavailable" | "ca_exists" | "invalid_csr" | "invalid_client_id" | "hsm_error" | "invalid_list" | "import_failed" | "range_not_satisfiable" | "upgrade_required" | "invalid_proof" | "invalid_nonce" | "unsupported_credential_type" | "unsupported_proof_type" | "unsupported_credential_format" | "unknown_credential_configuration" | "invalid_credential_request" | "credential_request_denied" | "mdoc_verify_not_configured" | "invalid_presentation" | "session_expired" | "session_finished" | "replayed_presentation" | "duplicate_anchor";
+            error: "invalid_request" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "server_error" | "plugin_unavailable" | "login_required" | "invalid_csrf" | "conflict" | "invalid_token" | "insufficient_scope" | "invalid_signature" | "stale_signature" | "replayed_signature" | "invalid_grant" | "invalid_client" | "unauthorized_client" | "unsupported_grant_type" | "invalid_scope" | "access_denied" | "invalid_client_metadata" | "invalid_redirect_uri" | "interaction_required" | "consent_required" | "account_selection_required" | "unsupported_response_type" | "invalid_request_object" | "request_not_supported" | "request_uri_not_supported" | "temporarily_unavailable" | "weak_password" | "duplicate_user" | "duplicate_tenant" | "cannot_remove_primary" | "confirm_mismatch" | "tenant_switch_not_allowed" | "storage_full" | "cannot_disable_self" | "last_admin" | "already_claimed" | "already_revoked" | "passkey_rejected" | "invalid_key" | "duplicate_route" | "cannot_delete_catchall" | "bridge_not_configured" | "bridge_unreachable" | "bridge_protocol" | "bridge_error" | "no_capacity" | "room_unavailable" | "duplicate_call" | "not_whitelisted" | "no_route" | "no_trunk" | "invalid_phone" | "invalid_url" | "address_refused" | "too_many_subscriptions" | "subscription_paused" | "delivery_in_progress" | "ca_unavailable" | "ca_exists" | "invalid_csr" | "invalid_client_id" | "hsm_error" | "invalid_list" | "import_failed" | "range_not_satisfiable" | "upgrade_required" | "invalid_proof" | "invalid_nonce" | "unsupported_credential_type" | "unsupported_proof_type" | "unsupported_credential_format" | "unknown_credential_configuration" | "invalid_credential_request" | "credential_request_denied" | "mdoc_verify_not_configured" | "invalid_presentation" | "session_expired" | "session_finished" | "replayed_presentation" | "duplicate_anchor";
             error_description?: string;
             /** Format: uri */
             error_uri?: string;
@@ -4926,6 +5003,137 @@ export interface operations {
             };
             /** @description authenticated but not privileged */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_api_ashx_v1_rooms_join: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    number: string;
+                    sdp: string;
+                    /** @constant */
+                    type?: "offer";
+                };
+            };
+        };
+        responses: {
+            /** @description the answer */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description vnum + 12 hex */
+                        callId: string;
+                        codec: string;
+                        /** @description proves the leave request comes from this visitor; shown once */
+                        leaveToken: string;
+                        maxDurationSec: number;
+                        /** @description the appliance's SDP answer (ICE host candidates, DTLS-SRTP, PCMU or PCMA) */
+                        sdp: string;
+                    };
+                };
+            };
+            /** @description invalid_request: bad number or SDP (the field is named) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description login_required: a signed-in room without a bearer; invalid_token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description not_found: no such room */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description bridge_not_configured, room_unavailable (no engine key), no_capacity */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    post_api_ashx_v1_rooms_leave: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    callId: string;
+                    leaveToken: string;
+                };
+            };
+        };
+        responses: {
+            /** @description left */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        callId: string;
+                        ended: boolean;
+                        ok: boolean;
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -11397,6 +11605,97 @@ export interface operations {
             };
         };
     };
+    get_room_ashx_asset: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                asset: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description JavaScript */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/javascript": unknown;
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_room_ashx_number: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                number: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the room page */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": unknown;
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such room */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": unknown;
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     get_rp_cert_ashx_ca: {
         parameters: {
             query: {
@@ -12717,7 +13016,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 phones: "add";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -12795,7 +13097,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 phones: "list";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -12853,7 +13158,10 @@ export interface operations {
                 /** @description query verb selecting this operation */
                 phones: "remove";
             };
-            header?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
             path?: never;
             cookie?: never;
         };

@@ -235,4 +235,5 @@ function handlers(port: MessagePort, id: number): { onAudio: (pcm: Int16Array) =
   };
 }
 
-if (!isMainThread && parentPort) serve(parentPort, workerData as ThreadData);
+// Only as a media thread (the WebRTC thread imports raisePriority from here too).
+if (!isMainThread && parentPort && (workerData as Partial<ThreadData> | null)?.role) serve(parentPort, workerData as ThreadData);

@@ -1,0 +1,106 @@
+/**
+ * The bridge's browser rooms (CONTROL-API.md "Rooms"): `POST /rooms` opens one, and the call
+ * routes (`GET /calls`, `POST /calls/:id/hangup`) reach them through `get`/`list` here, so bridge.ts
+ * only delegates.
+ */
+import type { VoiceEngine } from '../engine/types.ts';
+import type { EmitFn } from '../call.ts';
+import type { OpenRoom, OpenRoomAnswer } from '../../control.ts';
+import { log } from '../log.ts';
+import { WebRtcLeg, type WebRtcOptions } from './leg.ts';
+import { RoomCall, type RoomMetrics } from './room.ts';
+import { WebRtcThreadHost } from './thread-host.ts';
+
+export interface RoomHostOptions {
+  engineFactory: (cfg: OpenRoom['engine']) => VoiceEngine;
+  emit: EmitFn;
+  webrtc: WebRtcOptions;
+  mediaTimeoutMs?: number;
+  /** Rooms' media on the WebRTC thread (default) or in the main event loop. */
+  thread?: boolean;
+  nice?: number;
+  rtPriority?: number;
+  onPriority?: (priority: string) => void;
+}
+
+export class RoomError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    description: string,
+  ) {
+    super(description);
+  }
+}
+
+/** `SOVCOMMS_BRIDGE_WEBRTC_HOSTS` (comma-separated addresses) and `…_WEBRTC_PORTS` (`min-max`). */
+export function webrtcOptionsFromEnv(env: NodeJS.ProcessEnv): WebRtcOptions {
+  const hosts = (env.SOVCOMMS_BRIDGE_WEBRTC_HOSTS ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  const ports = /^(\d+)-(\d+)$/.exec(env.SOVCOMMS_BRIDGE_WEBRTC_PORTS ?? '');
+  const range: [number, number] | undefined = ports && Number(ports[1]) < Number(ports[2]) ? [Number(ports[1]), Number(ports[2])] : undefined;
+  return { hostAddresses: hosts.length ? hosts : undefined, portRange: range };
+}
+
+export class RoomHost {
+  private readonly rooms = new Map<string, RoomCall>();
+  readonly recent: RoomMetrics[] = [];
+  private readonly thread: WebRtcThreadHost | null;
+
+  constructor(private readonly o: RoomHostOptions) {
+    this.thread = o.thread === false ? null : new WebRtcThreadHost({ webrtc: o.webrtc, nice: o.nice, rtPriority: o.rtPriority, onPriority: o.onPriority });
+  }
+
+  /** The WebRTC thread's scheduling, once it started ('inline' without a thread). */
+  get priority(): string | null {
+    return this.thread ? (this.rooms.size || this.recent.length ? this.thread.priority : null) : 'inline';
+  }
+
+  get size(): number {
+    return this.rooms.size;
+  }
+  get(callId: string): RoomCall | undefined {
+    return this.rooms.get(callId);
+  }
+  list(): RoomCall[] {
+    return [...this.rooms.values()];
+  }
+
+  /** Opens a room; `capacity` is what the bridge still carries (calls and rooms together). */
+  async open(req: OpenRoom, capacity: number): Promise<OpenRoomAnswer> {
+    if (this.rooms.has(req.callId)) throw new RoomError(409, 'duplicate_call', `call ${req.callId} is already in progress`);
+    if (capacity <= 0) throw new RoomError(503, 'no_capacity', 'the bridge carries its maximum number of calls');
+    const room = new RoomCall(req, {
+      engineFactory: this.o.engineFactory,
+      emit: this.o.emit,
+      openLeg: (h, timeout) => (this.thread ? this.thread.open(h, timeout) : new WebRtcLeg(h, this.o.webrtc, timeout)),
+      mediaTimeoutMs: this.o.mediaTimeoutMs,
+      onDone: (r) => {
+        this.rooms.delete(r.callId);
+        log('info', 'room call ended', { callId: r.callId, outcome: r.outcome, errorDetail: r.errorDetail || undefined });
+        if (r.metrics) {
+          this.recent.push(r.metrics);
+          if (this.recent.length > 2000) this.recent.shift();
+        }
+      },
+    });
+    this.rooms.set(req.callId, room);
+    try {
+      const { answerSdp, codec } = await room.open();
+      return { accepted: true, callId: req.callId, answerSdp, codec };
+    } catch (err) {
+      this.rooms.delete(req.callId);
+      throw new RoomError(400, 'invalid_request', `offerSdp: ${(err as Error).message}`);
+    }
+  }
+
+  stopAll(): void {
+    for (const r of this.rooms.values()) r.hangup('failed', 'bridge shutting down');
+  }
+
+  async close(): Promise<void> {
+    await this.thread?.close();
+  }
+}

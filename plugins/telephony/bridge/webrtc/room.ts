@@ -1,0 +1,241 @@
+/**
+ * One browser visitor in a virtual number's room: the WebRTC leg (leg.ts) bridged to the number's
+ * voice AI, with the lifecycle of CONTROL-API.md "Rooms": `answered` once media flows, `ended`
+ * with exactly one outcome and the transcript.
+ *
+ * Outcomes: `empty-room` when the visitor never connects (connectTimeoutSec) or connects but never
+ * speaks (silenceTimeoutSec, or leaves first); `far-hangup` when a visitor who spoke leaves;
+ * `finished` when the AI calls end_call; `max-duration` at maxSeconds; `failed` on an engine error.
+ */
+import { Decimator24to8 } from '../media/audio.ts';
+import type { ToolCall, VoiceEngine } from '../engine/types.ts';
+import type { EmitFn, Turn } from '../call.ts';
+import { isOutcome, type BridgeCallState, type OpenRoom, type Outcome } from '../../control.ts';
+import type { RoomLeg, WebRtcHandlers, WebRtcMetrics } from './leg.ts';
+
+export interface RoomDeps {
+  engineFactory: (cfg: OpenRoom['engine']) => VoiceEngine;
+  emit: EmitFn;
+  onDone: (room: RoomCall) => void;
+  /** The room's WebRTC leg (on the WebRTC thread, or inline). */
+  openLeg: (h: WebRtcHandlers, mediaTimeoutMs?: number) => RoomLeg;
+  /** No RTP from a connected visitor this long → they left. */
+  mediaTimeoutMs?: number;
+}
+
+export interface RoomMetrics extends Omit<WebRtcMetrics, 'firstAudioSentAt'> {
+  callId: string;
+  kind: 'room';
+}
+
+export class RoomCall {
+  state: BridgeCallState = 'ringing';
+  readonly startedAt = new Date();
+  private readonly startedHr = process.hrtime.bigint();
+  private readonly leg: RoomLeg;
+  private engine: VoiceEngine | null = null;
+  private engineReady: Promise<void> | null = null;
+  private ended = false;
+  private connectedAt: Date | null = null;
+  private spoke = false;
+  private connectTimer: NodeJS.Timeout | null = null;
+  private silenceTimer: NodeJS.Timeout | null = null;
+  private maxTimer: NodeJS.Timeout | null = null;
+  private drainTimer: NodeJS.Timeout | null = null;
+  private pendingOutcome: Outcome | null = null;
+  private readonly turns: Turn[] = [];
+  private turnOpen = false;
+  private tokensTotal = 0;
+  private tokensPrompt = 0;
+  private lastEngineAudioAt = 0;
+  private readonly decimator = new Decimator24to8();
+  outcome: Outcome | null = null;
+  errorDetail = '';
+  metrics: RoomMetrics | null = null;
+
+  constructor(
+    readonly req: OpenRoom,
+    private readonly deps: RoomDeps,
+  ) {
+    this.leg = deps.openLeg(
+      {
+        onAudio16k: (pcm) => this.engine?.sendAudio(pcm),
+        onConnected: () => this.onConnected(),
+        onGone: (why) => this.onVisitorGone(why),
+        onVoice: () => this.onSpoke(),
+      },
+      deps.mediaTimeoutMs,
+    );
+  }
+
+  get callId(): string {
+    return this.req.callId;
+  }
+
+  /** Starts the engine and answers the offer; the visitor has connectTimeoutSec to connect. */
+  async open(): Promise<{ answerSdp: string; codec: string }> {
+    const engine = this.deps.engineFactory(this.req.engine);
+    this.engine = engine;
+    this.wireEngine(engine);
+    this.engineReady = engine.connect().then(
+      () => undefined,
+      (err: Error) => this.hangup('failed', err.message),
+    );
+    let answerSdp: string;
+    try {
+      answerSdp = await this.leg.answer(this.req.offerSdp);
+    } catch (err) {
+      this.ended = true;
+      engine.close();
+      void this.leg.stop();
+      throw err;
+    }
+    this.connectTimer = setTimeout(() => this.hangup('empty-room', ''), this.req.connectTimeoutSec * 1000);
+    return { answerSdp, codec: this.leg.codec ?? '' };
+  }
+
+  private onConnected(): void {
+    if (this.ended) return;
+    if (this.connectTimer) clearTimeout(this.connectTimer);
+    this.connectedAt = new Date();
+    this.state = 'answered';
+    this.deps.emit('answered', this.callId, {
+      trunkId: '',
+      answeredAt: this.connectedAt.toISOString(),
+      answerMs: Math.round(Number(process.hrtime.bigint() - this.startedHr) / 1e6),
+    });
+    this.maxTimer = setTimeout(() => this.hangup('max-duration', ''), this.req.maxSeconds * 1000);
+    if (!this.spoke) this.silenceTimer = setTimeout(() => this.hangup('empty-room', ''), this.req.silenceTimeoutSec * 1000);
+    // The number's AI answers: it speaks first, as on a phone line.
+    void this.engineReady!.then(() => {
+      if (!this.ended) this.engine?.begin();
+    });
+  }
+
+  private onSpoke(): void {
+    this.spoke = true;
+    if (this.silenceTimer) clearTimeout(this.silenceTimer);
+    this.silenceTimer = null;
+  }
+
+  private onVisitorGone(why: string): void {
+    if (this.ended) return;
+    if (this.pendingOutcome) return this.end(this.pendingOutcome, '');
+    this.end(this.spoke ? 'far-hangup' : 'empty-room', this.spoke ? '' : why);
+  }
+
+  private wireEngine(engine: VoiceEngine): void {
+    engine.on('audio', (pcm24) => {
+      if (this.ended || !this.connectedAt) return;
+      this.lastEngineAudioAt = Date.now();
+      this.leg.play(this.decimator.process(pcm24));
+    });
+    engine.on('interrupted', () => this.leg.flush());
+    // Whether the visitor spoke is the leg's voice detection, not the transcript: a model may
+    // transcribe noise, and an empty room must not count as a conversation.
+    engine.on('inputTranscript', (t) => this.addTranscript('Caller', t));
+    engine.on('outputTranscript', (t) => this.addTranscript('AI', t));
+    engine.on('turnComplete', () => {
+      this.turnOpen = false;
+    });
+    engine.on('usage', (u) => {
+      this.tokensTotal += u.totalTokens;
+      this.tokensPrompt += u.promptTokens;
+    });
+    engine.on('toolCall', (calls) => {
+      for (const c of calls) this.onTool(c);
+    });
+    engine.on('closed', (error) => {
+      if (this.ended || this.pendingOutcome) return;
+      this.hangup('failed', error ?? 'AI engine ended the session');
+    });
+  }
+
+  private addTranscript(speaker: Turn['speaker'], text: string): void {
+    const last = this.turns[this.turns.length - 1];
+    if (last && last.speaker === speaker && this.turnOpen) {
+      last.text += text;
+      return;
+    }
+    this.turns.push({ speaker, text, ts: new Date().toISOString() });
+    this.turnOpen = true;
+  }
+
+  private onTool(c: ToolCall): void {
+    const engine = this.engine!;
+    if (c.name === 'end_call') {
+      engine.sendToolResponse(c, { ok: true });
+      this.hangupWhenDrained('finished');
+      return;
+    }
+    // Transfers out of a room (vnum-to-vnum, -officetab, -pstn) are not carried yet.
+    engine.sendToolResponse(c, { ok: false, error: `${c.name} is not available in a browser room` });
+  }
+
+  private hangupWhenDrained(outcome: Outcome, capMs = 10_000): void {
+    if (this.pendingOutcome || this.ended) return;
+    this.pendingOutcome = outcome;
+    const deadline = Date.now() + capMs;
+    const check = () => {
+      if (this.ended) return;
+      const idle = this.leg.queuedMs === 0 && Date.now() - this.lastEngineAudioAt > 400;
+      if (idle || Date.now() > deadline) this.hangup(outcome, '');
+      else this.drainTimer = setTimeout(check, 50);
+    };
+    check();
+  }
+
+  /**
+   * Ends from our side (timers, the engine, the core). The core's `left` (the visitor pressed
+   * leave) ends like a visitor who went away; another outcome value is taken as it is.
+   */
+  hangup(outcome: Outcome, errorDetail: string): void {
+    this.end(outcome, errorDetail);
+  }
+
+  /** The outcome of a core hangup `reason`. */
+  outcomeFor(reason: string | undefined): Outcome {
+    if (reason === 'left') return this.pendingOutcome ?? (this.spoke ? 'far-hangup' : 'empty-room');
+    return reason && isOutcome(reason) ? reason : 'cancelled';
+  }
+
+  private end(outcome: Outcome, errorDetail: string): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.outcome = outcome;
+    this.errorDetail = outcome === 'failed' ? errorDetail || 'call failed' : errorDetail;
+    this.state = 'ending';
+    for (const t of [this.connectTimer, this.silenceTimer, this.maxTimer, this.drainTimer]) if (t) clearTimeout(t);
+    this.engine?.close();
+    const endedAt = new Date();
+    void this.leg.stop().then((m) => this.finish(outcome, endedAt, m));
+  }
+
+  private finish(outcome: Outcome, endedAt: Date, m: WebRtcMetrics): void {
+    const { firstAudioSentAt: _first, ...rest } = m;
+    this.metrics = { callId: this.callId, kind: 'room', ...rest };
+    const talkSec = this.connectedAt ? Math.max(0, Math.round((endedAt.getTime() - this.connectedAt.getTime()) / 1000)) : 0;
+    const e = this.req.engine;
+    this.deps.emit('ended', this.callId, {
+      outcome,
+      answered: this.connectedAt !== null,
+      answeredAt: this.connectedAt ? this.connectedAt.toISOString() : null,
+      endedAt: endedAt.toISOString(),
+      talkSec,
+      trunkId: null,
+      errorDetail: this.errorDetail,
+      sipStatus: null,
+      transcript: {
+        turns: this.turns.map((t) => ({ ...t, text: t.text.trim() })),
+        tokensTotal: this.tokensTotal,
+        tokensPrompt: this.tokensPrompt,
+        inputTurns: this.turns.filter((t) => t.speaker === 'Caller').length,
+        outputTurns: this.turns.filter((t) => t.speaker === 'AI').length,
+        model: e.model,
+        voice: e.voice,
+        language: e.language,
+      },
+    });
+    this.deps.onDone(this);
+  }
+}

@@ -1,0 +1,297 @@
+import crypto from 'node:crypto';
+import {
+  AppError,
+  BadGatewayError,
+  type Clock,
+  type DB,
+  type EventBus,
+  InputError,
+  type KeyService,
+  type Logger,
+  NotFoundError,
+  ServiceUnavailableError,
+  type Tenant,
+  type TenantService,
+} from '../../server/sdk.ts';
+import type { TelephonyAdmin } from './admin.ts';
+import type { BridgeLink } from './bridge-link.ts';
+import type { BridgeEvent } from './control.ts';
+import type { NumberRow, TelephonyRepo, TranscriptRow } from './repo.ts';
+import type { FullTranscript, TelephonyConfig } from './schemas.ts';
+import type { TranscriptStore } from './transcripts.ts';
+
+/**
+ * Virtual-number rooms in the browser: a visitor's join becomes a `vnum` call carried by the
+ * bridge (WebRTC terminated there, CONTROL-API.md "Rooms"); the bridge's `answered` and `ended`
+ * events for it become call.started, call.ended and transcript.saved with source `vnum`.
+ */
+
+export interface RoomCallRow {
+  call_id: string;
+  tenant_id: string;
+  number: string;
+  room: string;
+  visitor: string;
+  visitor_ip: string;
+  leave_hash: string;
+  voice: string;
+  language: string;
+  model: string;
+  save_transcripts: number;
+  started_at: string;
+  connected_at: string | null;
+  ended_at: string | null;
+  outcome: string | null;
+  duration_sec: number;
+  error_detail: string;
+  transcript_file: string;
+}
+
+export function newRoomCallId(): string {
+  return 'vnum' + crypto.randomBytes(6).toString('hex');
+}
+
+const sha256 = (s: string) => crypto.createHash('sha256').update(s).digest('hex');
+
+/** The room a number's page opens: its number (one room per virtual number). */
+export function roomOf(number: string): string {
+  return number;
+}
+
+interface Deps {
+  db: DB;
+  repo: TelephonyRepo;
+  admin: TelephonyAdmin;
+  bridge: BridgeLink;
+  events: EventBus;
+  keys: KeyService;
+  clock: Clock;
+  log: Logger;
+  tenants: TenantService;
+  transcripts: TranscriptStore;
+  config: TelephonyConfig;
+}
+
+export interface JoinAnswer {
+  callId: string;
+  sdp: string;
+  codec: string;
+  leaveToken: string;
+  maxDurationSec: number;
+}
+
+export class RoomService {
+  constructor(private readonly d: Deps) {}
+
+  private now(): string {
+    return new Date(this.d.clock.now()).toISOString();
+  }
+
+  /** The number a room page opens, or null (unknown numbers and other modes look the same). */
+  number(t: Tenant, number: string): NumberRow | null {
+    const n = this.d.repo.number(t, number);
+    return n && n.mode === 'live-voice-ai' ? n : null;
+  }
+
+  row(callId: string): RoomCallRow | undefined {
+    return this.d.db.prepare('SELECT * FROM tel_room_calls WHERE call_id = ?').get(callId) as RoomCallRow | undefined;
+  }
+
+  /** A visitor joins: the bridge answers their offer and the number's AI session starts. */
+  async join(t: Tenant, n: NumberRow, visitor: string, ip: string, offerSdp: string): Promise<JoinAnswer> {
+    const { admin, keys, bridge, config } = this.d;
+    if (!bridge.configured) throw new ServiceUnavailableError('bridge_not_configured', 'no telephony bridge is configured');
+    const apiKey = n.engine_api_key_sealed ? keys.openString(n.engine_api_key_sealed, `telephony-number:${t.id}:${n.number}`) : admin.tenantEngineKey(t);
+    if (!apiKey) throw new ServiceUnavailableError('room_unavailable', 'this room has no AI engine configured');
+    const model = admin.settings(t).model || config.engine.model;
+    const callId = newRoomCallId();
+    const leaveToken = crypto.randomBytes(24).toString('base64url');
+    const room = roomOf(n.number);
+    this.d.db
+      .prepare(
+        `INSERT INTO tel_room_calls (call_id, tenant_id, number, room, visitor, visitor_ip, leave_hash, voice, language, model, save_transcripts, started_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      )
+      .run(callId, t.id, n.number, room, visitor, ip, sha256(leaveToken), n.voice, n.language, model, n.save_transcripts, this.now());
+    const fail = (outcome: string, detail: string) =>
+      this.d.db
+        .prepare('UPDATE tel_room_calls SET ended_at = ?, outcome = ?, error_detail = ? WHERE call_id = ? AND ended_at IS NULL')
+        .run(this.now(), outcome, detail, callId);
+    let a;
+    try {
+      a = await bridge.openRoom({
+        callId,
+        tenantId: t.id,
+        number: n.number,
+        room,
+        offerSdp,
+        maxSeconds: n.max_duration_sec,
+        connectTimeoutSec: config.rooms.connectTimeoutSec,
+        silenceTimeoutSec: config.rooms.silenceTimeoutSec,
+        engine: {
+          ...(config.engine.url ? { url: config.engine.url } : {}),
+          apiKey,
+          model,
+          voice: n.voice,
+          language: n.language,
+          systemPrompt: n.system_prompt,
+        },
+      });
+    } catch (err) {
+      fail('failed', (err as Error).message);
+      throw err;
+    }
+    if (!a.ok) {
+      fail('failed', `bridge ${a.status} ${a.error.error}`);
+      if (a.status === 400) throw new InputError(`invalid field sdp: ${a.error.error_description ?? 'refused'}`, 'invalid_request', { field: 'sdp' });
+      if (a.status === 503) throw new ServiceUnavailableError('no_capacity', 'the appliance carries its maximum number of calls; try again later');
+      throw new BadGatewayError('bridge_error', `the telephony bridge answered ${a.status} ${a.error.error}`);
+    }
+    return { callId, sdp: a.body.answerSdp, codec: a.body.codec ?? '', leaveToken, maxDurationSec: n.max_duration_sec };
+  }
+
+  /** The visitor leaves (their page's hang-up button); idempotent. */
+  async leave(t: Tenant, callId: string, leaveToken: string): Promise<{ ok: true; callId: string; ended: boolean }> {
+    const r = this.row(callId);
+    const given = Buffer.from(sha256(leaveToken), 'hex');
+    // One answer for an unknown call, another tenant's and a wrong token: no oracle.
+    if (!r || r.tenant_id !== t.id || !crypto.timingSafeEqual(given, Buffer.from(r.leave_hash, 'hex'))) {
+      throw new NotFoundError('no such room call');
+    }
+    if (r.ended_at) return { ok: true, callId, ended: true };
+    try {
+      const a = await this.d.bridge.hangup(callId, 'left');
+      if (!a.ok && a.status !== 404) throw new BadGatewayError('bridge_error', `the telephony bridge answered ${a.status}`);
+    } catch (err) {
+      if (err instanceof AppError) throw err;
+      throw new BadGatewayError('bridge_unreachable', (err as Error).message);
+    }
+    return { ok: true, callId, ended: false };
+  }
+
+  /** Room calls the bridge was carrying when it died: ended as failed. */
+  failAll(reason: string): number {
+    const open = this.d.db.prepare('SELECT * FROM tel_room_calls WHERE ended_at IS NULL').all() as RoomCallRow[];
+    let n = 0;
+    for (const r of open) if (this.finish(r, { outcome: 'failed', errorDetail: reason, endedAt: this.now() })) n++;
+    return n;
+  }
+
+  /**
+   * A bridge event for a room call, or null when the call is not a room's. `mark` records the
+   * (instance, seq) pair in the transaction of the change (a retry then applies nothing).
+   */
+  applyEvent(ev: BridgeEvent, mark: () => boolean): { applied: boolean } | null {
+    const r = this.row(ev.callId);
+    if (!r) return null;
+    if (ev.type === 'answered') {
+      return {
+        applied: this.d.repo.tx(() => {
+          if (!mark()) return false;
+          const cur = this.row(r.call_id)!;
+          if (cur.connected_at || cur.ended_at) return false;
+          this.d.db.prepare('UPDATE tel_room_calls SET connected_at = ? WHERE call_id = ?').run(ev.answeredAt || this.now(), r.call_id);
+          // Spec "Event kinds": no call answered for the browser path; call.started with the room.
+          this.d.events.emit(r.tenant_id, 'call.started', {
+            callId: r.call_id,
+            number: r.number,
+            did: '',
+            phone: '',
+            displayName: '',
+            room: r.room,
+            direction: 'inbound',
+            source: 'vnum',
+          });
+          return true;
+        }),
+      };
+    }
+    if (ev.type === 'ended') return { applied: this.finish(r, ev, mark) };
+    return { applied: this.d.repo.tx(mark) };
+  }
+
+  private finish(
+    r: RoomCallRow,
+    ev: {
+      outcome: string;
+      errorDetail?: string;
+      endedAt: string;
+      answeredAt?: string | null;
+      talkSec?: number;
+      transcript?: Extract<BridgeEvent, { type: 'ended' }>['transcript'];
+    },
+    mark?: () => boolean,
+  ): boolean {
+    const tenant = this.d.tenants.byId(r.tenant_id);
+    if (!tenant) return false;
+    const cur = this.row(r.call_id);
+    if (!cur || cur.ended_at) return mark ? this.d.repo.tx(mark) && false : false;
+    const tr = ev.transcript ?? { turns: [], tokensTotal: 0, tokensPrompt: 0, inputTurns: 0, outputTurns: 0, model: '', voice: '', language: '' };
+    const connectedAt = ev.answeredAt || cur.connected_at || '';
+    const durationSec = Math.max(0, Math.round(ev.talkSec ?? 0));
+    let file = '';
+    let row: TranscriptRow | undefined;
+    if (cur.save_transcripts === 1 && (connectedAt || tr.turns.length)) {
+      const full: FullTranscript = {
+        callId: r.call_id,
+        callerSource: 'vnum',
+        tenant: tenant.host,
+        requestedBy: r.visitor,
+        phone: '',
+        displayName: '',
+        email: '',
+        voice: tr.voice || r.voice,
+        language: tr.language || r.language,
+        model: tr.model || r.model,
+        trunkId: '',
+        startedUtc: r.started_at,
+        answeredUtc: connectedAt,
+        endedUtc: ev.endedAt,
+        durationSec,
+        answered: connectedAt !== '',
+        outcome: ev.outcome,
+        errorDetail: ev.errorDetail ?? '',
+        inputTurns: tr.inputTurns,
+        outputTurns: tr.outputTurns,
+        tokensTotal: tr.tokensTotal,
+        tokensPrompt: tr.tokensPrompt,
+        turns: tr.turns,
+      };
+      row = this.d.transcripts.write(tenant, full, `vnum ${r.number}`, r.number);
+      file = row.file;
+    }
+    return this.d.repo.tx(() => {
+      if (mark && !mark()) return false;
+      const now = this.row(r.call_id);
+      if (!now || now.ended_at) return false;
+      this.d.db
+        .prepare(
+          'UPDATE tel_room_calls SET ended_at = ?, outcome = ?, duration_sec = ?, error_detail = ?, transcript_file = ?, connected_at = COALESCE(connected_at, ?) WHERE call_id = ?',
+        )
+        .run(ev.endedAt, ev.outcome, durationSec, ev.errorDetail ?? '', file, connectedAt || null, r.call_id);
+      if (row) this.d.repo.upsertTranscript(row);
+      const E = this.d.events;
+      E.emit(r.tenant_id, 'call.ended', {
+        callId: r.call_id,
+        number: r.number,
+        room: r.room,
+        outcome: ev.outcome,
+        durationSec,
+        tokens: tr.tokensTotal,
+        source: 'vnum',
+      });
+      if (row) {
+        E.emit(r.tenant_id, 'transcript.saved', {
+          callId: r.call_id,
+          phone: '',
+          displayName: '',
+          number: r.number,
+          file: row.file,
+          outcome: ev.outcome,
+          source: 'vnum',
+        });
+      }
+      return true;
+    });
+  }
+}

@@ -1,0 +1,283 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chromium, type Browser } from 'playwright-core';
+import { startTestServer, tempDir, type TestServer } from '../../support/server.ts';
+import { GeminiLiveFake } from '../../support/gemini-live-fake.ts';
+import { tonePower, WebRtcVisitor } from '../../support/webrtc-visitor.ts';
+import { adm, eventsOf, j, until } from './helpers.ts';
+
+/**
+ * Browser voice in virtual-number rooms, both halves together: the appliance with its embedded
+ * real bridge (WebRTC terminated there by werift), Chromium with a fake microphone playing a wav
+ * as the visitor, and the Gemini Live fake as the number's AI. Audio is checked both ways by its
+ * content: the fake engine's copy of what it heard carries the wav's 700 Hz tone, and the page's
+ * WebAudio analyser hears the AI's 440 Hz tone.
+ */
+const V1 = '/api.ashx/v1';
+const KEY = 'AIza-room-key';
+const VISITOR_HZ = 700;
+let s: TestServer;
+let engine: GeminiLiveFake;
+let browser: Browser;
+let wav: string;
+
+/**
+ * Runs in the page (a string: the tests are type-checked without the DOM library): 2.5 s of the
+ * remote stream through a WebAudio analyser; the loudest moment's RMS and its peak frequency.
+ */
+const MEASURE_REMOTE = `(async () => {
+  const ctx = new AudioContext();
+  const an = ctx.createAnalyser();
+  an.fftSize = 4096;
+  ctx.createMediaStreamSource(window.sovRoom.remote).connect(an);
+  const bins = new Float32Array(an.frequencyBinCount);
+  const wave = new Float32Array(an.fftSize);
+  let best = { rms: 0, peakHz: 0 };
+  for (let i = 0; i < 25; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    an.getFloatTimeDomainData(wave);
+    let sum = 0;
+    for (const x of wave) sum += x * x;
+    const rms = Math.sqrt(sum / wave.length);
+    if (rms > best.rms) {
+      an.getFloatFrequencyData(bins);
+      let peak = 0;
+      for (let k = 1; k < bins.length; k++) if (bins[k] > bins[peak]) peak = k;
+      best = { rms, peakHz: (peak * ctx.sampleRate) / an.fftSize };
+    }
+  }
+  await ctx.close();
+  return best;
+})()`;
+
+/** 16-bit mono 48 kHz wav: `hz` at half scale for `sec` seconds (Chromium loops it). */
+function writeWav(file: string, hz: number, sec: number): void {
+  const rate = 48_000;
+  const n = rate * sec;
+  const b = Buffer.alloc(44 + n * 2);
+  b.write('RIFF', 0);
+  b.writeUInt32LE(36 + n * 2, 4);
+  b.write('WAVEfmt ', 8);
+  b.writeUInt32LE(16, 16);
+  b.writeUInt16LE(1, 20);
+  b.writeUInt16LE(1, 22);
+  b.writeUInt32LE(rate, 24);
+  b.writeUInt32LE(rate * 2, 28);
+  b.writeUInt16LE(2, 32);
+  b.writeUInt16LE(16, 34);
+  b.write('data', 36);
+  b.writeUInt32LE(n * 2, 40);
+  for (let i = 0; i < n; i++) b.writeInt16LE(Math.round(16000 * Math.sin((2 * Math.PI * hz * i) / rate)), 44 + i * 2);
+  fs.writeFileSync(file, b);
+}
+
+beforeAll(async () => {
+  engine = new GeminiLiveFake({
+    apiKey: KEY,
+    usage: { prompt: 100, response: 20 },
+    keepAudioMs: 8000,
+    script: [
+      { say: 'Welcome to the front desk.', audioMs: 4000 },
+      { hear: 'Hello, I need help.', ms: 3000 },
+      { say: 'Of course.', audioMs: 400 },
+      { wait: 120_000 },
+    ],
+  });
+  await engine.start();
+  const base = 44000 + 2 * Math.floor(Math.random() * 4000);
+  s = await startTestServer({
+    overrides: {
+      plugins: {
+        telephony: {
+          bridge: { mode: 'embedded', sipPort: 0, rtpPorts: `${base}-${base + 99}`, readyTimeoutMs: 20_000 },
+          engine: { url: engine.url, model: 'gemini-live-2.5-flash-preview' },
+          rooms: { connectTimeoutSec: 3, silenceTimeoutSec: 6 },
+        },
+      },
+    },
+  });
+  await until(async () => (await j(adm(s, '/signal.ashx?bridge=status', 'bridge-status'))).body.state === 'ready', 20_000, 'bridge ready');
+  const save = (b: object) => adm(s, '/signal.ashx?numbers=save', 'numbers-save', { mode: 'live-voice-ai', voice: 'Puck', geminiApiKey: KEY, ...b });
+  expect((await save({ number: '+4930555', name: 'Front desk', visibility: 'public', maxDurationSec: 600 })).status).toBe(200);
+  expect((await save({ number: '+4930556', name: 'Staff room', visibility: 'signed-in' })).status).toBe(200);
+  expect((await save({ number: '+4930557', name: 'Short', visibility: 'public', maxDurationSec: 10 })).status).toBe(200);
+  wav = path.join(tempDir('sovcomms-wav-'), 'visitor.wav');
+  writeWav(wav, VISITOR_HZ, 4);
+  browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--no-first-run',
+      '--autoplay-policy=no-user-gesture-required',
+      '--use-fake-ui-for-media-stream',
+      '--use-fake-device-for-media-stream',
+      `--use-file-for-fake-audio-capture=${wav}`,
+    ],
+  });
+}, 90_000);
+afterAll(async () => {
+  await browser?.close();
+  await s?.stop();
+  await engine?.stop();
+});
+
+const roomRow = (id: string) => s.appliance.core.db.prepare('SELECT * FROM tel_room_calls WHERE call_id = ?').get(id) as Record<string, unknown> | undefined;
+// page.evaluate of a string runs through DevTools (CSP does not apply to it); waitForFunction with
+// a string would need 'unsafe-eval', which the room page's CSP rightly refuses.
+const ended = (id: string, ms = 20_000) => until(() => (roomRow(id)?.ended_at ? roomRow(id) : null), ms, `room call ${id} ended`);
+
+async function join(number: string, v: WebRtcVisitor, headers: Record<string, string> = {}) {
+  return j(s.fetch(`${V1}/rooms/join`, { method: 'POST', headers, json: { number, sdp: await v.offer() } }));
+}
+
+describe('virtual-number rooms in the browser (WebRTC in the appliance)', () => {
+  it('a Chromium visitor in a public room talks with the AI: audio both ways, events, transcript', async () => {
+    const page = await browser.newPage();
+    const sessionsBefore = engine.sessions.length;
+    const res = await page.goto(`${s.url}/room.ashx?number=%2B4930555`);
+    expect(res!.status()).toBe(200);
+    const csp = res!.headers()['content-security-policy'];
+    expect(csp).toContain("script-src 'self'");
+    expect(csp).not.toContain('unsafe-inline');
+    await page.click('#join');
+    await until(async () => (await page.evaluate('window.sovRoom.phase')) === 'connected', 20_000, 'page connected');
+    // The AI's greeting is a 440 Hz tone: measure it in the page, off the remote stream.
+    const heard = (await page.evaluate(MEASURE_REMOTE)) as { rms: number; peakHz: number };
+    expect(heard.rms).toBeGreaterThan(0.02);
+    expect(Math.abs(heard.peakHz - 440)).toBeLessThan(30);
+    // The fake engine heard the visitor's 700 Hz tone (16 kHz PCM as the bridge sent it).
+    const session = engine.sessions[sessionsBefore]!;
+    expect(session.key).toBe(KEY);
+    await until(() => session.audioBytesIn >= 8000 * 2 * 2, 15_000, 'visitor audio at the engine');
+    const pcm16 = Buffer.concat(session.audioIn);
+    const samples = Array.from({ length: pcm16.length / 2 }, (_, i) => pcm16.readInt16LE(i * 2));
+    const voiced = samples.slice(-16000 * 2);
+    expect(tonePower(voiced, VISITOR_HZ, 16000)).toBeGreaterThan(50 * tonePower(voiced, 1300, 16000));
+    expect(tonePower(voiced, VISITOR_HZ, 16000)).toBeGreaterThan(1e5);
+    // The conversation goes on (the AI's answer after hearing the visitor), then the visitor leaves.
+    const callId = (await page.evaluate('window.sovRoom.callId')) as string;
+    expect(callId).toMatch(/^vnum[0-9a-f]{12}$/);
+    await until(() => eventsOf(s, callId).some((e) => e.name === 'call.started'), 5000, 'call.started');
+    await until(() => engine.sessions[sessionsBefore]!.realtimeMessages > 0 && session.audioBytesIn >= 3 * 32000, 15_000, 'heard 3 s');
+    await new Promise((r) => setTimeout(r, 800)); // the AI's answer is transcribed
+    await page.click('#leave');
+    const row = await ended(callId);
+    expect(row).toMatchObject({ outcome: 'far-hangup', number: '+4930555', room: '+4930555', visitor: '' });
+    const ev = eventsOf(s, callId);
+    expect(ev.map((e) => e.name)).toEqual(['call.started', 'call.ended', 'transcript.saved']);
+    expect(ev[0]!.data).toMatchObject({ callId, number: '+4930555', room: '+4930555', direction: 'inbound', source: 'vnum', phone: '', did: '' });
+    expect(ev[1]!.data).toMatchObject({ callId, number: '+4930555', room: '+4930555', outcome: 'far-hangup', source: 'vnum', tokens: expect.any(Number) });
+    expect(ev[1]!.data.durationSec).toBeGreaterThanOrEqual(3);
+    expect(ev[2]!.data).toMatchObject({ callId, number: '+4930555', file: `${callId}.json`, outcome: 'far-hangup', source: 'vnum' });
+    const t = (await j(s.fetch(`${V1}/transcripts/${callId}`, { key: s.adminKey }))).body;
+    expect(t).toMatchObject({ callId, callerSource: 'vnum', answered: true, outcome: 'far-hangup', voice: 'Puck' });
+    expect(t.turns.map((x: { speaker: string; text: string }) => [x.speaker, x.text])).toEqual([
+      ['AI', 'Welcome to the front desk.'],
+      ['Caller', 'Hello, I need help.'],
+      ['AI', 'Of course.'],
+    ]);
+    const list = (await j(s.fetch(`${V1}/transcripts?source=vnum`, { key: s.adminKey }))).body;
+    expect(list.data.find((x: { callId: string }) => x.callId === callId)).toMatchObject({ callerSource: 'vnum', number: '+4930555', outcome: 'far-hangup' });
+    const outbound = (await j(s.fetch(`${V1}/transcripts?source=outbound-ai`, { key: s.adminKey }))).body;
+    expect(outbound.data.some((x: { callId: string }) => x.callId === callId)).toBe(false);
+    // Leaving again is a no-op; a wrong token is a 404 like an unknown call.
+    expect(s.logs.text()).not.toContain(KEY);
+    await page.close();
+  }, 90_000);
+
+  it('a signed-in room refuses an anonymous visitor (page and API) and takes one with a bearer', async () => {
+    const page = await browser.newPage();
+    await page.goto(`${s.url}/room.ashx?number=%2B4930556`);
+    await page.click('#join');
+    await until(async () => (await page.evaluate('window.sovRoom.phase')) === 'refused', 15_000, 'join refused');
+    expect(await page.evaluate('window.sovRoom.error')).toBe('login_required');
+    expect(await page.textContent('#status')).toContain('sign in');
+    await page.close();
+    const v = new WebRtcVisitor();
+    const anon = await join('+4930556', v);
+    expect(anon.status).toBe(401);
+    expect(anon.body.error).toBe('login_required');
+    const bad = await join('+4930556', v, { authorization: 'Bearer not-a-token' });
+    expect(bad.status).toBe(401);
+    expect(s.appliance.core.db.prepare("SELECT COUNT(*) AS n FROM tel_room_calls WHERE number = '+4930556'").get()).toEqual({ n: 0 });
+    // With an OIDC access token of the tenant (password grant of the console client):
+    const tok = await s.fetch('/oauth2/v1/token', {
+      method: 'POST',
+      body: new URLSearchParams({ grant_type: 'password', client_id: 'sovcomms-console', username: 'admin', password: s.adminPassword, scope: 'openid' }),
+    });
+    const access = ((await tok.json()) as { access_token: string }).access_token;
+    const ok = await join('+4930556', v, { authorization: `Bearer ${access}` });
+    expect(ok.status).toBe(201);
+    expect(roomRow(ok.body.callId)).toMatchObject({ visitor: 'admin', number: '+4930556' });
+    expect((await j(s.fetch(`${V1}/rooms/leave`, { method: 'POST', json: { callId: ok.body.callId, leaveToken: 'wrong' } }))).status).toBe(404);
+    const left = await j(s.fetch(`${V1}/rooms/leave`, { method: 'POST', json: { callId: ok.body.callId, leaveToken: ok.body.leaveToken } }));
+    expect(left.body).toMatchObject({ ok: true, callId: ok.body.callId });
+    expect(await ended(ok.body.callId)).toMatchObject({ outcome: 'empty-room' });
+    await v.close();
+  }, 60_000);
+
+  it('maxDurationSec ends the call with max-duration', async () => {
+    const v = new WebRtcVisitor({ toneHz: 600, keepMs: 3000 });
+    const r = await join('+4930557', v);
+    expect(r.status).toBe(201);
+    expect(r.body).toMatchObject({ maxDurationSec: 10, codec: 'PCMU' });
+    await v.accept(r.body.sdp);
+    const row = await ended(r.body.callId, 25_000);
+    expect(row).toMatchObject({ outcome: 'max-duration' });
+    const ev = eventsOf(s, r.body.callId);
+    expect(ev.map((e) => e.name)).toEqual(['call.started', 'call.ended', 'transcript.saved']);
+    expect(ev[1]!.data).toMatchObject({ outcome: 'max-duration', source: 'vnum', number: '+4930557' });
+    expect(ev[1]!.data.durationSec).toBeGreaterThanOrEqual(9);
+    // The bridge closed the connection: nothing more arrives.
+    expect(v.packetsReceived).toBeGreaterThan(300);
+    expect(v.receivedTone(440)).toBeGreaterThan(20 * v.receivedTone(1000));
+    expect(v.lost).toBe(0);
+    await v.close();
+  }, 40_000);
+
+  it('empty-room: a visitor who never connects, and one who connects but never speaks', async () => {
+    const never = new WebRtcVisitor();
+    const a = await join('+4930555', never);
+    expect(a.status).toBe(201);
+    // The answer is never applied: no ICE, no DTLS → empty-room after connectTimeoutSec (3 s).
+    expect(await ended(a.body.callId)).toMatchObject({ outcome: 'empty-room', connected_at: null });
+    expect(eventsOf(s, a.body.callId).map((e) => e.name)).toEqual(['call.ended']);
+    expect(eventsOf(s, a.body.callId)[0]!.data).toMatchObject({ outcome: 'empty-room', source: 'vnum', durationSec: 0 });
+    await never.close();
+
+    const silent = new WebRtcVisitor({ toneHz: 0 });
+    const b = await join('+4930555', silent);
+    await silent.accept(b.body.sdp);
+    // Connected, silence only: empty-room after silenceTimeoutSec (6 s).
+    const row = await ended(b.body.callId, 20_000);
+    expect(row).toMatchObject({ outcome: 'empty-room' });
+    expect(row!.connected_at).not.toBeNull();
+    expect(eventsOf(s, b.body.callId).map((e) => e.name)).toEqual(['call.started', 'call.ended', 'transcript.saved']);
+    expect(silent.packetsReceived).toBeGreaterThan(100);
+    await silent.close();
+  }, 40_000);
+
+  it('bad input: 404 page and 404 join for an unknown room, 400 naming the field, and the endpoints in /openapi.json', async () => {
+    const page = await s.fetch('/room.ashx?number=%2B4999');
+    expect(page.status).toBe(404);
+    expect(page.headers.get('content-security-policy')).toContain("default-src 'none'");
+    const r404 = await j(s.fetch(`${V1}/rooms/join`, { method: 'POST', json: { number: '+4999', sdp: 'v=0 and more' } }));
+    expect(r404.status).toBe(404);
+    const r400 = await j(s.fetch(`${V1}/rooms/join`, { method: 'POST', json: { number: '+4930555' } }));
+    expect(r400.status).toBe(400);
+    expect(JSON.stringify(r400.body)).toContain('sdp');
+    const junk = await j(s.fetch(`${V1}/rooms/join`, { method: 'POST', json: { number: '+4930555', sdp: 'v=0\r\nnot an offer at all' } }));
+    expect(junk.status).toBe(400);
+    expect(junk.body.error).toBe('invalid_request');
+    const big = await s.fetch(`${V1}/rooms/join`, { method: 'POST', json: { number: '+4930555', sdp: 'x'.repeat(40_000) } });
+    expect([400, 413]).toContain(big.status);
+    const spec = (await j(s.fetch('/openapi.json'))).body;
+    expect(Object.keys(spec.paths)).toEqual(expect.arrayContaining([`${V1}/rooms/join`, `${V1}/rooms/leave`]));
+  }, 30_000);
+});
