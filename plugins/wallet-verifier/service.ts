@@ -5,6 +5,7 @@ import type { AnchorStore } from './anchors.ts';
 import type { IdentityStore } from './identity.ts';
 import type { Presets } from './presets.ts';
 import type { VerifierConfig } from './schemas.ts';
+import { verifyMdoc } from './mdoc.ts';
 import { verifySdJwtVc } from './sd-jwt.ts';
 import type { StatusLists } from './status-list.ts';
 import type { NetworkProfiles } from './network.ts';
@@ -233,7 +234,7 @@ export class VerifierService {
    * `response=<JWE>` (1.0 direct_post.jwt), a form with `vp_token` and `state` (direct_post), an
    * `application/jose` body (the JWE itself), or a raw CBOR DeviceResponse.
    */
-  async respond(tenant: Tenant, sessionId: string | undefined, body: Buffer, contentType: string, who: Caller): Promise<VpResult> {
+  async respond(tenant: Tenant, origin: string, sessionId: string | undefined, body: Buffer, contentType: string, who: Caller): Promise<VpResult> {
     const mt = contentType.split(';')[0]!.trim().toLowerCase();
     let form: URLSearchParams | undefined;
     let jwe: string | undefined;
@@ -300,7 +301,17 @@ export class VerifierService {
         if (!anchors.length) {
           throw new AppError(501, 'mdoc_verify_not_configured', 'no issuer trust anchors (IACA) are configured for mdoc verification');
         }
-        throw new AppError(501, 'mdoc_verify_not_configured', 'mdoc DeviceResponse verification is not available in this build');
+        const v = verifyMdoc(bytes, {
+          doctypes: preset.doctypes,
+          clientId: s.client_id,
+          nonce: s.nonce,
+          responseUri: this.responseUri(origin, s.id),
+          // OpenID4VP 1.0 §B.2.6.1: the thumbprint of the key the response was encrypted to, null when it was not encrypted.
+          jwkThumbprint: jwe && s.enc_jwk_thumb ? new Uint8Array(Buffer.from(s.enc_jwk_thumb, 'base64url')) : null,
+          now: this.now(),
+          anchors,
+        });
+        presentation = { format: 'mso_mdoc', doctype: v.docType, issuer: v.issuer, claims: v.claims, namespaces: v.namespaces };
       }
     } catch (e) {
       if (e instanceof CheckFailed) throw this.fail(tenant, s, e.check, e.message, who);
