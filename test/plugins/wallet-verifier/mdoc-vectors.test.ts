@@ -151,7 +151,7 @@ describe('@owf/mdoc presentations against verifyMdoc', async () => {
       () =>
         verifyMdoc(
           cborEncode(
-            new Map([
+            new Map<string, unknown>([
               ['version', '1.0'],
               ['status', 0],
             ]),
