@@ -139,6 +139,16 @@ describe('@owf/mdoc presentations against verifyMdoc', async () => {
     expect(failsWith(() => verifyMdoc(cborEncode(dr), e()), 'doc_type').message).toMatch(/MSO/);
   });
 
+  it('an item with a trailing byte (two items in one IssuerSignedItemBytes) fails its digest, not the decoding of its neighbours', async () => {
+    const dr = cborDecode(await presentMdoc(await issueMdocPid(ca, holder), holder, h)) as Map<string, unknown>;
+    const ns = ((dr.get('documents') as Map<string, unknown>[])[0]!.get('issuerSigned') as Map<string, unknown>).get('nameSpaces') as Map<string, DataItem[]>;
+    const items = ns.get(PID_DOCTYPE)!;
+    items[0] = DataItem.fromBuffer(Buffer.concat([items[0]!.buffer, Buffer.from([0x01])]));
+    failsWith(() => verifyMdoc(cborEncode(dr), e()), 'digest');
+    // The same response untouched still verifies (no state left behind).
+    expect(verifyMdoc(await presentMdoc(await issueMdocPid(ca, holder), holder, h), e()).docType).toBe(PID_DOCTYPE);
+  });
+
   it('a tampered issuerAuth signature fails issuer_signature', async () => {
     const dr = cborDecode(await presentMdoc(await issueMdocPid(ca, holder), holder, h)) as Map<string, unknown>;
     const ia = ((dr.get('documents') as Map<string, unknown>[])[0]!.get('issuerSigned') as Map<string, unknown>).get('issuerAuth') as Uint8Array[];
