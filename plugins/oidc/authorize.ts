@@ -416,6 +416,7 @@ export function authorizeRoutes(r: RouteRegistrar, d: Deps): AuthorizeFlow {
         clientLine: client ? `to continue to ${client.name}` : '',
         loginHint: pend?.it.params.loginHint ?? '',
         error: errorText ? `<p class="error" role="alert">${esc(errorText)}</p>` : '',
+        loginOptions: d.p().loginOptionsHtml(req.tenant, req.query.i ?? ''),
       });
     },
   });
@@ -444,6 +445,7 @@ export function authorizeRoutes(r: RouteRegistrar, d: Deps): AuthorizeFlow {
             clientLine: '',
             loginHint: req.body.username,
             error: `<p class="error" role="alert">${esc(msg)}</p>`,
+            loginOptions: d.p().loginOptionsHtml(req.tenant, i),
           },
           status,
         );

@@ -32,6 +32,8 @@ export default definePlugin({
     // Provided at setup so dependants can plug grants in before the first request.
     ctx.provide(OIDC, {
       registerGrant: (type, handler, opts) => provider.registerGrant(type, handler, opts),
+      registerLoginOption: (o) => provider.registerLoginOption(o),
+      signInBrowser: (...a) => provider.signInBrowser(...a),
       issuer: (origin) => origin.replace(/\/+$/, ''),
       provider,
     });

@@ -120,6 +120,8 @@ export function interactRoutes(r: RouteRegistrar, d: Deps, flow: AuthorizeFlow):
     return '/passkeys.html';
   };
 
+  d.p().setBrowserSignIn(signIn);
+
   r.add({
     method: 'GET',
     path: '/oidc.ashx/resume',

@@ -1,5 +1,6 @@
 /** OAuth 2.0 / OIDC vocabulary shared by the provider's modules. */
-import { AppError, type ErrorCode, type Tenant } from '../../server/sdk.ts';
+import type { Response } from 'express';
+import { AppError, type ErrorCode, type RouteRequest, type Tenant, type User } from '../../server/sdk.ts';
 import type { OidcClient } from './clients.ts';
 import type { TokenForm } from './schemas.ts';
 import type { OidcProvider } from './provider.ts';
@@ -39,10 +40,27 @@ export interface Grant {
   sync?: (g: GrantContext) => Record<string, unknown>;
 }
 
+/**
+ * A sign-in method another plugin adds to /login.html (the wallet verifier's "Sign in with your
+ * EU wallet"): a block of HTML for the page; its script must be same-origin (the page's CSP allows
+ * no inline script). `i` is the pending authorization the page continues ('' for none).
+ */
+export interface LoginOption {
+  id: string;
+  html(v: { tenant: Tenant; i: string }): string;
+}
+
+/** Signs the browser of a request in (the session cookie) and says where it goes next. */
+export type BrowserSignIn = (req: RouteRequest, res: Response, user: User, amr: string[], interactionId: string | null) => string;
+
 /** What other plugins get through ctx.use(OIDC). */
 export interface OidcService {
   /** Adds a token endpoint grant (the OID4VCI pre-authorized_code grant of the wallet issuer). */
   registerGrant(type: string, handler: GrantHandler, opts?: { clientAuth?: 'required' | 'optional' }): void;
+  /** Adds a sign-in method to /login.html. */
+  registerLoginOption(o: LoginOption): void;
+  /** Signs the browser in as `user` and returns where it goes next: the pending authorization `interactionId`, or a page. */
+  signInBrowser: BrowserSignIn;
   issuer(origin: string): string;
   provider: OidcProvider;
 }

@@ -22,7 +22,7 @@ import { clientCredentialsGrant } from './grants/client-credentials.ts';
 import { jwtBearerGrant } from './grants/jwt-bearer.ts';
 import { passwordGrant } from './grants/password.ts';
 import { refreshTokenGrant } from './grants/refresh-token.ts';
-import { oauthError, SCOPES, type Grant, type GrantContext, type GrantHandler, type RequestInfo } from './oauth.ts';
+import { oauthError, SCOPES, type BrowserSignIn, type Grant, type GrantContext, type GrantHandler, type LoginOption, type RequestInfo } from './oauth.ts';
 import { OidcRepo, type NewCode } from './repo.ts';
 import type { OidcConfig, TokenForm } from './schemas.ts';
 import { TokenMinter, type AccessTokenInput } from './tokens.ts';
@@ -62,6 +62,29 @@ export class OidcProvider {
     this.#grants.set('password', passwordGrant);
     this.#grants.set(JWT_BEARER, jwtBearerGrant);
   }
+
+  readonly #loginOptions: LoginOption[] = [];
+  #signIn: BrowserSignIn | undefined;
+
+  registerLoginOption(o: LoginOption): void {
+    if (this.#loginOptions.some((x) => x.id === o.id)) throw new Error(`login option ${o.id} registered twice`);
+    this.#loginOptions.push(o);
+  }
+
+  /** The blocks other plugins add to /login.html. */
+  loginOptionsHtml(tenant: Tenant, i: string): string {
+    return this.#loginOptions.map((o) => o.html({ tenant, i })).join('\n');
+  }
+
+  /** Set by the sign-in pages when they mount (interact.ts). */
+  setBrowserSignIn(f: BrowserSignIn): void {
+    this.#signIn = f;
+  }
+
+  signInBrowser: BrowserSignIn = (...a) => {
+    if (!this.#signIn) throw new Error('the sign-in pages are not mounted');
+    return this.#signIn(...a);
+  };
 
   registerGrant(type: string, handler: GrantHandler, opts: { clientAuth?: 'required' | 'optional' } = {}): void {
     if (this.#grants.has(type)) throw new Error(`grant ${type} registered twice`);

@@ -6,9 +6,9 @@ import { verifierCli } from './cli.ts';
 import { IdentityStore } from './identity.ts';
 import { NetworkProfiles } from './network.ts';
 import { SSO_GRANT, SsoAssertions } from './sso.ts';
-import { OIDC } from '../oidc/api.ts';
+import { OIDC, type OidcService } from '../oidc/api.ts';
 import { Presets } from './presets.ts';
-import { verifierRoutes } from './routes.ts';
+import { verifierRoutes, walletLoginBlock } from './routes.ts';
 import { presentationVerified, verifierConfig } from './schemas.ts';
 import { VerifierService } from './service.ts';
 import { StatusLists } from './status-list.ts';
@@ -18,6 +18,7 @@ export interface VerifierServices {
   anchors: AnchorStore;
   identity: IdentityStore;
   network: NetworkProfiles;
+  oidc: OidcService;
   timer?: NodeJS.Timeout;
 }
 
@@ -40,7 +41,10 @@ export default definePlugin({
     const network = new NetworkProfiles(ctx.db, ctx.keys, ctx.clock);
     const sso = new SsoAssertions(ctx.db, ctx.keys, ctx.users, ctx.clock, ctx.config.signIn);
     // Provided at setup by oidc so grants exist before the first request (clientAuth: a relying party redeems it).
-    ctx.use(OIDC).registerGrant(SSO_GRANT, sso.grant(), { clientAuth: 'required' });
+    const oidc = ctx.use(OIDC);
+    oidc.registerGrant(SSO_GRANT, sso.grant(), { clientAuth: 'required' });
+    // The login page's "Sign in with your EU wallet" block (the oidc plugin renders registered options).
+    oidc.registerLoginOption({ id: 'eu-wallet', html: ({ i }) => walletLoginBlock(i) });
     const service = new VerifierService({
       db: ctx.db,
       keys: ctx.keys,
@@ -55,10 +59,11 @@ export default definePlugin({
       sso,
       config: ctx.config,
     });
-    return { service, anchors, identity, network };
+    sso.onRedeemed = (tenant, sessionId, who) => service.markCompleted(tenant, sessionId, who, 'sso-assertion');
+    return { service, anchors, identity, network, oidc };
   },
   routes(r, s, ctx) {
-    verifierRoutes(r, s.service, s.anchors, s.network, ctx);
+    verifierRoutes(r, s.service, s.anchors, s.network, ctx, s.oidc);
   },
   start(s, ctx) {
     s.timer = setInterval(() => {

@@ -1,5 +1,5 @@
 import QRCode from 'qrcode';
-import { type PluginContext, policy, reply, type RouteRegistrar } from '../../server/sdk.ts';
+import { NotFoundError, type PluginContext, policy, reply, resourcePath, type RouteRegistrar } from '../../server/sdk.ts';
 import type { AnchorStore } from './anchors.ts';
 import {
   anchorAddBody,
@@ -12,10 +12,14 @@ import {
   type VerifierConfig,
   vpResponseResult,
   vpStartResponse,
+  walletLoginCompleteBody,
+  walletLoginStartBody,
 } from './schemas.ts';
 import type { VerifierService } from './service.ts';
 import type { NetworkProfiles } from './network.ts';
 import { z } from 'zod';
+import fs from 'node:fs';
+import type { OidcService } from '../oidc/api.ts';
 
 const NO_STORE = { 'Cache-Control': 'no-store' };
 
@@ -25,6 +29,7 @@ export function verifierRoutes(
   anchors: AnchorStore,
   network: NetworkProfiles,
   ctx: PluginContext<VerifierConfig>,
+  oidc: OidcService,
 ): void {
   const rateLimit = { name: 'wallet-verifier', perMinute: ctx.config.perIpPerMinute };
 
@@ -69,7 +74,7 @@ export function verifierRoutes(
       501: { description: 'mdoc_verify_not_configured' },
     },
     handler: async (req) =>
-      reply(200, await svc.respond(req.tenant, req.query.session_id, req.rawBody, String(req.headers['content-type'] ?? ''), req), NO_STORE),
+      reply(200, await svc.respond(req.tenant, req.origin, req.query.session_id, req.rawBody, String(req.headers['content-type'] ?? ''), req), NO_STORE),
   });
 
   r.add({
@@ -98,6 +103,71 @@ export function verifierRoutes(
       const svg = await QRCode.toString(url, { type: 'svg', errorCorrectionLevel: 'M', margin: 2 });
       return reply.text(200, qrPage(url, svg), 'text/html; charset=utf-8', NO_STORE);
     },
+  });
+
+  r.add({
+    method: 'GET',
+    path: '/oidc.ashx/vp-qr.svg',
+    summary: 'The deep link of a session as an SVG QR code (the login page shows it)',
+    area: 'wallet-verifier',
+    auth: policy.public,
+    rateLimit,
+    query: z.object({ session_id: z.string().min(1).max(64) }),
+    responses: { 200: { description: 'SVG image', contentType: 'image/svg+xml' } },
+    handler: async (req) => {
+      const url = svc.openid4vpUrl(req.tenant, req.origin, req.query.session_id);
+      const svg = await QRCode.toString(url, { type: 'svg', errorCorrectionLevel: 'M', margin: 2 });
+      return reply.text(200, svg, 'image/svg+xml', { ...NO_STORE, 'Content-Security-Policy': "default-src 'none'; style-src 'unsafe-inline'" });
+    },
+  });
+
+  // ---- wallet sign-in on /login.html (the oidc plugin's page; this plugin adds the block) ----
+  r.add({
+    method: 'POST',
+    path: '/oidc.ashx/wallet-login/start',
+    summary: 'Login page: start a wallet sign-in (a presentation session bound to a secret only the page holds)',
+    area: 'wallet-verifier',
+    auth: policy.public,
+    rateLimit,
+    body: walletLoginStartBody,
+    bodyType: 'json',
+    camelize: false,
+    responses: { 200: { description: '{session_id, openid4vp_url, qr_svg, login_secret, expires_in}' } },
+    handler: async (req) => reply(200, await svc.startLogin(req.tenant, req.origin, req.body.i ?? '', req), NO_STORE),
+  });
+
+  r.add({
+    method: 'POST',
+    path: '/oidc.ashx/wallet-login/complete',
+    summary: 'Login page: after vp-result says verified, sign this browser in as the account the PID maps to (tenant policy); once',
+    area: 'wallet-verifier',
+    auth: policy.public,
+    rateLimit,
+    body: walletLoginCompleteBody,
+    bodyType: 'json',
+    camelize: false,
+    responses: {
+      200: { description: '{redirect}: the pending authorization, or a page' },
+      403: { description: "another page's session, or no account for this PID (access_denied)" },
+      404: { description: 'unknown sign-in session' },
+      409: { description: 'not verified yet, or already completed' },
+    },
+    handler: (req, res) => {
+      const { userId, interaction } = svc.completeLogin(req.tenant, req.body.session_id, req.body.login_secret, req);
+      const user = ctx.users.get(req.tenant, userId);
+      if (!user || user.status !== 'active') throw new NotFoundError('the account of this sign-in is no longer active');
+      return reply(200, { redirect: oidc.signInBrowser(req, res, user, ['pid'], interaction) }, NO_STORE);
+    },
+  });
+
+  r.add({
+    method: 'GET',
+    path: '/oidc.ashx/wallet-login.js',
+    summary: 'Login page script of the wallet sign-in block',
+    area: 'wallet-verifier',
+    auth: policy.public,
+    responses: { 200: { description: 'script', contentType: 'text/javascript' } },
+    handler: () => reply.text(200, LOGIN_JS(), 'text/javascript; charset=utf-8', { 'Cache-Control': 'no-cache' }),
   });
 
   r.add({
@@ -243,6 +313,24 @@ export function verifierRoutes(
       return { removed: true };
     },
   });
+}
+
+let loginJs: string | undefined;
+const LOGIN_JS = () => (loginJs ??= fs.readFileSync(resourcePath('wallet-login', 'wallet-login.js'), 'utf8'));
+
+/** The block the login page shows (registered with the oidc plugin's login options). */
+export function walletLoginBlock(i: string): string {
+  return `<section id="wallet-signin" data-i="${esc(i)}" aria-labelledby="wallet-signin-title">
+  <h2 id="wallet-signin-title">Sign in with your EU wallet</h2>
+  <button type="button" id="wallet-signin-start">Sign in with your EU wallet</button>
+  <div id="wallet-signin-box" hidden>
+    <p>Scan this code with your EU Digital Identity Wallet, or open the wallet on this device.</p>
+    <img id="wallet-signin-qr" alt="QR code of the wallet request" width="240" height="240">
+    <p><a id="wallet-signin-link" href="#">Open the wallet on this device</a></p>
+  </div>
+  <p id="wallet-signin-status" role="status" aria-live="polite"></p>
+</section>
+<script src="/oidc.ashx/wallet-login.js"></script>`;
 }
 
 const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);

@@ -20,12 +20,14 @@ export const verifierConfig = z
         mode: z.enum(['off', 'match-user']).default('match-user'),
         usernameTemplate: z.string().min(1).max(200).default('{given_name}.{family_name}'),
         ttlSeconds: z.number().int().min(10).max(600).default(60),
+        /** The DCQL preset the login page's wallet sign-in asks for. */
+        preset: z.string().min(1).max(41).default('pid'),
         tenants: z
           .record(z.string(), z.object({ mode: z.enum(['off', 'match-user']).optional(), usernameTemplate: z.string().min(1).max(200).optional() }).strict())
           .default({}),
       })
       .strict()
-      .default({ mode: 'match-user', usernameTemplate: '{given_name}.{family_name}', ttlSeconds: 60, tenants: {} }),
+      .default({ mode: 'match-user', usernameTemplate: '{given_name}.{family_name}', ttlSeconds: 60, preset: 'pid', tenants: {} }),
     /** Per-IP limit of the public verifier endpoints, per minute. */
     perIpPerMinute: z.number().int().min(1).default(60),
   })
@@ -91,3 +93,9 @@ export const profileAddBody = z
   })
   .strict();
 export const profileRemoveBody = z.object({ name: z.string().min(1).max(64) }).strict();
+
+/** POST /oidc.ashx/wallet-login/start: the pending authorization the login page continues (`i`), if any. */
+export const walletLoginStartBody = z.object({ i: z.string().max(64).optional() }).strict();
+
+/** POST /oidc.ashx/wallet-login/complete. */
+export const walletLoginCompleteBody = z.object({ session_id: z.string().min(1).max(64), login_secret: z.string().min(1).max(100) }).strict();

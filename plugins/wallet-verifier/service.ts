@@ -5,6 +5,7 @@ import type { AnchorStore } from './anchors.ts';
 import type { IdentityStore } from './identity.ts';
 import type { Presets } from './presets.ts';
 import type { VerifierConfig } from './schemas.ts';
+import { verifyMdoc } from './mdoc.ts';
 import { verifySdJwtVc } from './sd-jwt.ts';
 import type { StatusLists } from './status-list.ts';
 import type { NetworkProfiles } from './network.ts';
@@ -39,6 +40,10 @@ interface SessionRow {
   status: 'pending' | 'requested' | 'verified' | 'error';
   request_fetched: number;
   result: string | null;
+  login_secret_hash: string | null;
+  login_interaction: string | null;
+  login_user_id: string | null;
+  completed_at: string | null;
   created_at: string;
   expires_at: string;
 }
@@ -233,7 +238,7 @@ export class VerifierService {
    * `response=<JWE>` (1.0 direct_post.jwt), a form with `vp_token` and `state` (direct_post), an
    * `application/jose` body (the JWE itself), or a raw CBOR DeviceResponse.
    */
-  async respond(tenant: Tenant, sessionId: string | undefined, body: Buffer, contentType: string, who: Caller): Promise<VpResult> {
+  async respond(tenant: Tenant, origin: string, sessionId: string | undefined, body: Buffer, contentType: string, who: Caller): Promise<VpResult> {
     const mt = contentType.split(';')[0]!.trim().toLowerCase();
     let form: URLSearchParams | undefined;
     let jwe: string | undefined;
@@ -300,7 +305,17 @@ export class VerifierService {
         if (!anchors.length) {
           throw new AppError(501, 'mdoc_verify_not_configured', 'no issuer trust anchors (IACA) are configured for mdoc verification');
         }
-        throw new AppError(501, 'mdoc_verify_not_configured', 'mdoc DeviceResponse verification is not available in this build');
+        const v = verifyMdoc(bytes, {
+          doctypes: preset.doctypes,
+          clientId: s.client_id,
+          nonce: s.nonce,
+          responseUri: this.responseUri(origin, s.id),
+          // OpenID4VP 1.0 §B.2.6.1: the thumbprint of the key the response was encrypted to, null when it was not encrypted.
+          jwkThumbprint: jwe && s.enc_jwk_thumb ? new Uint8Array(Buffer.from(s.enc_jwk_thumb, 'base64url')) : null,
+          now: this.now(),
+          anchors,
+        });
+        presentation = { format: 'mso_mdoc', doctype: v.docType, issuer: v.issuer, claims: v.claims, namespaces: v.namespaces };
       }
     } catch (e) {
       if (e instanceof CheckFailed) throw this.fail(tenant, s, e.check, e.message, who);
@@ -329,13 +344,20 @@ export class VerifierService {
       });
     })();
     this.record(tenant, 'vp-verify-result', s.id, who, { status: 'verified', format: String(presentation.format) });
-    // Wallet sign-in: an assertion only when the tenant's policy maps this PID to an account.
+    // Wallet sign-in: an assertion only when the tenant's policy maps this PID to an account. A
+    // session the login page started signs that browser in instead (completeLogin): the wallet
+    // gets no assertion, the page's secret is what redeems it.
     let ssoAssertion: string | undefined;
     const claims = (presentation.claims as Record<string, unknown>) ?? {};
     const account = this.deps.sso.account(tenant, claims);
     if ('user' in account) {
-      ssoAssertion = this.deps.sso.mint(tenant, s.id, account.user, claims);
-      this.record(tenant, 'vp-sso-minted', s.id, who, { user: account.user.name });
+      if (s.login_secret_hash) {
+        this.deps.db.prepare('UPDATE vp_session SET login_user_id = ? WHERE tenant_id = ? AND id = ?').run(account.user.id, tenant.id, s.id);
+        this.record(tenant, 'vp-sso-minted', s.id, who, { user: account.user.name, via: 'login-page' });
+      } else {
+        ssoAssertion = this.deps.sso.mint(tenant, s.id, account.user, claims);
+        this.record(tenant, 'vp-sso-minted', s.id, who, { user: account.user.name });
+      }
     }
     return { ...result, ...(networkConfig ? { network_config: networkConfig } : {}), ...(ssoAssertion ? { sso_assertion: ssoAssertion } : {}) };
   }
@@ -378,9 +400,63 @@ export class VerifierService {
   result(tenant: Tenant, sessionId: string): VpResult | { status: 'pending'; session_id: string } {
     const s = this.session(tenant, sessionId);
     if (!s) throw new NotFoundError('unknown presentation session');
-    if (s.result) return JSON.parse(s.result) as VpResult;
+    if (s.result) {
+      const r = JSON.parse(s.result) as VpResult;
+      // completed: verified, and what the session was started for has been taken up.
+      const out = s.completed_at && r.status === 'verified' ? { ...r, status: 'completed' as const } : r;
+      // A sign-in session's id is in its QR code: whoever saw the code learns the status, never the PID.
+      return s.login_secret_hash ? { ...out, presentation: {} } : out;
+    }
     if (Date.parse(s.expires_at) <= this.now()) throw new AppError(400, 'session_expired', 'the presentation session has expired');
     return { status: 'pending', session_id: s.id };
+  }
+
+  /**
+   * `completed` (spec VpResponseResult.status): the presentation was verified AND the result was
+   * taken up by the party the session was started for. Once only: false when it already was.
+   */
+  markCompleted(tenant: Tenant, sessionId: string, who: Caller, how: string): boolean {
+    const done = this.deps.db
+      .prepare(`UPDATE vp_session SET completed_at = ? WHERE tenant_id = ? AND id = ? AND status = 'verified' AND completed_at IS NULL`)
+      .run(new Date(this.now()).toISOString(), tenant.id, sessionId).changes;
+    if (done) this.record(tenant, 'vp-completed', sessionId, who, { via: how });
+    return done > 0;
+  }
+
+  /** The login page's wallet sign-in: a session bound to a secret only that page holds. */
+  async startLogin(tenant: Tenant, origin: string, interaction: string, who: Caller) {
+    const st = await this.start(
+      tenant,
+      origin,
+      { preset: this.deps.config.signIn.preset, client_id_prefix: 'x509_hash', scope: 'openid', response_mode: 'direct_post.jwt' },
+      who,
+    );
+    const secret = random(32);
+    this.deps.db
+      .prepare('UPDATE vp_session SET login_secret_hash = ?, login_interaction = ? WHERE tenant_id = ? AND id = ?')
+      .run(sha256(secret), interaction || null, tenant.id, st.session_id);
+    return {
+      session_id: st.session_id,
+      openid4vp_url: st.openid4vp_url,
+      qr_svg: `${origin}/oidc.ashx/vp-qr.svg?session_id=${st.session_id}`,
+      login_secret: secret,
+      expires_in: st.expires_in,
+    };
+  }
+
+  /**
+   * The login page, after vp-result said `verified`: the account the PID mapped to, once, for the
+   * page holding the secret. Errors: 404 unknown, 403 wrong secret, 409 not verified yet or
+   * already used, 403 `access_denied` when the tenant's policy maps this PID to nobody.
+   */
+  completeLogin(tenant: Tenant, sessionId: string, secret: string, who: Caller): { userId: string; interaction: string | null } {
+    const s = this.session(tenant, sessionId);
+    if (!s || !s.login_secret_hash) throw new NotFoundError('unknown sign-in session');
+    if (!safeEq(sha256(secret), s.login_secret_hash)) throw new AppError(403, 'access_denied', 'this sign-in session belongs to another page');
+    if (s.status !== 'verified') throw new AppError(409, 'conflict', 'the wallet has not presented a verified PID in this session');
+    if (!s.login_user_id) throw new AppError(403, 'access_denied', 'no account of this tenant may sign in with this PID (tenant policy)');
+    if (!this.markCompleted(tenant, s.id, who, 'login-page')) throw new AppError(409, 'session_finished', 'this sign-in was already completed');
+    return { userId: s.login_user_id, interaction: s.login_interaction };
   }
 
   /** /.well-known/eudiw-verifier-metadata: what a wallet or an operator needs to know about this verifier. */
@@ -420,6 +496,10 @@ function firstPresentation(v: unknown): string | undefined {
     }
   }
   return undefined;
+}
+
+function sha256(v: string): string {
+  return crypto.createHash('sha256').update(v).digest('hex');
 }
 
 function safeEq(a: string, b: string): boolean {

@@ -20,6 +20,9 @@ const hashOf = (a: string) => crypto.createHash('sha256').update(a).digest('hex'
  * then fails), and only its hash is stored.
  */
 export class SsoAssertions {
+  /** Told when an assertion is redeemed (the session becomes `completed`). */
+  onRedeemed: ((tenant: Tenant, sessionId: string, who: { ip: string; ua: string }) => void) | undefined;
+
   constructor(
     private readonly db: DB,
     private readonly keys: KeyService,
@@ -90,6 +93,7 @@ export class SsoAssertions {
       if (!got) throw fail('the sso_assertion is unknown, expired or already used');
       const user = p.users.get(tenant, got.userId);
       if (!user || user.status !== 'active') throw fail('the account of this sign-in is no longer active');
+      this.onRedeemed?.(tenant, got.sessionId, g.req);
       const scope = p.parseScope(form.scope, ['openid']).filter((s) => s !== 'offline_access');
       const grantId = p.newGrant(tenant, g.client.clientId, user.id, scope);
       const tokens = await p.tokens.issue(tenant, g.issuer, {
