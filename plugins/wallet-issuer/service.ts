@@ -581,6 +581,7 @@ export class IssuerService {
           authority: this.d.config.displayName,
           signed: new Date(now),
           validUntil: new Date(exp),
+          status: { idx, uri: endpoints(origin).statusList(listId) },
         })
       ).toString('base64url');
     }
