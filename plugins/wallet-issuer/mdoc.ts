@@ -1,14 +1,15 @@
 /**
  * mdoc issuance (ISO/IEC 18013-5 §8.3.2.1.2 IssuerSigned, §9.1.2.4 MobileSecurityObject), encoded
- * here with cbor-x. Neither @animo-id/mdoc 0.5 nor @owf/mdoc 0.6 can put the Token Status List
+ * here (cbor.ts). Neither @animo-id/mdoc 0.5 nor @owf/mdoc 0.6 can put the Token Status List
  * reference (draft-ietf-oauth-status-list §6.3: MSO `status` → `status_list` {idx, uri}) into
  * the MSO, and building the structure directly is also what keeps an issuance close to one
  * signature's cost. Tests verify the result with @owf/mdoc 0.6 and @animo-id/mdoc.
  */
 import crypto from 'node:crypto';
-import { Encoder, Tag } from 'cbor-x';
+import { CborRaw, CborTag, cborEncode, embeddedBytes } from './cbor.ts';
 import type { IssuerKey } from './keys.ts';
 import type { ProvenKey } from './proof.ts';
+import { randomBytes } from './random.ts';
 import { PID_DOCTYPE, type SubjectClaims } from './schemas.ts';
 
 export interface MdocInput {
@@ -22,14 +23,12 @@ export interface MdocInput {
   status: { idx: number; uri: string };
 }
 
-// Plain CBOR: byte strings untagged (cbor-x tags typed arrays unless told), no records.
-const cbor = new Encoder({ useRecords: false, tagUint8Array: false, mapsAsObjects: false, variableMapSize: true });
-const encode = (v: unknown): Buffer => cbor.encode(v);
+const encode = cborEncode;
 
 /** RFC 8943 full-date (tag 1004), as 18013-5 and the PID rulebook use for dates. */
-const fullDate = (s: string) => new Tag(s, 1004);
+const fullDate = (s: string) => new CborTag(1004, s);
 /** RFC 8949 tdate (tag 0) without fractional seconds (18013-5 §9.1.2.4). */
-const tdate = (d: Date) => new Tag(d.toISOString().replace(/\.\d{3}Z$/, 'Z'), 0);
+const tdate = (d: Date) => new CborTag(0, d.toISOString().replace(/\.\d{3}Z$/, 'Z'));
 
 /** PID claim names of the SD-JWT VC (PID Rulebook) mapped to the mdoc data elements of eu.europa.ec.eudi.pid.1. */
 function elements(c: SubjectClaims, i: MdocInput): [string, unknown][] {
@@ -62,25 +61,23 @@ const PROTECTED_ES256 = encode(new Map([[1, -7]]));
  */
 export async function issueMdoc(i: MdocInput): Promise<Buffer> {
   const els = elements(i.claims, i);
-  const salts = crypto.randomBytes(16 * els.length);
+  const salts = randomBytes(16 * els.length);
   const ids = shuffledIds(els.length);
-  const items: Tag[] = [];
+  const items: CborRaw[] = [];
   const digests = new Map<number, Buffer>();
   els.forEach(([name, value], n) => {
     const digestID = ids[n]!;
-    const item = new Tag(
-      encode(
-        new Map<string, unknown>([
-          ['digestID', digestID],
-          ['random', salts.subarray(16 * n, 16 * n + 16)],
-          ['elementIdentifier', name],
-          ['elementValue', value],
-        ]),
-      ),
-      24,
+    const item = embeddedBytes(
+      new Map<string, unknown>([
+        ['digestID', digestID],
+        ['random', salts.subarray(16 * n, 16 * n + 16)],
+        ['elementIdentifier', name],
+        ['elementValue', value],
+      ]),
     );
-    items.push(item);
-    digests.set(digestID, crypto.createHash('sha256').update(encode(item)).digest());
+    items.push(new CborRaw(item));
+    // crypto.hash: one call, a third of createHash's cost for inputs this small.
+    digests.set(digestID, crypto.hash('sha256', item, 'buffer'));
   });
   const mso = new Map<string, unknown>([
     ['version', '1.0'],
@@ -123,7 +120,7 @@ export async function issueMdoc(i: MdocInput): Promise<Buffer> {
       ]),
     ],
   ]);
-  const payload = encode(new Tag(encode(mso), 24));
+  const payload = embeddedBytes(mso);
   const toBeSigned = encode(['Signature1', PROTECTED_ES256, Buffer.alloc(0), payload]);
   const signature = await i.key.signer.sign(toBeSigned);
   const issuerAuth = [PROTECTED_ES256, new Map([[33, i.key.certDer]]), payload, signature];
@@ -138,8 +135,10 @@ export async function issueMdoc(i: MdocInput): Promise<Buffer> {
 /** 0..n-1 in a random order (digest IDs must not reveal the order of the elements). */
 function shuffledIds(n: number): number[] {
   const a = Array.from({ length: n }, (_, k) => k);
+  const r = randomBytes(4 * n);
   for (let k = n - 1; k > 0; k--) {
-    const j = crypto.randomInt(k + 1);
+    // 32 random bits per draw: the modulo bias for n <= 50 is below 2^-26.
+    const j = r.readUInt32BE(4 * k) % (k + 1);
     [a[k], a[j]] = [a[j]!, a[k]!];
   }
   return a;
