@@ -302,10 +302,17 @@ export class IssuerService {
 
   /** OpenID4VCI 1.0 §7: a fresh c_nonce (single use, short-lived). */
   newNonce(tenant: Tenant): { c_nonce: string; c_nonce_expires_in: number } {
-    const nonce = crypto.randomBytes(24).toString('base64url');
-    this.repo.insertNonce(tenant, sha256Hex(nonce), this.nowSec() + this.d.config.cNonceTtlSec);
+    const { nonce, hash } = this.freshNonce();
+    this.repo.insertNonce(tenant, hash, this.nowSec() + this.d.config.cNonceTtlSec);
     return { c_nonce: nonce, c_nonce_expires_in: this.d.config.cNonceTtlSec };
   }
+
+  private freshNonce(): { nonce: string; hash: string } {
+    const nonce = randomBytes(24).toString('base64url');
+    return { nonce, hash: sha256Hex(nonce) };
+  }
+
+  #spend: ((t: Tenant, nonceHash: string, row: TokenRow, n: number, at: number, nextHash: string) => OfferRow | 'nonce' | 'offer' | 'spent') | undefined;
 
   /** The credential access token (opaque, by hash), or undefined. */
   accessToken(tenant: Tenant, token: string): TokenRow | undefined {
@@ -524,22 +531,32 @@ export class IssuerService {
     for (const p of proofs) keys.push(p.type === 'jwt' ? await verifyJwtProof(p.value, aud, now) : verifyCwtProof(p.value, aud, now));
     const nonce = keys[0]!.nonce;
     if (keys.some((k) => k.nonce !== nonce)) throw invalidProof('all proofs of one request must carry the same nonce');
-    if (!this.repo.takeNonce(tenant, sha256Hex(nonce), now)) {
-      throw new AppError(400, 'invalid_nonce', 'the proof nonce is unknown, expired or already used; get a fresh one from the Nonce Endpoint');
-    }
-    const offer = this.repo.offer(tenant, token.offer_id);
-    if (!offer) throw new AppError(403, 'insufficient_scope', 'the offer behind this token is gone');
-    if (!this.repo.spendToken(tenant, token.token_hash, keys.length, this.d.config.credentialsPerToken)) {
-      throw new AppError(403, 'credential_request_denied', `this access token has obtained its ${this.d.config.credentialsPerToken} credentials`);
-    }
-    const claims = subjectClaims.parse(JSON.parse(this.d.keys.openString(offer.sealed_claims, `wi-claims|${tenant.id}|${offer.id}`)));
+    let email: string | undefined;
     if (token.user_id !== null) {
       // Signed in at the authorization step: the account must still be active, and its e-mail
       // address (the one attribute of an account a PID carries) replaces the offer's.
       const user = this.d.oidc.provider.activeUser(tenant, token.user_id);
       if (!user) throw new AppError(403, 'credential_request_denied', 'the account that signed in is no longer active');
-      if (user.email) claims.email = user.email;
+      email = user.email ?? undefined;
     }
+    // Nonce taken, token spent and the next nonce stored in one transaction (one commit, not three).
+    const next = this.freshNonce();
+    const step = (this.#spend ??= this.d.db.transaction((t: Tenant, nonceHash: string, row: TokenRow, n: number, at: number, nextHash: string) => {
+      if (!this.repo.takeNonce(t, nonceHash, at)) return 'nonce' as const;
+      const o = this.repo.offer(t, row.offer_id);
+      if (!o) return 'offer' as const;
+      if (!this.repo.spendToken(t, row.token_hash, n, this.d.config.credentialsPerToken)) return 'spent' as const;
+      this.repo.insertNonce(t, nextHash, at + this.d.config.cNonceTtlSec);
+      return o;
+    }))(tenant, sha256Hex(nonce), token, keys.length, now, next.hash);
+    if (step === 'nonce')
+      throw new AppError(400, 'invalid_nonce', 'the proof nonce is unknown, expired or already used; get a fresh one from the Nonce Endpoint');
+    if (step === 'offer') throw new AppError(403, 'insufficient_scope', 'the offer behind this token is gone');
+    if (step === 'spent')
+      throw new AppError(403, 'credential_request_denied', `this access token has obtained its ${this.d.config.credentialsPerToken} credentials`);
+    const offer = step;
+    const claims = subjectClaims.parse(JSON.parse(this.d.keys.openString(offer.sealed_claims, `wi-claims|${tenant.id}|${offer.id}`)));
+    if (email) claims.email = email;
     const credentials: string[] = [];
     for (const k of keys) credentials.push(await this.issue(tenant, origin, offer.id, configId, claims, k));
     const format = FORMAT_OF[configId];
@@ -548,7 +565,8 @@ export class IssuerService {
       // The seed's single-credential shape beside 1.0's list.
       credential: credentials[0],
       format,
-      ...this.newNonce(tenant),
+      c_nonce: next.nonce,
+      c_nonce_expires_in: this.d.config.cNonceTtlSec,
     };
   }
 
