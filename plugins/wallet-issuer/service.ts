@@ -580,16 +580,18 @@ export class IssuerService {
     // key's B-tree instead of dirtying a random page each.
     const id = `cred_${now.toString(36).padStart(9, '0')}${randomBytes(9).toString('base64url')}`;
     let credential: string;
+    // endpoints(origin).statusList(listId), without building the whole address table per credential.
+    const statusUri = `${origin}/vci.ashx?status-list=${listId}`;
     if (configId === SD_JWT_CONFIG_ID) {
       const { issueSdJwt } = await (sdJwtModule ??= import('./sdjwt.ts'));
       credential = await issueSdJwt({
-        issuer: endpoints(origin).credentialIssuer,
+        issuer: origin,
         key,
         holder: holder.jwk,
         claims,
         iat: Math.floor(now / 1000),
         exp: Math.floor(exp / 1000),
-        status: { idx, uri: endpoints(origin).statusList(listId) },
+        status: { idx, uri: statusUri },
       });
     } else {
       const { issueMdoc } = await (mdocModule ??= import('./mdoc.ts'));
@@ -602,7 +604,7 @@ export class IssuerService {
           authority: this.d.config.displayName,
           signed: new Date(now),
           validUntil: new Date(exp),
-          status: { idx, uri: endpoints(origin).statusList(listId) },
+          status: { idx, uri: statusUri },
         })
       ).toString('base64url');
     }
@@ -626,13 +628,13 @@ export class IssuerService {
 
   /**
    * A credential's row (its id, offer and status index) is written with the others issued in the
-   * same event-loop turn, in one transaction (at most 64 rows), before the process serves any other
+   * same event-loop turn, in one transaction (at most 256 rows), before the process serves any other
    * I/O: a commit per credential cost more than its signature. Everything that reads the rows here
    * (revoke, the list, status, the status list token) writes the pending ones first.
    */
   private queueCredential(tenant: Tenant, row: PendingRow[1]): void {
     this.#rows.push([tenant, row]);
-    if (this.#rows.length >= 64) this.flushCredentials();
+    if (this.#rows.length >= 256) this.flushCredentials();
     else if (!this.#flushQueued) {
       this.#flushQueued = true;
       setImmediate(() => {
