@@ -26,9 +26,19 @@ export default definePlugin({
   config: issuerConfig,
   cli: { issuer: issuerCli },
   setup(ctx): IssuerServices {
-    const service = new IssuerService({ db: ctx.db, keys: ctx.keys, clock: ctx.clock, config: ctx.config, log: ctx.log, paths: ctx.paths, audit: ctx.audit });
+    const oidc = ctx.use(OIDC);
+    const service = new IssuerService({
+      db: ctx.db,
+      keys: ctx.keys,
+      clock: ctx.clock,
+      config: ctx.config,
+      log: ctx.log,
+      paths: ctx.paths,
+      audit: ctx.audit,
+      oidc,
+    });
     // The OpenID4VCI pre-authorized grant at the OIDC token endpoint too (one grant, two addresses).
-    ctx.use(OIDC).registerGrant(PRE_AUTH_GRANT, (g) => service.preAuthorizedGrant(g.tenant, g.form), { clientAuth: 'optional' });
+    oidc.registerGrant(PRE_AUTH_GRANT, (g) => service.preAuthorizedGrant(g.tenant, g.form), { clientAuth: 'optional' });
     ctx.auth.registerVerifier(CREDENTIAL_VERIFIER, async ({ headers, tenant }) => {
       const token = bearerToken(headers.authorization);
       if (!token || !service.accessToken(tenant, token)) return null;

@@ -49,12 +49,23 @@ const YEAR_MS = 365 * 86_400_000;
  * `sovcomms issuer init --hsm-module`. Rotation retires the signing key but keeps it published
  * for `rotationOverlapDays`, so credentials it signed keep verifying.
  */
+const ACTIVE_RECHECK_MS = 100;
+
 export class IssuerKeys {
   readonly #signers = new Map<string, Signer>();
   readonly #making = new Map<string, Promise<void>>();
   /** Loaded keys by tenant and kid (the active row is still read per call: a CLI rotation shows at once). */
   readonly #loaded = new Map<string, IssuerKey>();
   #activeStmt: Database.Statement<unknown[]> | undefined;
+  /**
+   * The active signing key per tenant, kept while SQLite's `data_version` stays the same: it
+   * changes when another connection (the CLI's `issuer rotate` or `init`) commits, so a rotation
+   * elsewhere is seen without reading the key row for every credential. `data_version` itself is
+   * read at most every ACTIVE_RECHECK_MS (it takes a WAL read lock, about a third of a
+   * signature), so another process's rotation shows within that. This process's rotations clear it.
+   */
+  readonly #active = new Map<string, { key: IssuerKey; version: number; checked: number }>();
+  #versionStmt: Database.Statement<unknown[]> | undefined;
 
   constructor(
     private readonly db: DB,
@@ -77,12 +88,23 @@ export class IssuerKeys {
 
   /** The active credential signing key (made on first use). */
   async active(tenant: Tenant): Promise<IssuerKey> {
+    const hit = this.#active.get(tenant.id);
+    const t = performance.now();
+    if (hit && t - hit.checked < ACTIVE_RECHECK_MS) return hit.key;
+    this.#versionStmt ??= this.db.prepare('PRAGMA data_version').pluck();
+    const version = this.#versionStmt.get() as number;
+    if (hit && hit.version === version) {
+      hit.checked = t;
+      return hit.key;
+    }
     let r = this.row(tenant, 'signing');
     if (!r) {
       await this.ensure(tenant);
       r = this.row(tenant, 'signing')!;
     }
-    return this.load(tenant, r);
+    const key = await this.load(tenant, r);
+    this.#active.set(tenant.id, { key, version, checked: t });
+    return key;
   }
 
   iacaPem(der: Buffer): string {
@@ -169,6 +191,7 @@ export class IssuerKeys {
    */
   async rotate(tenant: Tenant, pin?: string): Promise<{ retired: string; active: string }> {
     await this.ensure(tenant);
+    this.#active.clear();
     const old = this.row(tenant, 'signing')!;
     const home: KeyHome =
       old.key_kind === 'software'
@@ -188,10 +211,12 @@ export class IssuerKeys {
       .run(new Date(now).toISOString(), until, tenant.id, old.kid);
     try {
       const kid = await this.addSigningKey(tenant, home);
+      this.#active.clear();
       return { retired: old.kid, active: kid };
     } catch (e) {
       // No tenant is ever left without an active key.
       this.db.prepare('UPDATE wi_key SET retired_at = NULL, publish_until = NULL WHERE tenant_id = ? AND kid = ?').run(tenant.id, old.kid);
+      this.#active.clear();
       throw e;
     }
   }
@@ -203,6 +228,7 @@ export class IssuerKeys {
   async init(tenant: Tenant, home: KeyHome): Promise<{ iaca: string; signing: string }> {
     // A wrong PIN or a missing token fails here, before anything changes.
     if (home.kind === 'pkcs11') (await import('./hsm.ts')).probeToken(home.hsm);
+    this.#active.clear();
     const now = this.clock.now();
     const until = new Date(now + this.config.rotationOverlapDays * 86_400_000).toISOString();
     const before = this.db.prepare('SELECT kid FROM wi_key WHERE tenant_id = ? AND retired_at IS NULL').all(tenant.id) as { kid: string }[];
@@ -216,8 +242,10 @@ export class IssuerKeys {
       this.db.prepare('DELETE FROM wi_key WHERE tenant_id = ? AND retired_at IS NULL').run(tenant.id);
       for (const b of before)
         this.db.prepare('UPDATE wi_key SET retired_at = NULL, publish_until = NULL WHERE tenant_id = ? AND kid = ?').run(tenant.id, b.kid);
+      this.#active.clear();
       throw e;
     }
+    this.#active.clear();
     return { iaca: this.row(tenant, 'iaca')!.kid, signing: this.row(tenant, 'signing')!.kid };
   }
 

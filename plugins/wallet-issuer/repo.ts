@@ -16,6 +16,8 @@ export interface OfferRow {
   created_at: string;
   expires_at: number;
   redeemed_at: string | null;
+  /** The account (login name) that alone may redeem an authorization code offer, or null. */
+  subject_user: string | null;
 }
 
 export interface CodeRow {
@@ -28,6 +30,8 @@ export interface CodeRow {
   configuration_ids: string;
   expires_at: number;
   used_at: number | null;
+  /** The account that signed in at the authorization step. */
+  user_id: string | null;
 }
 
 export interface TokenRow {
@@ -37,6 +41,18 @@ export interface TokenRow {
   configuration_ids: string;
   expires_at: number;
   issued: number;
+  user_id: string | null;
+}
+
+export interface LoginRow {
+  tenant_id: string;
+  state_hash: string;
+  browser_hash: string;
+  params: string;
+  sealed_verifier: string;
+  nonce: string;
+  expires_at: number;
+  used_at: number | null;
 }
 
 export interface CredentialRow {
@@ -70,8 +86,8 @@ export class IssuerRepo {
 
   insertOffer(tenant: Tenant, o: Omit<OfferRow, 'tenant_id' | 'tx_code_failures' | 'redeemed_at'>): void {
     this.q(
-      `INSERT INTO wi_offer (tenant_id, id, configuration_ids, sealed_claims, pre_auth_hash, tx_code_hash, tx_code_length, issuer_state_hash, sealed_grant, created_by, created_at, expires_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      `INSERT INTO wi_offer (tenant_id, id, configuration_ids, sealed_claims, pre_auth_hash, tx_code_hash, tx_code_length, issuer_state_hash, sealed_grant, created_by, created_at, expires_at, subject_user)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     ).run(
       tenant.id,
       o.id,
@@ -85,6 +101,7 @@ export class IssuerRepo {
       o.created_by,
       o.created_at,
       o.expires_at,
+      o.subject_user,
     );
   }
 
@@ -133,8 +150,26 @@ export class IssuerRepo {
 
   insertCode(tenant: Tenant, c: Omit<CodeRow, 'tenant_id' | 'used_at'>): void {
     this.q(
-      'INSERT INTO wi_code (tenant_id, code_hash, client_id, redirect_uri, code_challenge, offer_id, configuration_ids, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
-    ).run(tenant.id, c.code_hash, c.client_id, c.redirect_uri, c.code_challenge, c.offer_id, c.configuration_ids, c.expires_at);
+      'INSERT INTO wi_code (tenant_id, code_hash, client_id, redirect_uri, code_challenge, offer_id, configuration_ids, expires_at, user_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+    ).run(tenant.id, c.code_hash, c.client_id, c.redirect_uri, c.code_challenge, c.offer_id, c.configuration_ids, c.expires_at, c.user_id);
+  }
+
+  insertLogin(tenant: Tenant, l: Omit<LoginRow, 'tenant_id' | 'used_at'>): void {
+    this.q('INSERT INTO wi_login (tenant_id, state_hash, browser_hash, params, sealed_verifier, nonce, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)').run(
+      tenant.id,
+      l.state_hash,
+      l.browser_hash,
+      l.params,
+      l.sealed_verifier,
+      l.nonce,
+      l.expires_at,
+    );
+  }
+
+  /** Takes a sign-in under way once (the OIDC callback comes back once). */
+  takeLogin(tenant: Tenant, stateHash: string, now: number): LoginRow | undefined {
+    return this.q('UPDATE wi_login SET used_at = ? WHERE tenant_id = ? AND state_hash = ? AND used_at IS NULL RETURNING *').get(now, tenant.id, stateHash) as
+      LoginRow | undefined;
   }
 
   /** Consumes a code whatever happens next (spec: single use, consumed even on a failed exchange). */
@@ -144,12 +179,13 @@ export class IssuerRepo {
   }
 
   insertToken(tenant: Tenant, t: Omit<TokenRow, 'tenant_id' | 'issued'>): void {
-    this.q('INSERT INTO wi_token (tenant_id, token_hash, offer_id, configuration_ids, expires_at) VALUES (?, ?, ?, ?, ?)').run(
+    this.q('INSERT INTO wi_token (tenant_id, token_hash, offer_id, configuration_ids, expires_at, user_id) VALUES (?, ?, ?, ?, ?, ?)').run(
       tenant.id,
       t.token_hash,
       t.offer_id,
       t.configuration_ids,
       t.expires_at,
+      t.user_id,
     );
   }
 
@@ -257,6 +293,7 @@ export class IssuerRepo {
   /** Drops expired pushed requests, codes, tokens and nonces. */
   prune(now: number): void {
     this.q('DELETE FROM wi_par WHERE expires_at < ?').run(now - 60);
+    this.q('DELETE FROM wi_login WHERE expires_at < ?').run(now - 60);
     this.q('DELETE FROM wi_code WHERE expires_at < ?').run(now - 3600);
     this.q('DELETE FROM wi_token WHERE expires_at < ?').run(now);
     this.q('DELETE FROM wi_nonce WHERE expires_at < ?').run(now);

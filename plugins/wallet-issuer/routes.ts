@@ -13,7 +13,7 @@ import {
   type RouteRequest,
 } from '../../server/sdk.ts';
 import { CREDENTIAL_VERIFIER } from './api.ts';
-import type { IssuerService } from './service.ts';
+import { SIGN_IN_COOKIE, SIGN_IN_PATH, type IssuerService } from './service.ts';
 import { createOfferBody, createOfferResponse, credentialBody, parForm, revokeBody, revokeResponse, tokenForm, type IssuerConfig } from './schemas.ts';
 
 const area = 'wallet-issuer';
@@ -184,18 +184,47 @@ export function issuerRoutes(r: RouteRegistrar, s: IssuerService, audit: AuditWr
     method: 'GET',
     path: '/vci.ashx?authorize',
     aliases: ['/vci/authorize'],
-    summary: 'Authorization endpoint of the issuer (request_uri from PAR, or the same parameters); redirects with code',
+    summary: "Authorization endpoint of the issuer (request_uri from PAR, or the same parameters); sends the browser to the tenant's sign-in",
+    description:
+      'The checked request waits while the person signs in at the OpenID Provider of the tenant (/oauth2/v1/authorize, client wallet-issuer); ' +
+      'its callback (/vci/callback) redirects to the wallet with code, state, iss.',
     area,
     auth: policy.public,
     rateLimit: { name: 'vci-token', perMinute: config.tokenPerMinute },
-    responses: { 302: { description: 'redirect to the wallet with code, state, iss' }, 400: { description: 'OAuth error', schema: oauthErrorSchema } },
+    responses: { 302: { description: 'redirect to the sign-in of the tenant' }, 400: { description: 'OAuth error', schema: oauthErrorSchema } },
     handler: (req) => {
-      const q = req.query as Record<string, unknown>;
-      const strings: Record<string, string | undefined> = {};
-      for (const [k, v] of Object.entries(q)) if (typeof v === 'string' && v.length <= 8000) strings[k] = v;
-      const location = s.authorize(req.tenant, req.origin, strings);
-      audit.write(req.tenant, { event: 'vci.authorize', ip: req.ip, ua: req.ua, extra: { client_id: strings.client_id } });
-      return reply.redirect(location, 302, noStore);
+      const out = s.authorize(req.tenant, req.origin, strings(req.query));
+      audit.write(req.tenant, { event: 'vci.authorize', ip: req.ip, ua: req.ua, extra: { client_id: strings(req.query).client_id } });
+      return reply.redirect(out.location, 302, { ...noStore, 'Set-Cookie': signInCookie(out.browser, req.origin, config.signInTtlSec) });
+    },
+  });
+
+  r.add({
+    method: 'GET',
+    path: '/vci.ashx?signed-in',
+    aliases: [SIGN_IN_PATH],
+    summary: 'Where the OpenID Provider returns after the sign-in: redirects to the wallet with code, state, iss (or an OAuth error)',
+    area,
+    auth: policy.public,
+    rateLimit: { name: 'vci-token', perMinute: config.tokenPerMinute },
+    responses: {
+      302: { description: 'redirect to the wallet' },
+      400: { description: 'OAuth error (unknown sign-in, other browser)', schema: oauthErrorSchema },
+    },
+    handler: async (req) => {
+      const out = await s.signedIn(req.tenant, req.origin, strings(req.query), cookieOf(req.headers.cookie, SIGN_IN_COOKIE), {
+        ip: req.ip,
+        ua: req.ua,
+        headers: req.headers,
+      });
+      audit.write(req.tenant, {
+        event: out.error ? 'vci.sign-in-fail' : 'vci.sign-in',
+        user: out.user,
+        ip: req.ip,
+        ua: req.ua,
+        extra: out.error ? { error: out.error } : {},
+      });
+      return reply.redirect(out.location, 302, { ...noStore, 'Set-Cookie': signInCookie('', req.origin, 0) });
     },
   });
 
@@ -293,6 +322,25 @@ export function issuerRoutes(r: RouteRegistrar, s: IssuerService, audit: AuditWr
       return reply(200, envelope(out, total, page, req.raw.originalUrl));
     },
   });
+}
+
+function strings(q: unknown): Record<string, string | undefined> {
+  const out: Record<string, string | undefined> = {};
+  for (const [k, v] of Object.entries((q ?? {}) as Record<string, unknown>)) if (typeof v === 'string' && v.length <= 8000) out[k] = v;
+  return out;
+}
+
+/** The sign-in's browser binding: HttpOnly, SameSite=Lax (the OpenID Provider's redirect back is a top-level GET). */
+function signInCookie(value: string, origin: string, maxAge: number): string {
+  return `${SIGN_IN_COOKIE}=${value}; Path=/; HttpOnly; SameSite=Lax; Max-Age=${maxAge}${origin.startsWith('https:') ? '; Secure' : ''}`;
+}
+
+function cookieOf(header: string | undefined, name: string): string | undefined {
+  for (const part of (header ?? '').split(';')) {
+    const i = part.indexOf('=');
+    if (i > 0 && part.slice(0, i).trim() === name) return part.slice(i + 1).trim() || undefined;
+  }
+  return undefined;
 }
 
 function who_(req: RouteRequest): string {

@@ -35,6 +35,8 @@ export const issuerConfig = z
     /** Authorization code and pushed request lifetimes (RFC 9126 §2.2: short). */
     codeTtlSec: z.number().int().min(10).max(600).default(60),
     parTtlSec: z.number().int().min(10).max(600).default(90),
+    /** How long a person has to sign in at the authorization step (the OpenID Provider's pages). */
+    signInTtlSec: z.number().int().min(60).max(3600).default(600),
     /** Wrong tx_codes before a pre-authorized code is burnt. */
     txCodeMaxFailures: z.number().int().min(1).max(20).default(5),
     /** Per-IP limits of the public credential, offer and token endpoints (429 + Retry-After). */
@@ -105,6 +107,11 @@ export const createOfferBody = z
     /** true: the server makes a numeric code; a string of 4-8 digits: use it. Only with pre_authorized. */
     tx_code: z.union([z.boolean(), z.string().regex(/^\d{4,8}$/)]).optional(),
     expires_in: z.number().int().min(60).optional(),
+    /**
+     * Authorization code offers only: the account (login name) that alone may redeem the offer
+     * by signing in. Without it any active account of the tenant that signs in may.
+     */
+    user: z.string().min(1).max(200).optional(),
   })
   .strict();
 export type CreateOfferBody = z.infer<typeof createOfferBody>;

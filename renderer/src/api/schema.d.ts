@@ -2879,7 +2879,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Authorization endpoint of the issuer (request_uri from PAR, or the same parameters); redirects with code */
+        /**
+         * Authorization endpoint of the issuer (request_uri from PAR, or the same parameters); sends the browser to the tenant's sign-in
+         * @description The checked request waits while the person signs in at the OpenID Provider of the tenant (/oauth2/v1/authorize, client wallet-issuer); its callback (/vci/callback) redirects to the wallet with code, state, iss.
+         */
         get: operations["get_vci_ashx_authorize"];
         put?: never;
         post?: never;
@@ -3082,6 +3085,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/vci.ashx?signed-in": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Where the OpenID Provider returns after the sign-in: redirects to the wallet with code, state, iss (or an OAuth error) */
+        get: operations["get_vci_ashx_signed_in"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/vci.ashx?status-list": {
         parameters: {
             query?: never;
@@ -3126,8 +3146,28 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Authorization endpoint of the issuer (request_uri from PAR, or the same parameters); redirects with code */
+        /**
+         * Authorization endpoint of the issuer (request_uri from PAR, or the same parameters); sends the browser to the tenant's sign-in
+         * @description The checked request waits while the person signs in at the OpenID Provider of the tenant (/oauth2/v1/authorize, client wallet-issuer); its callback (/vci/callback) redirects to the wallet with code, state, iss.
+         */
         get: operations["get_vci_authorize"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/vci/callback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Where the OpenID Provider returns after the sign-in: redirects to the wallet with code, state, iss (or an OAuth error) */
+        get: operations["get_vci_callback"];
         put?: never;
         post?: never;
         delete?: never;
@@ -15192,7 +15232,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description redirect to the wallet with code, state, iss */
+            /** @description redirect to the sign-in of the tenant */
             302: {
                 headers: {
                     [name: string]: unknown;
@@ -15260,6 +15300,7 @@ export interface operations {
                     /** @default true */
                     pre_authorized?: boolean;
                     tx_code?: boolean | string;
+                    user?: string;
                 };
             };
         };
@@ -15836,6 +15877,48 @@ export interface operations {
             };
         };
     };
+    get_vci_ashx_signed_in: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                "signed-in": string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description redirect to the wallet */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description OAuth error (unknown sign-in, other browser) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        error_description?: string;
+                    };
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     get_vci_ashx_status_list: {
         parameters: {
             query: {
@@ -15957,7 +16040,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description redirect to the wallet with code, state, iss */
+            /** @description redirect to the sign-in of the tenant */
             302: {
                 headers: {
                     [name: string]: unknown;
@@ -15965,6 +16048,45 @@ export interface operations {
                 content?: never;
             };
             /** @description OAuth error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        error_description?: string;
+                    };
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_vci_callback: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description redirect to the wallet */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description OAuth error (unknown sign-in, other browser) */
             400: {
                 headers: {
                     [name: string]: unknown;

@@ -3,15 +3,27 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../server/clock.ts';
+import { SDJwtVcInstance } from '@sd-jwt/sd-jwt-vc';
+import { digest } from '@sd-jwt/crypto-nodejs';
 import { startTestServer, type TestServer } from '../../support/server.ts';
+import { authorizeThrough, TestBrowser } from '../oidc/helpers.ts';
 import { CLAIMS, createOffer, errorOf } from './support.ts';
 import { newHolder, walletClient } from './wallet.ts';
 
 const REDIRECT = 'https://wallet.example/cb?x=1';
+const alice = { username: 'alice', password: 'alice password 1', email: 'alice@office.test' };
+const bob = { username: 'bob', password: 'bob password 12' };
 let srv: TestServer;
+let host: string;
+/** One browser for the whole file: after the first sign-in its OIDC session answers at once. */
+let browser: TestBrowser;
 const clock = new ManualClock(Date.now());
 beforeAll(async () => {
-  srv = await startTestServer({ clock });
+  srv = await startTestServer({ clock, overrides: { plugins: { 'wallet-issuer': { tokenPerMinute: 1000 } } } });
+  host = `127.0.0.1:${srv.port}`;
+  await srv.appliance.core.users.add(srv.primary, { name: alice.username, role: 'user', password: alice.password, email: alice.email });
+  await srv.appliance.core.users.add(srv.primary, { name: bob.username, role: 'user', password: bob.password });
+  browser = new TestBrowser(srv, host);
 });
 afterAll(async () => {
   await srv.stop();
@@ -50,9 +62,9 @@ async function codeFor(clientId = 'wallet-dev'): Promise<{ code: string; verifie
   });
   expect(res.status).toBe(201);
   const { request_uri } = (await res.json()) as { request_uri: string };
-  const a = await srv.fetch(`/vci.ashx?authorize&client_id=${encodeURIComponent(clientId)}&request_uri=${encodeURIComponent(request_uri)}`);
-  expect(a.status).toBe(302);
-  const loc = new URL(a.headers.get('location')!);
+  const loc = new URL(
+    await authorizeThrough(browser, `/vci.ashx?authorize&client_id=${encodeURIComponent(clientId)}&request_uri=${encodeURIComponent(request_uri)}`, alice),
+  );
   expect(loc.searchParams.get('state')).toBe('st');
   return { code: loc.searchParams.get('code')!, verifier: p.verifier };
 }
@@ -85,9 +97,24 @@ describe('wallet issuer: authorization code flow (PAR + PKCE) for whitelisted wa
     // It used PAR: the authorization URL carries only client_id and request_uri.
     const authUrl = new URL(init.authorizationRequestUrl);
     expect(authUrl.searchParams.get('request_uri')).toMatch(/^urn:ietf:params:oauth:request_uri:/);
-    const a = await srv.fetch(authUrl.pathname + authUrl.search);
+    // The authorize step sends the browser to the tenant's own OpenID Provider; a fresh browser
+    // gets its sign-in page, posts the password form, and is sent back to the wallet.
+    const fresh = new TestBrowser(srv, host);
+    const a = await fresh.get(authUrl.toString());
     expect(a.status).toBe(302);
-    const redirect = a.headers.get('location')!;
+    const toLogin = new URL(a.headers.get('location')!);
+    expect(toLogin.pathname).toBe('/oauth2/v1/authorize');
+    expect(toLogin.searchParams.get('client_id')).toBe('wallet-issuer');
+    expect(toLogin.searchParams.get('code_challenge_method')).toBe('S256');
+    const loginPage = await fresh.follow(a);
+    expect(loginPage.location).toBeUndefined();
+    const html = await loginPage.res.text();
+    expect(html).toContain('action="/oidc.ashx/login"');
+    const hidden = (n: string) => new RegExp(`name="${n}" value="([^"]*)"`).exec(html)![1]!;
+    const signedIn = await fresh.follow(
+      await fresh.post('/oidc.ashx/login', { i: hidden('i'), csrf: hidden('csrf'), username: alice.username, password: alice.password }),
+    );
+    const redirect = signedIn.location!;
     expect(redirect.startsWith('https://wallet.example/cb?x=1&code=')).toBe(true);
     const resp = wallet.parseAndVerifyAuthorizationResponseRedirectUrl({
       url: redirect,
@@ -119,6 +146,79 @@ describe('wallet issuer: authorization code flow (PAR + PKCE) for whitelisted wa
     const payload = JSON.parse(Buffer.from(cred.split('.')[1]!, 'base64url').toString()) as { vct: string; cnf: { jwk: unknown } };
     expect(payload.vct).toBe('urn:eudi:pid:1');
     expect(payload.cnf.jwk).toEqual(holder.jwk);
+    // Verified by @sd-jwt/sd-jwt-vc: the names come from the offer, the e-mail from alice's account.
+    const x5c = (JSON.parse(Buffer.from(cred.split('.')[0]!, 'base64url').toString()) as { x5c: string[] }).x5c;
+    const pub = new crypto.X509Certificate(Buffer.from(x5c[0]!, 'base64')).publicKey;
+    const verifier = new SDJwtVcInstance({
+      hasher: digest,
+      verifier: (data: string, sig: string) =>
+        crypto.verify('sha256', Buffer.from(data), { key: pub, dsaEncoding: 'ieee-p1363' }, Buffer.from(sig, 'base64url')),
+    });
+    const v = await verifier.verify(cred);
+    const claims = (await verifier.decode(cred).then((d) => d.getClaims(digest))) as Record<string, unknown>;
+    expect(v.payload.vct).toBe('urn:eudi:pid:1');
+    expect(claims).toMatchObject({ given_name: 'Erika', family_name: 'Mustermann', birthdate: '1984-01-26', email: alice.email });
+  });
+
+  it('sign-in: an offer bound to an account refuses another account (access_denied to the wallet), the named one gets its code', async () => {
+    const offer = await createOffer(srv, { claims: CLAIMS, pre_authorized: false, user: 'bob' });
+    const o = (await (await srv.fetch(`/vci.ashx?offer=${offer.offer_id}`)).json()) as { grants: { authorization_code: { issuer_state: string } } };
+    const start = async (): Promise<string> => {
+      const p = pkce();
+      const res = await par({
+        response_type: 'code',
+        client_id: 'wallet-dev',
+        redirect_uri: REDIRECT,
+        code_challenge: p.challenge,
+        code_challenge_method: 'S256',
+        issuer_state: o.grants.authorization_code.issuer_state,
+        state: 'st',
+      });
+      const { request_uri } = (await res.json()) as { request_uri: string };
+      return `/vci/authorize?client_id=wallet-dev&request_uri=${encodeURIComponent(request_uri)}`;
+    };
+    const asAlice = new URL(await authorizeThrough(new TestBrowser(srv, host), await start(), alice));
+    expect(asAlice.searchParams.get('error')).toBe('access_denied');
+    expect(asAlice.searchParams.get('state')).toBe('st');
+    expect(asAlice.searchParams.get('code')).toBeNull();
+    const asBob = new URL(await authorizeThrough(new TestBrowser(srv, host), await start(), bob));
+    expect(asBob.searchParams.get('code')).toMatch(/^wac_/);
+    // create-offer refuses a binding on a pre-authorized offer, and an unknown account.
+    for (const body of [
+      { claims: CLAIMS, pre_authorized: true, user: 'bob' },
+      { claims: CLAIMS, pre_authorized: false, user: 'nobody' },
+    ]) {
+      const r = await srv.fetch('/vci.ashx?create-offer', { method: 'POST', json: body, headers: { 'X-Service-Admin-Signature': srv.hmac('create-offer') } });
+      expect(r.status).toBe(400);
+    }
+  });
+
+  it('sign-in: the callback only finishes in the browser that started it; a wrong password stays at the sign-in page', async () => {
+    const p = pkce();
+    const res = await par({
+      response_type: 'code',
+      client_id: 'wallet-dev',
+      redirect_uri: REDIRECT,
+      code_challenge: p.challenge,
+      code_challenge_method: 'S256',
+      issuer_state: await issuerState(),
+    });
+    const { request_uri } = (await res.json()) as { request_uri: string };
+    const victim = new TestBrowser(srv, host);
+    // The attacker starts the flow and hands the sign-in link to someone else.
+    const started = await srv.fetch(`/vci/authorize?client_id=wallet-dev&request_uri=${encodeURIComponent(request_uri)}`);
+    const loginUrl = started.headers.get('location')!;
+    let { res: page } = await victim.follow(await victim.get(loginUrl));
+    const html = await page.text();
+    const hidden = (n: string) => new RegExp(`name="${n}" value="([^"]*)"`).exec(html)![1]!;
+    const wrong = await victim.post('/oidc.ashx/login', { i: hidden('i'), csrf: hidden('csrf'), username: alice.username, password: 'not her password' });
+    expect(wrong.status).not.toBe(302);
+    const ok = await victim.post('/oidc.ashx/login', { i: hidden('i'), csrf: hidden('csrf'), username: alice.username, password: alice.password });
+    expect(ok.status).toBe(302);
+    const back = new URL(ok.headers.get('location')!, `http://${host}`);
+    expect(back.pathname).toBe('/vci/callback');
+    page = await victim.get(back.toString());
+    expect(await errorOf(page)).toEqual({ status: 400, error: 'access_denied' });
   });
 
   it('PAR refuses a client outside the whitelist (invalid_client), no PKCE or plain (invalid_request), no issuer_state', async () => {

@@ -1,10 +1,14 @@
 /**
- * mdoc issuance checked with @animo-id/mdoc's own verifier (the issue names @owf/mdoc, which is
- * not installable here; @animo-id/mdoc 0.5.2 is its predecessor). The verifier's X.509 and COSE
- * callbacks are Node's crypto; the trust anchor is the IACA the issuer publishes.
+ * mdoc issuance checked with @owf/mdoc 0.6 (the library the issue names) and with
+ * @animo-id/mdoc's verifier. The verifiers' X.509 and COSE callbacks are Node's crypto; the
+ * trust anchor is the IACA the issuer publishes. The MSO's status reference is read and
+ * followed to the Token Status List before and after a revocation.
  */
 import 'reflect-metadata';
 import crypto from 'node:crypto';
+import { decode as cborDecode } from 'cbor-x';
+import { CoseKey, IssuerSigned, type MdocContext as OwfContext } from '@owf/mdoc';
+import { getListFromStatusListJWT } from '@sd-jwt/jwt-status-list';
 import * as x509 from '@peculiar/x509';
 import { type IssuerSignedDocument, parseIssuerSigned, Verifier, type MdocContext, type VerificationAssessment, type X509Context } from '@animo-id/mdoc';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -89,7 +93,122 @@ async function verifyMdoc(doc: IssuerSignedDocument, trusted: Uint8Array[]): Pro
   return checks;
 }
 
+/** @owf/mdoc 0.6's callbacks, on Node's crypto. */
+const owf: Pick<OwfContext, 'x509' | 'crypto' | 'cose'> = {
+  crypto: {
+    random: (n) => new Uint8Array(crypto.randomBytes(n)),
+    digest: ({ digestAlgorithm, bytes }) => new Uint8Array(crypto.createHash(digestAlgorithm.replace('-', '').toLowerCase()).update(bytes).digest()),
+    calculateEphemeralMacKey: () => {
+      throw new Error('unused');
+    },
+  },
+  cose: {
+    sign1: {
+      sign: () => {
+        throw new Error('verifier only');
+      },
+      verify: ({ key, sign1 }) =>
+        crypto.verify(
+          'sha256',
+          sign1.toBeSigned,
+          { key: crypto.createPublicKey({ key: key.jwk as crypto.JsonWebKey, format: 'jwk' }), dsaEncoding: 'ieee-p1363' },
+          sign1.signature,
+        ),
+    },
+    mac0: {
+      sign: () => {
+        throw new Error('unused');
+      },
+      verify: () => {
+        throw new Error('unused');
+      },
+    },
+  },
+  x509: {
+    getIssuerNameField: ({ certificate, field }) => new x509.X509Certificate(certificate).issuerName.getField(field),
+    getPublicKey: ({ certificate }) => CoseKey.fromJwk(new crypto.X509Certificate(certificate).publicKey.export({ format: 'jwk' }) as Record<string, unknown>),
+    verifyCertificateChain: ({ trustedCertificates, x5chain }) => {
+      const leaf = new crypto.X509Certificate(x5chain[0]!);
+      const ok = trustedCertificates.some((t) => {
+        const root = new crypto.X509Certificate(t);
+        return leaf.checkIssued(root) && leaf.verify(root.publicKey);
+      });
+      if (!ok) throw new Error('x5chain does not lead to a trusted IACA');
+    },
+    getCertificateData: ({ certificate }) => {
+      const c = new x509.X509Certificate(certificate);
+      return {
+        issuerName: c.issuer,
+        subjectName: c.subject,
+        serialNumber: c.serialNumber,
+        thumbprint: '',
+        notBefore: c.notBefore,
+        notAfter: c.notAfter,
+        pem: c.toString('pem'),
+      };
+    },
+  },
+};
+
+/** The MSO as CBOR says it (issuerAuth payload → tag 24 → map), to read what the libraries do not model. */
+function rawMso(credential: string): Map<string, unknown> {
+  const issuerSigned = cborDecode(Buffer.from(credential, 'base64url')) as Map<string, unknown> | Record<string, unknown>;
+  const issuerAuth = (issuerSigned instanceof Map ? issuerSigned.get('issuerAuth') : issuerSigned.issuerAuth) as unknown[];
+  // #6.24(bstr): read by hand, since @owf/mdoc registers its own tag-24 decoder with cbor-x.
+  const p = Buffer.from(issuerAuth[2] as Uint8Array);
+  expect(p.subarray(0, 2).toString('hex')).toBe('d818');
+  const head = p[2]!;
+  const [len, at] = head === 0x59 ? [p.readUInt16BE(3), 5] : head === 0x5a ? [p.readUInt32BE(3), 7] : head === 0x58 ? [p[3]!, 4] : [head - 0x40, 3];
+  const mso = cborDecode(p.subarray(at, at + len)) as Map<string, unknown> | Record<string, unknown>;
+  return mso instanceof Map ? mso : new Map(Object.entries(mso));
+}
+
+const get = (m: unknown, k: string): unknown => (m instanceof Map ? m.get(k) : (m as Record<string, unknown>)[k]);
+
 describe('wallet issuer: mdoc (eu.europa.ec.eudi.pid.1)', () => {
+  it('verifies with @owf/mdoc 0.6 to the tenant IACA; the MSO carries status.status_list {idx, uri}, and a revocation shows in that list', async () => {
+    const t = await preAuthToken(srv, { claims: CLAIMS, format: 'mso_mdoc' });
+    const holder = newHolder();
+    const { jwtProof } = await import('./wallet.ts');
+    const res = await credentialRequest(srv, t.access_token, {
+      credential_configuration_id: 'eu.europa.ec.eudi.pid.1.mdoc',
+      proofs: { jwt: [await jwtProof(holder, { aud: srv.url, nonce: t.c_nonce })] },
+    });
+    expect(res.status).toBe(200);
+    const credential = ((await res.json()) as { credential: string }).credential;
+    const iaca = new crypto.X509Certificate(await (await srv.fetch('/vci.ashx?iaca')).text());
+
+    const issuerSigned = IssuerSigned.fromEncodedForOid4Vci(credential);
+    await issuerSigned.verify({ trustedCertificates: [new Uint8Array(iaca.raw)] }, owf);
+    const claims = issuerSigned.getPrettyClaims('eu.europa.ec.eudi.pid.1') as Record<string, unknown>;
+    expect(claims).toMatchObject({ given_name: 'Erika', family_name: 'Mustermann', nationality: ['DE'], email_address: 'erika@example.org' });
+    const mso = issuerSigned.issuerAuth.mobileSecurityObject;
+    expect(mso.docType).toBe('eu.europa.ec.eudi.pid.1');
+    expect(Buffer.from(mso.deviceKeyInfo.deviceKey.x!).toString('base64url')).toBe(holder.jwk.x);
+    // Another tenant's IACA fails @owf/mdoc's chain check.
+    await srv.addTenant('third.example');
+    const third = new crypto.X509Certificate(await (await srv.fetch('/vci.ashx?iaca', { host: 'third.example' })).text());
+    await expect(issuerSigned.verify({ trustedCertificates: [new Uint8Array(third.raw)] }, owf)).rejects.toThrow();
+
+    const status = get(rawMso(credential).get('status'), 'status_list') as unknown;
+    const idx = get(status, 'idx') as number;
+    const uri = get(status, 'uri') as string;
+    expect(Number.isInteger(idx)).toBe(true);
+    expect(uri).toMatch(/\/vci\.ashx\?status-list=\d+$/);
+    const listOf = async () => {
+      const u = new URL(uri);
+      return getListFromStatusListJWT(await (await srv.fetch(u.pathname + u.search)).text());
+    };
+    expect((await listOf()).getStatus(idx)).toBe(0);
+    const revoke = await srv.fetch('/vci.ashx?revoke', {
+      method: 'POST',
+      json: { offer_id: t.offer_id },
+      headers: { 'X-Service-Admin-Signature': srv.hmac('vci-revoke', undefined, Buffer.byteLength(JSON.stringify({ offer_id: t.offer_id }))) },
+    });
+    expect(revoke.status).toBe(200);
+    expect((await listOf()).getStatus(idx)).toBe(1);
+  });
+
   it('issues an mdoc to @openid4vc/openid4vci whose issuerAuth verifies to the tenant IACA and whose device key is the proof key', async () => {
     const t = await preAuthToken(srv, { claims: CLAIMS, format: 'mso_mdoc' });
     const holder = newHolder();
