@@ -542,8 +542,10 @@ export function telephonyRoutes(r: RouteRegistrar, svc: TelephonyServices, opts:
         req.log.warn({ type: req.body.type, callId: req.body.callId, rejected }, 'malformed bridge event');
         return { ok: true, applied: false, rejected };
       }
-      // Inbound SIP calls (vnum…) have their own rows (inbound.ts); outbound ones are CallService's.
-      const out = parsed.data.callId.startsWith('vnum') ? svc.inbound.applyEvent(instance, parsed.data) : svc.calls.applyEvent(instance, parsed.data);
+      // Inbound SIP calls (vnum…, rows in inbound.ts) and browser rooms (also vnum…, rows in
+      // rooms.ts, reached through CallService's unknown-call hook) share the id prefix: the row decides.
+      const id = parsed.data.callId;
+      const out = id.startsWith('vnum') && svc.inbound.row(id) ? svc.inbound.applyEvent(instance, parsed.data) : svc.calls.applyEvent(instance, parsed.data);
       svc.instanceSeen?.(instance);
       return { ok: true, ...out };
     },

@@ -559,6 +559,9 @@ export class IssuerService {
     if (email) claims.email = email;
     const credentials: string[] = [];
     for (const k of keys) credentials.push(await this.issue(tenant, origin, offer.id, configId, claims, k));
+    // No credential leaves before its row is committed: one the appliance had no record of could
+    // never be revoked. The commit is shared with the other requests of this event-loop turn.
+    await this.committed();
     const format = FORMAT_OF[configId];
     return {
       credentials: credentials.map((credential) => ({ credential })),
@@ -628,20 +631,39 @@ export class IssuerService {
 
   /**
    * A credential's row (its id, offer and status index) is written with the others issued in the
-   * same event-loop turn, in one transaction (at most 256 rows), before the process serves any other
-   * I/O: a commit per credential cost more than its signature. Everything that reads the rows here
-   * (revoke, the list, status, the status list token) writes the pending ones first.
+   * same event-loop turn, in one transaction (at most 256 rows): a commit per credential cost more
+   * than its signature. The credential endpoint answers only after that commit (committed()), so
+   * nothing handed to a wallet is unrecorded; everything that reads the rows here (revoke, the
+   * list, status, the status list token) writes the pending ones first.
    */
   private queueCredential(tenant: Tenant, row: PendingRow[1]): void {
     this.#rows.push([tenant, row]);
     if (this.#rows.length >= 256) this.flushCredentials();
     else if (!this.#flushQueued) {
       this.#flushQueued = true;
-      setImmediate(() => {
-        this.#flushQueued = false;
-        this.flushCredentials();
-      });
+      this.#committed = new Promise<void>((resolve, reject) =>
+        setImmediate(() => {
+          this.#flushQueued = false;
+          this.#committed = undefined;
+          try {
+            this.flushCredentials();
+            resolve();
+          } catch (e) {
+            reject(e as Error);
+          }
+        }),
+      );
+      // Awaited by the requests that queued rows; flushCredentials() already logged a failure.
+      this.#committed.catch(() => undefined);
     }
+  }
+
+  #committed: Promise<void> | undefined;
+
+  /** Resolves once every credential row queued so far is committed (rejects if the write failed). */
+  committed(): Promise<void> {
+    if (!this.#rows.length) return Promise.resolve();
+    return this.#committed ?? Promise.resolve(this.flushCredentials());
   }
 
   /** Writes the pending credential rows (one transaction). */
