@@ -118,7 +118,7 @@ function Trunks() {
   );
 }
 
-/** Outbound routes: a dial prefix and its trunks in failover order (move up and down to reorder). */
+/** Outbound routes: a dial prefix and its trunks in failover order (drag, or move up and down, to reorder). */
 function Outbound() {
   const { t } = useTranslation();
   const qc = useQueryClient();
@@ -137,11 +137,16 @@ function Outbound() {
     mutationFn: (m: string) => call(api.DELETE('/api.ashx/v1/outbound-routes/{match}', { params: { path: { match: m } } })),
     onSuccess: refresh,
   });
-  const move = (r: { match: string; trunkIds: string[] }, i: number, d: -1 | 1) => {
+  const reorder = (r: { match: string; trunkIds: string[] }, from: number, to: number) => {
+    if (from === to || from < 0 || to < 0 || from >= r.trunkIds.length || to >= r.trunkIds.length) return;
     const next = [...r.trunkIds];
-    [next[i], next[i + d]] = [next[i + d]!, next[i]!];
+    const [moved] = next.splice(from, 1);
+    next.splice(to, 0, moved!);
     update.mutate({ match: r.match, trunkIds: next });
   };
+  const move = (r: { match: string; trunkIds: string[] }, i: number, d: -1 | 1) => reorder(r, i, i + d);
+  // Drag a trunk onto another to put it in that place (the buttons do the same from the keyboard).
+  const [dragging, setDragging] = useState<{ match: string; from: number }>();
   return (
     <Stack>
       <Card withBorder>
@@ -182,7 +187,27 @@ function Outbound() {
             render: (r) => (
               <Stack gap={2} data-testid={`route-${r.match}`}>
                 {r.trunkIds.map((id, i) => (
-                  <Group key={id} gap={4}>
+                  <Group
+                    key={id}
+                    gap={4}
+                    draggable
+                    data-testid="route-trunk-row"
+                    style={{ cursor: 'grab', opacity: dragging?.match === r.match && dragging.from === i ? 0.5 : 1 }}
+                    onDragStart={(e) => {
+                      e.dataTransfer.effectAllowed = 'move';
+                      e.dataTransfer.setData('text/plain', id);
+                      setDragging({ match: r.match, from: i });
+                    }}
+                    onDragOver={(e) => {
+                      if (dragging?.match === r.match) e.preventDefault();
+                    }}
+                    onDrop={(e) => {
+                      e.preventDefault();
+                      if (dragging?.match === r.match) reorder(r, dragging.from, i);
+                      setDragging(undefined);
+                    }}
+                    onDragEnd={() => setDragging(undefined)}
+                  >
                     <Text size="sm" w={24}>
                       {i + 1}.
                     </Text>

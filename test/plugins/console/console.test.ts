@@ -307,6 +307,19 @@ describe('console in Chromium', { timeout: 120_000 }, () => {
     await expect.poll(async () => page.getByTestId('route-+49*').getByTestId('route-trunk').allTextContents()).toEqual([carrier, spare]);
     const route = (await (await s.fetch(`/api.ashx/v1/outbound-routes/${encodeURIComponent('+49*')}`, { key: s.adminKey })).json()) as { trunkIds: string[] };
     expect(route.trunkIds).toEqual([carrier, spare]);
+    // And by dragging: the spare trunk dropped onto the first place.
+    const rows = page.getByTestId('route-+49*').getByTestId('route-trunk-row');
+    await rows.nth(1).dragTo(rows.nth(0));
+    await expect.poll(async () => page.getByTestId('route-+49*').getByTestId('route-trunk').allTextContents()).toEqual([spare, carrier]);
+    // Back to carrier first for the call below.
+    await rows.nth(1).dragTo(rows.nth(0));
+    await expect
+      .poll(
+        async () =>
+          ((await (await s.fetch(`/api.ashx/v1/outbound-routes/${encodeURIComponent('+49*')}`, { key: s.adminKey })).json()) as { trunkIds: string[] })
+            .trunkIds,
+      )
+      .toEqual([carrier, spare]);
 
     await page.getByRole('tab', { name: 'Settings' }).click();
     await page.getByLabel('AI engine API key').fill('AIza-console-key');
