@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import { escapeHtml } from './share-page.ts';
+import { escapeHtml, htmlPage } from './share-page.ts';
 
 /**
  * The public page of a virtual number's room (`/room.ashx?number=…`): a visitor grants the
@@ -37,22 +37,7 @@ export const ROOM_PAGE_HEADERS: Readonly<Record<string, string>> = Object.freeze
   'Cross-Origin-Resource-Policy': 'same-origin',
 });
 
-function page(title: string, body: string): string {
-  return [
-    '<!doctype html>',
-    '<html lang="en">',
-    '<head>',
-    '<meta charset="utf-8">',
-    '<meta name="viewport" content="width=device-width, initial-scale=1">',
-    '<meta name="robots" content="noindex, nofollow, noarchive">',
-    '<meta name="referrer" content="no-referrer">',
-    `<title>${escapeHtml(title)}</title>`,
-    `<style>${STYLE}</style>`,
-    '</head>',
-    `<body><main>${body}</main></body>`,
-    '</html>',
-  ].join('\n');
-}
+const page = (title: string, body: string) => htmlPage(title, body, STYLE);
 
 /** The room of one number; its data attributes are all the script reads. */
 export function renderRoomPage(n: { number: string; name: string; visibility: string; maxDurationSec: number }): string {

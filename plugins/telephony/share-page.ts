@@ -44,7 +44,8 @@ export function escapeHtml(v: unknown): string {
   return String(v ?? '').replace(/[&<>"']/g, (c) => ESC[c]!);
 }
 
-function page(title: string, body: string): string {
+/** A self-contained, script-free page shell (no index, no referrer) with its own inline style. */
+export function htmlPage(title: string, body: string, style: string): string {
   return [
     '<!doctype html>',
     '<html lang="en">',
@@ -54,12 +55,14 @@ function page(title: string, body: string): string {
     '<meta name="robots" content="noindex, nofollow, noarchive">',
     '<meta name="referrer" content="no-referrer">',
     `<title>${escapeHtml(title)}</title>`,
-    `<style>${STYLE}</style>`,
+    `<style>${style}</style>`,
     '</head>',
     `<body><main>${body}</main></body>`,
     '</html>',
   ].join('\n');
 }
+
+const page = (title: string, body: string) => htmlPage(title, body, STYLE);
 
 /** Seconds from the start of the call, as m:ss (the reader wants "when in the call", not a clock). */
 function offset(startedUtc: string, ts: string): string {
