@@ -19,6 +19,9 @@ export interface Session {
 }
 
 let session: Session | undefined;
+// Set once sign-out has begun: the page is about to leave for the provider's logout, and a sign-in
+// started by the now session-less UI would race it (and, winning, sign the user straight back in).
+let leaving = false;
 let refreshing: Promise<Session | undefined> | undefined;
 const listeners = new Set<(s: Session | undefined) => void>();
 
@@ -50,6 +53,7 @@ function random(n: number): string {
 
 /** Sends the browser to the provider's authorize endpoint; `returnTo` is where it lands after. */
 export async function signIn(returnTo = location.pathname + location.search): Promise<never> {
+  if (leaving) return new Promise<never>(() => undefined);
   const verifier = random(48);
   const state = random(24);
   const challenge = b64url(new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(verifier))));
@@ -160,6 +164,7 @@ export async function accessToken(force = false): Promise<string | undefined> {
 /** RP-initiated logout: the provider ends its session and returns to the console's start. */
 export async function signOut(): Promise<void> {
   const s = session;
+  leaving = true;
   set(undefined);
   if (s?.refreshToken) {
     await fetch('/oauth2/v1/revoke', {
