@@ -14,6 +14,20 @@ export interface AppEvent<T = Record<string, unknown>> {
 }
 
 /**
+ * A passing state change for live views (`EventBus.notify`): never stored, never replayed, never
+ * delivered to webhooks. For changes too frequent or too minor to be events of their own (a
+ * webhook delivery's attempts); a view that missed some while disconnected reloads instead.
+ */
+export interface Notice {
+  tenantId: string;
+  /** A declared-style identifier (`plugin.thing`): it is written into an SSE frame. */
+  name: string;
+  data: Record<string, unknown>;
+}
+
+const NOTICE_NAME = /^[a-z][a-z0-9]*(?:[._-][a-z0-9]+)*$/;
+
+/**
  * A durable consumer. `handle` runs inside the same transaction that advances the consumer's
  * cursor, so what it writes (jobs, rows) and "this event was seen" commit together: a crash never
  * loses an event and never handles one twice. It must therefore be synchronous database work;
@@ -37,6 +51,7 @@ export class EventBus {
   readonly #schemas = new Map<string, { plugin: string; schema: z.ZodType }>();
   readonly #consumers = new Map<string, EventConsumer>();
   readonly #listeners = new Set<(ev: AppEvent) => void>();
+  readonly #noticeListeners = new Set<(n: Notice) => void>();
   #timer: NodeJS.Timeout | undefined;
   #started = false;
   #stopping = false;
@@ -87,6 +102,29 @@ export class EventBus {
   listen(fn: (ev: AppEvent) => void): () => void {
     this.#listeners.add(fn);
     return () => this.#listeners.delete(fn);
+  }
+
+  /**
+   * Tells live listeners of a passing change (see Notice). Synchronous and cheap when nobody
+   * listens; call it inside the transaction that makes the change: the listeners only queue
+   * bytes, and nothing can read the database before that synchronous transaction commits.
+   */
+  notify(tenantId: string, name: string, data: Record<string, unknown>): void {
+    if (!this.#noticeListeners.size) return;
+    if (!NOTICE_NAME.test(name)) throw new Error(`notice name ${JSON.stringify(name)} is not an identifier`);
+    for (const l of this.#noticeListeners) {
+      try {
+        l({ tenantId, name, data });
+      } catch (e) {
+        this.log.warn({ err: e, notice: name }, 'notice listener failed');
+      }
+    }
+  }
+
+  /** Hears notices from now on. Returns an unsubscribe function. */
+  onNotice(fn: (n: Notice) => void): () => void {
+    this.#noticeListeners.add(fn);
+    return () => this.#noticeListeners.delete(fn);
   }
 
   start(): void {

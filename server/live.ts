@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { policy } from './auth.ts';
 import type { DB } from './store/db.ts';
-import type { EventBus, AppEvent } from './events.ts';
+import type { EventBus, AppEvent, Notice } from './events.ts';
 import type { RouteDef } from './http/route.ts';
 import type { PluginHost } from './plugin-host.ts';
 
@@ -29,6 +29,9 @@ const liveQuery = z.object({
  *   state, transcripts, shares, webhook tests, ...). A client that reconnects with `Last-Event-ID`
  *   (or `?since=`) gets every event it missed, in order, then the live ones: none lost, none twice.
  *   More than REPLAY_MAX missed: one `event: reset`, and the client reloads its views.
+ * - `event: notice`: passing changes of the tenant's data that are not events of their own
+ *   (`webhook.delivery`: a delivery queued, attempted, finished). Not replayed: a client that
+ *   reconnects reloads the views they concern.
  * - `event: status`: the plugins' states and health details (bridge and trunk registration,
  *   webhook backlog and paused subscriptions, trusted-list freshness), sent on connect and
  *   whenever they change; a snapshot, so a reconnect needs nothing replayed.
@@ -36,6 +39,7 @@ const liveQuery = z.object({
 export class LiveHub {
   readonly #clients = new Set<Client>();
   #unlisten: (() => void) | undefined;
+  #unnotice: (() => void) | undefined;
   #statusTimer: NodeJS.Timeout | undefined;
   #pingTimer: NodeJS.Timeout | undefined;
 
@@ -59,7 +63,8 @@ export class LiveHub {
       description:
         'Frames: `event: <event name>` + `id: <n>` + `data: {"id","name","data","ts"}` for durable events (resume with the ' +
         '`Last-Event-ID` header or `?since=`; nothing missed is lost), `event: status` + `data: {plugins}` on connect and on ' +
-        'every change, `event: hello` + `data: {"lastId"}` first, `event: reset` when more than 5000 events were missed, and ' +
+        'every change, `event: notice` + `data: {"name","data"}` for passing changes that are not stored events (`webhook.delivery`: ' +
+        '`{subscriptionId, deliveryId?, state?}`; not replayed, reload the view after a reconnect), `event: hello` + `data: {"lastId"}` first, `event: reset` when more than 5000 events were missed, and ' +
         'a `: ping` comment every 15 s.',
       area: 'console',
       auth: policy.v1Admin,
@@ -117,6 +122,12 @@ export class LiveHub {
     c.res.write(`id: ${ev.id}\nevent: ${ev.name}\ndata: ${JSON.stringify({ id: ev.id, name: ev.name, data: ev.data, ts: ev.ts })}\n\n`);
   }
 
+  private sendNotice(c: Client, n: Notice): void {
+    if (n.tenantId !== c.tenantId) return;
+    // The bus checked the name (an identifier); JSON.stringify escapes newlines in the data.
+    c.res.write(`event: notice\ndata: ${JSON.stringify({ name: n.name, data: n.data })}\n\n`);
+  }
+
   private status(): string {
     const plugins = this.host()?.status() ?? [];
     return JSON.stringify({
@@ -140,6 +151,9 @@ export class LiveHub {
     this.#unlisten ??= this.events.listen((ev) => {
       for (const c of this.#clients) this.send(c, ev);
     });
+    this.#unnotice ??= this.events.onNotice((n) => {
+      for (const c of this.#clients) this.sendNotice(c, n);
+    });
     this.#statusTimer ??= setInterval(() => {
       const now = this.status();
       for (const c of this.#clients) this.sendStatus(c, now);
@@ -153,7 +167,8 @@ export class LiveHub {
 
   private idle(): void {
     this.#unlisten?.();
-    this.#unlisten = undefined;
+    this.#unnotice?.();
+    this.#unlisten = this.#unnotice = undefined;
     clearInterval(this.#statusTimer);
     clearInterval(this.#pingTimer);
     this.#statusTimer = this.#pingTimer = undefined;

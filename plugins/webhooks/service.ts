@@ -31,6 +31,8 @@ export const BACKOFF_MS = [5_000, 30_000, 120_000] as const;
 /** Spec "States and transitions / Webhook subscription": paused after 20 consecutive failures. */
 export const AUTO_PAUSE_AFTER = 20;
 export const TEST_EVENT = 'webhook.test';
+/** The live-feed notice of a changed delivery row (see `changed`). */
+export const DELIVERY_NOTICE = 'webhook.delivery';
 
 export function backoffMs(failedAttempt: number): number {
   return BACKOFF_MS[Math.min(Math.max(failedAttempt, 1), BACKOFF_MS.length) - 1]!;
@@ -290,6 +292,7 @@ export class WebhookService {
     this.d.repo.db
       .transaction(() => {
         this.d.repo.resume(tenant, id);
+        this.changed(tenant.id, id);
         this.admit(id);
       })
       .immediate();
@@ -309,6 +312,15 @@ export class WebhookService {
   }
 
   // ---- delivery log ------------------------------------------------------------------------
+
+  /**
+   * Tells the console's live feed that a delivery row changed (a notice, not an event: it is
+   * neither stored nor delivered to webhooks, which would feed on itself). Without a deliveryId,
+   * several rows of the subscription changed at once. Called inside the transaction of the change.
+   */
+  private changed(tenantId: string, subscriptionId: string, deliveryId?: string, state?: DeliveryRow['state']): void {
+    this.d.events.notify(tenantId, DELIVERY_NOTICE, { subscriptionId, ...(deliveryId ? { deliveryId } : {}), ...(state ? { state } : {}) });
+  }
 
   deliveries(tenant: Tenant, subscriptionId: string, page: { limit: number; offset: number }): { items: DeliveryItem[]; total: number } {
     this.get(tenant, subscriptionId);
@@ -352,6 +364,7 @@ export class WebhookService {
     this.d.repo.db
       .transaction(() => {
         this.d.repo.db.prepare("UPDATE webhook_deliveries SET state = 'queued', finished_at = NULL, next_try_at = NULL WHERE id = ?").run(d.id);
+        this.changed(tenant.id, d.subscription_id, d.id, 'queued');
         this.admit(d.subscription_id);
       })
       .immediate();
@@ -382,8 +395,9 @@ export class WebhookService {
     const payload = JSON.stringify({ event: ev.name, tenant: tenant.host, ts: ev.ts, data: ev.data });
     const now = iso(this.d.clock.now());
     for (const s of subs) {
+      const id = crypto.randomUUID();
       this.d.repo.insertDelivery({
-        id: crypto.randomUUID(),
+        id,
         tenant_id: ev.tenantId,
         subscription_id: s.id,
         event_id: ev.id,
@@ -391,6 +405,7 @@ export class WebhookService {
         payload,
         created_at: now,
       });
+      this.changed(ev.tenantId, s.id, id, 'queued');
       this.admit(s.id, s);
     }
   }
@@ -414,6 +429,7 @@ export class WebhookService {
       // No dedupe key: admission and the row's move to `pending` commit together, so a row is admitted once.
       const jobId = this.d.jobs.enqueue(QUEUE, { deliveryId: q.id }, { tenantId: sub.tenant_id, maxAttempts: MAX_ATTEMPTS });
       this.d.repo.markPending(q.id, jobId, now);
+      this.changed(sub.tenant_id, subscriptionId, q.id, 'pending');
     }
   }
 
@@ -453,6 +469,7 @@ export class WebhookService {
     const tenant = this.tenantById(d.tenant_id);
     if (!tenant || d.active !== 1) {
       repo.finishDelivery(d.id, 'skipped', iso(clock.now()), 'subscription paused or removed');
+      this.changed(d.tenant_id, d.subscription_id, d.id, 'skipped');
       return;
     }
     const subId = d.subscription_id;
@@ -484,6 +501,7 @@ export class WebhookService {
         job.complete?.();
         // recordAttempt is false when the subscription was removed while the request was out.
         if (!repo.recordAttempt({ ...base, error: null, next_try_at: null }, { state: 'delivered', ...done })) return;
+        this.changed(d.tenant_id, subId, d.id, 'delivered');
         if (repo.succeeded(subId, done.at)) this.admit(subId, { tenant_id: d.tenant_id, active: 1 }, 1);
       });
       return;
@@ -506,6 +524,7 @@ export class WebhookService {
         if (!repo.recordAttempt({ ...base, error, next_try_at: null }, { state: 'failed', ...done })) return;
         repo.disable(subId);
         repo.skipQueued(subId, done.at, 'subscription disabled by 410 Gone');
+        this.changed(d.tenant_id, subId);
       });
       this.d.log.warn({ subscription: subId, tenant: tenant.host }, 'webhook receiver answered 410 Gone: subscription disabled');
       throw new PermanentFailure(error);
@@ -513,8 +532,10 @@ export class WebhookService {
     if (r.refused || job.attempt >= job.maxAttempts) {
       await tx(() => {
         if (!repo.recordAttempt({ ...base, error, next_try_at: null }, { state: 'failed', ...done })) return;
+        this.changed(d.tenant_id, subId, d.id, 'failed');
         if (repo.failed(subId, AUTO_PAUSE_AFTER)) {
           repo.skipQueued(subId, done.at, `subscription paused after ${AUTO_PAUSE_AFTER} consecutive failed deliveries`);
+          this.changed(d.tenant_id, subId);
           this.d.log.warn({ subscription: subId, tenant: tenant.host }, 'webhook subscription paused after consecutive failures');
         } else this.admit(subId, undefined, 1);
       });
@@ -528,7 +549,7 @@ export class WebhookService {
     }
     const at = now + delay;
     await tx(() => {
-      repo.recordAttempt({ ...base, error, next_try_at: iso(at) });
+      if (repo.recordAttempt({ ...base, error, next_try_at: iso(at) })) this.changed(d.tenant_id, subId, d.id, 'pending');
     });
     throw new RetryAt(at, error);
   }

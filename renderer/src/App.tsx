@@ -103,29 +103,57 @@ function Shell({ session }: { session: Session }) {
     [queries],
   );
 
-  useEffect(
-    () =>
-      // The live feed is an admin's (the API answers others 403).
-      !admin
-        ? undefined
-        : connectLive({
-            onEvent: (e) => {
-              setLastEvent(e.id);
-              // A call or transcript changed: the views that show them fetch again.
-              if (e.name.startsWith('call.')) void queries.invalidateQueries({ queryKey: ['calls'] });
-              if (e.name.startsWith('transcript.')) void queries.invalidateQueries({ queryKey: ['transcripts'] });
-              if (e.name.startsWith('webhook')) void queries.invalidateQueries({ queryKey: ['webhooks'] });
-            },
-            onStatus: (s, key) => {
-              setStatus(s);
-              setMasterKey(key);
-              void queries.invalidateQueries({ queryKey: ['status'] });
-            },
-            onReset: () => void queries.invalidateQueries(),
-            onConnection: setOnline,
-          }),
-    [queries, admin, acting],
-  );
+  useEffect(() => {
+    // The live feed is an admin's (the API answers others 403).
+    if (!admin) return undefined;
+    // Delivery notices can come hundreds a second: each open delivery log fetches again at most
+    // every 250 ms, and a fetch already on its way is reused rather than cancelled.
+    const due = new Set<string>();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const deliveriesChanged = (subscriptionId: string | undefined) => {
+      due.add(subscriptionId ?? '*');
+      timer ??= setTimeout(() => {
+        timer = undefined;
+        for (const id of due) {
+          const queryKey = id === '*' ? ['webhooks'] : ['webhooks', 'deliveries', id];
+          void queries.invalidateQueries({ queryKey }, { cancelRefetch: false });
+        }
+        due.clear();
+      }, 250);
+    };
+    let wasOnline = true;
+    const stop = connectLive({
+      onEvent: (e) => {
+        setLastEvent(e.id);
+        // A call or transcript changed: the views that show them fetch again.
+        if (e.name.startsWith('call.')) void queries.invalidateQueries({ queryKey: ['calls'] });
+        if (e.name.startsWith('transcript.')) void queries.invalidateQueries({ queryKey: ['transcripts'] });
+        if (e.name.startsWith('webhook')) void queries.invalidateQueries({ queryKey: ['webhooks'] });
+      },
+      onNotice: (n) => {
+        if (n.name !== 'webhook.delivery') return;
+        const sub = n.data.subscriptionId;
+        // Without a delivery id several rows changed (a pause, a resume): the list too.
+        deliveriesChanged(typeof sub === 'string' && typeof n.data.deliveryId === 'string' ? sub : undefined);
+      },
+      onStatus: (s, key) => {
+        setStatus(s);
+        setMasterKey(key);
+        void queries.invalidateQueries({ queryKey: ['status'] });
+      },
+      onReset: () => void queries.invalidateQueries(),
+      onConnection: (up) => {
+        // Notices are not replayed: after a drop, what they would have updated loads again.
+        if (up && !wasOnline) void queries.invalidateQueries({ queryKey: ['webhooks'] });
+        wasOnline = up;
+        setOnline(up);
+      },
+    });
+    return () => {
+      stop();
+      clearTimeout(timer);
+    };
+  }, [queries, admin, acting]);
 
   return (
     <LiveContext.Provider value={{ online, status, lastEvent, masterKey }}>

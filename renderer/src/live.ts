@@ -15,8 +15,15 @@ export interface PluginStatus {
   health?: { status: string; reason?: string; detail?: Record<string, unknown> };
 }
 
+/** A passing change that is not a stored event (not replayed after a reconnect). */
+export interface LiveNotice {
+  name: string;
+  data: Record<string, unknown>;
+}
+
 export interface LiveHandlers {
   onEvent(e: LiveEvent): void;
+  onNotice(n: LiveNotice): void;
   onStatus(s: Record<string, PluginStatus>, masterKey: string | undefined): void;
   onReset(): void;
   onConnection(up: boolean): void;
@@ -53,6 +60,7 @@ export function connectLive(h: LiveHandlers): () => void {
       const st = body as { plugins: Record<string, PluginStatus>; masterKey?: string };
       h.onStatus(st.plugins, st.masterKey);
     } else if (event === 'reset') h.onReset();
+    else if (event === 'notice') h.onNotice(body as LiveNotice);
     else {
       if (id) lastId = Number(id);
       h.onEvent(body as LiveEvent);

@@ -2,6 +2,7 @@ import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { until } from '../support/until.ts';
+import { openLive } from '../support/sse.ts';
 
 /**
  * The console's live feed (server/live.ts, GET /api.ashx/v1/events): a tenant's durable events
@@ -11,51 +12,7 @@ import { until } from '../support/until.ts';
 let s: TestServer;
 let keyB: string;
 
-interface Frame {
-  event: string;
-  id?: string;
-  data: unknown;
-}
-
-/** Opens the stream and collects frames until closed. */
-function open(
-  host: string,
-  key: string,
-  headers: Record<string, string> = {},
-): { frames: Frame[]; status: Promise<number>; close(): void; ended: Promise<void> } {
-  const frames: Frame[] = [];
-  let resolveStatus!: (n: number) => void;
-  let resolveEnd!: () => void;
-  const status = new Promise<number>((r) => (resolveStatus = r));
-  const ended = new Promise<void>((r) => (resolveEnd = r));
-  const req = http.get(
-    { host: '127.0.0.1', port: s.port, path: '/api.ashx/v1/events', headers: { Host: host, Authorization: `Bearer ${key}`, ...headers } },
-    (res) => {
-      resolveStatus(res.statusCode ?? 0);
-      let buf = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => {
-        buf += c;
-        let cut: number;
-        while ((cut = buf.indexOf('\n\n')) !== -1) {
-          const raw = buf.slice(0, cut);
-          buf = buf.slice(cut + 2);
-          const f: Frame = { event: 'message', data: null };
-          for (const line of raw.split('\n')) {
-            if (line.startsWith('event: ')) f.event = line.slice(7);
-            else if (line.startsWith('id: ')) f.id = line.slice(4);
-            else if (line.startsWith('data: ')) f.data = JSON.parse(line.slice(6));
-          }
-          if (f.data !== null) frames.push(f);
-        }
-      });
-      res.on('end', () => resolveEnd());
-      res.on('close', () => resolveEnd());
-    },
-  );
-  req.on('error', () => resolveEnd());
-  return { frames, status, close: () => req.destroy(), ended };
-}
+const open = (host: string, key: string, headers: Record<string, string> = {}) => openLive(s.port, host, key, headers);
 
 const emit = (tenantId: string, callId: string) =>
   s.appliance.core.events.emit(tenantId, 'webhook.test', { subscriptionId: callId, message: 'live', requestedBy: 'test' });

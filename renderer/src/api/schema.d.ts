@@ -305,7 +305,7 @@ export interface paths {
         };
         /**
          * Live feed of the tenant's events and the appliance's status (text/event-stream; resumable with Last-Event-ID)
-         * @description Frames: `event: <event name>` + `id: <n>` + `data: {"id","name","data","ts"}` for durable events (resume with the `Last-Event-ID` header or `?since=`; nothing missed is lost), `event: status` + `data: {plugins}` on connect and on every change, `event: hello` + `data: {"lastId"}` first, `event: reset` when more than 5000 events were missed, and a `: ping` comment every 15 s.
+         * @description Frames: `event: <event name>` + `id: <n>` + `data: {"id","name","data","ts"}` for durable events (resume with the `Last-Event-ID` header or `?since=`; nothing missed is lost), `event: status` + `data: {plugins}` on connect and on every change, `event: notice` + `data: {"name","data"}` for passing changes that are not stored events (`webhook.delivery`: `{subscriptionId, deliveryId?, state?}`; not replayed, reload the view after a reconnect), `event: hello` + `data: {"lastId"}` first, `event: reset` when more than 5000 events were missed, and a `: ping` comment every 15 s.
          */
         get: operations["get_api_ashx_v1_events"];
         put?: never;

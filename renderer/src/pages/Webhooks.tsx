@@ -13,8 +13,8 @@ function Deliveries({ id }: { id: string }) {
   const d = useQuery({
     queryKey: ['webhooks', 'deliveries', id],
     queryFn: () => call(api.GET('/signal.ashx?webhooks=deliveries', { params: { query: { webhooks: 'deliveries', id } } })),
-    // Deliveries are not events of their own: while one is still on its way, look again.
-    refetchInterval: (q) => (q.state.data?.data.some((x) => x.state === 'queued' || x.state === 'pending') ? 1500 : false),
+    // No polling: every change of a row arrives as a `webhook.delivery` notice on the live feed,
+    // and the shell fetches this log again (App.tsx).
   });
   const redeliver = useMutation({
     mutationFn: (deliveryId: string) =>

@@ -42,7 +42,8 @@ beforeAll(async () => {
     req.on('data', (c: Buffer) => (body += c.toString('utf8')));
     req.on('end', () => {
       received.push({ headers: req.headers, body });
-      res.writeHead(200).end('ok');
+      // A slow receiver keeps a delivery pending long after its event has been pushed.
+      setTimeout(() => res.writeHead(200).end('ok'), req.url === '/slow-hook' ? 2000 : 0);
     });
   });
   await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', () => r()));
@@ -218,13 +219,17 @@ describe('console in Chromium', { timeout: 120_000 }, () => {
     const { page, w } = await watched(ctx);
     await signInWithPassword(page);
     await go(page, 'webhooks');
-    const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+    const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/slow-hook`;
     await page.getByLabel('Receiver URL').fill(url);
     await page.getByRole('button', { name: 'Add webhook' }).click();
     expect(await page.getByTestId('once-secret').textContent()).toMatch(/^whsec_/);
     await page.getByRole('button', { name: 'Send test' }).click();
+    // The row appears while the receiver is still answering, then turns delivered by itself: the
+    // page does not poll, each change of the row is pushed on the live feed.
+    const deliveries = async () => (await page.getByTestId('deliveries').textContent()) ?? '';
+    await expect.poll(deliveries, { timeout: 10_000 }).toContain('pending');
     await until(() => received.find((r) => r.body.includes('webhook.test')), 15_000, 'test delivery at the receiver');
-    await expect.poll(async () => (await page.getByTestId('deliveries').textContent()) ?? '', { timeout: 10_000 }).toContain('delivered');
+    await expect.poll(deliveries, { timeout: 10_000 }).toContain('delivered');
     expect(w.errors).toEqual([]);
     await ctx.close();
   });

@@ -5,6 +5,7 @@ import { verify } from '@octokit/webhooks-methods';
 import { Webhook } from 'standardwebhooks';
 import { startTestServer, tempDir, type TestServer } from '../../support/server.ts';
 import { main } from '../../../server/cli.ts';
+import { openLive } from '../../support/sse.ts';
 import { Receiver, admin, testPlugins, until } from './support.ts';
 
 let s: TestServer;
@@ -73,6 +74,47 @@ describe('webhook subscriptions', () => {
     expect(nf.status).toBe(404);
     expect(nf.json.error).toBe('not_found');
     expect((await s.fetch('/signal.ashx?webhooks=list')).status).toBe(401);
+  });
+
+  it("pushes each change of a delivery row to the tenant's live feed (queued, pending, delivered; a failed try), never to another tenant's", async () => {
+    const other = await s.addTenant('notice-b.test');
+    const a = openLive(s.port, `localhost:${s.port}`, s.adminKey);
+    const b = openLive(s.port, `notice-b.test:${s.port}`, other.adminKey);
+    expect(await a.status).toBe(200);
+    expect(await b.status).toBe(200);
+    let first = true;
+    rx.respond = (r) => {
+      if (!r.path.startsWith('/notice') || !first) return { status: 200, body: 'ok' };
+      first = false;
+      return { status: 503, headers: { 'Retry-After': '0' } };
+    };
+    try {
+      const add = await admin(s, 'add', { body: { url: `${rx.url}/notice`, events: ['call.ended'] } });
+      emit(s.primary.id, 'call-notice');
+      interface Notice {
+        name: string;
+        data: { subscriptionId: string; deliveryId?: string; state?: string };
+      }
+      const notices = () => a.frames.filter((f) => f.event === 'notice').map((f) => f.data as Notice);
+      const mine = () => notices().filter((n) => n.name === 'webhook.delivery' && n.data.subscriptionId === add.json.id);
+      await until(() => mine().some((n) => n.data.state === 'delivered'), 20_000);
+      const states = mine().map((n) => n.data.state);
+      // Queued by the fan-out, admitted, still pending after the 503, then delivered: every step.
+      expect(states[0]).toBe('queued');
+      expect(states.filter((x) => x === 'pending').length).toBeGreaterThanOrEqual(2);
+      expect(states.at(-1)).toBe('delivered');
+      expect(new Set(mine().map((n) => n.data.deliveryId)).size).toBe(1);
+      // What the notice names is what the log says.
+      const log = await admin(s, 'deliveries', { query: `&id=${add.json.id}` });
+      expect(log.json.data[0]).toMatchObject({ id: mine()[0]!.data.deliveryId, state: 'delivered', attempts: 2 });
+      // Sealed: tenant B's feed carried none of A's notices.
+      expect(b.frames.filter((f) => f.event === 'notice')).toEqual([]);
+      await admin(s, 'remove', { body: { id: add.json.id } });
+    } finally {
+      rx.respond = () => ({ status: 200, body: 'ok' });
+      a.close();
+      b.close();
+    }
   });
 
   it('a delivery verifies with @octokit/webhooks-methods and with standardwebhooks', async () => {
