@@ -52,7 +52,7 @@ export default async function run(): Promise<BenchResult[]> {
   const { default: rpCa } = await import('../plugins/rp-ca/index.ts');
   const { CaService } = await import('../plugins/rp-ca/service.ts');
   const { rpCaConfig } = await import('../plugins/rp-ca/schemas.ts');
-  const { Pkcs11Signer, SoftwareSigner } = await import('../plugins/rp-ca/signer.ts');
+  const { Pkcs11Signer, SoftwareSigner } = await import('../server/p256-signer.ts');
   const sink = new Writable({ write: (_c, _e, cb) => cb() });
   const a = await Appliance.create({ dataDir: path.join(dir, 'data'), env: {}, plugins: [rpCa], logDestination: sink });
   const core = a.core;

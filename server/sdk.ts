@@ -12,6 +12,9 @@ export type { AnyPlugin, AuditInput, AuditWriter, CliCommand, CliContext, Paths,
 export { AUDIT_WRITER, TLS_AUTO, type TlsAutoProvider } from './core-services.ts';
 export { UsageError, parse, str, table, type CliOptions, type ParsedArgs } from './cli-args.ts';
 
+// P-256 signing keys in software or in a PKCS#11 token (one module registry per process).
+export { HsmError, Pkcs11Signer, SoftwareSigner, probeToken, type HsmConfig, type Signer } from './p256-signer.ts';
+
 // Errors with stable codes (rendered by the one error middleware).
 export {
   AppError,

@@ -1,8 +1,22 @@
 import crypto from 'node:crypto';
 import net from 'node:net';
-import { AppError, type Clock, ConflictError, type DB, InputError, type KeyService, type Logger, NotFoundError, type Tenant } from '../../server/sdk.ts';
+import {
+  AppError,
+  type Clock,
+  ConflictError,
+  type DB,
+  HsmError,
+  type HsmConfig,
+  InputError,
+  type KeyService,
+  type Logger,
+  NotFoundError,
+  Pkcs11Signer,
+  type Signer,
+  SoftwareSigner,
+  type Tenant,
+} from '../../server/sdk.ts';
 import { CaRepo, type CaRow, type CertRow, type NewCa } from './repo.ts';
-import { HsmError, Pkcs11Signer, SoftwareSigner, type HsmConfig, type Signer } from './signer.ts';
 import { createCaCertificate, createCrl, createLeafCertificate, fingerprint, pem, randomSerialHex, x509, x509Hash } from './x509.ts';
 import { REVOCATION_REASONS, type IssueBody, type RpCaConfig } from './schemas.ts';
 

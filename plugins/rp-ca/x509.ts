@@ -3,7 +3,7 @@
 import 'reflect-metadata';
 import crypto, { webcrypto } from 'node:crypto';
 import * as x509 from '@peculiar/x509';
-import type { Signer } from './signer.ts';
+import type { Signer } from '../../server/sdk.ts';
 
 export { x509 };
 

@@ -1,9 +1,8 @@
 import type Database from 'better-sqlite3';
 import crypto from 'node:crypto';
-import type { Clock, DB, KeyService, Logger, Tenant } from '../../server/sdk.ts';
+import { type Clock, type DB, type HsmConfig, type KeyService, type Logger, Pkcs11Signer, probeToken, type Tenant } from '../../server/sdk.ts';
 import type { IssuerConfig } from './schemas.ts';
 import { jwkThumbprint, publicJwk, SoftwareSigner, type Signer } from './signer.ts';
-import type { HsmConfig } from './hsm.ts';
 
 export interface KeyRow {
   tenant_id: string;
@@ -227,7 +226,7 @@ export class IssuerKeys {
    */
   async init(tenant: Tenant, home: KeyHome): Promise<{ iaca: string; signing: string }> {
     // A wrong PIN or a missing token fails here, before anything changes.
-    if (home.kind === 'pkcs11') (await import('./hsm.ts')).probeToken(home.hsm);
+    if (home.kind === 'pkcs11') probeToken(home.hsm);
     this.#active.clear();
     const now = this.clock.now();
     const until = new Date(now + this.config.rotationOverlapDays * 86_400_000).toISOString();
@@ -266,7 +265,6 @@ export class IssuerKeys {
       const { signer, pkcs8 } = SoftwareSigner.generate();
       return { signer, stored: { key_kind: 'software', sealed_key: this.keys.seal(pkcs8, `wi-key|${tenant.id}`) } };
     }
-    const { Pkcs11Signer } = await import('./hsm.ts');
     const keyLabel = `sovcomms-wi-${role}-${crypto.randomBytes(6).toString('hex')}`;
     const { signer } = Pkcs11Signer.open({ ...home.hsm, keyLabel }, { create: true });
     return {
@@ -310,7 +308,6 @@ export class IssuerKeys {
     if (!signer) {
       if (r.key_kind === 'software') signer = new SoftwareSigner(this.keys.open(r.sealed_key!, `wi-key|${tenant.id}`));
       else {
-        const { Pkcs11Signer } = await import('./hsm.ts');
         signer = Pkcs11Signer.open({
           module: r.hsm_module!,
           tokenLabel: r.hsm_token!,

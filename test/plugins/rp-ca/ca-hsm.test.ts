@@ -4,7 +4,7 @@ import * as x509 from '@peculiar/x509';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, tempDir, type TestServer } from '../../support/server.ts';
 import { adminCall, body, databaseBytes, grepDatabase, makeSoftHsmToken, openssl, SOFTHSM_MODULE, sovcomms, writeTemp } from './helpers.ts';
-import { Pkcs11Signer } from '../../../plugins/rp-ca/signer.ts';
+import { Pkcs11Signer } from '../../../server/p256-signer.ts';
 import { main } from '../../../server/cli.ts';
 
 const TOKEN = 'sovcomms-test-ca';
