@@ -81,12 +81,23 @@ export function verifierRoutes(
     method: 'GET',
     path: '/oidc.ashx?action=vp-result',
     summary: 'The result of a session so far (pending, verified or error): what the QR page and the sign-in page poll',
+    description:
+      'Anyone holding the session id (it is in the QR code) gets the status and, on error, the failed check; the disclosed claims ' +
+      '(`presentation`) only with the header `X-Sovcomms-Result-Key: <result_key from vp-start>`. A wrong key is 403 access_denied. ' +
+      'sso_assertion and network_config are never repeated here (the wallet got them in the vp-response answer).',
     area: 'wallet-verifier',
     auth: policy.public,
     rateLimit: { name: 'wallet-verifier-poll', perMinute: ctx.config.perIpPerMinute * 5 },
     query: sessionQuery,
-    responses: { 200: { description: 'status and, when finished, the VpResponseResult' } },
-    handler: (req) => reply(200, svc.result(req.tenant, req.query.session_id), NO_STORE),
+    responses: {
+      200: { description: 'status and, when finished, the VpResponseResult (presentation empty without the result key)' },
+      403: { description: 'access_denied: the result key is not this session’s' },
+      404: { description: 'unknown session' },
+    },
+    handler: (req) => {
+      const key = req.headers['x-sovcomms-result-key'];
+      return reply(200, svc.result(req.tenant, req.query.session_id, typeof key === 'string' ? key : undefined), NO_STORE);
+    },
   });
 
   r.add({

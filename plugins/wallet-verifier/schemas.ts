@@ -50,6 +50,11 @@ export const vpStartResponse = z.object({
   expires_in: z.number().int(),
   client_id: z.string(),
   qr_page: z.string().describe('a page that renders openid4vp_url as a QR code'),
+  result_key: z
+    .string()
+    .describe(
+      'shown here only: send it as X-Sovcomms-Result-Key to vp-result to get the disclosed claims (the session id is in the QR code, so it alone gives the status only)',
+    ),
 });
 
 export const sessionQuery = z.object({ action: z.string().optional(), session_id: z.string().min(1).max(64) });

@@ -44,6 +44,7 @@ interface SessionRow {
   login_interaction: string | null;
   login_user_id: string | null;
   completed_at: string | null;
+  result_key_hash: string | null;
   created_at: string;
   expires_at: string;
 }
@@ -63,6 +64,7 @@ export const VP_FORMATS = {
 
 const random = (n = 16) => crypto.randomBytes(n).toString('base64url');
 const aadEnc = (t: Tenant, id: string) => `wallet-verifier:enc:${t.id}:${id}`;
+const aadResult = (t: Tenant, id: string) => `wallet-verifier:result:${t.id}:${id}`;
 const SD_JWT_RE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*~/;
 
 /** The verifier's sessions (no HTTP here): start, the signed request, and the response. */
@@ -136,12 +138,14 @@ export class VerifierService {
     const id = await this.deps.identity.get(tenant);
     const clientId = q.client_id_prefix === 'x509_san_dns' ? id.sanDnsClientId : id.x509HashClientId;
     const sessionId = random();
+    // The session id travels in the QR code; the result key only in this answer (see result()).
+    const resultKey = random(32);
     const created = this.now();
     const expires = created + this.deps.config.sessionTtlSeconds * 1000;
     this.deps.db
       .prepare(
-        `INSERT INTO vp_session (tenant_id, id, preset, client_id, scope, network_profile, nonce, state, response_mode, status, created_at, expires_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`,
+        `INSERT INTO vp_session (tenant_id, id, preset, client_id, scope, network_profile, nonce, state, response_mode, status, created_at, expires_at, result_key_hash)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)`,
       )
       .run(
         tenant.id,
@@ -155,6 +159,7 @@ export class VerifierService {
         q.response_mode,
         new Date(created).toISOString(),
         new Date(expires).toISOString(),
+        sha256(resultKey),
       );
     const requestUri = `${origin}/oidc.ashx?action=vp-request&session_id=${sessionId}`;
     // OpenID4VP 1.0 §5.7 / RFC 9101 §5.2: by reference; the client_id repeats the signed one.
@@ -167,6 +172,7 @@ export class VerifierService {
       expires_in: this.deps.config.sessionTtlSeconds,
       client_id: clientId,
       qr_page: `${origin}/oidc.ashx/vp-qr?session_id=${sessionId}`,
+      result_key: resultKey,
     };
   }
 
@@ -375,10 +381,17 @@ export class VerifierService {
     throw new InputError('the encrypted response does not decrypt with this session key', 'invalid_request');
   }
 
+  /** The result is stored sealed: it holds the PID claims the wallet disclosed (personal data at rest). */
   private finish(tenant: Tenant, s: SessionRow, status: 'verified' | 'error', result: VpResult): void {
     this.deps.db
       .prepare('UPDATE vp_session SET status = ?, result = ?, sealed_enc_key = NULL WHERE tenant_id = ? AND id = ?')
-      .run(status, JSON.stringify(result), tenant.id, s.id);
+      .run(status, this.deps.keys.seal(JSON.stringify(result), aadResult(tenant, s.id)), tenant.id, s.id);
+  }
+
+  private storedResult(tenant: Tenant, s: SessionRow & { result: string }): VpResult {
+    // Rows finished before results were sealed hold plain JSON.
+    const text = s.result.startsWith('{') ? s.result : this.deps.keys.openString(s.result, aadResult(tenant, s.id));
+    return JSON.parse(text) as VpResult;
   }
 
   /** A failed check finishes the session with an error result naming the check (400). */
@@ -397,15 +410,22 @@ export class VerifierService {
   }
 
   /** The result so far (the page polls it). */
-  result(tenant: Tenant, sessionId: string): VpResult | { status: 'pending'; session_id: string } {
+  /**
+   * The result so far. The session id is in the QR code, so whoever saw the screen has it: the
+   * status (and a failed check's name) is for anyone holding the id, the disclosed claims only for
+   * the holder of the session's `result_key` (returned by vp-start alone). A login-page session
+   * never shows them here: its page signs in instead. A wrong key is refused, not ignored.
+   */
+  result(tenant: Tenant, sessionId: string, resultKey?: string): VpResult | { status: 'pending'; session_id: string } {
     const s = this.session(tenant, sessionId);
     if (!s) throw new NotFoundError('unknown presentation session');
+    const entitled = resultKey !== undefined && !!s.result_key_hash && safeEq(sha256(resultKey), s.result_key_hash);
+    if (resultKey !== undefined && !entitled) throw new AppError(403, 'access_denied', 'the result key does not belong to this session');
     if (s.result) {
-      const r = JSON.parse(s.result) as VpResult;
+      const r = this.storedResult(tenant, { ...s, result: s.result });
       // completed: verified, and what the session was started for has been taken up.
       const out = s.completed_at && r.status === 'verified' ? { ...r, status: 'completed' as const } : r;
-      // A sign-in session's id is in its QR code: whoever saw the code learns the status, never the PID.
-      return s.login_secret_hash ? { ...out, presentation: {} } : out;
+      return entitled && !s.login_secret_hash ? out : { ...out, presentation: {} };
     }
     if (Date.parse(s.expires_at) <= this.now()) throw new AppError(400, 'session_expired', 'the presentation session has expired');
     return { status: 'pending', session_id: s.id };

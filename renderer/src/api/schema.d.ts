@@ -1649,7 +1649,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The result of a session so far (pending, verified or error): what the QR page and the sign-in page poll */
+        /**
+         * The result of a session so far (pending, verified or error): what the QR page and the sign-in page poll
+         * @description Anyone holding the session id (it is in the QR code) gets the status and, on error, the failed check; the disclosed claims (`presentation`) only with the header `X-Sovcomms-Result-Key: <result_key from vp-start>`. A wrong key is 403 access_denied. sso_assertion and network_config are never repeated here (the wallet got them in the vp-response answer).
+         */
         get: operations["get_oidc_ashx_action_vp_result"];
         put?: never;
         post?: never;
@@ -10669,7 +10672,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description status and, when finished, the VpResponseResult */
+            /** @description status and, when finished, the VpResponseResult (presentation empty without the result key) */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -10684,6 +10687,20 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
+            };
+            /** @description access_denied: the result key is not this session’s */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description unknown session */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description rate limited (Retry-After) */
             429: {
@@ -10730,6 +10747,8 @@ export interface operations {
                         qr_page: string;
                         /** Format: uri */
                         request_uri: string;
+                        /** @description shown here only: send it as X-Sovcomms-Result-Key to vp-result to get the disclosed claims (the session id is in the QR code, so it alone gives the status only) */
+                        result_key: string;
                         session_id: string;
                     };
                 };

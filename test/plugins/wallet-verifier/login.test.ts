@@ -190,7 +190,10 @@ describe('wallet sign-in on the login page', () => {
       });
       expect(tok.status).toBe(200);
     });
-    const polled = await body(await s.fetch(`/oidc.ashx?action=vp-result&session_id=${st.session_id}`, { host: A }));
+    // The one who started the session reads the claims with its result key.
+    const polled = await body(
+      await s.fetch(`/oidc.ashx?action=vp-result&session_id=${st.session_id}`, { host: A, headers: { 'X-Sovcomms-Result-Key': st.result_key } }),
+    );
     expect(polled.status).toBe('completed');
     expect(polled.presentation.format).toBe('dc+sd-jwt');
   });

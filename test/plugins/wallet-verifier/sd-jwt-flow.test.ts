@@ -77,8 +77,24 @@ describe('SD-JWT VC presentation over OpenID4VP 1.0 direct_post.jwt', () => {
       presentation: { format: 'dc+sd-jwt', vct: 'urn:eudi:pid:1', claims: { family_name: 'Mustermann', given_name: 'Erika', birthdate: '1964-08-12' } },
     });
     expect(out.presentation.claims.nationalities).toBeUndefined();
+    // The session id is in the QR code: alone it gives the status, never the claims; the result
+    // key that only vp-start returned gives them; a wrong key is refused.
     const polled = await body(await s.fetch(`/oidc.ashx?action=vp-result&session_id=${st.session_id}`));
-    expect(polled.status).toBe('verified');
+    expect(polled).toMatchObject({ status: 'verified', presentation: {} });
+    expect(JSON.stringify(polled)).not.toContain('Mustermann');
+    expect(st.result_key).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    const owner = await body(await s.fetch(`/oidc.ashx?action=vp-result&session_id=${st.session_id}`, { headers: { 'X-Sovcomms-Result-Key': st.result_key } }));
+    expect(owner.presentation.claims).toMatchObject({ family_name: 'Mustermann', given_name: 'Erika' });
+    const wrong = await s.fetch(`/oidc.ashx?action=vp-result&session_id=${st.session_id}`, { headers: { 'X-Sovcomms-Result-Key': 'x'.repeat(43) } });
+    expect(wrong.status).toBe(403);
+    expect(JSON.stringify(await body(wrong))).not.toContain('Mustermann');
+    // At rest the result (personal data) is sealed; the key is kept only as a hash.
+    const stored = s.appliance.core.db.prepare('SELECT result, result_key_hash FROM vp_session WHERE id = ?').get(st.session_id) as {
+      result: string;
+      result_key_hash: string;
+    };
+    expect(stored.result).not.toContain('Mustermann');
+    expect(stored.result_key_hash).not.toContain(st.result_key);
 
     // The verifier audit trail, newest first, admin only.
     const ev = await body(await adminCall(s, 'GET', '/signal.ashx?list-vp-events&limit=10', 'list-vp-events'));
