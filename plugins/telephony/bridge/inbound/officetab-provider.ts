@@ -144,7 +144,9 @@ export class OfficeTabs implements EndpointProvider {
   }
 
   ring(req: RingRequest): RingingEndpoint[] {
-    const mine = [...this.tabs.values()].filter((t) => t.tenantId === req.tenantId && t.user === req.user);
+    // A tab carries one call at a time: one in a call is not rung (its user's other endpoints are).
+    const busy = new Set([...this.rings.values()].filter((r) => r.state === 'answering' || r.state === 'answered').map((r) => r.tab.tabId));
+    const mine = [...this.tabs.values()].filter((t) => t.tenantId === req.tenantId && t.user === req.user && !busy.has(t.tabId));
     return mine.map((tab) => {
       const ringId = randomBytes(12).toString('base64url');
       let settle!: (v: AnsweredEndpoint | string) => void;
