@@ -145,7 +145,11 @@ export class OfficeTabs implements EndpointProvider {
 
   ring(req: RingRequest): RingingEndpoint[] {
     // A tab carries one call at a time: one in a call is not rung (its user's other endpoints are).
-    const busy = new Set([...this.rings.values()].filter((r) => r.state === 'answering' || r.state === 'answered').map((r) => r.tab.tabId));
+    const busy = new Set(
+      this.live()
+        .filter((r) => r.state !== 'ringing')
+        .map((r) => r.tab.tabId),
+    );
     const mine = [...this.tabs.values()].filter((t) => t.tenantId === req.tenantId && t.user === req.user && !busy.has(t.tabId));
     return mine.map((tab) => {
       const ringId = randomBytes(12).toString('base64url');
@@ -185,14 +189,25 @@ export class OfficeTabs implements EndpointProvider {
   private over(ring: Ring, why: string): void {
     if (ring.state === 'over') return;
     ring.state = 'over';
-    this.rings.delete(ring.ringId);
+    this.forget(ring);
     ring.settle(why);
+  }
+
+  /** Kept a minute as over, so a late accept hears 409 (answered elsewhere) rather than 404. */
+  private forget(ring: Ring): void {
+    setTimeout(() => {
+      if (this.rings.get(ring.ringId) === ring) this.rings.delete(ring.ringId);
+    }, 60_000).unref();
+  }
+
+  private live(): Ring[] {
+    return [...this.rings.values()].filter((r) => r.state !== 'over');
   }
 
   /** PUT /officetabs: the tabs open now. Rings of a tab that closed stop; its call ends. */
   setTabs(tabs: OfficeTab[]): void {
     this.tabs = new Map(tabs.map((t) => [t.tabId, t]));
-    for (const r of [...this.rings.values()]) {
+    for (const r of this.live()) {
       if (this.tabs.has(r.tab.tabId)) continue;
       if (r.endpoint) r.endpoint.gone('the tab closed');
       else this.over(r, 'the tab closed');
@@ -223,8 +238,8 @@ export class OfficeTabs implements EndpointProvider {
     ring.state = 'answered';
     ring.endpoint = ep;
     ep.onOver = (byUs) => {
-      this.rings.delete(ringId);
       ring.state = 'over';
+      this.forget(ring);
       if (byUs) this.stopNotice(ring, 'the call ended');
     };
     ring.settle(ep);
@@ -234,7 +249,7 @@ export class OfficeTabs implements EndpointProvider {
   /** POST /officetabs/decline|hangup: declining a ringing call or ending the answered one. */
   private release(ringId: string, tabId: string, what: 'decline' | 'hangup'): { status: number; body: unknown } {
     const ring = this.rings.get(ringId);
-    if (!ring || ring.tab.tabId !== tabId) return { status: 200, body: { ok: true } }; // already over: idempotent
+    if (!ring || ring.tab.tabId !== tabId || ring.state === 'over') return { status: 200, body: { ok: true } }; // idempotent
     if (ring.endpoint) ring.endpoint.gone(what === 'decline' ? 'declined' : 'the user hung up');
     else this.over(ring, what === 'decline' ? 'declined in the office tab' : 'hung up in the office tab');
     return { status: 200, body: { ok: true } };
@@ -245,7 +260,9 @@ export class OfficeTabs implements EndpointProvider {
     if (method === 'GET' && path === '/officetabs') {
       return {
         status: 200,
-        body: { tabs: [...this.tabs.values()].map((t) => ({ ...t, ringing: [...this.rings.values()].filter((r) => r.tab.tabId === t.tabId).length })) },
+        body: {
+          tabs: [...this.tabs.values()].map((t) => ({ ...t, ringing: this.live().filter((r) => r.tab.tabId === t.tabId && r.state === 'ringing').length })),
+        },
       };
     }
     if (method === 'PUT' && path === '/officetabs') {
@@ -273,7 +290,7 @@ export class OfficeTabs implements EndpointProvider {
 
   /** Ends every tab's call (bridge shutdown). */
   stop(): void {
-    for (const r of [...this.rings.values()]) {
+    for (const r of this.live()) {
       if (r.endpoint) r.endpoint.hangup();
       else this.over(r, 'bridge shutting down');
     }
