@@ -116,7 +116,15 @@ export class OfficeTabService {
     if (n.op === 'ring') {
       // Tenant sealing: a tab rings only for its own tenant's user, whatever the bridge asks.
       if (!tab || tab.tenantId !== n.tenantId || tab.user !== n.user) return { ok: false, error: 'no such tab' };
-      this.rings.set(n.ringId, { ringId: n.ringId, tabId: n.tabId, tenantId: n.tenantId, user: n.user, callId: n.callId, answered: false });
+      const ring: Ringing = { ringId: n.ringId, tabId: n.tabId, tenantId: n.tenantId, user: n.user, callId: n.callId, answered: false };
+      this.rings.set(n.ringId, ring);
+      // Should the bridge never say `stop` (it died), an unanswered ring is forgotten after its time.
+      setTimeout(
+        () => {
+          if (this.rings.get(n.ringId) === ring && !ring.answered) this.rings.delete(n.ringId);
+        },
+        (n.ringTimeoutSec + 60) * 1000,
+      ).unref();
       this.frame(tab, 'ring', {
         ringId: n.ringId,
         callId: n.callId,

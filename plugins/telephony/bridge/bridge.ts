@@ -375,7 +375,7 @@ export class Bridge {
       trunkLoad: this.trunkLoad,
       mediaTimeoutMs: this.o.mediaTimeoutMs ?? 0,
       engineFactory: factory,
-      ringUser: (r) => this.inbound.endpoints.ring(r),
+      ringUser: (r, abort) => this.inbound.endpoints.ring(r, abort),
       emit: (type, callId, fields) => this.events.emit(type, callId, fields),
       onDone: (c) => {
         this.calls.delete(c.callId);
