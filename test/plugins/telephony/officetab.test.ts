@@ -20,6 +20,8 @@ import { adm, call as callBody, eventsOf, j, until, type Json } from './helpers.
  * analyser must hear 440 Hz, the caller must receive the tab's 700 Hz.
  */
 const V1 = '/api.ashx/v1';
+/** Screenshots of the ringing and in-call panels (review artefacts, not committed). */
+const ARTEFACTS = path.resolve(import.meta.dirname, '../../../test-artifacts/officetab');
 const ALICE_DID = '+4930999';
 const TO_ALICE = '+4930400';
 const FALLBACK = '+4930100';
@@ -383,6 +385,8 @@ describe('the office tab: the console tab as the user’s phone (real bridge, SI
     expect(await page.getByTestId('phone-ringing').textContent()).toContain('+4917699999999');
     const ring = await page.evaluate('window.__ring');
     expect(ring).toMatchObject({ hz: 425 });
+    fs.mkdirSync(ARTEFACTS, { recursive: true });
+    await page.screenshot({ path: path.join(ARTEFACTS, 'ringing.png') });
     expect((ring as { bursts: number }).bursts).toBeGreaterThan(0);
     // Both of alice's tabs ring; the other tenant's alice hears nothing.
     const rung = await until(() => second.frames.find((f) => f.event === 'ring'), 5000, 'second tab rings');
@@ -405,6 +409,7 @@ describe('the office tab: the console tab as the user’s phone (real bridge, SI
     // The first to answer wins: alice's other tab stops ringing.
     await until(() => second.frames.find((f) => f.event === 'stop' && f.data.ringId === rung.data.ringId), 5000, 'second tab stops ringing');
     const heard = (await page.evaluate(MEASURE_REMOTE)) as { rms: number; peakHz: number };
+    await page.screenshot({ path: path.join(ARTEFACTS, 'in-call.png') });
     expect(heard.rms).toBeGreaterThan(0.01);
     expect(Math.abs(heard.peakHz - CALLER_HZ)).toBeLessThan(30);
     await until(() => media.samples(1000).length > 8000, 10_000, 'the tab’s voice at the caller');
