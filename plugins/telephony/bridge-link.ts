@@ -26,6 +26,7 @@ import {
 } from './control.ts';
 import type { TelephonyConfig } from './schemas.ts';
 import { PhonesAnswerSchema, PhonesStatusSchema, type PhoneAccount } from './bridge/inbound/control.ts';
+import { OfficeTabAnswerAnswerSchema, OfficeTabOkSchema, OfficeTabsAnswerSchema, type OfficeTab } from './bridge/inbound/officetab-control.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 /** Running from `dist/` (compiled JavaScript): no TypeScript loader exists there. */
@@ -304,6 +305,21 @@ export class BridgeLink {
   /** GET /phones: how many phones are registered per account. */
   async phones(): Promise<z.infer<typeof PhonesStatusSchema>> {
     return this.expectOk('GET /phones', await this.request('GET', '/phones'), PhonesStatusSchema);
+  }
+
+  /** PUT /officetabs: the full set of office tabs open now (CONTROL-API.md "Office tab"). */
+  async putOfficeTabs(tabs: OfficeTab[]): Promise<ControlAnswer<z.infer<typeof OfficeTabsAnswerSchema>>> {
+    return this.answer('PUT /officetabs', await this.request('PUT', '/officetabs', { tabs }), OfficeTabsAnswerSchema);
+  }
+
+  /** POST /officetabs/answer: the user accepted in a tab; the tab's offer in, the bridge's answer out. */
+  async answerOfficeTab(b: { ringId: string; tabId: string; offerSdp: string }): Promise<ControlAnswer<z.infer<typeof OfficeTabAnswerAnswerSchema>>> {
+    return this.answer('POST /officetabs/answer', await this.request('POST', '/officetabs/answer', b), OfficeTabAnswerAnswerSchema);
+  }
+
+  /** POST /officetabs/decline|hangup: the user declined a ringing call or hung up in a tab. */
+  async releaseOfficeTab(what: 'decline' | 'hangup', b: { ringId: string; tabId: string }): Promise<ControlAnswer<z.infer<typeof OfficeTabOkSchema>>> {
+    return this.answer(`POST /officetabs/${what}`, await this.request('POST', `/officetabs/${what}`, b), OfficeTabOkSchema);
   }
 
   /** A 2xx body checked against its schema, or the error body of any other status. */

@@ -5,6 +5,8 @@ import { CallService, DIAL_QUEUE, dialJob, MAIL_QUEUE, mailJob } from './calls.t
 import { numberCommand, phoneCommand, trunkCommand } from './cli.ts';
 import { InboundCalls } from './inbound.ts';
 import { PhoneAccounts } from './phones.ts';
+import { OfficeTabService } from './officetab.ts';
+import { officeTabRoutes } from './officetab-routes.ts';
 import { OutcomeMailer } from './mail.ts';
 import { TelephonyRepo } from './repo.ts';
 import { telephonyRoutes } from './routes.ts';
@@ -94,7 +96,8 @@ export default definePlugin({
       config: ctx.config,
     });
     calls.roomEvents = (ev, mark) => rooms.applyEvent(ev, mark);
-    supervisor.attach({ admin, bridge, calls, phones });
+    const officeTabs = new OfficeTabService(bridge, ctx.log.child({ part: 'officetab' }));
+    supervisor.attach({ admin, bridge, calls, phones, officeTabs });
     // The bridge's callbacks carry the token it was started with (CONTROL-API.md "Authentication").
     ctx.auth.registerVerifier(BRIDGE_VERIFIER, async ({ headers, tenant }) => {
       const token = bearerToken(headers.authorization);
@@ -107,6 +110,7 @@ export default definePlugin({
       calls,
       inbound,
       phones,
+      officeTabs,
       rooms,
       transcripts,
       shares,
@@ -120,6 +124,7 @@ export default definePlugin({
 
   routes(r, s, ctx) {
     telephonyRoutes(r, s, { shareViewsPerMinute: ctx.config.shares.viewsPerMinutePerIp });
+    officeTabRoutes(r, s.officeTabs);
     roomRoutes(r, s.rooms, ctx.auth, { joinsPerMinute: ctx.config.rooms.joinsPerMinutePerIp, viewsPerMinute: ctx.config.shares.viewsPerMinutePerIp });
   },
 
@@ -154,6 +159,7 @@ export default definePlugin({
 
   async stop(s) {
     s.supervisor.stop();
+    s.officeTabs.closeAll();
     await s.bridge.stop();
     s.mailer.close();
   },

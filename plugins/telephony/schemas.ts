@@ -6,6 +6,7 @@ import type { BridgeLink } from './bridge-link.ts';
 import type { CallService } from './calls.ts';
 import type { InboundCalls } from './inbound.ts';
 import type { PhoneAccounts } from './phones.ts';
+import type { OfficeTabService } from './officetab.ts';
 import type { RoomService } from './rooms.ts';
 import type { OutcomeMailer } from './mail.ts';
 import type { TelephonyRepo } from './repo.ts';
@@ -551,6 +552,8 @@ export interface TelephonyServices {
   inbound: InboundCalls;
   /** Desk-phone logins of the bridge's registrar. */
   phones: PhoneAccounts;
+  /** The users' console tabs registered as their phones (officetab.ts). */
+  officeTabs: OfficeTabService;
   rooms: RoomService;
   transcripts: TranscriptStore;
   shares: TranscriptShares;

@@ -17,7 +17,7 @@ export class BridgeSupervisor {
   #stopped = false;
   #lastPush = '';
   #lastInstance = '';
-  #parts: { admin: TelephonyAdmin; bridge: BridgeLink; calls: CallService; phones?: PhoneAccounts } | undefined;
+  #parts: { admin: TelephonyAdmin; bridge: BridgeLink; calls: CallService; phones?: PhoneAccounts; officeTabs?: { push(): Promise<void> } } | undefined;
 
   constructor(
     private readonly repo: TelephonyRepo,
@@ -29,11 +29,11 @@ export class BridgeSupervisor {
    * the bridge came up or died) and it calls into them: they are built first and attached here,
    * before anything can run.
    */
-  attach(parts: { admin: TelephonyAdmin; bridge: BridgeLink; calls: CallService; phones?: PhoneAccounts }): void {
+  attach(parts: { admin: TelephonyAdmin; bridge: BridgeLink; calls: CallService; phones?: PhoneAccounts; officeTabs?: { push(): Promise<void> } }): void {
     this.#parts = parts;
   }
 
-  private get parts(): { admin: TelephonyAdmin; bridge: BridgeLink; calls: CallService; phones?: PhoneAccounts } {
+  private get parts(): { admin: TelephonyAdmin; bridge: BridgeLink; calls: CallService; phones?: PhoneAccounts; officeTabs?: { push(): Promise<void> } } {
     if (!this.#parts) throw new Error('bridge supervisor used before setup attached its parts');
     return this.#parts;
   }
@@ -75,6 +75,8 @@ export class BridgeSupervisor {
         const p = await bridge.putPhones(phones.forBridge());
         if (!p.ok) this.log.warn({ status: p.status, error: p.error.error }, 'bridge refused the desk-phone accounts');
       }
+      // And the office tabs open now (a new bridge knows none).
+      await this.parts.officeTabs?.push();
     } catch (e) {
       this.log.warn({ err: (e as Error).message }, 'trunk push to the bridge failed');
     }

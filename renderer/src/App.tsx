@@ -11,6 +11,7 @@ import { connectLive, type PluginStatus } from './live.ts';
 import { actingTenant, onActingTenant, setActingTenant } from './tenant.ts';
 import { LiveContext } from './lib/live-context.ts';
 import { Dashboard } from './pages/Dashboard.tsx';
+import { PhoneControls } from './lib/Phone.tsx';
 
 // Pages past the dashboard load when first opened: the first screen's JavaScript stays small.
 const Calls = lazy(() => import('./pages/Calls.tsx'));
@@ -168,6 +169,7 @@ function Shell({ session }: { session: Session }) {
               </Badge>
             </Group>
             <Group>
+              <PhoneControls />
               <TenantSwitcher session={session} acting={acting} />
               <NativeSelect
                 aria-label={t('app.language')}

@@ -23,7 +23,8 @@ export function onActingTenant(l: (host: string | undefined) => void): () => voi
   return () => listeners.delete(l);
 }
 
-const SELF = /^\/(?:chat\.ashx|oidc\.ashx|oauth2\/)/i;
+// The office tab rings for the signed-in user in their own tenant only (api.ashx/v1/phone/…).
+const SELF = /^\/(?:chat\.ashx|oidc\.ashx|oauth2\/|api\.ashx\/v1\/phone\/)/i;
 
 /** The switch header for a request to `path`, or none. */
 export function tenantHeaders(path: string): Record<string, string> {

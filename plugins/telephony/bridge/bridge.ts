@@ -18,6 +18,7 @@ import { GeminiLiveEngine } from './engine/gemini-live.ts';
 import type { VoiceEngine } from './engine/types.ts';
 import { log } from './log.ts';
 import { InboundService } from './inbound/service.ts';
+import { OfficeTabs } from './inbound/officetab-provider.ts';
 import { RoomError, RoomHost, webrtcOptionsFromEnv } from './webrtc/host.ts';
 import type { WebRtcOptions } from './webrtc/leg.ts';
 import { HangupSchema, PlaceCallSchema, TrunkSchema, TrunksBodySchema, type LocatedTrunk, type PlaceCall, type Trunk } from './schemas.ts';
@@ -112,6 +113,8 @@ export class Bridge {
   private readonly resolver: SipResolver;
   /** Inbound calls, the desk-phone registrar and user endpoints (inbound/). */
   inbound!: InboundService;
+  /** The users' browser office tabs, one more kind of user endpoint (inbound/officetab-provider.ts). */
+  officeTabs!: OfficeTabs;
   controlUrl = '';
   readonly rooms: RoomHost;
 
@@ -175,6 +178,13 @@ export class Bridge {
       instanceId: this.instanceId,
       hasCapacity: () => this.calls.size + this.inbound.calls.size < this.o.maxCalls,
     });
+    this.officeTabs = new OfficeTabs({
+      openLeg: (h, ms) => this.rooms.openLeg(h, ms),
+      callbackUrl: this.o.callbackUrl,
+      token: this.o.token,
+      instanceId: this.instanceId,
+    });
+    this.inbound.endpoints.add(this.officeTabs);
     this.ua.incoming = (ctx) => this.inbound.incoming(ctx);
     this.server = http.createServer((req, res) => void this.handle(req, res));
     this.server.keepAliveTimeout = 5000;
@@ -243,6 +253,8 @@ export class Bridge {
       }
       const inbound = await this.inbound.control(method, path, () => readJson(req));
       if (inbound) return send(inbound.status, inbound.body);
+      const tabs = await this.officeTabs.control(method, path, () => readJson(req));
+      if (tabs) return send(tabs.status, tabs.body);
       // Not in the v1 contract table: media measurements for the benchmark and diagnostics.
       if (method === 'GET' && path === '/stats') return send(200, this.stats());
       const hang = /^\/calls\/([^/]+)\/hangup$/.exec(path);
@@ -363,7 +375,7 @@ export class Bridge {
       trunkLoad: this.trunkLoad,
       mediaTimeoutMs: this.o.mediaTimeoutMs ?? 0,
       engineFactory: factory,
-      ringUser: (r) => this.inbound.endpoints.ring(r),
+      ringUser: (r, abort) => this.inbound.endpoints.ring(r, abort),
       emit: (type, callId, fields) => this.events.emit(type, callId, fields),
       onDone: (c) => {
         this.calls.delete(c.callId);
@@ -405,6 +417,7 @@ export class Bridge {
   async stop(): Promise<void> {
     for (const c of [...this.calls.values()]) c.hangup('failed', 'bridge shutting down');
     this.inbound?.stop();
+    this.officeTabs?.stop();
     this.rooms.stopAll();
     // `ended` is emitted once each media leg has reported (a round trip to the media thread).
     const until = Date.now() + 2000;

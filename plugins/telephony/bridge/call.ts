@@ -36,7 +36,7 @@ export interface CallDeps {
   /** Hang up when nothing (RTP or RTCP) came from the far end for this long; 0 = never. */
   mediaTimeoutMs?: number;
   /** Rings an office user's endpoints (inbound/endpoints.ts) for a transfer to a user. */
-  ringUser?: (req: RingRequest) => Promise<AnsweredEndpoint | string>;
+  ringUser?: (req: RingRequest, abort?: AbortSignal) => Promise<AnsweredEndpoint | string>;
 }
 
 /** Statuses after which trying the next trunk makes no sense: the callee itself answered. */
@@ -398,15 +398,19 @@ export class Call {
   /** True when the user's endpoint took the call; false when none answered (then REFER is tried). */
   private async transferToEndpoints(c: ToolCall, toUser: string): Promise<boolean> {
     if (!this.deps.ringUser) return false;
-    const who = await this.deps.ringUser({
-      tenantId: this.req.tenantId,
-      user: toUser,
-      callId: this.callId,
-      callerNumber: this.req.phone,
-      callerName: this.req.displayName,
-      ringTimeoutSec: this.req.ringTimeoutSec,
-    });
-    if (typeof who === 'string') return false;
+    const who = await this.deps.ringUser(
+      {
+        tenantId: this.req.tenantId,
+        user: toUser,
+        callId: this.callId,
+        callerNumber: this.req.phone,
+        callerName: this.req.displayName,
+        ringTimeoutSec: this.req.ringTimeoutSec,
+      },
+      this.ringing.signal,
+    );
+    // Over while it rang: nothing left to transfer (no REFER either).
+    if (typeof who === 'string') return this.ended;
     if (this.ended || !this.media) {
       who.hangup();
       return true;
@@ -425,6 +429,8 @@ export class Call {
     return true;
   }
 
+  /** Aborted when the call ends: the user's endpoints (desk phones, tabs) stop ringing at once. */
+  private readonly ringing = new AbortController();
   /** The office user's endpoint a transfer connected (torn down with the call). */
   private person: AnsweredEndpoint | null = null;
   private bridged = false;
@@ -581,6 +587,7 @@ export class Call {
     this.releaseTrunk();
     this.engine?.close();
     this.releaseSecondLoad();
+    this.ringing.abort();
     this.person?.hangup();
     this.person = null;
     const second = this.second;

@@ -407,6 +407,86 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api.ashx/v1/phone/accept": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Accept a ringing call in this tab: the tab’s WebRTC offer in, the appliance’s answer out
+         * @description Only the signed-in user the call rings for, in their own tenant (404 otherwise). The first endpoint of the user to answer (this tab, another tab, a desk phone) takes the call; a later accept answers 409 conflict.
+         */
+        post: operations["post_api_ashx_v1_phone_accept"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api.ashx/v1/phone/decline": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Decline a call ringing in this tab (the user’s other endpoints ring on)
+         * @description When no endpoint of the user answers, the route’s fallback takes the call (README "Office tab"). Idempotent.
+         */
+        post: operations["post_api_ashx_v1_phone_decline"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api.ashx/v1/phone/hangup": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Hang up the call this tab carries
+         * @description Ends the call for the caller too (outcome finished, or transferred-to-vnum after a transfer). Idempotent.
+         */
+        post: operations["post_api_ashx_v1_phone_hangup"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api.ashx/v1/phone/register": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Registers this browser tab as the signed-in user's phone for as long as the connection stays open (text/event-stream)
+         * @description Any role; a person's OIDC bearer (not an API key). Frames: `event: registered` + `data: {"user","bridge"}` once the bridge knows the tab (from then on calls ring it), `event: ring` + `data: {"ringId","callId","callerNumber","callerName","ringTimeoutSec"}` when an inbound route or a transfer rings the user, `event: stop` + `data: {"ringId","reason"}` when it stops ringing (answered elsewhere, the caller hung up, rang out) or an accepted call ends, and a `: ping` comment every 15 s. At most 8 tabs per user (409 conflict); 503 bridge_not_configured without a bridge.
+         */
+        get: operations["get_api_ashx_v1_phone_register"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api.ashx/v1/rooms/join": {
         parameters: {
             query?: never;
@@ -1110,6 +1190,23 @@ export interface paths {
         put?: never;
         /** Internal: where an inbound INVITE goes (inbound routes; the bridge asks, CONTROL-API.md "Inbound") */
         post: operations["post_internal_bridge_inbound"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/internal/bridge/officetab": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Internal: the bridge rings an office tab or stops ringing it (loopback, control token) */
+        post: operations["post_internal_bridge_officetab"];
         delete?: never;
         options?: never;
         head?: never;
@@ -5139,6 +5236,271 @@ export interface operations {
             };
         };
     };
+    post_api_ashx_v1_phone_accept: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    ringId: string;
+                    sdp: string;
+                };
+            };
+        };
+        responses: {
+            /** @description the answer */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description the call the tab now carries (vnum + 12 hex for inbound calls, oac-… for an outbound call transferred to the user) */
+                        callId: string;
+                        codec: string;
+                        ringId: string;
+                        /** @description the appliance's SDP answer (ICE host candidates, DTLS-SRTP, PCMU or PCMA) */
+                        sdp: string;
+                    };
+                };
+            };
+            /** @description invalid_request: bad ringId or SDP */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found: no such call is ringing for you */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description conflict: answered elsewhere, or over */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_api_ashx_v1_phone_decline: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    ringId: string;
+                };
+            };
+        };
+        responses: {
+            /** @description done */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        ok: boolean;
+                        ringId: string;
+                    };
+                };
+            };
+            /** @description invalid_request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_api_ashx_v1_phone_hangup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    ringId: string;
+                };
+            };
+        };
+        responses: {
+            /** @description done */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        ok: boolean;
+                        ringId: string;
+                    };
+                };
+            };
+            /** @description invalid_request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_api_ashx_v1_phone_register: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description text/event-stream */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description insufficient_scope: not a user’s own sign-in */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description conflict: too many tabs */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description bridge_not_configured */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
     post_api_ashx_v1_rooms_join: {
         parameters: {
             query?: never;
@@ -8732,6 +9094,72 @@ export interface operations {
                         status: number;
                     };
                 };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_internal_bridge_officetab: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    callerName: string;
+                    callerNumber: string;
+                    callId: string;
+                    /** @constant */
+                    op: "ring";
+                    ringId: string;
+                    ringTimeoutSec: number;
+                    tabId: string;
+                    tenantId: string;
+                    user: string;
+                } | {
+                    /** @constant */
+                    op: "stop";
+                    reason: string;
+                    ringId: string;
+                    tabId: string;
+                };
+            };
+        };
+        responses: {
+            /** @description {ok} or {ok:false, error} when the tab is gone */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description bad input */
             400: {

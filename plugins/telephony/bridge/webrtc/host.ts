@@ -7,7 +7,7 @@ import type { VoiceEngine } from '../engine/types.ts';
 import type { EmitFn } from '../call.ts';
 import type { OpenRoom, OpenRoomAnswer } from '../../control.ts';
 import { log } from '../log.ts';
-import { WebRtcLeg, type WebRtcOptions } from './leg.ts';
+import { WebRtcLeg, type RoomLeg, type WebRtcHandlers, type WebRtcOptions } from './leg.ts';
 import { RoomCall, type RoomMetrics } from './room.ts';
 import { WebRtcThreadHost } from './thread-host.ts';
 
@@ -94,6 +94,14 @@ export class RoomHost {
       this.rooms.delete(req.callId);
       throw new RoomError(400, 'invalid_request', `offerSdp: ${(err as Error).message}`);
     }
+  }
+
+  /**
+   * A WebRTC leg that is not a room (the office tab, inbound/officetab-provider.ts): on the same
+   * WebRTC thread and pacer as the rooms' legs.
+   */
+  openLeg(h: WebRtcHandlers, mediaTimeoutMs = 10_000): RoomLeg {
+    return this.thread ? this.thread.open(h, mediaTimeoutMs) : new WebRtcLeg(h, this.o.webrtc, mediaTimeoutMs);
   }
 
   stopAll(): void {
