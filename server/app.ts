@@ -24,6 +24,7 @@ import type { AnyPlugin, AuditInput, AuditWriter } from './plugin.ts';
 import { AUDIT_WRITER, TLS_AUTO } from './core-services.ts';
 import { coreRoutes } from './core-routes.ts';
 import { LiveHub } from './live.ts';
+import { StreamSlots } from './http/streams.ts';
 import { AppError, ConfigError } from './errors.ts';
 import type { Tenant } from './tenancy.ts';
 import type { DestinationStream } from 'pino';
@@ -127,6 +128,8 @@ export class Appliance {
   #stopCheckpoints: (() => void) | undefined;
   #housekeeping: NodeJS.Timeout | undefined;
   #sockets = new Set<Socket>();
+  /** Open WebSockets and event streams, capped per address and in all (server/http/streams.ts). */
+  readonly streams: StreamSlots;
   #inflight = 0;
   /** The console's live feed (server/live.ts). */
   live: LiveHub | undefined;
@@ -141,6 +144,7 @@ export class Appliance {
 
   private constructor(core: CoreServices, plugins: AnyPlugin[]) {
     this.core = core;
+    this.streams = new StreamSlots(core.config.http);
     this.host = new PluginHost(plugins, hostServices(core, this.#listening));
     this.dispatcher = new Dispatcher({
       auth: core.auth,
@@ -176,7 +180,7 @@ export class Appliance {
       await a.host.setupAll();
       core.audit.target = a.host.provided(AUDIT_WRITER);
       for (const def of coreRoutes(a.dispatcher, () => a.host)) a.dispatcher.add('core', def);
-      a.live = new LiveHub(core.db, core.events, () => a.host, core.keys.store);
+      a.live = new LiveHub(core.db, core.events, () => a.host, core.keys.store, a.streams);
       a.dispatcher.add('core', a.live.route());
       a.host.registerRoutes(a.dispatcher, a.app);
       a.dispatcher.seal();
@@ -371,7 +375,8 @@ export class Appliance {
   /**
    * HTTP Upgrade (WebSocket): the first upgrade handler of a running plugin whose address matches
    * takes it (RouteRegistrar.upgrade), with the tenant resolved from Host as for every request;
-   * none: 404. The socket stays counted in #sockets, so stop() closes it like any connection.
+   * none: 404. The socket stays counted in #sockets, so stop() closes it like any connection, and
+   * holds a stream slot (StreamSlots) from before the handler runs until it closes.
    */
   private upgrade(req: http.IncomingMessage, socket: Socket, head: Buffer): void {
     const requestId = newRequestId(req.headers['x-request-id']);
@@ -395,6 +400,8 @@ export class Appliance {
       const tenant = this.core.tenants.resolve(req.headers.host);
       const ip = plainIp(socket.remoteAddress ?? '');
       this.core.limiter.check('authenticated', ip, this.core.config.rateLimit.authenticatedPerMinute);
+      // The slot is held as long as the socket, refused or upgraded, is open.
+      socket.once('close', this.streams.take(ip));
       hit.handler(req, socket, head, { tenant, ip, requestId });
     } catch (e) {
       const a = rejectUpgrade(socket, e, requestId);

@@ -32,6 +32,10 @@ export const coreConfigSchema = z
         loopbackReserve: z.number().int().min(0).default(64),
         /** Open connections per client address (loopback is not counted). */
         maxConnectionsPerIp: z.number().int().min(1).default(256),
+        /** Open long-lived streams (WebSockets, Server-Sent Events) in all; past it they are refused with 503. */
+        maxStreams: z.number().int().min(1).default(3072),
+        /** Open streams per client address (loopback is not counted), past it 429: the rest of its connection share stays for requests. */
+        maxStreamsPerIp: z.number().int().min(1).default(192),
         /** A connection that sends no byte within this time is closed (a silent socket holds a descriptor). */
         firstByteTimeoutMs: z.number().int().min(100).default(10_000),
       })

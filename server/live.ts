@@ -5,6 +5,7 @@ import type { DB } from './store/db.ts';
 import type { EventBus, AppEvent, Notice } from './events.ts';
 import type { RouteDef } from './http/route.ts';
 import type { PluginHost } from './plugin-host.ts';
+import type { StreamSlots } from './http/streams.ts';
 
 /** How many missed events a reconnecting client is sent before it is told to reload instead. */
 const REPLAY_MAX = 5000;
@@ -49,6 +50,8 @@ export class LiveHub {
     private readonly host: () => PluginHost | undefined,
     /** Where the master key is kept (KeyService.store), shown on the dashboard. */
     private readonly keyStore = 'file',
+    /** Caps on open streams, shared with the WebSocket upgrades (none in unit tests of the hub). */
+    private readonly slots?: StreamSlots,
   ) {}
 
   get size(): number {
@@ -74,6 +77,8 @@ export class LiveHub {
       handler: (req, res) => {
         const header = req.raw.headers['last-event-id'];
         const fromHeader = typeof header === 'string' && /^\d{1,15}$/.test(header) ? Number(header) : undefined;
+        const release = this.slots?.take(req.ip);
+        if (release) res.once('close', release);
         this.open(res, req.tenant.id, fromHeader ?? req.query.since);
       },
     };

@@ -1,10 +1,10 @@
-/** The list-check thread (ListChecker in check.ts): one national list per message. */
+/** The list-check thread (ListChecker in check.ts): one LOTL or national list per message. */
 import { parentPort } from 'node:worker_threads';
-import { checkNationalList, type SignerSet } from './check.ts';
+import { runCheck, type CheckJob } from './check.ts';
 
-parentPort!.on('message', (m: { id: number; bytes: Uint8Array; expectedTerritory?: string; sets: SignerSet[] }) => {
+parentPort!.on('message', (m: CheckJob & { id: number }) => {
   try {
-    parentPort!.postMessage({ id: m.id, result: checkNationalList(m.bytes, m.expectedTerritory, m.sets) });
+    parentPort!.postMessage({ id: m.id, result: runCheck(m) });
   } catch (e) {
     parentPort!.postMessage({ id: m.id, error: (e as Error)?.message ?? String(e) });
   }

@@ -1,5 +1,5 @@
 import { Worker } from 'node:worker_threads';
-import { readTsl, type Tsl, type TslError } from './tsl.ts';
+import { readTsl, selfPointer, type Tsl, type TslError } from './tsl.ts';
 import { child, childElements, parseXml, XmlError, type XDocument } from './xml.ts';
 import { DSIG, pinned, SignatureError, verifyEnvelopedSignature } from './xades.ts';
 
@@ -21,7 +21,7 @@ export type TlCheck = { kind: 'unparsed'; reason: string; detail: string } | { k
  * for its territory: the CPU-heavy part of an import or refresh (a large list is megabytes of XML
  * and many certificates), which runs on a worker thread (ListChecker) so the server keeps
  * answering meanwhile. `expectedTerritory` skips the verification of a list that will be refused
- * for its territory anyway; a LOTL is never verified here (its checks need pivots and the store).
+ * for its territory anyway; a LOTL is not verified here but by checkLotl (its signers differ).
  */
 export function checkNationalList(bytes: Uint8Array, expectedTerritory: string | undefined, sets: SignerSet[]): TlCheck {
   let doc: XDocument;
@@ -47,6 +47,77 @@ export function checkNationalList(bytes: Uint8Array, expectedTerritory: string |
     return { kind: 'checked', tsl, verdict: { ok: true, sig: { algorithm: sig.algorithm, signerSha256: sig.signerSha256, signingTime: sig.signingTime } } };
   } catch (e) {
     return { kind: 'checked', tsl, verdict: signatureVerdict(doc, e) };
+  }
+}
+
+/** What checking a LOTL found: the national-list answer, plus what happened to each pivot tried. */
+export type LotlCheck = TlCheck & { pivots?: { url: string; ok: boolean; detail?: string }[]; pivotUrls?: string[] };
+
+/** The pivot LOTLs a LOTL names (EU LOTL practice, pivot-lotl-explanation.html), oldest first. */
+function pivotUrls(tsl: Tsl): string[] {
+  return tsl.schemeInformationUris.filter((u) => /pivot-\d+\.xml$/i.test(u)).sort((a, b) => pivotNo(a) - pivotNo(b));
+}
+
+function pivotNo(url: string): number {
+  return Number(/pivot-(\d+)\.xml$/i.exec(url)?.[1] ?? 0);
+}
+
+/**
+ * Parses a LOTL and verifies its signature against the pinned signer set (DER, base64): the same
+ * CPU-heavy work as a national list, so it runs on the list-check thread too. When the signer is
+ * not pinned and `pivots` are given (the caller fetched them: that is I/O, not for this thread),
+ * each verified pivot, oldest first, hands trust on to the signer set its pointer to itself
+ * names, and the LOTL is verified again with it. Without pivots, a signer_not_pinned answer
+ * carries the pivot URLs the LOTL names, for the caller to fetch and ask again.
+ */
+export function checkLotl(bytes: Uint8Array, signers: string[], pivots?: { url: string; bytes: Uint8Array }[]): LotlCheck {
+  let doc: XDocument;
+  try {
+    doc = parseXml(bytes);
+  } catch (e) {
+    const reason = e instanceof XmlError ? (e.code === 'malformed' ? 'malformed_xml' : e.code) : 'malformed_xml';
+    return { kind: 'unparsed', reason, detail: (e as Error).message };
+  }
+  let tsl: Tsl;
+  try {
+    tsl = readTsl(doc.root);
+  } catch (e) {
+    return { kind: 'unparsed', reason: 'bad_list', detail: (e as TslError).message };
+  }
+  if (!tsl.isLotl) return { kind: 'checked', tsl, verdict: { ok: false, reason: 'not_a_lotl', detail: '', signature: 'not_checked' } };
+  let trusted = signers.map((b) => pinned(Buffer.from(b, 'base64')));
+  const ok = (): LotlCheck => {
+    const sig = verifyEnvelopedSignature(doc, trusted);
+    return { kind: 'checked', tsl, verdict: { ok: true, sig: { algorithm: sig.algorithm, signerSha256: sig.signerSha256, signingTime: sig.signingTime } } };
+  };
+  try {
+    return ok();
+  } catch (e) {
+    if (!(e instanceof SignatureError) || e.code !== 'signer_not_pinned' || pivots === undefined) {
+      const v = signatureVerdict(doc, e);
+      return { kind: 'checked', tsl, verdict: v, ...(v.reason === 'signer_not_pinned' ? { pivotUrls: pivotUrls(tsl) } : {}) };
+    }
+  }
+  const tried: { url: string; ok: boolean; detail?: string }[] = [];
+  const byUrl = new Map(pivots.map((p) => [p.url, p.bytes]));
+  for (const url of pivotUrls(tsl)) {
+    const pbytes = byUrl.get(url);
+    if (!pbytes) continue;
+    try {
+      const pdoc = parseXml(pbytes);
+      const ptsl = readTsl(pdoc.root);
+      verifyEnvelopedSignature(pdoc, trusted);
+      const self = selfPointer(ptsl);
+      if (self?.signers.length) trusted = self.signers.map(pinned);
+      tried.push({ url, ok: true });
+    } catch (pe) {
+      tried.push({ url, ok: false, detail: (pe as Error).message });
+    }
+  }
+  try {
+    return { ...ok(), pivots: tried };
+  } catch (e2) {
+    return { kind: 'checked', tsl, verdict: signatureVerdict(doc, e2), pivots: tried };
   }
 }
 
@@ -89,13 +160,23 @@ function reviveBuffers(tsl: Tsl): Tsl {
   return tsl;
 }
 
+/** One message to the list-check thread (check-worker.ts). */
+export type CheckJob =
+  | { kind: 'tl'; bytes: Uint8Array; expectedTerritory: string | undefined; sets: SignerSet[] }
+  | { kind: 'lotl'; bytes: Uint8Array; signers: string[]; pivots?: { url: string; bytes: Uint8Array }[] };
+
+/** Runs one job (the thread's side; also what a test compares the thread's answer with). */
+export function runCheck(job: CheckJob): LotlCheck {
+  return job.kind === 'lotl' ? checkLotl(job.bytes, job.signers, job.pivots) : checkNationalList(job.bytes, job.expectedTerritory, job.sets);
+}
+
 interface Pending {
-  resolve: (r: TlCheck) => void;
+  resolve: (r: LotlCheck) => void;
   reject: (e: Error) => void;
 }
 
 /**
- * One worker thread that checks national lists (checkNationalList), started on first use and
+ * One worker thread that checks LOTLs and national lists (runCheck), started on first use and
  * ended by close(). It never keeps the process alive (unref), and a worker that dies fails what it
  * had pending and is started anew on the next check.
  */
@@ -105,11 +186,20 @@ export class ListChecker {
   readonly #pending = new Map<number, Pending>();
 
   check(bytes: Uint8Array, expectedTerritory: string | undefined, sets: SignerSet[]): Promise<TlCheck> {
+    return this.#ask({ kind: 'tl', bytes, expectedTerritory, sets });
+  }
+
+  /** checkLotl on the thread. */
+  checkLotl(bytes: Uint8Array, signers: string[], pivots?: { url: string; bytes: Uint8Array }[]): Promise<LotlCheck> {
+    return this.#ask({ kind: 'lotl', bytes, signers, pivots });
+  }
+
+  #ask(job: CheckJob): Promise<LotlCheck> {
     const w = this.#start();
     const id = ++this.#next;
-    return new Promise<TlCheck>((resolve, reject) => {
+    return new Promise<LotlCheck>((resolve, reject) => {
       this.#pending.set(id, { resolve, reject });
-      w.postMessage({ id, bytes, expectedTerritory, sets });
+      w.postMessage({ id, ...job });
     }).then((r) => (r.kind === 'checked' ? { ...r, tsl: reviveBuffers(r.tsl) } : r));
   }
 
@@ -119,7 +209,7 @@ export class ListChecker {
     const entry = new URL(`./check-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url).href;
     const w = new Worker(boot, { workerData: { entry }, name: 'lotl-check' });
     w.unref();
-    w.on('message', (m: { id: number; result?: TlCheck; error?: string }) => {
+    w.on('message', (m: { id: number; result?: LotlCheck; error?: string }) => {
       const p = this.#pending.get(m.id);
       if (!p) return;
       this.#pending.delete(m.id);

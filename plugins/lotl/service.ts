@@ -4,10 +4,9 @@ import path from 'node:path';
 import { resourcePath, type Clock, type Logger } from '../../server/sdk.ts';
 import type { LotlRepo, ListRow, ResultRow } from './repo.ts';
 import type { LotlConfig, ListOutcome, Manifest, RunReport } from './schemas.ts';
-import { dersOfPem, pemOf, readTsl, selfPointer, TSL_XML_MIME, type TslError, type Tsl } from './tsl.ts';
-import { ListChecker, signatureVerdict, type SignerSet } from './check.ts';
-import { parseXml, XmlError, type XDocument } from './xml.ts';
-import { pinned, SignatureError, verifyEnvelopedSignature, type PinnedCert, type VerifiedSignature } from './xades.ts';
+import { dersOfPem, pemOf, TSL_XML_MIME, type Tsl } from './tsl.ts';
+import { ListChecker, type SignerSet } from './check.ts';
+import { pinned, type PinnedCert, type VerifiedSignature } from './xades.ts';
 
 export const DEFAULT_SIGNERS = resourcePath('lotl', 'lotl-signers.pem');
 
@@ -197,41 +196,35 @@ export class LotlService {
     return o;
   }
 
+  /**
+   * The LOTL: parsed and verified on the list-check thread like a national list (a LOTL is
+   * megabytes too, and an import must not stall the server meanwhile), against the pinned signer
+   * set. A signer that is not pinned sends for the pivot LOTLs it names (I/O, here), and the
+   * thread checks again with them.
+   */
   async #processLotl(c: Candidate, pivot: (url: string) => Promise<Buffer | undefined>): Promise<ListOutcome> {
-    const parsed = this.#parse(c);
-    if ('outcome' in parsed) return parsed;
-    const { doc, tsl } = parsed;
-    if (!tsl.isLotl) return this.#reject(c, tsl, 'not_a_lotl', 'the document is not a list of trusted lists', 'not_checked');
-    let trusted = this.lotlSigners();
-    let sig: VerifiedSignature;
-    try {
-      sig = verifyEnvelopedSignature(doc, trusted);
-    } catch (e) {
-      if (!(e instanceof SignatureError) || e.code !== 'signer_not_pinned') return this.#sigReject(c, tsl, doc, e);
-      // Pivot LOTLs (EU LOTL practice, see pivot-lotl-explanation.html): each verified pivot,
-      // oldest first, hands trust on to the signer set its pointer to itself names.
-      const pivots = tsl.schemeInformationUris.filter((u) => /pivot-\d+\.xml$/i.test(u)).sort((a, b) => pivotNo(a) - pivotNo(b));
-      for (const url of pivots) {
+    const signers = this.lotlSigners().map((p) => p.der.toString('base64'));
+    let r = await this.#checker.checkLotl(c.bytes, signers);
+    if (r.kind === 'checked' && r.pivotUrls?.length) {
+      const pivots: { url: string; bytes: Buffer }[] = [];
+      for (const url of r.pivotUrls) {
         const bytes = await pivot(url);
-        if (!bytes) continue;
-        try {
-          const pdoc = parseXml(bytes);
-          const ptsl = readTsl(pdoc.root);
-          verifyEnvelopedSignature(pdoc, trusted);
-          const self = selfPointer(ptsl);
-          if (self?.signers.length) trusted = self.signers.map(pinned);
-          this.log.info({ pivot: url }, 'pivot LOTL verified');
-        } catch (pe) {
-          this.log.warn({ pivot: url, err: (pe as Error).message }, 'pivot LOTL did not verify');
-        }
+        if (bytes) pivots.push({ url, bytes });
       }
-      try {
-        sig = verifyEnvelopedSignature(doc, trusted);
-      } catch (e2) {
-        return this.#sigReject(c, tsl, doc, e2);
-      }
+      if (pivots.length) r = await this.#checker.checkLotl(c.bytes, signers, pivots);
     }
-    const o = this.#store(c, tsl, sig);
+    if (r.kind === 'unparsed') return this.#unparsed(c, r.reason, r.detail);
+    const { tsl, verdict } = r;
+    for (const p of r.pivots ?? []) {
+      if (p.ok) this.log.info({ pivot: p.url }, 'pivot LOTL verified');
+      else this.log.warn({ pivot: p.url, err: p.detail }, 'pivot LOTL did not verify');
+    }
+    if (!tsl.isLotl) return this.#reject(c, tsl, 'not_a_lotl', 'the document is not a list of trusted lists', 'not_checked');
+    if (!verdict.ok) {
+      if (verdict.unexpected) this.log.error({ territory: tsl.territory, err: verdict.detail }, 'trusted-list verification failed unexpectedly');
+      return this.#reject(c, tsl, verdict.reason, verdict.detail, verdict.signature);
+    }
+    const o = this.#store(c, tsl, verdict.sig);
     if (o.outcome === 'accepted' || o.outcome === 'unchanged') {
       // Pointers only from a LOTL whose signature verified and that is not older than the stored one.
       if (o.outcome === 'accepted' || !this.repo.pointers().length) this.repo.replacePointers(tsl.pointers);
@@ -246,12 +239,7 @@ export class LotlService {
       .filter((p) => p.mime_type === TSL_XML_MIME)
       .map((p) => ({ territory: p.territory, signers: JSON.parse(p.signers) as string[] }));
     const r = await this.#checker.check(c.bytes, c.territory, sets);
-    if (r.kind === 'unparsed') {
-      const territory = c.territory ?? territoryFromName(c.name);
-      const o: ListOutcome = { name: c.name, territory, outcome: 'rejected', reason: r.reason, detail: r.detail, signature: 'not_checked' };
-      if (territory) this.#record(o, c.source, null);
-      return o;
-    }
+    if (r.kind === 'unparsed') return this.#unparsed(c, r.reason, r.detail);
     const { tsl, verdict } = r;
     if (tsl.isLotl) return this.#reject(c, tsl, 'unexpected_lotl', 'a LOTL where a national list was expected', 'not_checked');
     if (c.territory && c.territory !== tsl.territory) {
@@ -272,30 +260,12 @@ export class LotlService {
     return this.#checker.close();
   }
 
-  #parse(c: Candidate): { doc: XDocument; tsl: Tsl } | ListOutcome {
+  /** A document that is not XML or not a trusted list: rejected, and recorded when its territory is known. */
+  #unparsed(c: Candidate, reason: string, detail: string): ListOutcome {
     const territory = c.territory ?? territoryFromName(c.name);
-    let doc: XDocument;
-    try {
-      doc = parseXml(c.bytes);
-    } catch (e) {
-      const code = e instanceof XmlError ? (e.code === 'malformed' ? 'malformed_xml' : e.code) : 'malformed_xml';
-      const o: ListOutcome = { name: c.name, territory, outcome: 'rejected', reason: code, detail: (e as Error).message, signature: 'not_checked' };
-      if (territory) this.#record(o, c.source, null);
-      return o;
-    }
-    try {
-      return { doc, tsl: readTsl(doc.root) };
-    } catch (e) {
-      const o: ListOutcome = { name: c.name, territory, outcome: 'rejected', reason: 'bad_list', detail: (e as TslError).message, signature: 'not_checked' };
-      if (territory) this.#record(o, c.source, null);
-      return o;
-    }
-  }
-
-  #sigReject(c: Candidate, tsl: Tsl, doc: XDocument, e: unknown): ListOutcome {
-    const v = signatureVerdict(doc, e);
-    if (v.unexpected) this.log.error({ territory: tsl.territory, err: v.detail }, 'trusted-list verification failed unexpectedly');
-    return this.#reject(c, tsl, v.reason, v.detail, v.signature);
+    const o: ListOutcome = { name: c.name, territory, outcome: 'rejected', reason, detail, signature: 'not_checked' };
+    if (territory) this.#record(o, c.source, null);
+    return o;
   }
 
   #reject(c: Candidate, tsl: Tsl, reason: string, detail: string, signature: ListOutcome['signature']): ListOutcome {
@@ -633,10 +603,6 @@ function basename(u: string): string {
   } catch {
     return path.basename(u);
   }
-}
-
-function pivotNo(u: string): number {
-  return Number(/pivot-(\d+)\.xml$/i.exec(u)?.[1] ?? 0);
 }
 
 function territoryFromName(name: string): string | null {

@@ -57,17 +57,18 @@ export class SigningKeys {
     private readonly clock: Clock,
   ) {}
 
+  /**
+   * The tenant's keys as stored. Never makes keys (that is ready(), off the event loop): a tenant
+   * whose keys are not made yet gets a set without active keys, which signs nothing and verifies
+   * nothing, and is not cached.
+   */
   private load(tenant: Tenant): TenantKeys {
     const now = this.clock.now();
     const hit = this.#cache.get(tenant.id);
     if (hit && now - hit.loadedAt < CACHE_MS) return hit;
     const nowIso = new Date(now).toISOString();
     this.db.prepare("DELETE FROM oidc_keys WHERE tenant_id = ? AND state = 'retiring' AND retire_after < ?").run(tenant.id, nowIso);
-    let rows = this.rows(tenant);
-    for (const alg of SIG_ALGS) {
-      if (!rows.some((r) => r.alg === alg && r.state === 'active')) this.generate(tenant, alg);
-    }
-    rows = this.rows(tenant);
+    const rows = this.rows(tenant);
     const tk: TenantKeys = { active: new Map(), byKid: new Map(), jwks: { keys: [] }, loadedAt: now };
     for (const r of rows) {
       const publicJwk = JSON.parse(r.public_jwk) as jose.JWK;
@@ -87,7 +88,7 @@ export class SigningKeys {
       tk.byKid.set(r.kid, k);
       tk.jwks.keys.push(publicJwk);
     }
-    this.#cache.set(tenant.id, tk);
+    if (complete(tk)) this.#cache.set(tenant.id, tk);
     return tk;
   }
 
@@ -95,29 +96,47 @@ export class SigningKeys {
     return this.db.prepare('SELECT * FROM oidc_keys WHERE tenant_id = ? ORDER BY created_at DESC').all(tenant.id) as KeyRow[];
   }
 
-  private generate(tenant: Tenant, alg: SigAlg): void {
-    // First use of a tenant only (rotation makes its pairs asynchronously, see rotate).
-    const { publicKey, privateKey } =
-      alg === 'RS256' ? crypto.generateKeyPairSync('rsa', { modulusLength: 2048 }) : crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
-    const { kid, publicJwk, pem } = describeKey(alg, publicKey, privateKey);
-    // INSERT only if no active key of this alg appeared meanwhile (a CLI and the server racing).
+  /**
+   * Makes sure the tenant has an active key of each algorithm: `true` at once when it has (the
+   * token endpoint's hot path takes no promise), else a promise that settles once they are made.
+   * A tenant's first keys are made on first use, on the libuv thread pool like a rotation's
+   * (RSA-2048 blocked the event loop for tens of milliseconds per new tenant), and concurrent
+   * first requests for one tenant wait for the same pair, so a burst makes one key per algorithm.
+   */
+  ready(tenant: Tenant): true | Promise<void> {
+    if (complete(this.load(tenant))) return true;
+    let p = this.#first.get(tenant.id);
+    if (!p) {
+      p = this.#makeFirst(tenant).finally(() => this.#first.delete(tenant.id));
+      this.#first.set(tenant.id, p);
+    }
+    return p;
+  }
+
+  readonly #first = new Map<string, Promise<void>>();
+
+  async #makeFirst(tenant: Tenant): Promise<void> {
+    const have = new Set(
+      this.rows(tenant)
+        .filter((r) => r.state === 'active')
+        .map((r) => r.alg),
+    );
+    const fresh = await Promise.all(SIG_ALGS.filter((alg) => !have.has(alg)).map(async (alg) => ({ alg, ...(await newKeyPair(alg)) })));
+    // INSERT only where no active key of the alg appeared meanwhile (a rotation, or the CLI in another process).
     this.db
       .transaction(() => {
-        const exists = this.db.prepare("SELECT 1 FROM oidc_keys WHERE tenant_id = ? AND alg = ? AND state = 'active'").get(tenant.id, alg);
-        if (exists) return;
-        this.db
-          .prepare('INSERT INTO oidc_keys (tenant_id, kid, alg, public_jwk, private_sealed, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
-          .run(
-            tenant.id,
-            kid,
-            alg,
-            JSON.stringify(publicJwk),
-            this.keys.seal(pem, `oidc-key|${tenant.id}|${kid}`),
-            'active',
-            new Date(this.clock.now()).toISOString(),
-          );
+        const exists = this.db.prepare("SELECT 1 FROM oidc_keys WHERE tenant_id = ? AND alg = ? AND state = 'active'");
+        const insert = this.db.prepare(
+          'INSERT INTO oidc_keys (tenant_id, kid, alg, public_jwk, private_sealed, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
+        );
+        const now = new Date(this.clock.now()).toISOString();
+        for (const k of fresh) {
+          if (exists.get(tenant.id, k.alg)) continue;
+          insert.run(tenant.id, k.kid, k.alg, JSON.stringify(k.publicJwk), this.keys.seal(k.pem, `oidc-key|${tenant.id}|${k.kid}`), 'active', now);
+        }
       })
       .immediate();
+    this.#cache.delete(tenant.id);
   }
 
   /**
@@ -172,7 +191,9 @@ export class SigningKeys {
     return { kids: fresh.map((k) => k.kid) };
   }
 
-  jwks(tenant: Tenant): { keys: jose.JWK[] } {
+  async jwks(tenant: Tenant): Promise<{ keys: jose.JWK[] }> {
+    const r = this.ready(tenant);
+    if (r !== true) await r;
     return this.load(tenant).jwks;
   }
 
@@ -182,12 +203,15 @@ export class SigningKeys {
    * ES256 signatures are r||s (RFC 7518 §3.4), hence ieee-p1363.
    */
   async sign(tenant: Tenant, payload: jose.JWTPayload, opts: { alg: SigAlg; typ?: string }): Promise<string> {
+    const r = this.ready(tenant);
+    if (r !== true) await r;
     return this.signSync(tenant, payload, opts);
   }
 
-  /** sign() without the promise (the token endpoint's lean path). */
+  /** sign() without the promise (the token endpoint's lean path): the caller has awaited ready(tenant). */
   signSync(tenant: Tenant, payload: object, opts: { alg: SigAlg; typ?: string }): string {
-    const k = this.load(tenant).active.get(opts.alg)!;
+    const k = this.load(tenant).active.get(opts.alg);
+    if (!k) throw new Error(`no active ${opts.alg} key for tenant ${tenant.id}: ready() was not awaited`);
     const typ = opts.typ ?? '';
     let head = k.headers!.get(typ);
     if (head === undefined) {
@@ -238,6 +262,11 @@ async function newKeyPair(alg: SigAlg): Promise<{ kid: string; publicJwk: jose.J
     else crypto.generateKeyPair('ec', { namedCurve: 'P-256' }, done);
   });
   return describeKey(alg, publicKey, privateKey);
+}
+
+/** Whether a tenant's set has its active key of every algorithm. */
+function complete(tk: TenantKeys): boolean {
+  return SIG_ALGS.every((alg) => tk.active.has(alg));
 }
 
 function describeKey(alg: SigAlg, publicKey: crypto.KeyObject, privateKey: crypto.KeyObject): { kid: string; publicJwk: jose.JWK; pem: string } {

@@ -125,6 +125,9 @@ export class OidcProvider {
     if (auth && !auth.client.grantTypes.includes(form.grant_type)) {
       throw oauthError('unauthorized_client', `client ${auth.client.clientId} may not use grant_type ${form.grant_type}`);
     }
+    // The tenant's first signing keys are made off the event loop before any grant signs (keys.ready).
+    const keys = this.keys.ready(tenant);
+    if (keys !== true) await keys;
     const ctx: GrantContext = { tenant, issuer, form, client: auth?.client, req, provider: this };
     return g.sync ? g.sync(ctx) : g.handler(ctx);
   }
@@ -232,6 +235,8 @@ export class OidcProvider {
   // ---- tokens (tokens.ts) ----------------------------------------------------------------------
 
   async accessToken(tenant: Tenant, issuer: string, o: AccessTokenInput): Promise<{ token: string; exp: number; jti: string }> {
+    const keys = this.keys.ready(tenant);
+    if (keys !== true) await keys;
     return this.tokens.accessToken(tenant, issuer, o);
   }
 

@@ -100,7 +100,7 @@ export function protocolRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>
     area,
     auth: policy.public,
     responses: { 200: { description: 'JWK set', schema: jwksSchema } },
-    handler: (req) => reply(200, p().keys.jwks(req.tenant), { 'Cache-Control': 'public, max-age=300' }),
+    handler: async (req) => reply(200, await p().keys.jwks(req.tenant), { 'Cache-Control': 'public, max-age=300' }),
   });
   r.add({
     method: 'GET',
@@ -122,7 +122,7 @@ export function protocolRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>
           sub: issuer,
           iat: now,
           exp: now + 86_400,
-          jwks: p().keys.jwks(req.tenant),
+          jwks: await p().keys.jwks(req.tenant),
           metadata: { openid_provider: discovery(issuer, p(), settings().allowPlainPkce(req.tenant)) },
         },
         { alg: 'ES256', typ: 'entity-statement+jwt' },

@@ -102,6 +102,8 @@ export class TokenMinter {
 
   /** The token response (RFC 6749 §5.1): access token, and an id_token and refresh token when asked for. */
   async issue(tenant: Tenant, issuer: string, o: IssueInput): Promise<Record<string, unknown>> {
+    const keys = this.keys.ready(tenant);
+    if (keys !== true) await keys;
     const at = this.accessToken(tenant, issuer, o);
     const out: Record<string, unknown> = { access_token: at.token, token_type: 'Bearer', expires_in: this.config.accessTokenTtl, scope: o.scope.join(' ') };
     if (o.withIdToken && o.user) {

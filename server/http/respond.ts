@@ -113,6 +113,9 @@ export function plainIp(ip: string): string {
   return ip.startsWith('::ffff:') ? ip.slice(7) : ip;
 }
 
+/** How long a refused upgrade's socket may stay open after its answer was sent. */
+export const REFUSED_UPGRADE_GRACE_MS = 2000;
+
 /**
  * Refuses an HTTP Upgrade request on its raw socket with the one error body (RouteRegistrar.upgrade):
  * the status, the error's headers (WWW-Authenticate on 401, Retry-After on 429), then closes.
@@ -133,6 +136,11 @@ export function rejectUpgrade(socket: Duplex, e: unknown, requestId: string): Er
     const reason = http.STATUS_CODES[a.status] ?? 'Error';
     // end() flushes the answer, then closes: the client reads it before the connection goes.
     socket.end(`HTTP/1.1 ${a.status} ${reason}\r\n${headers.map(([k, v]) => `${k}: ${v}`).join('\r\n')}\r\n\r\n${body}`);
+    // The server's sockets allow half-open connections: a client that never closes its side
+    // would hold a refused upgrade (and its descriptor) for good. It has had its answer.
+    const t = setTimeout(() => socket.destroy(), REFUSED_UPGRADE_GRACE_MS);
+    t.unref();
+    socket.once('close', () => clearTimeout(t));
   } else socket.destroy();
   return a;
 }
