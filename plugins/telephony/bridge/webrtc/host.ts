@@ -10,6 +10,7 @@ import { log } from '../log.ts';
 import { WebRtcLeg, type WebRtcOptions } from './leg.ts';
 import { RoomCall, type RoomMetrics } from './room.ts';
 import { WebRtcThreadHost } from './thread-host.ts';
+import { installNativeX25519 } from './native-x25519.ts';
 
 export interface RoomHostOptions {
   engineFactory: (cfg: OpenRoom['engine']) => VoiceEngine;
@@ -51,6 +52,7 @@ export class RoomHost {
 
   constructor(private readonly o: RoomHostOptions) {
     this.thread = o.thread === false ? null : new WebRtcThreadHost({ webrtc: o.webrtc, nice: o.nice, rtPriority: o.rtPriority, onPriority: o.onPriority });
+    if (!this.thread) installNativeX25519(); // the legs run in this thread (see native-x25519.ts)
   }
 
   /** The WebRTC thread's scheduling, once it started ('inline' without a thread). */
