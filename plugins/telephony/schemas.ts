@@ -7,6 +7,7 @@ import type { CallService } from './calls.ts';
 import type { InboundCalls } from './inbound.ts';
 import type { PhoneAccounts } from './phones.ts';
 import type { RoomService } from './rooms.ts';
+import type { RoomSignIn } from './room-sign-in.ts';
 import type { OutcomeMailer } from './mail.ts';
 import type { TelephonyRepo } from './repo.ts';
 import type { TranscriptShares } from './shares.ts';
@@ -129,6 +130,8 @@ export const telephonyConfig = z
         silenceTimeoutSec: z.number().int().min(1).max(3600).default(60),
         /** Joins per client IP and minute (each one costs an AI session). */
         joinsPerMinutePerIp: z.number().int().min(1).default(10),
+        /** Lifetime of a room session (a signed-in room's sign-in through the OpenID Provider). */
+        sessionTtlSec: z.number().int().min(60).max(86_400).default(3600),
       })
       .strict()
       .prefault({}),
@@ -552,6 +555,8 @@ export interface TelephonyServices {
   /** Desk-phone logins of the bridge's registrar. */
   phones: PhoneAccounts;
   rooms: RoomService;
+  /** Sign-in for signed-in rooms through the tenant's OpenID Provider (room-sign-in.ts). */
+  roomSignIn: RoomSignIn;
   transcripts: TranscriptStore;
   shares: TranscriptShares;
   bridge: BridgeLink;
