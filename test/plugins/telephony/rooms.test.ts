@@ -300,6 +300,9 @@ describe('virtual-number rooms in the browser (WebRTC in the appliance)', () => 
     const r = await join('+4930557', v);
     expect(r.status).toBe(201);
     expect(r.body).toMatchObject({ maxDurationSec: 10, codec: 'PCMU' });
+    // ICE lite, host candidates only: no server-reflexive candidate (werift's full agent asks Google's STUN).
+    expect(r.body.sdp).toContain('a=ice-lite');
+    expect(r.body.sdp).not.toContain('typ srflx');
     await v.accept(r.body.sdp);
     const row = await ended(r.body.callId, 25_000);
     expect(row).toMatchObject({ outcome: 'max-duration' });

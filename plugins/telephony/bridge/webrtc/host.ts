@@ -64,12 +64,16 @@ export class RoomHost {
   readonly recent: RoomMetrics[] = [];
   /** The WebRTC threads (each started on its first room); empty when rooms run inline. */
   private readonly threads: WebRtcThreadHost[];
+  private readonly webrtc: WebRtcOptions;
 
   constructor(private readonly o: RoomHostOptions) {
     const n = o.thread === false ? 0 : (o.threads ?? webrtcThreadsFromEnv(process.env));
+    // Rooms answer a browser's offer with host candidates: ICE lite, so no visitor's join makes
+    // the appliance ask a STUN server on the internet (see WebRtcOptions.iceLite).
+    this.webrtc = { ...o.webrtc, iceLite: true };
     this.threads = Array.from(
       { length: n },
-      () => new WebRtcThreadHost({ webrtc: o.webrtc, nice: o.nice, rtPriority: o.rtPriority, onPriority: o.onPriority }),
+      () => new WebRtcThreadHost({ webrtc: this.webrtc, nice: o.nice, rtPriority: o.rtPriority, onPriority: o.onPriority }),
     );
     if (!n) installNativeX25519(); // the legs run in this thread (see native-x25519.ts)
   }
@@ -103,7 +107,7 @@ export class RoomHost {
     const room = new RoomCall(req, {
       engineFactory: this.o.engineFactory,
       emit: this.o.emit,
-      openLeg: (h, timeout) => (this.threads.length ? this.leastLoaded().open(h, timeout) : new WebRtcLeg(h, this.o.webrtc, timeout)),
+      openLeg: (h, timeout) => (this.threads.length ? this.leastLoaded().open(h, timeout) : new WebRtcLeg(h, this.webrtc, timeout)),
       mediaTimeoutMs: this.o.mediaTimeoutMs,
       onDone: (r) => {
         this.rooms.delete(r.callId);

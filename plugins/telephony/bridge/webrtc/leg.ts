@@ -25,6 +25,12 @@ export interface WebRtcOptions {
   hostAddresses?: string[];
   /** UDP port range of the ICE candidates. */
   portRange?: [number, number];
+  /**
+   * ICE lite (RFC 8445 §2.5): host candidates only, the far end runs the checks. werift's full
+   * agent always gathers a server-reflexive candidate from stun.l.google.com, even without
+   * iceServers: a DNS lookup and a request to Google per connection.
+   */
+  iceLite?: boolean;
 }
 
 export interface WebRtcHandlers {
@@ -126,6 +132,7 @@ export class WebRtcLeg implements Clocked, RoomLeg {
       iceAdditionalHostAddresses: o.hostAddresses,
       icePortRange: o.portRange,
       iceUseIpv6: false,
+      iceLite: o.iceLite ?? false,
       headerExtensions: { audio: [], video: [] },
     });
     this.pc.connectionStateChange.subscribe((s) => {
