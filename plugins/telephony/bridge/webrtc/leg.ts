@@ -12,6 +12,7 @@ import { RTCPeerConnection, RTCRtpCodecParameters, RtpHeader, RtpPacket, type RT
 import { ArrayQueue, IntervalStats, pacer, type Clocked } from '../media/session.ts';
 import { decodeG711Into, silenceFrame, upsample8to16Into, type Codec } from '../media/audio.ts';
 import { InputBatcher } from '../media/leg.ts';
+import { dropSendHistory } from './send-history.ts';
 
 const FRAME_NS = 20_000_000n;
 const FRAME_SAMPLES = 160;
@@ -150,6 +151,7 @@ export class WebRtcLeg implements Clocked, RoomLeg {
     const tr = this.pc.getTransceivers().find((t) => t.kind === 'audio');
     if (!tr) throw new Error('the offer has no audio');
     this.transceiver = tr;
+    dropSendHistory(tr.sender);
     tr.setDirection('sendrecv');
     await this.pc.setLocalDescription(await this.pc.createAnswer());
     const until = Date.now() + 5000;
