@@ -31,6 +31,8 @@ import { OfficeTabAnswerAnswerSchema, OfficeTabOkSchema, OfficeTabsAnswerSchema,
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 /** Running from `dist/` (compiled JavaScript): no TypeScript loader exists there. */
 const COMPILED = import.meta.url.endsWith('.js');
+/** POST /rooms may start the bridge's WebRTC thread first (see openRoom). */
+const ROOM_OPEN_TIMEOUT_MS = 15_000;
 
 /**
  * The command line of the embedded bridge. From the TypeScript tree the entry runs through
@@ -284,7 +286,10 @@ export class BridgeLink {
 
   /** POST /rooms: a browser visitor's offer; the answer carries the bridge's SDP. */
   async openRoom(room: OpenRoom): Promise<ControlAnswer<OpenRoomAnswer>> {
-    return this.answer('POST /rooms', await this.request('POST', '/rooms', room), OpenRoomAnswerSchema);
+    // The bridge's first room starts its WebRTC thread (a worker loading werift) before it can
+    // answer: about 1 s on an idle machine, 3 to 6 s on a loaded 2-core VM. Later joins take ~0.1 s.
+    const ms = Math.max(this.cfg.requestTimeoutMs, ROOM_OPEN_TIMEOUT_MS);
+    return this.answer('POST /rooms', await this.request('POST', '/rooms', room, ms), OpenRoomAnswerSchema);
   }
 
   /** POST /calls/:id/hangup: 404 not_found as an error answer when the bridge has no such call. */
@@ -345,7 +350,7 @@ export class BridgeLink {
    * One raw request of the control API (the typed methods above are what callers use): any HTTP
    * answer is returned as is; no answer is 502 bridge_unreachable.
    */
-  private async request(method: string, p: string, body?: unknown): Promise<BridgeAnswer> {
+  private async request(method: string, p: string, body?: unknown, timeoutMs = this.cfg.requestTimeoutMs): Promise<BridgeAnswer> {
     if (this.cfg.mode === 'off') {
       throw new ServiceUnavailableError('bridge_not_configured', 'no telephony bridge is configured (plugins.telephony.bridge.mode is off)');
     }
@@ -359,7 +364,7 @@ export class BridgeLink {
         method,
         headers: { authorization: `Bearer ${this.#token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
         body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(this.cfg.requestTimeoutMs),
+        signal: AbortSignal.timeout(timeoutMs),
       });
     } catch (e) {
       const cause = (e as { cause?: { code?: string } }).cause?.code ?? (e as Error).name;

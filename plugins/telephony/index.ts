@@ -12,6 +12,8 @@ import { TelephonyRepo } from './repo.ts';
 import { telephonyRoutes } from './routes.ts';
 import { roomRoutes } from './room-routes.ts';
 import { RoomService } from './rooms.ts';
+import { RoomSignIn } from './room-sign-in.ts';
+import { OIDC } from '../oidc/api.ts';
 import { eventSchemas, telephonyConfig, type TelephonyServices } from './schemas.ts';
 import { BridgeSupervisor } from './supervisor.ts';
 import { TranscriptShares } from './shares.ts';
@@ -97,6 +99,15 @@ export default definePlugin({
     });
     calls.roomEvents = (ev, mark) => rooms.applyEvent(ev, mark);
     const officeTabs = new OfficeTabService(bridge, ctx.log.child({ part: 'officetab' }));
+    // The OpenID Provider is looked up when a signed-in room is used (every setup has run by then):
+    // no dependency on the oidc plugin, and without it only signed-in rooms are unavailable.
+    const roomSignIn = new RoomSignIn({
+      oidc: () => ctx.tryUse(OIDC),
+      keys: ctx.keys,
+      clock: ctx.clock,
+      log: ctx.log.child({ part: 'rooms' }),
+      sessionTtlSec: ctx.config.rooms.sessionTtlSec,
+    });
     supervisor.attach({ admin, bridge, calls, phones, officeTabs });
     // The bridge's callbacks carry the token it was started with (CONTROL-API.md "Authentication").
     ctx.auth.registerVerifier(BRIDGE_VERIFIER, async ({ headers, tenant }) => {
@@ -112,6 +123,7 @@ export default definePlugin({
       phones,
       officeTabs,
       rooms,
+      roomSignIn,
       transcripts,
       shares,
       bridge,
@@ -125,7 +137,10 @@ export default definePlugin({
   routes(r, s, ctx) {
     telephonyRoutes(r, s, { shareViewsPerMinute: ctx.config.shares.viewsPerMinutePerIp });
     officeTabRoutes(r, s.officeTabs);
-    roomRoutes(r, s.rooms, ctx.auth, { joinsPerMinute: ctx.config.rooms.joinsPerMinutePerIp, viewsPerMinute: ctx.config.shares.viewsPerMinutePerIp });
+    roomRoutes(r, s.rooms, s.roomSignIn, ctx.auth, ctx.audit, {
+      joinsPerMinute: ctx.config.rooms.joinsPerMinutePerIp,
+      viewsPerMinute: ctx.config.shares.viewsPerMinutePerIp,
+    });
   },
 
   async start(s, ctx) {

@@ -39,14 +39,15 @@ export const ROOM_PAGE_HEADERS: Readonly<Record<string, string>> = Object.freeze
 
 const page = (title: string, body: string) => htmlPage(title, body, STYLE);
 
-/** The room of one number; its data attributes are all the script reads. */
-export function renderRoomPage(n: { number: string; name: string; visibility: string; maxDurationSec: number }): string {
+/** The room of one number; its data attributes are all the script reads. `visitor`: who is signed in (signed-in rooms). */
+export function renderRoomPage(n: { number: string; name: string; visibility: string; maxDurationSec: number; visitor?: string }): string {
   const title = n.name || n.number;
   return page(
     title,
     [
       `<h1>${escapeHtml(title)}</h1>`,
       `<p class="meta">${n.visibility === 'signed-in' ? 'For signed-in users · ' : ''}talk to the assistant in your browser</p>`,
+      ...(n.visitor ? [`<p class="meta" id="visitor">Signed in as ${escapeHtml(n.visitor)}</p>`] : []),
       `<div id="room" data-number="${escapeHtml(n.number)}" data-visibility="${escapeHtml(n.visibility)}" data-max="${escapeHtml(n.maxDurationSec)}">`,
       '<button id="join" type="button">Start talking</button>',
       '<button id="leave" type="button" disabled>Hang up</button>',
@@ -59,6 +60,23 @@ export function renderRoomPage(n: { number: string; name: string; visibility: st
 }
 
 export const ROOM_NOT_FOUND_PAGE = page('Room not available', '<h1>Room not available</h1>\n<p class="meta">This room does not exist.</p>');
+
+export const SIGN_IN_UNAVAILABLE_PAGE = page(
+  'Room not available',
+  '<h1>Room not available</h1>\n<p class="meta">This room is for signed-in users, and sign-in is not available on this appliance right now.</p>',
+);
+
+/** The sign-in came back without a session; `retry` is the room's page (a new sign-in) when known. */
+export function renderSignInFailedPage(reason: string, retry: string | null): string {
+  return page(
+    'Sign-in failed',
+    [
+      '<h1>Sign-in failed</h1>',
+      `<p class="meta">${escapeHtml(reason.charAt(0).toUpperCase() + reason.slice(1))}.</p>`,
+      ...(retry ? [`<p><a href="${escapeHtml(retry)}">Try again</a></p>`] : []),
+    ].join('\n'),
+  );
+}
 
 /**
  * The page's script (plain browser JavaScript, no build step). The offer is sent with every ICE
@@ -73,13 +91,9 @@ export const ROOM_SCRIPT = String.raw`'use strict';
   var status = document.getElementById('status');
   var audio = document.getElementById('remote');
   var number = root.getAttribute('data-number');
-  var signedIn = root.getAttribute('data-visibility') === 'signed-in';
   var state = { pc: null, stream: null, remote: null, callId: null, leaveToken: null, phase: 'idle', error: null };
   window.sovRoom = state;
   function say(text) { status.textContent = text; }
-  function token() {
-    try { return sessionStorage.getItem('sovcomms.accessToken'); } catch (e) { return null; }
-  }
   function gathered(pc) {
     return new Promise(function (resolve) {
       if (pc.iceGatheringState === 'complete') return resolve();
@@ -128,17 +142,15 @@ export const ROOM_SCRIPT = String.raw`'use strict';
       say('Connecting…');
       await pc.setLocalDescription(await pc.createOffer());
       await gathered(pc);
-      var headers = { 'content-type': 'application/json' };
-      var tk = token();
-      if (tk) headers.authorization = 'Bearer ' + tk;
+      // A signed-in room's session is an HttpOnly cookie of this origin: fetch sends it by itself.
       var res = await fetch('/api.ashx/v1/rooms/join', {
-        method: 'POST', headers: headers,
+        method: 'POST', headers: { 'content-type': 'application/json' }, credentials: 'same-origin',
         body: JSON.stringify({ number: number, sdp: pc.localDescription.sdp })
       });
       var body = await res.json().catch(function () { return {}; });
       if (!res.ok) {
         state.error = body.error || String(res.status);
-        var msg = res.status === 401 ? 'Please sign in to use this room.' : res.status === 429 ? 'Too many attempts; try again in a minute.' : (body.error_description || 'The room is not available.');
+        var msg = res.status === 401 ? 'Your sign-in has ended: reload the page to sign in again.' : res.status === 429 ? 'Too many attempts; try again in a minute.' : (body.error_description || 'The room is not available.');
         state.phase = 'refused';
         if (state.pc) state.pc.close();
         stream.getTracks().forEach(function (t) { t.stop(); });
@@ -158,6 +170,5 @@ export const ROOM_SCRIPT = String.raw`'use strict';
   join.addEventListener('click', function () { start(); });
   leave.addEventListener('click', function () { hangup(); });
   window.addEventListener('pagehide', function () { hangup(); });
-  if (signedIn && !token()) say('This room is for signed-in users.');
 })();
 `;

@@ -8,6 +8,7 @@ import type { InboundCalls } from './inbound.ts';
 import type { PhoneAccounts } from './phones.ts';
 import type { OfficeTabService } from './officetab.ts';
 import type { RoomService } from './rooms.ts';
+import type { RoomSignIn } from './room-sign-in.ts';
 import type { OutcomeMailer } from './mail.ts';
 import type { TelephonyRepo } from './repo.ts';
 import type { TranscriptShares } from './shares.ts';
@@ -130,6 +131,8 @@ export const telephonyConfig = z
         silenceTimeoutSec: z.number().int().min(1).max(3600).default(60),
         /** Joins per client IP and minute (each one costs an AI session). */
         joinsPerMinutePerIp: z.number().int().min(1).default(10),
+        /** Lifetime of a room session (a signed-in room's sign-in through the OpenID Provider). */
+        sessionTtlSec: z.number().int().min(60).max(86_400).default(3600),
       })
       .strict()
       .prefault({}),
@@ -555,6 +558,8 @@ export interface TelephonyServices {
   /** The users' console tabs registered as their phones (officetab.ts). */
   officeTabs: OfficeTabService;
   rooms: RoomService;
+  /** Sign-in for signed-in rooms through the tenant's OpenID Provider (room-sign-in.ts). */
+  roomSignIn: RoomSignIn;
   transcripts: TranscriptStore;
   shares: TranscriptShares;
   bridge: BridgeLink;

@@ -498,7 +498,7 @@ export interface paths {
         put?: never;
         /**
          * Join a virtual number's room: the visitor's SDP offer in, the appliance's answer out (WebRTC signalling)
-         * @description Public rooms take anyone; signed-in rooms an OIDC bearer of the tenant (401 login_required without). Starts a vnum call: call.started once media flows, call.ended and transcript.saved with source vnum. Rate-limited per client IP.
+         * @description Public rooms take anyone; signed-in rooms the room session cookie of this tenant (from the room page's sign-in) or an OIDC bearer of the tenant, else 401 login_required (a session of another tenant does not open here). The signed-in user is the call's visitor and the transcript's requestedBy. Starts a vnum call: call.started once media flows, call.ended and transcript.saved with source vnum. Rate-limited per client IP.
          */
         post: operations["post_api_ashx_v1_rooms_join"];
         delete?: never;
@@ -521,6 +521,23 @@ export interface paths {
          * @description Needs the leaveToken of the join answer. Outcome far-hangup, or empty-room when the visitor never spoke.
          */
         post: operations["post_api_ashx_v1_rooms_leave"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api.ashx/v1/rooms/sign-out": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Ends the room session of this browser (removes its cookie); idempotent */
+        post: operations["post_api_ashx_v1_rooms_sign_out"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2198,9 +2215,49 @@ export interface paths {
         };
         /**
          * A virtual number's room page (HTML): the visitor talks to the number's AI in the browser
-         * @description Public page for every room; a signed-in room's join needs an OIDC bearer. Script from /room.ashx?asset=room.js only (CSP script-src 'self').
+         * @description A signed-in room's page sends a visitor without a room session through the tenant's OpenID Provider (302 to /oauth2/v1/authorize, client sovcomms-rooms, code + PKCE S256; it comes back to /room/callback), first to the tenant's own host name when addressed by another. Script from /room.ashx?asset=room.js only (CSP script-src 'self').
          */
         get: operations["get_room_ashx_number"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/room.ashx?signed-in": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Where the OpenID Provider returns after a room's sign-in: sets the room session and goes back to the room
+         * @description Needs the pending sign-in cookie of the same browser (set when the room page sent it to sign in). The code is exchanged in process (PKCE verifier from that cookie), the ID token nonce checked, the tokens revoked; the room session is a cookie sov_room (HttpOnly, SameSite=Lax, Secure on TLS, sealed for this tenant, plugins.telephony.rooms.sessionTtlSec).
+         */
+        get: operations["get_room_ashx_signed_in"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/room/callback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Where the OpenID Provider returns after a room's sign-in: sets the room session and goes back to the room
+         * @description Needs the pending sign-in cookie of the same browser (set when the room page sent it to sign in). The code is exchanged in process (PKCE verifier from that cookie), the ID token nonce checked, the tokens revoked; the room session is a cookie sov_room (HttpOnly, SameSite=Lax, Secure on TLS, sealed for this tenant, plugins.telephony.rooms.sessionTtlSec).
+         */
+        get: operations["get_room_callback"];
         put?: never;
         post?: never;
         delete?: never;
@@ -5544,7 +5601,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description login_required: a signed-in room without a bearer; invalid_token */
+            /** @description login_required: a signed-in room without a room session of this tenant or a bearer; invalid_token: a bad bearer */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -5620,6 +5677,50 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_api_ashx_v1_rooms_sign_out: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description signed out */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        ok: boolean;
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
             };
             /** @description rate limited (Retry-After) */
             429: {
@@ -12397,6 +12498,13 @@ export interface operations {
                     "text/html": unknown;
                 };
             };
+            /** @description signed-in room, no room session: to the tenant's sign-in (sets the pending sign-in cookie) */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description bad input */
             400: {
                 headers: {
@@ -12408,6 +12516,101 @@ export interface operations {
             };
             /** @description no such room */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": unknown;
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description signed-in room while the OpenID Provider is not running */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": unknown;
+                };
+            };
+        };
+    };
+    get_room_ashx_signed_in: {
+        parameters: {
+            query: {
+                code?: string;
+                error?: string;
+                error_description?: string;
+                iss?: string;
+                /** @description query verb selecting this operation */
+                "signed-in": string;
+                state?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description signed in: back to the room page, with the room session cookie */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description the sign-in failed (not started in this browser, expired, declined, not confirmed) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": unknown;
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_room_callback: {
+        parameters: {
+            query?: {
+                code?: string;
+                error?: string;
+                error_description?: string;
+                iss?: string;
+                state?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description signed in: back to the room page, with the room session cookie */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description the sign-in failed (not started in this browser, expired, declined, not confirmed) */
+            400: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -92,7 +92,7 @@ beforeAll(async () => {
         telephony: {
           bridge: { mode: 'embedded', sipPort: 0, rtpPorts: `${base}-${base + 99}`, readyTimeoutMs: 20_000 },
           engine: { url: engine.url, model: 'gemini-live-2.5-flash-preview' },
-          rooms: { connectTimeoutSec: 3, silenceTimeoutSec: 6 },
+          rooms: { connectTimeoutSec: 3, silenceTimeoutSec: 6, joinsPerMinutePerIp: 100 },
         },
       },
     },
@@ -191,20 +191,16 @@ describe('virtual-number rooms in the browser (WebRTC in the appliance)', () => 
     await page.close();
   }, 90_000);
 
-  it('a signed-in room refuses an anonymous visitor (page and API) and takes one with a bearer', async () => {
-    const page = await browser.newPage();
-    await page.goto(`${s.url}/room.ashx?number=%2B4930556`);
-    await page.click('#join');
-    await until(async () => (await page.evaluate('window.sovRoom.phase')) === 'refused', 15_000, 'join refused');
-    expect(await page.evaluate('window.sovRoom.error')).toBe('login_required');
-    expect(await page.textContent('#status')).toContain('sign in');
-    await page.close();
+  it('a signed-in room refuses an anonymous join and takes one with a bearer of the tenant', async () => {
     const v = new WebRtcVisitor();
     const anon = await join('+4930556', v);
     expect(anon.status).toBe(401);
     expect(anon.body.error).toBe('login_required');
     const bad = await join('+4930556', v, { authorization: 'Bearer not-a-token' });
     expect(bad.status).toBe(401);
+    const forged = await join('+4930556', v, { cookie: 'sov_room=v1.AAAA.BBBB.CCCC' });
+    expect(forged.status).toBe(401);
+    expect(forged.body.error).toBe('login_required');
     expect(s.appliance.core.db.prepare("SELECT COUNT(*) AS n FROM tel_room_calls WHERE number = '+4930556'").get()).toEqual({ n: 0 });
     // With an OIDC access token of the tenant (password grant of the console client):
     const tok = await s.fetch('/oauth2/v1/token', {
@@ -222,11 +218,91 @@ describe('virtual-number rooms in the browser (WebRTC in the appliance)', () => 
     await v.close();
   }, 60_000);
 
+  it("a signed-in room in Chromium: sign-in through the appliance's OIDC provider, the AI answers, the session stays in its tenant", async () => {
+    const A = `localhost:${s.port}`;
+    // Tenant B on the IPv6 loopback name (only its Host header is used; its sign-in callback is a loopback URI).
+    const B = `[::1]:${s.port}`;
+    const tenantB = s.appliance.core.tenants.add('[::1]', 'Clinic');
+    await s.appliance.core.users.add(s.primary, { name: 'alice', role: 'user', password: 'correct horse battery', email: 'alice@office.test' });
+    await s.appliance.core.users.add(tenantB, { name: 'alice', role: 'user', password: 'another password 42', email: 'alice@clinic.test' });
+    const saveB = await adm(
+      s,
+      '/signal.ashx?numbers=save',
+      'numbers-save',
+      { mode: 'live-voice-ai', voice: 'Puck', geminiApiKey: KEY, number: '+4930556', name: 'Clinic staff', visibility: 'signed-in' },
+      B,
+    );
+    expect(saveB.status).toBe(200);
+    const ctx = await browser.newContext();
+    const page = await ctx.newPage();
+    const sessionsBefore = engine.sessions.length;
+    // By the IP address: moved to the tenant's host name, then on to the provider's sign-in page.
+    await page.goto(`${s.url}/room.ashx?number=%2B4930556`);
+    await page.waitForURL(/\/login\.html/);
+    expect(new URL(page.url()).host).toBe(A);
+    await page.getByLabel('User name or e-mail').fill('alice');
+    await page.getByLabel('Password').fill('correct horse battery');
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+    // No consent page (the built-in client): straight back into the room.
+    await page.waitForURL(`http://${A}/room.ashx?number=%2B4930556`);
+    expect(await page.textContent('#visitor')).toContain('alice');
+    const cookies = await ctx.cookies(`http://${A}`);
+    const session = cookies.find((c) => c.name === 'sov_room')!;
+    expect(session).toMatchObject({ httpOnly: true, sameSite: 'Lax', path: '/' });
+    const client = s.appliance.core.db.prepare("SELECT * FROM oidc_clients WHERE client_id = 'sovcomms-rooms' AND tenant_id = ?").get(s.primary.id);
+    expect(client).toBeTruthy();
+    await page.click('#join');
+    await until(async () => (await page.evaluate('window.sovRoom.phase')) === 'connected', 20_000, 'page connected');
+    const heard = (await page.evaluate(MEASURE_REMOTE)) as { rms: number; peakHz: number };
+    expect(heard.rms).toBeGreaterThan(0.02);
+    expect(Math.abs(heard.peakHz - 440)).toBeLessThan(30);
+    const callId = (await page.evaluate('window.sovRoom.callId')) as string;
+    expect(engine.sessions.length).toBeGreaterThan(sessionsBefore);
+    expect(roomRow(callId)).toMatchObject({ visitor: 'alice', number: '+4930556', tenant_id: s.primary.id });
+    await until(() => eventsOf(s, callId).some((e) => e.name === 'call.started'), 5000, 'call.started');
+
+    // The same session cookie, sent to tenant B's host: it does not open there.
+    const cookie = `sov_room=${session.value}`;
+    const v = new WebRtcVisitor();
+    const cross = await j(s.fetch(`${V1}/rooms/join`, { method: 'POST', host: B, headers: { cookie }, json: { number: '+4930556', sdp: await v.offer() } }));
+    expect(cross.status).toBe(401);
+    expect(cross.body.error).toBe('login_required');
+    const crossPage = await s.fetch('/room.ashx?number=%2B4930556', { host: B, headers: { cookie } });
+    expect(crossPage.status).toBe(302);
+    expect(crossPage.headers.get('location')).toContain(`http://${B}/oauth2/v1/authorize`);
+    expect(s.appliance.core.db.prepare('SELECT COUNT(*) AS n FROM tel_room_calls WHERE tenant_id = ?').get(tenantB.id)).toEqual({ n: 0 });
+    await v.close();
+
+    await page.click('#leave');
+    const row = await ended(callId);
+    expect(row).toMatchObject({ visitor: 'alice' });
+    const t = (await j(s.fetch(`${V1}/transcripts/${callId}`, { key: s.adminKey }))).body;
+    expect(t).toMatchObject({ callId, callerSource: 'vnum', requestedBy: 'alice' });
+    const audit = s.appliance.core.db.prepare("SELECT * FROM audit_log WHERE event = 'room-sign-in'").all() as Record<string, unknown>[];
+    expect(audit.length).toBe(1);
+
+    // Signed out (the session cookie removed): the page's join is refused.
+    expect((await page.evaluate("fetch('/api.ashx/v1/rooms/sign-out', { method: 'POST' }).then((r) => r.status)")) as number).toBe(200);
+    expect((await ctx.cookies(`http://${A}`)).some((c) => c.name === 'sov_room')).toBe(false);
+    await page.click('#join');
+    await until(async () => (await page.evaluate('window.sovRoom.phase')) === 'refused', 15_000, 'join refused');
+    expect(await page.evaluate('window.sovRoom.error')).toBe('login_required');
+    await ctx.close();
+
+    // A callback that this browser did not start, and one with a forged state: no session.
+    const noLogin = await s.fetch('/room/callback?code=x&state=y', { host: A });
+    expect(noLogin.status).toBe(400);
+    expect(noLogin.headers.get('set-cookie')).toBeNull();
+  }, 120_000);
+
   it('maxDurationSec ends the call with max-duration', async () => {
     const v = new WebRtcVisitor({ toneHz: 600, keepMs: 3000 });
     const r = await join('+4930557', v);
     expect(r.status).toBe(201);
     expect(r.body).toMatchObject({ maxDurationSec: 10, codec: 'PCMU' });
+    // ICE lite, host candidates only: no server-reflexive candidate (werift's full agent asks Google's STUN).
+    expect(r.body.sdp).toContain('a=ice-lite');
+    expect(r.body.sdp).not.toContain('typ srflx');
     await v.accept(r.body.sdp);
     const row = await ended(r.body.callId, 25_000);
     expect(row).toMatchObject({ outcome: 'max-duration' });
@@ -278,6 +354,7 @@ describe('virtual-number rooms in the browser (WebRTC in the appliance)', () => 
     const big = await s.fetch(`${V1}/rooms/join`, { method: 'POST', json: { number: '+4930555', sdp: 'x'.repeat(40_000) } });
     expect([400, 413]).toContain(big.status);
     const spec = (await j(s.fetch('/openapi.json'))).body;
-    expect(Object.keys(spec.paths)).toEqual(expect.arrayContaining([`${V1}/rooms/join`, `${V1}/rooms/leave`]));
+    expect(Object.keys(spec.paths)).toEqual(expect.arrayContaining([`${V1}/rooms/join`, `${V1}/rooms/leave`, `${V1}/rooms/sign-out`]));
+    expect(JSON.stringify(spec.paths)).toContain('/room.ashx?signed-in');
   }, 30_000);
 });

@@ -3,6 +3,7 @@
  * routes (`GET /calls`, `POST /calls/:id/hangup`) reach them through `get`/`list` here, so bridge.ts
  * only delegates.
  */
+import os from 'node:os';
 import type { VoiceEngine } from '../engine/types.ts';
 import type { EmitFn } from '../call.ts';
 import type { OpenRoom, OpenRoomAnswer } from '../../control.ts';
@@ -10,14 +11,17 @@ import { log } from '../log.ts';
 import { WebRtcLeg, type RoomLeg, type WebRtcHandlers, type WebRtcOptions } from './leg.ts';
 import { RoomCall, type RoomMetrics } from './room.ts';
 import { WebRtcThreadHost } from './thread-host.ts';
+import { installNativeX25519 } from './native-x25519.ts';
 
 export interface RoomHostOptions {
   engineFactory: (cfg: OpenRoom['engine']) => VoiceEngine;
   emit: EmitFn;
   webrtc: WebRtcOptions;
   mediaTimeoutMs?: number;
-  /** Rooms' media on the WebRTC thread (default) or in the main event loop. */
+  /** Rooms' media on WebRTC threads (default) or in the main event loop. */
   thread?: boolean;
+  /** How many WebRTC threads share the rooms (default: webrtcThreadsFromEnv). */
+  threads?: number;
   nice?: number;
   rtPriority?: number;
   onPriority?: (priority: string) => void;
@@ -44,18 +48,46 @@ export function webrtcOptionsFromEnv(env: NodeJS.ProcessEnv): WebRtcOptions {
   return { hostAddresses: hosts.length ? hosts : undefined, portRange: range };
 }
 
+/**
+ * `SOVCOMMS_BRIDGE_WEBRTC_THREADS`: WebRTC threads the rooms are spread over (default 2, at most
+ * the CPUs). Everything of a room's connection runs on its thread's event loop (werift: ICE, the
+ * DTLS handshakes of new joins, SRTP both ways, its garbage collections), and any of it that runs
+ * when a frame is due delays that frame; two threads on two cores halve what each room waits behind.
+ */
+export function webrtcThreadsFromEnv(env: NodeJS.ProcessEnv): number {
+  const n = Number(env.SOVCOMMS_BRIDGE_WEBRTC_THREADS);
+  return Number.isInteger(n) && n >= 1 && n <= 16 ? n : Math.max(1, Math.min(2, os.availableParallelism()));
+}
+
 export class RoomHost {
   private readonly rooms = new Map<string, RoomCall>();
   readonly recent: RoomMetrics[] = [];
-  private readonly thread: WebRtcThreadHost | null;
+  /** The WebRTC threads (each started on its first room); empty when rooms run inline. */
+  private readonly threads: WebRtcThreadHost[];
+  private readonly webrtc: WebRtcOptions;
 
   constructor(private readonly o: RoomHostOptions) {
-    this.thread = o.thread === false ? null : new WebRtcThreadHost({ webrtc: o.webrtc, nice: o.nice, rtPriority: o.rtPriority, onPriority: o.onPriority });
+    const n = o.thread === false ? 0 : (o.threads ?? webrtcThreadsFromEnv(process.env));
+    // Rooms answer a browser's offer with host candidates: ICE lite, so no visitor's join makes
+    // the appliance ask a STUN server on the internet (see WebRtcOptions.iceLite).
+    this.webrtc = { ...o.webrtc, iceLite: true };
+    this.threads = Array.from(
+      { length: n },
+      () => new WebRtcThreadHost({ webrtc: this.webrtc, nice: o.nice, rtPriority: o.rtPriority, onPriority: o.onPriority }),
+    );
+    if (!n) installNativeX25519(); // the legs run in this thread (see native-x25519.ts)
   }
 
-  /** The WebRTC thread's scheduling, once it started ('inline' without a thread). */
+  /** The WebRTC threads' scheduling, once one started ('inline' without threads). */
   get priority(): string | null {
-    return this.thread ? (this.rooms.size || this.recent.length ? this.thread.priority : null) : 'inline';
+    if (!this.threads.length) return 'inline';
+    if (!this.rooms.size && !this.recent.length) return null;
+    return [...new Set(this.threads.filter((t) => t.started).map((t) => t.priority))].join(',') || null;
+  }
+
+  /** A new room goes to the thread carrying the fewest. */
+  private leastLoaded(): WebRtcThreadHost {
+    return this.threads.reduce((a, b) => (b.size < a.size ? b : a));
   }
 
   get size(): number {
@@ -75,7 +107,7 @@ export class RoomHost {
     const room = new RoomCall(req, {
       engineFactory: this.o.engineFactory,
       emit: this.o.emit,
-      openLeg: (h, timeout) => (this.thread ? this.thread.open(h, timeout) : new WebRtcLeg(h, this.o.webrtc, timeout)),
+      openLeg: (h, timeout) => (this.threads.length ? this.leastLoaded().open(h, timeout) : new WebRtcLeg(h, this.webrtc, timeout)),
       mediaTimeoutMs: this.o.mediaTimeoutMs,
       onDone: (r) => {
         this.rooms.delete(r.callId);
@@ -101,7 +133,7 @@ export class RoomHost {
    * WebRTC thread and pacer as the rooms' legs.
    */
   openLeg(h: WebRtcHandlers, mediaTimeoutMs = 10_000): RoomLeg {
-    return this.thread ? this.thread.open(h, mediaTimeoutMs) : new WebRtcLeg(h, this.o.webrtc, mediaTimeoutMs);
+    return this.threads.length ? this.leastLoaded().open(h, mediaTimeoutMs) : new WebRtcLeg(h, this.webrtc, mediaTimeoutMs);
   }
 
   stopAll(): void {
@@ -109,6 +141,6 @@ export class RoomHost {
   }
 
   async close(): Promise<void> {
-    await this.thread?.close();
+    await Promise.all(this.threads.map((t) => t.close()));
   }
 }

@@ -12,6 +12,7 @@ import { RTCPeerConnection, RTCRtpCodecParameters, RtpHeader, RtpPacket, type RT
 import { ArrayQueue, IntervalStats, pacer, type Clocked } from '../media/session.ts';
 import { decodeG711Into, silenceFrame, upsample8to16Into, type Codec } from '../media/audio.ts';
 import { InputBatcher } from '../media/leg.ts';
+import { dropSendHistory } from './send-history.ts';
 
 const FRAME_NS = 20_000_000n;
 const FRAME_SAMPLES = 160;
@@ -25,6 +26,12 @@ export interface WebRtcOptions {
   hostAddresses?: string[];
   /** UDP port range of the ICE candidates. */
   portRange?: [number, number];
+  /**
+   * ICE lite (RFC 8445 §2.5): host candidates only, the far end runs the checks. werift's full
+   * agent always gathers a server-reflexive candidate from stun.l.google.com, even without
+   * iceServers: a DNS lookup and a request to Google per connection.
+   */
+  iceLite?: boolean;
 }
 
 export interface WebRtcHandlers {
@@ -126,6 +133,7 @@ export class WebRtcLeg implements Clocked, RoomLeg {
       iceAdditionalHostAddresses: o.hostAddresses,
       icePortRange: o.portRange,
       iceUseIpv6: false,
+      iceLite: o.iceLite ?? false,
       headerExtensions: { audio: [], video: [] },
     });
     this.pc.connectionStateChange.subscribe((s) => {
@@ -143,6 +151,7 @@ export class WebRtcLeg implements Clocked, RoomLeg {
     const tr = this.pc.getTransceivers().find((t) => t.kind === 'audio');
     if (!tr) throw new Error('the offer has no audio');
     this.transceiver = tr;
+    dropSendHistory(tr.sender);
     tr.setDirection('sendrecv');
     await this.pc.setLocalDescription(await this.pc.createAnswer());
     const until = Date.now() + 5000;

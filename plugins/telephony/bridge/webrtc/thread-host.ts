@@ -109,6 +109,14 @@ export class WebRtcThreadHost {
 
   constructor(private readonly o: WebRtcThreadOptions) {}
 
+  /** Legs this thread carries (or is opening). */
+  get size(): number {
+    return this.legs.size;
+  }
+  get started(): boolean {
+    return this.worker !== null;
+  }
+
   open(h: WebRtcHandlers, mediaTimeoutMs = 10_000): RoomLeg {
     const leg = new ThreadLeg(this.nextId++, this, h, mediaTimeoutMs);
     this.legs.set(leg.id, leg);

@@ -8,6 +8,7 @@
 import { isMainThread, parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { raisePriority } from '../media/thread.ts';
 import { WebRtcLeg, type WebRtcOptions } from './leg.ts';
+import { installNativeX25519 } from './native-x25519.ts';
 
 export interface WebRtcThreadData {
   entry: string;
@@ -24,6 +25,8 @@ export type ToWebRtcThread =
 
 function serve(port: MessagePort, d: WebRtcThreadData): void {
   port.postMessage({ op: 'priority', priority: raisePriority(d.rtPriority, d.nice) });
+  // Every join's DTLS handshake runs here, between the rooms' frames: OpenSSL's X25519, not tweetnacl's.
+  installNativeX25519();
   const legs = new Map<number, WebRtcLeg>();
   port.on('message', (m: ToWebRtcThread) => {
     switch (m.op) {
