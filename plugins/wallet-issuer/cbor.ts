@@ -68,6 +68,14 @@ export class CborWriter {
     this.raw(b);
   }
 
+  /** A byte string given as text in `encoding` (base64url, latin1...), decoded straight into the buffer. */
+  encodedBstr(s: string, encoding: 'base64url' | 'latin1'): void {
+    const n = Buffer.byteLength(s, encoding);
+    this.head(2, n);
+    this.room(n);
+    this.at += this.buf.write(s, this.at, n, encoding);
+  }
+
   text(s: string): void {
     const n = Buffer.byteLength(s);
     this.head(3, n);
