@@ -3,7 +3,10 @@
  * text and byte strings, arrays, maps (Map or plain object, definite length, keys in insertion
  * order), booleans, null, floats (64-bit) and tags. It writes straight into a growing buffer:
  * an mdoc is some twenty small structures, and a general encoder's per-call set-up cost more
- * than the signature. Tests decode what it writes with cbor-x, @owf/mdoc and @animo-id/mdoc.
+ * than the signature. Byte strings whose content is itself CBOR (ISO 18013-5's tag 24 items,
+ * a COSE payload) are written in place and their length head filled in afterwards, so a whole
+ * IssuerSigned is one pass over one buffer. Tests decode what it writes with cbor-x, @owf/mdoc
+ * and @animo-id/mdoc.
  */
 export class CborTag {
   constructor(
@@ -14,11 +17,14 @@ export class CborTag {
 
 /** Bytes that are CBOR already: written as they are. */
 export class CborRaw {
-  constructor(readonly bytes: Buffer) {}
+  constructor(readonly bytes: Uint8Array) {}
 }
 
-class Writer {
-  buf = Buffer.allocUnsafe(1024);
+/** Room kept in front of a byte string written in place: the longest head this writer makes for it (0x5a + 4 bytes). */
+const BSTR_ROOM = 5;
+
+export class CborWriter {
+  buf = Buffer.allocUnsafe(2048);
   at = 0;
 
   private room(n: number): void {
@@ -50,10 +56,24 @@ class Writer {
     }
   }
 
-  bytes(b: Uint8Array): void {
+  /** Bytes that are already CBOR. */
+  raw(b: Uint8Array): void {
     this.room(b.length);
     this.buf.set(b, this.at);
     this.at += b.length;
+  }
+
+  bstr(b: Uint8Array): void {
+    this.head(2, b.length);
+    this.raw(b);
+  }
+
+  /** A byte string given as text in `encoding` (base64url, latin1...), decoded straight into the buffer. */
+  encodedBstr(s: string, encoding: 'base64url' | 'latin1'): void {
+    const n = Buffer.byteLength(s, encoding);
+    this.head(2, n);
+    this.room(n);
+    this.at += this.buf.write(s, this.at, n, encoding);
   }
 
   text(s: string): void {
@@ -82,10 +102,9 @@ class Writer {
       this.room(1);
       this.buf[this.at++] = 0xf6;
     } else if (v instanceof CborRaw) {
-      this.bytes(v.bytes);
+      this.raw(v.bytes);
     } else if (v instanceof Uint8Array) {
-      this.head(2, v.length);
-      this.bytes(v);
+      this.bstr(v);
     } else if (Array.isArray(v)) {
       this.head(4, v.length);
       for (const x of v) this.value(x);
@@ -107,58 +126,79 @@ class Writer {
       }
     } else throw new TypeError(`CBOR: cannot encode a ${typeof v}`);
   }
-}
 
-/** One scratch buffer, reused: each encoding copies out exactly its bytes. */
-let scratch: Writer | undefined;
+  /** Starts a byte string whose content is written next (with any of the methods); end it with closeBstr(mark). */
+  openBstr(): number {
+    this.room(BSTR_ROOM);
+    const mark = this.at;
+    this.at += BSTR_ROOM;
+    return mark;
+  }
 
-export function cborEncode(v: unknown): Buffer {
-  const w = scratch ?? new Writer();
-  scratch = undefined;
-  w.at = 0;
-  try {
-    w.value(v);
-    return Buffer.from(w.buf.subarray(0, w.at));
-  } finally {
-    scratch = w;
+  /**
+   * Ends the byte string opened at `mark`: its head, as short as the length allows (RFC 8949
+   * §4.2.1 preferred serialization), goes in front of the content, which moves up to meet it.
+   * Offsets taken inside the content before this call are stale afterwards.
+   */
+  closeBstr(mark: number): void {
+    const start = mark + BSTR_ROOM;
+    const n = this.at - start;
+    const h = n < 24 ? 1 : n < 0x100 ? 2 : n < 0x10000 ? 3 : 5;
+    const b = this.buf;
+    if (h === 1) b[mark] = 0x40 | n;
+    else if (h === 2) {
+      b[mark] = 0x58;
+      b[mark + 1] = n;
+    } else if (h === 3) {
+      b[mark] = 0x59;
+      b.writeUInt16BE(n, mark + 1);
+    } else {
+      b[mark] = 0x5a;
+      b.writeUInt32BE(n, mark + 1);
+    }
+    if (h < BSTR_ROOM) {
+      b.copyWithin(mark + h, start, this.at);
+      this.at -= BSTR_ROOM - h;
+    }
+  }
+
+  /** Starts #6.24(bstr .cbor X) (RFC 8949 §3.4.5.1): X is written next; end it with closeBstr(mark). */
+  openEmbedded(): number {
+    this.room(2);
+    this.buf[this.at++] = 0xd8;
+    this.buf[this.at++] = 0x18;
+    return this.openBstr();
+  }
+
+  /** A copy of what was written from `from` on. */
+  copy(from = 0): Buffer {
+    return Buffer.from(this.buf.subarray(from, this.at));
   }
 }
 
-/** #6.24(bstr .cbor v): embedded CBOR (ISO 18013-5 IssuerSignedItemBytes, MobileSecurityObjectBytes). */
-export function embedded(v: unknown): CborTag {
-  return new CborTag(24, cborEncode(v));
+/** Writers not in use. An issuance holds its writer across the (asynchronous) signature, so each takes its own. */
+const idle: CborWriter[] = [];
+
+/** Runs `fn` with a writer of its own (reset to empty), given back to the pool afterwards. */
+export async function withWriter<T>(fn: (w: CborWriter) => Promise<T> | T): Promise<T> {
+  const w = idle.pop() ?? new CborWriter();
+  w.at = 0;
+  try {
+    return await fn(w);
+  } finally {
+    // A writer grown for an unusually large credential is dropped rather than kept.
+    if (idle.length < 8 && w.buf.length <= 65_536) idle.push(w);
+  }
 }
 
-/**
- * The complete encoding of #6.24(bstr .cbor v) in one pass: `v` is written after room for the
- * tag and byte-string heads, which are then filled in (what a digest of IssuerSignedItemBytes
- * is computed over, and what the IssuerSigned carries).
- */
-export function embeddedBytes(v: unknown): Buffer {
-  const w = scratch ?? new Writer();
-  scratch = undefined;
+/** The encoding of one value. */
+export function cborEncode(v: unknown): Buffer {
+  const w = idle.pop() ?? new CborWriter();
+  w.at = 0;
   try {
-    w.at = 7;
     w.value(v);
-    const n = w.at - 7;
-    // d8 18 = tag 24; then the byte string head, as short as the length allows.
-    const head = n < 24 ? 1 : n < 0x100 ? 2 : n < 0x10000 ? 3 : 5;
-    const start = 7 - head - 2;
-    w.buf[start] = 0xd8;
-    w.buf[start + 1] = 0x18;
-    if (head === 1) w.buf[start + 2] = 0x40 | n;
-    else if (head === 2) {
-      w.buf[start + 2] = 0x58;
-      w.buf[start + 3] = n;
-    } else if (head === 3) {
-      w.buf[start + 2] = 0x59;
-      w.buf.writeUInt16BE(n, start + 3);
-    } else {
-      w.buf[start + 2] = 0x5a;
-      w.buf.writeUInt32BE(n, start + 3);
-    }
-    return Buffer.from(w.buf.subarray(start, w.at));
+    return w.copy();
   } finally {
-    scratch = w;
+    if (idle.length < 8 && w.buf.length <= 65_536) idle.push(w);
   }
 }

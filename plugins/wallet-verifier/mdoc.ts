@@ -2,8 +2,9 @@
  * mdoc verification (ISO/IEC 18013-5 §9.1, OpenID4VP 1.0 Appendix B.2): a DeviceResponse from
  * the vp_token, check by check, each failure naming its check.
  *
- * `@owf/mdoc` 0.6 supplies the CBOR codec (tag 24 items keep the bytes they arrived as) and is
- * the wallet side of the tests. Its verifier (`Verifier.verifyDeviceResponse`) is not used, and
+ * `@owf/mdoc` 0.6 is the wallet side of the tests and supplies the CBOR tag types: on import it
+ * registers with cbor-x tag 24 as its DataItem (which keeps the bytes as they arrived), tag 0 as a
+ * Date and tag 1004 as a DateOnly. Decoding is cbor-x's, through one decoder kept for the process. Its verifier (`Verifier.verifyDeviceResponse`) is not used, and
  * neither are its zod models on this path, because it does not meet the spec or the budget:
  * - COSE (RFC 9052 §4.4) signs the protected header bstr as sent; the library re-encodes the
  *   decoded header map (`ProtectedHeaders.encodedStructure`), and takes `alg` from the unprotected
@@ -19,8 +20,9 @@
  * anchors, as for SD-JWT VC.
  */
 import crypto from 'node:crypto';
-import { DataItem, cborDecode } from '@owf/mdoc';
-import { type Anchor, CheckFailed, validateChain } from './x509.ts';
+import { DataItem } from '@owf/mdoc';
+import { Decoder } from 'cbor-x';
+import { type Anchor, CheckFailed, leafKey, validateChain } from './x509.ts';
 
 /** COSE alg → Node hash, for ECDSA (RFC 9053 §2.1); HAIP asks for ES256, the others are accepted. */
 const COSE_ALGS: Record<number, string> = { [-7]: 'sha256', [-35]: 'sha384', [-36]: 'sha512' };
@@ -77,7 +79,7 @@ const SIGNATURE1 = cText('Signature1');
  */
 export function oid4vpSessionTranscript(o: { clientId: string; nonce: string; jwkThumbprint: Uint8Array | null; responseUri: string }): Buffer {
   const info = Buffer.concat([head(4, 4), cText(o.clientId), cText(o.nonce), o.jwkThumbprint ? cBytes(o.jwkThumbprint) : NULL, cText(o.responseUri)]);
-  const hash = crypto.createHash('sha256').update(info).digest();
+  const hash = crypto.hash('sha256', info, 'buffer');
   return Buffer.concat([head(4, 3), NULL, NULL, head(4, 2), cText('OpenID4VPHandover'), cBytes(hash)]);
 }
 
@@ -97,77 +99,21 @@ const isDataItem = (v: unknown): v is DataItem => v instanceof DataItem;
 const isDate = (v: unknown): v is Date | string => v instanceof Date || typeof v === 'string';
 
 /**
- * Where one CBOR data item that starts at `off` ends (RFC 8949 §3: well-formedness only, no
- * values). Throws on a truncated or malformed item.
+ * One decoder for every call: `@owf/mdoc`'s cborDecode builds a new cbor-x codec per call, and a
+ * response needs about ten decodes. Maps stay Maps (CBOR keys are not only text), no records.
  */
-function itemEnd(b: Uint8Array, off: number, depth = 0): number {
-  if (depth > 64 || off >= b.length) throw new Error('truncated');
-  const ib = b[off]!;
-  const major = ib >> 5;
-  const ai = ib & 0x1f;
-  let p = off + 1;
-  let n: number;
-  if (ai < 24) n = ai;
-  else if (ai === 24) n = b[p++]!;
-  else if (ai === 25) {
-    n = (b[p]! << 8) | b[p + 1]!;
-    p += 2;
-  } else if (ai === 26) {
-    n = ((b[p]! << 24) >>> 0) + ((b[p + 1]! << 16) | (b[p + 2]! << 8) | b[p + 3]!);
-    p += 4;
-  } else if (ai === 27) {
-    const hi = ((b[p]! << 24) >>> 0) + ((b[p + 1]! << 16) | (b[p + 2]! << 8) | b[p + 3]!);
-    n = hi ? Number.MAX_SAFE_INTEGER : ((b[p + 4]! << 24) >>> 0) + ((b[p + 5]! << 16) | (b[p + 6]! << 8) | b[p + 7]!);
-    p += 8;
-  } else if (ai === 31 && major >= 2 && major <= 5) {
-    // Indefinite length: items (or chunks) up to the break.
-    while (b[p] !== 0xff) {
-      if (p >= b.length) throw new Error('truncated');
-      p = itemEnd(b, p, depth + 1);
-    }
-    return p + 1;
-  } else if (ai === 31 && major === 7) throw new Error('unexpected break');
-  else throw new Error('reserved additional information');
-  if (p > b.length) throw new Error('truncated');
-  switch (major) {
-    case 2:
-    case 3:
-      if (n > b.length - p) throw new Error('truncated');
-      return p + n;
-    case 4:
-    case 5:
-      for (let i = 0; i < n * (major === 5 ? 2 : 1); i++) p = itemEnd(b, p, depth + 1);
-      return p;
-    case 6:
-      return itemEnd(b, p, depth + 1);
-    default:
-      return p;
-  }
-}
+const decoder = new Decoder({ mapsAsObjects: false, useRecords: false } as ConstructorParameters<typeof Decoder>[0]);
 
-/**
- * The nested CBOR this check needs (MSO, items, device namespaces, protected headers) decoded in
- * one call: the codec sets up a new decoder per call (~20 µs), eight calls a response. Each piece
- * must be exactly one well-formed item, so the pieces cannot shift into each other; otherwise
- * (or if anything fails) they are decoded one by one, where errors are attributed.
- */
-function predecode(pieces: Uint8Array[]): Map<Uint8Array, unknown> {
-  const out = new Map<Uint8Array, unknown>();
-  try {
-    for (const x of pieces) if (!x.length || itemEnd(x, 0) !== x.length) return out;
-    const all = cborDecode(Buffer.concat([head(4, pieces.length), ...pieces]));
-    if (isArray(all) && all.length === pieces.length) pieces.forEach((x, i) => out.set(x, all[i]));
-  } catch {
-    out.clear();
-  }
-  return out;
-}
-
-let PRE = new Map<Uint8Array, unknown>();
-
+/** As `@owf/mdoc`'s cborDecode: a top-level tag 24 item is unwrapped to its content. */
 function decodeBytes(b: Uint8Array): unknown {
-  return PRE.has(b) ? PRE.get(b) : cborDecode(b);
+  const v: unknown = decoder.decode(b);
+  return v instanceof DataItem ? v.data : v;
 }
+
+// The tag types above come from @owf/mdoc's registration with cbor-x; without it (another cbor-x
+// copy, a changed library) items would lose the bytes they are hashed over: refuse to load.
+if (!(decoder.decode(Buffer.from([0xd8, 0x18, 0x41, 0xa0])) instanceof DataItem))
+  throw new Error('wallet-verifier: cbor-x does not decode tag 24 as @owf/mdoc DataItem');
 
 function dataOf(d: DataItem, check: string, what: string): unknown {
   try {
@@ -211,14 +157,6 @@ function verifySign1(key: crypto.KeyObject, hash: string, protectedBytes: Uint8A
   } catch {
     return false;
   }
-}
-
-/** The DS public key, kept with the (chain-cached) certificate object: X509Certificate.publicKey makes a new KeyObject per call. */
-const LEAF_KEYS = new WeakMap<crypto.X509Certificate, crypto.KeyObject>();
-function leafKey(leaf: crypto.X509Certificate): crypto.KeyObject {
-  let k = LEAF_KEYS.get(leaf);
-  if (!k) LEAF_KEYS.set(leaf, (k = leaf.publicKey));
-  return k;
 }
 
 const CRV: Record<number, string> = { 1: 'P-256', 2: 'P-384', 3: 'P-521' };
@@ -274,18 +212,10 @@ function msoInner(payload: Uint8Array): Uint8Array | undefined {
 
 /** Verifies a DeviceResponse (CBOR bytes) for one OpenID4VP session. Throws CheckFailed. */
 export function verifyMdoc(bytes: Uint8Array, e: MdocExpectations): VerifiedMdoc {
-  try {
-    return verifyMdocOnce(bytes, e);
-  } finally {
-    PRE = new Map();
-  }
-}
-
-function verifyMdocOnce(bytes: Uint8Array, e: MdocExpectations): VerifiedMdoc {
   // --- structure (18013-5 §8.3.2.1.2.2) ---
   let raw: unknown;
   try {
-    raw = cborDecode(bytes);
+    raw = decodeBytes(bytes);
   } catch {
     throw new CheckFailed('device_response', 'not CBOR');
   }
@@ -306,20 +236,6 @@ function verifyMdocOnce(bytes: Uint8Array, e: MdocExpectations): VerifiedMdoc {
   const deviceAuth = member(deviceSigned, 'deviceAuth', isMap, 'DeviceSigned');
   const issuerNs = issuerSigned.get('nameSpaces') ?? new Map();
   if (!isMap(issuerNs)) throw new CheckFailed('device_response', 'IssuerSigned.nameSpaces is malformed');
-  {
-    const pieces: Uint8Array[] = [deviceNsBytes.buffer];
-    const iaRaw = issuerSigned.get('issuerAuth');
-    if (isArray(iaRaw) && isBytes(iaRaw[0])) pieces.push(iaRaw[0]);
-    if (isArray(iaRaw) && isBytes(iaRaw[2])) {
-      const m = msoInner(iaRaw[2]);
-      if (m) pieces.push(m);
-    }
-    const dsRaw = deviceAuth.get('deviceSignature');
-    if (isArray(dsRaw) && isBytes(dsRaw[0])) pieces.push(dsRaw[0]);
-    for (const items of issuerNs.values()) if (isArray(items)) for (const d of items) if (isDataItem(d)) pieces.push(d.buffer);
-    PRE = predecode(pieces);
-  }
-
   // --- issuerAuth: chain to an IACA anchor, then the signature ---
   const ia = rawSign1(issuerSigned.get('issuerAuth'), 'issuer_auth');
   const { hash: iaHash, header: iaProtected } = protectedAlg(ia.protectedBytes, 'issuer_auth');
@@ -387,7 +303,7 @@ function verifyMdocOnce(bytes: Uint8Array, e: MdocExpectations): VerifiedMdoc {
       seen.add(id);
       const want = digests.get(id);
       // IssuerSignedItemBytes = #6.24(bstr .cbor IssuerSignedItem), hashed as received.
-      const got = crypto.createHash(digestAlg).update(cTag24(di.buffer)).digest();
+      const got = crypto.hash(digestAlg, cTag24(di.buffer), 'buffer');
       if (!isBytes(want) || want.length !== got.length || !crypto.timingSafeEqual(want, got))
         throw new CheckFailed('digest', `${ns}/${name} does not match its digest in the MSO`);
       if (name in out) throw new CheckFailed('digest', `${ns}/${name} is disclosed twice`);

@@ -5,7 +5,7 @@
  */
 import crypto from 'node:crypto';
 import { verifyCompactJws } from './jws.ts';
-import { type Anchor, CheckFailed, validateChain } from './x509.ts';
+import { type Anchor, CheckFailed, leafKey, validateChain } from './x509.ts';
 
 /** Signature algorithms accepted from issuers and holders: asymmetric only, never `none`. */
 export const SD_JWT_ALGS = ['ES256', 'ES384', 'ES512', 'EdDSA', 'PS256'];
@@ -40,7 +40,8 @@ function b64json(part: string, check: string): Record<string, unknown> {
   throw new CheckFailed(check, 'not a JSON object in base64url');
 }
 
-const digestOf = (s: string) => crypto.createHash('sha256').update(s, 'ascii').digest('base64url');
+// crypto.hash: one call, a third of createHash's cost for inputs this small.
+const digestOf = (s: string) => crypto.hash('sha256', s, 'base64url');
 
 /** Replaces digests by disclosed claims; every digest at most once, every disclosure exactly once (RFC 9901 §7.1). */
 function reveal(payload: Record<string, unknown>, disclosures: string[]): Record<string, unknown> {
@@ -123,7 +124,7 @@ export async function verifySdJwtVc(presentation: string, x: SdJwtExpectations):
   if (header.typ !== 'dc+sd-jwt' && header.typ !== 'vc+sd-jwt') throw new CheckFailed('issuer_signature', `typ ${String(header.typ)} is not dc+sd-jwt`);
   const x5c = Array.isArray(header.x5c) ? header.x5c.filter((c): c is string => typeof c === 'string').map((c) => Buffer.from(c, 'base64')) : [];
   const { leaf, anchor } = validateChain(x5c, x.anchors, x.now);
-  if (!verifyCompactJws(issuerJwt, header.alg, leaf.publicKey))
+  if (!verifyCompactJws(issuerJwt, header.alg, leafKey(leaf)))
     throw new CheckFailed('issuer_signature', 'the issuer signature does not verify with the x5c certificate');
   const payload = b64json(segs[1]!, 'issuer_signature');
   const nowS = Math.floor(x.now / 1000);
@@ -157,7 +158,8 @@ export async function verifySdJwtVc(presentation: string, x: SdJwtExpectations):
   if (typeof kb.nonce !== 'string' || !safeEq(kb.nonce, x.nonce)) throw new CheckFailed('nonce', 'the key binding JWT nonce is not the session nonce');
   if (typeof kb.iat !== 'number' || Math.abs(kb.iat - nowS) > x.iatWindowSeconds)
     throw new CheckFailed('iat', 'the key binding JWT iat is outside the accepted window');
-  const sdHash = digestOf(parts.slice(0, -1).join('~') + '~');
+  // RFC 9901 §4.3.1: sd_hash is over the presentation up to and including the last '~'.
+  const sdHash = digestOf(presentation.slice(0, presentation.length - kbJwt.length));
   if (typeof kb.sd_hash !== 'string' || !safeEq(kb.sd_hash, sdHash))
     throw new CheckFailed('sd_hash', 'the key binding JWT sd_hash does not match the presentation');
 

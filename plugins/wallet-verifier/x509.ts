@@ -66,6 +66,14 @@ export function validateChain(ders: Buffer[], anchors: Anchor[], now: number): {
   return result;
 }
 
+/** The leaf's public key, kept with the (chain-cached) certificate object: X509Certificate.publicKey makes a new KeyObject per call. */
+const LEAF_KEYS = new WeakMap<crypto.X509Certificate, crypto.KeyObject>();
+export function leafKey(leaf: crypto.X509Certificate): crypto.KeyObject {
+  let k = LEAF_KEYS.get(leaf);
+  if (!k) LEAF_KEYS.set(leaf, (k = leaf.publicKey));
+  return k;
+}
+
 const CHAIN_CACHE = new Map<string, { result: { leaf: crypto.X509Certificate; anchor: Anchor }; from: number; to: number }>();
 
 function validateChainUncached(ders: Buffer[], anchors: Anchor[], now: number): { leaf: crypto.X509Certificate; anchor: Anchor } {
