@@ -14,7 +14,8 @@ import { until } from '../support/until.ts';
 /**
  * Fault injection in a loop (issue 18, "What must be true" 3): the real appliance
  * (`bin/sovcomms.mjs serve`) under a mixed workload of users added, API keys minted, outbound
- * routes written and webhooks test-fired to a local receiver, SIGKILLed at a random moment,
+ * routes written, webhooks test-fired to a local receiver and real national trusted lists imported
+ * (parsed and verified on the worker thread), SIGKILLed at a random moment,
  * KILLS times. After each kill the database passes `integrity_check`; after each restart every
  * acknowledged change is there (users with their audit rows, routes, keys that authenticate) and
  * every acknowledged webhook arrives, more than once only when it was in flight at a kill.
@@ -22,6 +23,9 @@ import { until } from '../support/until.ts';
  */
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const KILLS = Number(process.env.FAULT_LOOP_KILLS ?? 5);
+const TL_DIR = path.resolve(ROOT, '../shared/fixtures/trusted-lists/2026-08');
+// Small national lists whose signers the LOTL pins (NL, NO and HR are stale or untrusted there).
+const TERRITORIES = ['AT', 'BE', 'CZ', 'DK', 'EE', 'FI', 'LU', 'LV', 'MT', 'SI', 'SK'];
 
 let dataDir: string;
 let port: number;
@@ -96,6 +100,17 @@ async function call(
   return { status: r.status, json: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
 }
 
+/** Imports one trusted-list XML of the fixtures; the per-list outcomes of the answer. */
+async function importList(file: string, token: string): Promise<{ status: number; lists: { territory: string | null; outcome: string }[] }> {
+  const r = await fetch(`${base()}/lotl.ashx?import&name=${encodeURIComponent(file)}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/xml' },
+    body: fs.readFileSync(path.join(TL_DIR, file)),
+  });
+  const j = (await r.json()) as { lists?: { territory: string | null; outcome: string }[] };
+  return { status: r.status, lists: j.lists ?? [] };
+}
+
 async function bearer(): Promise<string> {
   const r = await fetch(`${base()}/oauth2/v1/token`, {
     method: 'POST',
@@ -147,8 +162,12 @@ describe('fault injection in a loop', () => {
       const hook = await call('/signal.ashx?webhooks=add', token, { url: hookUrl, events: ['webhook.test'] });
       expect(hook.status).toBe(200);
       const hookId = String(hook.json.id);
+      // The LOTL first: it pins the signers the national lists are checked against.
+      const lotl = await importList('eu-lotl.xml', token);
+      expect(lotl.status).toBe(200);
+      expect(lotl.lists[0]?.outcome).toBe('accepted');
 
-      const acked = { users: [] as string[], routes: [] as string[], keys: [] as string[], fired: [] as number[] };
+      const acked = { users: [] as string[], routes: [] as string[], keys: [] as string[], fired: [] as number[], lists: new Set<string>() };
       let n = 0;
       for (let round = 0; round < KILLS; round++) {
         let stop = false;
@@ -180,6 +199,13 @@ describe('fault injection in a loop', () => {
           worker(async () => {
             const r = await call('/signal.ashx?webhooks=test', token, { id: hookId });
             if (r.status === 200) acked.fired.push(Number(r.json.eventId));
+          }),
+          worker(async (i) => {
+            const t = TERRITORIES[i % TERRITORIES.length]!;
+            const r = await importList(`${t}_TSL_${t}.xml`, token);
+            const got = r.lists.find((l) => l.territory === t);
+            if (r.status === 200 && (got?.outcome === 'accepted' || got?.outcome === 'unchanged')) acked.lists.add(t);
+            else if (process.env.FAULT_LOOP_DEBUG) console.log('lotl import', t, r.status, got);
           }),
         ];
         // A random moment once the round has made progress: 0 to 1.5 s after its first few acknowledgements.
@@ -218,6 +244,13 @@ describe('fault injection in a loop', () => {
       const matches = new Set((routes.json.data as { match: string }[]).map((r) => r.match));
       expect(acked.routes.filter((m) => !matches.has(m))).toEqual([]);
       for (const key of acked.keys) expect((await call('/api.ashx/v1/webhooks', key)).status, `key ${key.slice(0, 8)}…`).toBe(200);
+      // Every list an import acknowledged is stored, verified and in service after the kills.
+      expect(acked.lists.size).toBeGreaterThan(0);
+      const tl = await call('/lotl.ashx?status', token);
+      const stored = new Map(
+        (tl.json.lists as { territory: string; stored: boolean; accepted_at: string | null; signature: string }[]).map((l) => [l.territory, l]),
+      );
+      for (const t of acked.lists) expect(stored.get(t), t).toMatchObject({ stored: true, accepted_at: expect.any(String), signature: 'valid' });
       // Every acknowledged test-fire arrives (the outbox resumes after each restart): its delivery
       // row, made in the transaction that recorded the event, names the id the receiver saw.
       const deliveryIds = () => {
@@ -238,7 +271,7 @@ describe('fault injection in a loop', () => {
       const repeats = [...deliveries.values()].filter((c) => c > 1).length;
       expect(repeats).toBeLessThanOrEqual(KILLS * 4);
       console.log(
-        `fault loop: ${KILLS} kills; acknowledged ${acked.users.length} users, ${acked.routes.length} routes, ${acked.keys.length} keys, ${acked.fired.length} webhooks; ${repeats} deliveries repeated`,
+        `fault loop: ${KILLS} kills; acknowledged ${acked.users.length} users, ${acked.routes.length} routes, ${acked.keys.length} keys, ${acked.fired.length} webhooks, ${acked.lists.size} trusted lists; ${repeats} deliveries repeated`,
       );
     },
   );
