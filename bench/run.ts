@@ -165,6 +165,9 @@ function mdCell(s: string): string {
   return s.replace(/\|/g, '\\|').replace(/\n/g, ' ');
 }
 
+/** Everything from this line on in a results .md is written by hand and kept across runs. */
+export const NOTES_MARKER = '<!-- Notes below this line are written by hand; bench/run.ts keeps them. -->';
+
 export function renderMarkdown(f: ResultsFile): string {
   const m = f.machine;
   const lines = [
@@ -225,8 +228,18 @@ function writeResults(outcomes: BenchOutcome[], machine: MachineInfo): string {
     benches: { ...(prev?.benches ?? {}), ...Object.fromEntries(outcomes.map((o) => [o.bench, o])) },
   };
   fs.mkdirSync(RESULTS_DIR, { recursive: true });
+  // What people wrote under the marker (paired runs, A/B tables) stays: only the part above it
+  // is made from the .json.
+  let kept = '';
+  try {
+    const md = fs.readFileSync(`${base}.md`, 'utf8');
+    const at = md.indexOf(NOTES_MARKER);
+    if (at !== -1) kept = md.slice(at);
+  } catch {
+    kept = '';
+  }
   fs.writeFileSync(`${base}.json`, JSON.stringify(file, null, 2) + '\n');
-  fs.writeFileSync(`${base}.md`, renderMarkdown(file));
+  fs.writeFileSync(`${base}.md`, renderMarkdown(file) + (kept ? `\n${kept}` : ''));
   return base;
 }
 
