@@ -14,7 +14,7 @@ import { until } from '../support/until.ts';
 /**
  * Fault injection in a loop (issue 18, "What must be true" 3): the real appliance
  * (`bin/sovcomms.mjs serve`) under a mixed workload of users added, API keys minted, outbound
- * routes written, webhooks test-fired to a local receiver and real national trusted lists imported
+ * routes written, calls scheduled and hung up, webhooks test-fired to a local receiver and real national trusted lists imported
  * (parsed and verified on the worker thread), SIGKILLed at a random moment,
  * KILLS times. After each kill the database passes `integrity_check`; after each restart every
  * acknowledged change is there (users with their audit rows, routes, keys that authenticate) and
@@ -167,7 +167,15 @@ describe('fault injection in a loop', () => {
       expect(lotl.status).toBe(200);
       expect(lotl.lists[0]?.outcome).toBe('accepted');
 
-      const acked = { users: [] as string[], routes: [] as string[], keys: [] as string[], fired: [] as number[], lists: new Set<string>() };
+      const acked = {
+        users: [] as string[],
+        routes: [] as string[],
+        keys: [] as string[],
+        fired: [] as number[],
+        lists: new Set<string>(),
+        calls: [] as string[],
+        hungUp: new Set<string>(),
+      };
       let n = 0;
       for (let round = 0; round < KILLS; round++) {
         let stop = false;
@@ -199,6 +207,24 @@ describe('fault injection in a loop', () => {
           worker(async () => {
             const r = await call('/signal.ashx?webhooks=test', token, { id: hookId });
             if (r.status === 200) acked.fired.push(Number(r.json.eventId));
+          }),
+          worker(async (i) => {
+            // A call scheduled a day ahead (dialled by a job then), and every other step the
+            // hang-up of an earlier one, which cancels it and its job.
+            if (i % 2 && acked.calls.length > acked.hungUp.size) {
+              const id = acked.calls.find((c) => !acked.hungUp.has(c))!;
+              const r = await call(`/api.ashx/v1/calls/${id}/hangup`, token, {});
+              if (r.status === 200) acked.hungUp.add(id);
+              return;
+            }
+            const r = await call('/api.ashx/v1/calls', token, {
+              phone: `+4930${String(100000 + i)}`,
+              systemPrompt: 'Confirm the appointment.',
+              apiKey: 'engine-key-of-the-fault-loop',
+              scheduleAtUtc: new Date(Date.now() + 86_400_000).toISOString(),
+            });
+            if (r.status === 200 && r.json.callId) acked.calls.push(String(r.json.callId));
+            else if (process.env.FAULT_LOOP_DEBUG) console.log('calls', r.status, r.json);
           }),
           worker(async (i) => {
             const t = TERRITORIES[i % TERRITORIES.length]!;
@@ -244,6 +270,21 @@ describe('fault injection in a loop', () => {
       const matches = new Set((routes.json.data as { match: string }[]).map((r) => r.match));
       expect(acked.routes.filter((m) => !matches.has(m))).toEqual([]);
       for (const key of acked.keys) expect((await call('/api.ashx/v1/webhooks', key)).status, `key ${key.slice(0, 8)}…`).toBe(200);
+      // Every acknowledged call is there, scheduled or (hung up) cancelled, with one dial job each:
+      // a restart neither lost nor doubled a job (its dedupe key is the call's first attempt).
+      expect(acked.calls.length).toBeGreaterThan(0);
+      const jobsDb = new Database(path.join(dataDir, 'appliance.db'), { readonly: true });
+      try {
+        for (const id of acked.calls) {
+          const rec = await call(`/api.ashx/v1/calls/${id}`, token);
+          expect(rec.status, id).toBe(200);
+          expect(rec.json.status, id).toBe(acked.hungUp.has(id) ? 'cancelled' : 'scheduled');
+          const jobs = jobsDb.prepare('SELECT COUNT(*) AS n FROM jobs WHERE dedupe_key = ?').get(`dial:${id}:1`) as { n: number };
+          expect(jobs.n, id).toBe(1);
+        }
+      } finally {
+        jobsDb.close();
+      }
       // Every list an import acknowledged is stored, verified and in service after the kills.
       expect(acked.lists.size).toBeGreaterThan(0);
       const tl = await call('/lotl.ashx?status', token);
@@ -271,7 +312,7 @@ describe('fault injection in a loop', () => {
       const repeats = [...deliveries.values()].filter((c) => c > 1).length;
       expect(repeats).toBeLessThanOrEqual(KILLS * 4);
       console.log(
-        `fault loop: ${KILLS} kills; acknowledged ${acked.users.length} users, ${acked.routes.length} routes, ${acked.keys.length} keys, ${acked.fired.length} webhooks, ${acked.lists.size} trusted lists; ${repeats} deliveries repeated`,
+        `fault loop: ${KILLS} kills; acknowledged ${acked.users.length} users, ${acked.routes.length} routes, ${acked.keys.length} keys, ${acked.fired.length} webhooks, ${acked.lists.size} trusted lists, ${acked.calls.length} calls (${acked.hungUp.size} hung up); ${repeats} deliveries repeated`,
       );
     },
   );
