@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import { z } from 'zod';
-import { type DB, InputError, NotFoundError, sha256Hex, type Tenant } from '../../server/sdk.ts';
+import { AppError, type DB, InputError, NotFoundError, sha256Hex, type Tenant } from '../../server/sdk.ts';
 export const AUTH_METHODS = ['none', 'client_secret_basic', 'client_secret_post', 'private_key_jwt'] as const;
 export type AuthMethod = (typeof AUTH_METHODS)[number];
 
@@ -367,4 +367,29 @@ export function clientView(c: OidcClient): Record<string, unknown> {
     created_at: c.createdAt,
     updated_at: c.updatedAt,
   };
+}
+
+/** OidcService.builtInClient: a plugin's public sign-in client, made or completed on first use. */
+export function builtInClient(provider: { clients: ClientRepo }, tenant: Tenant, want: { clientId: string; name: string; redirectUri: string }): string {
+  const c = provider.clients.get(tenant, want.clientId);
+  if (c && c.redirectUris.includes(want.redirectUri) && c.authMethod === 'none' && c.skipConsent && c.grantTypes.includes('authorization_code'))
+    return want.redirectUri;
+  try {
+    provider.clients.upsert(tenant, {
+      client_id: want.clientId,
+      client_name: want.name,
+      redirect_uris: [...new Set([...(c?.redirectUris ?? []), want.redirectUri])].slice(-50),
+      post_logout_redirect_uris: [],
+      grant_types: ['authorization_code'],
+      token_endpoint_auth_method: 'none',
+      jwks: null,
+      allow_plain_pkce: false,
+      id_token_signed_response_alg: 'ES256',
+      skip_consent: true,
+    });
+  } catch (e) {
+    // http on a non-loopback host: the provider takes https redirect URIs only.
+    throw new AppError(400, 'invalid_request', `sign-in is not possible at ${new URL(want.redirectUri).origin}: ${(e as Error).message}`);
+  }
+  return want.redirectUri;
 }

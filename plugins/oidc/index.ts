@@ -1,5 +1,5 @@
 import { definePlugin, sqlMigrations } from '../../server/sdk.ts';
-import { ClientRepo } from './clients.ts';
+import { builtInClient, ClientRepo } from './clients.ts';
 import { SigningKeys } from './keys.ts';
 import { OIDC } from './api.ts';
 import { OidcProvider } from './provider.ts';
@@ -35,6 +35,7 @@ export default definePlugin({
       registerLoginOption: (o) => provider.registerLoginOption(o),
       signInBrowser: (...a) => provider.signInBrowser(...a),
       issuer: (origin) => origin.replace(/\/+$/, ''),
+      builtInClient: (tenant, c) => builtInClient(provider, tenant, c),
       provider,
     });
     ctx.auth.setBearerVerifier((token, tenant) => provider.principal(token, tenant));

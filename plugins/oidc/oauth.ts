@@ -62,5 +62,13 @@ export interface OidcService {
   /** Signs the browser in as `user` and returns where it goes next: the pending authorization `interactionId`, or a page. */
   signInBrowser: BrowserSignIn;
   issuer(origin: string): string;
+  /**
+   * A plugin's built-in public sign-in client of the tenant (authorization code + PKCE S256, no
+   * secret, no consent page: the person signs in to this appliance), with `redirectUri` among
+   * its redirect URIs (the last 50 kept, one per origin the appliance is reached at). Made or
+   * completed on first use; returns `redirectUri`. 400 where the provider refuses the URI (http
+   * on a non-loopback host).
+   */
+  builtInClient(tenant: Tenant, c: { clientId: string; name: string; redirectUri: string }): string;
   provider: OidcProvider;
 }

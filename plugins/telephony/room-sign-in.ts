@@ -216,27 +216,6 @@ export class RoomSignIn {
    * callback URI.
    */
   private ensureClient(tenant: Tenant, origin: string): string {
-    const redirect = `${origin}${ROOM_CALLBACK_PATH}`;
-    const clients = this.provider().provider.clients;
-    const c = clients.get(tenant, ROOM_CLIENT_ID);
-    if (c && c.redirectUris.includes(redirect) && c.authMethod === 'none' && c.skipConsent && c.grantTypes.includes('authorization_code')) return redirect;
-    try {
-      clients.upsert(tenant, {
-        client_id: ROOM_CLIENT_ID,
-        client_name: 'Browser rooms sign-in',
-        redirect_uris: [...new Set([...(c?.redirectUris ?? []), redirect])].slice(-50),
-        post_logout_redirect_uris: [],
-        grant_types: ['authorization_code'],
-        token_endpoint_auth_method: 'none',
-        jwks: null,
-        allow_plain_pkce: false,
-        id_token_signed_response_alg: 'ES256',
-        skip_consent: true,
-      });
-    } catch (e) {
-      // http on a non-loopback host: the provider takes https redirect URIs only.
-      throw new AppError(400, 'invalid_request', `sign-in is not possible at ${origin}: ${(e as Error).message}`);
-    }
-    return redirect;
+    return this.provider().builtInClient(tenant, { clientId: ROOM_CLIENT_ID, name: 'Browser rooms sign-in', redirectUri: `${origin}${ROOM_CALLBACK_PATH}` });
   }
 }

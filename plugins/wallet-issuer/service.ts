@@ -457,28 +457,7 @@ export class IssuerService {
    * redirect URIs. Made or completed on first use; returns the callback URI.
    */
   private signInClient(tenant: Tenant, origin: string): string {
-    const redirect = `${origin}${SIGN_IN_PATH}`;
-    const clients = this.d.oidc.provider.clients;
-    const c = clients.get(tenant, SIGN_IN_CLIENT_ID);
-    if (c && c.redirectUris.includes(redirect) && c.authMethod === 'none' && c.skipConsent && c.grantTypes.includes('authorization_code')) return redirect;
-    try {
-      clients.upsert(tenant, {
-        client_id: SIGN_IN_CLIENT_ID,
-        client_name: 'Wallet issuer sign-in',
-        redirect_uris: [...new Set([...(c?.redirectUris ?? []), redirect])].slice(-50),
-        post_logout_redirect_uris: [],
-        grant_types: ['authorization_code'],
-        token_endpoint_auth_method: 'none',
-        jwks: null,
-        allow_plain_pkce: false,
-        id_token_signed_response_alg: 'ES256',
-        skip_consent: true,
-      });
-    } catch (e) {
-      // http on a non-loopback host: the OpenID Provider takes https redirect URIs only.
-      throw new AppError(400, 'invalid_request', `sign-in is not possible at ${origin}: ${(e as Error).message}`);
-    }
-    return redirect;
+    return this.d.oidc.builtInClient(tenant, { clientId: SIGN_IN_CLIENT_ID, name: 'Wallet issuer sign-in', redirectUri: `${origin}${SIGN_IN_PATH}` });
   }
 
   private checkAuthorizationRequest(tenant: Tenant, f: ParForm): CheckedAuthz {
