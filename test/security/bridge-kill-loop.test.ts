@@ -8,8 +8,9 @@ import { GeminiLiveFake } from '../support/gemini-live-fake.ts';
 /**
  * The SIP bridge killed mid-call, again and again (issue 18, "What must be true" 3): the real
  * bridge process (plugins/telephony/bridge/main.ts), supervised by the appliance in embedded
- * mode, carries calls that ring at a loopback SIP peer; SIGKILL of the bridge ends every one of
- * them `failed` with a reason (none stays in flight), the database passes integrity_check, the
+ * mode, carries calls at a loopback SIP peer, half of them ringing and half answered with the
+ * AI talking (RTP arriving at the peer); SIGKILL of the bridge ends every one of them `failed`
+ * with a reason (none stays in flight), the database passes integrity_check, the
  * supervisor starts a new bridge, and the next round's calls go out through it. Loopback only;
  * stops by itself.
  */
@@ -20,15 +21,22 @@ const LIVE = ['scheduled', 'dispatching', 'in-flight'];
 
 let s: TestServer;
 let peer: dgram.Socket;
+let media: dgram.Socket;
+/** RTP packets the peer received, by the bridge's source port (one per answered call). */
+const rtpFrom = new Map<number, number>();
 let engine: GeminiLiveFake;
 /** Call-IDs of the INVITEs the peer received. */
 const invites = new Set<string>();
 
 /**
- * A SIP far end that rings for ever: 100 + 180 to an INVITE, 200 to anything else but ACK
- * (REGISTER, OPTIONS, CANCEL, BYE). Enough to hold calls in flight on the bridge.
+ * A SIP far end: 100 + 180 to every INVITE, then every second INVITE is answered (200 with a
+ * PCMU SDP pointing at the media socket), the others ring for ever; 200 to anything else but ACK
+ * (REGISTER, OPTIONS, CANCEL, BYE).
  */
-function startPeer(): Promise<number> {
+async function startPeer(): Promise<number> {
+  media = dgram.createSocket('udp4');
+  media.on('message', (_m, rinfo) => rtpFrom.set(rinfo.port, (rtpFrom.get(rinfo.port) ?? 0) + 1));
+  await new Promise<void>((r) => media.bind(0, '127.0.0.1', () => r()));
   peer = dgram.createSocket('udp4');
   peer.on('message', (m, rinfo) => {
     const text = m.toString('utf8');
@@ -36,9 +44,12 @@ function startPeer(): Promise<number> {
     const method = first!.split(' ')[0]!;
     if (first!.startsWith('SIP/2.0') || method === 'ACK') return;
     const hs = rest.filter((h) => /^(Via|From|To|Call-ID|CSeq|v|f|t|i):/i.test(h));
-    const answer = (status: string, toTag: boolean) =>
+    const answer = (status: string, toTag: boolean, sdp = '') =>
       peer.send(
-        `SIP/2.0 ${status}\r\n${hs.map((h) => (toTag && /^(To|t):/i.test(h) && !/;tag=/i.test(h) ? `${h};tag=peer${invites.size}` : h)).join('\r\n')}\r\nContent-Length: 0\r\n\r\n`,
+        `SIP/2.0 ${status}\r\n${hs.map((h) => (toTag && /^(To|t):/i.test(h) && !/;tag=/i.test(h) ? `${h};tag=peer${invites.size}` : h)).join('\r\n')}\r\n` +
+          (sdp
+            ? `Contact: <sip:peer@127.0.0.1:${peer.address().port}>\r\nContent-Type: application/sdp\r\nContent-Length: ${Buffer.byteLength(sdp)}\r\n\r\n${sdp}`
+            : 'Content-Length: 0\r\n\r\n'),
         rinfo.port,
         rinfo.address,
       );
@@ -47,6 +58,10 @@ function startPeer(): Promise<number> {
       if (id) invites.add(id);
       answer('100 Trying', false);
       answer('180 Ringing', true);
+      if (invites.size % 2 === 0) {
+        const sdp = `v=0\r\no=peer 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio ${media.address().port} RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\na=sendrecv\r\n`;
+        setTimeout(() => answer('200 OK', true, sdp), 100);
+      }
     } else answer('200 OK', true);
   });
   return new Promise((r) => peer.bind(0, '127.0.0.1', () => r(peer.address().port)));
@@ -95,11 +110,12 @@ beforeAll(async () => {
 afterAll(async () => {
   await s?.stop();
   peer?.close();
+  media?.close();
   await engine?.stop();
 });
 
 describe('bridge killed mid-call in a loop', () => {
-  it(`SIGKILL of the bridge with ${CALLS} calls ringing, ${ROUNDS} times: each call ends failed with a reason, none stays in flight, the database is intact, the next bridge carries the next calls`, async () => {
+  it(`SIGKILL of the bridge with ${CALLS} calls ringing or answered with media, ${ROUNDS} times: each call ends failed with a reason, none stays in flight, the database is intact, the next bridge carries the next calls`, async () => {
     const db = s.appliance.core.db;
     let pid = (await bridgeStatus()).pid as number;
     const failed: string[] = [];
@@ -107,6 +123,8 @@ describe('bridge killed mid-call in a loop', () => {
     const rounds: string[] = [];
     for (let round = 0; round < ROUNDS; round++) {
       const ids: string[] = [];
+      // The last bridge is dead: what arrives from now on is this round's.
+      rtpFrom.clear();
       for (let i = 0; i < CALLS; i++) {
         const r = await j(s.fetch(`${V1}/calls`, { method: 'POST', key: s.adminKey, json: call({ email: undefined, phone: `+49301234${round}${i}0` }) }));
         expect(r.status, JSON.stringify(r.body)).toBe(200);
@@ -122,6 +140,8 @@ describe('bridge killed mid-call in a loop', () => {
         'calls in flight',
       );
       await until(() => invites.size >= (round + 1) * CALLS, 15_000, `all ${CALLS} INVITEs of the round at the peer`);
+      // Half of them answered, and the AI's audio flowing to the peer when the bridge dies.
+      await until(() => [...rtpFrom.values()].filter((n) => n >= 10).length >= CALLS / 2, 15_000, 'RTP of the answered calls at the peer');
 
       const killedAt = performance.now();
       process.kill(pid, 'SIGKILL');
