@@ -545,18 +545,14 @@ export class CallService {
   }
 
   /**
-   * A remote bridge came back or restarted (new X-Bridge-Instance): calls we think are in flight
-   * that it neither lists (GET /calls) nor reported on since are gone: they end as failed.
+   * A remote bridge came back or restarted (new X-Bridge-Instance): outbound calls we think are in
+   * flight that `kept` does not spare (the bridge lists them, or reported on them since) are gone:
+   * they end as failed. The supervisor asks the bridge (GET /calls) once for every kind of call.
    */
-  async reconcile(newInstance: string | null): Promise<number> {
-    // No answer, an error answer or one outside the contract throws before any call is touched:
-    // none of them says which calls the bridge lost. The supervisor logs why.
-    const { calls } = await this.d.bridge.listCalls();
-    const active = new Set(calls.map((c) => c.callId));
+  reconcile(kept: (callId: string) => boolean): number {
     let n = 0;
     for (const c of this.d.repo.callsAtBridge()) {
-      if (c.status !== 'in-flight' || active.has(c.call_id)) continue;
-      if (newInstance && this.d.repo.db.prepare('SELECT 1 FROM tel_bridge_events WHERE instance = ? AND call_id = ?').get(newInstance, c.call_id)) continue;
+      if (c.status !== 'in-flight' || kept(c.call_id)) continue;
       if (this.finish(c, { outcome: 'failed', errorDetail: 'bridge restarted' })) n++;
     }
     return n;

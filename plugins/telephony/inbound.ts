@@ -322,12 +322,37 @@ export class InboundCalls {
     });
   }
 
-  /** The bridge restarted: inbound calls it carried are over (their caller's dialog died with it). */
-  failOpen(reason: string): number {
-    const open = this.d.repo.db.prepare('SELECT call_id FROM tel_inbound_calls WHERE ended_at IS NULL').all() as { call_id: string }[];
+  /**
+   * The bridge restarted (or a new core started a new one): the inbound calls it carried are over,
+   * their caller's dialog died with it. Each ends as a normal end would (row, `call.ended` with
+   * source `sip`, in one transaction), as `failed` with `reason`; `keep` spares the calls a
+   * remote bridge still lists or has reported on since it came back.
+   */
+  failOpen(reason: string, keep: (callId: string) => boolean = () => false): number {
+    const open = this.d.repo.db.prepare('SELECT * FROM tel_inbound_calls WHERE ended_at IS NULL').all() as InboundCallRow[];
     const now = this.nowIso();
-    for (const r of open) this.update(r.call_id, { status: 'ended', ended_at: now, outcome: 'failed', error_detail: reason });
-    return open.length;
+    let n = 0;
+    for (const c of open) {
+      if (keep(c.call_id)) continue;
+      const talkSec = c.answered_at ? Math.max(0, (Date.parse(now) - Date.parse(c.answered_at)) / 1000) : 0;
+      const ended: Extract<BridgeEvent, { type: 'ended' }> = {
+        type: 'ended',
+        seq: 0,
+        callId: c.call_id,
+        outcome: 'failed',
+        // Nothing of the conversation reached us: no transcript is written for it.
+        answered: false,
+        answeredAt: c.answered_at || null,
+        endedAt: now,
+        talkSec: Number.isFinite(talkSec) ? talkSec : 0,
+        trunkId: c.trunk_id,
+        errorDetail: reason,
+        sipStatus: null,
+        transcript: { turns: [], tokensTotal: 0, tokensPrompt: 0, inputTurns: 0, outputTurns: 0, model: '', voice: '', language: '' },
+      };
+      if (this.finish(c, ended, () => true)) n++;
+    }
+    return n;
   }
 }
 

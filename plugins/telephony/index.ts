@@ -108,7 +108,7 @@ export default definePlugin({
       log: ctx.log.child({ part: 'rooms' }),
       sessionTtlSec: ctx.config.rooms.sessionTtlSec,
     });
-    supervisor.attach({ admin, bridge, calls, phones, officeTabs });
+    supervisor.attach({ admin, bridge, calls, inbound, rooms, phones, officeTabs });
     // The bridge's callbacks carry the token it was started with (CONTROL-API.md "Authentication").
     ctx.auth.registerVerifier(BRIDGE_VERIFIER, async ({ headers, tenant }) => {
       const token = bearerToken(headers.authorization);
@@ -156,7 +156,7 @@ export default definePlugin({
     ctx.jobs.define({ name: MAIL_QUEUE, schema: mailJob, maxAttempts: 8, run: (job) => s.calls.sendMail(job.data) });
     if (s.bridge.mode === 'embedded') {
       // A new core starts a new bridge: whatever the old one carried is gone.
-      const n = s.calls.failCallsAtBridge('bridge restarted') + s.rooms.failAll('bridge restarted');
+      const n = s.calls.failCallsAtBridge('bridge restarted') + s.inbound.failOpen('bridge restarted') + s.rooms.failAll('bridge restarted');
       if (n) ctx.log.warn({ calls: n }, 'calls in flight at the last shutdown ended as failed');
     }
     if (!s.bridge.configured) return;

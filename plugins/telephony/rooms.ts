@@ -170,10 +170,10 @@ export class RoomService {
   }
 
   /** Room calls the bridge was carrying when it died: ended as failed. */
-  failAll(reason: string): number {
+  failAll(reason: string, keep: (callId: string) => boolean = () => false): number {
     const open = this.d.db.prepare('SELECT * FROM tel_room_calls WHERE ended_at IS NULL').all() as RoomCallRow[];
     let n = 0;
-    for (const r of open) if (this.finish(r, { outcome: 'failed', errorDetail: reason, endedAt: this.now() })) n++;
+    for (const r of open) if (!keep(r.call_id) && this.finish(r, { outcome: 'failed', errorDetail: reason, endedAt: this.now() })) n++;
     return n;
   }
 

@@ -2,6 +2,8 @@ import type { Logger } from '../../server/sdk.ts';
 import type { TelephonyAdmin } from './admin.ts';
 import type { BridgeLink } from './bridge-link.ts';
 import type { CallService } from './calls.ts';
+import type { InboundCalls } from './inbound.ts';
+import type { RoomService } from './rooms.ts';
 import type { TelephonyRepo } from './repo.ts';
 import type { PhoneAccounts } from './phones.ts';
 
@@ -11,13 +13,24 @@ import type { PhoneAccounts } from './phones.ts';
  * a fingerprint of the table); a remote bridge is polled, and when it restarted behind our back
  * (new instance, empty trunk set) it gets the set again and the calls it lost are reconciled.
  */
+/** What the supervisor keeps in step with the bridge; inbound and rooms are optional for tests that build a bare core. */
+export interface SupervisedParts {
+  admin: TelephonyAdmin;
+  bridge: BridgeLink;
+  calls: CallService;
+  inbound?: InboundCalls;
+  rooms?: RoomService;
+  phones?: PhoneAccounts;
+  officeTabs?: { push(): Promise<void> };
+}
+
 export class BridgeSupervisor {
   #pushTimer: NodeJS.Timeout | undefined;
   #watchTimer: NodeJS.Timeout | undefined;
   #stopped = false;
   #lastPush = '';
   #lastInstance = '';
-  #parts: { admin: TelephonyAdmin; bridge: BridgeLink; calls: CallService; phones?: PhoneAccounts; officeTabs?: { push(): Promise<void> } } | undefined;
+  #parts: SupervisedParts | undefined;
 
   constructor(
     private readonly repo: TelephonyRepo,
@@ -29,11 +42,11 @@ export class BridgeSupervisor {
    * the bridge came up or died) and it calls into them: they are built first and attached here,
    * before anything can run.
    */
-  attach(parts: { admin: TelephonyAdmin; bridge: BridgeLink; calls: CallService; phones?: PhoneAccounts; officeTabs?: { push(): Promise<void> } }): void {
+  attach(parts: SupervisedParts): void {
     this.#parts = parts;
   }
 
-  private get parts(): { admin: TelephonyAdmin; bridge: BridgeLink; calls: CallService; phones?: PhoneAccounts; officeTabs?: { push(): Promise<void> } } {
+  private get parts(): SupervisedParts {
     if (!this.#parts) throw new Error('bridge supervisor used before setup attached its parts');
     return this.#parts;
   }
@@ -139,9 +152,20 @@ export class BridgeSupervisor {
     if (wasDown) await this.reconcile(null);
   }
 
+  /**
+   * Calls of every kind (outbound, inbound SIP, rooms) that we think the bridge carries but that it
+   * neither lists (GET /calls) nor reported on since `instance` appeared end as failed `bridge
+   * restarted`. No answer, or one outside the contract, touches nothing: it does not say which
+   * calls the bridge lost.
+   */
   async reconcile(instance: string | null): Promise<void> {
     try {
-      const n = await this.parts.calls.reconcile(instance);
+      const { calls } = await this.parts.bridge.listCalls();
+      const active = new Set(calls.map((c) => c.callId));
+      const reported = instance ? this.repo.db.prepare('SELECT 1 FROM tel_bridge_events WHERE instance = ? AND call_id = ?') : null;
+      const kept = (callId: string) => active.has(callId) || (reported !== null && reported.get(instance, callId) !== undefined);
+      const { calls: out, inbound, rooms } = this.parts;
+      const n = out.reconcile(kept) + (inbound?.failOpen('bridge restarted', kept) ?? 0) + (rooms?.failAll('bridge restarted', kept) ?? 0);
       if (n) this.log.warn({ calls: n }, 'calls the bridge no longer has ended as failed');
     } catch (e) {
       this.log.warn({ err: (e as Error).message }, 'bridge reconcile failed');

@@ -105,6 +105,27 @@ export class FakeBridge {
     return { status: res.status, body };
   }
 
+  /**
+   * Asks the core where an inbound INVITE goes (`POST /internal/bridge/inbound`, next to the
+   * callback URL), as the real bridge does when a trunk sends one. An accepted call is carried from
+   * then on (GET /calls lists it, state ringing) until its `ended` is emitted.
+   */
+  async askInbound(q: { trunkId: string; did: string; from: string; fromName?: string }): Promise<{ status: number; body: Record<string, unknown> }> {
+    const res = await fetch(this.callbackUrl.replace(/\/events$/, '/inbound'), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${this.token}`, 'x-bridge-instance': this.instance },
+      body: JSON.stringify(q),
+    });
+    const body = (await res.json()) as Record<string, unknown>;
+    if (res.status === 200 && body.accept === true) this.carry(String(body.callId), q.trunkId);
+    return { status: res.status, body };
+  }
+
+  /** Lists `callId` as carried by this bridge (GET /calls), as a bridge that came back with it would. */
+  carry(callId: string, trunkId: string): void {
+    this.calls.set(callId, { callId, state: 'ringing', trunkId, startedAt: new Date().toISOString(), place: {} as PlaceCall });
+  }
+
   /** The `ended` event of an answered conversation, with a small transcript. */
   static ended(callId: string, outcome: string, extra: Record<string, unknown> = {}): Record<string, unknown> & { type: string; callId: string } {
     const answered = !['no-answer', 'busy', 'failed'].includes(outcome);
@@ -169,6 +190,9 @@ export class FakeBridge {
         placed: this.placed,
         hangups: this.hangups,
       });
+    }
+    if (url.pathname === '/_test/inbound' && req.method === 'POST') {
+      return send(200, await this.askInbound(body as { trunkId: string; did: string; from: string }));
     }
     if (url.pathname === '/_test/crash') {
       send(200, { ok: true });

@@ -248,6 +248,8 @@ export class Bridge {
           calls: [
             ...[...this.calls.values()].map((c) => ({ callId: c.callId, state: c.state, trunkId: c.trunkId, startedAt: c.startedAt.toISOString() })),
             ...this.rooms.list().map((r) => ({ callId: r.callId, state: r.state, trunkId: null, startedAt: r.startedAt.toISOString() })),
+            // Inbound SIP calls too: a core reconciling after a restart ends only what is not here.
+            ...[...this.inbound.calls.values()].map((c) => ({ callId: c.callId, state: c.state, trunkId: c.trunkId, startedAt: c.startedAt.toISOString() })),
           ],
         } satisfies ListCallsAnswer);
       }

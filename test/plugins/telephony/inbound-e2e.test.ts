@@ -7,6 +7,7 @@ import { GeminiLiveFake } from '../../support/gemini-live-fake.ts';
 import { parseRtp } from '../../../plugins/telephony/bridge/media/rtp.ts';
 import { decodeG711 } from '../../../plugins/telephony/bridge/media/audio.ts';
 import { adm, call, eventsOf, j, until, type Json } from './helpers.ts';
+import type { TelephonyServices } from '../../../plugins/telephony/schemas.ts';
 
 /**
  * Inbound SIP end to end: the appliance with its embedded real bridge, SIPp as the
@@ -386,6 +387,10 @@ describe('inbound SIP calls (real bridge, SIPp carrier and desk phones, Gemini L
 
   it("maxDurationSec: the AI's call ends with max-duration (BYE to the caller)", async () => {
     const { run } = await carrierCall(LONG);
+    // While it lasts the bridge lists it (GET /calls): a core reconciling after a restart keeps it.
+    const live = await until(() => (lastCallTo(LONG)?.answered_at && !lastCallTo(LONG).ended_at ? lastCallTo(LONG) : null), 15_000, 'call answered');
+    const tel = s.appliance.host.services('telephony') as TelephonyServices;
+    expect((await tel.bridge.listCalls()).calls).toContainEqual(expect.objectContaining({ callId: live.call_id, state: 'answered' }));
     const exit = await run.exited;
     expect(exit.code, exit.output).toBe(0);
     const c = await ended(LONG);

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../server/clock.ts';
 import { startTestServer, tempDir, type TestServer } from '../../support/server.ts';
 import { FakeBridge } from '../../support/fake-bridge.ts';
-import { adm, call, eventsOf, j } from './helpers.ts';
+import { adm, call, eventsOf, j, type Json } from './helpers.ts';
 import { until } from './helpers.ts';
 
 const TOKEN = 'fake-bridge-control-token-lifecycle-01';
@@ -184,6 +184,57 @@ describe('a remote bridge that restarts', () => {
         'lost call failed',
       );
       expect(rec.errorDetail).toBe('bridge restarted');
+    } finally {
+      await s.stop();
+      await b?.stop();
+    }
+  });
+});
+
+describe('a remote bridge that restarts with inbound calls open', () => {
+  it('ends the inbound calls it no longer lists as failed with their call.ended, and keeps the one it still carries', async () => {
+    const a = new FakeBridge(TOKEN, '');
+    await a.start();
+    const port = Number(new URL(a.url).port);
+    const s = await startTestServer({
+      overrides: { plugins: { telephony: { bridge: { mode: 'remote', url: a.url, token: TOKEN, healthPollMs: 100, requestTimeoutMs: 500 } } } },
+    });
+    let b: FakeBridge | undefined;
+    try {
+      a.callbackUrl = `${s.url}/internal/bridge/events`;
+      await adm(s, '/signal.ashx?trunks=save', 'trunks-save', { id: 'main', name: 'Main', host: '127.0.0.1' });
+      expect(
+        (await adm(s, '/signal.ashx?numbers=save', 'numbers-save', { number: '+4930555000', name: 'Reception', geminiApiKey: 'AIza-lifecycle-key' })).status,
+      ).toBe(200);
+      expect((await s.fetch(`${V1}/inbound-routes`, { method: 'POST', key: s.adminKey, json: { Did: '+4930555000', User: '+4930555000' } })).status).toBe(201);
+      await until(() => a.trunks.length === 1, 3000, 'trunks at A');
+      const trunkId = `${s.primary.id}.main`;
+      const ask = async () => {
+        const r = await a.askInbound({ trunkId, did: '+4930555000', from: '+4917612345678' });
+        expect(r.body).toMatchObject({ accept: true });
+        return r.body.callId as string;
+      };
+      const lost = await ask();
+      const kept = await ask();
+      for (const id of [lost, kept]) await a.emit({ type: 'answered', callId: id, trunkId, answeredAt: new Date().toISOString(), answerMs: 80 });
+      const row = (id: string) => s.appliance.core.db.prepare('SELECT * FROM tel_inbound_calls WHERE call_id = ?').get(id) as Json;
+      expect(row(lost)).toMatchObject({ ended_at: null });
+
+      await a.stop();
+      await until(async () => (await j(adm(s, '/signal.ashx?bridge=status', 'bridge-status'))).body.state === 'down', 3000, 'bridge seen down');
+      b = new FakeBridge(TOKEN, `${s.url}/internal/bridge/events`);
+      b.carry(kept, trunkId);
+      await b.start(port);
+      await until(() => row(lost).ended_at !== null, 3000, 'lost inbound call ended');
+      expect(row(lost)).toMatchObject({ status: 'ended', outcome: 'failed', error_detail: 'bridge restarted' });
+      expect(row(lost).answered_at).not.toBe('');
+      const ended = eventsOf(s, lost).filter((e) => e.name === 'call.ended');
+      expect(ended).toHaveLength(1);
+      expect(ended[0]!.data).toMatchObject({ callId: lost, outcome: 'failed', source: 'sip', number: '+4930555000' });
+      // The bridge still carries the other one: it stays open and ends when the bridge says so.
+      expect(row(kept)).toMatchObject({ ended_at: null });
+      expect((await b.emit(FakeBridge.ended(kept, 'finished'))).status).toBe(200);
+      expect(row(kept)).toMatchObject({ status: 'ended', outcome: 'finished' });
     } finally {
       await s.stop();
       await b?.stop();

@@ -61,6 +61,22 @@ describe('embedded bridge supervision', () => {
     });
     await until(async () => (await j(s!.fetch(`${V1}/calls/${id}`, { key: s!.adminKey }))).body.answeredAtUtc, 3000, 'answered');
 
+    // An inbound call the bridge carries (it asked the core where the INVITE goes).
+    await adm(s, '/signal.ashx?numbers=save', 'numbers-save', { number: '+4930555000', name: 'Reception', geminiApiKey: 'AIza-embedded-key' });
+    await s.fetch(`${V1}/inbound-routes`, { method: 'POST', key: s.adminKey, json: { Did: '+4930555000', User: '+4930555000' } });
+    const askInbound = async (url: string): Promise<string> => {
+      const r = (await (
+        await fetch(`${url}/_test/inbound`, {
+          method: 'POST',
+          body: JSON.stringify({ trunkId: `${s!.primary.id}.main`, did: '+4930555000', from: '+4917612345678' }),
+        })
+      ).json()) as Json;
+      expect(r.body).toMatchObject({ accept: true });
+      return r.body.callId as string;
+    };
+    const inboundRow = (id: string) => s!.appliance.core.db.prepare('SELECT * FROM tel_inbound_calls WHERE call_id = ?').get(id) as Json;
+    const vnum = await askInbound(st.controlUrl);
+
     await fetch(`${st.controlUrl}/_test/crash`, { method: 'POST' });
     const rec = await until(
       async () => {
@@ -76,6 +92,14 @@ describe('embedded bridge supervision', () => {
       answered: true,
       errorDetail: 'bridge restarted',
     });
+
+    await until(() => inboundRow(vnum).ended_at !== null, 5000, 'inbound call ended');
+    expect(inboundRow(vnum)).toMatchObject({ outcome: 'failed', error_detail: 'bridge restarted' });
+    expect(
+      eventsOf(s, vnum)
+        .filter((e) => e.name === 'call.ended')
+        .map((e) => e.data),
+    ).toEqual([expect.objectContaining({ outcome: 'failed', source: 'sip' })]);
 
     const st2 = await until(
       async () => {
@@ -93,12 +117,15 @@ describe('embedded bridge supervision', () => {
     const id2 = (await j(s.fetch(`${V1}/calls`, { method: 'POST', key: s.adminKey, json: call({ email: undefined }) }))).body.callId as string;
     expect((await fakeState(st2.controlUrl)).placed.map((p: Json) => p.callId)).toEqual([id2]);
 
-    // Stopping the appliance stops the bridge; a call in flight then ends failed at the next start.
+    // Stopping the appliance stops the bridge; calls in flight then end failed at the next start.
+    const vnum2 = await askInbound(st2.controlUrl);
     await s.stop();
     s = undefined;
     expect(alive(st2.pid)).toBe(false);
     s = await startTestServer({ dataDir, overrides: config() });
     expect((await j(s.fetch(`${V1}/calls/${id2}`, { key: s.adminKey }))).body).toMatchObject({ status: 'ended-failed-final', errorDetail: 'bridge restarted' });
+    expect(inboundRow(vnum2)).toMatchObject({ outcome: 'failed', error_detail: 'bridge restarted' });
+    expect(eventsOf(s, vnum2).filter((e) => e.name === 'call.ended')).toHaveLength(1);
   }, 60_000);
 
   it('a bridge entry that never gets ready is killed and retried; calls meanwhile get 502', async () => {
