@@ -263,7 +263,8 @@ describe('trust anchors: CLI and admin API', () => {
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
-  });
+    // Three CLI child processes (each starts Node and tsx): on a loaded 2-core machine one took 10 s.
+  }, 90_000);
 });
 
 describe('pages and limits', () => {
