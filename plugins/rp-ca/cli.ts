@@ -76,15 +76,7 @@ export const caCommand: CliCommand<RpCaServices> = {
             else ctx.out(`no CA yet for ${tenant.host}: one is made in software on first use, or run: sovcomms ca init`);
             return 0;
           }
-          let reachable = true;
-          let problem: string | undefined;
-          try {
-            await service.check(tenant);
-          } catch (e) {
-            reachable = false;
-            const cause = (e as Error).cause as Error | undefined;
-            problem = cause?.message ? `${(e as Error).message}: ${cause.message}` : (e as Error).message;
-          }
+          const { reachable, problem } = await service.probe(tenant);
           if (values.json) ctx.out(JSON.stringify({ ...s, initialised: true, keyReachable: reachable, problem }, null, 2));
           else {
             printStatus(ctx, s);

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { type AuditWriter, envelope, envelopeSchema, pageOf, policy, reply, type RouteRegistrar } from '../../server/sdk.ts';
-import { caQuery, certItem, issueBody, issueResponse, listQuery, revokeBody, revokeResponse, type RpCaConfig } from './schemas.ts';
+import { caQuery, caState, certItem, issueBody, issueResponse, listQuery, revokeBody, revokeResponse, type RpCaConfig } from './schemas.ts';
 import type { CaService } from './service.ts';
 
 export function rpCaRoutes(r: RouteRegistrar, service: () => Promise<CaService>, audit: AuditWriter, config: RpCaConfig): void {
@@ -48,6 +48,39 @@ export function rpCaRoutes(r: RouteRegistrar, service: () => Promise<CaService>,
         extra: { serial: out.serial, client_id: out.client_id, days: req.body.days, source, not_after: out.not_after },
       });
       // The private key is in this body once: no cache may keep it.
+      return reply(200, out, { 'Cache-Control': 'no-store' });
+    },
+  });
+
+  r.add({
+    method: 'GET',
+    path: '/rp-cert.ashx?status',
+    summary: "State of this tenant's CA: where its key lives (software or HSM), whether it opens now, validity and counts",
+    description:
+      'What `sovcomms ca status --json` shows, for the console dashboard. A tenant without a CA yet answers `{initialized: false}` and none is made.',
+    auth: policy.adminOrHmac('rp-ca-status'),
+    query: z.object({ status: z.string().optional() }),
+    responses: { 200: { description: 'the CA state', schema: caState } },
+    handler: async (req) => {
+      const svc = await service();
+      const s = svc.status(req.tenant);
+      if (!s) return reply(200, { initialized: false }, { 'Cache-Control': 'no-store' });
+      const { reachable, problem } = await svc.probe(req.tenant);
+      const out: z.infer<typeof caState> = {
+        initialized: true,
+        key_store: s.key.kind === 'software' ? 'software' : 'hsm',
+        key_location: s.keyLocation,
+        key_ready: reachable,
+        ...(problem ? { key_problem: problem } : {}),
+        subject: s.subject,
+        not_before: s.notBefore,
+        not_after: s.notAfter,
+        fingerprint_sha256: s.fingerprintSha256,
+        generation: s.generation,
+        issued: s.issued,
+        revoked: s.revoked,
+        crl_number: s.crlNumber,
+      };
       return reply(200, out, { 'Cache-Control': 'no-store' });
     },
   });

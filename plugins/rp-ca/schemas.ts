@@ -115,4 +115,20 @@ export const revokeBody = z
   })
   .strict();
 
+export const caState = z.object({
+  initialized: z.boolean().describe('false until the first certificate or `sovcomms ca init`: the CA is then made with a software key'),
+  key_store: z.enum(['software', 'hsm']).optional(),
+  key_location: z.string().optional().describe('software (sealed in the database) or the HSM module, token and key label'),
+  key_ready: z.boolean().optional().describe('the key opened just now: HSM reachable, PIN right, key matching the certificate'),
+  key_problem: z.string().optional().describe('why the key did not open (only when key_ready is false)'),
+  subject: z.string().optional(),
+  not_before: z.string().optional(),
+  not_after: z.string().optional(),
+  fingerprint_sha256: z.string().optional(),
+  generation: z.number().int().optional().describe("how many times this tenant's CA was replaced (`ca init --force`), from 1"),
+  issued: z.number().int().optional(),
+  revoked: z.number().int().optional(),
+  crl_number: z.number().int().optional(),
+});
+
 export const revokeResponse = z.object({ serial: z.string(), status: z.literal('revoked'), revoked_at: z.string(), revocation_reason: z.string() });

@@ -307,6 +307,17 @@ export class CaService {
     await this.ca(tenant);
   }
 
+  /** check() as an answer: whether the key opens now and, if not, why (with the HSM's own cause). */
+  async probe(tenant: Tenant): Promise<{ reachable: boolean; problem?: string }> {
+    try {
+      await this.check(tenant);
+      return { reachable: true };
+    } catch (e) {
+      const cause = (e as Error).cause as Error | undefined;
+      return { reachable: false, problem: cause?.message ? `${(e as Error).message}: ${cause.message}` : (e as Error).message };
+    }
+  }
+
   private baseUrl(tenant: Tenant): string {
     return (this.deps.config.publicBaseUrl ?? `https://${tenant.host}`).replace(/\/+$/, '');
   }

@@ -2371,6 +2371,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/rp-cert.ashx?status": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * State of this tenant's CA: where its key lives (software or HSM), whether it opens now, validity and counts
+         * @description What `sovcomms ca status --json` shows, for the console dashboard. A tenant without a CA yet answers `{initialized: false}` and none is made.
+         */
+        get: operations["get_rp_cert_ashx_status"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/select-account.html": {
         parameters: {
             query?: never;
@@ -12982,6 +13002,88 @@ export interface operations {
                         serial: string;
                         /** @constant */
                         status: "revoked";
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_rp_cert_ashx_status: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                status: string;
+            };
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the CA state */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        crl_number?: number;
+                        fingerprint_sha256?: string;
+                        /** @description how many times this tenant's CA was replaced (`ca init --force`), from 1 */
+                        generation?: number;
+                        /** @description false until the first certificate or `sovcomms ca init`: the CA is then made with a software key */
+                        initialized: boolean;
+                        issued?: number;
+                        /** @description software (sealed in the database) or the HSM module, token and key label */
+                        key_location?: string;
+                        /** @description why the key did not open (only when key_ready is false) */
+                        key_problem?: string;
+                        /** @description the key opened just now: HSM reachable, PIN right, key matching the certificate */
+                        key_ready?: boolean;
+                        /** @enum {string} */
+                        key_store?: "software" | "hsm";
+                        not_after?: string;
+                        not_before?: string;
+                        revoked?: number;
+                        subject?: string;
                     };
                 };
             };

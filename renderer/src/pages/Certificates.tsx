@@ -18,12 +18,14 @@ export default function Certificates() {
     onSuccess: (r) => {
       setKey(r.private_key ?? r.certificate);
       void qc.invalidateQueries({ queryKey: ['certs'] });
+      // The first certificate makes the CA; the dashboard's counts change with every one.
+      void qc.invalidateQueries({ queryKey: ['status', 'ca'] });
     },
   });
   const revoke = useMutation({
     mutationFn: (serial: string) =>
       call(api.POST('/rp-cert.ashx?revoke', { params: { query: { revoke: '' } }, body: { serial, reason: 'cessationOfOperation' } })),
-    onSuccess: () => qc.invalidateQueries({ queryKey: ['certs'] }),
+    onSuccess: () => Promise.all([qc.invalidateQueries({ queryKey: ['certs'] }), qc.invalidateQueries({ queryKey: ['status', 'ca'] })]),
   });
   return (
     <Page

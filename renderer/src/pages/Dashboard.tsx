@@ -41,6 +41,8 @@ export function Dashboard() {
     queryFn: () => call(api.GET('/signal.ashx?webhooks=list', { params: { query: { webhooks: 'list' } } })),
   });
   const lotl = useQuery({ queryKey: ['status', 'lotl'], queryFn: () => call(api.GET('/lotl.ashx?status', { params: { query: { status: '' } } })) });
+  const ca = useQuery({ queryKey: ['status', 'ca'], queryFn: () => call(api.GET('/rp-cert.ashx?status', { params: { query: { status: '' } } })) });
+  const stale = (lotl.data?.lists ?? []).filter((l) => l.stale);
   const s = stats.data;
   const chart = (s?.hours ?? []).map((h) => ({
     hour: new Date(h.hour).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' }),
@@ -50,7 +52,7 @@ export function Dashboard() {
   const failing = (hooks.data ?? []).filter((w) => w.active && w.failures > 0).length;
   return (
     <Page title={t('nav.dashboard')}>
-      <ErrorNote error={stats.error ?? trunks.error ?? hooks.error ?? lotl.error} />
+      <ErrorNote error={stats.error ?? trunks.error ?? hooks.error ?? lotl.error ?? ca.error} />
       <SimpleGrid cols={{ base: 2, md: 4 }}>
         <Stat label={t('dashboard.callsToday')} value={s?.total ?? '…'} testId="calls-today" />
         <Stat label={t('dashboard.inFlight')} value={s?.inFlight ?? '…'} testId="calls-in-flight" />
@@ -101,6 +103,37 @@ export function Dashboard() {
             <Text size="sm">
               {t('trust.anchors')}: {lotl.data?.anchor_count ?? '…'}
             </Text>
+            <Text size="sm">
+              {t('dashboard.staleLists')}:{' '}
+              <b data-testid="lotl-stale">{lotl.data ? (stale.length ? stale.map((l) => l.territory).join(', ') : t('dashboard.none')) : '…'}</b>
+            </Text>
+          </Stack>
+        </Card>
+        <Card withBorder>
+          <Title order={2} size="h4" mb="sm">
+            {t('dashboard.ca')}
+          </Title>
+          <Stack gap={4}>
+            {ca.data && !ca.data.initialized && <Text size="sm">{t('dashboard.caNone')}</Text>}
+            {ca.data?.initialized && (
+              <>
+                <Text size="sm">
+                  {t('dashboard.caKey')}: <b data-testid="ca-key-store">{t(`dashboard.caStore.${ca.data.key_store ?? 'software'}`)}</b>{' '}
+                  <Badge color={ca.data.key_ready ? 'green' : 'red'} data-testid="ca-key-ready" title={ca.data.key_problem ?? ''}>
+                    {ca.data.key_ready ? t('dashboard.caReady') : t('dashboard.caUnreachable')}
+                  </Badge>
+                </Text>
+                {!ca.data.key_ready && ca.data.key_problem && (
+                  <Text size="sm" c="red">
+                    {ca.data.key_problem}
+                  </Text>
+                )}
+                <Text size="sm">
+                  {t('certs.notAfter')}: {when(ca.data.not_after)}
+                </Text>
+                <Text size="sm">{t('dashboard.caIssued', { issued: ca.data.issued ?? 0, revoked: ca.data.revoked ?? 0 })}</Text>
+              </>
+            )}
             <Text size="sm">
               {t('dashboard.masterKey')}: <b data-testid="master-key-store">{live.masterKey ? t(`dashboard.keyStore.${live.masterKey}`) : '…'}</b>
             </Text>

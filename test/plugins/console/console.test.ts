@@ -119,6 +119,11 @@ async function go(page: Page, to: string): Promise<void> {
   await page.getByRole('heading', { level: 1 }).waitFor();
 }
 
+async function dashboard(page: Page): Promise<void> {
+  await page.getByRole('navigation').getByRole('link', { name: 'Dashboard' }).click();
+  await page.getByTestId('lotl-state').waitFor();
+}
+
 async function axe(page: Page): Promise<string[]> {
   await page.evaluate(AXE);
   const found = await page.evaluate(async () => {
@@ -257,6 +262,11 @@ describe('console in Chromium', { timeout: 120_000 }, () => {
     await page.getByTestId('import-lists').click();
     await (await chooser).setFiles(tar);
     await expect.poll(async () => Number(await page.getByTestId('anchor-count').textContent()), { timeout: 60_000 }).toBeGreaterThan(0);
+    // The dashboard names the lists past their NextUpdate (or says none), from the same status.
+    const manifest = (await (await s.fetch('/lotl.ashx?status')).json()) as { lists: { territory: string; stale: boolean }[] };
+    const stale = manifest.lists.filter((l) => l.stale).map((l) => l.territory);
+    await dashboard(page);
+    await expect.poll(async () => page.getByTestId('lotl-stale').textContent()).toBe(stale.length ? stale.join(', ') : 'none');
     await ctx.close();
   });
 
@@ -272,6 +282,11 @@ describe('console in Chromium', { timeout: 120_000 }, () => {
     page.once('dialog', (d) => void d.accept());
     await revoke.click();
     await expect.poll(async () => (await page.locator('table').textContent()) ?? '').toContain('revoked');
+    // The dashboard shows the CA: its key in software here, ready, with the counts.
+    await dashboard(page);
+    await expect.poll(async () => page.getByTestId('ca-key-store').textContent()).toBe('software (sealed)');
+    expect(await page.getByTestId('ca-key-ready').textContent()).toBe('ready');
+    await expect.poll(async () => page.getByText(/certificates issued, [1-9]\d* revoked/).count()).toBe(1);
     expect(w.errors).toEqual([]);
     await ctx.close();
   });

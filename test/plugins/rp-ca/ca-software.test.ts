@@ -34,6 +34,24 @@ function ecPublicPem(): { pub: string; priv: crypto.KeyObject } {
 
 // Child processes (tsx start-up) and many signatures take long on the shared, loaded 2-core machine.
 describe('RP certificate authority with a software key', { timeout: 120_000 }, () => {
+  it('GET ?status: {initialized: false} before first use (and none is made), then the software key, ready, with its counts; admin only', async () => {
+    const fresh = await startTestServer();
+    try {
+      const before = await adminCall(fresh, 'GET', '/rp-cert.ashx?status', 'rp-ca-status');
+      expect(before.status).toBe(200);
+      expect(await body(before)).toEqual({ initialized: false });
+      expect(fresh.appliance.core.db.prepare('SELECT COUNT(*) AS n FROM rp_ca').get()).toEqual({ n: 0 });
+      expect((await adminCall(fresh, 'POST', '/rp-cert.ashx?issue', 'rp-cert-issue', { json: { client_id: 'status.example' } })).status).toBe(200);
+      const st = await body(await adminCall(fresh, 'GET', '/rp-cert.ashx?status', 'rp-ca-status'));
+      expect(st).toMatchObject({ initialized: true, key_store: 'software', key_ready: true, issued: 1, revoked: 0, generation: 1 });
+      expect(st.key_problem).toBeUndefined();
+      expect(Date.parse(st.not_after)).toBeGreaterThan(Date.now());
+      expect((await fresh.fetch('/rp-cert.ashx?status')).status).toBe(401);
+    } finally {
+      await fresh.stop();
+    }
+  });
+
   it('GET ?ca answers the root as PEM by default and DER on request: CA, keyCertSign + cRLSign, SKI, self-signed', async () => {
     const r = await s.fetch('/rp-cert.ashx?ca');
     expect(r.status).toBe(200);
