@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
@@ -14,7 +15,8 @@ import { until } from '../support/until.ts';
 /**
  * Fault injection in a loop (issue 18, "What must be true" 3): the real appliance
  * (`bin/sovcomms.mjs serve`) under a mixed workload of users added, API keys minted, outbound
- * routes written, calls scheduled and hung up, webhooks test-fired to a local receiver and real national trusted lists imported
+ * routes written, calls scheduled and hung up, webhooks test-fired to a local receiver, chat files
+ * uploaded and real national trusted lists imported
  * (parsed and verified on the worker thread), SIGKILLed at a random moment,
  * KILLS times. After each kill the database passes `integrity_check`; after each restart every
  * acknowledged change is there (users with their audit rows, routes, keys that authenticate) and
@@ -40,6 +42,8 @@ async function seed(): Promise<void> {
   const a = await Appliance.create({ dataDir, env: {}, overrides: { log: { level: 'silent' } } });
   try {
     await a.core.users.add(a.core.tenants.primary()!, { name: 'ops', role: 'admin', password: 'ops password 12' });
+    // The other end of the chat uploads.
+    await a.core.users.add(a.core.tenants.primary()!, { name: 'bob', role: 'user', password: 'bob password 12' });
   } finally {
     await a.stop();
   }
@@ -175,6 +179,7 @@ describe('fault injection in a loop', () => {
         lists: new Set<string>(),
         calls: [] as string[],
         hungUp: new Set<string>(),
+        uploads: [] as string[],
       };
       let n = 0;
       for (let round = 0; round < KILLS; round++) {
@@ -225,6 +230,27 @@ describe('fault injection in a loop', () => {
             });
             if (r.status === 200 && r.json.callId) acked.calls.push(String(r.json.callId));
             else if (process.env.FAULT_LOOP_DEBUG) console.log('calls', r.status, r.json);
+          }),
+          worker(async (i) => {
+            // A chat file (64-320 KiB, streamed to disk, renamed into place after its row commits).
+            const bytes = crypto.randomBytes(65_536 * (1 + (i % 5)));
+            const boundary = `----fault${i}`;
+            const body = Buffer.concat([
+              Buffer.from(
+                `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="f${i}.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`,
+              ),
+              bytes,
+              Buffer.from(`\r\n--${boundary}--\r\n`),
+            ]);
+            const r = await fetch(`${base()}/chat.ashx?op=upload&with=bob`, {
+              method: 'POST',
+              headers: { authorization: `Bearer ${token}`, 'content-type': `multipart/form-data; boundary=${boundary}` },
+              body,
+            });
+            const j = (await r.json()) as { file?: { sha?: string } };
+            const sha = crypto.createHash('sha256').update(bytes).digest('hex');
+            if (r.status === 200 && j.file?.sha === sha) acked.uploads.push(sha);
+            else if (process.env.FAULT_LOOP_DEBUG) console.log('chat upload', r.status, j);
           }),
           worker(async (i) => {
             const t = TERRITORIES[i % TERRITORIES.length]!;
@@ -292,6 +318,19 @@ describe('fault injection in a loop', () => {
         (tl.json.lists as { territory: string; stored: boolean; accepted_at: string | null; signature: string }[]).map((l) => [l.territory, l]),
       );
       for (const t of acked.lists) expect(stored.get(t), t).toMatchObject({ stored: true, accepted_at: expect.any(String), signature: 'valid' });
+      // Every acknowledged chat upload downloads whole: no row names a half-written file.
+      expect(acked.uploads.length).toBeGreaterThan(0);
+      for (const sha of acked.uploads) {
+        const r = await fetch(`${base()}/chat.ashx?op=download&sha=${sha}`, { headers: { authorization: `Bearer ${token}` } });
+        expect(r.status, sha).toBe(200);
+        expect(
+          crypto
+            .createHash('sha256')
+            .update(Buffer.from(await r.arrayBuffer()))
+            .digest('hex'),
+          sha,
+        ).toBe(sha);
+      }
       // Every acknowledged test-fire arrives (the outbox resumes after each restart): its delivery
       // row, made in the transaction that recorded the event, names the id the receiver saw.
       const deliveryIds = () => {
@@ -312,7 +351,7 @@ describe('fault injection in a loop', () => {
       const repeats = [...deliveries.values()].filter((c) => c > 1).length;
       expect(repeats).toBeLessThanOrEqual(KILLS * 4);
       console.log(
-        `fault loop: ${KILLS} kills; acknowledged ${acked.users.length} users, ${acked.routes.length} routes, ${acked.keys.length} keys, ${acked.fired.length} webhooks, ${acked.lists.size} trusted lists, ${acked.calls.length} calls (${acked.hungUp.size} hung up); ${repeats} deliveries repeated`,
+        `fault loop: ${KILLS} kills; acknowledged ${acked.users.length} users, ${acked.routes.length} routes, ${acked.keys.length} keys, ${acked.fired.length} webhooks, ${acked.lists.size} trusted lists, ${acked.calls.length} calls (${acked.hungUp.size} hung up), ${acked.uploads.length} chat uploads; ${repeats} deliveries repeated`,
       );
     },
   );
