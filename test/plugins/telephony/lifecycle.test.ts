@@ -154,18 +154,23 @@ describe('a restart of the appliance neither loses nor doubles a call', () => {
   });
 });
 
+/** A server whose remote bridge is fake bridge A (its port, for a B started after it), with trunk main. */
+async function withRemoteBridge(): Promise<{ a: FakeBridge; port: number; s: TestServer }> {
+  const a = new FakeBridge(TOKEN, '');
+  await a.start();
+  const s = await startTestServer({
+    overrides: { plugins: { telephony: { bridge: { mode: 'remote', url: a.url, token: TOKEN, healthPollMs: 100, requestTimeoutMs: 500 } } } },
+  });
+  a.callbackUrl = `${s.url}/internal/bridge/events`;
+  await adm(s, '/signal.ashx?trunks=save', 'trunks-save', { id: 'main', name: 'Main', host: '127.0.0.1' });
+  return { a, port: Number(new URL(a.url).port), s };
+}
+
 describe('a remote bridge that restarts', () => {
   it('gets the trunk set again, and the calls it lost end as failed', async () => {
-    const a = new FakeBridge(TOKEN, '');
-    await a.start();
-    const port = Number(new URL(a.url).port);
-    const s = await startTestServer({
-      overrides: { plugins: { telephony: { bridge: { mode: 'remote', url: a.url, token: TOKEN, healthPollMs: 100, requestTimeoutMs: 500 } } } },
-    });
+    const { a, port, s } = await withRemoteBridge();
     let b: FakeBridge | undefined;
     try {
-      a.callbackUrl = `${s.url}/internal/bridge/events`;
-      await adm(s, '/signal.ashx?trunks=save', 'trunks-save', { id: 'main', name: 'Main', host: '127.0.0.1' });
       await adm(s, '/signal.ashx?telephony=settings-save', 'telephony-settings-save', { defaultTrunkId: 'main' });
       await until(() => a.trunks.length === 1, 3000, 'trunks at A');
       const id = (await j(s.fetch(`${V1}/calls`, { method: 'POST', key: s.adminKey, json: call({ email: undefined }) }))).body.callId as string;
@@ -193,16 +198,9 @@ describe('a remote bridge that restarts', () => {
 
 describe('a remote bridge that restarts with inbound calls open', () => {
   it('ends the inbound calls it no longer lists as failed with their call.ended, and keeps the one it still carries', async () => {
-    const a = new FakeBridge(TOKEN, '');
-    await a.start();
-    const port = Number(new URL(a.url).port);
-    const s = await startTestServer({
-      overrides: { plugins: { telephony: { bridge: { mode: 'remote', url: a.url, token: TOKEN, healthPollMs: 100, requestTimeoutMs: 500 } } } },
-    });
+    const { a, port, s } = await withRemoteBridge();
     let b: FakeBridge | undefined;
     try {
-      a.callbackUrl = `${s.url}/internal/bridge/events`;
-      await adm(s, '/signal.ashx?trunks=save', 'trunks-save', { id: 'main', name: 'Main', host: '127.0.0.1' });
       expect(
         (await adm(s, '/signal.ashx?numbers=save', 'numbers-save', { number: '+4930555000', name: 'Reception', geminiApiKey: 'AIza-lifecycle-key' })).status,
       ).toBe(200);
