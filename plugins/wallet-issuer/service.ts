@@ -51,6 +51,24 @@ export interface IssuerDeps {
   oidc: OidcService;
 }
 
+/**
+ * What `vci.offer-create` records, the same from the API and the CLI: the offer, its
+ * configurations, the grant, whether a tx_code was made (never the code) and the one account
+ * bound to an authorization code offer, if any.
+ */
+export function offerAuditExtra(
+  out: { offer_id: string; credential_configuration_ids: string[]; pre_authorized: boolean; tx_code?: string },
+  user: string | undefined,
+): Record<string, string | boolean> {
+  return {
+    offer: out.offer_id,
+    configurations: out.credential_configuration_ids.join(','),
+    pre_authorized: out.pre_authorized,
+    tx_code: !!out.tx_code,
+    ...(user !== undefined ? { for_user: user } : {}),
+  };
+}
+
 /** The OIDC client (of the tenant's own provider) through which the authorize step signs people in. */
 export const SIGN_IN_CLIENT_ID = 'wallet-issuer';
 export const SIGN_IN_COOKIE = 'vci_sign_in';
