@@ -68,8 +68,29 @@ export class CborWriter {
     this.raw(b);
   }
 
+  /** `n` bytes of `src` from `from` on as a byte string, copied byte by byte (for a few bytes, cheaper than a subarray). */
+  bstrOf(src: Uint8Array, from: number, n: number): void {
+    this.head(2, n);
+    this.room(n);
+    const b = this.buf;
+    let at = this.at;
+    for (let k = from; k < from + n; k++) b[at++] = src[k]!;
+    this.at = at;
+  }
+
   /** A byte string given as text in `encoding` (base64url, latin1...), decoded straight into the buffer. */
   encodedBstr(s: string, encoding: 'base64url' | 'latin1'): void {
+    if (encoding === 'latin1' && s.length < 64) {
+      // A digest as binary text: one byte per character, copied directly.
+      const len = s.length;
+      this.head(2, len);
+      this.room(len);
+      const b = this.buf;
+      const at = this.at;
+      for (let k = 0; k < len; k++) b[at + k] = s.charCodeAt(k);
+      this.at = at + len;
+      return;
+    }
     const n = Buffer.byteLength(s, encoding);
     this.head(2, n);
     this.room(n);
@@ -77,6 +98,22 @@ export class CborWriter {
   }
 
   text(s: string): void {
+    // Short ASCII text (names, country codes, dates: nearly all of it) byte by byte: Buffer#write
+    // and byteLength cost more than the copy for a few characters.
+    const len = s.length;
+    if (len < 64) {
+      let k = 0;
+      while (k < len && s.charCodeAt(k) < 0x80) k++;
+      if (k === len) {
+        this.head(3, len);
+        this.room(len);
+        const b = this.buf;
+        const at = this.at;
+        for (k = 0; k < len; k++) b[at + k] = s.charCodeAt(k);
+        this.at = at + len;
+        return;
+      }
+    }
     const n = Buffer.byteLength(s);
     this.head(3, n);
     this.room(n);
