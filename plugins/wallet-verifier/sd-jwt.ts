@@ -4,7 +4,7 @@
  * digest refers to; RFC 9901 §7.1 step 3.4 rejects it, and so do we.
  */
 import crypto from 'node:crypto';
-import { verifyCompactJws } from './jws.ts';
+import { verifyCompactJws, verifyCompactJwsJwk } from './jws.ts';
 import { type Anchor, CheckFailed, leafKey, validateChain } from './x509.ts';
 
 /** Signature algorithms accepted from issuers and holders: asymmetric only, never `none`. */
@@ -42,6 +42,35 @@ function b64json(part: string, check: string): Record<string, unknown> {
 
 // crypto.hash: one call, a third of createHash's cost for inputs this small.
 const digestOf = (s: string) => crypto.hash('sha256', s, 'base64url');
+
+/** What the verifier takes from an issuer-signed JWT header: the same for every credential of one issuer key. */
+interface IssuerHeader {
+  alg: string;
+  /** The x5c certificates as sent (base64) and decoded. */
+  x5c: string[];
+  ders: Buffer[];
+}
+
+/**
+ * The issuer JWT header, checked (alg accepted, typ dc+sd-jwt) and decoded. Every credential an
+ * issuer key signs carries the same header segment (alg, typ, kid, x5c), so the checked result is
+ * kept by the segment's text (at most 256, oldest dropped): a per-issuer cache like the chain
+ * cache, never per presentation. A header that fails its checks is not kept.
+ */
+const HEADERS = new Map<string, IssuerHeader>();
+function issuerHeader(seg: string): IssuerHeader {
+  const hit = HEADERS.get(seg);
+  if (hit) return hit;
+  const header = b64json(seg, 'issuer_signature');
+  if (typeof header.alg !== 'string' || !SD_JWT_ALGS.includes(header.alg))
+    throw new CheckFailed('issuer_signature', `algorithm ${String(header.alg)} is not accepted`);
+  if (header.typ !== 'dc+sd-jwt' && header.typ !== 'vc+sd-jwt') throw new CheckFailed('issuer_signature', `typ ${String(header.typ)} is not dc+sd-jwt`);
+  const x5c = Array.isArray(header.x5c) ? header.x5c.filter((c): c is string => typeof c === 'string') : [];
+  const out: IssuerHeader = { alg: header.alg, x5c, ders: x5c.map((c) => Buffer.from(c, 'base64')) };
+  if (HEADERS.size >= 256) HEADERS.delete(HEADERS.keys().next().value!);
+  HEADERS.set(seg, out);
+  return out;
+}
 
 /** Replaces digests by disclosed claims; every digest at most once, every disclosure exactly once (RFC 9901 §7.1). */
 function reveal(payload: Record<string, unknown>, disclosures: string[]): Record<string, unknown> {
@@ -118,12 +147,8 @@ export async function verifySdJwtVc(presentation: string, x: SdJwtExpectations):
   // Issuer signature (x5c chain to an anchor) and the credential's own header.
   const segs = issuerJwt.split('.');
   if (segs.length !== 3) throw new CheckFailed('format', 'the issuer-signed JWT is not a compact JWS');
-  const header = b64json(segs[0]!, 'issuer_signature');
-  if (typeof header.alg !== 'string' || !SD_JWT_ALGS.includes(header.alg))
-    throw new CheckFailed('issuer_signature', `algorithm ${String(header.alg)} is not accepted`);
-  if (header.typ !== 'dc+sd-jwt' && header.typ !== 'vc+sd-jwt') throw new CheckFailed('issuer_signature', `typ ${String(header.typ)} is not dc+sd-jwt`);
-  const x5c = Array.isArray(header.x5c) ? header.x5c.filter((c): c is string => typeof c === 'string').map((c) => Buffer.from(c, 'base64')) : [];
-  const { leaf, anchor } = validateChain(x5c, x.anchors, x.now);
+  const header = issuerHeader(segs[0]!);
+  const { leaf, anchor } = validateChain(header.ders, x.anchors, x.now, header.x5c);
   if (!verifyCompactJws(issuerJwt, header.alg, leafKey(leaf)))
     throw new CheckFailed('issuer_signature', 'the issuer signature does not verify with the x5c certificate');
   const payload = b64json(segs[1]!, 'issuer_signature');
@@ -145,14 +170,10 @@ export async function verifySdJwtVc(presentation: string, x: SdJwtExpectations):
   if (typeof kbHeader.alg !== 'string' || !SD_JWT_ALGS.includes(kbHeader.alg))
     throw new CheckFailed('kb_jwt', `key binding algorithm ${String(kbHeader.alg)} is not accepted`);
   const cnf = payload.cnf as { jwk?: crypto.JsonWebKey } | undefined;
-  if (!cnf?.jwk || typeof cnf.jwk !== 'object') throw new CheckFailed('cnf', 'the credential has no cnf.jwk holder key');
-  let holderKey: crypto.KeyObject;
-  try {
-    holderKey = crypto.createPublicKey({ key: { ...cnf.jwk, d: undefined }, format: 'jwk' });
-  } catch {
-    throw new CheckFailed('cnf', 'cnf.jwk is not a usable public key');
-  }
-  if (!verifyCompactJws(kbJwt, kbHeader.alg, holderKey)) throw new CheckFailed('kb_jwt', 'the key binding JWT is not signed by the cnf key');
+  if (!cnf?.jwk || typeof cnf.jwk !== 'object' || Array.isArray(cnf.jwk)) throw new CheckFailed('cnf', 'the credential has no cnf.jwk holder key');
+  const kbOk = verifyCompactJwsJwk(kbJwt, kbHeader.alg, cnf.jwk);
+  if (kbOk === 'bad_key') throw new CheckFailed('cnf', 'cnf.jwk is not a usable public key');
+  if (!kbOk) throw new CheckFailed('kb_jwt', 'the key binding JWT is not signed by the cnf key');
   const kb = b64json(kbSegs[1]!, 'kb_jwt');
   if (kb.aud !== x.audience) throw new CheckFailed('aud', 'the key binding JWT aud is not this verifier');
   if (typeof kb.nonce !== 'string' || !safeEq(kb.nonce, x.nonce)) throw new CheckFailed('nonce', 'the key binding JWT nonce is not the session nonce');
