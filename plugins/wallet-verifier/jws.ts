@@ -25,30 +25,3 @@ export function verifyCompactJws(jws: string, alg: string, key: crypto.KeyObject
     return false;
   }
 }
-
-/**
- * The same check with the key as a public JWK (a holder's cnf.jwk): handed to crypto.verify as it
- * is, which imports it natively without a KeyObject around it (about a tenth of the import and
- * verification together). Returns 'bad_key' when the JWK is no usable public key (the caller names
- * that check), false when the signature does not verify.
- */
-export function verifyCompactJwsJwk(jws: string, alg: string, jwk: crypto.JsonWebKey): boolean | 'bad_key' {
-  const p = PARAMS[alg];
-  const last = jws.lastIndexOf('.');
-  if (!p || last < 0) return false;
-  const sig = Buffer.from(jws.slice(last + 1), 'base64url');
-  if (!sig.length) return false;
-  // Only the public members count: a `d` would make Node import a private key.
-  const key: crypto.JsonWebKey = { ...jwk, d: undefined };
-  try {
-    return crypto.verify(p.hash, Buffer.from(jws.slice(0, last), 'ascii'), { ...p.opts, key, format: 'jwk' }, sig);
-  } catch {
-    // Tell a key that does not import from a signature that does not fit it (rare: only on failure).
-    try {
-      crypto.createPublicKey({ key, format: 'jwk' });
-    } catch {
-      return 'bad_key';
-    }
-    return false;
-  }
-}

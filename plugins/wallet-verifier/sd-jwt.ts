@@ -4,7 +4,7 @@
  * digest refers to; RFC 9901 §7.1 step 3.4 rejects it, and so do we.
  */
 import crypto from 'node:crypto';
-import { verifyCompactJws, verifyCompactJwsJwk } from './jws.ts';
+import { verifyCompactJws } from './jws.ts';
 import { type Anchor, CheckFailed, leafKey, validateChain } from './x509.ts';
 
 /** Signature algorithms accepted from issuers and holders: asymmetric only, never `none`. */
@@ -171,9 +171,15 @@ export async function verifySdJwtVc(presentation: string, x: SdJwtExpectations):
     throw new CheckFailed('kb_jwt', `key binding algorithm ${String(kbHeader.alg)} is not accepted`);
   const cnf = payload.cnf as { jwk?: crypto.JsonWebKey } | undefined;
   if (!cnf?.jwk || typeof cnf.jwk !== 'object' || Array.isArray(cnf.jwk)) throw new CheckFailed('cnf', 'the credential has no cnf.jwk holder key');
-  const kbOk = verifyCompactJwsJwk(kbJwt, kbHeader.alg, cnf.jwk);
-  if (kbOk === 'bad_key') throw new CheckFailed('cnf', 'cnf.jwk is not a usable public key');
-  if (!kbOk) throw new CheckFailed('kb_jwt', 'the key binding JWT is not signed by the cnf key');
+  // Imported into a KeyObject first: handing the JWK to crypto.verify directly measured slower
+  // here (unlike the mdoc device key, where it is faster).
+  let holderKey: crypto.KeyObject;
+  try {
+    holderKey = crypto.createPublicKey({ key: { ...cnf.jwk, d: undefined }, format: 'jwk' });
+  } catch {
+    throw new CheckFailed('cnf', 'cnf.jwk is not a usable public key');
+  }
+  if (!verifyCompactJws(kbJwt, kbHeader.alg, holderKey)) throw new CheckFailed('kb_jwt', 'the key binding JWT is not signed by the cnf key');
   const kb = b64json(kbSegs[1]!, 'kb_jwt');
   if (kb.aud !== x.audience) throw new CheckFailed('aud', 'the key binding JWT aud is not this verifier');
   if (typeof kb.nonce !== 'string' || !safeEq(kb.nonce, x.nonce)) throw new CheckFailed('nonce', 'the key binding JWT nonce is not the session nonce');
