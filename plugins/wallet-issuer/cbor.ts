@@ -68,9 +68,8 @@ export class CborWriter {
     this.raw(b);
   }
 
-  /** `n` bytes of `src` from `from` on as a byte string, copied byte by byte (for a few bytes, cheaper than a subarray). */
-  bstrOf(src: Uint8Array, from: number, n: number): void {
-    this.head(2, n);
+  /** `n` raw bytes of `src` from `from` on, copied byte by byte (for a few bytes, cheaper than a subarray). */
+  copyFrom(src: Uint8Array, from: number, n: number): void {
     this.room(n);
     const b = this.buf;
     let at = this.at;
@@ -216,16 +215,16 @@ export class CborWriter {
 /** Writers not in use. An issuance holds its writer across the (asynchronous) signature, so each takes its own. */
 const idle: CborWriter[] = [];
 
-/** Runs `fn` with a writer of its own (reset to empty), given back to the pool afterwards. */
-export async function withWriter<T>(fn: (w: CborWriter) => Promise<T> | T): Promise<T> {
+/** A writer of the caller's own (reset to empty); give it back with releaseWriter when done. */
+export function takeWriter(): CborWriter {
   const w = idle.pop() ?? new CborWriter();
   w.at = 0;
-  try {
-    return await fn(w);
-  } finally {
-    // A writer grown for an unusually large credential is dropped rather than kept.
-    if (idle.length < 8 && w.buf.length <= 65_536) idle.push(w);
-  }
+  return w;
+}
+
+export function releaseWriter(w: CborWriter): void {
+  // A writer grown for an unusually large credential is dropped rather than kept.
+  if (idle.length < 8 && w.buf.length <= 65_536) idle.push(w);
 }
 
 /** The encoding of one value. */

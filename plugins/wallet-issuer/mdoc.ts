@@ -6,7 +6,7 @@
  * signature's cost. Tests verify the result with @owf/mdoc 0.6 and @animo-id/mdoc.
  */
 import crypto from 'node:crypto';
-import { CborTag, CborWriter, withWriter } from './cbor.ts';
+import { CborTag, CborWriter, releaseWriter, takeWriter } from './cbor.ts';
 import type { IssuerKey } from './keys.ts';
 import type { ProvenKey } from './proof.ts';
 import { randomBytes } from './random.ts';
@@ -18,17 +18,19 @@ export interface MdocInput {
   claims: SubjectClaims;
   country: string;
   authority: string;
-  signed: Date;
-  validUntil: Date;
+  /** Dates, or their toISOString() texts when the caller has them already (the service does, for the row). */
+  signed: Date | string;
+  validUntil: Date | string;
   status: { idx: number; uri: string };
 }
 
 /** RFC 8943 full-date (tag 1004), as 18013-5 and the PID rulebook use for dates. */
 const fullDate = (s: string) => new CborTag(1004, s);
 /** RFC 8949 tdate (tag 0) text without fractional seconds (18013-5 §9.1.2.4). */
-const tdate = (d: Date) => {
+const tdateOf = (d: Date | string) => {
   // toISOString always ends in .sssZ: cut the milliseconds (a regular expression cost more).
-  const s = d.toISOString();
+  const s = typeof d === 'string' ? d : d.toISOString();
+  if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(s)) throw new TypeError(`not an ISO 8601 UTC time with milliseconds: ${s}`);
   return `${s.slice(0, -5)}Z`;
 };
 
@@ -81,6 +83,15 @@ const ITEM_HEAD = fixed((w) => {
   w.text('digestID');
 });
 const K_RANDOM = fixed((w) => w.text('random'));
+/** ITEM_HEAD, the digest ID, "random" and the salt's bstr head (16 bytes), per digest ID below 64: one copy per item instead of four writes. */
+const ITEM_PREFIX = Array.from({ length: 64 }, (_, id) =>
+  fixed((w) => {
+    w.raw(ITEM_HEAD);
+    w.head(0, id);
+    w.raw(K_RANDOM);
+    w.head(2, 16);
+  }),
+);
 const K_ELEMENT_IDENTIFIER = fixed((w) => w.text('elementIdentifier'));
 const K_ELEMENT_VALUE = fixed((w) => w.text('elementValue'));
 /** "issuerAuth": COSE_Sign1 [protected, (then the unprotected header, payload, signature) */
@@ -160,24 +171,31 @@ function writeTdate(w: CborWriter, s: string): void {
  * where it lies, and the signature input is the payload as written.
  */
 export async function issueMdoc(i: MdocInput): Promise<Buffer> {
-  const signed = tdate(i.signed);
-  const until = tdate(i.validUntil);
+  const signed = tdateOf(i.signed);
+  const until = tdateOf(i.validUntil);
   const els = elements(i.claims, i, signed, until);
   const n = els.length;
   // The salts (16 bytes per element) and the shuffle's draws (4 per element) in one draw from the pool.
   const rnd = randomBytes(20 * n);
   const ids = shuffledIds(n, rnd, 16 * n);
   const digests: string[] = new Array<string>(n);
-  return withWriter(async (w) => {
+  // Held across the (asynchronous) signature: a writer of this issuance's own.
+  const w = takeWriter();
+  try {
     w.raw(ISSUER_SIGNED_HEAD);
     w.head(4, n);
     for (let k = 0; k < n; k++) {
       const [name, value] = els[k]!;
       const item = w.openEmbedded();
-      w.raw(ITEM_HEAD);
-      w.head(0, ids[k]!);
-      w.raw(K_RANDOM);
-      w.bstrOf(rnd, 16 * k, 16);
+      const id = ids[k]!;
+      if (id < ITEM_PREFIX.length) w.raw(ITEM_PREFIX[id]!);
+      else {
+        w.raw(ITEM_HEAD);
+        w.head(0, id);
+        w.raw(K_RANDOM);
+        w.head(2, 16);
+      }
+      w.copyFrom(rnd, 16 * k, 16);
       w.raw(K_ELEMENT_IDENTIFIER);
       w.text(name);
       w.raw(K_ELEMENT_VALUE);
@@ -220,7 +238,9 @@ export async function issueMdoc(i: MdocInput): Promise<Buffer> {
     const signature = await i.key.signer.sign(Buffer.concat([SIG1_HEAD, w.buf.subarray(payload, w.at)]));
     w.bstr(signature);
     return w.copy();
-  });
+  } finally {
+    releaseWriter(w);
+  }
 }
 
 /** 0..n-1 in a random order (digest IDs must not reveal the order of the elements), drawn from r at `at` (4 bytes per element). */

@@ -35,7 +35,7 @@ import {
   type SubjectClaims,
 } from './schemas.ts';
 import { statusListToken } from './status-list.ts';
-import { randomBytes } from './random.ts';
+import { randomBase64url, randomBytes } from './random.ts';
 import { WalletClients } from './wallet-clients.ts';
 import type { OidcService } from '../oidc/api.ts';
 
@@ -583,8 +583,11 @@ export class IssuerService {
     const { listId, idx } = this.reserveStatus(tenant);
     // Time-ordered ids (ms in base 36, then 72 random bits): rows append to the end of the primary
     // key's B-tree instead of dirtying a random page each.
-    const id = `cred_${now.toString(36).padStart(9, '0')}${randomBytes(9).toString('base64url')}`;
+    const id = `cred_${now.toString(36).padStart(9, '0')}${randomBase64url(9)}`;
     let credential: string;
+    // Formatted once, for the row and (mdoc) the MSO's validity.
+    const createdAt = new Date(now).toISOString();
+    const expiresAt = new Date(exp).toISOString();
     // endpoints(origin).statusList(listId), without building the whole address table per credential.
     const statusUri = `${origin}/vci.ashx?status-list=${listId}`;
     if (configId === SD_JWT_CONFIG_ID) {
@@ -607,8 +610,8 @@ export class IssuerService {
           claims,
           country: this.d.config.country,
           authority: this.d.config.displayName,
-          signed: new Date(now),
-          validUntil: new Date(exp),
+          signed: createdAt,
+          validUntil: expiresAt,
           status: { idx, uri: statusUri },
         })
       ).toString('base64url');
@@ -619,8 +622,8 @@ export class IssuerService {
       format: FORMAT_OF[configId],
       list_id: listId,
       idx,
-      created_at: new Date(now).toISOString(),
-      expires_at: new Date(exp).toISOString(),
+      created_at: createdAt,
+      expires_at: expiresAt,
     });
     return credential;
   }
