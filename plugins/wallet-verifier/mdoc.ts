@@ -200,11 +200,18 @@ function protectedAlg(protectedBytes: Uint8Array, check: string): { hash: string
   return { hash, header: h };
 }
 
-/** Sig_structure = ["Signature1", body_protected, external_aad (empty), payload] (RFC 9052 §4.4), written into one buffer. */
-function sigStructure(protectedBytes: Uint8Array, payload: Uint8Array): Buffer {
+/**
+ * Sig_structure = ["Signature1", body_protected, external_aad (empty), payload] (RFC 9052 §4.4),
+ * written into a buffer reused by every verification (crypto.verify is synchronous and keeps
+ * nothing of it; a new one per signature drained Node's buffer pool).
+ */
+let sigScratch = Buffer.allocUnsafe(8192);
+function sigStructure(protectedBytes: Uint8Array, payload: Uint8Array): Uint8Array {
   const ph = headLength(protectedBytes.length);
   const pl = headLength(payload.length);
-  const out = Buffer.allocUnsafe(1 + SIGNATURE1.length + ph + protectedBytes.length + 1 + pl + payload.length);
+  const len = 1 + SIGNATURE1.length + ph + protectedBytes.length + 1 + pl + payload.length;
+  if (len > sigScratch.length) sigScratch = Buffer.allocUnsafe(Math.max(len, 2 * sigScratch.length));
+  const out = sigScratch;
   let at = 0;
   out[at++] = 0x84;
   at += SIGNATURE1.copy(out, at);
@@ -214,7 +221,7 @@ function sigStructure(protectedBytes: Uint8Array, payload: Uint8Array): Buffer {
   out[at++] = 0x40;
   at = writeHead(out, at, 2, payload.length);
   out.set(payload, at);
-  return out;
+  return new Uint8Array(out.buffer, out.byteOffset, len);
 }
 
 function verifySign1(key: crypto.KeyObject, hash: string, protectedBytes: Uint8Array, payload: Uint8Array, signature: Uint8Array): boolean {

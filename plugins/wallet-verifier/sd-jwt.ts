@@ -30,9 +30,17 @@ export interface VerifiedSdJwt {
   anchor: string;
 }
 
+/** base64url → UTF-8 text through one reused buffer (synchronous use only): no Buffer per JWT part or disclosure. */
+let textScratch = Buffer.allocUnsafe(8192);
+function b64text(part: string): string {
+  if (part.length > textScratch.length) textScratch = Buffer.allocUnsafe(Math.max(part.length, 2 * textScratch.length));
+  const n = textScratch.write(part, 0, 'base64url');
+  return textScratch.toString('utf8', 0, n);
+}
+
 function b64json(part: string, check: string): Record<string, unknown> {
   try {
-    const v: unknown = JSON.parse(Buffer.from(part, 'base64url').toString('utf8'));
+    const v: unknown = JSON.parse(b64text(part));
     if (v && typeof v === 'object' && !Array.isArray(v)) return v as Record<string, unknown>;
   } catch {
     /* falls through */
@@ -78,7 +86,7 @@ function reveal(payload: Record<string, unknown>, disclosures: string[]): Record
   for (const d of disclosures) {
     let arr: unknown;
     try {
-      arr = JSON.parse(Buffer.from(d, 'base64url').toString('utf8'));
+      arr = JSON.parse(b64text(d));
     } catch {
       throw new CheckFailed('disclosure', 'a disclosure is not base64url JSON');
     }
