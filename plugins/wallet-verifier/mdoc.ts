@@ -278,6 +278,21 @@ export function plain(v: unknown): unknown {
   return v;
 }
 
+/**
+ * What the checks read of a document signer certificate (its validity and subject), kept with the
+ * certificate object, which the chain cache hands out for every presentation of that issuer: each
+ * X509Certificate getter builds a new string natively.
+ */
+const SIGNER_INFO = new WeakMap<crypto.X509Certificate, { from: number; to: number; subject: string }>();
+function signerInfo(leaf: crypto.X509Certificate): { from: number; to: number; subject: string } {
+  let i = SIGNER_INFO.get(leaf);
+  if (!i) {
+    i = { from: Date.parse(leaf.validFrom), to: Date.parse(leaf.validTo), subject: leaf.subject.split('\n').filter(Boolean).join(', ') };
+    SIGNER_INFO.set(leaf, i);
+  }
+  return i;
+}
+
 /** The bstr inside #6.24(bstr): the MobileSecurityObject of an issuerAuth payload. */
 function msoInner(payload: Uint8Array): Uint8Array | undefined {
   if (payload[0] !== 0xd8 || payload[1] !== 0x18 || payload[2] === undefined || payload[2] >> 5 !== 2) return undefined;
@@ -365,7 +380,8 @@ export function verifyMdoc(bytes: Uint8Array, e: MdocExpectations): VerifiedMdoc
   const signed = timeOf(member(validity, 'signed', isDate, 'validityInfo', 'mso'), 'signed');
   if (validFrom > e.now) throw new CheckFailed('validity', 'the MSO is not valid yet (validFrom)');
   if (validUntil < e.now) throw new CheckFailed('validity', 'the MSO has expired (validUntil)');
-  if (signed < Date.parse(leaf.validFrom) || signed > Date.parse(leaf.validTo))
+  const signer = signerInfo(leaf);
+  if (signed < signer.from || signed > signer.to)
     throw new CheckFailed('validity', 'the MSO was signed outside the validity of the document signer certificate');
 
   // --- every issuer-signed item against its digest ---
@@ -433,5 +449,5 @@ export function verifyMdoc(bytes: Uint8Array, e: MdocExpectations): VerifiedMdoc
   for (const ns of [docType, ...Object.keys(namespaces).filter((n) => n !== docType)]) {
     for (const [k, v] of Object.entries(namespaces[ns] ?? {})) if (!(k in claims)) claims[k] = v;
   }
-  return { docType, issuer: leaf.subject.split('\n').filter(Boolean).join(', '), claims, namespaces, anchor: anchor.sha256 };
+  return { docType, issuer: signer.subject, claims, namespaces, anchor: anchor.sha256 };
 }

@@ -121,7 +121,7 @@ function reveal(payload: Record<string, unknown>, disclosures: string[]): Record
     if (v && typeof v === 'object') {
       const o = v as Record<string, unknown>;
       const out: Record<string, unknown> = {};
-      for (const [k, val] of Object.entries(o)) if (k !== '_sd' && k !== '_sd_alg') out[k] = walk(val);
+      for (const k in o) if (k !== '_sd' && k !== '_sd_alg' && Object.hasOwn(o, k)) out[k] = walk(o[k]);
       if (o._sd !== undefined) {
         if (!Array.isArray(o._sd)) throw new CheckFailed('disclosure', '_sd is not an array');
         for (const h of o._sd) {
@@ -208,9 +208,13 @@ export async function verifySdJwtVc(presentation: string, x: SdJwtExpectations):
   }
 
   // What the holder disclosed about the person; the credential's own mechanics stay out.
-  const { cnf: _cnf, status: _status, iat: _iat, exp: _exp, nbf: _nbf, iss: _iss, vct: _vct, ...disclosed } = claims;
+  const disclosed: Record<string, unknown> = {};
+  for (const k in claims) if (Object.hasOwn(claims, k) && !MECHANICS.has(k)) disclosed[k] = claims[k];
   return { vct: payload.vct, issuer: typeof payload.iss === 'string' ? payload.iss : undefined, claims: disclosed, anchor: anchor.sha256 };
 }
+
+/** Claims of the credential's own mechanics, left out of what the holder disclosed. */
+const MECHANICS = new Set(['cnf', 'status', 'iat', 'exp', 'nbf', 'iss', 'vct']);
 
 function safeEq(a: string, b: string): boolean {
   const x = Buffer.from(a);
