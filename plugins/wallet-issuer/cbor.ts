@@ -68,8 +68,28 @@ export class CborWriter {
     this.raw(b);
   }
 
+  /** `n` raw bytes of `src` from `from` on, copied byte by byte (for a few bytes, cheaper than a subarray). */
+  copyFrom(src: Uint8Array, from: number, n: number): void {
+    this.room(n);
+    const b = this.buf;
+    let at = this.at;
+    for (let k = from; k < from + n; k++) b[at++] = src[k]!;
+    this.at = at;
+  }
+
   /** A byte string given as text in `encoding` (base64url, latin1...), decoded straight into the buffer. */
   encodedBstr(s: string, encoding: 'base64url' | 'latin1'): void {
+    if (encoding === 'latin1' && s.length < 64) {
+      // A digest as binary text: one byte per character, copied directly.
+      const len = s.length;
+      this.head(2, len);
+      this.room(len);
+      const b = this.buf;
+      const at = this.at;
+      for (let k = 0; k < len; k++) b[at + k] = s.charCodeAt(k);
+      this.at = at + len;
+      return;
+    }
     const n = Buffer.byteLength(s, encoding);
     this.head(2, n);
     this.room(n);
@@ -77,6 +97,22 @@ export class CborWriter {
   }
 
   text(s: string): void {
+    // Short ASCII text (names, country codes, dates: nearly all of it) byte by byte: Buffer#write
+    // and byteLength cost more than the copy for a few characters.
+    const len = s.length;
+    if (len < 64) {
+      let k = 0;
+      while (k < len && s.charCodeAt(k) < 0x80) k++;
+      if (k === len) {
+        this.head(3, len);
+        this.room(len);
+        const b = this.buf;
+        const at = this.at;
+        for (k = 0; k < len; k++) b[at + k] = s.charCodeAt(k);
+        this.at = at + len;
+        return;
+      }
+    }
     const n = Buffer.byteLength(s);
     this.head(3, n);
     this.room(n);
@@ -179,16 +215,16 @@ export class CborWriter {
 /** Writers not in use. An issuance holds its writer across the (asynchronous) signature, so each takes its own. */
 const idle: CborWriter[] = [];
 
-/** Runs `fn` with a writer of its own (reset to empty), given back to the pool afterwards. */
-export async function withWriter<T>(fn: (w: CborWriter) => Promise<T> | T): Promise<T> {
+/** A writer of the caller's own (reset to empty); give it back with releaseWriter when done. */
+export function takeWriter(): CborWriter {
   const w = idle.pop() ?? new CborWriter();
   w.at = 0;
-  try {
-    return await fn(w);
-  } finally {
-    // A writer grown for an unusually large credential is dropped rather than kept.
-    if (idle.length < 8 && w.buf.length <= 65_536) idle.push(w);
-  }
+  return w;
+}
+
+export function releaseWriter(w: CborWriter): void {
+  // A writer grown for an unusually large credential is dropped rather than kept.
+  if (idle.length < 8 && w.buf.length <= 65_536) idle.push(w);
 }
 
 /** The encoding of one value. */

@@ -1,10 +1,11 @@
 import fs from 'node:fs';
 import { type CliCommand, type CliContext, parse, str, type Tenant, UsageError, zodMessage } from '../../server/sdk.ts';
 import type { IssuerServices } from './index.ts';
+import { offerAuditExtra } from './service.ts';
 import { subjectClaims } from './schemas.ts';
 
 const USAGE = [
-  'issuer offer create --claims-file F [--format dc+sd-jwt|mso_mdoc] [--pre-authorized] [--tx-code] [--expires-in SEC] [--tenant HOST] [--origin URL]',
+  'issuer offer create --claims-file F [--format dc+sd-jwt|mso_mdoc] [--pre-authorized [--tx-code] | --user NAME] [--expires-in SEC] [--tenant HOST] [--origin URL]',
   'issuer revoke (--credential ID | --offer ID) [--tenant HOST]',
   'issuer init [--tenant HOST] [--hsm-module PATH --token-label L (--pin PIN | --pin-stdin)]',
   'issuer rotate [--tenant HOST]',
@@ -50,6 +51,7 @@ export const issuerCli: CliCommand<IssuerServices> = {
               'expires-in': { type: 'string' },
               tenant: { type: 'string' },
               origin: { type: 'string' },
+              user: { type: 'string' },
             },
             0,
           );
@@ -58,6 +60,13 @@ export const issuerCli: CliCommand<IssuerServices> = {
           const format = str(values.format) ?? 'dc+sd-jwt';
           if (format !== 'dc+sd-jwt' && format !== 'mso_mdoc') throw new UsageError('--format must be dc+sd-jwt or mso_mdoc');
           if (values['tx-code'] && !values['pre-authorized']) throw new UsageError('--tx-code needs --pre-authorized');
+          const user = str(values.user);
+          // As create-offer refuses `user` with `pre_authorized: true`: a pre-authorized code is
+          // redeemed by whoever holds it, and only the sign-in of the authorization code flow can
+          // prove which account redeems. Whether the account exists is checked by the service.
+          if (user !== undefined && values['pre-authorized'])
+            throw new UsageError('--user binds an authorization code offer (leave out --pre-authorized): only a sign-in can prove the account');
+          if (user === '') throw new UsageError('--user needs a login name');
           let raw: unknown;
           try {
             raw = JSON.parse(fs.readFileSync(file, 'utf8'));
@@ -69,6 +78,7 @@ export const issuerCli: CliCommand<IssuerServices> = {
           const expires = str(values['expires-in']);
           if (expires !== undefined && !/^\d{2,8}$/.test(expires)) throw new UsageError('--expires-in must be seconds');
           const tenant = ctx.tenants.require(str(values.tenant));
+          const who = `cli:${process.env.USER ?? 'unknown'}`;
           const out = await s.service.createOffer(
             tenant,
             originOf(ctx, tenant, str(values.origin)),
@@ -78,12 +88,16 @@ export const issuerCli: CliCommand<IssuerServices> = {
               pre_authorized: !!values['pre-authorized'],
               tx_code: values['tx-code'] ? true : undefined,
               expires_in: expires === undefined ? undefined : Number(expires),
+              user,
             },
-            `cli:${process.env.USER ?? 'unknown'}`,
+            who,
           );
+          // The same event the API writes (the runner's generic cli-issuer-offer entry comes beside it).
+          ctx.audit.write(tenant, { event: 'vci.offer-create', user: who, extra: offerAuditExtra(out, user) });
           ctx.out(out.offer_uri);
           ctx.out(`offer:    ${out.offer_id} (expires ${out.expires_at})`);
           ctx.out(`qr page:  ${out.qr_page}`);
+          if (user !== undefined) ctx.out(`for user: ${user} (only this account can redeem the offer, by signing in)`);
           // Shown once: only its hash is stored.
           if (out.tx_code) ctx.out(`tx_code:  ${out.tx_code}  (shown once; give it to the holder separately)`);
           return 0;

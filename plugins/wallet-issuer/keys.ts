@@ -85,17 +85,28 @@ export class IssuerKeys {
     return this.load(tenant, this.row(tenant, 'iaca')!);
   }
 
+  /**
+   * The active signing key when it is loaded and still current (the same checks as active()),
+   * else undefined: lets an issuance skip a promise round trip per credential.
+   */
+  activeLoaded(tenant: Tenant): IssuerKey | undefined {
+    const hit = this.#active.get(tenant.id);
+    if (!hit) return undefined;
+    const t = performance.now();
+    if (t - hit.checked < ACTIVE_RECHECK_MS) return hit.key;
+    this.#versionStmt ??= this.db.prepare('PRAGMA data_version').pluck();
+    if (hit.version !== (this.#versionStmt.get() as number)) return undefined;
+    hit.checked = t;
+    return hit.key;
+  }
+
   /** The active credential signing key (made on first use). */
   async active(tenant: Tenant): Promise<IssuerKey> {
-    const hit = this.#active.get(tenant.id);
-    const t = performance.now();
-    if (hit && t - hit.checked < ACTIVE_RECHECK_MS) return hit.key;
+    const loaded = this.activeLoaded(tenant);
+    if (loaded) return loaded;
     this.#versionStmt ??= this.db.prepare('PRAGMA data_version').pluck();
     const version = this.#versionStmt.get() as number;
-    if (hit && hit.version === version) {
-      hit.checked = t;
-      return hit.key;
-    }
+    const t = performance.now();
     let r = this.row(tenant, 'signing');
     if (!r) {
       await this.ensure(tenant);

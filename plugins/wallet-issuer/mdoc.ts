@@ -6,7 +6,7 @@
  * signature's cost. Tests verify the result with @owf/mdoc 0.6 and @animo-id/mdoc.
  */
 import crypto from 'node:crypto';
-import { CborTag, CborWriter, withWriter } from './cbor.ts';
+import { CborTag, CborWriter, releaseWriter, takeWriter } from './cbor.ts';
 import type { IssuerKey } from './keys.ts';
 import type { ProvenKey } from './proof.ts';
 import { randomBytes } from './random.ts';
@@ -18,32 +18,49 @@ export interface MdocInput {
   claims: SubjectClaims;
   country: string;
   authority: string;
-  signed: Date;
-  validUntil: Date;
+  /** Dates, or their toISOString() texts when the caller has them already (the service does, for the row). */
+  signed: Date | string;
+  validUntil: Date | string;
   status: { idx: number; uri: string };
 }
 
 /** RFC 8943 full-date (tag 1004), as 18013-5 and the PID rulebook use for dates. */
 const fullDate = (s: string) => new CborTag(1004, s);
 /** RFC 8949 tdate (tag 0) text without fractional seconds (18013-5 §9.1.2.4). */
-const tdate = (d: Date) => d.toISOString().replace(/\.\d{3}Z$/, 'Z');
+const tdateOf = (d: Date | string) => {
+  // toISOString always ends in .sssZ: cut the milliseconds (a regular expression cost more).
+  const s = typeof d === 'string' ? d : d.toISOString();
+  if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(s)) throw new TypeError(`not an ISO 8601 UTC time with milliseconds: ${s}`);
+  return `${s.slice(0, -5)}Z`;
+};
 
-/** PID claim names of the SD-JWT VC (PID Rulebook) mapped to the mdoc data elements of eu.europa.ec.eudi.pid.1. */
-function elements(c: SubjectClaims, i: MdocInput): [string, unknown][] {
-  const out = new Map<string, unknown>();
-  for (const [k, v] of Object.entries(c)) {
+/**
+ * PID claim names of the SD-JWT VC (PID Rulebook) mapped to the mdoc data elements of
+ * eu.europa.ec.eudi.pid.1, as [name, value] pairs. `signed` and `until` are the tdate texts of
+ * the validity: the issuance and expiry dates are their first ten characters.
+ */
+function elements(c: SubjectClaims, i: MdocInput, signed: string, until: string): [string, unknown][] {
+  const out: [string, unknown][] = [];
+  let country = false;
+  let authority = false;
+  for (const k in c) {
+    const v = (c as Record<string, unknown>)[k];
     if (v === undefined) continue;
-    if (k === 'birthdate' && typeof v === 'string') out.set('birth_date', fullDate(v));
-    else if (k === 'nationalities') out.set('nationality', v);
-    else if (k === 'place_of_birth' && v && typeof v === 'object') out.set('place_of_birth', new Map(Object.entries(v)));
-    else if (k === 'email') out.set('email_address', v);
-    else out.set(k, v);
+    if (k === 'birthdate' && typeof v === 'string') out.push(['birth_date', fullDate(v)]);
+    else if (k === 'nationalities') out.push(['nationality', v]);
+    else if (k === 'place_of_birth' && v && typeof v === 'object') out.push(['place_of_birth', new Map(Object.entries(v))]);
+    else if (k === 'email') out.push(['email_address', v]);
+    else {
+      if (k === 'issuing_country') country = true;
+      else if (k === 'issuing_authority') authority = true;
+      out.push([k, v]);
+    }
   }
-  if (!out.has('issuing_country')) out.set('issuing_country', i.country);
-  if (!out.has('issuing_authority')) out.set('issuing_authority', i.authority);
-  out.set('issuance_date', fullDate(i.signed.toISOString().slice(0, 10)));
-  out.set('expiry_date', fullDate(i.validUntil.toISOString().slice(0, 10)));
-  return [...out];
+  if (!country) out.push(['issuing_country', i.country]);
+  if (!authority) out.push(['issuing_authority', i.authority]);
+  out.push(['issuance_date', fullDate(signed.slice(0, 10))]);
+  out.push(['expiry_date', fullDate(until.slice(0, 10))]);
+  return out;
 }
 
 // The fixed parts of the structure, encoded once.
@@ -66,6 +83,15 @@ const ITEM_HEAD = fixed((w) => {
   w.text('digestID');
 });
 const K_RANDOM = fixed((w) => w.text('random'));
+/** ITEM_HEAD, the digest ID, "random" and the salt's bstr head (16 bytes), per digest ID below 64: one copy per item instead of four writes. */
+const ITEM_PREFIX = Array.from({ length: 64 }, (_, id) =>
+  fixed((w) => {
+    w.raw(ITEM_HEAD);
+    w.head(0, id);
+    w.raw(K_RANDOM);
+    w.head(2, 16);
+  }),
+);
 const K_ELEMENT_IDENTIFIER = fixed((w) => w.text('elementIdentifier'));
 const K_ELEMENT_VALUE = fixed((w) => w.text('elementValue'));
 /** "issuerAuth": COSE_Sign1 [protected, (then the unprotected header, payload, signature) */
@@ -145,22 +171,31 @@ function writeTdate(w: CborWriter, s: string): void {
  * where it lies, and the signature input is the payload as written.
  */
 export async function issueMdoc(i: MdocInput): Promise<Buffer> {
-  const els = elements(i.claims, i);
+  const signed = tdateOf(i.signed);
+  const until = tdateOf(i.validUntil);
+  const els = elements(i.claims, i, signed, until);
   const n = els.length;
-  const salts = randomBytes(16 * n);
-  const ids = shuffledIds(n);
+  // The salts (16 bytes per element) and the shuffle's draws (4 per element) in one draw from the pool.
+  const rnd = randomBytes(20 * n);
+  const ids = shuffledIds(n, rnd, 16 * n);
   const digests: string[] = new Array<string>(n);
-  const signed = tdate(i.signed);
-  return withWriter(async (w) => {
+  // Held across the (asynchronous) signature: a writer of this issuance's own.
+  const w = takeWriter();
+  try {
     w.raw(ISSUER_SIGNED_HEAD);
     w.head(4, n);
     for (let k = 0; k < n; k++) {
       const [name, value] = els[k]!;
       const item = w.openEmbedded();
-      w.raw(ITEM_HEAD);
-      w.head(0, ids[k]!);
-      w.raw(K_RANDOM);
-      w.bstr(salts.subarray(16 * k, 16 * k + 16));
+      const id = ids[k]!;
+      if (id < ITEM_PREFIX.length) w.raw(ITEM_PREFIX[id]!);
+      else {
+        w.raw(ITEM_HEAD);
+        w.head(0, id);
+        w.raw(K_RANDOM);
+        w.head(2, 16);
+      }
+      w.copyFrom(rnd, 16 * k, 16);
       w.raw(K_ELEMENT_IDENTIFIER);
       w.text(name);
       w.raw(K_ELEMENT_VALUE);
@@ -170,7 +205,8 @@ export async function issueMdoc(i: MdocInput): Promise<Buffer> {
       // crypto.hash: one call, a third of createHash's cost for inputs this small. As binary (latin1) text (one
       // character per byte): a Buffer each would be a native allocation, and nine of them per
       // credential kept the garbage collector busier than the encoding.
-      digests[ids[k]!] = crypto.hash('sha256', w.buf.subarray(item - 2, w.at), 'binary');
+      // A plain Uint8Array view: Buffer#subarray costs several times its construction.
+      digests[ids[k]!] = crypto.hash('sha256', new Uint8Array(w.buf.buffer, w.buf.byteOffset + item - 2, w.at - item + 2), 'binary');
     }
     w.raw(ISSUER_AUTH_HEAD);
     w.raw(unprotectedOf(i.key));
@@ -191,7 +227,7 @@ export async function issueMdoc(i: MdocInput): Promise<Buffer> {
     w.raw(K_VALID_FROM);
     writeTdate(w, signed);
     w.raw(K_VALID_UNTIL);
-    writeTdate(w, tdate(i.validUntil));
+    writeTdate(w, until);
     w.raw(STATUS_HEAD);
     w.head(0, i.status.idx);
     w.raw(K_URI);
@@ -202,17 +238,21 @@ export async function issueMdoc(i: MdocInput): Promise<Buffer> {
     const signature = await i.key.signer.sign(Buffer.concat([SIG1_HEAD, w.buf.subarray(payload, w.at)]));
     w.bstr(signature);
     return w.copy();
-  });
+  } finally {
+    releaseWriter(w);
+  }
 }
 
-/** 0..n-1 in a random order (digest IDs must not reveal the order of the elements). */
-function shuffledIds(n: number): number[] {
-  const a = Array.from({ length: n }, (_, k) => k);
-  const r = randomBytes(4 * n);
+/** 0..n-1 in a random order (digest IDs must not reveal the order of the elements), drawn from r at `at` (4 bytes per element). */
+function shuffledIds(n: number, r: Buffer, at: number): number[] {
+  const a = new Array<number>(n);
+  for (let k = 0; k < n; k++) a[k] = k;
   for (let k = n - 1; k > 0; k--) {
     // 32 random bits per draw: the modulo bias for n <= 50 is below 2^-26.
-    const j = r.readUInt32BE(4 * k) % (k + 1);
-    [a[k], a[j]] = [a[j]!, a[k]!];
+    const j = r.readUInt32BE(at + 4 * k) % (k + 1);
+    const t = a[k]!;
+    a[k] = a[j]!;
+    a[j] = t;
   }
   return a;
 }

@@ -19,3 +19,15 @@ export function randomBytes(n: number): Buffer {
   at += n;
   return out;
 }
+
+/** `n` random bytes as base64url text, read straight from the pool (no Buffer in between). */
+export function randomBase64url(n: number): string {
+  if (n > POOL.length) return crypto.randomBytes(n).toString('base64url');
+  if (at + n > POOL.length) {
+    crypto.randomFillSync(POOL);
+    at = 0;
+  }
+  const s = POOL.toString('base64url', at, at + n);
+  at += n;
+  return s;
+}

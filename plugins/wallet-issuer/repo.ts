@@ -236,6 +236,26 @@ export class IssuerRepo {
     );
   }
 
+  /** `n` credential rows of `rows` from `from` on, with one statement (prepared once per n). */
+  insertCredentials(rows: readonly [Tenant, Omit<CredentialRow, 'tenant_id' | 'revoked_at' | 'revoked_by'>][], from: number, n: number): void {
+    const args: (string | number)[] = new Array<string | number>(8 * n);
+    for (let k = 0; k < n; k++) {
+      const [t, c] = rows[from + k]!;
+      const a = 8 * k;
+      args[a] = t.id;
+      args[a + 1] = c.id;
+      args[a + 2] = c.offer_id;
+      args[a + 3] = c.format;
+      args[a + 4] = c.list_id;
+      args[a + 5] = c.idx;
+      args[a + 6] = c.created_at;
+      args[a + 7] = c.expires_at;
+    }
+    this.q(
+      `INSERT INTO wi_credential (tenant_id, id, offer_id, format, list_id, idx, created_at, expires_at) VALUES ${new Array(n).fill('(?, ?, ?, ?, ?, ?, ?, ?)').join(', ')}`,
+    ).run(args);
+  }
+
   credentials(tenant: Tenant, opts: { offerId?: string; limit: number; offset: number }): { items: CredentialRow[]; total: number } {
     const where = opts.offerId !== undefined ? 'tenant_id = ? AND offer_id = ?' : 'tenant_id = ?';
     const args = opts.offerId !== undefined ? [tenant.id, opts.offerId] : [tenant.id];

@@ -13,7 +13,7 @@ import {
   type RouteRequest,
 } from '../../server/sdk.ts';
 import { CREDENTIAL_VERIFIER } from './api.ts';
-import { SIGN_IN_COOKIE, SIGN_IN_PATH, type IssuerService } from './service.ts';
+import { offerAuditExtra, SIGN_IN_COOKIE, SIGN_IN_PATH, type IssuerService } from './service.ts';
 import { createOfferBody, createOfferResponse, credentialBody, parForm, revokeBody, revokeResponse, tokenForm, type IssuerConfig } from './schemas.ts';
 
 const area = 'wallet-issuer';
@@ -87,7 +87,7 @@ export function issuerRoutes(r: RouteRegistrar, s: IssuerService, audit: AuditWr
         user: who,
         ip: req.ip,
         ua: req.ua,
-        extra: { offer: out.offer_id, configurations: out.credential_configuration_ids.join(','), pre_authorized: out.pre_authorized, tx_code: !!out.tx_code },
+        extra: offerAuditExtra(out, req.body.user),
       });
       return reply(200, out, noStore);
     },

@@ -20,8 +20,21 @@ export function verifyCompactJws(jws: string, alg: string, key: crypto.KeyObject
   const sig = Buffer.from(jws.slice(last + 1), 'base64url');
   if (!sig.length) return false;
   try {
-    return crypto.verify(p.hash, Buffer.from(jws.slice(0, last), 'ascii'), { key, ...p.opts }, sig);
+    return crypto.verify(p.hash, scratchAscii(jws, last), { key, ...p.opts }, sig);
   } catch {
     return false;
   }
+}
+
+/**
+ * The signing input (the first `n` characters of a compact JWS, ASCII) in a buffer reused by
+ * every verification: crypto.verify is synchronous and keeps nothing of it. A new Buffer per
+ * verification (a kilobyte and more for an issuer JWT with x5c) drained Node's buffer pool every
+ * few presentations, and each new pool is external memory the garbage collector accounts for.
+ */
+let scratch = Buffer.allocUnsafe(8192);
+function scratchAscii(s: string, n: number): Uint8Array {
+  if (n > scratch.length) scratch = Buffer.allocUnsafe(Math.max(n, 2 * scratch.length));
+  const len = scratch.write(s.slice(0, n), 0, 'latin1');
+  return new Uint8Array(scratch.buffer, scratch.byteOffset, len);
 }

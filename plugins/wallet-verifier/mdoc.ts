@@ -63,6 +63,27 @@ function head(major: number, n: number): Buffer {
   b.writeUInt32BE(n, 1);
   return b;
 }
+function headLength(n: number): number {
+  return n < 24 ? 1 : n < 0x100 ? 2 : n < 0x10000 ? 3 : 5;
+}
+/** Writes a CBOR head at `at`; returns the offset after it. */
+function writeHead(b: Buffer, at: number, major: number, n: number): number {
+  const m = major << 5;
+  if (n < 24) b[at++] = m | n;
+  else if (n < 0x100) {
+    b[at++] = m | 24;
+    b[at++] = n;
+  } else if (n < 0x10000) {
+    b[at++] = m | 25;
+    b[at++] = n >> 8;
+    b[at++] = n & 0xff;
+  } else {
+    b[at++] = m | 26;
+    b.writeUInt32BE(n, at);
+    at += 4;
+  }
+  return at;
+}
 const cText = (s: string) => {
   const b = Buffer.from(s, 'utf8');
   return Buffer.concat([head(3, b.length), b]);
@@ -70,8 +91,34 @@ const cText = (s: string) => {
 const cBytes = (b: Uint8Array) => Buffer.concat([head(2, b.length), b]);
 /** #6.24(bstr .cbor X) around bytes that already are CBOR. */
 const cTag24 = (b: Uint8Array) => Buffer.concat([Buffer.from([0xd8, 0x18]), cBytes(b)]);
+
+/**
+ * The bytes cTag24(b) makes, as a view of the received message when b lies in it right behind
+ * exactly those tag and length bytes (then they are the same bytes, so the same digest), else a
+ * copy as cTag24 builds it. An IssuerSignedItemBytes is nearly always received so; the view
+ * spares two copies per item.
+ */
+const HEAD_SCRATCH = Buffer.alloc(7);
+function tag24Bytes(b: Uint8Array): Uint8Array {
+  HEAD_SCRATCH[0] = 0xd8;
+  HEAD_SCRATCH[1] = 0x18;
+  const n = writeHead(HEAD_SCRATCH, 2, 2, b.length);
+  const start = b.byteOffset - n;
+  if (start >= 0) {
+    const before = new Uint8Array(b.buffer, start, n);
+    let same = true;
+    for (let k = 0; k < n; k++) if (before[k] !== HEAD_SCRATCH[k]) same = false;
+    if (same) return new Uint8Array(b.buffer, start, n + b.length);
+  }
+  const out = Buffer.allocUnsafe(n + b.length);
+  HEAD_SCRATCH.copy(out, 0, 0, n);
+  out.set(b, n);
+  return out;
+}
 const NULL = Buffer.from([0xf6]);
 const SIGNATURE1 = cText('Signature1');
+/** The array head and first member of DeviceAuthentication. */
+const DEVICE_AUTHENTICATION_HEAD = Buffer.concat([head(4, 4), cText('DeviceAuthentication')]);
 
 /**
  * OpenID4VP 1.0 §B.2.6.1: SessionTranscript = [null, null, ["OpenID4VPHandover",
@@ -136,7 +183,11 @@ function rawSign1(v: unknown, check: string): { protectedBytes: Uint8Array; unpr
 }
 
 /** The signed alg: from the protected header only (a COSE_Sign1 whose alg is unprotected is refused). */
+/** {1: -7}: the protected header of nearly every ES256 COSE_Sign1 a wallet sends (the device signature's). */
+const ES256_ONLY = { hash: 'sha256', header: new Map([[HDR_ALG, -7]]) as RawMap };
 function protectedAlg(protectedBytes: Uint8Array, check: string): { hash: string; header: RawMap } {
+  // Read without the decoder when it is exactly a1 01 26 (read-only use of the shared map).
+  if (protectedBytes.length === 3 && protectedBytes[0] === 0xa1 && protectedBytes[1] === 0x01 && protectedBytes[2] === 0x26) return ES256_ONLY;
   let h: unknown;
   try {
     h = protectedBytes.length ? decodeBytes(protectedBytes) : new Map();
@@ -149,30 +200,67 @@ function protectedAlg(protectedBytes: Uint8Array, check: string): { hash: string
   return { hash, header: h };
 }
 
+/**
+ * Sig_structure = ["Signature1", body_protected, external_aad (empty), payload] (RFC 9052 §4.4),
+ * written into a buffer reused by every verification (crypto.verify is synchronous and keeps
+ * nothing of it; a new one per signature drained Node's buffer pool).
+ */
+let sigScratch = Buffer.allocUnsafe(8192);
+function sigStructure(protectedBytes: Uint8Array, payload: Uint8Array): Uint8Array {
+  const ph = headLength(protectedBytes.length);
+  const pl = headLength(payload.length);
+  const len = 1 + SIGNATURE1.length + ph + protectedBytes.length + 1 + pl + payload.length;
+  if (len > sigScratch.length) sigScratch = Buffer.allocUnsafe(Math.max(len, 2 * sigScratch.length));
+  const out = sigScratch;
+  let at = 0;
+  out[at++] = 0x84;
+  at += SIGNATURE1.copy(out, at);
+  at = writeHead(out, at, 2, protectedBytes.length);
+  out.set(protectedBytes, at);
+  at += protectedBytes.length;
+  out[at++] = 0x40;
+  at = writeHead(out, at, 2, payload.length);
+  out.set(payload, at);
+  return new Uint8Array(out.buffer, out.byteOffset, len);
+}
+
 function verifySign1(key: crypto.KeyObject, hash: string, protectedBytes: Uint8Array, payload: Uint8Array, signature: Uint8Array): boolean {
-  // Sig_structure = ["Signature1", body_protected, external_aad (empty), payload] (RFC 9052 §4.4).
-  const tbs = Buffer.concat([head(4, 4), SIGNATURE1, cBytes(protectedBytes), Buffer.from([0x40]), cBytes(payload)]);
   try {
-    return crypto.verify(hash, tbs, { key, dsaEncoding: 'ieee-p1363' }, signature);
+    return crypto.verify(hash, sigStructure(protectedBytes, payload), { key, dsaEncoding: 'ieee-p1363' }, signature);
   } catch {
+    return false;
+  }
+}
+
+/**
+ * The same with the device key as a public JWK, handed to crypto.verify as it is (imported
+ * natively, without a KeyObject around it). 'bad_key' when the JWK does not import.
+ */
+function verifySign1Jwk(jwk: crypto.JsonWebKey, hash: string, protectedBytes: Uint8Array, payload: Uint8Array, signature: Uint8Array): boolean | 'bad_key' {
+  try {
+    return crypto.verify(hash, sigStructure(protectedBytes, payload), { key: jwk, format: 'jwk', dsaEncoding: 'ieee-p1363' }, signature);
+  } catch {
+    // Tell a key that is no point on its curve from a signature that does not fit (only on failure).
+    try {
+      crypto.createPublicKey({ key: jwk, format: 'jwk' });
+    } catch {
+      return 'bad_key';
+    }
     return false;
   }
 }
 
 const CRV: Record<number, string> = { 1: 'P-256', 2: 'P-384', 3: 'P-521' };
 
-/** COSE_Key (RFC 9053 §7.1.1, EC2) → a Node public key. */
-function coseEc2Key(k: unknown): crypto.KeyObject {
+/** COSE_Key (RFC 9053 §7.1.1, EC2) → a public JWK (imported by the verification itself). */
+function coseEc2Jwk(k: unknown): crypto.JsonWebKey {
   const kty = isMap(k) ? k.get(1) : undefined;
   const crv = isMap(k) ? CRV[k.get(-1) as number] : undefined;
   const x = isMap(k) ? k.get(-2) : undefined;
   const y = isMap(k) ? k.get(-3) : undefined;
   if (kty !== 2 || !crv || !isBytes(x) || !isBytes(y)) throw new CheckFailed('device_signature', 'the MSO device key is not an EC2 key on P-256/384/521');
-  try {
-    return crypto.createPublicKey({ key: { kty: 'EC', crv, x: Buffer.from(x).toString('base64url'), y: Buffer.from(y).toString('base64url') }, format: 'jwk' });
-  } catch {
-    throw new CheckFailed('device_signature', 'the MSO device key is not a point on its curve');
-  }
+  const b64 = (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.length).toString('base64url');
+  return { kty: 'EC', crv, x: b64(x), y: b64(y) };
 }
 
 /** CBOR values as JSON: dates as ISO text (full-date for tag 1004), bytes as base64url, maps as objects. */
@@ -188,6 +276,21 @@ export function plain(v: unknown): unknown {
     return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, plain(x)]));
   }
   return v;
+}
+
+/**
+ * What the checks read of a document signer certificate (its validity and subject), kept with the
+ * certificate object, which the chain cache hands out for every presentation of that issuer: each
+ * X509Certificate getter builds a new string natively.
+ */
+const SIGNER_INFO = new WeakMap<crypto.X509Certificate, { from: number; to: number; subject: string }>();
+function signerInfo(leaf: crypto.X509Certificate): { from: number; to: number; subject: string } {
+  let i = SIGNER_INFO.get(leaf);
+  if (!i) {
+    i = { from: Date.parse(leaf.validFrom), to: Date.parse(leaf.validTo), subject: leaf.subject.split('\n').filter(Boolean).join(', ') };
+    SIGNER_INFO.set(leaf, i);
+  }
+  return i;
 }
 
 /** The bstr inside #6.24(bstr): the MobileSecurityObject of an issuerAuth payload. */
@@ -246,7 +349,7 @@ export function verifyMdoc(bytes: Uint8Array, e: MdocExpectations): VerifiedMdoc
   let anchor: Anchor;
   try {
     ({ leaf, anchor } = validateChain(
-      chain.map((c) => Buffer.from(c)),
+      chain.map((c) => Buffer.from(c.buffer, c.byteOffset, c.length)),
       e.anchors,
       e.now,
     ));
@@ -277,7 +380,8 @@ export function verifyMdoc(bytes: Uint8Array, e: MdocExpectations): VerifiedMdoc
   const signed = timeOf(member(validity, 'signed', isDate, 'validityInfo', 'mso'), 'signed');
   if (validFrom > e.now) throw new CheckFailed('validity', 'the MSO is not valid yet (validFrom)');
   if (validUntil < e.now) throw new CheckFailed('validity', 'the MSO has expired (validUntil)');
-  if (signed < Date.parse(leaf.validFrom) || signed > Date.parse(leaf.validTo))
+  const signer = signerInfo(leaf);
+  if (signed < signer.from || signed > signer.to)
     throw new CheckFailed('validity', 'the MSO was signed outside the validity of the document signer certificate');
 
   // --- every issuer-signed item against its digest ---
@@ -303,7 +407,7 @@ export function verifyMdoc(bytes: Uint8Array, e: MdocExpectations): VerifiedMdoc
       seen.add(id);
       const want = digests.get(id);
       // IssuerSignedItemBytes = #6.24(bstr .cbor IssuerSignedItem), hashed as received.
-      const got = crypto.hash(digestAlg, cTag24(di.buffer), 'buffer');
+      const got = crypto.hash(digestAlg, tag24Bytes(di.buffer), 'buffer');
       if (!isBytes(want) || want.length !== got.length || !crypto.timingSafeEqual(want, got))
         throw new CheckFailed('digest', `${ns}/${name} does not match its digest in the MSO`);
       if (name in out) throw new CheckFailed('digest', `${ns}/${name} is disclosed twice`);
@@ -332,16 +436,18 @@ export function verifyMdoc(bytes: Uint8Array, e: MdocExpectations): VerifiedMdoc
   const ds = rawSign1(deviceAuth.get('deviceSignature'), 'device_signature');
   if (ds.payload) throw new CheckFailed('device_signature', 'the deviceSignature payload must be detached (null)');
   const { hash: dsHash } = protectedAlg(ds.protectedBytes, 'device_signature');
-  const devKey = coseEc2Key(deviceKeyInfo.get('deviceKey'));
+  const devKey = coseEc2Jwk(deviceKeyInfo.get('deviceKey'));
   const transcript = oid4vpSessionTranscript({ clientId: e.clientId, nonce: e.nonce, jwkThumbprint: e.jwkThumbprint, responseUri: e.responseUri });
   // DeviceAuthenticationBytes = #6.24(bstr .cbor ["DeviceAuthentication", SessionTranscript, DocType, DeviceNameSpacesBytes]).
-  const deviceAuthBytes = cTag24(Buffer.concat([head(4, 4), cText('DeviceAuthentication'), transcript, cText(docType), cTag24(deviceNsBytes.buffer)]));
-  if (!verifySign1(devKey, dsHash, ds.protectedBytes, deviceAuthBytes, ds.signature))
+  const deviceAuthBytes = cTag24(Buffer.concat([DEVICE_AUTHENTICATION_HEAD, transcript, cText(docType), cTag24(deviceNsBytes.buffer)]));
+  const dsOk = verifySign1Jwk(devKey, dsHash, ds.protectedBytes, deviceAuthBytes, ds.signature);
+  if (dsOk === 'bad_key') throw new CheckFailed('device_signature', 'the MSO device key is not a point on its curve');
+  if (!dsOk)
     throw new CheckFailed('device_signature', 'the device signature does not verify over this session (client_id, nonce, response_uri, encryption key)');
 
   const claims: Record<string, unknown> = {};
   for (const ns of [docType, ...Object.keys(namespaces).filter((n) => n !== docType)]) {
     for (const [k, v] of Object.entries(namespaces[ns] ?? {})) if (!(k in claims)) claims[k] = v;
   }
-  return { docType, issuer: leaf.subject.split('\n').filter(Boolean).join(', '), claims, namespaces, anchor: anchor.sha256 };
+  return { docType, issuer: signer.subject, claims, namespaces, anchor: anchor.sha256 };
 }

@@ -30,9 +30,17 @@ export interface VerifiedSdJwt {
   anchor: string;
 }
 
+/** base64url → UTF-8 text through one reused buffer (synchronous use only): no Buffer per JWT part or disclosure. */
+let textScratch = Buffer.allocUnsafe(8192);
+function b64text(part: string): string {
+  if (part.length > textScratch.length) textScratch = Buffer.allocUnsafe(Math.max(part.length, 2 * textScratch.length));
+  const n = textScratch.write(part, 0, 'base64url');
+  return textScratch.toString('utf8', 0, n);
+}
+
 function b64json(part: string, check: string): Record<string, unknown> {
   try {
-    const v: unknown = JSON.parse(Buffer.from(part, 'base64url').toString('utf8'));
+    const v: unknown = JSON.parse(b64text(part));
     if (v && typeof v === 'object' && !Array.isArray(v)) return v as Record<string, unknown>;
   } catch {
     /* falls through */
@@ -43,13 +51,42 @@ function b64json(part: string, check: string): Record<string, unknown> {
 // crypto.hash: one call, a third of createHash's cost for inputs this small.
 const digestOf = (s: string) => crypto.hash('sha256', s, 'base64url');
 
+/** What the verifier takes from an issuer-signed JWT header: the same for every credential of one issuer key. */
+interface IssuerHeader {
+  alg: string;
+  /** The x5c certificates as sent (base64) and decoded. */
+  x5c: string[];
+  ders: Buffer[];
+}
+
+/**
+ * The issuer JWT header, checked (alg accepted, typ dc+sd-jwt) and decoded. Every credential an
+ * issuer key signs carries the same header segment (alg, typ, kid, x5c), so the checked result is
+ * kept by the segment's text (at most 256, oldest dropped): a per-issuer cache like the chain
+ * cache, never per presentation. A header that fails its checks is not kept.
+ */
+const HEADERS = new Map<string, IssuerHeader>();
+function issuerHeader(seg: string): IssuerHeader {
+  const hit = HEADERS.get(seg);
+  if (hit) return hit;
+  const header = b64json(seg, 'issuer_signature');
+  if (typeof header.alg !== 'string' || !SD_JWT_ALGS.includes(header.alg))
+    throw new CheckFailed('issuer_signature', `algorithm ${String(header.alg)} is not accepted`);
+  if (header.typ !== 'dc+sd-jwt' && header.typ !== 'vc+sd-jwt') throw new CheckFailed('issuer_signature', `typ ${String(header.typ)} is not dc+sd-jwt`);
+  const x5c = Array.isArray(header.x5c) ? header.x5c.filter((c): c is string => typeof c === 'string') : [];
+  const out: IssuerHeader = { alg: header.alg, x5c, ders: x5c.map((c) => Buffer.from(c, 'base64')) };
+  if (HEADERS.size >= 256) HEADERS.delete(HEADERS.keys().next().value!);
+  HEADERS.set(seg, out);
+  return out;
+}
+
 /** Replaces digests by disclosed claims; every digest at most once, every disclosure exactly once (RFC 9901 §7.1). */
 function reveal(payload: Record<string, unknown>, disclosures: string[]): Record<string, unknown> {
   const byDigest = new Map<string, unknown[]>();
   for (const d of disclosures) {
     let arr: unknown;
     try {
-      arr = JSON.parse(Buffer.from(d, 'base64url').toString('utf8'));
+      arr = JSON.parse(b64text(d));
     } catch {
       throw new CheckFailed('disclosure', 'a disclosure is not base64url JSON');
     }
@@ -84,7 +121,7 @@ function reveal(payload: Record<string, unknown>, disclosures: string[]): Record
     if (v && typeof v === 'object') {
       const o = v as Record<string, unknown>;
       const out: Record<string, unknown> = {};
-      for (const [k, val] of Object.entries(o)) if (k !== '_sd' && k !== '_sd_alg') out[k] = walk(val);
+      for (const k in o) if (k !== '_sd' && k !== '_sd_alg' && Object.hasOwn(o, k)) out[k] = walk(o[k]);
       if (o._sd !== undefined) {
         if (!Array.isArray(o._sd)) throw new CheckFailed('disclosure', '_sd is not an array');
         for (const h of o._sd) {
@@ -118,12 +155,8 @@ export async function verifySdJwtVc(presentation: string, x: SdJwtExpectations):
   // Issuer signature (x5c chain to an anchor) and the credential's own header.
   const segs = issuerJwt.split('.');
   if (segs.length !== 3) throw new CheckFailed('format', 'the issuer-signed JWT is not a compact JWS');
-  const header = b64json(segs[0]!, 'issuer_signature');
-  if (typeof header.alg !== 'string' || !SD_JWT_ALGS.includes(header.alg))
-    throw new CheckFailed('issuer_signature', `algorithm ${String(header.alg)} is not accepted`);
-  if (header.typ !== 'dc+sd-jwt' && header.typ !== 'vc+sd-jwt') throw new CheckFailed('issuer_signature', `typ ${String(header.typ)} is not dc+sd-jwt`);
-  const x5c = Array.isArray(header.x5c) ? header.x5c.filter((c): c is string => typeof c === 'string').map((c) => Buffer.from(c, 'base64')) : [];
-  const { leaf, anchor } = validateChain(x5c, x.anchors, x.now);
+  const header = issuerHeader(segs[0]!);
+  const { leaf, anchor } = validateChain(header.ders, x.anchors, x.now, header.x5c);
   if (!verifyCompactJws(issuerJwt, header.alg, leafKey(leaf)))
     throw new CheckFailed('issuer_signature', 'the issuer signature does not verify with the x5c certificate');
   const payload = b64json(segs[1]!, 'issuer_signature');
@@ -145,7 +178,9 @@ export async function verifySdJwtVc(presentation: string, x: SdJwtExpectations):
   if (typeof kbHeader.alg !== 'string' || !SD_JWT_ALGS.includes(kbHeader.alg))
     throw new CheckFailed('kb_jwt', `key binding algorithm ${String(kbHeader.alg)} is not accepted`);
   const cnf = payload.cnf as { jwk?: crypto.JsonWebKey } | undefined;
-  if (!cnf?.jwk || typeof cnf.jwk !== 'object') throw new CheckFailed('cnf', 'the credential has no cnf.jwk holder key');
+  if (!cnf?.jwk || typeof cnf.jwk !== 'object' || Array.isArray(cnf.jwk)) throw new CheckFailed('cnf', 'the credential has no cnf.jwk holder key');
+  // Imported into a KeyObject first: handing the JWK to crypto.verify directly measured slower
+  // here (unlike the mdoc device key, where it is faster).
   let holderKey: crypto.KeyObject;
   try {
     holderKey = crypto.createPublicKey({ key: { ...cnf.jwk, d: undefined }, format: 'jwk' });
@@ -173,9 +208,13 @@ export async function verifySdJwtVc(presentation: string, x: SdJwtExpectations):
   }
 
   // What the holder disclosed about the person; the credential's own mechanics stay out.
-  const { cnf: _cnf, status: _status, iat: _iat, exp: _exp, nbf: _nbf, iss: _iss, vct: _vct, ...disclosed } = claims;
+  const disclosed: Record<string, unknown> = {};
+  for (const k in claims) if (Object.hasOwn(claims, k) && !MECHANICS.has(k)) disclosed[k] = claims[k];
   return { vct: payload.vct, issuer: typeof payload.iss === 'string' ? payload.iss : undefined, claims: disclosed, anchor: anchor.sha256 };
 }
+
+/** Claims of the credential's own mechanics, left out of what the holder disclosed. */
+const MECHANICS = new Set(['cnf', 'status', 'iat', 'exp', 'nbf', 'iss', 'vct']);
 
 function safeEq(a: string, b: string): boolean {
   const x = Buffer.from(a);

@@ -45,14 +45,17 @@ export interface Anchor {
  * certificate is signed by the next and valid now, every issuer is a CA, and the chain ends in an
  * anchor (the last certificate is itself an anchor, or an anchor issued it). Returns the leaf.
  */
-export function validateChain(ders: Buffer[], anchors: Anchor[], now: number): { leaf: crypto.X509Certificate; anchor: Anchor } {
+export function validateChain(
+  ders: Buffer[],
+  anchors: Anchor[],
+  now: number,
+  /** The x5c header's base64 texts, when the chain came as those: the cache key is made of them without decoding. */
+  x5cTexts?: readonly string[],
+): { leaf: crypto.X509Certificate; anchor: Anchor } {
   // The same issuer chain arrives with every presentation of that issuer: a verified path is kept
   // (keyed by the chain and the anchor set, so adding or removing an anchor starts afresh) while
   // every certificate of it is within its validity.
-  const h = crypto.createHash('sha256');
-  for (const d of ders) h.update(d);
-  for (const a of anchors) h.update(a.sha256);
-  const key = h.digest('base64');
+  const key = chainKey(x5cTexts ?? ders, anchors);
   const hit = CHAIN_CACHE.get(key);
   if (hit && now >= hit.from && now <= hit.to) return hit.result;
   const result = validateChainUncached(ders, anchors, now);
@@ -64,6 +67,21 @@ export function validateChain(ders: Buffer[], anchors: Anchor[], now: number): {
     to: Math.min(...certs.map((c) => Date.parse(c.validTo))),
   });
   return result;
+}
+
+/**
+ * The chain cache key: the chain itself (its certificates as base64 texts, or their bytes as
+ * latin1 text) and the anchors' fingerprints, not a digest over them (the map compares the key in
+ * full on a hit). Parts are separated by U+0100 and U+0101, which neither base64 nor latin1 text
+ * contains, so no chain and anchor set can spell the key of another (bytes appended to the last
+ * certificate cannot pass for an anchor fingerprint of another tenant).
+ */
+function chainKey(chain: readonly (string | Buffer)[], anchors: Anchor[]): string {
+  let key = typeof chain[0] === 'string' ? 'b' : 'd';
+  for (const c of chain) key += `\u0100${typeof c === 'string' ? c : c.toString('latin1')}`;
+  key += '\u0101';
+  for (const a of anchors) key += `\u0100${a.sha256}`;
+  return key;
 }
 
 /** The leaf's public key, kept with the (chain-cached) certificate object: X509Certificate.publicKey makes a new KeyObject per call. */
