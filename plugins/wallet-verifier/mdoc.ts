@@ -23,6 +23,7 @@ import crypto from 'node:crypto';
 import { DataItem } from '@owf/mdoc';
 import { Decoder } from 'cbor-x';
 import { type Anchor, CheckFailed, leafKey, validateChain } from './x509.ts';
+import { has, own } from './own.ts';
 
 /** COSE alg → Node hash, for ECDSA (RFC 9053 §2.1); HAIP asks for ES256, the others are accepted. */
 const COSE_ALGS: Record<number, string> = { [-7]: 'sha256', [-35]: 'sha384', [-36]: 'sha512' };
@@ -410,10 +411,10 @@ export function verifyMdoc(bytes: Uint8Array, e: MdocExpectations): VerifiedMdoc
       const got = crypto.hash(digestAlg, tag24Bytes(di.buffer), 'buffer');
       if (!isBytes(want) || want.length !== got.length || !crypto.timingSafeEqual(want, got))
         throw new CheckFailed('digest', `${ns}/${name} does not match its digest in the MSO`);
-      if (name in out) throw new CheckFailed('digest', `${ns}/${name} is disclosed twice`);
-      out[name] = plain((item as RawMap).get('elementValue'));
+      if (has(out, name)) throw new CheckFailed('digest', `${ns}/${name} is disclosed twice`);
+      own(out, name, plain((item as RawMap).get('elementValue')));
     }
-    namespaces[ns] = out;
+    own(namespaces, ns, out);
   }
 
   // --- device authentication: keyAuthorizations, then the signature over the OpenID4VP transcript ---
@@ -447,7 +448,7 @@ export function verifyMdoc(bytes: Uint8Array, e: MdocExpectations): VerifiedMdoc
 
   const claims: Record<string, unknown> = {};
   for (const ns of [docType, ...Object.keys(namespaces).filter((n) => n !== docType)]) {
-    for (const [k, v] of Object.entries(namespaces[ns] ?? {})) if (!(k in claims)) claims[k] = v;
+    for (const [k, v] of Object.entries(namespaces[ns] ?? {})) if (!has(claims, k)) own(claims, k, v);
   }
   return { docType, issuer: signer.subject, claims, namespaces, anchor: anchor.sha256 };
 }

@@ -6,6 +6,7 @@
 import crypto from 'node:crypto';
 import { verifyCompactJws } from './jws.ts';
 import { type Anchor, CheckFailed, leafKey, validateChain } from './x509.ts';
+import { has, own } from './own.ts';
 
 /** Signature algorithms accepted from issuers and holders: asymmetric only, never `none`. */
 export const SD_JWT_ALGS = ['ES256', 'ES384', 'ES512', 'EdDSA', 'PS256'];
@@ -121,7 +122,7 @@ function reveal(payload: Record<string, unknown>, disclosures: string[]): Record
     if (v && typeof v === 'object') {
       const o = v as Record<string, unknown>;
       const out: Record<string, unknown> = {};
-      for (const k in o) if (k !== '_sd' && k !== '_sd_alg' && Object.hasOwn(o, k)) out[k] = walk(o[k]);
+      for (const k in o) if (k !== '_sd' && k !== '_sd_alg' && Object.hasOwn(o, k)) own(out, k, walk(o[k]));
       if (o._sd !== undefined) {
         if (!Array.isArray(o._sd)) throw new CheckFailed('disclosure', '_sd is not an array');
         for (const h of o._sd) {
@@ -129,8 +130,10 @@ function reveal(payload: Record<string, unknown>, disclosures: string[]): Record
           if (!d) continue;
           if (d.length !== 3) throw new CheckFailed('disclosure', 'an object digest points at an array-element disclosure');
           const name = d[1] as string;
-          if (name in out) throw new CheckFailed('disclosure', `claim ${name} is both disclosed and plain`);
-          out[name] = walk(d[2]);
+          // Own properties only: a claim named toString is not "already there", and one named
+          // __proto__ is a claim like any other, never the object's prototype.
+          if (has(out, name)) throw new CheckFailed('disclosure', `claim ${name} is both disclosed and plain`);
+          own(out, name, walk(d[2]));
         }
       }
       return out;
@@ -209,7 +212,7 @@ export async function verifySdJwtVc(presentation: string, x: SdJwtExpectations):
 
   // What the holder disclosed about the person; the credential's own mechanics stay out.
   const disclosed: Record<string, unknown> = {};
-  for (const k in claims) if (Object.hasOwn(claims, k) && !MECHANICS.has(k)) disclosed[k] = claims[k];
+  for (const k in claims) if (Object.hasOwn(claims, k) && !MECHANICS.has(k)) own(disclosed, k, claims[k]);
   return { vct: payload.vct, issuer: typeof payload.iss === 'string' ? payload.iss : undefined, claims: disclosed, anchor: anchor.sha256 };
 }
 
