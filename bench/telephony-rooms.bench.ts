@@ -16,6 +16,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { startSipp } from '../test/support/sipp.ts';
 import { GeminiLiveFake } from '../test/support/gemini-live-fake.ts';
+import type { GcStats } from '../plugins/telephony/bridge/webrtc/gc-stats.ts';
 
 const ROOT = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const ROOMS = Number(process.env.ROOMS_BENCH_ROOMS ?? 50);
@@ -29,6 +30,7 @@ interface LegFigures {
   packetsSent: number;
   packetsReceived: number;
   rxLost: number;
+  srtp?: string;
 }
 
 function cpuTicks(): { steal: number; total: number } | null {
@@ -167,7 +169,9 @@ export default async function run(): Promise<
       joinMsMedian: number;
     }>(client, 'up');
     const peakRooms = Number((await api('GET', '/health')).activeCalls);
+    const gc0 = (await api('GET', '/stats')).webrtcGc as GcStats[];
     const roomHold = await hold();
+    const gc1 = (await api('GET', '/stats')).webrtcGc as GcStats[];
     client.send({ type: 'report' });
     const report = await message<{ visitors: { callId: string; received: number; lost: number; sent: number }[] }>(client, 'report');
     await endAll(up.callIds, 'left');
@@ -222,6 +226,14 @@ export default async function run(): Promise<
       sip.map((m) => m.sendJitterP99Ms),
       0.99,
     );
+    // The WebRTC threads' young-generation collections during the rooms' hold (what frames wait behind).
+    const gcNote = gc1
+      .map((g, i) => {
+        const b = gc0[i] ?? { scavenges: 0, scavengeMs: 0, scavengesOver5Ms: 0 };
+        const n = g.scavenges - b.scavenges;
+        return `${n} (mean ${n ? ((g.scavengeMs - b.scavengeMs) / n).toFixed(1) : 0} ms, ${g.scavengesOver5Ms - b.scavengesOver5Ms} of 5 ms or more, longest so far ${g.scavengeMaxMs.toFixed(1)} ms)`;
+      })
+      .join(' and ');
     const steal = (h: { stealPct: number | null }) => (h.stealPct === null ? 'n/a' : `${h.stealPct.toFixed(1)} %`);
     return [
       {
@@ -239,7 +251,7 @@ export default async function run(): Promise<
         peerValue: Number(sipJitter.toFixed(2)),
         ratio: sipJitter > 0 ? Number((roomJitter / sipJitter).toFixed(2)) : undefined,
         target: '< 5 ms',
-        note: `per room: p99 of |interval - 20 ms| over its packets (the outbound legs' measure, taken where werift is handed each packet); the row is the 99th percentile over rooms; WebRTC thread ${String(st1.webrtcThread)}; steal time during the rooms' hold ${steal(roomHold)}, during the SIP hold ${steal(sipHold)}`,
+        note: `per room: p99 of |interval - 20 ms| over its packets (the outbound legs' measure, taken where each packet is handed to the SRTP layer: the bridge's own on ${rooms.filter((m) => m.srtp === 'own').length} of the ${rooms.filter((m) => m.packetsSent > 0).length} rooms that sent, werift's on the others); the row is the 99th percentile over rooms; WebRTC threads ${String(st1.webrtcThread)}, their scavenges during the hold ${gcNote || 'n/a'}; steal time during the rooms' hold ${steal(roomHold)}, during the SIP hold ${steal(sipHold)}`,
       },
       {
         name: 'room frames sent more than one frame late',

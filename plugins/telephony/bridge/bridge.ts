@@ -412,6 +412,7 @@ export class Bridge {
       ended: this.recent,
       activeRooms: this.rooms.size,
       webrtcThread: this.rooms.priority,
+      webrtcGc: this.rooms.gc,
       roomsEnded: this.rooms.recent,
     };
   }

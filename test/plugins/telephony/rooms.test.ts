@@ -151,6 +151,10 @@ describe('virtual-number rooms in the browser (WebRTC in the appliance)', () => 
     const heard = (await page.evaluate(MEASURE_REMOTE)) as { rms: number; peakHz: number };
     expect(heard.rms).toBeGreaterThan(0.02);
     expect(Math.abs(heard.peakHz - 440)).toBeLessThan(30);
+    // The bridge offers only AES-CM SRTP (webrtc/srtp.ts does it without a cipher object per
+    // packet): Chromium agreed to it, and the tone above came through that path.
+    const srtpCipher = await page.evaluate("window.sovRoom.pc.getStats().then((r) => [...r.values()].find((x) => x.type === 'transport')?.srtpCipher)");
+    expect(srtpCipher).toBe('SRTP_AES128_CM_HMAC_SHA1_80');
     // The fake engine heard the visitor's 700 Hz tone (16 kHz PCM as the bridge sent it).
     const session = engine.sessions[sessionsBefore]!;
     expect(session.key).toBe(KEY);

@@ -12,6 +12,7 @@ import { WebRtcLeg, type RoomLeg, type WebRtcHandlers, type WebRtcOptions } from
 import { RoomCall, type RoomMetrics } from './room.ts';
 import { WebRtcThreadHost } from './thread-host.ts';
 import { installNativeX25519 } from './native-x25519.ts';
+import type { GcStats } from './gc-stats.ts';
 
 export interface RoomHostOptions {
   engineFactory: (cfg: OpenRoom['engine']) => VoiceEngine;
@@ -83,6 +84,11 @@ export class RoomHost {
     if (!this.threads.length) return 'inline';
     if (!this.rooms.size && !this.recent.length) return null;
     return [...new Set(this.threads.filter((t) => t.started).map((t) => t.priority))].join(',') || null;
+  }
+
+  /** Each started WebRTC thread's GC pauses (gc-stats.ts), cumulative. */
+  get gc(): GcStats[] {
+    return this.threads.flatMap((t) => (t.gc ? [t.gc] : []));
   }
 
   /** A new room goes to the thread carrying the fewest. */

@@ -13,6 +13,7 @@ import { ArrayQueue, IntervalStats, pacer, type Clocked } from '../media/session
 import { decodeG711Into, silenceFrame, upsample8to16Into, type Codec } from '../media/audio.ts';
 import { InputBatcher } from '../media/leg.ts';
 import { dropSendHistory } from './send-history.ts';
+import { SrtpOut, offerAesCmOnly } from './srtp.ts';
 
 const FRAME_NS = 20_000_000n;
 const FRAME_SAMPLES = 160;
@@ -67,6 +68,8 @@ export interface WebRtcMetrics {
   packetsReceived: number;
   rxLost: number;
   voicedFrames: number;
+  /** Whose SRTP carried the room's RTP: the bridge's own (srtp.ts) or werift's. */
+  srtp: 'own' | 'werift';
   firstAudioSentAt: bigint | null;
 }
 
@@ -81,12 +84,15 @@ export const EMPTY_WEBRTC_METRICS: WebRtcMetrics = {
   packetsReceived: 0,
   rxLost: 0,
   voicedFrames: 0,
+  srtp: 'werift',
   firstAudioSentAt: null,
 };
 
 export class WebRtcLeg implements Clocked, RoomLeg {
   readonly pc: RTCPeerConnection;
   private transceiver: RTCRtpTransceiver | null = null;
+  /** The bridge's own RTP/SRTP send path (srtp.ts); null → werift's sendRtp. */
+  private out: SrtpOut | null = null;
   codec: Codec | null = null;
   private payloadType = 0;
   private readonly queue = new ArrayQueue();
@@ -152,6 +158,8 @@ export class WebRtcLeg implements Clocked, RoomLeg {
     if (!tr) throw new Error('the offer has no audio');
     this.transceiver = tr;
     dropSendHistory(tr.sender);
+    // SRTP without an OpenSSL object per packet (srtp.ts): AES-CM, which every browser has.
+    offerAesCmOnly(tr.sender);
     tr.setDirection('sendrecv');
     await this.pc.setLocalDescription(await this.pc.createAnswer());
     const until = Date.now() + 5000;
@@ -171,6 +179,8 @@ export class WebRtcLeg implements Clocked, RoomLeg {
     this.connected = true;
     this.lastRxAt = Date.now();
     this.running = true;
+    // DTLS is up (the connection state says so): the SRTP keys are there to send with.
+    this.out = this.transceiver ? SrtpOut.bind(this.transceiver.sender) : null;
     this.nextDue = process.hrtime.bigint();
     pacer.add(this, true);
     if (this.mediaTimeoutMs > 0) {
@@ -245,14 +255,19 @@ export class WebRtcLeg implements Clocked, RoomLeg {
     if (hasAudio && this.queue.queued === 0) this.h.onDrained?.();
     const marker = hasAudio && !this.talking;
     this.talking = hasAudio;
-    const header = new RtpHeader({ payloadType: this.payloadType, sequenceNumber: this.seq, timestamp: this.ts >>> 0, ssrc: this.ssrc, marker });
+    const seq = this.seq;
+    const ts = this.ts >>> 0;
     this.seq = (this.seq + 1) & 0xffff;
     this.ts = (this.ts + FRAME_SAMPLES) >>> 0;
     const sendAt = process.hrtime.bigint();
     if (this.lastSent !== 0n && !this.rephased) this.stats.add(Number(sendAt - this.lastSent) / 1e6 - 20);
     this.rephased = false;
     this.lastSent = sendAt;
-    this.transceiver?.sender.sendRtp(new RtpPacket(header, payload)).catch(() => undefined);
+    if (this.out) this.out.sendRtp(this.payloadType, marker, seq, ts, payload);
+    else {
+      const header = new RtpHeader({ payloadType: this.payloadType, sequenceNumber: seq, timestamp: ts, ssrc: this.ssrc, marker });
+      this.transceiver?.sender.sendRtp(new RtpPacket(header, payload)).catch(() => undefined);
+    }
     this.packetsSent++;
     if (hasAudio && this.firstAudioSentAt === null) this.firstAudioSentAt = sendAt;
     this.nextDue += FRAME_NS;
@@ -286,6 +301,7 @@ export class WebRtcLeg implements Clocked, RoomLeg {
       packetsReceived: this.packetsReceived,
       rxLost: this.rxLost,
       voicedFrames: this.voicedFrames,
+      srtp: this.out ? 'own' : 'werift',
       firstAudioSentAt: this.firstAudioSentAt,
     };
   }

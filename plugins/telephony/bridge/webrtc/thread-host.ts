@@ -7,9 +7,11 @@ import { Worker } from 'node:worker_threads';
 import type { Codec } from '../media/audio.ts';
 import { EMPTY_WEBRTC_METRICS, type RoomLeg, type WebRtcHandlers, type WebRtcMetrics, type WebRtcOptions } from './leg.ts';
 import type { ToWebRtcThread, WebRtcThreadData } from './thread.ts';
+import type { GcStats } from './gc-stats.ts';
 
 type FromThread =
   | { op: 'priority'; priority: string }
+  | { op: 'gc'; stats: GcStats }
   | { op: 'answer'; id: number; sdp: string; codec: Codec | null }
   | { op: 'error'; id: number; message: string }
   | { op: 'audio'; id: number; pcm: Int16Array }
@@ -106,6 +108,8 @@ export class WebRtcThreadHost {
   private readonly legs = new Map<number, ThreadLeg>();
   private nextId = 1;
   priority = 'default';
+  /** The thread's GC pauses so far (reported every second), null before it started. */
+  gc: GcStats | null = null;
 
   constructor(private readonly o: WebRtcThreadOptions) {}
 
@@ -141,6 +145,10 @@ export class WebRtcThreadHost {
       if (m.op === 'priority') {
         this.priority = m.priority;
         this.o.onPriority?.(m.priority);
+        return;
+      }
+      if (m.op === 'gc') {
+        this.gc = m.stats;
         return;
       }
       this.legs.get(m.id)?.onMessage(m);

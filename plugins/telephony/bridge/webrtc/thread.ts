@@ -9,6 +9,7 @@ import { isMainThread, parentPort, workerData, type MessagePort } from 'node:wor
 import { raisePriority } from '../media/thread.ts';
 import { WebRtcLeg, type WebRtcOptions } from './leg.ts';
 import { installNativeX25519 } from './native-x25519.ts';
+import { watchGc } from './gc-stats.ts';
 
 export interface WebRtcThreadData {
   entry: string;
@@ -27,6 +28,9 @@ function serve(port: MessagePort, d: WebRtcThreadData): void {
   port.postMessage({ op: 'priority', priority: raisePriority(d.rtPriority, d.nice) });
   // Every join's DTLS handshake runs here, between the rooms' frames: OpenSSL's X25519, not tweetnacl's.
   installNativeX25519();
+  // The thread's GC pauses, for /stats (webrtcGc): what the rooms' frames wait behind.
+  const gc = watchGc();
+  setInterval(() => port.postMessage({ op: 'gc', stats: gc.stats }), 1000).unref();
   const legs = new Map<number, WebRtcLeg>();
   port.on('message', (m: ToWebRtcThread) => {
     switch (m.op) {
