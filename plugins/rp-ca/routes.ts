@@ -58,7 +58,7 @@ export function rpCaRoutes(r: RouteRegistrar, service: () => Promise<CaService>,
     summary: "State of this tenant's CA: where its key lives (software or HSM), whether it opens now, validity and counts",
     description:
       'What `sovcomms ca status --json` shows, for the console dashboard. A tenant without a CA yet answers `{initialized: false}` and none is made.',
-    auth: policy.adminOrHmac('rp-ca-status'),
+    auth: policy.adminOrHmac('rp-cert-status'),
     query: z.object({ status: z.string().optional() }),
     responses: { 200: { description: 'the CA state', schema: caState } },
     handler: async (req) => {

@@ -212,7 +212,7 @@ describe('RP certificate authority with its key in SoftHSM2 (PKCS#11)', { timeou
     const st = await inProcess(['ca', 'status', '--data-dir', dataDir]);
     expect(st.code).toBe(1);
     expect(st.out).toMatch(/key reachable: NO: .*no token labelled "unplugged-token"/);
-    const api = await body(await adminCall(s, 'GET', '/rp-cert.ashx?status', 'rp-ca-status'));
+    const api = await body(await adminCall(s, 'GET', '/rp-cert.ashx?status', 'rp-cert-status'));
     expect(api).toMatchObject({ initialized: true, key_store: 'hsm', key_ready: false });
     expect(api.key_problem).toMatch(/no token labelled "unplugged-token"/);
     db.prepare('UPDATE rp_ca SET hsm_token = ?, updated_at = ? WHERE tenant_id = ?').run(
@@ -221,7 +221,7 @@ describe('RP certificate authority with its key in SoftHSM2 (PKCS#11)', { timeou
       s.primary.id,
     );
     expect((await s.fetch('/rp-cert.ashx?ca')).status).toBe(200);
-    expect(await body(await adminCall(s, 'GET', '/rp-cert.ashx?status', 'rp-ca-status'))).toMatchObject({ key_store: 'hsm', key_ready: true });
+    expect(await body(await adminCall(s, 'GET', '/rp-cert.ashx?status', 'rp-cert-status'))).toMatchObject({ key_store: 'hsm', key_ready: true });
   });
 
   it('HSM mistakes are clear errors: wrong PIN, unknown token, missing PIN, module without token label', async () => {

@@ -37,12 +37,12 @@ describe('RP certificate authority with a software key', { timeout: 120_000 }, (
   it('GET ?status: {initialized: false} before first use (and none is made), then the software key, ready, with its counts; admin only', async () => {
     const fresh = await startTestServer();
     try {
-      const before = await adminCall(fresh, 'GET', '/rp-cert.ashx?status', 'rp-ca-status');
+      const before = await adminCall(fresh, 'GET', '/rp-cert.ashx?status', 'rp-cert-status');
       expect(before.status).toBe(200);
       expect(await body(before)).toEqual({ initialized: false });
       expect(fresh.appliance.core.db.prepare('SELECT COUNT(*) AS n FROM rp_ca').get()).toEqual({ n: 0 });
       expect((await adminCall(fresh, 'POST', '/rp-cert.ashx?issue', 'rp-cert-issue', { json: { client_id: 'status.example' } })).status).toBe(200);
-      const st = await body(await adminCall(fresh, 'GET', '/rp-cert.ashx?status', 'rp-ca-status'));
+      const st = await body(await adminCall(fresh, 'GET', '/rp-cert.ashx?status', 'rp-cert-status'));
       expect(st).toMatchObject({ initialized: true, key_store: 'software', key_ready: true, issued: 1, revoked: 0, generation: 1 });
       expect(st.key_problem).toBeUndefined();
       expect(Date.parse(st.not_after)).toBeGreaterThan(Date.now());
