@@ -172,14 +172,33 @@ export class InboundCalls {
 
   transfer(q: TransferQuery): TransferDecision {
     const c = this.row(q.callId);
-    const tenant = c ? this.d.tenants.byId(c.tenant_id) : undefined;
-    if (!c || !tenant) return { ok: false, error: 'no such call' };
+    if (!c) return this.transferFromRoom(q);
+    const tenant = this.d.tenants.byId(c.tenant_id);
+    if (!tenant) return { ok: false, error: 'no such call' };
     const name = q.phone || q.user || '';
     if (!name) return { ok: false, error: 'give a user or a phone number' };
     const tg = this.targetOf(tenant, name);
     if (typeof tg === 'string') return { ok: false, error: tg };
     const transferType = tg.kind === 'vnum' ? 'vnum-to-vnum' : tg.kind === 'pstn' ? 'vnum-to-pstn' : 'vnum-to-officetab';
     return { ok: true, transferType, target: tg };
+  }
+
+  /**
+   * A browser room's AI may hand the visitor to another virtual number of the tenant (the same
+   * AI-to-AI swap as vnum-to-vnum on a SIP call); a person or a phone number is refused, as the
+   * visitor's browser leg cannot be bridged to another endpoint.
+   */
+  private transferFromRoom(q: TransferQuery): TransferDecision {
+    const r = this.d.repo.db.prepare('SELECT tenant_id FROM tel_room_calls WHERE call_id = ? AND ended_at IS NULL').get(q.callId) as
+      { tenant_id: string } | undefined;
+    const tenant = r ? this.d.tenants.byId(r.tenant_id) : undefined;
+    if (!tenant) return { ok: false, error: 'no such call' };
+    const name = q.phone || q.user || '';
+    if (!name) return { ok: false, error: 'give a virtual number' };
+    const tg = this.targetOf(tenant, name);
+    if (typeof tg === 'string') return { ok: false, error: tg };
+    if (tg.kind !== 'vnum') return { ok: false, error: 'from a browser room the AI can hand the visitor only to another virtual number' };
+    return { ok: true, transferType: 'vnum-to-vnum', target: tg };
   }
 
   // ---- events -----------------------------------------------------------------------------------

@@ -207,6 +207,26 @@ export class RoomService {
       };
     }
     if (ev.type === 'ended') return { applied: this.finish(r, ev, mark) };
+    if (ev.type === 'transferred') {
+      return {
+        applied: this.d.repo.tx(() => {
+          if (!mark()) return false;
+          this.d.events.emit(r.tenant_id, 'call.transferred', {
+            callId: r.call_id,
+            fromVnum: r.number,
+            fromOutbound: '',
+            fromPhone: '',
+            toUser: ev.toUser,
+            toPhone: ev.toPhone,
+            transferType: ev.transferType,
+            trunkId: '',
+            room: r.room,
+            source: 'vnum',
+          });
+          return true;
+        }),
+      };
+    }
     return { applied: this.d.repo.tx(mark) };
   }
 

@@ -125,6 +125,8 @@ export class Bridge {
     this.rooms = new RoomHost({
       engineFactory: (cfg) => (o.engineFactory ?? ((c: PlaceCall['engine']) => new GeminiLiveEngine(c, o.engineUrl)))(cfg),
       emit: (type, callId, fields) => this.events.emit(type, callId, fields),
+      // The inbound service is made after the rooms; it is asked only once a room's AI transfers.
+      askTransfer: (q) => this.inbound.askTransfer(q),
       webrtc: o.webrtc ?? {},
       thread: o.mediaThread,
       nice: o.mediaNice,

@@ -77,6 +77,15 @@ beforeAll(async () => {
     apiKey: KEY,
     usage: { prompt: 100, response: 20 },
     keepAudioMs: 8000,
+    scriptsByKey: {
+      // A room whose AI hands the visitor to another number's AI, which ends the call.
+      'key-room-to-vnum': [
+        { say: 'Let me connect you to billing.', audioMs: 400 },
+        { tool: 'transfer_to_user', args: { phone: '+4930559' } },
+      ],
+      'key-room-billing': [{ say: 'Billing here. Goodbye.', audioMs: 1500 }, { tool: 'end_call' }],
+      'key-room-to-user': [{ say: 'Let me get a colleague.', audioMs: 400 }, { tool: 'transfer_to_user', args: { user: 'admin' } }, { wait: 60_000 }],
+    },
     script: [
       { say: 'Welcome to the front desk.', audioMs: 4000 },
       { hear: 'Hello, I need help.', ms: 3000 },
@@ -102,6 +111,9 @@ beforeAll(async () => {
   expect((await save({ number: '+4930555', name: 'Front desk', visibility: 'public', maxDurationSec: 600 })).status).toBe(200);
   expect((await save({ number: '+4930556', name: 'Staff room', visibility: 'signed-in' })).status).toBe(200);
   expect((await save({ number: '+4930557', name: 'Short', visibility: 'public', maxDurationSec: 10 })).status).toBe(200);
+  expect((await save({ number: '+4930558', name: 'Lobby', visibility: 'public', geminiApiKey: 'key-room-to-vnum' })).status).toBe(200);
+  expect((await save({ number: '+4930559', name: 'Billing', visibility: 'public', geminiApiKey: 'key-room-billing' })).status).toBe(200);
+  expect((await save({ number: '+4930560', name: 'Help', visibility: 'public', geminiApiKey: 'key-room-to-user', maxDurationSec: 10 })).status).toBe(200);
   wav = path.join(tempDir('sovcomms-wav-'), 'visitor.wav');
   writeWav(wav, VISITOR_HZ, 4);
   browser = await chromium.launch({
@@ -320,6 +332,35 @@ describe('virtual-number rooms in the browser (WebRTC in the appliance)', () => 
     expect(v.lost).toBe(0);
     await v.close();
   }, 40_000);
+
+  it("vnum-to-vnum from a room: the AI hands the visitor to another number's AI on the same WebRTC leg; a person is refused", async () => {
+    const v = new WebRtcVisitor({ toneHz: 600, keepMs: 3000 });
+    const r = await join('+4930558', v);
+    expect(r.status).toBe(201);
+    await v.accept(r.body.sdp);
+    const row = await ended(r.body.callId, 30_000);
+    expect(row).toMatchObject({ outcome: 'transferred-to-vnum' });
+    const ev = eventsOf(s, r.body.callId);
+    expect(ev.map((e) => e.name)).toEqual(['call.started', 'call.transferred', 'call.ended', 'transcript.saved']);
+    expect(ev[1]!.data).toMatchObject({ fromVnum: '+4930558', toPhone: '+4930559', transferType: 'vnum-to-vnum', source: 'vnum', room: expect.any(String) });
+    expect(ev[2]!.data).toMatchObject({ outcome: 'transferred-to-vnum', source: 'vnum', number: '+4930558' });
+    // Both AIs spoke to the visitor over the one leg, and the transcript has both.
+    const text = JSON.stringify((await j(s.fetch(`${V1}/transcripts/${r.body.callId}`, { key: s.adminKey }))).body.turns);
+    expect(text).toContain('connect you to billing');
+    expect(text).toContain('Billing here');
+    expect(v.lost).toBe(0);
+    await v.close();
+
+    // To a person: the core refuses it for a room, the AI is told so and the room goes on.
+    const w = new WebRtcVisitor({ toneHz: 600, keepMs: 3000 });
+    const r2 = await join('+4930560', w);
+    await w.accept(r2.body.sdp);
+    expect(await ended(r2.body.callId, 25_000)).toMatchObject({ outcome: 'max-duration' });
+    expect(eventsOf(s, r2.body.callId).map((e) => e.name)).not.toContain('call.transferred');
+    const toolAnswers = engine.sessions.flatMap((x) => x.toolResponses);
+    expect(JSON.stringify(toolAnswers)).toContain('only to another virtual number');
+    await w.close();
+  }, 60_000);
 
   it('empty-room: a visitor who never connects, and one who connects but never speaks', async () => {
     const never = new WebRtcVisitor();

@@ -9,7 +9,7 @@ import type { EmitFn } from '../call.ts';
 import type { OpenRoom, OpenRoomAnswer } from '../../control.ts';
 import { log } from '../log.ts';
 import { WebRtcLeg, type RoomLeg, type WebRtcHandlers, type WebRtcOptions } from './leg.ts';
-import { RoomCall, type RoomMetrics } from './room.ts';
+import { RoomCall, type RoomDeps, type RoomMetrics } from './room.ts';
 import { WebRtcThreadHost } from './thread-host.ts';
 import { installNativeX25519 } from './native-x25519.ts';
 import type { GcStats } from './gc-stats.ts';
@@ -17,6 +17,8 @@ import type { GcStats } from './gc-stats.ts';
 export interface RoomHostOptions {
   engineFactory: (cfg: OpenRoom['engine']) => VoiceEngine;
   emit: EmitFn;
+  /** Where a room's AI may hand the visitor (asked of the core). */
+  askTransfer?: RoomDeps['askTransfer'];
   webrtc: WebRtcOptions;
   mediaTimeoutMs?: number;
   /** Rooms' media on WebRTC threads (default) or in the main event loop. */
@@ -115,6 +117,7 @@ export class RoomHost {
       emit: this.o.emit,
       openLeg: (h, timeout) => (this.threads.length ? this.leastLoaded().open(h, timeout) : new WebRtcLeg(h, this.webrtc, timeout)),
       mediaTimeoutMs: this.o.mediaTimeoutMs,
+      askTransfer: this.o.askTransfer,
       onDone: (r) => {
         this.rooms.delete(r.callId);
         log('info', 'room call ended', { callId: r.callId, outcome: r.outcome, errorDetail: r.errorDetail || undefined });

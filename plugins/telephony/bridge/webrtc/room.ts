@@ -12,6 +12,7 @@ import type { ToolCall, VoiceEngine } from '../engine/types.ts';
 import type { EmitFn, Turn } from '../call.ts';
 import { isOutcome, type BridgeCallState, type OpenRoom, type Outcome } from '../../control.ts';
 import type { RoomLeg, WebRtcHandlers, WebRtcMetrics } from './leg.ts';
+import type { TransferDecision, TransferQuery } from '../inbound/control.ts';
 
 export interface RoomDeps {
   engineFactory: (cfg: OpenRoom['engine']) => VoiceEngine;
@@ -21,6 +22,8 @@ export interface RoomDeps {
   openLeg: (h: WebRtcHandlers, mediaTimeoutMs?: number) => RoomLeg;
   /** No RTP from a connected visitor this long → they left. */
   mediaTimeoutMs?: number;
+  /** Where the AI may hand the visitor (the core decides, as for an inbound SIP call). */
+  askTransfer?: (q: TransferQuery) => Promise<TransferDecision>;
 }
 
 export interface RoomMetrics extends Omit<WebRtcMetrics, 'firstAudioSentAt'> {
@@ -43,6 +46,8 @@ export class RoomCall {
   private maxTimer: NodeJS.Timeout | null = null;
   private drainTimer: NodeJS.Timeout | null = null;
   private pendingOutcome: Outcome | null = null;
+  /** The AI handed the visitor to another number's AI (its end_call ends transferred-to-vnum). */
+  private transferred = false;
   private readonly turns: Turn[] = [];
   private turnOpen = false;
   private tokensTotal = 0;
@@ -124,17 +129,20 @@ export class RoomCall {
     this.end(this.spoke ? 'far-hangup' : 'empty-room', this.spoke ? '' : why);
   }
 
+  /** Every handler is for the engine in charge: a replaced one (a transfer) is heard no more. */
   private wireEngine(engine: VoiceEngine): void {
     engine.on('audio', (pcm24) => {
-      if (this.ended || !this.connectedAt) return;
+      if (this.ended || !this.connectedAt || this.engine !== engine) return;
       this.lastEngineAudioAt = Date.now();
       this.leg.play(this.decimator.process(pcm24));
     });
-    engine.on('interrupted', () => this.leg.flush());
+    engine.on('interrupted', () => {
+      if (this.engine === engine) this.leg.flush();
+    });
     // Whether the visitor spoke is the leg's voice detection, not the transcript: a model may
     // transcribe noise, and an empty room must not count as a conversation.
-    engine.on('inputTranscript', (t) => this.addTranscript('Caller', t));
-    engine.on('outputTranscript', (t) => this.addTranscript('AI', t));
+    engine.on('inputTranscript', (t) => this.engine === engine && this.addTranscript('Caller', t));
+    engine.on('outputTranscript', (t) => this.engine === engine && this.addTranscript('AI', t));
     engine.on('turnComplete', () => {
       this.turnOpen = false;
     });
@@ -143,10 +151,10 @@ export class RoomCall {
       this.tokensPrompt += u.promptTokens;
     });
     engine.on('toolCall', (calls) => {
-      for (const c of calls) this.onTool(c);
+      for (const c of calls) if (this.engine === engine) void this.onTool(engine, c);
     });
     engine.on('closed', (error) => {
-      if (this.ended || this.pendingOutcome) return;
+      if (this.ended || this.pendingOutcome || this.engine !== engine) return;
       this.hangup('failed', error ?? 'AI engine ended the session');
     });
   }
@@ -161,15 +169,71 @@ export class RoomCall {
     this.turnOpen = true;
   }
 
-  private onTool(c: ToolCall): void {
-    const engine = this.engine!;
+  private async onTool(engine: VoiceEngine, c: ToolCall): Promise<void> {
     if (c.name === 'end_call') {
       engine.sendToolResponse(c, { ok: true });
-      this.hangupWhenDrained('finished');
+      this.hangupWhenDrained(this.transferred ? 'transferred-to-vnum' : 'finished');
       return;
     }
-    // Transfers out of a room (vnum-to-vnum, -officetab, -pstn) are not carried yet.
+    if (c.name === 'transfer_to_user' && this.deps.askTransfer) return this.transfer(engine, c);
     engine.sendToolResponse(c, { ok: false, error: `${c.name} is not available in a browser room` });
+  }
+
+  /**
+   * The AI hands the visitor to another virtual number: the core names it (the same decision as
+   * for an inbound SIP call), the first AI finishes its sentence, the second takes over the same
+   * WebRTC leg. A person or a phone number is refused by the core for a room (the visitor's
+   * browser leg cannot be bridged to another endpoint yet).
+   */
+  private async transfer(engine: VoiceEngine, c: ToolCall): Promise<void> {
+    const user = typeof c.args.user === 'string' ? c.args.user : '';
+    const phone = typeof c.args.phone === 'string' ? c.args.phone : '';
+    let d: TransferDecision;
+    try {
+      d = await this.deps.askTransfer!({ callId: this.callId, user, phone });
+    } catch (err) {
+      d = { ok: false, error: `transfer lookup failed: ${(err as Error).message}` };
+    }
+    if (this.ended || this.engine !== engine) return;
+    if (!d.ok || d.target.kind !== 'vnum') {
+      engine.sendToolResponse(c, { ok: false, error: d.ok ? 'a browser room can be handed only to another number' : d.error });
+      return;
+    }
+    const t = d.target;
+    engine.sendToolResponse(c, { ok: true });
+    await this.drained(5000);
+    if (this.ended) return;
+    const next = this.deps.engineFactory(t.engine);
+    try {
+      await next.connect();
+    } catch (err) {
+      next.close();
+      engine.sendText(`The transfer failed (${(err as Error).message}). Tell the visitor and carry on.`);
+      return;
+    }
+    if (this.ended) {
+      next.close();
+      return;
+    }
+    this.transferred = true;
+    this.deps.emit('transferred', this.callId, { toUser: '', toPhone: t.number, transferType: d.transferType, trunkId: null });
+    this.engine = next;
+    this.wireEngine(next);
+    this.turnOpen = false;
+    engine.close();
+    next.begin();
+  }
+
+  /** Resolves once the AI's audio queued towards the visitor has played (at most capMs). */
+  private drained(capMs: number): Promise<void> {
+    const deadline = Date.now() + capMs;
+    return new Promise((resolve) => {
+      const check = () => {
+        if (this.ended || (this.leg.queuedMs === 0 && Date.now() - this.lastEngineAudioAt > 400) || Date.now() > deadline) resolve();
+        else setTimeout(check, 50);
+      };
+      check();
+    });
   }
 
   private hangupWhenDrained(outcome: Outcome, capMs = 10_000): void {
