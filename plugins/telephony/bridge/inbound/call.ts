@@ -8,6 +8,7 @@ import { buildOffer, parseAnswer, parseReoffer, SdpError, type NegotiatedMedia }
 import type { LegMetrics, MediaHost, MediaLeg } from '../media/leg.ts';
 import { Decimator24to8 } from '../media/audio.ts';
 import type { ToolCall, VoiceEngine } from '../engine/types.ts';
+import { connectSuccessor } from '../engine/handover.ts';
 import type { SipUserAgent } from '../sip/ua.ts';
 import type { EmitFn, Turn } from '../call.ts';
 import type { LocatedTrunk, PlaceCall } from '../schemas.ts';
@@ -273,18 +274,13 @@ export class InboundCall {
       // Let the first AI finish its sentence, then the second takes over the same media leg.
       await this.drained(5000);
       if (this.ended) return;
-      const next = this.deps.engineFactory(t.engine);
-      try {
-        await next.connect();
-      } catch (err) {
-        next.close();
-        engine.sendText(`The transfer failed (${(err as Error).message}). Tell the caller and carry on.`);
-        return;
-      }
-      if (this.ended) {
-        next.close();
-        return;
-      }
+      const next = await connectSuccessor(
+        engine,
+        () => this.deps.engineFactory(t.engine),
+        () => this.ended,
+        'caller',
+      );
+      if (!next) return;
       this.transferred = true;
       emitTransferred();
       engine.close();

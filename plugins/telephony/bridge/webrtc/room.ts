@@ -9,6 +9,7 @@
  */
 import { Decimator24to8 } from '../media/audio.ts';
 import type { ToolCall, VoiceEngine } from '../engine/types.ts';
+import { connectSuccessor } from '../engine/handover.ts';
 import type { EmitFn, Turn } from '../call.ts';
 import { isOutcome, type BridgeCallState, type OpenRoom, type Outcome } from '../../control.ts';
 import type { RoomLeg, WebRtcHandlers, WebRtcMetrics } from './leg.ts';
@@ -203,18 +204,13 @@ export class RoomCall {
     engine.sendToolResponse(c, { ok: true });
     await this.drained(5000);
     if (this.ended) return;
-    const next = this.deps.engineFactory(t.engine);
-    try {
-      await next.connect();
-    } catch (err) {
-      next.close();
-      engine.sendText(`The transfer failed (${(err as Error).message}). Tell the visitor and carry on.`);
-      return;
-    }
-    if (this.ended) {
-      next.close();
-      return;
-    }
+    const next = await connectSuccessor(
+      engine,
+      () => this.deps.engineFactory(t.engine),
+      () => this.ended,
+      'visitor',
+    );
+    if (!next) return;
     this.transferred = true;
     this.deps.emit('transferred', this.callId, { toUser: '', toPhone: t.number, transferType: d.transferType, trunkId: null });
     this.engine = next;
