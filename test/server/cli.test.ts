@@ -3,7 +3,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
-import { BIN, cleanEnv, ROOT, runCli, startServe, type ServeProcess } from '../support/cli.ts';
+import { BIN, cleanEnv, readDataDirDb, ROOT, runCli, startServe, type ServeProcess } from '../support/cli.ts';
 import { httpFetch, tempDir } from '../support/server.ts';
 import { signAdminHmac } from '../../server/auth.ts';
 import { verifyPassword } from '../../server/users.ts';
@@ -37,14 +37,7 @@ beforeAll(async () => {
 const get = (p: string, headers: Record<string, string> = {}) => httpFetch(serve.url + p, { headers });
 const withKey = (key: string, host?: string) => ({ Authorization: `Bearer ${key}`, ...(host ? { Host: host } : {}) });
 
-function readDb<T>(fn: (db: Database.Database) => T): T {
-  const db = new Database(path.join(dataDir, 'appliance.db'), { readonly: true, fileMustExist: true });
-  try {
-    return fn(db);
-  } finally {
-    db.close();
-  }
-}
+const readDb = <T>(fn: (db: Database.Database) => T): T => readDataDirDb(dataDir, fn);
 
 describe('sovcomms serve', { timeout: 60_000 }, () => {
   it('first start prints the generated admin password once, and the server answers', async () => {

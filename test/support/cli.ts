@@ -3,6 +3,7 @@
  * or a script would, and starts `sovcomms serve` as a child for end-to-end tests.
  */
 import path from 'node:path';
+import Database from 'better-sqlite3';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
@@ -101,4 +102,14 @@ export function startServe(dataDir: string, extraArgs: string[] = [], env: Recor
       });
     });
   });
+}
+
+/** Reads a data dir's database (read-only, closed after `fn`) beside a running or stopped appliance. */
+export function readDataDirDb<T>(dataDir: string, fn: (db: Database.Database) => T): T {
+  const db = new Database(path.join(dataDir, 'appliance.db'), { readonly: true, fileMustExist: true });
+  try {
+    return fn(db);
+  } finally {
+    db.close();
+  }
 }

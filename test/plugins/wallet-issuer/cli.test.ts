@@ -1,9 +1,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main, type CliIo } from '../../../server/cli.ts';
-import { runCli } from '../../support/cli.ts';
+import { readDataDirDb, runCli } from '../../support/cli.ts';
 import { tempDir } from '../../support/server.ts';
 import { CLAIMS } from './support.ts';
 
@@ -24,14 +24,7 @@ async function cli(argv: string[], stdin = ''): Promise<{ code: number; stdout: 
   return { code, stdout: out.join('\n'), stderr: err.join('\n') };
 }
 
-function readDb<T>(fn: (db: Database.Database) => T): T {
-  const db = new Database(path.join(dataDir, 'appliance.db'), { readonly: true, fileMustExist: true });
-  try {
-    return fn(db);
-  } finally {
-    db.close();
-  }
-}
+const readDb = <T>(fn: (db: Database.Database) => T): T => readDataDirDb(dataDir, fn);
 
 const offers = () =>
   readDb((db) => db.prepare('SELECT id, subject_user, pre_auth_hash, issuer_state_hash FROM wi_offer ORDER BY created_at, id').all()) as {

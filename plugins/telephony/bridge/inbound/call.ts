@@ -8,7 +8,7 @@ import { buildOffer, parseAnswer, parseReoffer, SdpError, type NegotiatedMedia }
 import type { LegMetrics, MediaHost, MediaLeg } from '../media/leg.ts';
 import { Decimator24to8 } from '../media/audio.ts';
 import type { ToolCall, VoiceEngine } from '../engine/types.ts';
-import { connectSuccessor } from '../engine/handover.ts';
+import { handOver } from '../engine/handover.ts';
 import type { SipUserAgent } from '../sip/ua.ts';
 import type { EmitFn, Turn } from '../call.ts';
 import type { LocatedTrunk, PlaceCall } from '../schemas.ts';
@@ -270,16 +270,14 @@ export class InboundCall {
         trunkId: this.trunkId,
       });
     if (t.kind === 'vnum') {
-      engine.sendToolResponse(c, { ok: true });
-      // Let the first AI finish its sentence, then the second takes over the same media leg.
-      await this.drained(5000);
-      if (this.ended) return;
-      const next = await connectSuccessor(
-        engine,
-        () => this.deps.engineFactory(t.engine),
-        () => this.ended,
-        'caller',
-      );
+      const next = await handOver({
+        current: engine,
+        toolCall: c,
+        make: () => this.deps.engineFactory(t.engine),
+        ended: () => this.ended,
+        idle: () => (this.media?.queuedMs ?? 0) === 0 && Date.now() - this.lastEngineAudioAt > 400,
+        person: 'caller',
+      });
       if (!next) return;
       this.transferred = true;
       emitTransferred();

@@ -9,7 +9,7 @@
  */
 import { Decimator24to8 } from '../media/audio.ts';
 import type { ToolCall, VoiceEngine } from '../engine/types.ts';
-import { connectSuccessor } from '../engine/handover.ts';
+import { handOver } from '../engine/handover.ts';
 import type { EmitFn, Turn } from '../call.ts';
 import { isOutcome, type BridgeCallState, type OpenRoom, type Outcome } from '../../control.ts';
 import type { RoomLeg, WebRtcHandlers, WebRtcMetrics } from './leg.ts';
@@ -201,15 +201,14 @@ export class RoomCall {
       return;
     }
     const t = d.target;
-    engine.sendToolResponse(c, { ok: true });
-    await this.drained(5000);
-    if (this.ended) return;
-    const next = await connectSuccessor(
-      engine,
-      () => this.deps.engineFactory(t.engine),
-      () => this.ended,
-      'visitor',
-    );
+    const next = await handOver({
+      current: engine,
+      toolCall: c,
+      make: () => this.deps.engineFactory(t.engine),
+      ended: () => this.ended,
+      idle: () => this.leg.queuedMs === 0 && Date.now() - this.lastEngineAudioAt > 400,
+      person: 'visitor',
+    });
     if (!next) return;
     this.transferred = true;
     this.deps.emit('transferred', this.callId, { toUser: '', toPhone: t.number, transferType: d.transferType, trunkId: null });
@@ -218,18 +217,6 @@ export class RoomCall {
     this.turnOpen = false;
     engine.close();
     next.begin();
-  }
-
-  /** Resolves once the AI's audio queued towards the visitor has played (at most capMs). */
-  private drained(capMs: number): Promise<void> {
-    const deadline = Date.now() + capMs;
-    return new Promise((resolve) => {
-      const check = () => {
-        if (this.ended || (this.leg.queuedMs === 0 && Date.now() - this.lastEngineAudioAt > 400) || Date.now() > deadline) resolve();
-        else setTimeout(check, 50);
-      };
-      check();
-    });
   }
 
   private hangupWhenDrained(outcome: Outcome, capMs = 10_000): void {
