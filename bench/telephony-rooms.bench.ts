@@ -14,6 +14,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { BRIDGE_NODE_FLAGS } from '../plugins/telephony/bridge/node-flags.ts';
 import { startSipp } from '../test/support/sipp.ts';
 import { GeminiLiveFake } from '../test/support/gemini-live-fake.ts';
 import type { GcStats } from '../plugins/telephony/bridge/webrtc/gc-stats.ts';
@@ -96,7 +97,7 @@ export default async function run(): Promise<
   const base = 30000 + 2 * Math.floor(Math.random() * 4000);
   // ROOMS_BENCH_PROF=DIR writes a V8 CPU profile of the bridge there.
   const prof = process.env.ROOMS_BENCH_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.ROOMS_BENCH_PROF}`] : [];
-  const bridge = spawn(process.execPath, [...prof, '--import', 'tsx', path.join(ROOT, 'plugins/telephony/bridge/main.ts')], {
+  const bridge = spawn(process.execPath, [...prof, ...BRIDGE_NODE_FLAGS, '--import', 'tsx', path.join(ROOT, 'plugins/telephony/bridge/main.ts')], {
     cwd: ROOT,
     env: {
       ...process.env,
@@ -251,7 +252,7 @@ export default async function run(): Promise<
         peerValue: Number(sipJitter.toFixed(2)),
         ratio: sipJitter > 0 ? Number((roomJitter / sipJitter).toFixed(2)) : undefined,
         target: '< 5 ms',
-        note: `per room: p99 of |interval - 20 ms| over its packets (the outbound legs' measure, taken where each packet is handed to the SRTP layer: the bridge's own on ${rooms.filter((m) => m.srtp === 'own').length} of the ${rooms.filter((m) => m.packetsSent > 0).length} rooms that sent, werift's on the others); the row is the 99th percentile over rooms; WebRTC threads ${String(st1.webrtcThread)}, their scavenges during the hold ${gcNote || 'n/a'}; steal time during the rooms' hold ${steal(roomHold)}, during the SIP hold ${steal(sipHold)}`,
+        note: `per room: p99 of |interval - 20 ms| over its packets (the outbound legs' measure, taken where each packet is handed to the SRTP layer: the bridge's own on ${rooms.filter((m) => m.srtp === 'own').length} of the ${rooms.filter((m) => m.packetsSent > 0).length} rooms that sent, werift's on the others); the row is the 99th percentile over rooms; bridge GC ${String(st1.gc)} (bridge/node-flags.ts); WebRTC threads ${String(st1.webrtcThread)}, their scavenges during the hold ${gcNote || 'n/a'}; steal time during the rooms' hold ${steal(roomHold)}, during the SIP hold ${steal(sipHold)}`,
       },
       {
         name: 'room frames sent more than one frame late',

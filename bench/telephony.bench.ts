@@ -15,6 +15,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { writeFileSync, mkdtempSync, rmSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { BRIDGE_NODE_FLAGS } from '../plugins/telephony/bridge/node-flags.ts';
 import { startSipp } from '../test/support/sipp.ts';
 import { GeminiLiveFake } from '../test/support/gemini-live-fake.ts';
 import type { CallMetrics } from '../plugins/telephony/bridge/call.ts';
@@ -104,7 +105,7 @@ export default async function run(): Promise<
   // TELEPHONY_BENCH_PROF=DIR writes a V8 CPU profile of the bridge there.
   const prof = process.env.TELEPHONY_BENCH_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.TELEPHONY_BENCH_PROF}`] : [];
   const nodeArgs = (process.env.TELEPHONY_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  const bridge = spawn(process.execPath, [...prof, ...nodeArgs, '--import', 'tsx', path.join(ROOT, 'plugins/telephony/bridge/main.ts')], {
+  const bridge = spawn(process.execPath, [...prof, ...BRIDGE_NODE_FLAGS, ...nodeArgs, '--import', 'tsx', path.join(ROOT, 'plugins/telephony/bridge/main.ts')], {
     cwd: ROOT,
     env: {
       ...process.env,
@@ -197,10 +198,11 @@ export default async function run(): Promise<
     while (ids.some((id) => !ended.has(id)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 250));
     const statsBody = await api('GET', '/stats');
     const stats = statsBody.ended as Metrics[];
-    const threads =
+    const threads = `${
       Object.entries((statsBody.mediaThreads ?? {}) as Record<string, string>)
         .map(([k, v]) => `${k} ${v}`)
-        .join(', ') || 'inline';
+        .join(', ') || 'inline'
+    }; GC ${String(statsBody.gc)}`;
     const mine = stats.filter((m) => ids.includes(m.callId));
     const finished = ids.filter((id) => ended.get(id)?.outcome === 'finished').length;
     const jitterP99 = pct(

@@ -25,6 +25,7 @@ import {
   type Trunk,
 } from './control.ts';
 import type { TelephonyConfig } from './schemas.ts';
+import { BRIDGE_NODE_FLAGS } from './bridge/node-flags.ts';
 import { PhonesAnswerSchema, PhonesStatusSchema, type PhoneAccount } from './bridge/inbound/control.ts';
 import { OfficeTabAnswerAnswerSchema, OfficeTabOkSchema, OfficeTabsAnswerSchema, type OfficeTab } from './bridge/inbound/officetab-control.ts';
 
@@ -35,15 +36,15 @@ const COMPILED = import.meta.url.endsWith('.js');
 const ROOM_OPEN_TIMEOUT_MS = 15_000;
 
 /**
- * The command line of the embedded bridge. From the TypeScript tree the entry runs through
- * bin/run-ts.mjs; from `dist/` the configured `.ts` entry names its compiled `.js` twin, run by
- * plain Node. The working directory is the project root, except inside an asar archive (the
+ * The command line of the embedded bridge (after the Node binary): the bridge's Node flags
+ * (bridge/node-flags.ts), then, from the TypeScript tree, the entry through bin/run-ts.mjs; from
+ * `dist/` the configured `.ts` entry names its compiled `.js` twin, run by plain Node. The working directory is the project root, except inside an asar archive (the
  * packaged app), which is not a directory the OS can enter.
  */
 export function bridgeCommand(entryCfg: string, root = ROOT, compiled = COMPILED): { argv: string[]; cwd: string } {
   const entry = path.resolve(root, compiled ? entryCfg.replace(/\.ts$/, '.js') : entryCfg);
   const cwd = root.includes(`.asar${path.sep}`) || root.endsWith('.asar') ? path.dirname(root.split('.asar')[0]!) : root;
-  return { argv: entry.endsWith('.ts') ? [path.join(root, 'bin/run-ts.mjs'), entry] : [entry], cwd };
+  return { argv: [...BRIDGE_NODE_FLAGS, ...(entry.endsWith('.ts') ? [path.join(root, 'bin/run-ts.mjs'), entry] : [entry])], cwd };
 }
 
 interface BridgeAnswer {

@@ -23,6 +23,7 @@ import { RoomError, RoomHost, webrtcOptionsFromEnv } from './webrtc/host.ts';
 import type { WebRtcOptions } from './webrtc/leg.ts';
 import { HangupSchema, PlaceCallSchema, TrunkSchema, TrunksBodySchema, type LocatedTrunk, type PlaceCall, type Trunk } from './schemas.ts';
 import { OpenRoomSchema } from '../control.ts';
+import { gcMode } from './node-flags.ts';
 import type { ControlError, HangupAnswer, HealthAnswer, ListCallsAnswer, PlaceCallAnswer, PutTrunksAnswer } from '../control.ts';
 
 export const BRIDGE_VERSION = '1.0.0';
@@ -410,6 +411,7 @@ export class Bridge {
       cpuUserMicros: cpu.user,
       cpuSystemMicros: cpu.system,
       uptimeSec: process.uptime(),
+      gc: gcMode(),
       mediaThreads,
       ended: this.recent,
       activeRooms: this.rooms.size,

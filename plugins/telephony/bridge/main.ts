@@ -5,6 +5,7 @@
  */
 import { Bridge, optionsFromEnv } from './bridge.ts';
 import { log } from './log.ts';
+import { BRIDGE_NODE_FLAGS, gcMode } from './node-flags.ts';
 
 async function main(): Promise<void> {
   let bridge: Bridge;
@@ -18,7 +19,13 @@ async function main(): Promise<void> {
   const ready = { type: 'bridge-ready', controlUrl, instanceId: bridge.instanceId, sipPort: bridge.sipPort };
   process.stdout.write(JSON.stringify(ready) + '\n');
   process.send?.(ready);
-  log('info', 'bridge ready', { controlUrl, sipPort: bridge.sipPort, instanceId: bridge.instanceId });
+  log('info', 'bridge ready', { controlUrl, sipPort: bridge.sipPort, instanceId: bridge.instanceId, gc: gcMode() });
+  if (gcMode() !== 'single-threaded') {
+    log(
+      'warn',
+      `started without ${BRIDGE_NODE_FLAGS.join(' ')}: garbage collection on the media threads waits for normal-priority helper threads (see bridge/README.md)`,
+    );
+  }
 
   let stopping = false;
   const stop = async (code: number) => {

@@ -12,6 +12,7 @@ import { startSipp, type SippOptions, type SippRun } from '../../support/sipp.ts
 import { DnsServer } from '../../support/dns-server.ts';
 import { buildRtp, parseRtp } from '../../../plugins/telephony/bridge/media/rtp.ts';
 import { GeminiLiveFake, type ScriptStep } from '../../support/gemini-live-fake.ts';
+import { bridgeCommand } from '../../../plugins/telephony/bridge-link.ts';
 
 const TOKEN = randomBytes(24).toString('hex');
 let bridge: ChildProcess;
@@ -65,7 +66,10 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => callbacks.listen(0, '127.0.0.1', r));
   const base = 40000 + 2 * Math.floor(Math.random() * 5000);
-  bridge = spawn(process.execPath, ['--import', 'tsx', 'plugins/telephony/bridge/main.ts'], {
+  // As the supervisor starts it: the bridge's Node flags, then the entry through bin/run-ts.mjs.
+  const cmd = bridgeCommand('plugins/telephony/bridge/main.ts');
+  bridge = spawn(process.execPath, cmd.argv, {
+    cwd: cmd.cwd,
     env: {
       ...process.env,
       SOVCOMMS_BRIDGE_TOKEN: TOKEN,
@@ -174,6 +178,8 @@ describe('telephony bridge against SIPp', () => {
     expect(typeof (h.json.sip as { port: number }).port).toBe('number');
     // Linux: a sending and a receiving media thread, each saying what scheduling it got.
     if (process.platform === 'linux') expect(Object.keys(h.json.mediaThreads as object).sort()).toEqual(['rx', 'tx']);
+    // Started with the flags of bridge/node-flags.ts: collections without normal-priority helper threads.
+    expect((await api('GET', '/stats')).json.gc).toBe('single-threaded');
     const bad = await api('GET', '/health', undefined, 'x'.repeat(48));
     expect(bad.status).toBe(401);
     expect(bad.json.error).toBe('invalid_token');
