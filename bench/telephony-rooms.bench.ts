@@ -230,9 +230,9 @@ export default async function run(): Promise<
     // The WebRTC threads' young-generation collections during the rooms' hold (what frames wait behind).
     const gcNote = gc1
       .map((g, i) => {
-        const b = gc0[i] ?? { scavenges: 0, scavengeMs: 0, scavengesOver5Ms: 0 };
+        const b = gc0[i] ?? { scavenges: 0, scavengeMs: 0, scavengesOver5Ms: 0, scavengesInGaps: 0 };
         const n = g.scavenges - b.scavenges;
-        return `${n} (mean ${n ? ((g.scavengeMs - b.scavengeMs) / n).toFixed(1) : 0} ms, ${g.scavengesOver5Ms - b.scavengesOver5Ms} of 5 ms or more, longest so far ${g.scavengeMaxMs.toFixed(1)} ms)`;
+        return `${n} (${g.scavengesInGaps - b.scavengesInGaps} started between frames, mean ${n ? ((g.scavengeMs - b.scavengeMs) / n).toFixed(1) : 0} ms, ${g.scavengesOver5Ms - b.scavengesOver5Ms} of 5 ms or more, longest so far ${g.scavengeMaxMs.toFixed(1)} ms)`;
       })
       .join(' and ');
     const steal = (h: { stealPct: number | null }) => (h.stealPct === null ? 'n/a' : `${h.stealPct.toFixed(1)} %`);

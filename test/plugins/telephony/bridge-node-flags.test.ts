@@ -6,7 +6,7 @@ import { BRIDGE_NODE_FLAGS, gcMode } from '../../../plugins/telephony/bridge/nod
 describe("the embedded bridge's command line", () => {
   it('puts the Node flags first, then the entry through run-ts (TypeScript tree)', () => {
     const { argv } = bridgeCommand('plugins/telephony/bridge/main.ts', '/opt/sovcomms', false);
-    expect(BRIDGE_NODE_FLAGS).toContain('--single-threaded-gc');
+    expect(BRIDGE_NODE_FLAGS).toEqual(['--single-threaded-gc', '--expose-gc']);
     expect(argv).toEqual([
       ...BRIDGE_NODE_FLAGS,
       path.join('/opt/sovcomms', 'bin/run-ts.mjs'),
@@ -20,7 +20,8 @@ describe("the embedded bridge's command line", () => {
   });
 
   it('reports the GC mode from the flags the process started with', () => {
-    expect(gcMode(['--single-threaded-gc'])).toBe('single-threaded');
+    expect(gcMode([...BRIDGE_NODE_FLAGS, '--import', 'tsx'])).toBe('single-threaded');
     expect(gcMode(['--import', 'tsx'])).toBe('parallel');
+    expect(gcMode(['--single-threaded-gc'])).toBe('partial');
   });
 });

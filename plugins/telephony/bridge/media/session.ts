@@ -64,6 +64,8 @@ export class Pacer {
   private readonly others = new Set<Clocked>();
   private timer: NodeJS.Timeout | null = null;
   private wakeAt = 0n;
+  /** Called after every run, once its due frames have left (the WebRTC thread's gaps.ts). */
+  afterRun: (() => void) | null = null;
 
   add(s: Clocked, sender: boolean): void {
     (sender ? this.senders : this.others).add(s);
@@ -77,11 +79,16 @@ export class Pacer {
       this.timer = null;
     }
   }
-  /** Re-arms when a deadline moved earlier. */
-  arm(): void {
+  /** The earliest frame due (hrtime ns), null when nothing is driven. */
+  earliestDue(): bigint | null {
     let earliest: bigint | null = null;
     for (const s of this.senders) if (earliest === null || s.nextDue < earliest) earliest = s.nextDue;
     for (const s of this.others) if (earliest === null || s.nextDue < earliest) earliest = s.nextDue;
+    return earliest;
+  }
+  /** Re-arms when a deadline moved earlier. */
+  arm(): void {
+    const earliest = this.earliestDue();
     if (earliest === null) return;
     if (this.timer && earliest >= this.wakeAt) return;
     if (this.timer) clearTimeout(this.timer);
@@ -97,6 +104,7 @@ export class Pacer {
     const horizon = now + 500_000n;
     Pacer.due(this.senders, now, horizon);
     Pacer.due(this.others, now, horizon);
+    this.afterRun?.();
     this.arm();
   }
   private static due(set: Set<Clocked>, now: bigint, horizon: bigint): void {

@@ -12,6 +12,8 @@ export interface GcStats {
   scavengeMaxMs: number;
   /** Scavenges that paused the thread 5 ms or more (a frame interval off by 5 ms or more). */
   scavengesOver5Ms: number;
+  /** Of those, the ones the WebRTC thread started itself in a gap between frames (gaps.ts). */
+  scavengesInGaps: number;
   /** Full (mark-compact) and incremental collections' pauses. */
   major: number;
   majorMs: number;
@@ -19,7 +21,7 @@ export interface GcStats {
 }
 
 export function watchGc(): { stats: GcStats; stop: () => void } {
-  const stats: GcStats = { scavenges: 0, scavengeMs: 0, scavengeMaxMs: 0, scavengesOver5Ms: 0, major: 0, majorMs: 0, majorMaxMs: 0 };
+  const stats: GcStats = { scavenges: 0, scavengeMs: 0, scavengeMaxMs: 0, scavengesOver5Ms: 0, scavengesInGaps: 0, major: 0, majorMs: 0, majorMaxMs: 0 };
   const obs = new PerformanceObserver((list) => {
     for (const e of list.getEntries()) {
       // perf_hooks puts the GC kind in `detail` (Node >= 16); the typings leave it out.

@@ -5,7 +5,10 @@
  * same 8 kHz audio the SIP legs carry, so the engine path (16 kHz up, 24 → 8 kHz down) is shared.
  *
  * Sending uses the outbound legs' pacer and send-jitter measure (media/session.ts): one timer for
- * every room of the process, a frame every 20 ms from the playback queue, silence when it is empty.
+ * every room of the thread, a frame every 20 ms from the playback queue, silence when it is empty.
+ * Every room of a thread sends on the thread's one 20 ms grid (`nextGridPoint`), so their frames
+ * leave in one burst and the rest of the 20 ms is a gap the thread can use (gaps.ts). Unlike a SIP
+ * leg, a room does not re-phase its grid for the AI's first audio: that waits up to 20 ms.
  */
 import { randomInt } from 'node:crypto';
 import { RTCPeerConnection, RTCRtpCodecParameters, RtpHeader, RtpPacket, type RTCRtpTransceiver } from 'werift';
@@ -88,6 +91,17 @@ export const EMPTY_WEBRTC_METRICS: WebRtcMetrics = {
   firstAudioSentAt: null,
 };
 
+/** This thread's 20 ms grid (hrtime ns of one of its points), set by its first room. */
+let gridBase: bigint | null = null;
+
+/** The first point of this thread's 20 ms grid at or after `now`. */
+export function nextGridPoint(now: bigint): bigint {
+  gridBase ??= now;
+  const behind = now - gridBase;
+  if (behind <= 0n) return gridBase - (-behind / FRAME_NS) * FRAME_NS;
+  return gridBase + ((behind + FRAME_NS - 1n) / FRAME_NS) * FRAME_NS;
+}
+
 export class WebRtcLeg implements Clocked, RoomLeg {
   readonly pc: RTCPeerConnection;
   private transceiver: RTCRtpTransceiver | null = null;
@@ -103,7 +117,6 @@ export class WebRtcLeg implements Clocked, RoomLeg {
   private ts = randomInt(0, 0x7fffffff);
   private readonly ssrc = randomInt(1, 0x7fffffff);
   private talking = false;
-  private rephased = false;
   private running = false;
   private connected = false;
   private gone = false;
@@ -181,7 +194,7 @@ export class WebRtcLeg implements Clocked, RoomLeg {
     this.running = true;
     // DTLS is up (the connection state says so): the SRTP keys are there to send with.
     this.out = this.transceiver ? SrtpOut.bind(this.transceiver.sender) : null;
-    this.nextDue = process.hrtime.bigint();
+    this.nextDue = nextGridPoint(process.hrtime.bigint());
     pacer.add(this, true);
     if (this.mediaTimeoutMs > 0) {
       this.watch = setInterval(() => {
@@ -219,16 +232,6 @@ export class WebRtcLeg implements Clocked, RoomLeg {
   play(pcm8k: Int16Array): void {
     if (pcm8k.length === 0 || this.gone) return;
     this.queue.push(pcm8k);
-    // The first AI audio starts at once (the grid re-phased), as on the SIP legs.
-    if (this.running && this.firstAudioSentAt === null && !this.talking) {
-      const now = process.hrtime.bigint();
-      if (this.nextDue > now) {
-        this.ts = (this.ts + Math.round((Number(now - this.lastSent) / 1e6) * 8) - FRAME_SAMPLES) >>> 0;
-        this.nextDue = now;
-        this.rephased = true;
-        pacer.arm();
-      }
-    }
   }
 
   flush(): void {
@@ -260,8 +263,7 @@ export class WebRtcLeg implements Clocked, RoomLeg {
     this.seq = (this.seq + 1) & 0xffff;
     this.ts = (this.ts + FRAME_SAMPLES) >>> 0;
     const sendAt = process.hrtime.bigint();
-    if (this.lastSent !== 0n && !this.rephased) this.stats.add(Number(sendAt - this.lastSent) / 1e6 - 20);
-    this.rephased = false;
+    if (this.lastSent !== 0n) this.stats.add(Number(sendAt - this.lastSent) / 1e6 - 20);
     this.lastSent = sendAt;
     if (this.out) this.out.sendRtp(this.payloadType, marker, seq, ts, payload);
     else {
