@@ -24,6 +24,8 @@ const PID_PROVIDER_TYPE = /\/Svctype\/(PID|EAA|QEAA|PuBEAA|Wallet)|eudi/i;
 /** Issuer trust anchors of a tenant: the ones its administrators added plus the LOTL's PID providers. */
 export class AnchorStore {
   #lotlCache: { at: number; anchors: Anchor[] } | undefined;
+  /** Each tenant's anchor array, by the fingerprints it was made of and the LOTL array it includes. */
+  readonly #byTenant = new Map<string, { shas: string; lotl: Anchor[]; anchors: Anchor[] }>();
 
   constructor(
     private readonly db: DB,
@@ -72,16 +74,30 @@ export class AnchorStore {
     return [...own.map((o) => ({ ...o, source: 'tenant' as const })), ...lotl];
   }
 
-  /** Anchors for chain checks (tenant's own first). */
+  /**
+   * Anchors for chain checks (tenant's own first). The same array while neither the tenant's
+   * anchors (checked by their fingerprints on every call: the CLI adds them from another process)
+   * nor the LOTL's have changed, so the verifiers' chain caches find their keys without rebuilding
+   * them, and no certificate is parsed again per presentation.
+   */
   anchors(tenant: Tenant): Anchor[] {
-    const own = (this.db.prepare('SELECT sha256, der FROM vp_trust_anchor WHERE tenant_id = ?').all(tenant.id) as { sha256: string; der: Buffer }[]).map(
-      (r) => ({
-        sha256: r.sha256,
-        cert: new crypto.X509Certificate(r.der),
-        source: 'tenant' as const,
-      }),
-    );
-    return [...own, ...this.lotlAnchors()];
+    const shas = (this.db.prepare('SELECT sha256 FROM vp_trust_anchor WHERE tenant_id = ? ORDER BY rowid').all(tenant.id) as { sha256: string }[])
+      .map((r) => r.sha256)
+      .join(',');
+    const lotl = this.lotlAnchors();
+    const hit = this.#byTenant.get(tenant.id);
+    if (hit && hit.shas === shas && hit.lotl === lotl) return hit.anchors;
+    const own = (
+      this.db.prepare('SELECT sha256, der FROM vp_trust_anchor WHERE tenant_id = ? ORDER BY rowid').all(tenant.id) as { sha256: string; der: Buffer }[]
+    ).map((r) => ({
+      sha256: r.sha256,
+      cert: new crypto.X509Certificate(r.der),
+      source: 'tenant' as const,
+    }));
+    const anchors = [...own, ...lotl];
+    // Keyed by what was read, not re-read: a change between the two queries is seen next time.
+    this.#byTenant.set(tenant.id, { shas: own.map((a) => a.sha256).join(','), lotl, anchors });
+    return anchors;
   }
 
   private lotlAnchors(): Anchor[] {

@@ -24,6 +24,7 @@ import { DataItem } from '@owf/mdoc';
 import { Decoder } from 'cbor-x';
 import { type Anchor, CheckFailed, leafKey, validateChain } from './x509.ts';
 import { has, own } from './own.ts';
+import { importEcPoint } from './holder-key.ts';
 
 /** COSE alg → Node hash, for ECDSA (RFC 9053 §2.1); HAIP asks for ES256, the others are accepted. */
 const COSE_ALGS: Record<number, string> = { [-7]: 'sha256', [-35]: 'sha384', [-36]: 'sha512' };
@@ -233,35 +234,16 @@ function verifySign1(key: crypto.KeyObject, hash: string, protectedBytes: Uint8A
   }
 }
 
-/**
- * The same with the device key as a public JWK, handed to crypto.verify as it is (imported
- * natively, without a KeyObject around it). 'bad_key' when the JWK does not import.
- */
-function verifySign1Jwk(jwk: crypto.JsonWebKey, hash: string, protectedBytes: Uint8Array, payload: Uint8Array, signature: Uint8Array): boolean | 'bad_key' {
-  try {
-    return crypto.verify(hash, sigStructure(protectedBytes, payload), { key: jwk, format: 'jwk', dsaEncoding: 'ieee-p1363' }, signature);
-  } catch {
-    // Tell a key that is no point on its curve from a signature that does not fit (only on failure).
-    try {
-      crypto.createPublicKey({ key: jwk, format: 'jwk' });
-    } catch {
-      return 'bad_key';
-    }
-    return false;
-  }
-}
-
 const CRV: Record<number, string> = { 1: 'P-256', 2: 'P-384', 3: 'P-521' };
 
-/** COSE_Key (RFC 9053 §7.1.1, EC2) → a public JWK (imported by the verification itself). */
-function coseEc2Jwk(k: unknown): crypto.JsonWebKey {
+/** COSE_Key (RFC 9053 §7.1.1, EC2) → its curve and coordinates. */
+function coseEc2Point(k: unknown): { crv: string; x: Uint8Array; y: Uint8Array } {
   const kty = isMap(k) ? k.get(1) : undefined;
   const crv = isMap(k) ? CRV[k.get(-1) as number] : undefined;
   const x = isMap(k) ? k.get(-2) : undefined;
   const y = isMap(k) ? k.get(-3) : undefined;
   if (kty !== 2 || !crv || !isBytes(x) || !isBytes(y)) throw new CheckFailed('device_signature', 'the MSO device key is not an EC2 key on P-256/384/521');
-  const b64 = (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.length).toString('base64url');
-  return { kty: 'EC', crv, x: b64(x), y: b64(y) };
+  return { crv, x, y };
 }
 
 /** CBOR values as JSON: dates as ISO text (full-date for tag 1004), bytes as base64url, maps as objects. */
@@ -315,7 +297,7 @@ function msoInner(payload: Uint8Array): Uint8Array | undefined {
 }
 
 /** Verifies a DeviceResponse (CBOR bytes) for one OpenID4VP session. Throws CheckFailed. */
-export function verifyMdoc(bytes: Uint8Array, e: MdocExpectations): VerifiedMdoc {
+export async function verifyMdoc(bytes: Uint8Array, e: MdocExpectations): Promise<VerifiedMdoc> {
   // --- structure (18013-5 §8.3.2.1.2.2) ---
   let raw: unknown;
   try {
@@ -437,13 +419,18 @@ export function verifyMdoc(bytes: Uint8Array, e: MdocExpectations): VerifiedMdoc
   const ds = rawSign1(deviceAuth.get('deviceSignature'), 'device_signature');
   if (ds.payload) throw new CheckFailed('device_signature', 'the deviceSignature payload must be detached (null)');
   const { hash: dsHash } = protectedAlg(ds.protectedBytes, 'device_signature');
-  const devKey = coseEc2Jwk(deviceKeyInfo.get('deviceKey'));
+  const devPoint = coseEc2Point(deviceKeyInfo.get('deviceKey'));
+  // The device key through the raw point import (holder-key.ts): it refuses a point off its curve.
+  let devKey: crypto.KeyObject;
+  try {
+    devKey = await importEcPoint(devPoint.crv, devPoint.x, devPoint.y);
+  } catch {
+    throw new CheckFailed('device_signature', 'the MSO device key is not a point on its curve');
+  }
   const transcript = oid4vpSessionTranscript({ clientId: e.clientId, nonce: e.nonce, jwkThumbprint: e.jwkThumbprint, responseUri: e.responseUri });
   // DeviceAuthenticationBytes = #6.24(bstr .cbor ["DeviceAuthentication", SessionTranscript, DocType, DeviceNameSpacesBytes]).
   const deviceAuthBytes = cTag24(Buffer.concat([DEVICE_AUTHENTICATION_HEAD, transcript, cText(docType), cTag24(deviceNsBytes.buffer)]));
-  const dsOk = verifySign1Jwk(devKey, dsHash, ds.protectedBytes, deviceAuthBytes, ds.signature);
-  if (dsOk === 'bad_key') throw new CheckFailed('device_signature', 'the MSO device key is not a point on its curve');
-  if (!dsOk)
+  if (!verifySign1(devKey, dsHash, ds.protectedBytes, deviceAuthBytes, ds.signature))
     throw new CheckFailed('device_signature', 'the device signature does not verify over this session (client_id, nonce, response_uri, encryption key)');
 
   const claims: Record<string, unknown> = {};

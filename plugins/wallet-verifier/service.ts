@@ -311,7 +311,7 @@ export class VerifierService {
         if (!anchors.length) {
           throw new AppError(501, 'mdoc_verify_not_configured', 'no issuer trust anchors (IACA) are configured for mdoc verification');
         }
-        const v = verifyMdoc(bytes, {
+        const v = await verifyMdoc(bytes, {
           doctypes: preset.doctypes,
           clientId: s.client_id,
           nonce: s.nonce,

@@ -51,11 +51,24 @@ export function validateChain(
   now: number,
   /** The x5c header's base64 texts, when the chain came as those: the cache key is made of them without decoding. */
   x5cTexts?: readonly string[],
+  /**
+   * Where the caller keeps the cache key of this chain between presentations (the SD-JWT
+   * verifier's per-issuer header): reused while the anchor set is the same array.
+   */
+  memo?: { anchors?: Anchor[]; key?: string },
 ): { leaf: crypto.X509Certificate; anchor: Anchor } {
   // The same issuer chain arrives with every presentation of that issuer: a verified path is kept
   // (keyed by the chain and the anchor set, so adding or removing an anchor starts afresh) while
   // every certificate of it is within its validity.
-  const key = chainKey(x5cTexts ?? ders, anchors);
+  let key: string;
+  if (memo?.key !== undefined && memo.anchors === anchors) key = memo.key;
+  else {
+    key = chainKey(x5cTexts ?? ders, anchors);
+    if (memo) {
+      memo.anchors = anchors;
+      memo.key = key;
+    }
+  }
   const hit = CHAIN_CACHE.get(key);
   if (hit && now >= hit.from && now <= hit.to) return hit.result;
   const result = validateChainUncached(ders, anchors, now);

@@ -247,6 +247,14 @@ describe('trust anchors: CLI and admin API', () => {
       expect(add.code).toBe(0);
       const sha = crypto.createHash('sha256').update(new crypto.X509Certificate(other.rootPem).raw).digest('hex');
       expect(add.stdout).toContain(sha);
+      // The running server sees the anchor the CLI (another process) added: the provider's credential verifies.
+      const before = await openSession(s);
+      const ok = await sendEncrypted(
+        s,
+        before,
+        await presentPid(await issuePid(other, holder), holder, { aud: before.clientId, nonce: before.nonce, iat: nowS() }),
+      );
+      expect(ok.status).toBe(200);
       const list = await runCli(['verifier', 'trust', 'list', '--json'], { dataDir: s.dataDir });
       expect(JSON.parse(list.stdout).map((a: { sha256: string }) => a.sha256)).toContain(sha);
       const api = await body(await adminCall(s, 'GET', '/signal.ashx?verifier-anchors=list', 'verifier-anchors-list'));
@@ -256,7 +264,7 @@ describe('trust anchors: CLI and admin API', () => {
       expect((await adminCall(s, 'POST', '/signal.ashx?verifier-anchors=remove', 'verifier-anchors-remove', { sha256: sha })).status).toBe(404);
       expect((await s.fetch('/signal.ashx?verifier-anchors=list')).status).toBe(401);
       expect((await s.fetch('/signal.ashx?verifier-anchors=add', { method: 'POST', json: { pem: other.rootPem } })).status).toBe(401);
-      // A credential from that provider now fails x5c again.
+      // A credential from that provider now fails x5c again (the server's anchor list follows the CLI's removal).
       const o = await openSession(s);
       const r = await sendEncrypted(s, o, await presentPid(await issuePid(other, holder), holder, { aud: o.clientId, nonce: o.nonce, iat: nowS() }));
       expect((await body(r)).check).toBe('x5c');
