@@ -185,8 +185,8 @@ export class InboundCalls {
 
   /**
    * A browser room's AI may hand the visitor to another virtual number of the tenant (the same
-   * AI-to-AI swap as vnum-to-vnum on a SIP call); a person or a phone number is refused, as the
-   * visitor's browser leg cannot be bridged to another endpoint.
+   * AI-to-AI swap as vnum-to-vnum on a SIP call) or to an office user (their tabs and desk phones
+   * ring, vnum-to-officetab); a phone number is refused (the room's leg is not carried to a trunk).
    */
   private transferFromRoom(q: TransferQuery): TransferDecision {
     const r = this.d.repo.db.prepare('SELECT tenant_id FROM tel_room_calls WHERE call_id = ? AND ended_at IS NULL').get(q.callId) as
@@ -194,11 +194,12 @@ export class InboundCalls {
     const tenant = r ? this.d.tenants.byId(r.tenant_id) : undefined;
     if (!tenant) return { ok: false, error: 'no such call' };
     const name = q.phone || q.user || '';
-    if (!name) return { ok: false, error: 'give a virtual number' };
+    if (!name) return { ok: false, error: 'give a virtual number or an office user' };
     const tg = this.targetOf(tenant, name);
     if (typeof tg === 'string') return { ok: false, error: tg };
-    if (tg.kind !== 'vnum') return { ok: false, error: 'from a browser room the AI can hand the visitor only to another virtual number' };
-    return { ok: true, transferType: 'vnum-to-vnum', target: tg };
+    if (tg.kind === 'pstn')
+      return { ok: false, error: 'from a browser room the AI can hand the visitor to another virtual number or an office user, not to a phone number' };
+    return { ok: true, transferType: tg.kind === 'vnum' ? 'vnum-to-vnum' : 'vnum-to-officetab', target: tg };
   }
 
   // ---- events -----------------------------------------------------------------------------------

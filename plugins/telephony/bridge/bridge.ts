@@ -128,6 +128,7 @@ export class Bridge {
       emit: (type, callId, fields) => this.events.emit(type, callId, fields),
       // The inbound service is made after the rooms; it is asked only once a room's AI transfers.
       askTransfer: (q) => this.inbound.askTransfer(q),
+      ringUser: (r, abort) => this.inbound.endpoints.ring(r, abort),
       webrtc: o.webrtc ?? {},
       thread: o.mediaThread,
       nice: o.mediaNice,

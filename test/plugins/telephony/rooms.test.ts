@@ -6,6 +6,7 @@ import { startTestServer, tempDir, type TestServer } from '../../support/server.
 import { GeminiLiveFake } from '../../support/gemini-live-fake.ts';
 import { tonePower, WebRtcVisitor } from '../../support/webrtc-visitor.ts';
 import { adm, eventsOf, j, until } from './helpers.ts';
+import { freePort, startSipp } from '../../support/sipp.ts';
 
 /**
  * Browser voice in virtual-number rooms, both halves together: the appliance with its embedded
@@ -85,6 +86,7 @@ beforeAll(async () => {
       ],
       'key-room-billing': [{ say: 'Billing here. Goodbye.', audioMs: 1500 }, { tool: 'end_call' }],
       'key-room-to-user': [{ say: 'Let me get a colleague.', audioMs: 400 }, { tool: 'transfer_to_user', args: { user: 'admin' } }, { wait: 60_000 }],
+      'key-room-to-bob': [{ say: 'Let me get Bob.', audioMs: 400 }, { tool: 'transfer_to_user', args: { user: 'bob' } }, { wait: 60_000 }],
     },
     script: [
       { say: 'Welcome to the front desk.', audioMs: 4000 },
@@ -114,6 +116,7 @@ beforeAll(async () => {
   expect((await save({ number: '+4930558', name: 'Lobby', visibility: 'public', geminiApiKey: 'key-room-to-vnum' })).status).toBe(200);
   expect((await save({ number: '+4930559', name: 'Billing', visibility: 'public', geminiApiKey: 'key-room-billing' })).status).toBe(200);
   expect((await save({ number: '+4930560', name: 'Help', visibility: 'public', geminiApiKey: 'key-room-to-user', maxDurationSec: 10 })).status).toBe(200);
+  expect((await save({ number: '+4930561', name: 'Desk', visibility: 'public', geminiApiKey: 'key-room-to-bob', maxDurationSec: 60 })).status).toBe(200);
   wav = path.join(tempDir('sovcomms-wav-'), 'visitor.wav');
   writeWav(wav, VISITOR_HZ, 4);
   browser = await chromium.launch({
@@ -333,7 +336,7 @@ describe('virtual-number rooms in the browser (WebRTC in the appliance)', () => 
     await v.close();
   }, 40_000);
 
-  it("vnum-to-vnum from a room: the AI hands the visitor to another number's AI on the same WebRTC leg; a person is refused", async () => {
+  it("vnum-to-vnum from a room: the AI hands the visitor to another number's AI on the same WebRTC leg; a user with no endpoint is not reached", async () => {
     const v = new WebRtcVisitor({ toneHz: 600, keepMs: 3000 });
     const r = await join('+4930558', v);
     expect(r.status).toBe(201);
@@ -351,16 +354,61 @@ describe('virtual-number rooms in the browser (WebRTC in the appliance)', () => 
     expect(v.lost).toBe(0);
     await v.close();
 
-    // To a person: the core refuses it for a room, the AI is told so and the room goes on.
+    // To a user with no tab open and no desk phone: the AI is told why and the room goes on.
     const w = new WebRtcVisitor({ toneHz: 600, keepMs: 3000 });
     const r2 = await join('+4930560', w);
     await w.accept(r2.body.sdp);
     expect(await ended(r2.body.callId, 25_000)).toMatchObject({ outcome: 'max-duration' });
     expect(eventsOf(s, r2.body.callId).map((e) => e.name)).not.toContain('call.transferred');
     const toolAnswers = engine.sessions.flatMap((x) => x.toolResponses);
-    expect(JSON.stringify(toolAnswers)).toContain('only to another virtual number');
+    expect(JSON.stringify(toolAnswers)).toContain('no endpoint of admin is reachable');
     await w.close();
   }, 60_000);
+
+  it('vnum-to-officetab from a room: the AI rings the user, whose desk phone answers; visitor and phone hear each other, the AI leaves', async () => {
+    // Desk phone "bob" (SIPp): digest REGISTER with the generated password, then a SIPp on the
+    // same port answers and echoes every RTP packet back (-rtp_echo), and hangs up after 5 s.
+    const added = (await j(adm(s, '/signal.ashx?phones=add', 'phones-add', { user: 'bob' }))).body;
+    expect(added).toMatchObject({ ok: true, user: 'bob' });
+    const sipPort = (await j(adm(s, '/signal.ashx?bridge=status', 'bridge-status'))).body.health.sip.port as number;
+    const port = await freePort();
+    await until(
+      async () => (await j(adm(s, '/signal.ashx?phones=list', 'phones-list'))).body.phones.some((p: { user: string }) => p.user === 'bob'),
+      5000,
+      'login at the bridge',
+    );
+    const reg = await startSipp({
+      scenario: 'deskphone-register-ok',
+      port,
+      remote: `127.0.0.1:${sipPort}`,
+      keys: { user: 'bob' },
+      template: { user: 'bob', pass: added.generatedPassword as string },
+    });
+    const regExit = await reg.exited;
+    expect(regExit.code, regExit.output).toBe(0);
+    const phone = await startSipp({ scenario: 'deskphone-answer-echo', port, rtpEcho: true, timeoutSec: 40 });
+    try {
+      const v = new WebRtcVisitor({ toneHz: 600, keepMs: 20_000 });
+      const r = await join('+4930561', v);
+      expect(r.status).toBe(201);
+      await v.accept(r.body.sdp);
+      // The phone hangs up after 5 s of talk: the room ends, as any call handed on.
+      expect(await ended(r.body.callId, 40_000)).toMatchObject({ outcome: 'transferred-to-vnum' });
+      const exit = await phone.exited;
+      expect(exit.code, exit.output).toBe(0);
+      const ev = eventsOf(s, r.body.callId);
+      expect(ev.map((e) => e.name)).toEqual(['call.started', 'call.transferred', 'call.ended', 'transcript.saved']);
+      expect(ev[1]!.data).toMatchObject({ fromVnum: '+4930561', toUser: 'bob', toPhone: '', transferType: 'vnum-to-officetab', source: 'vnum' });
+      // The visitor's own 600 Hz came back through the phone's echo: room → phone (PCMA) → room.
+      expect(v.receivedTone(600)).toBeGreaterThan(20 * v.receivedTone(1000));
+      expect(v.lost).toBe(0);
+      const text = JSON.stringify((await j(s.fetch(`${V1}/transcripts/${r.body.callId}`, { key: s.adminKey }))).body.turns);
+      expect(text).toContain('Let me get Bob');
+      await v.close();
+    } finally {
+      await phone.stop();
+    }
+  }, 90_000);
 
   it('empty-room: a visitor who never connects, and one who connects but never speaks', async () => {
     const never = new WebRtcVisitor();

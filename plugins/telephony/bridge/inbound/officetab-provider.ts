@@ -12,6 +12,7 @@
 import { randomBytes } from 'node:crypto';
 import type { z } from 'zod';
 import type { MediaLeg } from '../media/leg.ts';
+import { backTo8k } from '../media/audio.ts';
 import type { RoomLeg, WebRtcHandlers } from '../webrtc/leg.ts';
 import { log } from '../log.ts';
 import type { AnsweredEndpoint, EndpointProvider, RingingEndpoint, RingRequest } from './endpoints.ts';
@@ -47,13 +48,6 @@ interface Ring {
   endpoint: TabEndpoint | null;
   /** The notices of one ring go out one after the other: a `stop` never overtakes its `ring`. */
   notices: Promise<unknown>;
-}
-
-/** 16 kHz from upsample8to16 → the 8 kHz samples it was made of (its odd samples). */
-export function backTo8k(pcm16k: Int16Array): Int16Array {
-  const out = new Int16Array(pcm16k.length >> 1);
-  for (let i = 0; i < out.length; i++) out[i] = pcm16k[2 * i + 1]!;
-  return out;
 }
 
 /** The tab's answered call: its WebRTC leg bridged to the caller's media leg. */

@@ -88,6 +88,13 @@ export function upsample8to16Into(input: Int16Array, prev: number, out: Int16Arr
   return last;
 }
 
+/** 16 kHz from upsample8to16 → the 8 kHz samples it was made of (its odd samples). */
+export function backTo8k(pcm16k: Int16Array): Int16Array {
+  const out = new Int16Array(pcm16k.length >> 1);
+  for (let i = 0; i < out.length; i++) out[i] = pcm16k[2 * i + 1]!;
+  return out;
+}
+
 /**
  * 24 kHz → 8 kHz decimator with a short low-pass FIR (anti-aliasing below 4 kHz). Stateful so
  * chunk boundaries from the engine (arbitrary sizes) do not matter: the last 8 input samples and

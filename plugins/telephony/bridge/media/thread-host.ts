@@ -7,6 +7,7 @@ import { Worker } from 'node:worker_threads';
 import { EMPTY_METRICS, type LegHandlers, type LegMetrics, type LegStart, type LegTarget, type MediaHost, type MediaLeg } from './leg.ts';
 import type { MediaRole, ThreadData, ToThread } from './thread.ts';
 import { RingWriter, createRing } from './ring.ts';
+import { backTo8k } from './audio.ts';
 
 type FromThread =
   | { op: 'priority'; priority: string }
@@ -154,8 +155,16 @@ class ThreadLeg implements MediaLeg {
     return this.sab;
   }
   private bridged = false;
+  /** A leg of no media thread (a browser room's visitor) this leg's far-end audio goes to. */
+  forwardTo: MediaLeg | null = null;
   bridgeTo(other: MediaLeg): void {
-    if (!(other instanceof ThreadLeg)) throw new Error('bridgeTo needs a leg of the same media host');
+    if (!(other instanceof ThreadLeg)) {
+      // Not on the media threads: the far end's audio comes to this thread as usual and is
+      // played into `other` here (8 kHz again); this leg's own playback stays ours to feed.
+      this.ring.flush();
+      this.forwardTo = other;
+      return;
+    }
     this.bridged = true;
     this.ring.flush(); // the AI's queued words are not for the new party
     (this.rx ?? this.tx).post({ op: 'forward', id: this.id, ring: other.playbackRing });
@@ -214,9 +223,12 @@ export class ThreadMediaHost implements MediaHost {
 
   private onEvent(m: FromThread): void {
     switch (m.op) {
-      case 'audio':
-        this.legs.get(m.id)?.handlers?.onAudio16k(m.pcm);
+      case 'audio': {
+        const leg = this.legs.get(m.id);
+        if (leg?.forwardTo) leg.forwardTo.play(backTo8k(m.pcm));
+        else leg?.handlers?.onAudio16k(m.pcm);
         return;
+      }
       case 'dtmf':
         this.legs.get(m.id)?.handlers?.onDtmf(m.digit);
         return;

@@ -19,6 +19,8 @@ export interface RoomHostOptions {
   emit: EmitFn;
   /** Where a room's AI may hand the visitor (asked of the core). */
   askTransfer?: RoomDeps['askTransfer'];
+  /** Rings an office user's endpoints for a room's transfer to a person. */
+  ringUser?: RoomDeps['ringUser'];
   webrtc: WebRtcOptions;
   mediaTimeoutMs?: number;
   /** Rooms' media on WebRTC threads (default) or in the main event loop. */
@@ -118,6 +120,7 @@ export class RoomHost {
       openLeg: (h, timeout) => (this.threads.length ? this.leastLoaded().open(h, timeout) : new WebRtcLeg(h, this.webrtc, timeout)),
       mediaTimeoutMs: this.o.mediaTimeoutMs,
       askTransfer: this.o.askTransfer,
+      ringUser: this.o.ringUser,
       onDone: (r) => {
         this.rooms.delete(r.callId);
         log('info', 'room call ended', { callId: r.callId, outcome: r.outcome, errorDetail: r.errorDetail || undefined });

@@ -14,6 +14,8 @@ import type { EmitFn, Turn } from '../call.ts';
 import { isOutcome, type BridgeCallState, type OpenRoom, type Outcome } from '../../control.ts';
 import type { RoomLeg, WebRtcHandlers, WebRtcMetrics } from './leg.ts';
 import type { TransferDecision, TransferQuery } from '../inbound/control.ts';
+import type { AnsweredEndpoint, RingRequest } from '../inbound/endpoints.ts';
+import { RoomAsCaller } from './room-caller.ts';
 
 export interface RoomDeps {
   engineFactory: (cfg: OpenRoom['engine']) => VoiceEngine;
@@ -25,6 +27,8 @@ export interface RoomDeps {
   mediaTimeoutMs?: number;
   /** Where the AI may hand the visitor (the core decides, as for an inbound SIP call). */
   askTransfer?: (q: TransferQuery) => Promise<TransferDecision>;
+  /** Rings an office user's endpoints (browser tabs, desk phones): the first to answer, or why none did. */
+  ringUser?: (r: RingRequest, abort: AbortSignal) => Promise<AnsweredEndpoint | string>;
 }
 
 export interface RoomMetrics extends Omit<WebRtcMetrics, 'firstAudioSentAt'> {
@@ -47,8 +51,12 @@ export class RoomCall {
   private maxTimer: NodeJS.Timeout | null = null;
   private drainTimer: NodeJS.Timeout | null = null;
   private pendingOutcome: Outcome | null = null;
-  /** The AI handed the visitor to another number's AI (its end_call ends transferred-to-vnum). */
+  /** The AI handed the visitor on (another number's AI, or a person): the call ends transferred-to-vnum. */
   private transferred = false;
+  /** The office user the visitor talks to after a transfer (the AI is gone then). */
+  private person: { endpoint: AnsweredEndpoint; media: RoomAsCaller } | null = null;
+  /** Aborts a ring in progress when the room ends. */
+  private readonly abort = new AbortController();
   private readonly turns: Turn[] = [];
   private turnOpen = false;
   private tokensTotal = 0;
@@ -65,7 +73,7 @@ export class RoomCall {
   ) {
     this.leg = deps.openLeg(
       {
-        onAudio16k: (pcm) => this.engine?.sendAudio(pcm),
+        onAudio16k: (pcm) => (this.person ? this.person.media.visitorAudio(pcm) : this.engine?.sendAudio(pcm)),
         onConnected: () => this.onConnected(),
         onGone: (why) => this.onVisitorGone(why),
         onVoice: () => this.onSpoke(),
@@ -127,6 +135,7 @@ export class RoomCall {
   private onVisitorGone(why: string): void {
     if (this.ended) return;
     if (this.pendingOutcome) return this.end(this.pendingOutcome, '');
+    if (this.person) return this.end('transferred-to-vnum', '');
     this.end(this.spoke ? 'far-hangup' : 'empty-room', this.spoke ? '' : why);
   }
 
@@ -155,7 +164,7 @@ export class RoomCall {
       for (const c of calls) if (this.engine === engine) void this.onTool(engine, c);
     });
     engine.on('closed', (error) => {
-      if (this.ended || this.pendingOutcome || this.engine !== engine) return;
+      if (this.ended || this.pendingOutcome || this.engine !== engine || this.person) return;
       this.hangup('failed', error ?? 'AI engine ended the session');
     });
   }
@@ -181,10 +190,11 @@ export class RoomCall {
   }
 
   /**
-   * The AI hands the visitor to another virtual number: the core names it (the same decision as
-   * for an inbound SIP call), the first AI finishes its sentence, the second takes over the same
-   * WebRTC leg. A person or a phone number is refused by the core for a room (the visitor's
-   * browser leg cannot be bridged to another endpoint yet).
+   * The AI hands the visitor on; the core names the target (the same decision as for an inbound
+   * SIP call). Another virtual number: the first AI finishes its sentence, the second takes over
+   * the same WebRTC leg. An office user: their browser tabs and desk phones ring while the AI
+   * stays with the visitor; the first to answer is connected to the visitor's leg and the AI
+   * leaves (if none answers, the AI is told why). A phone number is refused for a room.
    */
   private async transfer(engine: VoiceEngine, c: ToolCall): Promise<void> {
     const user = typeof c.args.user === 'string' ? c.args.user : '';
@@ -196,11 +206,16 @@ export class RoomCall {
       d = { ok: false, error: `transfer lookup failed: ${(err as Error).message}` };
     }
     if (this.ended || this.engine !== engine) return;
-    if (!d.ok || d.target.kind !== 'vnum') {
-      engine.sendToolResponse(c, { ok: false, error: d.ok ? 'a browser room can be handed only to another number' : d.error });
+    if (!d.ok) {
+      engine.sendToolResponse(c, { ok: false, error: d.error });
       return;
     }
     const t = d.target;
+    if (t.kind === 'user' && this.deps.ringUser) return this.transferToUser(engine, c, t.user, t.ringTimeoutSec, d.transferType);
+    if (t.kind !== 'vnum') {
+      engine.sendToolResponse(c, { ok: false, error: 'a browser room can be handed to another virtual number or an office user, not to a phone number' });
+      return;
+    }
     const next = await handOver({
       current: engine,
       toolCall: c,
@@ -217,6 +232,35 @@ export class RoomCall {
     this.turnOpen = false;
     engine.close();
     next.begin();
+  }
+
+  private async transferToUser(engine: VoiceEngine, c: ToolCall, user: string, ringTimeoutSec: number, transferType: string): Promise<void> {
+    const who = await this.deps.ringUser!(
+      { tenantId: this.req.tenantId, user, callId: this.callId, callerNumber: '', callerName: `${this.req.room} (browser)`, ringTimeoutSec },
+      this.abort.signal,
+    );
+    if (this.ended || this.engine !== engine) {
+      if (typeof who !== 'string') who.hangup();
+      return;
+    }
+    if (typeof who === 'string') {
+      engine.sendToolResponse(c, { ok: false, error: who });
+      return;
+    }
+    engine.sendToolResponse(c, { ok: true });
+    this.transferred = true;
+    this.deps.emit('transferred', this.callId, { toUser: user, toPhone: '', transferType, trunkId: null });
+    // The AI's voice stops here: what it queued is dropped, the person speaks from now on.
+    this.leg.flush();
+    const media = new RoomAsCaller(this.leg, who);
+    this.person = { endpoint: who, media };
+    who.connect(media);
+    who.onEnded(() => {
+      if (this.ended) return;
+      this.person = null; // gone: nothing to hang up on its side
+      this.hangup('transferred-to-vnum', '');
+    });
+    engine.close();
   }
 
   private hangupWhenDrained(outcome: Outcome, capMs = 10_000): void {
@@ -242,7 +286,7 @@ export class RoomCall {
 
   /** The outcome of a core hangup `reason`. */
   outcomeFor(reason: string | undefined): Outcome {
-    if (reason === 'left') return this.pendingOutcome ?? (this.spoke ? 'far-hangup' : 'empty-room');
+    if (reason === 'left') return this.pendingOutcome ?? (this.person ? 'transferred-to-vnum' : this.spoke ? 'far-hangup' : 'empty-room');
     return reason && isOutcome(reason) ? reason : 'cancelled';
   }
 
@@ -253,6 +297,10 @@ export class RoomCall {
     this.errorDetail = outcome === 'failed' ? errorDetail || 'call failed' : errorDetail;
     this.state = 'ending';
     for (const t of [this.connectTimer, this.silenceTimer, this.maxTimer, this.drainTimer]) if (t) clearTimeout(t);
+    this.abort.abort();
+    const person = this.person;
+    this.person = null;
+    person?.endpoint.hangup();
     this.engine?.close();
     const endedAt = new Date();
     void this.leg.stop().then((m) => this.finish(outcome, endedAt, m));
