@@ -170,10 +170,17 @@ export class InboundCalls {
     return { accept: true, callId, tenantId: tenant.id, targets };
   }
 
+  /**
+   * Where an AI hands its caller on: another virtual number of the tenant, an office user, or a
+   * whitelisted PSTN number through the outbound routes. The same for an inbound SIP call and a
+   * browser room's visitor (their calls live in different tables).
+   */
   transfer(q: TransferQuery): TransferDecision {
-    const c = this.row(q.callId);
-    if (!c) return this.transferFromRoom(q);
-    const tenant = this.d.tenants.byId(c.tenant_id);
+    const tenantId =
+      this.row(q.callId)?.tenant_id ??
+      (this.d.repo.db.prepare('SELECT tenant_id FROM tel_room_calls WHERE call_id = ? AND ended_at IS NULL').get(q.callId) as { tenant_id: string } | undefined)
+        ?.tenant_id;
+    const tenant = tenantId ? this.d.tenants.byId(tenantId) : undefined;
     if (!tenant) return { ok: false, error: 'no such call' };
     const name = q.phone || q.user || '';
     if (!name) return { ok: false, error: 'give a user or a phone number' };
@@ -181,25 +188,6 @@ export class InboundCalls {
     if (typeof tg === 'string') return { ok: false, error: tg };
     const transferType = tg.kind === 'vnum' ? 'vnum-to-vnum' : tg.kind === 'pstn' ? 'vnum-to-pstn' : 'vnum-to-officetab';
     return { ok: true, transferType, target: tg };
-  }
-
-  /**
-   * A browser room's AI may hand the visitor to another virtual number of the tenant (the same
-   * AI-to-AI swap as vnum-to-vnum on a SIP call) or to an office user (their tabs and desk phones
-   * ring, vnum-to-officetab); a phone number is refused (the room's leg is not carried to a trunk).
-   */
-  private transferFromRoom(q: TransferQuery): TransferDecision {
-    const r = this.d.repo.db.prepare('SELECT tenant_id FROM tel_room_calls WHERE call_id = ? AND ended_at IS NULL').get(q.callId) as
-      { tenant_id: string } | undefined;
-    const tenant = r ? this.d.tenants.byId(r.tenant_id) : undefined;
-    if (!tenant) return { ok: false, error: 'no such call' };
-    const name = q.phone || q.user || '';
-    if (!name) return { ok: false, error: 'give a virtual number or an office user' };
-    const tg = this.targetOf(tenant, name);
-    if (typeof tg === 'string') return { ok: false, error: tg };
-    if (tg.kind === 'pstn')
-      return { ok: false, error: 'from a browser room the AI can hand the visitor to another virtual number or an office user, not to a phone number' };
-    return { ok: true, transferType: tg.kind === 'vnum' ? 'vnum-to-vnum' : 'vnum-to-officetab', target: tg };
   }
 
   // ---- events -----------------------------------------------------------------------------------

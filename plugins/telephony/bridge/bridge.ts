@@ -129,6 +129,14 @@ export class Bridge {
       // The inbound service is made after the rooms; it is asked only once a room's AI transfers.
       askTransfer: (q) => this.inbound.askTransfer(q),
       ringUser: (r, abort) => this.inbound.endpoints.ring(r, abort),
+      pstn: () => ({
+        ua: this.ua,
+        media: this.media,
+        sipHost: this.o.sipHost,
+        mediaTimeoutMs: this.o.mediaTimeoutMs ?? 0,
+        trunks: this.trunks,
+        trunkLoad: this.trunkLoad,
+      }),
       webrtc: o.webrtc ?? {},
       thread: o.mediaThread,
       nice: o.mediaNice,

@@ -74,6 +74,8 @@ function writeWav(file: string, hz: number, sec: number): void {
 }
 
 beforeAll(async () => {
+  // No OPTIONS keepalive to trunks: a SIPp far end would take it for its one call.
+  process.env.SOVCOMMS_BRIDGE_KEEPALIVE_SEC = '0';
   engine = new GeminiLiveFake({
     apiKey: KEY,
     usage: { prompt: 100, response: 20 },
@@ -87,6 +89,11 @@ beforeAll(async () => {
       'key-room-billing': [{ say: 'Billing here. Goodbye.', audioMs: 1500 }, { tool: 'end_call' }],
       'key-room-to-user': [{ say: 'Let me get a colleague.', audioMs: 400 }, { tool: 'transfer_to_user', args: { user: 'admin' } }, { wait: 60_000 }],
       'key-room-to-bob': [{ say: 'Let me get Bob.', audioMs: 400 }, { tool: 'transfer_to_user', args: { user: 'bob' } }, { wait: 60_000 }],
+      'key-room-to-pstn': [
+        { say: 'Putting you through to the duty phone.', audioMs: 400 },
+        { tool: 'transfer_to_user', args: { phone: '+4915112345678' } },
+        { wait: 60_000 },
+      ],
     },
     script: [
       { say: 'Welcome to the front desk.', audioMs: 4000 },
@@ -117,6 +124,7 @@ beforeAll(async () => {
   expect((await save({ number: '+4930559', name: 'Billing', visibility: 'public', geminiApiKey: 'key-room-billing' })).status).toBe(200);
   expect((await save({ number: '+4930560', name: 'Help', visibility: 'public', geminiApiKey: 'key-room-to-user', maxDurationSec: 10 })).status).toBe(200);
   expect((await save({ number: '+4930561', name: 'Desk', visibility: 'public', geminiApiKey: 'key-room-to-bob', maxDurationSec: 60 })).status).toBe(200);
+  expect((await save({ number: '+4930562', name: 'Duty', visibility: 'public', geminiApiKey: 'key-room-to-pstn', maxDurationSec: 60 })).status).toBe(200);
   wav = path.join(tempDir('sovcomms-wav-'), 'visitor.wav');
   writeWav(wav, VISITOR_HZ, 4);
   browser = await chromium.launch({
@@ -140,6 +148,7 @@ afterAll(async () => {
   await browser?.close();
   await s?.stop();
   await engine?.stop();
+  delete process.env.SOVCOMMS_BRIDGE_KEEPALIVE_SEC;
 });
 
 const roomRow = (id: string) => s.appliance.core.db.prepare('SELECT * FROM tel_room_calls WHERE call_id = ?').get(id) as Record<string, unknown> | undefined;
@@ -407,6 +416,44 @@ describe('virtual-number rooms in the browser (WebRTC in the appliance)', () => 
       await v.close();
     } finally {
       await phone.stop();
+    }
+  }, 90_000);
+
+  it('vnum-to-pstn from a room: the AI hands the visitor to a whitelisted number, dialled through the outbound routes', async () => {
+    // The "PSTN": a SIPp trunk that answers and echoes the RTP it gets, then hangs up after 5 s.
+    const pstn = await startSipp({ scenario: 'deskphone-answer-echo', rtpEcho: true, timeoutSec: 40 });
+    try {
+      await adm(s, '/signal.ashx?trunks=save', 'trunks-save', {
+        id: 'pstn',
+        name: 'pstn',
+        host: '127.0.0.1',
+        port: pstn.port,
+        transport: 'udp',
+        codecs: ['PCMA'],
+      });
+      expect((await s.fetch(`${V1}/outbound-routes`, { method: 'POST', key: s.adminKey, json: { match: '+49151*', trunkIds: ['pstn'] } })).status).toBe(201);
+      expect((await adm(s, '/signal.ashx?whitelist=add', 'whitelist-add', { number: '+4915112345678', comment: 'duty phone' })).status).toBeLessThan(300);
+      await until(
+        async () => (await j(adm(s, '/signal.ashx?bridge=status', 'bridge-status'))).body.health?.trunks?.some((t: { id: string }) => t.id.endsWith('.pstn')),
+        5000,
+        'pstn trunk at the bridge',
+      );
+      const v = new WebRtcVisitor({ toneHz: 600, keepMs: 20_000 });
+      const r = await join('+4930562', v);
+      expect(r.status).toBe(201);
+      await v.accept(r.body.sdp);
+      expect(await ended(r.body.callId, 40_000)).toMatchObject({ outcome: 'transferred-to-vnum' });
+      const exit = await pstn.exited;
+      expect(exit.code, exit.output).toBe(0);
+      const ev = eventsOf(s, r.body.callId);
+      expect(ev.map((e) => e.name)).toEqual(['call.started', 'call.transferred', 'call.ended', 'transcript.saved']);
+      expect(ev[1]!.data).toMatchObject({ fromVnum: '+4930562', toUser: '', toPhone: '+4915112345678', transferType: 'vnum-to-pstn', source: 'vnum' });
+      // The visitor's tone came back from the far end over the trunk.
+      expect(v.receivedTone(600)).toBeGreaterThan(20 * v.receivedTone(1000));
+      expect(v.lost).toBe(0);
+      await v.close();
+    } finally {
+      await pstn.stop();
     }
   }, 90_000);
 

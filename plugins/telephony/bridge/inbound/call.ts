@@ -15,7 +15,7 @@ import type { LocatedTrunk, PlaceCall } from '../schemas.ts';
 import type { BridgeCallState, Outcome } from '../../control.ts';
 import type { Target, TransferDecision, TransferQuery } from './control.ts';
 import type { AnsweredEndpoint, UserEndpoints } from './endpoints.ts';
-import { dialLeg, hangupLeg } from './legs.ts';
+import { dialPstn, TrunkSlots } from './legs.ts';
 import type { InboundDialog } from './uas.ts';
 
 export interface InboundCallDeps {
@@ -57,7 +57,8 @@ export class InboundCall {
   private tokensPrompt = 0;
   private lastEngineAudioAt = 0;
   private readonly decimator = new Decimator24to8();
-  private readonly loads: string[] = [];
+  /** The trunk slots its PSTN legs hold (made on the first). */
+  private slots: TrunkSlots | null = null;
   outcome: Outcome | null = null;
   metrics: LegMetrics | null = null;
 
@@ -312,54 +313,9 @@ export class InboundCall {
   }
 
   /** A PSTN number on the trunks the core picked (outbound routes), first that answers. */
-  private async dialPstn(t: Extract<Target, { kind: 'pstn' }>): Promise<AnsweredEndpoint | string> {
-    const reasons: string[] = [];
-    for (const id of t.trunkIds) {
-      const trunk = this.deps.trunks.get(id);
-      if (!trunk) {
-        reasons.push(`unknown trunk ${id}`);
-        continue;
-      }
-      const load = this.deps.trunkLoad.get(id) ?? 0;
-      if (load >= trunk.maxConcurrentCalls) {
-        reasons.push(`trunk ${id} at max concurrent calls`);
-        continue;
-      }
-      this.deps.trunkLoad.set(id, load + 1);
-      this.loads.push(id);
-      const ended: (() => void)[] = [];
-      const dialing = dialLeg(this.deps, trunk, t.phone, this.caller.name || this.caller.number || 'Anonymous', () => {
-        for (const cb of ended.splice(0)) cb();
-      });
-      const timer = setTimeout(() => dialing.cancel(), t.ringTimeoutSec * 1000);
-      const onAbort = () => dialing.cancel();
-      this.abort.signal.addEventListener('abort', onAbort, { once: true });
-      const r = await dialing.result;
-      clearTimeout(timer);
-      this.abort.signal.removeEventListener('abort', onAbort);
-      if (typeof r === 'string') {
-        this.releaseLoad(id);
-        reasons.push(`${id}: ${r}`);
-        if (this.abort.signal.aborted) break;
-        continue;
-      }
-      return {
-        kind: 'pstn',
-        id: t.phone,
-        connect: (caller) => {
-          caller.bridgeTo(r.media);
-          r.media.bridgeTo(caller);
-        },
-        hangup: () => hangupLeg(r),
-        onEnded: (cb) => {
-          ended.push(() => {
-            void r.media.stop();
-            cb();
-          });
-        },
-      };
-    }
-    return reasons.join('; ') || 'no trunk';
+  private dialPstn(t: Extract<Target, { kind: 'pstn' }>): Promise<AnsweredEndpoint | string> {
+    this.slots ??= new TrunkSlots(this.deps.trunkLoad);
+    return dialPstn(this.deps, t, this.caller.name || this.caller.number || 'Anonymous', this.abort.signal, this.slots);
   }
 
   private connectPerson(p: AnsweredEndpoint): void {
@@ -401,13 +357,6 @@ export class InboundCall {
     this.end(outcome, errorDetail);
   }
 
-  private releaseLoad(id: string): void {
-    const i = this.loads.indexOf(id);
-    if (i < 0) return;
-    this.loads.splice(i, 1);
-    this.deps.trunkLoad.set(id, Math.max(0, (this.deps.trunkLoad.get(id) ?? 1) - 1));
-  }
-
   private end(outcome: Outcome, errorDetail: string): void {
     if (this.ended) return;
     this.ended = true;
@@ -418,7 +367,7 @@ export class InboundCall {
     const person = this.person;
     this.person = null;
     person?.hangup();
-    for (const id of [...this.loads]) this.releaseLoad(id);
+    this.slots?.releaseAll();
     const endedAt = new Date();
     const media = this.media;
     this.media = null;

@@ -8,6 +8,9 @@ import type { OutboundCall, SipUserAgent, TrunkTarget } from '../sip/ua.ts';
 import { buildOffer, parseAnswer, SdpError } from '../media/sdp.ts';
 import type { MediaHost, MediaLeg } from '../media/leg.ts';
 import type { Codec } from '../media/audio.ts';
+import type { LocatedTrunk } from '../schemas.ts';
+import type { Target } from './control.ts';
+import type { AnsweredEndpoint } from './endpoints.ts';
 
 export interface DialedLeg {
   leg: OutboundCall;
@@ -95,4 +98,87 @@ export function dialLeg(d: DialDeps, target: TrunkTarget & { codecs?: Codec[] },
 export function hangupLeg(l: DialedLeg): void {
   void l.leg.bye();
   void l.media.stop();
+}
+
+/** The trunk slots (`maxConcurrentCalls`) a call's PSTN legs hold, given back when it ends. */
+export class TrunkSlots {
+  private readonly held: string[] = [];
+  constructor(private readonly load: Map<string, number>) {}
+  take(id: string): void {
+    this.held.push(id);
+    this.load.set(id, (this.load.get(id) ?? 0) + 1);
+  }
+  release(id: string): void {
+    const i = this.held.indexOf(id);
+    if (i < 0) return;
+    this.held.splice(i, 1);
+    this.load.set(id, Math.max(0, (this.load.get(id) ?? 1) - 1));
+  }
+  releaseAll(): void {
+    for (const id of [...this.held]) this.release(id);
+  }
+}
+
+export interface PstnDeps extends DialDeps {
+  trunks: Map<string, LocatedTrunk>;
+  trunkLoad: Map<string, number>;
+}
+
+/**
+ * A PSTN number on the trunks the core picked (outbound routes), in order until one answers: the
+ * answered leg as an endpoint to connect the caller to (bridged both ways), or why none did.
+ * `abort` (the caller went away) cancels the dialling.
+ */
+export async function dialPstn(
+  d: PstnDeps,
+  t: Extract<Target, { kind: 'pstn' }>,
+  displayName: string,
+  abort: AbortSignal,
+  slots: TrunkSlots,
+): Promise<AnsweredEndpoint | string> {
+  const reasons: string[] = [];
+  for (const id of t.trunkIds) {
+    const trunk = d.trunks.get(id);
+    if (!trunk) {
+      reasons.push(`unknown trunk ${id}`);
+      continue;
+    }
+    if ((d.trunkLoad.get(id) ?? 0) >= trunk.maxConcurrentCalls) {
+      reasons.push(`trunk ${id} at max concurrent calls`);
+      continue;
+    }
+    slots.take(id);
+    const ended: (() => void)[] = [];
+    const dialing = dialLeg(d, trunk, t.phone, displayName, () => {
+      for (const cb of ended.splice(0)) cb();
+    });
+    const timer = setTimeout(() => dialing.cancel(), t.ringTimeoutSec * 1000);
+    const onAbort = () => dialing.cancel();
+    abort.addEventListener('abort', onAbort, { once: true });
+    const r = await dialing.result;
+    clearTimeout(timer);
+    abort.removeEventListener('abort', onAbort);
+    if (typeof r === 'string') {
+      slots.release(id);
+      reasons.push(`${id}: ${r}`);
+      if (abort.aborted) break;
+      continue;
+    }
+    return {
+      kind: 'pstn',
+      id: t.phone,
+      connect: (caller) => {
+        caller.bridgeTo(r.media);
+        r.media.bridgeTo(caller);
+      },
+      hangup: () => hangupLeg(r),
+      onEnded: (cb) => {
+        ended.push(() => {
+          void r.media.stop();
+          cb();
+        });
+      },
+    };
+  }
+  return reasons.join('; ') || 'no trunk';
 }

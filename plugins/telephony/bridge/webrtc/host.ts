@@ -21,6 +21,8 @@ export interface RoomHostOptions {
   askTransfer?: RoomDeps['askTransfer'];
   /** Rings an office user's endpoints for a room's transfer to a person. */
   ringUser?: RoomDeps['ringUser'];
+  /** The SIP side for a room's transfer to a PSTN number. */
+  pstn?: RoomDeps['pstn'];
   webrtc: WebRtcOptions;
   mediaTimeoutMs?: number;
   /** Rooms' media on WebRTC threads (default) or in the main event loop. */
@@ -121,6 +123,7 @@ export class RoomHost {
       mediaTimeoutMs: this.o.mediaTimeoutMs,
       askTransfer: this.o.askTransfer,
       ringUser: this.o.ringUser,
+      pstn: this.o.pstn,
       onDone: (r) => {
         this.rooms.delete(r.callId);
         log('info', 'room call ended', { callId: r.callId, outcome: r.outcome, errorDetail: r.errorDetail || undefined });

@@ -16,6 +16,7 @@ import type { RoomLeg, WebRtcHandlers, WebRtcMetrics } from './leg.ts';
 import type { TransferDecision, TransferQuery } from '../inbound/control.ts';
 import type { AnsweredEndpoint, RingRequest } from '../inbound/endpoints.ts';
 import { RoomAsCaller } from './room-caller.ts';
+import { dialPstn, TrunkSlots, type PstnDeps } from '../inbound/legs.ts';
 
 export interface RoomDeps {
   engineFactory: (cfg: OpenRoom['engine']) => VoiceEngine;
@@ -29,6 +30,8 @@ export interface RoomDeps {
   askTransfer?: (q: TransferQuery) => Promise<TransferDecision>;
   /** Rings an office user's endpoints (browser tabs, desk phones): the first to answer, or why none did. */
   ringUser?: (r: RingRequest, abort: AbortSignal) => Promise<AnsweredEndpoint | string>;
+  /** The SIP side for a transfer to a PSTN number (the bridge's user agent, media and trunks). */
+  pstn?: () => PstnDeps;
 }
 
 export interface RoomMetrics extends Omit<WebRtcMetrics, 'firstAudioSentAt'> {
@@ -57,6 +60,8 @@ export class RoomCall {
   private person: { endpoint: AnsweredEndpoint; media: RoomAsCaller } | null = null;
   /** Aborts a ring in progress when the room ends. */
   private readonly abort = new AbortController();
+  /** The trunk slots a PSTN leg of this room holds (made on the first). */
+  private slots: TrunkSlots | null = null;
   private readonly turns: Turn[] = [];
   private turnOpen = false;
   private tokensTotal = 0;
@@ -194,7 +199,8 @@ export class RoomCall {
    * SIP call). Another virtual number: the first AI finishes its sentence, the second takes over
    * the same WebRTC leg. An office user: their browser tabs and desk phones ring while the AI
    * stays with the visitor; the first to answer is connected to the visitor's leg and the AI
-   * leaves (if none answers, the AI is told why). A phone number is refused for a room.
+   * leaves (if none answers, the AI is told why). A whitelisted phone number: dialled on the
+   * trunks of the outbound routes, the same way, its RTP leg bridged to the visitor's.
    */
   private async transfer(engine: VoiceEngine, c: ToolCall): Promise<void> {
     const user = typeof c.args.user === 'string' ? c.args.user : '';
@@ -211,9 +217,25 @@ export class RoomCall {
       return;
     }
     const t = d.target;
-    if (t.kind === 'user' && this.deps.ringUser) return this.transferToUser(engine, c, t.user, t.ringTimeoutSec, d.transferType);
+    if (t.kind === 'user' && this.deps.ringUser) {
+      const req = {
+        tenantId: this.req.tenantId,
+        user: t.user,
+        callId: this.callId,
+        callerNumber: '',
+        callerName: `${this.req.room} (browser)`,
+        ringTimeoutSec: t.ringTimeoutSec,
+      };
+      return this.transferToPerson(engine, c, this.deps.ringUser(req, this.abort.signal), { toUser: t.user, toPhone: '' }, d.transferType);
+    }
+    if (t.kind === 'pstn' && this.deps.pstn) {
+      const pstn = this.deps.pstn();
+      this.slots ??= new TrunkSlots(pstn.trunkLoad);
+      const dialing = dialPstn(pstn, t, this.req.room, this.abort.signal, this.slots);
+      return this.transferToPerson(engine, c, dialing, { toUser: '', toPhone: t.phone }, d.transferType);
+    }
     if (t.kind !== 'vnum') {
-      engine.sendToolResponse(c, { ok: false, error: 'a browser room can be handed to another virtual number or an office user, not to a phone number' });
+      engine.sendToolResponse(c, { ok: false, error: `a transfer to ${t.kind === 'user' ? 'a person' : 'a phone number'} is not available here` });
       return;
     }
     const next = await handOver({
@@ -234,11 +256,15 @@ export class RoomCall {
     next.begin();
   }
 
-  private async transferToUser(engine: VoiceEngine, c: ToolCall, user: string, ringTimeoutSec: number, transferType: string): Promise<void> {
-    const who = await this.deps.ringUser!(
-      { tenantId: this.req.tenantId, user, callId: this.callId, callerNumber: '', callerName: `${this.req.room} (browser)`, ringTimeoutSec },
-      this.abort.signal,
-    );
+  /** Connects the visitor to whoever answers `reaching` (an office user's endpoint, a PSTN leg); the AI leaves. */
+  private async transferToPerson(
+    engine: VoiceEngine,
+    c: ToolCall,
+    reaching: Promise<AnsweredEndpoint | string>,
+    to: { toUser: string; toPhone: string },
+    transferType: string,
+  ): Promise<void> {
+    const who = await reaching;
     if (this.ended || this.engine !== engine) {
       if (typeof who !== 'string') who.hangup();
       return;
@@ -249,7 +275,7 @@ export class RoomCall {
     }
     engine.sendToolResponse(c, { ok: true });
     this.transferred = true;
-    this.deps.emit('transferred', this.callId, { toUser: user, toPhone: '', transferType, trunkId: null });
+    this.deps.emit('transferred', this.callId, { ...to, transferType, trunkId: null });
     // The AI's voice stops here: what it queued is dropped, the person speaks from now on.
     this.leg.flush();
     const media = new RoomAsCaller(this.leg, who);
@@ -301,6 +327,7 @@ export class RoomCall {
     const person = this.person;
     this.person = null;
     person?.endpoint.hangup();
+    this.slots?.releaseAll();
     this.engine?.close();
     const endedAt = new Date();
     void this.leg.stop().then((m) => this.finish(outcome, endedAt, m));
