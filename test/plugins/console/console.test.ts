@@ -258,12 +258,20 @@ describe('console in Chromium', { timeout: 120_000 }, () => {
     const { page } = await watched(ctx);
     await signInWithPassword(page);
     await go(page, 'trust');
+    interface Manifest {
+      as_of: string | null;
+      lists: { territory: string; stale: boolean }[];
+    }
+    const status = async () => (await (await s.fetch('/lotl.ashx?status')).json()) as Manifest;
+    const before = (await status()).as_of;
     const chooser = page.waitForEvent('filechooser');
     await page.getByTestId('import-lists').click();
     await (await chooser).setFiles(tar);
     await expect.poll(async () => Number(await page.getByTestId('anchor-count').textContent()), { timeout: 60_000 }).toBeGreaterThan(0);
-    // The dashboard names the lists past their NextUpdate (or says none), from the same status.
-    const manifest = (await (await s.fetch('/lotl.ashx?status')).json()) as { lists: { territory: string; stale: boolean }[] };
+    // The dashboard names the lists past their NextUpdate (or says none), from the same status,
+    // read once this import run has ended (the anchor count shows while lists are still stored).
+    await expect.poll(async () => (await status()).as_of, { timeout: 60_000 }).not.toBe(before);
+    const manifest = await status();
     const stale = manifest.lists.filter((l) => l.stale).map((l) => l.territory);
     await dashboard(page);
     await expect.poll(async () => page.getByTestId('lotl-stale').textContent()).toBe(stale.length ? stale.join(', ') : 'none');

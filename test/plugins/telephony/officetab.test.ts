@@ -11,6 +11,7 @@ import { tokenForm } from '../oidc/helpers.ts';
 import { buildRtp, parseRtp } from '../../../plugins/telephony/bridge/media/rtp.ts';
 import { decodeG711, encodeG711 } from '../../../plugins/telephony/bridge/media/audio.ts';
 import { adm, call as callBody, eventsOf, j, until, type Json } from './helpers.ts';
+import { WebRtcVisitor } from '../../support/webrtc-visitor.ts';
 
 /**
  * The office tab end to end: the appliance with its embedded real bridge, SIPp as the carrier
@@ -25,6 +26,9 @@ const ARTEFACTS = path.resolve(import.meta.dirname, '../../../test-artifacts/off
 const ALICE_DID = '+4930999';
 const TO_ALICE = '+4930400';
 const FALLBACK = '+4930100';
+/** A public room whose AI hands the visitor to alice. */
+const ROOM_TO_ALICE = '+4930401';
+const VISITOR_HZ = 600;
 const TAB_HZ = 700;
 const CALLER_HZ = 440;
 let s: TestServer;
@@ -482,6 +486,42 @@ describe('the office tab: the console tab as the user’s phone (real bridge, SI
     expect(ev.map((e) => e.name)).toEqual(['call.answered', 'call.started', 'call.transferred', 'call.ended', 'transcript.saved']);
     expect(ev[2]!.data).toMatchObject({ transferType: 'vnum-to-officetab', toUser: 'alice', fromVnum: TO_ALICE, source: 'vnum' });
     expect((await transcript(c.call_id)).turns.map((t: Json) => t.text)).toEqual(['Connecting you to Alice.']);
+  }, 60_000);
+
+  it('a browser room’s AI hands the visitor to alice (vnum-to-officetab): her tab rings; accepted, tab and visitor hear each other', async () => {
+    expect(
+      (
+        await adm(s, '/signal.ashx?numbers=save', 'numbers-save', {
+          number: ROOM_TO_ALICE,
+          name: 'Room to Alice',
+          voice: 'Puck',
+          language: 'en-GB',
+          geminiApiKey: 'key-to-alice',
+          visibility: 'public',
+        })
+      ).status,
+    ).toBe(200);
+    const v = new WebRtcVisitor({ toneHz: VISITOR_HZ, keepMs: 30_000 });
+    const r = await j(s.fetch(`${V1}/rooms/join`, { method: 'POST', json: { number: ROOM_TO_ALICE, sdp: await v.offer() } }));
+    expect(r.status).toBe(201);
+    await v.accept(r.body.sdp);
+    await page.getByTestId('phone-accept').waitFor({ timeout: 15_000 });
+    await page.getByTestId('phone-accept').click();
+    await until(async () => (await phoneState()) === 'in-call', 15_000, 'tab in call');
+    // The visitor's 600 Hz in the tab's speaker; the tab's microphone (700 Hz) at the visitor.
+    const heard = (await page.evaluate(MEASURE_REMOTE)) as { rms: number; peakHz: number };
+    expect(heard.rms).toBeGreaterThan(0.01);
+    expect(Math.abs(heard.peakHz - VISITOR_HZ)).toBeLessThan(30);
+    await until(() => v.receivedTone(TAB_HZ) > 20 * v.receivedTone(1000), 10_000, 'the tab’s voice at the visitor');
+    await page.getByTestId('phone-hangup').click();
+    const row = () => s.appliance.core.db.prepare('SELECT * FROM tel_room_calls WHERE call_id = ?').get(r.body.callId) as Json | undefined;
+    const done = await until(() => (row()?.ended_at ? row() : null), 15_000, 'room call ended');
+    expect(done).toMatchObject({ outcome: 'transferred-to-vnum' });
+    const ev = eventsOf(s, r.body.callId as string);
+    expect(ev.map((e) => e.name)).toEqual(['call.started', 'call.transferred', 'call.ended', 'transcript.saved']);
+    expect(ev[1]!.data).toMatchObject({ transferType: 'vnum-to-officetab', toUser: 'alice', fromVnum: ROOM_TO_ALICE, source: 'vnum' });
+    expect(v.lost).toBe(0);
+    await v.close();
   }, 60_000);
 
   it('outbound-to-user: the AI of an outbound call transfers the callee to alice, whose tab answers', async () => {
