@@ -39,3 +39,22 @@ export async function handOver(o: HandOver): Promise<VoiceEngine | null> {
   }
   return next;
 }
+
+/**
+ * A transfer to a person (vnum-to-officetab, vnum-to-pstn), the part an inbound SIP call and a
+ * browser room share once the ringing or dialling is over: an answer that came after the call
+ * ended (or after another AI took over) is hung up; no answer is told to the AI, which carries on;
+ * an answer is told yes and returned, for the caller to connect its media to.
+ */
+export function settleReach<P extends { hangup(): void }>(who: P | string, stillOurs: boolean, current: VoiceEngine, toolCall: ToolCall): P | null {
+  if (!stillOurs) {
+    if (typeof who !== 'string') who.hangup();
+    return null;
+  }
+  if (typeof who === 'string') {
+    current.sendToolResponse(toolCall, { ok: false, error: who });
+    return null;
+  }
+  current.sendToolResponse(toolCall, { ok: true });
+  return who;
+}

@@ -8,7 +8,7 @@ import { buildOffer, parseAnswer, parseReoffer, SdpError, type NegotiatedMedia }
 import type { LegMetrics, MediaHost, MediaLeg } from '../media/leg.ts';
 import { Decimator24to8 } from '../media/audio.ts';
 import type { ToolCall, VoiceEngine } from '../engine/types.ts';
-import { handOver } from '../engine/handover.ts';
+import { handOver, settleReach } from '../engine/handover.ts';
 import type { SipUserAgent } from '../sip/ua.ts';
 import type { EmitFn, Turn } from '../call.ts';
 import type { LocatedTrunk, PlaceCall } from '../schemas.ts';
@@ -287,16 +287,9 @@ export class InboundCall {
       next.begin();
       return;
     }
-    const who = t.kind === 'user' ? await this.ringUser(t.user, t.ringTimeoutSec) : await this.dialPstn(t);
-    if (this.ended) {
-      if (typeof who !== 'string') who.hangup();
-      return;
-    }
-    if (typeof who === 'string') {
-      engine.sendToolResponse(c, { ok: false, error: who });
-      return;
-    }
-    engine.sendToolResponse(c, { ok: true });
+    const reached = t.kind === 'user' ? await this.ringUser(t.user, t.ringTimeoutSec) : await this.dialPstn(t);
+    const who = settleReach(reached, !this.ended, engine, c);
+    if (!who) return;
     this.transferred = true;
     emitTransferred();
     this.connectPerson(who);

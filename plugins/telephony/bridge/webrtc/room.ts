@@ -9,7 +9,7 @@
  */
 import { Decimator24to8 } from '../media/audio.ts';
 import type { ToolCall, VoiceEngine } from '../engine/types.ts';
-import { handOver } from '../engine/handover.ts';
+import { handOver, settleReach } from '../engine/handover.ts';
 import type { EmitFn, Turn } from '../call.ts';
 import { isOutcome, type BridgeCallState, type OpenRoom, type Outcome } from '../../control.ts';
 import type { RoomLeg, WebRtcHandlers, WebRtcMetrics } from './leg.ts';
@@ -264,16 +264,8 @@ export class RoomCall {
     to: { toUser: string; toPhone: string },
     transferType: string,
   ): Promise<void> {
-    const who = await reaching;
-    if (this.ended || this.engine !== engine) {
-      if (typeof who !== 'string') who.hangup();
-      return;
-    }
-    if (typeof who === 'string') {
-      engine.sendToolResponse(c, { ok: false, error: who });
-      return;
-    }
-    engine.sendToolResponse(c, { ok: true });
+    const who = settleReach(await reaching, !this.ended && this.engine === engine, engine, c);
+    if (!who) return;
     this.transferred = true;
     this.deps.emit('transferred', this.callId, { ...to, transferType, trunkId: null });
     // The AI's voice stops here: what it queued is dropped, the person speaks from now on.
