@@ -23,10 +23,11 @@
  */
 import v8 from 'node:v8';
 
-/** Only a gap at least this long takes a collection (a scavenge here takes up to ~14 ms). */
-const COLLECT_GAP_NS = 12_000_000n;
-/** Only a gap at least this long starts an offer (its first synchronous part can take ~10 ms). */
-const OFFER_GAP_NS = 12_000_000n;
+/**
+ * Only a gap at least this long takes a collection (a scavenge here takes up to ~14 ms) or starts
+ * an offer (its first synchronous part can take ~10 ms).
+ */
+const MIN_GAP_NS = 12_000_000n;
 /** An offer waits for a gap at most this long. */
 const OFFER_WAIT_MS = 40;
 
@@ -83,15 +84,13 @@ export class Gaps {
 
   /** After a burst of the pacer: a collection, then one waiting offer, if the gap allows. */
   afterRun(): void {
-    let gap = this.d.dueIn();
-    if (gap !== null && gap < COLLECT_GAP_NS && this.waiting.length === 0) return;
-    if (gap !== null && gap < OFFER_GAP_NS) return;
-    if (this.d.collect && (gap === null || gap >= COLLECT_GAP_NS) && this.d.youngQuarterFull()) {
+    const usable = (gap: bigint | null) => gap === null || gap >= MIN_GAP_NS;
+    if (!usable(this.d.dueIn())) return;
+    if (this.d.collect && this.d.youngQuarterFull()) {
       this.d.collect();
       this.collections++;
-      gap = this.d.dueIn();
     }
-    if (this.waiting.length && (gap === null || gap >= OFFER_GAP_NS)) this.waiting.shift()!.fn();
+    if (this.waiting.length && usable(this.d.dueIn())) this.waiting.shift()!.fn();
   }
 
   /** Offers that found no gap in OFFER_WAIT_MS run now (the rooms stopped sending, or never pause). */
