@@ -108,7 +108,7 @@ export async function bootstrap(core: CoreServices): Promise<{ host: string; use
     await core.users.add(primary, { name: 'admin', role: 'admin', password });
     return { host: primary.host, user: 'admin', password };
   }
-  const tenant = core.tenants.add(core.config.primaryHost, 'Primary', { primary: true });
+  const tenant = core.tenants.add(core.config.primaryHost, 'Primary', { primary: true, hmacV1: true });
   const password = generatePassword();
   await core.users.add(tenant, { name: 'admin', role: 'admin', password });
   return { host: tenant.host, user: 'admin', password };

@@ -111,8 +111,15 @@ export const HMAC_V2_WINDOW_SEC = 300;
 export const HMAC_V2_REPLAY_MAX = 100_000;
 
 export function hmacV2SigningText(bucket: string, host: string, t: number, body: Buffer | string): string {
-  return `v2|${bucket}|${host}|${t}|${crypto.createHash('sha256').update(body).digest('hex')}`;
+  return hmacV2TextOfDigest(bucket, host, t, crypto.createHash('sha256').update(body).digest('hex'));
 }
+
+/** The same text from the body's hex SHA-256, computed while the body streamed in (http/body.ts readSigned). */
+export function hmacV2TextOfDigest(bucket: string, host: string, t: number, digestHex: string): string {
+  return `v2|${bucket}|${host}|${t}|${digestHex}`;
+}
+
+const V2_VALUE = /^\s*t=(\d{1,12})\s*,\s*sig=([0-9a-fA-F]{64})\s*$/;
 
 /** The V2 header value for a request (the CLI's `admin-secret sign` prints it). */
 export function signAdminHmacV2(secret: string, bucket: string, host: string, body: Buffer | string, nowSec = Math.floor(Date.now() / 1000)): string {
@@ -182,6 +189,23 @@ export class AuthService {
     return spec || withLen;
   }
 
+  /**
+   * What the V2 header says before its body is read: its form and its time (the dispatcher calls
+   * this first, so a malformed or stale header is refused without the body ever being read).
+   */
+  precheckHmacV2(value: string, nowMs = Date.now()): void {
+    const { t } = this.parseHmacV2(value);
+    const nowSec = Math.floor(nowMs / 1000);
+    if (Math.abs(nowSec - t) > HMAC_V2_WINDOW_SEC)
+      throw this.unauthorized(`admin signature outside the ${HMAC_V2_WINDOW_SEC / 60}-minute window (t=${t}, now=${nowSec})`, 'stale_signature');
+  }
+
+  private parseHmacV2(value: string): { t: number; sig: string } {
+    const m = V2_VALUE.exec(value);
+    if (!m) throw this.unauthorized('malformed X-Service-Admin-Signature-V2: expected t=<unix seconds>,sig=<hex>', 'invalid_signature');
+    return { t: Number(m[1]), sig: m[2]!.toLowerCase() };
+  }
+
   /** Signatures of the V2 header already used, with when they leave the window (replay refusal). */
   readonly #seenV2 = new Map<string, number>();
 
@@ -190,15 +214,10 @@ export class AuthService {
    * (outside ±5 minutes) or `replayed_signature` (seen before within the window), and 429 when
    * the replay memory is full (see HMAC_V2_REPLAY_MAX).
    */
-  verifyHmacV2(value: string, bucket: string, host: string, body: Buffer, nowMs = Date.now()): void {
-    const m = /^\s*t=(\d{1,12})\s*,\s*sig=([0-9a-fA-F]{64})\s*$/.exec(value);
-    if (!m) throw this.unauthorized('malformed X-Service-Admin-Signature-V2: expected t=<unix seconds>,sig=<hex>', 'invalid_signature');
-    const t = Number(m[1]);
-    const sig = m[2]!.toLowerCase();
-    const expected = crypto
-      .createHmac('sha256', this.adminSecret())
-      .update(hmacV2SigningText(bucket, host, t, body))
-      .digest('hex');
+  verifyHmacV2(value: string, bucket: string, host: string, body: Buffer | { digest: string }, nowMs = Date.now()): void {
+    const { t, sig } = this.parseHmacV2(value);
+    const text = Buffer.isBuffer(body) ? hmacV2SigningText(bucket, host, t, body) : hmacV2TextOfDigest(bucket, host, t, body.digest);
+    const expected = crypto.createHmac('sha256', this.adminSecret()).update(text).digest('hex');
     if (!hexEqual(expected, sig)) throw this.unauthorized('bad admin signature', 'invalid_signature');
     const nowSec = Math.floor(nowMs / 1000);
     if (Math.abs(nowSec - t) > HMAC_V2_WINDOW_SEC)
@@ -319,7 +338,15 @@ export class AuthService {
    */
   async authenticate(
     p: AuthPolicy,
-    req: { headers: Record<string, string | string[] | undefined>; tenant: Tenant; rawHost: string; bodyLen: number; body?: Buffer },
+    req: {
+      headers: Record<string, string | string[] | undefined>;
+      tenant: Tenant;
+      rawHost: string;
+      bodyLen: number;
+      body?: Buffer;
+      /** The body's hex SHA-256 when it was hashed as it streamed in (the V2 signature covers it). */
+      bodyDigest?: string;
+    },
   ): Promise<Principal | null> {
     if (p.kind === 'public') return null;
     if (p.kind === 'custom') {
@@ -344,7 +371,7 @@ export class AuthService {
       principal = await this.verifyBearer(token, req.tenant);
       if (!principal) throw this.unauthorized(isKey ? 'invalid or revoked API key' : 'invalid, expired or revoked access token');
     } else if (sigV2 !== undefined && p.accept.includes('hmac') && p.hmacBucket) {
-      this.verifyHmacV2(sigV2, p.hmacBucket, req.rawHost, req.body ?? Buffer.alloc(0));
+      this.verifyHmacV2(sigV2, p.hmacBucket, req.rawHost, req.bodyDigest !== undefined ? { digest: req.bodyDigest } : (req.body ?? Buffer.alloc(0)));
       principal = {
         kind: 'hmac',
         tenantId: req.tenant.id,
@@ -355,6 +382,13 @@ export class AuthService {
         superAdmin: req.tenant.isPrimary,
       };
     } else if (sig !== undefined && p.accept.includes('hmac') && p.hmacBucket) {
+      // The spec's form signs neither the body nor a time: a tenant may switch it off (new tenants have it off).
+      if (!req.tenant.hmacV1) {
+        throw this.unauthorized(
+          'the admin signature without a body digest (X-Service-Admin-Signature) is off for this tenant: use X-Service-Admin-Signature-V2',
+          'invalid_signature',
+        );
+      }
       if (!this.verifyHmac(sig, p.hmacBucket, req.rawHost, req.bodyLen)) throw this.unauthorized('bad admin signature', 'invalid_signature');
       principal = {
         kind: 'hmac',

@@ -367,8 +367,18 @@ async function cmdTenant(args: string[], io: CliIo, o: Opened): Promise<number> 
       );
       return 0;
     }
+    case 'set-hmac-v1': {
+      const { positionals } = parse(rest, {}, 2);
+      const on = positionals[1] === 'on' ? true : positionals[1] === 'off' ? false : undefined;
+      if (!positionals[0] || on === undefined) throw new UsageError('tenant set-hmac-v1: HOST and on or off are required');
+      const tenant = t.setHmacV1(t.require(positionals[0]).id, on);
+      io.out(`tenant ${tenant.host} ${on ? 'accepts' : 'refuses'} the admin signature without a body digest (X-Service-Admin-Signature)`);
+      return 0;
+    }
     default:
-      throw new UsageError(sub ? `tenant: unknown subcommand ${sub}` : 'tenant: subcommand required (add, add-host, list, remove, set-primary, set-origin)');
+      throw new UsageError(
+        sub ? `tenant: unknown subcommand ${sub}` : 'tenant: subcommand required (add, add-host, list, remove, set-primary, set-origin, set-hmac-v1)',
+      );
   }
 }
 

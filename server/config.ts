@@ -38,6 +38,17 @@ export const coreConfigSchema = z
         maxStreamsPerIp: z.number().int().min(1).default(192),
         /** A connection that sends no byte within this time is closed (a silent socket holds a descriptor). */
         firstByteTimeoutMs: z.number().int().min(100).default(10_000),
+        /**
+         * An admin-signed (V2) body larger than this is hashed into a file of the data dir instead
+         * of memory until its signature checks: a bogus signature never costs RAM.
+         */
+        spoolAboveBytes: z
+          .number()
+          .int()
+          .min(1024)
+          .default(1024 * 1024),
+        /** Signed bodies over `spoolAboveBytes` read at once; more answer 503 with Retry-After. */
+        maxLargeSignedBodies: z.number().int().min(1).default(2),
       })
       .strict()
       .prefault({}),
@@ -59,6 +70,8 @@ export const coreConfigSchema = z
         failedAuthPerMinute: z.number().int().positive().default(120),
         /** Requests per minute and IP on sensitive endpoints (sign-in, claim, offers). */
         sensitivePerMinute: z.number().int().positive().default(30),
+        /** Admin-signed (HMAC) requests per minute and IP, charged before their body is read. */
+        signedPerMinute: z.number().int().positive().default(600),
       })
       .strict()
       .prefault({}),

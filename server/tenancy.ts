@@ -18,6 +18,12 @@ export interface Tenant {
    * scheme and port the appliance listens on. Never derived from a request.
    */
   readonly publicOrigin?: string;
+  /**
+   * Whether the spec's admin signature (`X-Service-Admin-Signature`, no body digest, no time) is
+   * accepted. On for tenants made before it could be switched and for the primary tenant made at
+   * first start (the spec's interface out of the box); off for tenants added later.
+   */
+  readonly hmacV1: boolean;
 }
 
 /**
@@ -103,6 +109,7 @@ interface TenantRow {
   name: string;
   is_primary: number;
   public_origin: string | null;
+  hmac_v1: number;
 }
 
 /**
@@ -139,7 +146,7 @@ export class TenantService {
     this.#byHost.clear();
     this.#byId.clear();
     this.#primary = undefined;
-    const tenants = this.db.prepare('SELECT id, name, is_primary, public_origin FROM tenants').all() as TenantRow[];
+    const tenants = this.db.prepare('SELECT id, name, is_primary, public_origin, hmac_v1 FROM tenants').all() as TenantRow[];
     const hosts = this.db.prepare('SELECT host, tenant_id FROM tenant_hosts ORDER BY tenant_id, position, host').all() as { host: string; tenant_id: string }[];
     for (const t of tenants) {
       const hs = hosts.filter((h) => h.tenant_id === t.id).map((h) => h.host);
@@ -149,6 +156,7 @@ export class TenantService {
         host: hs[0] ?? t.id,
         hosts: Object.freeze(hs),
         isPrimary: t.is_primary === 1,
+        hmacV1: t.hmac_v1 === 1,
         ...(t.public_origin ? { publicOrigin: t.public_origin } : {}),
       });
       this.#byId.set(t.id, tenant);
@@ -198,7 +206,8 @@ export class TenantService {
     return [...this.#byId.values()].sort((a, b) => Number(b.isPrimary) - Number(a.isPrimary) || a.host.localeCompare(b.host));
   }
 
-  add(hostInput: string, name?: string, opts: { primary?: boolean } = {}): Tenant {
+  /** `hmacV1`: accept the spec's admin signature without a body digest (default off; see Tenant.hmacV1). */
+  add(hostInput: string, name?: string, opts: { primary?: boolean; hmacV1?: boolean } = {}): Tenant {
     const host = validateHost(hostInput);
     const id = crypto.randomBytes(6).toString('hex');
     this.db
@@ -210,8 +219,8 @@ export class TenantService {
         const primary = opts.primary || !hasPrimary;
         if (primary) this.db.prepare('UPDATE tenants SET is_primary = 0 WHERE is_primary = 1').run();
         this.db
-          .prepare('INSERT INTO tenants (id, name, is_primary, created_at) VALUES (?, ?, ?, ?)')
-          .run(id, name || host, primary ? 1 : 0, new Date().toISOString());
+          .prepare('INSERT INTO tenants (id, name, is_primary, created_at, hmac_v1) VALUES (?, ?, ?, ?, ?)')
+          .run(id, name || host, primary ? 1 : 0, new Date().toISOString(), opts.hmacV1 ? 1 : 0);
         this.db.prepare('INSERT INTO tenant_hosts (host, tenant_id, position) VALUES (?, ?, 0)').run(host, id);
       })
       .immediate();
@@ -261,6 +270,14 @@ export class TenantService {
   setOrigin(tenantId: string, origin: string | null): Tenant {
     const value = origin === null ? null : validateOrigin(origin);
     const r = this.db.prepare('UPDATE tenants SET public_origin = ? WHERE id = ?').run(value, tenantId);
+    if (r.changes === 0) throw new NotFoundError(`no tenant ${tenantId}`);
+    this.reload();
+    return this.#byId.get(tenantId)!;
+  }
+
+  /** Switches the spec's admin signature without a body digest on or off for the tenant. */
+  setHmacV1(tenantId: string, on: boolean): Tenant {
+    const r = this.db.prepare('UPDATE tenants SET hmac_v1 = ? WHERE id = ?').run(on ? 1 : 0, tenantId);
     if (r.changes === 0) throw new NotFoundError(`no tenant ${tenantId}`);
     this.reload();
     return this.#byId.get(tenantId)!;

@@ -25,6 +25,7 @@ export const tenantView = z.object({
     .describe(
       'the configured public origin of signed and published URLs (credential issuer, status lists, OIDC issuer, metadata, mailed links); null: the host name on the listening scheme and port',
     ),
+  hmacV1: z.boolean().describe('whether the admin signature without body digest (X-Service-Admin-Signature) is accepted; off for tenants added later'),
 });
 const tenantCreate = z.object({ host: z.string().min(1).max(253), name: z.string().min(1).max(100).optional() }).strict();
 const hostBody = z.object({ host: z.string().min(1).max(253) }).strict();
@@ -35,10 +36,11 @@ const originBody = z
   .strict();
 // Removing a tenant deletes all its data: the body must repeat the host, like typing a repository's name to delete it.
 const removeBody = z.object({ confirm: z.string().min(1).max(253).describe("the tenant's main host name, repeated") }).strict();
+const hmacV1Body = z.object({ enabled: z.boolean() }).strict();
 const idParam = z.object({ id: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'a tenant id') });
 
 function view(t: Tenant): z.infer<typeof tenantView> {
-  return { id: t.id, host: t.host, name: t.name, primary: t.isPrimary, hosts: [...t.hosts], origin: t.publicOrigin ?? null };
+  return { id: t.id, host: t.host, name: t.name, primary: t.isPrimary, hosts: [...t.hosts], origin: t.publicOrigin ?? null, hmacV1: t.hmacV1 };
 }
 
 /**
@@ -115,6 +117,23 @@ export function tenantRoutes(r: RouteRegistrar, tenants: TenantService, audit: A
     handler: (req) => {
       const t = tenants.setOrigin(byId(req.params.id).id, req.body.origin);
       log(req, 'tenant-set-origin', { tenant: t.host, origin: t.publicOrigin ?? '(default)' });
+      return view(t);
+    },
+  });
+  r.add({
+    method: 'POST',
+    path: `${V1}/tenants/:id/hmac-v1`,
+    area: 'tenants',
+    auth: policy.superAdmin(),
+    rateLimit: 'sensitive',
+    summary: 'Accept or refuse the admin signature without a body digest (X-Service-Admin-Signature) for a tenant',
+    description: 'The V2 header (X-Service-Admin-Signature-V2) signs the body and a time and is always accepted. Tenants added after the first have V1 off.',
+    params: idParam,
+    body: hmacV1Body,
+    responses: { 200: { description: 'the tenant', schema: tenantView }, 404: { description: 'not_found' } },
+    handler: (req) => {
+      const t = tenants.setHmacV1(byId(req.params.id).id, req.body.enabled);
+      log(req, 'tenant-set-hmac-v1', { tenant: t.host, enabled: String(t.hmacV1) });
       return view(t);
     },
   });

@@ -159,7 +159,9 @@ export class OidcProvider {
       // Slowed down, never locked out: a stranger's guesses must not keep the owner out, so the
       // right password still gets in, only later; guesses queue one at a time behind a pause.
       this.audit.write(tenant, { event: 'login-rate-limited', user: login, ip: req.ip, ua: req.ua, extra: { ...extra, by: 'account' } });
-      await this.slowLane(acct);
+      // One lane per (account, address): guesses from other addresses, however many are in
+      // flight, never fill the owner's lane (4 addresses once kept `admin` at 429 for 45 s).
+      await this.slowLane(`${acct}|${req.ip}`);
     }
     const user = known;
     const ok = await verifyPassword(password, user ? this.users.passwordHash(tenant, user.id) : null);
@@ -185,8 +187,9 @@ export class OidcProvider {
   readonly #slow = new Map<string, { tail: Promise<void>; waiting: number }>();
 
   /**
-   * Serves attempts on a rate-limited account one at a time, each `loginSlowdownMs` after the
-   * last; more than `loginSlowQueue` waiting answer 429 at once (no unbounded pile of sockets).
+   * Serves attempts on a rate-limited account from one address one at a time, each
+   * `loginSlowdownMs` after the last; more than `loginSlowQueue` waiting answer 429 at once (no
+   * unbounded pile of sockets). The per-IP limit bounds how many lanes one address can open.
    */
   private async slowLane(acct: string): Promise<void> {
     const lane = this.#slow.get(acct) ?? { tail: Promise.resolve(), waiting: 0 };

@@ -1,4 +1,7 @@
+import crypto from 'node:crypto';
+import fs from 'node:fs';
 import type { IncomingMessage } from 'node:http';
+import path from 'node:path';
 import { AppError, InputError } from '../errors.ts';
 
 /** Bytes of an oversized body read and thrown away after the 413, before the socket is cut. */
@@ -20,25 +23,66 @@ function tooLarge(limit: number): AppError {
  * answer before the connection closes.
  */
 export function readBounded(req: IncomingMessage, limit: number): Promise<Buffer> {
-  if (req.method === 'GET' || req.method === 'HEAD') return Promise.resolve(Buffer.alloc(0));
+  const chunks: Buffer[] = [];
+  return consume(req, limit, {
+    chunk: (c) => {
+      chunks.push(c);
+    },
+    drop: () => {
+      chunks.length = 0;
+    },
+  }).then(() => (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
+}
+
+/** What `consume` does with the body's bytes as they arrive. */
+interface BodySink {
+  /** One chunk within the limit; may return a promise to hold the reading until it is written. */
+  chunk(c: Buffer): void | Promise<void>;
+  /** The body went over the limit or the client left: forget what was kept. */
+  drop(): void;
+}
+
+/** Reads a body into `sink` under `limit`, with readBounded's answers for too large and cut short. */
+function consume(req: IncomingMessage, limit: number, sink: BodySink): Promise<void> {
+  if (req.method === 'GET' || req.method === 'HEAD') return Promise.resolve();
   const declared = Number(req.headers['content-length'] ?? NaN);
   if (Number.isFinite(declared) && declared > limit) {
     req.resume();
     return Promise.reject(tooLarge(limit));
   }
-  if (!req.readable || declared === 0) return Promise.resolve(Buffer.alloc(0));
-  return new Promise<Buffer>((resolve, reject) => {
-    const chunks: Buffer[] = [];
+  if (!req.readable || declared === 0) return Promise.resolve();
+  return new Promise<void>((resolve, reject) => {
     let size = 0;
     let settled = false;
+    let writing: Promise<void> | undefined;
+    const fail = (e: unknown) => {
+      if (settled) return;
+      settled = true;
+      sink.drop();
+      reject(e);
+    };
     const onData = (chunk: Buffer) => {
       size += chunk.length;
       if (size <= limit) {
-        chunks.push(chunk);
+        const w = sink.chunk(chunk);
+        if (w) {
+          // A slow sink (a file): stop reading until it has taken the chunk, so nothing piles up in memory.
+          req.pause();
+          writing = w.then(
+            () => {
+              writing = undefined;
+              req.resume();
+            },
+            (e: unknown) => {
+              fail(e);
+              req.resume();
+            },
+          );
+        }
         return;
       }
       settled = true;
-      chunks.length = 0;
+      sink.drop();
       req.removeListener('data', onData);
       let discarded = 0;
       req.on('data', (c: Buffer) => {
@@ -50,21 +94,103 @@ export function readBounded(req: IncomingMessage, limit: number): Promise<Buffer
     req.on('data', onData);
     req.once('end', () => {
       if (settled) return;
-      settled = true;
-      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+      void (writing ?? Promise.resolve()).then(() => {
+        if (settled) return;
+        settled = true;
+        resolve();
+      });
     });
     req.once('error', (e: NodeJS.ErrnoException) => {
-      if (settled) return;
-      settled = true;
       // The client went away mid-body: its mistake, not a fault of ours (no error log, no stack).
-      if (e.code === 'ECONNRESET' || e.message === 'aborted') reject(new InputError('the client closed the connection before its body was complete'));
-      else reject(e);
+      if (e.code === 'ECONNRESET' || e.message === 'aborted') fail(new InputError('the client closed the connection before its body was complete'));
+      else fail(e);
     });
     // A client that goes away mid-body: 'end' never comes; settle so the handler returns.
     req.once('close', () => {
-      if (settled) return;
-      settled = true;
-      reject(new InputError('request body incomplete: the client closed the connection'));
+      if (!req.readableEnded) fail(new InputError('request body incomplete: the client closed the connection'));
     });
   });
+}
+
+/** A signed body read before its signature is checked: its SHA-256 now, its bytes once it verified. */
+export interface SignedBody {
+  /** Hex SHA-256 of the whole body (what the admin signature V2 covers). */
+  readonly digest: string;
+  readonly size: number;
+  /** The bytes, for the handler: read back from the spool file when the body was large. */
+  bytes(): Promise<Buffer>;
+  /** Removes the spool file, if any (after a refused signature, or once read). */
+  discard(): void;
+}
+
+/**
+ * Reads a body whose signature covers its digest. The digest is computed as the bytes arrive; a
+ * body larger than `spoolAbove` goes to a 0600 file in `spoolDir` instead of memory, so bodies
+ * sent with a bogus signature cost disk for a moment, never RAM, and are deleted unread.
+ */
+export async function readSigned(req: IncomingMessage, limit: number, o: { spoolDir: string; spoolAbove: number }): Promise<SignedBody> {
+  const hash = crypto.createHash('sha256');
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let file: { path: string; fd: number } | undefined;
+  const unlink = () => {
+    if (!file) return;
+    const f = file;
+    file = undefined;
+    try {
+      fs.closeSync(f.fd);
+    } catch {
+      // already closed
+    }
+    fs.rmSync(f.path, { force: true });
+  };
+  const write = (fd: number, c: Buffer) =>
+    new Promise<void>((resolve, reject) => {
+      fs.write(fd, c, 0, c.length, null, (e) => (e ? reject(e) : resolve()));
+    });
+  await consume(req, limit, {
+    chunk: (c) => {
+      hash.update(c);
+      size += c.length;
+      if (!file && size > o.spoolAbove) {
+        fs.mkdirSync(o.spoolDir, { recursive: true, mode: 0o700 });
+        const p = path.join(o.spoolDir, `body-${crypto.randomBytes(12).toString('hex')}`);
+        file = { path: p, fd: fs.openSync(p, 'wx+', 0o600) };
+        const kept = Buffer.concat(chunks);
+        chunks.length = 0;
+        return write(file.fd, kept).then(() => write(file!.fd, c));
+      }
+      if (file) return write(file.fd, c);
+      chunks.push(c);
+    },
+    drop: () => {
+      chunks.length = 0;
+      unlink();
+    },
+  });
+  const digest = hash.digest('hex');
+  return {
+    digest,
+    size,
+    bytes: async () => {
+      if (!file) return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+      const f = file;
+      try {
+        const out = Buffer.alloc(size);
+        let at = 0;
+        while (at < size) {
+          const n = fs.readSync(f.fd, out, at, size - at, at);
+          if (n === 0) break;
+          at += n;
+        }
+        return out;
+      } finally {
+        unlink();
+      }
+    },
+    discard: () => {
+      chunks.length = 0;
+      unlink();
+    },
+  };
 }

@@ -1,3 +1,6 @@
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
 import type { NextFunction, Request, Response } from 'express';
 import type { z } from 'zod';
 import { AppError, InputError } from '../errors.ts';
@@ -6,7 +9,7 @@ import type { Logger } from '../log.ts';
 import type { CoreConfig } from '../config.ts';
 import { publicOriginOf, type Tenant } from '../tenancy.ts';
 import { camelizeKeys, MAX_JSON_DEPTH, nestsDeeperThan } from './key-case.ts';
-import { readBounded } from './body.ts';
+import { readBounded, readSigned } from './body.ts';
 import { errorAnswer, newRequestId, plainIp } from './respond.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import { Reply, type Method, type RouteDef, type RouteRequest } from './route.ts';
@@ -77,6 +80,9 @@ export interface DispatchDeps {
  */
 export const TENANT_SWITCH_HEADER = 'x-sovcomms-tenant';
 
+/** SHA-256 of no bytes: what a V2 signature of a streamed route's request covers. */
+const EMPTY_DIGEST = crypto.createHash('sha256').digest('hex');
+
 /**
  * The one router of the appliance. It matches literal segments case-insensitively (`.ashx`
  * paths come from IIS), `:params` as single URL-decoded segments, and query verbs; a known
@@ -89,7 +95,10 @@ export class Dispatcher {
   #seq = 0;
   #sealed = false;
 
-  constructor(private readonly deps: DispatchDeps) {}
+  constructor(private readonly deps: DispatchDeps) {
+    // Spool files of a process that died mid-upload: nobody reads them again.
+    fs.rmSync(this.spoolDir, { recursive: true, force: true });
+  }
 
   add(plugin: string, def: RouteDef): void {
     if (this.#sealed) throw new Error(`route ${def.method} ${def.path} added after start`);
@@ -176,7 +185,9 @@ export class Dispatcher {
       // Credentialed routes of the default class are limited per credential once it is known, and
       // failed authentications per IP apart from them: a noisy client behind the office NAT
       // spends neither the budget of the valid keys behind the same address nor their access.
-      const perCredential = def.auth.kind !== 'public' && (def.rateLimit === undefined || def.rateLimit === 'authenticated');
+      // Sensitive credentialed routes too: 35 unauthenticated requests from one address once
+      // blocked the super-admin's own POST /users from it; failures are charged per IP apart.
+      const perCredential = def.auth.kind !== 'public' && (def.rateLimit === undefined || def.rateLimit === 'authenticated' || def.rateLimit === 'sensitive');
       if (!perCredential) this.rateLimit(def, ip);
       const hostHeader = req.headers.host ?? '';
       // Authenticate before reading the body: a request without a valid bearer, key or custom
@@ -186,18 +197,30 @@ export class Dispatcher {
         def.auth.kind === 'credentials' &&
         req.headers.authorization === undefined &&
         (req.headers[HMAC_HEADER] !== undefined || req.headers[HMAC_V2_HEADER] !== undefined);
-      let principal = signed ? null : await this.authenticate(def, ip, { headers: req.headers, tenant, rawHost: hostHeader, bodyLen: 0 });
+      // Only the V2 admin signature covers the body, so only it is read first. Everything about a
+      // signed request that can be checked without its body is checked before: the per-IP budget,
+      // the V2 header's form and time, and the whole V1 signature (it signs the declared length).
+      const v2 = signed && req.headers[HMAC_V2_HEADER] !== undefined;
+      if (signed) this.deps.limiter.check('signed', ip, this.deps.config.rateLimit.signedPerMinute);
+      const declared = Number(req.headers['content-length'] ?? 0) || 0;
+      const authReq = { headers: req.headers, tenant, rawHost: hostHeader, bodyLen: declared };
+      let principal = v2 ? null : await this.authenticate(def, ip, authReq);
+      if (v2) await this.authenticate(def, ip, authReq, () => this.deps.auth.precheckHmacV2(String(req.headers[HMAC_V2_HEADER])));
       // A streamed body stays pending: the handler reads it, and an error before its end closes the connection.
       const streamed = def.bodyType === 'stream';
       if (streamed) checkStreamType(def, req);
       else bodyPending = false;
-      const rawBody = streamed ? Buffer.alloc(0) : await readBounded(req, def.bodyLimit ?? this.deps.config.http.bodyLimitBytes);
-      if (signed) {
-        principal = await this.authenticate(def, ip, { headers: req.headers, tenant, rawHost: hostHeader, bodyLen: rawBody.length, body: rawBody });
-      }
+      let rawBody: Buffer;
+      if (v2) {
+        rawBody = await this.readSignedBody(req, def, declared, async (digest) => {
+          principal = await this.authenticate(def, ip, { ...authReq, bodyDigest: digest });
+        });
+      } else rawBody = streamed ? Buffer.alloc(0) : await readBounded(req, def.bodyLimit ?? this.deps.config.http.bodyLimitBytes);
       if (perCredential && principal) {
         const who = principal.keyId ?? `${principal.kind}:${principal.clientId ?? principal.subject}`;
-        this.deps.limiter.check('authenticated', `${principal.tenantId}|${who}`, this.deps.config.rateLimit.authenticatedPerMinute);
+        const rl = this.deps.config.rateLimit;
+        if (def.rateLimit === 'sensitive') this.deps.limiter.check('sensitive', `${principal.tenantId}|${who}`, rl.sensitivePerMinute);
+        else this.deps.limiter.check('authenticated', `${principal.tenantId}|${who}`, rl.authenticatedPerMinute);
       }
       let effective = tenant;
       const switchTo = req.headers[TENANT_SWITCH_HEADER];
@@ -259,13 +282,56 @@ export class Dispatcher {
   }
 
   /** Authenticates; a failure is counted for the IP, and past that budget answers 429 instead of 401. */
-  private async authenticate(def: RouteDef, ip: string, req: Parameters<AuthService['authenticate']>[1]): Promise<Principal | null> {
+  private async authenticate(def: RouteDef, ip: string, req: Parameters<AuthService['authenticate']>[1], check?: () => void): Promise<Principal | null> {
     try {
+      if (check) {
+        check();
+        return null;
+      }
       return await this.deps.auth.authenticate(def.auth, req);
     } catch (e) {
       if (e instanceof AppError && e.status === 401) this.deps.limiter.check('auth-failed', ip, this.deps.config.rateLimit.failedAuthPerMinute);
       throw e;
     }
+  }
+
+  /** Signed bodies over the spool threshold being read now (bounded by http.maxLargeSignedBodies). */
+  #largeBodies = 0;
+
+  /**
+   * Reads a V2-signed body: hashed as it arrives (spooled to a file when large), the signature
+   * checked against the digest by `verify`, and only then the bytes handed on. A streamed route
+   * gets none (its handler reads the stream; the signature then covers an empty body, as before).
+   */
+  private async readSignedBody(req: Request, def: RouteDef, declared: number, verify: (digest: string) => Promise<void>): Promise<Buffer> {
+    const c = this.deps.config.http;
+    if (def.bodyType === 'stream') {
+      await verify(EMPTY_DIGEST);
+      return Buffer.alloc(0);
+    }
+    const large = declared > c.spoolAboveBytes || req.headers['content-length'] === undefined;
+    if (large && this.#largeBodies >= c.maxLargeSignedBodies) {
+      throw new AppError(503, 'temporarily_unavailable', 'too many large signed uploads in progress; try again shortly', {
+        headers: { 'Retry-After': '5', Connection: 'close' },
+      });
+    }
+    if (large) this.#largeBodies++;
+    try {
+      const body = await readSigned(req, def.bodyLimit ?? c.bodyLimitBytes, { spoolDir: this.spoolDir, spoolAbove: c.spoolAboveBytes });
+      try {
+        await verify(body.digest);
+      } catch (e) {
+        body.discard();
+        throw e;
+      }
+      return await body.bytes();
+    } finally {
+      if (large) this.#largeBodies--;
+    }
+  }
+
+  private get spoolDir(): string {
+    return path.join(this.deps.config.dataDir, 'tmp', 'signed-bodies');
   }
 
   private rateLimit(def: RouteDef, ip: string): void {

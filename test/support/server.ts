@@ -116,7 +116,13 @@ export async function startTestServer(
   const overrides = deepMerge(
     {
       http: { port: 0, host: '127.0.0.1', drainMs: 500 },
-      rateLimit: { publicPerMinute: 100_000, authenticatedPerMinute: 100_000, sensitivePerMinute: 100_000, failedAuthPerMinute: 100_000 },
+      rateLimit: {
+        publicPerMinute: 100_000,
+        authenticatedPerMinute: 100_000,
+        sensitivePerMinute: 100_000,
+        failedAuthPerMinute: 100_000,
+        signedPerMinute: 100_000,
+      },
       jobs: { pollMs: 50 },
       log: { level: 'info' },
       plugins: { lotl: { autoRefresh: false }, telephony: { bridge: { mode: 'off' } } },
@@ -164,7 +170,9 @@ export async function startTestServer(
       return signAdminHmac(core.auth.adminSecret(), bucket, host, bodyLen);
     },
     async addTenant(host) {
-      const tenant = core.tenants.add(host);
+      // With the spec's admin signature on, as the suites sign for other tenants the spec's way
+      // (`sovcomms tenant set-hmac-v1 HOST on`); new tenants have it off by default.
+      const tenant = core.tenants.add(host, undefined, { hmacV1: true });
       const u = await core.users.add(tenant, { name: 'admin', role: 'admin', password: 'correct horse battery' });
       return { tenant, adminKey: core.auth.createApiKey(tenant, u, { createdBy: 'test' }).key };
     },

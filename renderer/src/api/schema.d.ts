@@ -562,6 +562,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api.ashx/v1/tenants/{id}/hmac-v1": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Accept or refuse the admin signature without a body digest (X-Service-Admin-Signature) for a tenant
+         * @description The V2 header (X-Service-Admin-Signature-V2) signs the body and a time and is always accepted. Tenants added after the first have V1 off.
+         */
+        post: operations["post_api_ashx_v1_tenants_id_hmac_v1"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api.ashx/v1/tenants/{id}/hosts": {
         parameters: {
             query?: never;
@@ -5793,6 +5813,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
+                            /** @description whether the admin signature without body digest (X-Service-Admin-Signature) is accepted; off for tenants added later */
+                            hmacV1: boolean;
                             /** @description the main host name */
                             host: string;
                             /** @description every host name that reaches the tenant, the main one first */
@@ -5862,6 +5884,8 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
+                        /** @description whether the admin signature without body digest (X-Service-Admin-Signature) is accepted; off for tenants added later */
+                        hmacV1: boolean;
                         /** @description the main host name */
                         host: string;
                         /** @description every host name that reaches the tenant, the main one first */
@@ -5919,6 +5943,92 @@ export interface operations {
             };
         };
     };
+    post_api_ashx_v1_tenants_id_hmac_v1: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    enabled: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description the tenant */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description whether the admin signature without body digest (X-Service-Admin-Signature) is accepted; off for tenants added later */
+                        hmacV1: boolean;
+                        /** @description the main host name */
+                        host: string;
+                        /** @description every host name that reaches the tenant, the main one first */
+                        hosts: string[];
+                        id: string;
+                        name: string;
+                        /** @description the configured public origin of signed and published URLs (credential issuer, status lists, OIDC issuer, metadata, mailed links); null: the host name on the listening scheme and port */
+                        origin: string | null;
+                        primary: boolean;
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     post_api_ashx_v1_tenants_id_hosts: {
         parameters: {
             query?: never;
@@ -5946,6 +6056,8 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
+                        /** @description whether the admin signature without body digest (X-Service-Admin-Signature) is accepted; off for tenants added later */
+                        hmacV1: boolean;
                         /** @description the main host name */
                         host: string;
                         /** @description every host name that reaches the tenant, the main one first */
@@ -6038,6 +6150,8 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
+                        /** @description whether the admin signature without body digest (X-Service-Admin-Signature) is accepted; off for tenants added later */
+                        hmacV1: boolean;
                         /** @description the main host name */
                         host: string;
                         /** @description every host name that reaches the tenant, the main one first */
@@ -6114,6 +6228,8 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
+                        /** @description whether the admin signature without body digest (X-Service-Admin-Signature) is accepted; off for tenants added later */
+                        hmacV1: boolean;
                         /** @description the main host name */
                         host: string;
                         /** @description every host name that reaches the tenant, the main one first */
