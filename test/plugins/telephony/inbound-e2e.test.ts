@@ -343,7 +343,9 @@ describe('inbound SIP calls (real bridge, SIPp carrier and desk phones, Gemini L
   it('desk phones: digest REGISTER (a wrong password refused), an office-tab route rings the phone; its audio reaches the caller', async () => {
     const added = (await j(adm(s, '/signal.ashx?phones=add', 'phones-add', { user: 'alice' }))).body;
     expect(added).toMatchObject({ ok: true, user: 'alice', username: 'alice' });
-    expect(added.generatedPassword).toMatch(/^[A-Za-z0-9_-]{16}$/);
+    // 128 bits by default (16 random bytes, base64url).
+    expect(added.generatedPassword).toMatch(/^[A-Za-z0-9_-]{22}$/);
+    expect(Buffer.from(added.generatedPassword, 'base64url')).toHaveLength(16);
     // Sealed at rest, shown once: the list never has it.
     const stored = s.appliance.core.db.prepare('SELECT password_sealed FROM tel_phones WHERE user = ?').get('alice') as { password_sealed: string };
     expect(stored.password_sealed).not.toContain(added.generatedPassword);

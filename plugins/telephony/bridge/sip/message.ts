@@ -193,29 +193,30 @@ interface Head {
 
 function parseHead(head: string): Head {
   const rawLines = head.split(/\r?\n/);
+  const startLine = rawLines.shift() ?? '';
+  if (hasControl(startLine)) throw new SipParseError('control character in the start line');
+  let defect: string | undefined;
   // RFC 3261 §7.3.1: a line starting with whitespace continues the previous header.
   const lines: string[] = [];
-  for (const l of rawLines) {
-    if (/^[ \t]/.test(l) && lines.length > 1) lines[lines.length - 1] += ' ' + l.trim();
+  for (let l of rawLines) {
+    if (hasControl(l)) {
+      // Looked for before any trimming (trim() would take a CR or VT at either end for blank).
+      // Kept without them only so that a request can still be answered 400 (buildMessage).
+      defect ??= `control character in a header line${lines.length ? ` after ${printable(lines[lines.length - 1].split(':')[0].slice(0, 40))}` : ''}`;
+      l = l.replace(CONTROL_ALL, '');
+    }
+    if (/^[ \t]/.test(l) && lines.length > 0) lines[lines.length - 1] += ' ' + l.trim();
     else lines.push(l);
   }
-  const startLine = lines.shift() ?? '';
-  if (hasControl(startLine)) throw new SipParseError('control character in the start line');
   const headers = new SipHeaders();
-  let defect: string | undefined;
   for (const line of lines) {
     if (line === '') continue;
     const colon = line.indexOf(':');
     if (colon <= 0) throw new SipParseError(`malformed header line: ${printable(line.slice(0, 60))}`);
     const name = line.slice(0, colon).trim();
     if (!TOKEN.test(name)) throw new SipParseError(`bad header name: ${printable(name.slice(0, 60))}`);
-    let value = line.slice(colon + 1).trim();
+    const value = line.slice(colon + 1).trim();
     const canon = canonicalName(name);
-    if (hasControl(value)) {
-      // Kept without them only so that a request can still be answered 400 (buildMessage).
-      defect ??= `control character in ${canon}`;
-      value = value.replace(CONTROL_ALL, '');
-    }
     if (LIST_HEADERS.has(canon)) for (const v of splitList(value)) headers.append(canon, v);
     else headers.append(canon, value);
   }
