@@ -168,6 +168,13 @@ describe('name-addr and control characters (RFC 3261 §25.1, header injection)',
     } catch (e) {
       expect((e as SipParseError).reply).toBeUndefined();
     }
+    const ack = INVITE.replace('INVITE sip:', 'ACK sip:').replace('314159 INVITE', '314159 ACK').replace(/f: .*\r\n/, 'f: "a\rb" <sip:a@h>;tag=1\r\n');
+    expect(() => parseDatagram(Buffer.from(ack))).toThrow(SipParseError);
+    try {
+      parseDatagram(Buffer.from(ack));
+    } catch (e) {
+      expect((e as SipParseError).reply).toBeUndefined(); // nothing answers an ACK
+    }
     expect(() => parseDatagram(Buffer.from(INVITE.replace('sip:+4930123@trunk.example.com SIP/2.0', 'sip:+4930123@trunk\u001b.example.com SIP/2.0')))).toThrow(
       SipParseError,
     );

@@ -245,8 +245,9 @@ function buildMessage({ startLine, headers, defect }: Head, body: Buffer): SipMe
   parseCSeq(headers.get('CSeq') as string);
   if (defect) {
     // RFC 3261 §8.2: a request the UAS cannot accept as it is gets 400 (the reply echoes the
-    // cleaned headers, never the refused bytes); a response is dropped.
-    throw new SipParseError(defect, msg.kind === 'request' ? makeResponse(msg, 400, 'Bad Request', newTag()) : undefined);
+    // cleaned headers, never the refused bytes); a response is dropped, and so is an ACK (§17.2.1:
+    // nothing answers an ACK).
+    throw new SipParseError(defect, msg.kind === 'request' && msg.method !== 'ACK' ? makeResponse(msg, 400, 'Bad Request', newTag()) : undefined);
   }
   return msg;
 }
