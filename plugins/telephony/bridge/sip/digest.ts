@@ -17,21 +17,8 @@ function parseDigest(header: string | undefined): Record<string, string> | null 
   if (!header) return null;
   const m = /^\s*Digest\s+(.*)$/is.exec(header);
   if (!m) return null;
-  // RFC 7616 §3.3/§3.4: parameters are comma separated; the ';' parameter parser reads them once
-  // the commas outside quoted strings (quoted-pairs skipped) are swapped for ';'.
-  let swapped = '';
-  let q = false;
-  const v = m[1];
-  for (let i = 0; i < v.length; i++) {
-    const ch = v[i];
-    if (q && ch === '\\' && i + 1 < v.length) {
-      swapped += ch + v[++i];
-      continue;
-    }
-    if (ch === '"') q = !q;
-    swapped += ch === ',' && !q ? ';' : ch;
-  }
-  return parseParams(swapped);
+  // RFC 7616 §3.3/§3.4: comma-separated parameters, commas inside quoted strings kept.
+  return parseParams(m[1], ',');
 }
 
 // ---- the computation both sides share (RFC 7616 §3.4.1-§3.4.3) ----------------------------------

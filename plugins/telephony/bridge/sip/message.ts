@@ -335,10 +335,13 @@ export function parseCSeq(v: string): { seq: number; method: string } {
   return { seq, method: m[2].toUpperCase() };
 }
 
-/** Generic parameter parsing for `;a=b;c` tails. Quoted values unquoted. Keys lowercased. */
-export function parseParams(tail: string): Record<string, string> {
+/**
+ * Generic parameter parsing for `;a=b;c` tails (or `a=b, c="d"` lists with `sep` ','). Quoted
+ * values unquoted. Keys lowercased.
+ */
+export function parseParams(tail: string, sep = ';'): Record<string, string> {
   const params: Record<string, string> = {};
-  for (const part of splitOutsideQuotes(tail, ';')) {
+  for (const part of splitOutsideQuotes(tail, sep)) {
     const p = part.trim();
     if (!p) continue;
     const eq = p.indexOf('=');
