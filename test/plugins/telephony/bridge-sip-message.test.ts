@@ -168,7 +168,9 @@ describe('name-addr and control characters (RFC 3261 §25.1, header injection)',
     } catch (e) {
       expect((e as SipParseError).reply).toBeUndefined();
     }
-    const ack = INVITE.replace('INVITE sip:', 'ACK sip:').replace('314159 INVITE', '314159 ACK').replace(/f: .*\r\n/, 'f: "a\rb" <sip:a@h>;tag=1\r\n');
+    const ack = INVITE.replace('INVITE sip:', 'ACK sip:')
+      .replace('314159 INVITE', '314159 ACK')
+      .replace(/f: .*\r\n/, 'f: "a\rb" <sip:a@h>;tag=1\r\n');
     expect(() => parseDatagram(Buffer.from(ack))).toThrow(SipParseError);
     try {
       parseDatagram(Buffer.from(ack));
