@@ -115,7 +115,7 @@ export class InboundService {
     return out;
   }
 
-  /** The trunk the INVITE comes from, or null once it was answered 403 / 407. */
+  /** The trunk the INVITE comes from, or null once it was answered (403, 407, or 503 while guesses wait). */
   private async authenticate(ctx: ServerRequestContext): Promise<LocatedTrunk | null> {
     const from = addressOf(ctx);
     const digestTrunks: LocatedTrunk[] = [];
