@@ -28,8 +28,8 @@ export interface AuthLimits {
   forgetMs: number;
 }
 
-export const ADDRESS_LIMITS: AuthLimits = { free: 10, firstWaitMs: 1000, maxWaitMs: 15 * 60_000, forgetMs: 60 * 60_000 };
-export const USER_LIMITS: AuthLimits = { free: 10, firstWaitMs: 1000, maxWaitMs: 15 * 60_000, forgetMs: 60 * 60_000 };
+const ADDRESS_LIMITS: AuthLimits = { free: 10, firstWaitMs: 1000, maxWaitMs: 15 * 60_000, forgetMs: 60 * 60_000 };
+const USER_LIMITS: AuthLimits = { free: 10, firstWaitMs: 1000, maxWaitMs: 15 * 60_000, forgetMs: 60 * 60_000 };
 
 /** Keys followed at once per table; beyond it the longest quiet are forgotten. */
 const MAX_KEYS = 10_000;
@@ -38,7 +38,7 @@ const KNOWN_MS = 24 * 60 * 60_000;
 const MAX_KNOWN = 8;
 
 /** Failure counts with a doubling wait (a small LRU: a flood of keys cannot grow it). */
-export class Backoff {
+class Backoff {
   private readonly entries = new Map<string, { failures: number; last: number; until: number }>();
 
   constructor(

@@ -46,7 +46,7 @@ const CONTROL = /[\x00-\x08\x0a-\x1f\x7f]/;
 const CONTROL_ALL = /[\x00-\x08\x0a-\x1f\x7f]/g;
 
 /** Whether a string carries a control character no SIP header may hold. */
-export function hasControl(s: string): boolean {
+function hasControl(s: string): boolean {
   return CONTROL.test(s);
 }
 
