@@ -49,7 +49,8 @@ export class PhoneAccounts {
     const other = this.repo.db.prepare('SELECT tenant_id, user FROM tel_phones WHERE username = ?').get(user) as PhoneRow | undefined;
     // One registrar serves every tenant: a SIP user name is taken appliance-wide (no hint whose).
     if (other && (other.tenant_id !== t.id || other.user !== user)) throw new ConflictError('conflict', `the SIP user name ${user} is taken`);
-    const pw = password ?? crypto.randomBytes(12).toString('base64url');
+    // 128 bits: the digest is offline-guessable by anyone who sees one REGISTER on the LAN.
+    const pw = password ?? crypto.randomBytes(16).toString('base64url');
     const now = this.now();
     this.repo.db
       .prepare(

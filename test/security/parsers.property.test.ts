@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { decode as cborDecode } from 'cbor-x';
 import * as jose from 'jose';
-import { parseDatagram, parseUri, parseVia, parseNameAddr, serialize, SipParseError } from '../../plugins/telephony/bridge/sip/message.ts';
-import { parseChallenge } from '../../plugins/telephony/bridge/sip/digest.ts';
+import { formatNameAddr, parseDatagram, parseUri, parseVia, parseNameAddr, serialize, SipParseError } from '../../plugins/telephony/bridge/sip/message.ts';
+import { parseChallenge, parseDigestAnswer } from '../../plugins/telephony/bridge/sip/digest.ts';
 import { parseAnswer, parseReoffer, SdpError } from '../../plugins/telephony/bridge/media/sdp.ts';
 import { parseRtp } from '../../plugins/telephony/bridge/media/rtp.ts';
 import { parseRtcp } from '../../plugins/telephony/bridge/media/rtcp.ts';
@@ -73,8 +73,77 @@ describe('parsers under arbitrary input', () => {
         refusesCleanly(() => parseVia(v), SipParseError);
         refusesCleanly(() => parseNameAddr(v), SipParseError);
         refusesCleanly(() => parseChallenge(v));
+        refusesCleanly(() => parseDigestAnswer(v));
         return true;
       }),
+      { numRuns: RUNS },
+    );
+  });
+
+  // Control characters and the characters that delimit a name-addr, mixed into free text.
+  const hostile = fc
+    .array(
+      fc.oneof(fc.string({ maxLength: 8 }), fc.constantFrom('\r', '\n', '\u0000', '\u001b', '\u007f', '\t', '"', '\\', '<', '>', ';', ',', 'sip:+4930999@x')),
+      {
+        maxLength: 12,
+      },
+    )
+    .map((parts) => parts.join(''));
+  // eslint-disable-next-line no-control-regex -- control characters are what these properties look for
+  const CONTROL = /[\x00-\x08\x0a-\x1f\x7f]/;
+
+  it('name-addr: any display name formats into one header that parses back to the same address, without control characters', () => {
+    fc.assert(
+      fc.property(hostile, (display) => {
+        const v = formatNameAddr({ display, uri: 'sip:+491700000@host', params: { tag: 'a1' } });
+        expect(v).not.toMatch(CONTROL);
+        const na = parseNameAddr(v);
+        expect(na.uri).toBe('sip:+491700000@host');
+        expect(na.params).toEqual({ tag: 'a1' });
+        expect(na.display).toBe(display.replace(new RegExp(CONTROL.source, 'g'), ''));
+        // Through a whole datagram too: the caller stays the addr-spec's user.
+        const m = parseDatagram(
+          Buffer.from(
+            `INVITE sip:+4930100@h SIP/2.0\r\nVia: SIP/2.0/UDP h;branch=z9hG4bK1\r\nFrom: ${v}\r\nTo: <sip:+4930100@h>\r\nCall-ID: c\r\nCSeq: 1 INVITE\r\n\r\n`,
+          ),
+        );
+        expect(parseUri(parseNameAddr(m.headers.get('From')!).uri).user).toBe('+491700000');
+        return true;
+      }),
+      { numRuns: RUNS },
+    );
+  });
+
+  it('a header value with a control character: refused; a request gets a 400 that serializes without one', () => {
+    fc.assert(
+      fc.property(
+        hostile.filter((x) => CONTROL.test(x.replace(/\r\n|\n/g, ''))),
+        fc.constantFrom('From', 'To', 'Call-ID', 'Subject', 'Contact', 'Via'),
+        fc.boolean(),
+        (value, header, request) => {
+          // A CRLF or LF would only end the line (another header or the body): the lone ones stay.
+          const injected = value.replace(/\r\n|\n/g, '');
+          const lines = new Map([
+            ['Via', 'SIP/2.0/UDP h;branch=z9hG4bK1'],
+            ['From', '<sip:a@h>;tag=1'],
+            ['To', '<sip:b@h>'],
+            ['Call-ID', 'c'],
+            ['CSeq', '1 INVITE'],
+          ]);
+          lines.set(header, header === 'Via' ? `SIP/2.0/UDP h;branch=z9hG4bK1;x=${injected}` : `${lines.get(header) ?? ''}${injected}`);
+          const start = request ? 'INVITE sip:+4930100@h SIP/2.0' : 'SIP/2.0 180 Ringing';
+          const buf = Buffer.from(`${start}\r\n${[...lines].map(([k, v]) => `${k}: ${v}`).join('\r\n')}\r\n\r\n`);
+          try {
+            parseDatagram(buf);
+          } catch (e) {
+            expect(e).toBeInstanceOf(SipParseError);
+            const reply = (e as SipParseError).reply;
+            if (reply) expect(serialize(reply).toString('latin1').replace(/\r\n/g, '')).not.toMatch(CONTROL);
+            return true;
+          }
+          return false;
+        },
+      ),
       { numRuns: RUNS },
     );
   });

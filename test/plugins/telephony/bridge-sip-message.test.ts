@@ -6,6 +6,7 @@ import {
   StreamFramer,
   SipParseError,
   parseNameAddr,
+  formatNameAddr,
   parseVia,
   parseUri,
   newBranch,
@@ -107,6 +108,101 @@ describe('SIP message parser (RFC 3261 §7)', () => {
     expect(parseUri('sip:+49301@[::1]:5070;transport=tcp')).toMatchObject({ user: '+49301', host: '::1', port: 5070, params: { transport: 'tcp' } });
     expect(parseUri('sip:trunk.example')).toMatchObject({ user: '', host: 'trunk.example', port: null });
     expect(newBranch()).toMatch(/^z9hG4bK[0-9a-f]{20}$/);
+  });
+});
+
+describe('name-addr and control characters (RFC 3261 §25.1, header injection)', () => {
+  const invite = (from: string) => Buffer.from(INVITE.replace(/f: .*\r\n/, `f: ${from}\r\n`));
+
+  it('takes the addr-spec after a quoted display name, even when the name holds a < (no caller spoofing)', () => {
+    expect(parseNameAddr('"<sip:+4930999@x>" <sip:+491700000@host>;tag=9')).toEqual({
+      display: '<sip:+4930999@x>',
+      uri: 'sip:+491700000@host',
+      params: { tag: '9' },
+    });
+    // An escaped quote does not end the name; the name's own > ; , stay in it.
+    expect(parseNameAddr('"a\\"<sip:evil@x>;tag=1, b" <sip:real@h>;tag=2')).toEqual({
+      display: 'a"<sip:evil@x>;tag=1, b',
+      uri: 'sip:real@h',
+      params: { tag: '2' },
+    });
+    expect(parseNameAddr('Alice Smith <sip:alice@h>')).toMatchObject({ display: 'Alice Smith', uri: 'sip:alice@h' });
+    expect(parseNameAddr('sip:bob@h;tag=3')).toEqual({ display: '', uri: 'sip:bob@h', params: { tag: '3' } });
+    for (const bad of [
+      '"unterminated <sip:a@b>',
+      '"name" sip:a@b',
+      '"a" "b" <sip:a@b>',
+      'x"y" <sip:a@b>',
+      '<sip:a@b',
+      '"\u001b[2J" <sip:a@b>',
+      '<sip:a\u0000@b>',
+    ])
+      expect(() => parseNameAddr(bad), bad).toThrow(SipParseError);
+    // Through the whole message: the caller is the addr-spec's user.
+    const m = parseDatagram(invite('"<sip:+4930999@x>" <sip:+491700000@host>;tag=1')) as SipRequest;
+    expect(parseUri(parseNameAddr(m.headers.get('From')!).uri).user).toBe('+491700000');
+  });
+
+  it('a request with a lone CR, NUL or ESC in a header is refused with a clean 400; such a response is dropped', () => {
+    for (const ch of ['\r', '\u0000', '\u001b', '\u007f']) {
+      let err: unknown;
+      try {
+        parseDatagram(invite(`"Evil${ch}INVITE sip:x SIP/2.0" <sip:+4917@h>;tag=1`));
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(SipParseError);
+      const reply = (err as SipParseError).reply!;
+      expect(reply).toMatchObject({ kind: 'response', status: 400, reason: 'Bad Request' });
+      // The 400 echoes the cleaned From, never the refused byte, and goes out as one message.
+      const wire = serialize(reply).toString('latin1');
+      // eslint-disable-next-line no-control-regex -- control characters (and a CR not before LF) are what it looks for
+      expect(wire).not.toMatch(/[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f]|\r(?!\n)/);
+      expect(reply.headers.get('From')).toBe('"EvilINVITE sip:x SIP/2.0" <sip:+4917@h>;tag=1');
+    }
+    const response =
+      'SIP/2.0 180 Ringing\r\nVia: SIP/2.0/UDP h;branch=z9hG4bK1\r\nFrom: <sip:a@h>;tag=1\r\nTo: "x\u001by" <sip:b@h>\r\nCall-ID: c\r\nCSeq: 1 INVITE\r\n\r\n';
+    expect(() => parseDatagram(Buffer.from(response))).toThrow(SipParseError);
+    try {
+      parseDatagram(Buffer.from(response));
+    } catch (e) {
+      expect((e as SipParseError).reply).toBeUndefined();
+    }
+    const ack = INVITE.replace('INVITE sip:', 'ACK sip:')
+      .replace('314159 INVITE', '314159 ACK')
+      .replace(/f: .*\r\n/, 'f: "a\rb" <sip:a@h>;tag=1\r\n');
+    expect(() => parseDatagram(Buffer.from(ack))).toThrow(SipParseError);
+    try {
+      parseDatagram(Buffer.from(ack));
+    } catch (e) {
+      expect((e as SipParseError).reply).toBeUndefined(); // nothing answers an ACK
+    }
+    expect(() => parseDatagram(Buffer.from(INVITE.replace('sip:+4930123@trunk.example.com SIP/2.0', 'sip:+4930123@trunk\u001b.example.com SIP/2.0')))).toThrow(
+      SipParseError,
+    );
+  });
+
+  it('on a stream, a refused request is answered and the next message still arrives', () => {
+    const one = (from: string) =>
+      INVITE.replace('\r\nEXTRA', '')
+        .replace('l: 4', 'l: 5')
+        .replace(/f: .*\r\n/, `f: ${from}\r\n`) + '\r\n';
+    const refused: SipParseError[] = [];
+    const got = new StreamFramer().push(Buffer.from(one('"a\rb" <sip:a@h>;tag=1') + one('<sip:ok@h>;tag=2')), (e) => refused.push(e));
+    expect(refused.map((e) => e.reply?.status)).toEqual([400]);
+    expect(got.map((m) => m.headers.get('From'))).toEqual(['<sip:ok@h>;tag=2']);
+  });
+
+  it('never sends a control character: formatNameAddr drops them from a display name, serialize refuses any', () => {
+    const v = formatNameAddr({ display: 'Mallory\r\nINVITE\u0000\u001b"\\', uri: 'sip:+49@h', params: { tag: 'x' } });
+    expect(v).toBe('"MalloryINVITE\\"\\\\" <sip:+49@h>;tag=x');
+    expect(parseNameAddr(v).display).toBe('MalloryINVITE"\\');
+    const req = parseDatagram(Buffer.from(INVITE)) as SipRequest;
+    for (const bad of ['x\ry', 'x\ny', 'x\u0000', '\u001b[31m']) {
+      const r = { ...req, headers: req.headers.clone().set('Subject', bad) };
+      expect(() => serialize(r), JSON.stringify(bad)).toThrow(SipParseError);
+    }
+    expect(() => serialize({ ...req, uri: 'sip:a@h\r\nX: y' })).toThrow(SipParseError);
   });
 });
 

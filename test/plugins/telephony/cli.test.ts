@@ -94,7 +94,9 @@ describe('sovcomms phone (desk-phone logins)', () => {
     const g = await cli(['phone', 'add', 'dave']);
     expect(g.code).toBe(0);
     const pw = /^password: (\S+)$/.exec(g.out[1] ?? '')?.[1];
-    expect(pw).toMatch(/^[A-Za-z0-9_-]{16}$/);
+    // 128 bits (16 random bytes, base64url without padding).
+    expect(pw).toMatch(/^[A-Za-z0-9_-]{22}$/);
+    expect(Buffer.from(pw!, 'base64url')).toHaveLength(16);
     const l = await cli(['phone', 'list']);
     expect(l.out.map((x) => x.split('\t').slice(0, 2))).toEqual([
       ['carol', 'username=carol'],

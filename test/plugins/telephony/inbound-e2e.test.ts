@@ -7,6 +7,8 @@ import { GeminiLiveFake } from '../../support/gemini-live-fake.ts';
 import { parseRtp } from '../../../plugins/telephony/bridge/media/rtp.ts';
 import { decodeG711 } from '../../../plugins/telephony/bridge/media/audio.ts';
 import { adm, call, eventsOf, j, until, type Json } from './helpers.ts';
+import { newBranch, parseDatagram, type SipResponse } from '../../../plugins/telephony/bridge/sip/message.ts';
+import { digestAuthorization, parseChallenge } from '../../../plugins/telephony/bridge/sip/digest.ts';
 import type { TelephonyServices } from '../../../plugins/telephony/schemas.ts';
 
 /**
@@ -257,6 +259,91 @@ async function registerAlice(password: string): Promise<void> {
 
 const aliceAnswers = () => sipp({ scenario: 'deskphone-answer', port: alicePort, timeoutSec: 40 });
 
+/**
+ * A desk phone (or someone posing as one) written with a UDP socket on `ip`: sends REGISTERs for
+ * `user` and returns each answer. `auth` builds the Authorization from the last challenge.
+ */
+async function sipClient(ip: string, user: string) {
+  const sock = dgram.createSocket('udp4');
+  await new Promise<void>((r) => sock.bind(0, ip, r));
+  const port = sock.address().port;
+  const callId = `${user}-${port}@${ip}`;
+  let cseq = 0;
+  let waiting: ((res: SipResponse) => void) | null = null;
+  sock.on('message', (buf) => {
+    let m;
+    try {
+      m = parseDatagram(buf);
+    } catch {
+      return; // the check below fails on the missing answer
+    }
+    if (m.kind === 'response' && m.headers.get('Call-ID') === callId && m.headers.get('CSeq') === `${cseq} REGISTER`) waiting?.(m);
+  });
+  let last: SipResponse | null = null;
+  const c = {
+    port,
+    /** The raw REGISTER (to replay it elsewhere). */
+    build(authorization?: string, contact = `sip:${user}@${ip}:${port}`): Buffer {
+      cseq++;
+      return Buffer.from(
+        [
+          `REGISTER sip:127.0.0.1:${sipPort} SIP/2.0`,
+          `Via: SIP/2.0/UDP ${ip}:${port};branch=${newBranch()}`,
+          `From: <sip:${user}@127.0.0.1:${sipPort}>;tag=${port}`,
+          `To: <sip:${user}@127.0.0.1:${sipPort}>`,
+          `Call-ID: ${callId}`,
+          `CSeq: ${cseq} REGISTER`,
+          `Contact: <${contact}>`,
+          'Expires: 600',
+          ...(authorization ? [`Authorization: ${authorization}`] : []),
+          'Content-Length: 0',
+          '',
+          '',
+        ].join('\r\n'),
+      );
+    },
+    async send(datagram: Buffer): Promise<SipResponse> {
+      const res = new Promise<SipResponse>((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error(`no answer to REGISTER ${cseq} from ${ip}`)), 3000);
+        waiting = (r) => {
+          clearTimeout(t);
+          resolve(r);
+        };
+      });
+      sock.send(datagram, sipPort, '127.0.0.1');
+      const r = await res;
+      if (r.status === 401) last = r;
+      return r;
+    },
+    /** An Authorization for the last challenge this client got. */
+    auth(password: string, nc = 1): string {
+      const ch = parseChallenge(last?.headers.get('WWW-Authenticate') ?? '');
+      if (!ch) throw new Error('no challenge yet');
+      return digestAuthorization(ch, { method: 'REGISTER', uri: `sip:127.0.0.1:${sipPort}`, username: user, password, nc });
+    },
+    /** The whole exchange: challenge, then the answer with `password`. */
+    async register(password: string): Promise<SipResponse> {
+      const first = await c.send(c.build());
+      if (first.status !== 401) return first;
+      return c.send(c.build(c.auth(password)));
+    },
+    close: () => sock.close(),
+  };
+  return c;
+}
+
+async function addPhone(user: string, password: string): Promise<void> {
+  expect((await adm(s, '/signal.ashx?phones=add', 'phones-add', { user, password })).status).toBe(200);
+  await until(
+    async () => (await j(adm(s, '/signal.ashx?phones=list', 'phones-list'))).body.phones.some((p: Json) => p.user === user && p.registered === 0),
+    5000,
+    `${user}'s login at the bridge`,
+  );
+}
+
+const registered = async (user: string) =>
+  (await j(adm(s, '/signal.ashx?phones=list', 'phones-list'))).body.phones.find((p: Json) => p.user === user)?.registered;
+
 describe('inbound SIP calls (real bridge, SIPp carrier and desk phones, Gemini Live fake)', () => {
   it('an INVITE from a source no trunk knows gets 403 and nothing else; no call, no event', async () => {
     const before = s.appliance.core.db.prepare('SELECT COUNT(*) AS n FROM tel_inbound_calls').get() as { n: number };
@@ -343,7 +430,9 @@ describe('inbound SIP calls (real bridge, SIPp carrier and desk phones, Gemini L
   it('desk phones: digest REGISTER (a wrong password refused), an office-tab route rings the phone; its audio reaches the caller', async () => {
     const added = (await j(adm(s, '/signal.ashx?phones=add', 'phones-add', { user: 'alice' }))).body;
     expect(added).toMatchObject({ ok: true, user: 'alice', username: 'alice' });
-    expect(added.generatedPassword).toMatch(/^[A-Za-z0-9_-]{16}$/);
+    // 128 bits by default (16 random bytes, base64url).
+    expect(added.generatedPassword).toMatch(/^[A-Za-z0-9_-]{22}$/);
+    expect(Buffer.from(added.generatedPassword, 'base64url')).toHaveLength(16);
     // Sealed at rest, shown once: the list never has it.
     const stored = s.appliance.core.db.prepare('SELECT password_sealed FROM tel_phones WHERE user = ?').get('alice') as { password_sealed: string };
     expect(stored.password_sealed).not.toContain(added.generatedPassword);
@@ -498,4 +587,109 @@ describe('inbound SIP calls (real bridge, SIPp carrier and desk phones, Gemini L
     const calleeExit = await callee.exited;
     expect(calleeExit.code, calleeExit.output).toBe(0);
   }, 60_000);
+
+  it('a caller display name holding <sip:...> does not name the caller: routing, the call row and the events take the addr-spec', async () => {
+    const DID = '+4930700';
+    const SPOOFED = '+4930999';
+    for (const json of [
+      { Did: DID, User: TO_VNUM, FromNumber: SPOOFED },
+      { Did: DID, User: BILLING },
+    ])
+      expect((await s.fetch(`${V1}/inbound-routes`, { method: 'POST', key: s.adminKey, json })).status).toBe(201);
+    const sink = await rtpSink();
+    const run = await sipp({
+      scenario: 'inbound-uac-display',
+      remote: `127.0.0.1:${sipPort}`,
+      keys: { from: '+491700000', rtpport: String(sink.port), display: `"<sip:${SPOOFED}@x>"` },
+      extraArgs: ['-s', DID],
+      timeoutSec: 45,
+    });
+    const exit = await run.exited;
+    sink.close();
+    expect(exit.code, exit.output).toBe(0);
+    const c = await ended(DID);
+    // Before RFC 3261 §25.1 parsing, the first < (inside the quotes) made the caller +4930999
+    // and the FromNumber row sent the call to another number's AI.
+    expect(c).toMatchObject({ from_number: '+491700000', from_name: `<sip:${SPOOFED}@x>`, target: BILLING, outcome: 'finished' });
+    expect(eventsOf(s, c.call_id)[0]!.data).toMatchObject({ fromNumber: '+491700000' });
+  }, 60_000);
+
+  it('an INVITE whose caller name carries a lone CR, DEL or ESC is answered 400 and rings nobody (NUL cannot pass through argv to SIPp; the parser tests send it)', async () => {
+    const before = s.appliance.core.db.prepare('SELECT COUNT(*) AS n FROM tel_inbound_calls').get() as { n: number };
+    const sessions = engine.sessions.length;
+    for (const display of ['"Mallory\rINVITE sip:+4930100@x SIP/2.0" ', '"Mallory\u007f" ', '"\u001b[2JMallory" ']) {
+      const run = await sipp({
+        scenario: 'inbound-uac-display-400',
+        remote: `127.0.0.1:${sipPort}`,
+        keys: { from: '+4917600000009', display },
+        extraArgs: ['-s', ALICE_DID],
+      });
+      const exit = await run.exited;
+      expect(exit.code, exit.output).toBe(0);
+    }
+    // No call row, no AI session, so no INVITE to alice's desk phone: the name never got past the parser.
+    expect(s.appliance.core.db.prepare('SELECT COUNT(*) AS n FROM tel_inbound_calls').get()).toEqual(before);
+    expect(engine.sessions.length).toBe(sessions);
+  }, 60_000);
+
+  it('3,000 wrong desk-phone REGISTERs: the right password waits (503, Retry-After) for the backoff, then a real phone registers', async () => {
+    await addPhone('carol', 'carol-desk-phone-password-1');
+    const guesser = await sipClient('127.0.0.3', 'carol');
+    const statuses: Record<number, number> = {};
+    const started = Date.now();
+    let auth = '';
+    for (let i = 0; i < 3000; i++) {
+      // Every REGISTER carries a wrong answer: to the newest challenge, else to the last one seen.
+      const r = await guesser.send(guesser.build(auth || undefined));
+      statuses[r.status] = (statuses[r.status] ?? 0) + 1;
+      if (r.status === 401) auth = guesser.auth(`guess-${i}`);
+    }
+    const took = Date.now() - started;
+    // Only the 10 free guesses and one per elapsed wait (1 s, 2 s, 4 s ... doubling) met the
+    // password check (403); the rest waited (503) or were re-challenged.
+    const failures = statuses[403] ?? 0;
+    expect(failures).toBeGreaterThanOrEqual(11);
+    expect(failures).toBeLessThanOrEqual(11 + Math.ceil(Math.log2(took / 1000 + 1)));
+    expect(statuses[503]).toBeGreaterThan(2500);
+    const refused = await guesser.register('carol-desk-phone-password-1');
+    expect(refused.status).toBe(503);
+    const wait = Number(refused.headers.get('Retry-After'));
+    expect(wait).toBeGreaterThanOrEqual(1);
+    expect(wait).toBeLessThanOrEqual(2 ** (failures - 11)); // the last failure's doubled wait
+    expect(await registered('carol')).toBe(0);
+    guesser.close();
+    await new Promise((r) => setTimeout(r, wait * 1000));
+    // Past the wait, a real phone (SIPp) at that address registers with the right password.
+    const phone = await sipp({
+      scenario: 'deskphone-register-ok',
+      ip: '127.0.0.3',
+      remote: `127.0.0.1:${sipPort}`,
+      keys: { user: 'carol' },
+      template: { user: 'carol', pass: 'carol-desk-phone-password-1' },
+    });
+    const exit = await phone.exited;
+    expect(exit.code, exit.output).toBe(0);
+    expect(await registered('carol')).toBe(1);
+    expect(s.logs.text()).not.toContain('carol-desk-phone-password-1');
+    console.log(`3,000 wrong REGISTERs in ${took} ms: ${JSON.stringify(statuses)}, then Retry-After ${wait} s`);
+  }, 150_000);
+
+  it('a captured desk-phone Authorization replayed from another address, or again, binds nothing', async () => {
+    await addPhone('dave', 'dave-desk-phone-password-1');
+    const phone = await sipClient('127.0.0.4', 'dave');
+    await phone.send(phone.build());
+    const auth = phone.auth('dave-desk-phone-password-1');
+    expect((await phone.send(phone.build(auth))).status).toBe(200);
+    const attacker = await sipClient('127.0.0.5', 'dave');
+    const elsewhere = await attacker.send(attacker.build(auth));
+    expect(elsewhere.status).toBe(401);
+    expect(elsewhere.headers.get('WWW-Authenticate')).not.toContain('stale');
+    // Again from the phone's own address (a spoofed source on the LAN): its nc was used.
+    expect((await phone.send(phone.build(auth, 'sip:dave@127.0.0.5:5060'))).status).toBe(401);
+    expect(await registered('dave')).toBe(1);
+    // The phone itself answers the new challenge it got and refreshes.
+    expect((await phone.send(phone.build(phone.auth('dave-desk-phone-password-1')))).status).toBe(200);
+    phone.close();
+    attacker.close();
+  }, 30_000);
 });

@@ -1,85 +1,178 @@
 /**
- * The server side of SIP digest (RFC 3261 §22.4, RFC 2617 / RFC 7616): challenges with nonces the
- * bridge can check without storing them (an HMAC of the time they were made), and the check of an
- * Authorization / Proxy-Authorization answer in constant time. Used by the registrar (desk phones)
- * and by trunks that authenticate their inbound INVITEs with digest.
+ * Who may ask the bridge for something with a password: desk phones REGISTERing (the registrar,
+ * 401 / Authorization) and trunks sending INVITEs with digest (407 / Proxy-Authorization). The
+ * digest itself (nonces bound to the address, single use or a rising nonce-count) is
+ * ../sip/digest.ts; this adds the limits on guessing (RFC 3261 §26.3.2.4 leaves them to the
+ * implementation):
+ *
+ * - per source address and per user name, a few failures are free, then every further one doubles
+ *   a wait (1 s, 2 s, 4 s ... 15 min) during which every request that would need the password is
+ *   answered 503 with Retry-After (§20.33 allows Retry-After with 503; SIP has no 429, and a
+ *   phone backs off on 503 as asked) without looking at the password, the right one included;
+ * - the wait of a user name does not hold back an address that user signed in from lately (their
+ *   own phones), so nobody can lock alice's phone out by guessing her password from elsewhere;
+ *   the wait of an address holds everyone there back;
+ * - failures are forgotten after an hour without one; a success forgets the user name's.
  */
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { parseParams } from '../sip/message.ts';
+import { makeResponse, newTag } from '../sip/message.ts';
+import type { ServerRequestContext } from '../sip/transaction.ts';
+import { DigestServer, parseDigestAnswer } from '../sip/digest.ts';
+import { log } from '../log.ts';
 
-const NONCE_TTL_MS = 5 * 60_000;
+export interface AuthLimits {
+  /** Failures before the first wait. */
+  free: number;
+  firstWaitMs: number;
+  maxWaitMs: number;
+  /** A key without a failure for this long starts over. */
+  forgetMs: number;
+}
 
-export interface DigestAnswer {
-  username: string;
+const ADDRESS_LIMITS: AuthLimits = { free: 10, firstWaitMs: 1000, maxWaitMs: 15 * 60_000, forgetMs: 60 * 60_000 };
+const USER_LIMITS: AuthLimits = { free: 10, firstWaitMs: 1000, maxWaitMs: 15 * 60_000, forgetMs: 60 * 60_000 };
+
+/** Keys followed at once per table; beyond it the longest quiet are forgotten. */
+const MAX_KEYS = 10_000;
+/** How long a user's good address stays known, and how many per user. */
+const KNOWN_MS = 24 * 60 * 60_000;
+const MAX_KNOWN = 8;
+
+/** Failure counts with a doubling wait (a small LRU: a flood of keys cannot grow it). */
+class Backoff {
+  private readonly entries = new Map<string, { failures: number; last: number; until: number }>();
+
+  constructor(
+    private readonly limits: AuthLimits,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Milliseconds `key` must still wait (0: it may try). */
+  waitMs(key: string): number {
+    const e = this.entries.get(key);
+    if (!e) return 0;
+    const now = this.now();
+    if (now >= e.until && now - e.last > this.limits.forgetMs) {
+      this.entries.delete(key);
+      return 0;
+    }
+    return Math.max(0, e.until - now);
+  }
+
+  /** Counts a failure; returns the wait it starts (0 while failures are still free). */
+  fail(key: string): number {
+    const now = this.now();
+    this.waitMs(key); // forgets a stale entry first
+    const e = this.entries.get(key) ?? { failures: 0, last: now, until: 0 };
+    e.failures++;
+    e.last = now;
+    const over = e.failures - this.limits.free;
+    const wait = over > 0 ? Math.min(this.limits.maxWaitMs, this.limits.firstWaitMs * 2 ** Math.min(over - 1, 30)) : 0;
+    e.until = wait ? now + wait : 0;
+    this.entries.delete(key);
+    this.entries.set(key, e);
+    if (this.entries.size > MAX_KEYS) this.entries.delete(this.entries.keys().next().value as string);
+    return wait;
+  }
+
+  clear(key: string): void {
+    this.entries.delete(key);
+  }
+}
+
+export interface GuardOptions {
   realm: string;
-  nonce: string;
-  uri: string;
-  response: string;
-  algorithm: string;
-  qop?: string;
-  nc?: string;
-  cnonce?: string;
+  /** 401 with WWW-Authenticate / Authorization (registrar), or 407 with the Proxy- pair (trunks). */
+  proxy: boolean;
+  now?: () => number;
+  addressLimits?: AuthLimits;
+  userLimits?: AuthLimits;
 }
 
-export function parseDigestAnswer(header: string | undefined): DigestAnswer | null {
-  if (!header) return null;
-  const m = /^\s*Digest\s+(.*)$/is.exec(header);
-  if (!m) return null;
-  let swapped = '';
-  let q = false;
-  for (const ch of m[1]) {
-    if (ch === '"') q = !q;
-    swapped += ch === ',' && !q ? ';' : ch;
-  }
-  const p = parseParams(swapped);
-  if (!p.username || !p.nonce || !p.response || p.uri === undefined) return null;
-  return {
-    username: p.username,
-    realm: p.realm ?? '',
-    nonce: p.nonce,
-    uri: p.uri,
-    response: p.response.toLowerCase(),
-    algorithm: (p.algorithm ?? 'MD5').toUpperCase(),
-    qop: p.qop?.toLowerCase(),
-    nc: p.nc,
-    cnonce: p.cnonce,
-  };
+/** The source address as a key: an IPv4-mapped IPv6 address is its IPv4 address. */
+export function addressOf(ctx: ServerRequestContext): string {
+  return ctx.from.host.replace(/^::ffff:/i, '');
 }
 
-export class DigestVerifier {
-  private readonly secret = randomBytes(32);
+export class DigestGuard {
+  readonly digest: DigestServer;
+  private readonly byAddress: Backoff;
+  private readonly byUser: Backoff;
+  private readonly known = new Map<string, Map<string, number>>();
+  private readonly now: () => number;
 
-  constructor(readonly realm: string) {}
-
-  private sign(ts: string): string {
-    return createHmac('sha256', this.secret).update(ts).digest('hex').slice(0, 32);
+  constructor(private readonly o: GuardOptions) {
+    this.now = o.now ?? Date.now;
+    this.digest = new DigestServer(o.realm, this.now);
+    this.byAddress = new Backoff(o.addressLimits ?? ADDRESS_LIMITS, this.now);
+    this.byUser = new Backoff(o.userLimits ?? USER_LIMITS, this.now);
   }
 
-  /** A fresh challenge value for WWW-Authenticate / Proxy-Authenticate. */
-  challenge(stale = false): string {
-    const ts = Date.now().toString(16);
-    const nonce = `${ts}.${this.sign(ts)}`;
-    return `Digest realm="${this.realm}", nonce="${nonce}", algorithm=MD5, qop="auth"${stale ? ', stale=true' : ''}`;
+  /**
+   * The user name the request proved it holds the password of, or null once it has been answered
+   * (challenge, 403, or 503 while its address or user name waits). `passwordOf` gives the
+   * password of a user name this request may use, undefined for any other.
+   */
+  check(ctx: ServerRequestContext, passwordOf: (username: string) => string | undefined): string | null {
+    const addr = addressOf(ctx);
+    const answer = parseDigestAnswer(ctx.req.headers.get(this.o.proxy ? 'Proxy-Authorization' : 'Authorization'));
+    const wait = Math.max(this.byAddress.waitMs(addr), answer && !this.isKnown(answer.username, addr) ? this.byUser.waitMs(answer.username) : 0);
+    if (wait > 0) {
+      const res = makeResponse(ctx.req, 503, 'Service Unavailable', newTag());
+      res.headers.append('Retry-After', String(Math.ceil(wait / 1000)));
+      ctx.respond(res);
+      return null;
+    }
+    if (!answer) return this.challenge(ctx, addr, false);
+    const password = passwordOf(answer.username);
+    // An unknown user name costs the same hashing as a known one and counts as a failure alike.
+    const verdict = this.digest.verify(answer, ctx.req.method, password ?? DUMMY, addr);
+    if (verdict === 'unknown') return this.challenge(ctx, addr, false);
+    if (verdict === 'stale' && password !== undefined) return this.challenge(ctx, addr, true);
+    if (verdict !== 'ok' || password === undefined) {
+      this.failed(answer.username, addr);
+      ctx.respond(makeResponse(ctx.req, 403, 'Forbidden', newTag()));
+      return null;
+    }
+    this.byUser.clear(answer.username);
+    this.remember(answer.username, addr);
+    return answer.username;
   }
 
-  /** 'ok', 'stale' (right password, expired nonce: challenge again) or 'bad'. */
-  verify(a: DigestAnswer, method: string, password: string): 'ok' | 'stale' | 'bad' {
-    const [ts, sig] = a.nonce.split('.');
-    if (!ts || !sig || !safeEq(sig, this.sign(ts))) return 'bad';
-    if (a.realm !== this.realm) return 'bad';
-    const hashName = a.algorithm === 'SHA-256' ? 'sha256' : a.algorithm === 'MD5' ? 'md5' : null;
-    if (!hashName) return 'bad';
-    const H = (s: string) => createHash(hashName).update(s, 'utf8').digest('hex');
-    const ha1 = H(`${a.username}:${a.realm}:${password}`);
-    const ha2 = H(`${method}:${a.uri}`);
-    const expected = a.qop === 'auth' ? H(`${ha1}:${a.nonce}:${a.nc ?? ''}:${a.cnonce ?? ''}:auth:${ha2}`) : H(`${ha1}:${a.nonce}:${ha2}`);
-    if (!safeEq(a.response, expected)) return 'bad';
-    return Date.now() - Number.parseInt(ts, 16) > NONCE_TTL_MS ? 'stale' : 'ok';
+  private challenge(ctx: ServerRequestContext, addr: string, stale: boolean): null {
+    const res = this.o.proxy ? makeResponse(ctx.req, 407, 'Proxy Authentication Required', newTag()) : makeResponse(ctx.req, 401, 'Unauthorized', newTag());
+    res.headers.append(this.o.proxy ? 'Proxy-Authenticate' : 'WWW-Authenticate', this.digest.challenge(addr, stale));
+    ctx.respond(res);
+    return null;
+  }
+
+  private failed(username: string, addr: string): void {
+    const a = this.byAddress.fail(addr);
+    const u = this.byUser.fail(username);
+    // Logged when a wait starts (bounded by the doubling), never the answer itself.
+    if (a) log('warn', 'SIP digest: address waits after repeated failures', { realm: this.o.realm, addr, waitSec: Math.ceil(a / 1000) });
+    if (u)
+      log('warn', 'SIP digest: user name waits after repeated failures', {
+        realm: this.o.realm,
+        username: username.slice(0, 64),
+        waitSec: Math.ceil(u / 1000),
+      });
+  }
+
+  private isKnown(username: string, addr: string): boolean {
+    const at = this.known.get(username)?.get(addr);
+    return at !== undefined && this.now() - at < KNOWN_MS;
+  }
+
+  private remember(username: string, addr: string): void {
+    const m = this.known.get(username) ?? new Map<string, number>();
+    m.delete(addr);
+    m.set(addr, this.now());
+    if (m.size > MAX_KNOWN) m.delete(m.keys().next().value as string);
+    this.known.delete(username);
+    this.known.set(username, m);
+    if (this.known.size > MAX_KEYS) this.known.delete(this.known.keys().next().value as string);
   }
 }
 
-function safeEq(a: string, b: string): boolean {
-  const x = Buffer.from(a);
-  const y = Buffer.from(b);
-  return x.length === y.length && timingSafeEqual(x, y);
-}
+/** Stands in for the password of a user name nobody has (never matches: it is not a string a client could send). */
+const DUMMY = '\u0000no-such-user';

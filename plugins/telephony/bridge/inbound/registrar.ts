@@ -6,7 +6,7 @@
 import { makeResponse, parseNameAddr, parseUri, newTag, type SipRequest } from '../sip/message.ts';
 import type { ServerRequestContext } from '../sip/transaction.ts';
 import type { Peer } from '../sip/transport.ts';
-import { DigestVerifier, parseDigestAnswer } from './auth.ts';
+import { DigestGuard, type GuardOptions } from './auth.ts';
 import type { PhoneAccount } from './control.ts';
 
 export interface Binding {
@@ -22,10 +22,10 @@ const MAX_EXPIRES = 3600;
 export class Registrar {
   private accounts = new Map<string, PhoneAccount>();
   private readonly bindings = new Map<string, Binding[]>();
-  readonly digest: DigestVerifier;
+  readonly guard: DigestGuard;
 
-  constructor(realm: string) {
-    this.digest = new DigestVerifier(realm);
+  constructor(realm: string, limits: Omit<GuardOptions, 'realm' | 'proxy'> = {}) {
+    this.guard = new DigestGuard({ ...limits, realm, proxy: false });
   }
 
   setAccounts(list: PhoneAccount[]): void {
@@ -64,19 +64,11 @@ export class Registrar {
       return ctx.respond(makeResponse(req, 400, 'Bad Request', newTag()));
     }
     const account = this.accounts.get(user);
-    const answer = parseDigestAnswer(req.headers.get('Authorization'));
-    if (!answer) return this.challenge(ctx, false);
-    // Unknown user or a wrong password look the same from outside: 403 (no hint which one).
-    const verdict = account && answer.username === account.username ? this.digest.verify(answer, 'REGISTER', account.password) : 'bad';
-    if (verdict === 'stale') return this.challenge(ctx, true);
-    if (verdict !== 'ok' || !account) return ctx.respond(makeResponse(req, 403, 'Forbidden', newTag()));
+    // Only the To user's own login may register it. An unknown user and a wrong password look the
+    // same from outside: 403 (no hint which one), and both count towards the waits (auth.ts).
+    const username = this.guard.check(ctx, (u) => (account && u === account.username ? account.password : undefined));
+    if (username === null || !account) return;
     this.bind(ctx, req, account.username);
-  }
-
-  private challenge(ctx: ServerRequestContext, stale: boolean): void {
-    const res = makeResponse(ctx.req, 401, 'Unauthorized', newTag());
-    res.headers.append('WWW-Authenticate', this.digest.challenge(stale));
-    ctx.respond(res);
   }
 
   private bind(ctx: ServerRequestContext, req: SipRequest, username: string): void {

@@ -15,7 +15,7 @@ import type { VoiceEngine } from '../engine/types.ts';
 import type { EmitFn } from '../call.ts';
 import type { LocatedTrunk, PlaceCall } from '../schemas.ts';
 import { log } from '../log.ts';
-import { DigestVerifier, parseDigestAnswer } from './auth.ts';
+import { addressOf, DigestGuard } from './auth.ts';
 import {
   InboundDecisionSchema,
   PhonesBodySchema,
@@ -58,7 +58,7 @@ export class InboundService {
   readonly endpoints = new UserEndpoints();
   readonly calls = new Map<string, InboundCall>();
   private readonly bySipCallId = new Map<string, InboundCall | 'pending'>();
-  private readonly trunkDigest = new DigestVerifier('sovcomms-trunk');
+  private readonly trunkDigest = new DigestGuard({ realm: 'sovcomms-trunk', proxy: true });
   private readonly addrCache = new Map<string, { at: number; ips: string[] }>();
   private refused = 0;
 
@@ -115,37 +115,23 @@ export class InboundService {
     return out;
   }
 
-  /** The trunk the INVITE comes from, or null once it was answered 403 / 407. */
+  /** The trunk the INVITE comes from, or null once it was answered (403, 407, or 503 while guesses wait). */
   private async authenticate(ctx: ServerRequestContext): Promise<LocatedTrunk | null> {
-    const from = ctx.from.host.replace(/^::ffff:/, '');
+    const from = addressOf(ctx);
     const digestTrunks: LocatedTrunk[] = [];
     for (const t of this.d.trunks.values()) {
       if (t.inboundAuth === 'digest') digestTrunks.push(t);
       else if ((await this.addressesOf(t)).includes(from)) return t;
     }
-    const refuse = () => {
+    if (!digestTrunks.length) {
       // Count, log the first and every 100th: a scanner must not flood the log either.
       if (this.refused++ % 100 === 0) log('warn', 'inbound INVITE refused (no trunk matches)', { from, count: this.refused });
       ctx.respond(makeResponse(ctx.req, 403, 'Forbidden', newTag()));
       return null;
-    };
-    if (!digestTrunks.length) return refuse();
-    const answer = parseDigestAnswer(ctx.req.headers.get('Proxy-Authorization'));
-    if (!answer) {
-      const res = makeResponse(ctx.req, 407, 'Proxy Authentication Required', newTag());
-      res.headers.append('Proxy-Authenticate', this.trunkDigest.challenge());
-      ctx.respond(res);
-      return null;
     }
-    const t = digestTrunks.find((x) => x.username !== undefined && x.password !== undefined && x.username === answer.username);
-    const verdict = t ? this.trunkDigest.verify(answer, 'INVITE', t.password!) : 'bad';
-    if (verdict === 'stale') {
-      const res = makeResponse(ctx.req, 407, 'Proxy Authentication Required', newTag());
-      res.headers.append('Proxy-Authenticate', this.trunkDigest.challenge(true));
-      ctx.respond(res);
-      return null;
-    }
-    return verdict === 'ok' && t ? t : refuse();
+    const withLogin = (u: string) => digestTrunks.find((x) => x.username !== undefined && x.password !== undefined && x.username === u);
+    const username = this.trunkDigest.check(ctx, (u) => withLogin(u)?.password);
+    return username === null ? null : (withLogin(username) ?? null);
   }
 
   // ---- calls ------------------------------------------------------------------------------------

@@ -25,6 +25,29 @@ export type SipMessage = SipRequest | SipResponse;
 
 export class SipParseError extends Error {
   override name = 'SipParseError';
+  constructor(
+    message: string,
+    /** For a request that was framed but carries a refused value: the 400 to answer it with. */
+    readonly reply?: SipResponse,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * Control characters (C0 except HTAB, and DEL). RFC 3261 §25.1 allows none of them in a header
+ * value outside a quoted-pair, and no quoted-pair may carry CR or LF; we refuse them everywhere
+ * (a lone CR would end the line at a peer that splits on CR, an ESC or NUL reaches a phone's
+ * display), on the way in and on the way out.
+ */
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const CONTROL = /[\x00-\x08\x0a-\x1f\x7f]/;
+// eslint-disable-next-line no-control-regex -- as above
+const CONTROL_ALL = /[\x00-\x08\x0a-\x1f\x7f]/g;
+
+/** Whether a string carries a control character no SIP header may hold. */
+function hasControl(s: string): boolean {
+  return CONTROL.test(s);
 }
 
 /** RFC 3261 §7.3.3 compact header forms → canonical names. */
@@ -161,31 +184,51 @@ function findHeaderEnd(buf: Buffer, from = 0): [number, number] | null {
   return null;
 }
 
-function parseHead(head: string): { startLine: string; headers: SipHeaders } {
+interface Head {
+  startLine: string;
+  headers: SipHeaders;
+  /** The first refused value (a control character); the headers hold it with those removed. */
+  defect?: string;
+}
+
+function parseHead(head: string): Head {
   const rawLines = head.split(/\r?\n/);
+  const startLine = rawLines.shift() ?? '';
+  if (hasControl(startLine)) throw new SipParseError('control character in the start line');
+  let defect: string | undefined;
   // RFC 3261 §7.3.1: a line starting with whitespace continues the previous header.
   const lines: string[] = [];
-  for (const l of rawLines) {
-    if (/^[ \t]/.test(l) && lines.length > 1) lines[lines.length - 1] += ' ' + l.trim();
+  for (let l of rawLines) {
+    if (hasControl(l)) {
+      // Looked for before any trimming (trim() would take a CR or VT at either end for blank).
+      // Kept without them only so that a request can still be answered 400 (buildMessage).
+      defect ??= `control character in a header line${lines.length ? ` after ${printable(lines[lines.length - 1].split(':')[0].slice(0, 40))}` : ''}`;
+      l = l.replace(CONTROL_ALL, '');
+    }
+    if (/^[ \t]/.test(l) && lines.length > 0) lines[lines.length - 1] += ' ' + l.trim();
     else lines.push(l);
   }
-  const startLine = lines.shift() ?? '';
   const headers = new SipHeaders();
   for (const line of lines) {
     if (line === '') continue;
     const colon = line.indexOf(':');
-    if (colon <= 0) throw new SipParseError(`malformed header line: ${line.slice(0, 60)}`);
+    if (colon <= 0) throw new SipParseError(`malformed header line: ${printable(line.slice(0, 60))}`);
     const name = line.slice(0, colon).trim();
-    if (!TOKEN.test(name)) throw new SipParseError(`bad header name: ${name.slice(0, 60)}`);
+    if (!TOKEN.test(name)) throw new SipParseError(`bad header name: ${printable(name.slice(0, 60))}`);
     const value = line.slice(colon + 1).trim();
     const canon = canonicalName(name);
     if (LIST_HEADERS.has(canon)) for (const v of splitList(value)) headers.append(canon, v);
     else headers.append(canon, value);
   }
-  return { startLine, headers };
+  return { startLine, headers, defect };
 }
 
-function buildMessage(startLine: string, headers: SipHeaders, body: Buffer): SipMessage {
+/** For error messages (which reach the log): control characters shown as `?`. */
+function printable(s: string): string {
+  return s.replace(CONTROL_ALL, '?');
+}
+
+function buildMessage({ startLine, headers, defect }: Head, body: Buffer): SipMessage {
   const req = REQUEST_LINE.exec(startLine);
   let msg: SipMessage;
   if (req) {
@@ -200,6 +243,12 @@ function buildMessage(startLine: string, headers: SipHeaders, body: Buffer): Sip
     if (!headers.has(h)) throw new SipParseError(`missing ${h}`);
   }
   parseCSeq(headers.get('CSeq') as string);
+  if (defect) {
+    // RFC 3261 §8.2: a request the UAS cannot accept as it is gets 400 (the reply echoes the
+    // cleaned headers, never the refused bytes); a response is dropped, and so is an ACK (§17.2.1:
+    // nothing answers an ACK).
+    throw new SipParseError(defect, msg.kind === 'request' && msg.method !== 'ACK' ? makeResponse(msg, 400, 'Bad Request', newTag()) : undefined);
+  }
   return msg;
 }
 
@@ -207,27 +256,29 @@ function buildMessage(startLine: string, headers: SipHeaders, body: Buffer): Sip
 export function parseDatagram(buf: Buffer): SipMessage {
   const end = findHeaderEnd(buf);
   if (!end) throw new SipParseError('no end of headers');
-  const { startLine, headers } = parseHead(buf.subarray(0, end[0]).toString('utf8'));
+  const head = parseHead(buf.subarray(0, end[0]).toString('utf8'));
   let body = buf.subarray(end[1]);
-  const cl = headers.get('Content-Length');
+  const cl = head.headers.get('Content-Length');
   if (cl !== undefined) {
     if (!/^\d+$/.test(cl)) throw new SipParseError('bad Content-Length');
     const n = Number(cl);
     if (n > body.length) throw new SipParseError('Content-Length larger than datagram');
     body = body.subarray(0, n); // §18.3: extra bytes after the body are discarded
   }
-  return buildMessage(startLine, headers, Buffer.from(body));
+  return buildMessage(head, Buffer.from(body));
 }
 
 /**
  * Stream framer for TCP (RFC 3261 §18.3: Content-Length is mandatory on streams).
- * Feed it chunks; it returns complete messages and keeps the rest.
+ * Feed it chunks; it returns complete messages and keeps the rest. A message that is framed but
+ * refused (a SipParseError with a reply) goes to `refused` and the stream goes on; anything that
+ * breaks the framing throws.
  */
 export class StreamFramer {
   private buf: Buffer = Buffer.alloc(0);
   static readonly MAX_BUFFER = 256 * 1024;
 
-  push(chunk: Buffer): SipMessage[] {
+  push(chunk: Buffer, refused?: (err: SipParseError) => void): SipMessage[] {
     this.buf = this.buf.length ? Buffer.concat([this.buf, chunk]) : chunk;
     const out: SipMessage[] = [];
     for (;;) {
@@ -237,26 +288,37 @@ export class StreamFramer {
       if (start) this.buf = this.buf.subarray(start);
       const end = findHeaderEnd(this.buf);
       if (!end) break;
-      const { startLine, headers } = parseHead(this.buf.subarray(0, end[0]).toString('utf8'));
-      const cl = headers.get('Content-Length');
+      const head = parseHead(this.buf.subarray(0, end[0]).toString('utf8'));
+      const cl = head.headers.get('Content-Length');
       if (cl === undefined || !/^\d+$/.test(cl)) throw new SipParseError('missing or bad Content-Length on stream');
       const n = Number(cl);
       if (this.buf.length < end[1] + n) break;
       const body = Buffer.from(this.buf.subarray(end[1], end[1] + n));
       this.buf = this.buf.subarray(end[1] + n);
-      out.push(buildMessage(startLine, headers, body));
+      try {
+        out.push(buildMessage(head, body));
+      } catch (err) {
+        if (!(err instanceof SipParseError) || !err.reply || !refused) throw err;
+        refused(err);
+      }
     }
     if (this.buf.length > StreamFramer.MAX_BUFFER) throw new SipParseError('message too large');
     return out;
   }
 }
 
-/** Serialises with CRLF line ends and a correct Content-Length (always written). */
+/**
+ * Serialises with CRLF line ends and a correct Content-Length (always written). Refuses (throws)
+ * a start line, header name or value with a control character: nothing we send can carry a
+ * header of someone else's making.
+ */
 export function serialize(msg: SipMessage): Buffer {
   const start = msg.kind === 'request' ? `${msg.method} ${msg.uri} SIP/2.0` : `SIP/2.0 ${msg.status} ${msg.reason}`;
+  if (hasControl(start)) throw new SipParseError('refusing to send a control character in the start line');
   const lines = [start];
   for (const [n, v] of msg.headers.entries()) {
     if (n === 'Content-Length') continue;
+    if (!TOKEN.test(n) || hasControl(v)) throw new SipParseError(`refusing to send a control character in ${printable(n)}`);
     lines.push(`${n}: ${v}`);
   }
   lines.push(`Content-Length: ${msg.body.length}`);
@@ -273,10 +335,13 @@ export function parseCSeq(v: string): { seq: number; method: string } {
   return { seq, method: m[2].toUpperCase() };
 }
 
-/** Generic parameter parsing for `;a=b;c` tails. Quoted values unquoted. Keys lowercased. */
-export function parseParams(tail: string): Record<string, string> {
+/**
+ * Generic parameter parsing for `;a=b;c` tails (or `a=b, c="d"` lists with `sep` ','). Quoted
+ * values unquoted. Keys lowercased.
+ */
+export function parseParams(tail: string, sep = ';'): Record<string, string> {
   const params: Record<string, string> = {};
-  for (const part of splitOutsideQuotes(tail, ';')) {
+  for (const part of splitOutsideQuotes(tail, sep)) {
     const p = part.trim();
     if (!p) continue;
     const eq = p.indexOf('=');
@@ -290,7 +355,13 @@ function splitOutsideQuotes(s: string, sep: string): string[] {
   const out: string[] = [];
   let cur = '';
   let q = false;
-  for (const ch of s) {
+  for (let i = 0; i < s.length; i++) {
+    const ch = s[i];
+    if (q && ch === '\\' && i + 1 < s.length) {
+      // §25.1 quoted-pair: the next character is taken as it is (an escaped quote ends nothing).
+      cur += ch + s[++i];
+      continue;
+    }
     if (ch === '"') q = !q;
     if (ch === sep && !q) {
       out.push(cur);
@@ -313,13 +384,35 @@ export interface NameAddr {
   params: Record<string, string>;
 }
 
+/**
+ * RFC 3261 §25.1: `name-addr = [ display-name ] LAQUOT addr-spec RAQUOT`, `display-name =
+ * *(token LWS) / quoted-string`; a value without `<` is an addr-spec whose `;` parameters belong
+ * to the header (§20.10). A quoted display name may hold `<`, `>`, `,` and `;`: the addr-spec is
+ * the `<...>` after the closing quote, never a `<` inside it.
+ */
 export function parseNameAddr(v: string): NameAddr {
   const s = v.trim();
-  const lt = s.indexOf('<');
+  if (hasControl(s)) throw new SipParseError('control character in a name-addr');
+  let display = '';
+  let rest = s;
+  if (s.startsWith('"')) {
+    const close = endOfQuoted(s, 0);
+    if (close < 0) throw new SipParseError('unterminated quoted display name');
+    display = unquote(s.slice(0, close + 1));
+    rest = s.slice(close + 1).trimStart();
+    if (!rest.startsWith('<')) throw new SipParseError('a quoted display name must be followed by <addr-spec>');
+  }
+  const lt = rest.indexOf('<');
   if (lt >= 0) {
-    const gt = s.indexOf('>', lt);
+    const before = rest.slice(0, lt).trim();
+    // An unquoted display name is tokens and spaces only (no quote, no second name-addr).
+    if (before.includes('"')) throw new SipParseError('quote outside a quoted display name');
+    if (before) display = before;
+    const gt = rest.indexOf('>', lt);
     if (gt < 0) throw new SipParseError('unterminated <');
-    return { display: unquote(s.slice(0, lt).trim()), uri: s.slice(lt + 1, gt), params: parseParams(s.slice(gt + 1).replace(/^\s*;/, '')) };
+    const uri = rest.slice(lt + 1, gt);
+    if (uri.includes('<')) throw new SipParseError('< inside an addr-spec');
+    return { display, uri, params: parseParams(rest.slice(gt + 1).replace(/^\s*;/, '')) };
   }
   // §20.10: without angle brackets, parameters after the URI belong to the header.
   const semi = s.indexOf(';');
@@ -327,8 +420,19 @@ export function parseNameAddr(v: string): NameAddr {
   return { display: '', uri: s.slice(0, semi), params: parseParams(s.slice(semi + 1)) };
 }
 
+/** Index of the `"` closing the quoted-string that opens at `start` (quoted-pairs skipped), or -1. */
+function endOfQuoted(s: string, start: number): number {
+  for (let i = start + 1; i < s.length; i++) {
+    if (s[i] === '\\') i++;
+    else if (s[i] === '"') return i;
+  }
+  return -1;
+}
+
+/** Control characters in a display name (free text from a caller or the API) are dropped, never sent. */
 export function formatNameAddr(na: NameAddr): string {
-  const disp = na.display ? `"${na.display.replace(/(["\\])/g, '\\$1')}" ` : '';
+  const name = na.display.replace(CONTROL_ALL, '');
+  const disp = name ? `"${name.replace(/(["\\])/g, '\\$1')}" ` : '';
   const params = Object.entries(na.params)
     .map(([k, v]) => (v === '' ? `;${k}` : `;${k}=${v}`))
     .join('');

@@ -5,7 +5,7 @@
 import dgram from 'node:dgram';
 import net from 'node:net';
 import { EventEmitter } from 'node:events';
-import { parseDatagram, serialize, StreamFramer, type SipMessage } from './message.ts';
+import { parseDatagram, serialize, SipParseError, StreamFramer, type SipMessage } from './message.ts';
 
 export type TransportName = 'udp' | 'tcp';
 export interface Peer {
@@ -73,10 +73,16 @@ export class SipTransport extends EventEmitter<TransportEvents> {
     try {
       msg = parseDatagram(buf);
     } catch (err) {
-      this.emit('malformed', err as Error, from);
+      this.refuse(err as Error, from);
       return;
     }
     this.emit('message', msg, from);
+  }
+
+  /** Counts a refused message and answers it where the parser built a reply (400 to a request). */
+  private refuse(err: Error, from: Peer): void {
+    this.emit('malformed', err, from);
+    if (err instanceof SipParseError && err.reply) this.send(err.reply, from).catch(() => undefined);
   }
 
   private adoptSocket(s: net.Socket): void {
@@ -88,7 +94,7 @@ export class SipTransport extends EventEmitter<TransportEvents> {
     s.on('data', (chunk) => {
       let msgs: SipMessage[];
       try {
-        msgs = framer.push(chunk);
+        msgs = framer.push(chunk, (e) => this.refuse(e, from));
       } catch (err) {
         // §18.3: a framing error on a stream cannot be resynchronised; drop the connection.
         this.emit('malformed', err as Error, from);
