@@ -72,6 +72,14 @@ const RESERVED = blockList([
   '2002::/16',
   '2001::/32',
 ]);
+/**
+ * IPv4-compatible (`::a.b.c.d`, ::/96, deprecated by RFC 4291 §2.5.5.1) and IPv4-translated
+ * (`::ffff:0:a.b.c.d`, ::ffff:0:0/96, RFC 2765 §2.1) addresses. Linux treats neither as the IPv4
+ * address inside (`[::127.0.0.1]` is not loopback): the packet goes to the default route, off
+ * this machine. No receiver lives there, so they are refused whatever the policy says; `::` and
+ * `::1`, which lie inside ::/96, keep their own rules.
+ */
+const IPV4_EMBEDDED = blockList(['::/96', '::ffff:0:0:0/96']);
 // Cloud instance-metadata services (AWS/GCP/Azure/OpenStack, AWS IPv6, ECS task metadata, Alibaba).
 const METADATA = blockList(['169.254.169.254/32', 'fd00:ec2::254/128', '169.254.170.2/32', '100.100.100.200/32']);
 const LOOPBACK = blockList(['127.0.0.0/8', '::1/128']);
@@ -113,6 +121,8 @@ export function normalizeAddress(address: string): { address: string; family: 4 
 export function refusal(address: string, policy: NetworkPolicy): string | null {
   const { address: a, family } = normalizeAddress(address);
   const type = family === 4 ? 'ipv4' : 'ipv6';
+  if (type === 'ipv6' && IPV4_EMBEDDED.check(a, type) && !ALWAYS_REFUSED.check(a, type) && !LOOPBACK.check(a, type))
+    return `${a} is an IPv4-compatible or IPv4-translated address`;
   if (policy.denyCidrs.length && blockList(policy.denyCidrs).check(a, type)) return `${a} is in the tenant's deny list`;
   if (policy.allowCidrs.length && blockList(policy.allowCidrs).check(a, type)) return null;
   if (ALWAYS_REFUSED.check(a, type)) return `${a} is an unspecified, multicast or reserved address`;
