@@ -79,6 +79,8 @@ export interface SendResult {
   refused?: boolean;
   /** The address the request went to (absent when none was allowed). */
   address?: string;
+  /** An allowed address of the URL is internal (net-policy isInternal): the tenant sees no detail. */
+  internal?: boolean;
 }
 
 /**
@@ -90,7 +92,7 @@ export interface SendResult {
 export async function send(d: DeliveryRequest, o: SendOptions): Promise<SendResult> {
   const started = performance.now();
   const url = new URL(d.url);
-  let targets: { address: string; family: 4 | 6 }[];
+  let targets: { address: string; family: 4 | 6; internal: boolean }[];
   try {
     targets = await resolveAllowed(url, o.policy, o.resolve);
   } catch (e) {
@@ -115,7 +117,8 @@ export async function send(d: DeliveryRequest, o: SendOptions): Promise<SendResu
     // Nothing listens at this address (say ::1 when the receiver is IPv4 only): the next allowed one.
     if (!r.noConnect || o.signal?.aborted) break;
   }
-  return { ...r, address, durationMs: Math.round(performance.now() - started) };
+  const internal = targets.some((t) => t.internal);
+  return { ...r, address, internal, durationMs: Math.round(performance.now() - started) };
 }
 
 const NO_CONNECT = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'EAFNOSUPPORT']);
