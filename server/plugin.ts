@@ -20,6 +20,12 @@ export interface AuditInput {
   ip?: string;
   ua?: string;
   extra?: Record<string, string | number | boolean | null | undefined> | string;
+  /**
+   * An unauthenticated failure anyone can repeat (a wrong password, a refused sign-in): the
+   * entries with the same event, user, address and extra within a minute of the first are one
+   * row, whose extra ends in `count=N` once it repeats, so a guessing run cannot flood the log.
+   */
+  aggregate?: boolean;
 }
 
 export interface AuditWriter {

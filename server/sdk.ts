@@ -37,7 +37,7 @@ export type { ApiKeyInfo, AuthPolicy, AuthService, Principal } from './auth.ts';
 export { reply } from './http/route.ts';
 export type { PreRouterHandler, Reply, RouteDef, RouteRegistrar, RouteRequest, UpgradeContext, UpgradeHandler } from './http/route.ts';
 export { envelope, envelopeSchema, pageOf, pageQuery, type Envelope, type Page } from './http/envelope.ts';
-export { pascalizeKeys } from './http/key-case.ts';
+export { MAX_JSON_DEPTH, nestsDeeperThan, pascalizeKeys } from './http/key-case.ts';
 export { queryObject } from './http/dispatch.ts';
 export { readBounded } from './http/body.ts';
 export { errorAnswer, newRequestId, peerAddress, RandomPool, rejectUpgrade, SECURITY_HEADERS, type ErrorAnswer } from './http/respond.ts';

@@ -45,8 +45,14 @@ export class AuditRepo {
     return s;
   }
 
-  insert(tenant: Tenant, row: AuditRow): void {
-    this.#insert.run(tenant.id, row.ts, row.event, row.user, row.ip, row.ua, row.extra);
+  /** The new row's id. */
+  insert(tenant: Tenant, row: AuditRow): number {
+    return Number(this.#insert.run(tenant.id, row.ts, row.event, row.user, row.ip, row.ua, row.extra).lastInsertRowid);
+  }
+
+  /** Rewrites the extra of one row (an aggregated entry's count); false when it is gone (pruned). */
+  setExtra(tenant: Tenant, id: number, extra: string): boolean {
+    return this.stmt('UPDATE audit_log SET extra = ? WHERE id = ? AND tenant_id = ?').run(extra, id, tenant.id).changes > 0;
   }
 
   list(tenant: Tenant, f: AuditFilter): { rows: AuditRow[]; total: number } {

@@ -16,7 +16,15 @@ export function formatExtra(extra: AuditInput['extra']): string {
     .slice(0, 1000);
 }
 
+/** How long an aggregated row takes repeats of its entry, from the first (AuditInput.aggregate). */
+const AGGREGATE_MS = 60_000;
+/** Open aggregated rows remembered at most; past it the stale ones go (a repeat then starts a new row). */
+const AGGREGATE_KEYS = 10_000;
+
 export class AuditService implements AuditWriter {
+  /** Aggregated rows still taking repeats, by tenant, event, user, address and extra. */
+  readonly #open = new Map<string, { id: number; since: number; count: number; extra: string }>();
+
   constructor(
     private readonly repo: AuditRepo,
     private readonly clock: Clock,
@@ -26,14 +34,31 @@ export class AuditService implements AuditWriter {
 
   write(tenant: Tenant, e: AuditInput): void {
     if (!EVENT_RE.test(e.event)) throw new Error(`invalid audit event name ${JSON.stringify(e.event)}`);
-    this.repo.insert(tenant, {
-      ts: new Date(this.clock.now()).toISOString(),
+    const now = this.clock.now();
+    const row = {
+      ts: new Date(now).toISOString(),
       event: e.event,
       user: (e.user ?? '').slice(0, 320),
       ip: (e.ip ?? '').slice(0, 64),
       ua: (e.ua ?? '').slice(0, 512),
       extra: formatExtra(e.extra),
-    });
+    };
+    if (!e.aggregate) {
+      this.repo.insert(tenant, row);
+      return;
+    }
+    // The user agent is not part of the key: a guesser would vary it to get a row per attempt.
+    const key = JSON.stringify([tenant.id, row.event, row.user, row.ip, row.extra]);
+    const open = this.#open.get(key);
+    if (open && now - open.since < AGGREGATE_MS && now >= open.since) {
+      open.count++;
+      if (this.repo.setExtra(tenant, open.id, `${open.extra ? `${open.extra} ` : ''}count=${open.count}`.slice(0, 1000))) return;
+    }
+    if (this.#open.size >= AGGREGATE_KEYS) {
+      for (const [k, v] of this.#open) if (now - v.since >= AGGREGATE_MS || now < v.since) this.#open.delete(k);
+      if (this.#open.size >= AGGREGATE_KEYS) this.#open.clear();
+    }
+    this.#open.set(key, { id: this.repo.insert(tenant, row), since: now, count: 1, extra: row.extra });
   }
 
   list(tenant: Tenant, f: AuditFilter) {

@@ -10,6 +10,8 @@ const XML_TYPES = ['application/xml', 'text/xml', 'application/vnd.etsi.tsl+xml'
 const TAR_TYPES = ['application/x-tar', 'application/tar', 'application/gzip', 'application/x-gzip', 'application/octet-stream'];
 export const IMPORT_BUCKET = 'lotl-import';
 export const REFRESH_BUCKET = 'lotl-refresh';
+/** An import's body, and also what a gzip archive may unpack to. */
+const IMPORT_BODY_LIMIT = 128 * 1024 * 1024;
 export function lotlRoutes(r: RouteRegistrar, s: LotlServices, audit: AuditWriter): void {
   const { service, schedule, config } = s;
   r.add({
@@ -97,7 +99,7 @@ export function lotlRoutes(r: RouteRegistrar, s: LotlServices, audit: AuditWrite
     rateLimit: 'sensitive',
     bodyType: 'raw',
     contentTypes: [...XML_TYPES, ...TAR_TYPES],
-    bodyLimit: 128 * 1024 * 1024,
+    bodyLimit: IMPORT_BODY_LIMIT,
     query: z.object({ import: z.string().optional(), name: z.string().max(200).optional() }),
     responses: { 200: { description: 'what happened to each list', schema: runReport } },
     handler: async (req) => {
@@ -113,9 +115,15 @@ export function lotlRoutes(r: RouteRegistrar, s: LotlServices, audit: AuditWrite
         files = [{ name, source: `import:${name}`, bytes: body }];
       } else {
         try {
-          files = readTar(body, { maxFiles: 500, maxBytes: 512 * 1024 * 1024 })
-            .filter((e) => /\.xml$/i.test(e.name))
-            .map((e) => ({ name: path.posix.basename(e.name), source: `import:${path.posix.basename(e.name)}`, bytes: e.bytes }));
+          // Unpacked, an archive may be no larger than the plain tar this route takes; each list
+          // is bounded as it arrives, so a gzip bomb is refused early with bounded memory.
+          const entries = await readTar(body, {
+            maxFiles: 500,
+            maxBytes: IMPORT_BODY_LIMIT,
+            maxEntryBytes: config.maxListBytes,
+            keep: (name) => /\.xml$/i.test(name),
+          });
+          files = entries.map((e) => ({ name: path.posix.basename(e.name), source: `import:${path.posix.basename(e.name)}`, bytes: e.bytes }));
         } catch (e) {
           if (e instanceof TarError) throw new InputError(e.message, 'invalid_request');
           throw e;

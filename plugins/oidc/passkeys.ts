@@ -51,7 +51,7 @@ export function passkeyRoutes(r: RouteRegistrar, kit: InteractKit): void {
       const ch = openChallenge(req, 'signin');
       res.append('Set-Cookie', cookie(CHALLENGE_COOKIE, '', { secure: secure(req), maxAge: 0 }));
       const fail = (why: string, user?: string) => {
-        ctx.audit.write(req.tenant, { event: 'passkey-signin-fail', user, ip: req.ip, ua: req.ua, extra: { reason: why } });
+        ctx.audit.write(req.tenant, { event: 'passkey-signin-fail', user, ip: req.ip, ua: req.ua, extra: { reason: why }, aggregate: true });
         return new AppError(400, 'passkey_rejected', `passkey not accepted: ${why}`);
       };
       if (!ch) throw fail('no or expired challenge');

@@ -149,7 +149,7 @@ export class OidcProvider {
   async checkPassword(tenant: Tenant, login: string, password: string, req: RequestInfo, extra: Record<string, string>): Promise<User | undefined> {
     const ipWait = this.limiter.take('oidc-login-ip', req.ip, this.config.loginPerIpPerMinute);
     if (ipWait > 0) {
-      this.audit.write(tenant, { event: 'login-rate-limited', user: login, ip: req.ip, ua: req.ua, extra: { ...extra, by: 'ip' } });
+      this.audit.write(tenant, { event: 'login-rate-limited', user: login, ip: req.ip, ua: req.ua, extra: { ...extra, by: 'ip' }, aggregate: true });
       throw new AppError(429, 'rate_limited', 'too many sign-in attempts; try again later', { headers: { 'Retry-After': String(ipWait) } });
     }
     // Keyed on the account, not on what was typed: its name and its e-mail share one budget.
@@ -158,7 +158,7 @@ export class OidcProvider {
     if (this.limiter.isLimited('oidc-login-account', acct, this.config.loginFailuresPerAccountPerMinute)) {
       // Slowed down, never locked out: a stranger's guesses must not keep the owner out, so the
       // right password still gets in, only later; guesses queue one at a time behind a pause.
-      this.audit.write(tenant, { event: 'login-rate-limited', user: login, ip: req.ip, ua: req.ua, extra: { ...extra, by: 'account' } });
+      this.audit.write(tenant, { event: 'login-rate-limited', user: login, ip: req.ip, ua: req.ua, extra: { ...extra, by: 'account' }, aggregate: true });
       // One lane per (account, address): guesses from other addresses, however many are in
       // flight, never fill the owner's lane (4 addresses once kept `admin` at 429 for 45 s).
       await this.slowLane(`${acct}|${req.ip}`);
@@ -180,6 +180,8 @@ export class OidcProvider {
       ip: req.ip,
       ua: req.ua,
       extra: { ...extra, reason: !user ? 'unknown-user' : user.status !== 'active' ? user.status : 'bad-password' },
+      // Anyone can send wrong passwords: one row per account, address and minute, with a count.
+      aggregate: true,
     });
     return undefined;
   }

@@ -18,6 +18,7 @@ import {
 import type { VerifierService } from './service.ts';
 import type { NetworkProfiles } from './network.ts';
 import { z } from 'zod';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import type { OidcService } from '../oidc/api.ts';
 
@@ -113,7 +114,7 @@ export function verifierRoutes(
     handler: async (req) => {
       const url = svc.openid4vpUrl(req.tenant, req.publicOrigin, req.query.session_id);
       const svg = await QRCode.toString(url, { type: 'svg', errorCorrectionLevel: 'M', margin: 2 });
-      return reply.text(200, qrPage(url, svg), 'text/html; charset=utf-8', NO_STORE);
+      return reply.text(200, qrPage(url, svg), 'text/html; charset=utf-8', QR_PAGE_HEADERS);
     },
   });
 
@@ -347,11 +348,25 @@ export function walletLoginBlock(i: string): string {
 
 const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
+const QR_STYLE = 'body{font-family:system-ui,sans-serif;max-width:28rem;margin:2rem auto;text-align:center}#qr svg{width:18rem;height:18rem}';
+
+/**
+ * The QR page carries a live session's deep link: no script, no subresource, and no framing (a
+ * page that framed it could dress the code up as its own). CSP3 hash-source: the one inline style
+ * block is allowed by its digest, never 'unsafe-inline'. The inline SVG uses presentation
+ * attributes only, which no style-src governs.
+ */
+const QR_PAGE_HEADERS: Readonly<Record<string, string>> = Object.freeze({
+  ...NO_STORE,
+  'Content-Security-Policy': `default-src 'none'; style-src 'sha256-${crypto.createHash('sha256').update(QR_STYLE).digest('base64')}'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'`,
+  'X-Frame-Options': 'DENY',
+});
+
 function qrPage(url: string, svg: string): string {
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Present your EU wallet</title>
-<style>body{font-family:system-ui,sans-serif;max-width:28rem;margin:2rem auto;text-align:center}#qr svg{width:18rem;height:18rem}</style></head>
+<style>${QR_STYLE}</style></head>
 <body><h1>Present your EU wallet</h1>
 <p>Scan this code with your EU Digital Identity Wallet.</p>
 <div id="qr" role="img" aria-label="QR code of the wallet request">${svg}</div>

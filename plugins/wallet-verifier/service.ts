@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import * as jose from 'jose';
 import { AppError, type AuditWriter, type Clock, type DB, type EventBus, InputError, type KeyService, NotFoundError, type Tenant } from '../../server/sdk.ts';
+import { MAX_JSON_DEPTH, nestsDeeperThan } from '../../server/sdk.ts';
 import type { AnchorStore } from './anchors.ts';
 import type { IdentityStore } from './identity.ts';
 import type { Presets } from './presets.ts';
@@ -275,6 +276,9 @@ export class VerifierService {
         }
       }
     } else payload = { vp_token: raw!.toString('base64url'), state: s.state };
+    // The bound every JSON request body has (a form field or a JWE carries JSON past it): the
+    // presentation is looked for by walking vp_token, which 20,000 nested brackets would overflow.
+    if (nestsDeeperThan(payload, MAX_JSON_DEPTH)) throw new InputError(`vp_token: JSON nested deeper than ${MAX_JSON_DEPTH} levels`, 'invalid_request');
 
     // OpenID4VP 1.0 §8.2: state ties the answer to this session (a raw CBOR body has none to carry).
     if (!raw && (typeof payload.state !== 'string' || !safeEq(payload.state, s.state)))

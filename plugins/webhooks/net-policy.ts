@@ -72,6 +72,14 @@ const RESERVED = blockList([
   '2002::/16',
   '2001::/32',
 ]);
+/**
+ * IPv4-compatible (`::a.b.c.d`, ::/96, deprecated by RFC 4291 §2.5.5.1) and IPv4-translated
+ * (`::ffff:0:a.b.c.d`, ::ffff:0:0/96, RFC 2765 §2.1) addresses. Linux treats neither as the IPv4
+ * address inside (`[::127.0.0.1]` is not loopback): the packet goes to the default route, off
+ * this machine. No receiver lives there, so they are refused whatever the policy says; `::` and
+ * `::1`, which lie inside ::/96, keep their own rules.
+ */
+const IPV4_EMBEDDED = blockList(['::/96', '::ffff:0:0:0/96']);
 // Cloud instance-metadata services (AWS/GCP/Azure/OpenStack, AWS IPv6, ECS task metadata, Alibaba).
 const METADATA = blockList(['169.254.169.254/32', 'fd00:ec2::254/128', '169.254.170.2/32', '100.100.100.200/32']);
 const LOOPBACK = blockList(['127.0.0.0/8', '::1/128']);
@@ -113,6 +121,8 @@ export function normalizeAddress(address: string): { address: string; family: 4 
 export function refusal(address: string, policy: NetworkPolicy): string | null {
   const { address: a, family } = normalizeAddress(address);
   const type = family === 4 ? 'ipv4' : 'ipv6';
+  if (type === 'ipv6' && IPV4_EMBEDDED.check(a, type) && !ALWAYS_REFUSED.check(a, type) && !LOOPBACK.check(a, type))
+    return `${a} is an IPv4-compatible or IPv4-translated address`;
   if (policy.denyCidrs.length && blockList(policy.denyCidrs).check(a, type)) return `${a} is in the tenant's deny list`;
   if (policy.allowCidrs.length && blockList(policy.allowCidrs).check(a, type)) return null;
   if (ALWAYS_REFUSED.check(a, type)) return `${a} is an unspecified, multicast or reserved address`;
@@ -123,6 +133,20 @@ export function refusal(address: string, policy: NetworkPolicy): string | null {
   if (LINK_LOCAL.check(a, type)) return policy.allowLinkLocal ? null : `${a} is a link-local address`;
   if (PRIVATE.check(a, type)) return policy.allowPrivate ? null : `${a} is a private network address`;
   return null;
+}
+
+/**
+ * Whether an allowed address is on the office's side rather than the internet: loopback,
+ * link-local, a private range or another special-purpose one, let through by a class allowance
+ * (`allowPrivate`, the default, `allowLoopback`, `allowLinkLocal`). What such a target answers,
+ * and how fast, maps the LAN, so a tenant is told only delivered or failed (service.ts). An
+ * address the operator named in `allowCidrs` is a sanctioned receiver and is not internal.
+ */
+export function isInternal(address: string, policy: NetworkPolicy): boolean {
+  const { address: a, family } = normalizeAddress(address);
+  const type = family === 4 ? 'ipv4' : 'ipv6';
+  if (policy.allowCidrs.length && blockList(policy.allowCidrs).check(a, type)) return false;
+  return [LOOPBACK, LINK_LOCAL, PRIVATE, RESERVED, METADATA, ALWAYS_REFUSED, IPV4_EMBEDDED].some((l) => l.check(a, type)) || ownAddresses().check(a, type);
 }
 
 export type Resolver = (host: string) => Promise<{ address: string; family: number }[]>;
@@ -165,15 +189,19 @@ export function cachingResolver(resolve: Resolver, ttlMs: number, now: () => num
  * policy object (treated as immutable; mergePolicy always makes a new one), so a changed policy
  * is never answered from an old verdict.
  */
-const verdicts = new WeakMap<NetworkPolicy, Map<string, { why: string | null; norm: { address: string; family: 4 | 6 } | null }>>();
+interface Verdict {
+  why: string | null;
+  norm: { address: string; family: 4 | 6; internal: boolean } | null;
+}
+const verdicts = new WeakMap<NetworkPolicy, Map<string, Verdict>>();
 
-function verdict(address: string, policy: NetworkPolicy): { why: string | null; norm: { address: string; family: 4 | 6 } | null } {
+function verdict(address: string, policy: NetworkPolicy): Verdict {
   let m = verdicts.get(policy);
   if (!m) verdicts.set(policy, (m = new Map()));
   let v = m.get(address);
   if (!v) {
     const why = refusal(address, policy);
-    v = { why, norm: why ? null : normalizeAddress(address) };
+    v = { why, norm: why ? null : { ...normalizeAddress(address), internal: isInternal(address, policy) } };
     if (m.size >= 1000) m.clear();
     m.set(address, v);
   }
@@ -185,12 +213,16 @@ function verdict(address: string, policy: NetworkPolicy): { why: string | null; 
  * connects to exactly these addresses (no second lookup), so DNS rebinding between check and
  * connect is impossible.
  */
-export async function resolveAllowed(url: URL, policy: NetworkPolicy, resolve: Resolver = systemResolver): Promise<{ address: string; family: 4 | 6 }[]> {
+export async function resolveAllowed(
+  url: URL,
+  policy: NetworkPolicy,
+  resolve: Resolver = systemResolver,
+): Promise<{ address: string; family: 4 | 6; internal: boolean }[]> {
   const host = url.hostname.replace(/^\[|\]$/g, '');
   const addrs = net.isIP(host) ? [{ address: host, family: net.isIP(host) }] : await resolve(host);
   if (!addrs.length) throw new Error(`${host} did not resolve`);
   const reasons: string[] = [];
-  const allowed: { address: string; family: 4 | 6 }[] = [];
+  const allowed: { address: string; family: 4 | 6; internal: boolean }[] = [];
   for (const a of addrs) {
     const v = verdict(a.address, policy);
     if (v.why) reasons.push(v.why);
@@ -201,6 +233,10 @@ export async function resolveAllowed(url: URL, policy: NetworkPolicy, resolve: R
 }
 
 /** The first allowed address (see resolveAllowed). */
-export async function resolveChecked(url: URL, policy: NetworkPolicy, resolve: Resolver = systemResolver): Promise<{ address: string; family: 4 | 6 }> {
+export async function resolveChecked(
+  url: URL,
+  policy: NetworkPolicy,
+  resolve: Resolver = systemResolver,
+): Promise<{ address: string; family: 4 | 6; internal: boolean }> {
   return (await resolveAllowed(url, policy, resolve))[0]!;
 }

@@ -79,6 +79,8 @@ export interface SendResult {
   refused?: boolean;
   /** The address the request went to (absent when none was allowed). */
   address?: string;
+  /** An allowed address of the URL is internal (net-policy isInternal): the tenant sees no detail. */
+  internal?: boolean;
 }
 
 /**
@@ -95,7 +97,7 @@ export function send(d: DeliveryRequest, o: SendOptions): Promise<SendResult> {
 export async function exchange(target: string, req: OutboundRequest, o: SendOptions): Promise<SendResult> {
   const started = performance.now();
   const url = new URL(target);
-  let targets: { address: string; family: 4 | 6 }[];
+  let targets: { address: string; family: 4 | 6; internal: boolean }[];
   try {
     targets = await resolveAllowed(url, o.policy, o.resolve);
   } catch (e) {
@@ -120,7 +122,8 @@ export async function exchange(target: string, req: OutboundRequest, o: SendOpti
     // Nothing listens at this address (say ::1 when the receiver is IPv4 only): the next allowed one.
     if (!r.noConnect || o.signal?.aborted) break;
   }
-  return { ...r, address, durationMs: Math.round(performance.now() - started) };
+  const internal = targets.some((t) => t.internal);
+  return { ...r, address, internal, durationMs: Math.round(performance.now() - started) };
 }
 
 export interface OutboundRequest {

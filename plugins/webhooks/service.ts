@@ -490,6 +490,7 @@ export class WebhookService {
     // A crash during the 4th attempt makes the queue count a 5th; the header stays within the spec's 1..4.
     const attempt = Math.min(job.attempt, MAX_ATTEMPTS);
     const startedAt = clock.now();
+    const sentAt = performance.now();
     const r = await send(
       { url: d.url, body: d.payload, event: d.event, deliveryId: d.id, attempt, secret, timestampSec: Math.floor(startedAt / 1000) },
       {
@@ -502,9 +503,27 @@ export class WebhookService {
         ca: this.d.ca,
       },
     );
-    const now = clock.now();
     const ok = r.status !== null && r.status >= 200 && r.status < 300;
-    const base = { delivery_id: d.id, attempt, started_at: iso(startedAt), duration_ms: r.durationMs, status: r.status };
+    if (r.internal && !ok && !job.signal.aborted) {
+      // A failure at an internal target is recorded a whole timeout after the attempt began,
+      // whatever ended it: a closed port (2 ms), an HTTP error and a silent host (the timeout)
+      // look alike to a tenant who watches the log change. The detail goes to the operator's log.
+      this.d.log.info(
+        { subscription: subId, tenant: tenant.host, address: r.address, status: r.status, reason: r.error, durationMs: r.durationMs, reply: snippet(r.body) },
+        'webhook delivery to an internal address failed (the tenant sees no detail)',
+      );
+      await pause(this.d.config.timeoutMs - (performance.now() - sentAt), job.signal);
+    }
+    const now = clock.now();
+    const base = {
+      delivery_id: d.id,
+      attempt,
+      started_at: iso(startedAt),
+      // An internal target's status and timing are not the tenant's to see: whole seconds, and
+      // every failure (held to the timeout above) as long as the timeout.
+      duration_ms: r.internal ? Math.ceil(Math.max(ok ? r.durationMs : this.d.config.timeoutMs, 1) / 1000) * 1000 : r.durationMs,
+      status: r.internal ? null : r.status,
+    };
     const tx = (fn: () => void): Promise<void> => this.commit(fn);
     const done = { at: iso(now) };
 
@@ -522,14 +541,14 @@ export class WebhookService {
     if (job.signal.aborted) {
       // Shutdown, not the receiver's fault: no tally, run again at the next start.
       await tx(() => {
-        repo.recordAttempt({ ...base, error: r.error ?? 'interrupted', next_try_at: done.at });
+        repo.recordAttempt({ ...base, error: r.internal ? 'interrupted' : (r.error ?? 'interrupted'), next_try_at: done.at });
       });
       throw new RetryAt(now, 'interrupted by shutdown');
     }
-    const error = describeFailure(r);
+    const error = r.internal ? INTERNAL_FAILED_TEXT : describeFailure(r);
     // The tenant's delivery log says only "refused" or "no response"; the reason (resolved
     // address, connection error) is for the operator's log, so a tenant admin cannot map the LAN.
-    if (r.status === null)
+    if (r.status === null && !r.internal)
       this.d.log.info({ subscription: subId, tenant: tenant.host, address: r.address, reason: r.error }, 'webhook delivery got no response');
     if (r.status === 410) {
       // 410 Gone: the receiver says the endpoint is gone for good; stop at once (issue 5 §2).
@@ -572,11 +591,35 @@ export class WebhookService {
 export const REFUSED_TEXT = 'target address refused by the network policy';
 export const NO_RESPONSE_TEXT = 'no response from the target (unreachable, connection refused or timed out)';
 
+/**
+ * The one text of every failed attempt at an internal target (net-policy isInternal), whether it
+ * got an HTTP error, no answer or a timeout: its status, reply and timing would map the LAN.
+ */
+export const INTERNAL_FAILED_TEXT = 'failed (the target is on an internal network; the appliance log has the detail)';
+
+function snippet(body: string): string {
+  return body.replace(/\s+/g, ' ').trim().slice(0, 200);
+}
+
 function describeFailure(r: { status: number | null; body: string; refused?: boolean }): string {
   if (r.status === null) return r.refused ? REFUSED_TEXT : NO_RESPONSE_TEXT;
-  const snippet = r.body.replace(/\s+/g, ' ').trim().slice(0, 200);
+  const text = snippet(r.body);
   const what = r.status >= 300 && r.status < 400 ? `HTTP ${r.status} (redirects are not followed)` : `HTTP ${r.status}`;
-  return snippet ? `${what}: ${snippet}` : what;
+  return text ? `${what}: ${text}` : what;
+}
+
+/** Waits `ms` (nothing when not positive); a shutdown ends the wait at once. */
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  if (ms <= 0 || signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
 }
 
 export type { DeliveryRow };

@@ -17,7 +17,7 @@ beforeAll(async () => {
   slow = await new Receiver().start();
   const dataDir = tempDir();
   // config.json rather than overrides: the CLI test below opens the same data dir.
-  fs.writeFileSync(path.join(dataDir, 'config.json'), JSON.stringify({ plugins: { webhooks: { allowLoopback: true, timeoutMs: 8000 } } }));
+  fs.writeFileSync(path.join(dataDir, 'config.json'), JSON.stringify({ plugins: { webhooks: { allowCidrs: ['127.0.0.1/32'], timeoutMs: 8000 } } }));
   s = await startTestServer({ dataDir, plugins: testPlugins() });
 });
 afterAll(async () => {

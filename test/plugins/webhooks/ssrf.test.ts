@@ -57,6 +57,20 @@ describe('address policy', () => {
     expect(refusal('192.0.2.10', { ...DEFAULT_POLICY, allowCidrs: ['192.0.2.0/24'] })).toBeNull();
   });
 
+  it('refuses IPv4-compatible and IPv4-translated addresses whatever the policy allows (Linux routes them off the machine)', () => {
+    const open = mergePolicy({ allowLoopback: true, allowLinkLocal: true, allowPrivate: true, allowCidrs: ['::/0'] });
+    // ::127.0.0.1 is ::7f00:1 (what the URL parser makes of [::127.0.0.1]); ::ffff:0:x is RFC 2765's translated form.
+    for (const a of ['::127.0.0.1', '::7f00:1', '[::7f00:1]', '::ffff:0:7f00:1', '::ffff:0:a00:1', '::a00:1', '::c0a8:101', '0:0:0:0:0:0:7f00:1']) {
+      expect(refusal(a, DEFAULT_POLICY), a).toMatch(/IPv4-compatible or IPv4-translated/);
+      expect(refusal(a, open), a).toMatch(/IPv4-compatible or IPv4-translated/);
+    }
+    // The real loopback and the mapped form (::ffff:a.b.c.d, which Linux does deliver to the IPv4 address) keep their rules.
+    expect(refusal('::1', open)).toBeNull();
+    expect(refusal('::ffff:127.0.0.1', open)).toBeNull();
+    expect(refusal('::ffff:7f00:1', DEFAULT_POLICY)).toMatch(/loopback/);
+    expect(refusal('::', DEFAULT_POLICY)).toMatch(/unspecified/);
+  });
+
   it('is configurable: loopback, private ranges, deny and allow lists; metadata needs an explicit allow', () => {
     expect(refusal('127.0.0.1', mergePolicy({ allowLoopback: true }))).toBeNull();
     expect(refusal('192.168.1.1', mergePolicy({ allowPrivate: false }))).toMatch(/private/);
@@ -168,6 +182,17 @@ describe('SSRF refusals on the admin surface (default policy, one tenant allowed
     s.appliance.core.events.emit(lab.id, 'call.ended', { callId: 'lab-1' });
     await until(() => rx.received.find((x) => x.path === '/lab'));
     expect((await admin(s, 'add', { body: { url: `${rx.url}/primary`, events: ['*'] } })).status).toBe(400);
+  });
+
+  it('refuses the IPv4-compatible and IPv4-translated spellings of loopback, even for a tenant allowed loopback', async () => {
+    const port = new URL(rx.url).port;
+    for (const url of [`http://[::127.0.0.1]:${port}/`, `http://[::7f00:1]:${port}/`, `http://[::ffff:0:7f00:1]:${port}/`, `http://[::ffff:0:c0a8:101]/`]) {
+      for (const host of [undefined, 'lab.example']) {
+        const r = await admin(s, 'add', { host, body: { url, events: ['*'] } });
+        expect(r.status, `${url} ${host}`).toBe(400);
+        expect(r.json.error, url).toBe('address_refused');
+      }
+    }
   });
 
   it('a bad CIDR in the settings stops the plugin with its path', async () => {

@@ -263,7 +263,7 @@ describe('DNS answer cache', () => {
       expect((await send(d, { policy: loopbackOk, timeoutMs: 2000, maxResponseBytes: 100, resolve: r })).status).toBe(200);
       // The name now points at the metadata service; the cached (checked) answer is still used...
       answer = '169.254.169.254';
-      expect(await resolveAllowed(new URL(d.url), loopbackOk, r)).toEqual([{ address: '127.0.0.1', family: 4 }]);
+      expect(await resolveAllowed(new URL(d.url), loopbackOk, r)).toEqual([{ address: '127.0.0.1', family: 4, internal: true }]);
       // ...but a policy that refuses it refuses it at once, cache or not.
       expect(await send(d, { policy: DEFAULT_POLICY, timeoutMs: 2000, maxResponseBytes: 100, resolve: r })).toMatchObject({ status: null, refused: true });
       // After the cache time the new answer is resolved and checked: refused, nothing sent.
