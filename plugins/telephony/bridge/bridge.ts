@@ -24,6 +24,7 @@ import type { WebRtcOptions } from './webrtc/leg.ts';
 import { HangupSchema, PlaceCallSchema, TrunkSchema, TrunksBodySchema, type LocatedTrunk, type PlaceCall, type Trunk } from './schemas.ts';
 import { OpenRoomSchema } from '../control.ts';
 import { gcMode } from './node-flags.ts';
+import { assertWerift } from './webrtc/werift-check.ts';
 import type { ControlError, HangupAnswer, HealthAnswer, ListCallsAnswer, PlaceCallAnswer, PutTrunksAnswer } from '../control.ts';
 
 export const BRIDGE_VERSION = '1.0.0';
@@ -120,6 +121,8 @@ export class Bridge {
   readonly rooms: RoomHost;
 
   constructor(private readonly o: BridgeOptions) {
+    // Before anything starts: the rooms patch werift's internals (webrtc/werift-check.ts).
+    assertWerift();
     this.events = new EventSender(o.callbackUrl, o.token, this.instanceId);
     this.tokenDigest = digest(o.token);
     this.resolver = new SipResolver(o.dnsServers);
