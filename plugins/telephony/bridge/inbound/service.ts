@@ -12,7 +12,7 @@ import type { SipUserAgent } from '../sip/ua.ts';
 import type { ServerRequestContext } from '../sip/transaction.ts';
 import type { MediaHost } from '../media/leg.ts';
 import type { VoiceEngine } from '../engine/types.ts';
-import type { EmitFn } from '../call.ts';
+import type { EmitFn } from '../events.ts';
 import type { LocatedTrunk, PlaceCall } from '../schemas.ts';
 import { log } from '../log.ts';
 import { DigestVerifier, parseDigestAnswer } from './auth.ts';
@@ -25,7 +25,7 @@ import {
   type TransferDecision,
   type TransferQuery,
 } from './control.ts';
-import { InboundCall } from './call.ts';
+import { InboundCall } from '../calls/inbound.ts';
 import { DeskPhones } from './deskphones.ts';
 import { UserEndpoints } from './endpoints.ts';
 import { Registrar } from './registrar.ts';

@@ -1,4 +1,4 @@
-import type { ToolCall, VoiceEngine } from './types.ts';
+import type { ToolCall, VoiceEngine } from '../engine/types.ts';
 
 export interface HandOver {
   /** The AI in charge, whose transfer_to_user is being answered. */
