@@ -14,7 +14,7 @@ import type { BridgeCallState, Outcome } from '../../control.ts';
 import type { Target, TransferDecision, TransferQuery } from '../inbound/control.ts';
 import type { AnsweredEndpoint, UserEndpoints } from '../inbound/endpoints.ts';
 import { dialPstn, TrunkSlots } from '../inbound/legs.ts';
-import type { InboundDialog } from '../inbound/uas.ts';
+import type { IncomingInvite } from '../sip/uas.ts';
 import { Conversation } from './conversation.ts';
 import { handOver, settleReach } from './handover.ts';
 
@@ -68,13 +68,13 @@ export class InboundCall {
     readonly callId: string,
     readonly tenantId: string,
     readonly trunkId: string,
-    readonly dialog: InboundDialog,
+    readonly dialog: IncomingInvite,
     private readonly targets: Target[],
     private readonly caller: { number: string; name: string },
     private readonly deps: InboundCallDeps,
   ) {
     dialog.on('ended', (why) => this.onCallerGone(why));
-    dialog.on('reoffer', (sdp) => this.onReoffer(sdp));
+    dialog.dialog.on('reoffer', (sdp) => this.onReoffer(sdp));
   }
 
   async start(): Promise<void> {

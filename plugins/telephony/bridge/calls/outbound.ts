@@ -2,7 +2,8 @@
  * One outbound AI call: dial the trunks in order, bridge RTP to the voice engine once answered,
  * keep the transcript, and end with exactly one outcome (CONTROL-API.md `ended`).
  */
-import type { SipUserAgent, OutboundCall as InviteLeg } from '../sip/ua.ts';
+import type { SipUserAgent } from '../sip/ua.ts';
+import type { OutgoingInvite } from '../sip/uac.ts';
 import { buildOffer, parseAnswer, parseReoffer, SdpError } from '../media/sdp.ts';
 import type { LegMetrics, MediaHost, MediaLeg } from '../media/leg.ts';
 import type { Codec } from '../media/audio.ts';
@@ -44,7 +45,7 @@ export class OutboundCall {
   state: BridgeCallState = 'dialing';
   readonly startedAt = new Date();
   trunkId: string | null = null;
-  private leg: InviteLeg | null = null;
+  private leg: OutgoingInvite | null = null;
   /** RTP leg: its port goes into the offer; it starts sending once the far end answered. */
   private media: MediaLeg | null = null;
   private mediaStarted = false;
@@ -157,7 +158,7 @@ export class OutboundCall {
       if (leg !== this.leg) return;
       this.onAnswered(leg, trunk, codecs, res.body.toString('utf8'), invitedAt);
     });
-    leg.on('reoffer', (sdp) => {
+    leg.dialog.on('reoffer', (sdp) => {
       if (leg === this.leg) this.onReoffer(sdp);
     });
     leg.on('failed', (status, reason) => {
@@ -184,7 +185,7 @@ export class OutboundCall {
       this.releaseTrunk();
       this.tryTrunk(index + 1, detail);
     });
-    leg.on('bye', () => this.onFarHangup());
+    leg.dialog.on('bye', () => this.onFarHangup());
   }
 
   private setTrunkLoad(id: string): void {
@@ -214,7 +215,7 @@ export class OutboundCall {
     setTimeout(() => this.end('no-answer', {}), 5000).unref();
   }
 
-  private onAnswered(leg: InviteLeg, trunk: Trunk, codecs: Codec[], sdp: string, invitedAt: bigint): void {
+  private onAnswered(leg: OutgoingInvite, trunk: Trunk, codecs: Codec[], sdp: string, invitedAt: bigint): void {
     if (this.ended) {
       void leg.bye();
       return;
@@ -329,7 +330,7 @@ export class OutboundCall {
     if (toUser && !toPhone && (await this.transferToEndpoints(c, toUser))) return;
     if (this.ended) return;
     const target = toPhone ? `sip:${toPhone}@${trunk.host}:${trunk.port}` : `sip:${encodeURIComponent(toUser)}@${trunk.fromDomain || trunk.host}`;
-    const status = await this.leg.refer(target);
+    const status = await this.leg.dialog.refer(target);
     if (this.ended) return;
     if (status >= 200 && status < 300) {
       engine.sendToolResponse(c, { ok: true });
@@ -393,7 +394,7 @@ export class OutboundCall {
   private person: AnsweredEndpoint | null = null;
   private bridged = false;
   /** The second leg of a bridged transfer: its dialog and media, torn down with the call. */
-  private second: { leg: InviteLeg; media: MediaLeg } | null = null;
+  private second: { leg: OutgoingInvite; media: MediaLeg } | null = null;
 
   /** Calls `phone` on `trunk`; resolves with its started media leg once answered, or why not. */
   private async secondLeg(trunk: Trunk, phone: string): Promise<MediaLeg | string> {
@@ -438,7 +439,7 @@ export class OutboundCall {
       };
       const timer = setTimeout(() => leg.cancel(), this.req.ringTimeoutSec * 1000);
       leg.on('failed', (st, reason) => giveUp(st === 487 ? 'no answer' : `SIP ${st} ${reason}`));
-      leg.on('bye', () => {
+      leg.dialog.on('bye', () => {
         if (this.second?.leg === leg) this.hangup('transferred-to-vnum', '');
       });
       leg.on('answered', (res) => {

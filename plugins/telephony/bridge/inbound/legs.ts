@@ -4,16 +4,17 @@
  * the INVITE with our offer and, once answered, starts the media so the caller's leg can be
  * bridged to it (MediaLeg.bridgeTo on both).
  */
-import type { OutboundCall, SipUserAgent, TrunkTarget } from '../sip/ua.ts';
+import type { SipUserAgent } from '../sip/ua.ts';
+import type { OutgoingInvite } from '../sip/uac.ts';
 import { buildOffer, parseAnswer, SdpError } from '../media/sdp.ts';
 import type { MediaHost, MediaLeg } from '../media/leg.ts';
 import type { Codec } from '../media/audio.ts';
-import type { LocatedTrunk } from '../schemas.ts';
+import type { LocatedTrunk, SipTarget } from '../schemas.ts';
 import type { Target } from './control.ts';
 import type { AnsweredEndpoint } from './endpoints.ts';
 
 export interface DialedLeg {
-  leg: OutboundCall;
+  leg: OutgoingInvite;
   media: MediaLeg;
 }
 
@@ -30,9 +31,9 @@ export interface Dialing {
 }
 
 /** Calls `number` at `target`; `result` is the answered leg or why not. */
-export function dialLeg(d: DialDeps, target: TrunkTarget & { codecs?: Codec[] }, number: string, displayName: string, onHangup: () => void): Dialing {
+export function dialLeg(d: DialDeps, target: SipTarget, number: string, displayName: string, onHangup: () => void): Dialing {
   let cancelled = false;
-  let leg: OutboundCall | null = null;
+  let leg: OutgoingInvite | null = null;
   let media: MediaLeg | null = null;
   const result = (async (): Promise<DialedLeg | string> => {
     try {
@@ -54,7 +55,7 @@ export function dialLeg(d: DialDeps, target: TrunkTarget & { codecs?: Codec[] },
         void m.stop();
         resolve(st === 487 ? 'no answer' : `SIP ${st} ${reason}`);
       });
-      l.on('bye', () => onHangup());
+      l.dialog.on('bye', () => onHangup());
       l.on('answered', (res) => {
         if (cancelled) {
           void l.bye();

@@ -9,6 +9,7 @@ import net from 'node:net';
 import type { z } from 'zod';
 import { makeResponse, newTag, parseNameAddr, parseUri } from '../sip/message.ts';
 import type { SipUserAgent } from '../sip/ua.ts';
+import { IncomingInvite } from '../sip/uas.ts';
 import type { ServerRequestContext } from '../sip/transaction.ts';
 import type { MediaHost } from '../media/leg.ts';
 import type { VoiceEngine } from '../engine/types.ts';
@@ -29,7 +30,6 @@ import { InboundCall } from '../calls/inbound.ts';
 import { DeskPhones } from './deskphones.ts';
 import { UserEndpoints } from './endpoints.ts';
 import { Registrar } from './registrar.ts';
-import { InboundDialog } from './uas.ts';
 
 export interface InboundDeps {
   ua: SipUserAgent;
@@ -156,7 +156,7 @@ export class InboundService {
     const trunk = await this.authenticate(ctx);
     if (!trunk) return;
     this.bySipCallId.set(sipCallId, 'pending');
-    const dialog = new InboundDialog(this.d.ua, ctx);
+    const dialog = new IncomingInvite(this.d.ua, ctx);
     dialog.trying();
     const forget = () => setTimeout(() => this.bySipCallId.delete(sipCallId), 32_000).unref();
     if (!this.d.hasCapacity()) {
