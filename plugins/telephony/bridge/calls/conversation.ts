@@ -130,6 +130,39 @@ export class Conversation {
     check();
   }
 
+  /**
+   * vnum-to-vnum, as an inbound SIP call and a browser room do it: the AI `from` is told yes, it
+   * finishes its sentence (its queued audio plays, at most 5 s), then the next number's AI is made
+   * and connected while the first is still in charge. Null when it could not connect (the first
+   * AI is told, to tell the person and carry on) or when the call ended meanwhile; otherwise the
+   * call puts it in charge (`use`) on its own media leg.
+   */
+  async handOver(
+    from: VoiceEngine,
+    toolCall: ToolCall,
+    make: () => VoiceEngine,
+    ended: () => boolean,
+    person: 'caller' | 'visitor',
+  ): Promise<VoiceEngine | null> {
+    from.sendToolResponse(toolCall, { ok: true });
+    const deadline = Date.now() + 5000;
+    while (!ended() && !this.idle() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    if (ended()) return null;
+    const next = make();
+    try {
+      await next.connect();
+    } catch (err) {
+      next.close();
+      from.sendText(`The transfer failed (${(err as Error).message}). Tell the ${person} and carry on.`);
+      return null;
+    }
+    if (ended()) {
+      next.close();
+      return null;
+    }
+    return next;
+  }
+
   /** The call is over: the engine closes, a goodbye still awaited is not. */
   end(): void {
     this.over = true;
@@ -138,7 +171,7 @@ export class Conversation {
     this.engine?.close();
   }
 
-  /** The `ended` event's fields: the call's own figures and the conversation's transcript. */
+  /** The `ended` event's fields: the call's own figures and the conversation's transcript and usage. */
   report(o: {
     outcome: Outcome;
     answeredAt: Date | null;
@@ -155,7 +188,8 @@ export class Conversation {
       endedAt: o.endedAt.toISOString(),
       talkSec: o.answeredAt ? Math.max(0, Math.round((o.endedAt.getTime() - o.answeredAt.getTime()) / 1000)) : 0,
       trunkId: o.trunkId,
-      errorDetail: o.errorDetail,
+      // A failure always says what failed.
+      errorDetail: o.outcome === 'failed' ? o.errorDetail || 'call failed' : o.errorDetail,
       sipStatus: o.sipStatus,
       transcript: {
         turns: this.turns.map((t) => ({ ...t, text: t.text.trim() })),
@@ -169,4 +203,23 @@ export class Conversation {
       },
     };
   }
+}
+
+/**
+ * A transfer to a person (vnum-to-officetab, vnum-to-pstn) once the ringing or dialling is over,
+ * as an inbound SIP call and a browser room settle it: an answer that came after the call ended
+ * (or after another AI took over) is hung up; no answer is told to the AI, which carries on; an
+ * answer is told yes and returned, for the call to connect its media to.
+ */
+export function settleReach<P extends { hangup(): void }>(who: P | string, stillOurs: boolean, current: VoiceEngine, toolCall: ToolCall): P | null {
+  if (!stillOurs) {
+    if (typeof who !== 'string') who.hangup();
+    return null;
+  }
+  if (typeof who === 'string') {
+    current.sendToolResponse(toolCall, { ok: false, error: who });
+    return null;
+  }
+  current.sendToolResponse(toolCall, { ok: true });
+  return who;
 }

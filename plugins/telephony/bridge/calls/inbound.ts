@@ -4,7 +4,7 @@
  * the AI may transfer it on (vnum-to-vnum, vnum-to-officetab, vnum-to-pstn). It reports the same
  * `answered` / `transferred` / `ended` events as an outbound call (CONTROL-API.md), with one outcome.
  */
-import { buildOffer, parseAnswer, parseReoffer, SdpError, type NegotiatedMedia } from '../media/sdp.ts';
+import { buildOffer, parseAnswer, parseReoffer, SdpError, type NegotiatedMedia, legStart } from '../media/sdp.ts';
 import type { LegMetrics, MediaHost, MediaLeg } from '../media/leg.ts';
 import type { ToolCall, VoiceEngine } from '../engine/types.ts';
 import type { SipUserAgent } from '../sip/ua.ts';
@@ -15,8 +15,7 @@ import type { Target, TransferDecision, TransferQuery } from '../inbound/control
 import type { AnsweredEndpoint, UserEndpoints } from '../inbound/endpoints.ts';
 import { dialPstn, TrunkSlots } from '../inbound/legs.ts';
 import type { IncomingInvite } from '../sip/uas.ts';
-import { Conversation } from './conversation.ts';
-import { handOver, settleReach } from './handover.ts';
+import { Conversation, settleReach } from './conversation.ts';
 
 export interface InboundCallDeps {
   ua: SipUserAgent;
@@ -126,22 +125,11 @@ export class InboundCall {
     const o = this.offer!;
     const media = this.media!;
     this.dialog.answer(buildOffer({ host: this.deps.sipHost, port: media.port, codecs: [o.codec], sessionId: Date.now() }));
-    media.start(
-      {
-        codec: o.codec,
-        payloadType: o.payloadType,
-        dtmfPayloadType: o.dtmfPayloadType,
-        remoteHost: o.host,
-        remotePort: o.port,
-        remoteRtcpPort: o.rtcpPort,
-        mediaTimeoutMs: this.deps.mediaTimeoutMs,
-      },
-      {
-        onAudio16k: (pcm) => (this.person?.hear ? this.person.hear(pcm) : this.ai.engine?.sendAudio(pcm)),
-        onDtmf: (d) => this.ai.pressed(d),
-        onMediaTimeout: () => this.hangup('failed', `no media from the caller for ${Math.round(this.deps.mediaTimeoutMs / 1000)} s`),
-      },
-    );
+    media.start(legStart(o, this.deps.mediaTimeoutMs), {
+      onAudio16k: (pcm) => (this.person?.hear ? this.person.hear(pcm) : this.ai.engine?.sendAudio(pcm)),
+      onDtmf: (d) => this.ai.pressed(d),
+      onMediaTimeout: () => this.hangup('failed', `no media from the caller for ${Math.round(this.deps.mediaTimeoutMs / 1000)} s`),
+    });
     this.mediaStarted = true;
     this.state = 'answered';
     this.answeredAt = new Date();
@@ -237,14 +225,13 @@ export class InboundCall {
         trunkId: this.trunkId,
       });
     if (t.kind === 'vnum') {
-      const next = await handOver({
-        current: engine,
-        toolCall: c,
-        make: () => this.deps.engineFactory(t.engine),
-        ended: () => this.ended,
-        idle: () => this.ai.idle(),
-        person: 'caller',
-      });
+      const next = await this.ai.handOver(
+        engine,
+        c,
+        () => this.deps.engineFactory(t.engine),
+        () => this.ended,
+        'caller',
+      );
       if (!next) return;
       this.transferred = true;
       emitTransferred();
@@ -319,18 +306,8 @@ export class InboundCall {
     this.media = null;
     void (media ? media.stop() : Promise.resolve(null)).then((m) => {
       this.metrics = m;
-      this.deps.emit(
-        'ended',
-        this.callId,
-        this.ai.report({
-          outcome,
-          answeredAt: this.answeredAt,
-          endedAt,
-          trunkId: this.trunkId,
-          errorDetail: outcome === 'failed' ? errorDetail || 'call failed' : errorDetail,
-          sipStatus: null,
-        }),
-      );
+      const report = this.ai.report({ outcome, answeredAt: this.answeredAt, endedAt, trunkId: this.trunkId, errorDetail, sipStatus: null });
+      this.deps.emit('ended', this.callId, report);
       this.deps.onDone(this);
     });
   }

@@ -4,7 +4,8 @@
  */
 import type { SipUserAgent } from '../sip/ua.ts';
 import type { OutgoingInvite } from '../sip/uac.ts';
-import { buildOffer, parseAnswer, parseReoffer, SdpError } from '../media/sdp.ts';
+import { buildOffer, parseAnswer, parseReoffer, SdpError, legStart } from '../media/sdp.ts';
+import { dialLeg, TrunkSlots, type Dialing } from '../inbound/legs.ts';
 import type { LegMetrics, MediaHost, MediaLeg } from '../media/leg.ts';
 import type { Codec } from '../media/audio.ts';
 import type { ToolCall, VoiceEngine } from '../engine/types.ts';
@@ -235,27 +236,16 @@ export class OutboundCall {
     }
     const engine = this.ai.engine!;
     this.remote = { host: neg.host, port: neg.port, rtcpPort: neg.rtcpPort };
-    this.media!.start(
-      {
-        codec: neg.codec,
-        payloadType: neg.payloadType,
-        dtmfPayloadType: neg.dtmfPayloadType,
-        remoteHost: neg.host,
-        remotePort: neg.port,
-        remoteRtcpPort: neg.rtcpPort,
-        mediaTimeoutMs: this.mediaTimeoutMs,
+    this.media!.start(legStart(neg, this.mediaTimeoutMs), {
+      onAudio16k: (pcm) => (this.person?.hear ? this.person.hear(pcm) : engine.sendAudio(pcm)),
+      onDtmf: (d) => {
+        this.dtmf.push(d);
+        this.ai.pressed(d);
       },
-      {
-        onAudio16k: (pcm) => (this.person?.hear ? this.person.hear(pcm) : engine.sendAudio(pcm)),
-        onDtmf: (d) => {
-          this.dtmf.push(d);
-          this.ai.pressed(d);
-        },
-        // The far end vanished without a BYE (lost signalling, a trunk that dropped the call):
-        // do not keep paying for the AI and the line until maxSeconds.
-        onMediaTimeout: () => this.hangup('failed', `no media from the far end for ${Math.round(this.mediaTimeoutMs / 1000)} s`),
-      },
-    );
+      // The far end vanished without a BYE (lost signalling, a trunk that dropped the call):
+      // do not keep paying for the AI and the line until maxSeconds.
+      onMediaTimeout: () => this.hangup('failed', `no media from the far end for ${Math.round(this.mediaTimeoutMs / 1000)} s`),
+    });
     this.mediaStarted = true;
     this.deps.emit('answered', this.callId, {
       trunkId: trunk.id,
@@ -393,80 +383,28 @@ export class OutboundCall {
   /** The office user's endpoint a transfer connected (torn down with the call). */
   private person: AnsweredEndpoint | null = null;
   private bridged = false;
-  /** The second leg of a bridged transfer: its dialog and media, torn down with the call. */
-  private second: { leg: OutgoingInvite; media: MediaLeg } | null = null;
+  /** The second leg of a bridged transfer, torn down with the call. */
+  private second: Dialing | null = null;
+  /** The trunk slot the second leg holds (made with it). */
+  private slots: TrunkSlots | null = null;
 
   /** Calls `phone` on `trunk`; resolves with its started media leg once answered, or why not. */
   private async secondLeg(trunk: Trunk, phone: string): Promise<MediaLeg | string> {
     // The second leg is a call on the trunk like any other: it counts against maxConcurrentCalls.
-    const load = this.deps.trunkLoad.get(trunk.id) ?? 0;
-    if (load >= trunk.maxConcurrentCalls) return `trunk ${trunk.id} at max concurrent calls`;
-    this.deps.trunkLoad.set(trunk.id, load + 1);
-    this.secondLoad = trunk.id;
-    const result = await this.dialSecond(trunk, phone);
-    if (typeof result === 'string') this.releaseSecondLoad();
-    return result;
-  }
-
-  private secondLoad: string | null = null;
-  private releaseSecondLoad(): void {
-    if (this.secondLoad === null) return;
-    this.deps.trunkLoad.set(this.secondLoad, Math.max(0, (this.deps.trunkLoad.get(this.secondLoad) ?? 1) - 1));
-    this.secondLoad = null;
-  }
-
-  private async dialSecond(trunk: Trunk, phone: string): Promise<MediaLeg | string> {
-    let media: MediaLeg;
-    try {
-      media = await this.deps.media.open();
-    } catch (err) {
-      return (err as Error).message;
-    }
-    if (this.ended) {
-      void media.stop();
-      return 'the call ended';
-    }
-    const codecs: Codec[] = trunk.codecs.length ? trunk.codecs : ['PCMU', 'PCMA'];
-    const offer = buildOffer({ host: this.deps.sipHost, port: media.port, codecs, sessionId: Date.now() });
-    const leg = this.deps.ua.invite(trunk, phone, this.req.displayName, offer);
-    this.second = { leg, media };
-    return new Promise((resolve) => {
-      const giveUp = (why: string) => {
-        clearTimeout(timer);
-        if (this.second?.leg === leg) this.second = null;
-        void media.stop();
-        resolve(why);
-      };
-      const timer = setTimeout(() => leg.cancel(), this.req.ringTimeoutSec * 1000);
-      leg.on('failed', (st, reason) => giveUp(st === 487 ? 'no answer' : `SIP ${st} ${reason}`));
-      leg.dialog.on('bye', () => {
-        if (this.second?.leg === leg) this.hangup('transferred-to-vnum', '');
-      });
-      leg.on('answered', (res) => {
-        clearTimeout(timer);
-        if (this.ended) return resolve('the call ended'); // end() tears the leg down
-        let neg;
-        try {
-          neg = parseAnswer(res.body.toString('utf8'), codecs);
-        } catch (err) {
-          void leg.bye();
-          return giveUp(err instanceof SdpError ? err.message : 'bad SDP answer');
-        }
-        media.start(
-          {
-            codec: neg.codec,
-            payloadType: neg.payloadType,
-            dtmfPayloadType: neg.dtmfPayloadType,
-            remoteHost: neg.host,
-            remotePort: neg.port,
-            remoteRtcpPort: neg.rtcpPort,
-            mediaTimeoutMs: this.mediaTimeoutMs,
-          },
-          { onAudio16k: () => undefined, onDtmf: () => undefined, onMediaTimeout: () => this.hangup('transferred-to-vnum', '') },
-        );
-        resolve(media);
-      });
-    });
+    if ((this.deps.trunkLoad.get(trunk.id) ?? 0) >= trunk.maxConcurrentCalls) return `trunk ${trunk.id} at max concurrent calls`;
+    this.slots ??= new TrunkSlots(this.deps.trunkLoad);
+    this.slots.take(trunk.id);
+    const dialing = dialLeg({ ...this.deps, mediaTimeoutMs: this.mediaTimeoutMs }, trunk, phone, this.req.displayName, () =>
+      this.hangup('transferred-to-vnum', ''),
+    );
+    this.second = dialing;
+    const timer = setTimeout(() => dialing.cancel(), this.req.ringTimeoutSec * 1000);
+    const r = await dialing.result;
+    clearTimeout(timer);
+    if (typeof r !== 'string') return r.media;
+    if (this.second === dialing) this.second = null;
+    this.slots.release(trunk.id);
+    return r;
   }
 
   /** Lets the AI finish its goodbye (queue empty, no new audio for 400 ms), then BYE. */
@@ -538,17 +476,12 @@ export class OutboundCall {
     for (const t of [this.ringTimer, this.maxTimer]) if (t) clearTimeout(t);
     this.releaseTrunk();
     this.ai.end();
-    this.releaseSecondLoad();
+    this.slots?.releaseAll();
     this.ringing.abort();
     this.person?.hangup();
     this.person = null;
-    const second = this.second;
+    this.second?.end();
     this.second = null;
-    if (second) {
-      if (second.leg.state === 'confirmed') void second.leg.bye();
-      else if (second.leg.state !== 'terminated') second.leg.cancel();
-      void second.media.stop();
-    }
     const endedAt = new Date();
     const media = this.media;
     this.media = null;
@@ -576,18 +509,15 @@ export class OutboundCall {
       rxJitterMs: m?.rxJitterMs ?? 0,
       firstAudioAddedMs: this.firstAudioAdded(m?.firstAudioSentAt ?? null),
     };
-    this.deps.emit(
-      'ended',
-      this.callId,
-      this.ai.report({
-        outcome,
-        answeredAt: this.answeredAt,
-        endedAt,
-        trunkId: this.trunkId,
-        errorDetail: this.errorDetail,
-        sipStatus: this.sipStatus,
-      }),
-    );
+    const report = this.ai.report({
+      outcome,
+      answeredAt: this.answeredAt,
+      endedAt,
+      trunkId: this.trunkId,
+      errorDetail: this.errorDetail,
+      sipStatus: this.sipStatus,
+    });
+    this.deps.emit('ended', this.callId, report);
     this.deps.onDone(this);
   }
 

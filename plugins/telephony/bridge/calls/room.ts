@@ -15,8 +15,7 @@ import type { TransferDecision, TransferQuery } from '../inbound/control.ts';
 import type { AnsweredEndpoint, RingRequest } from '../inbound/endpoints.ts';
 import { RoomAsCaller } from '../webrtc/room-caller.ts';
 import { dialPstn, TrunkSlots, type PstnDeps } from '../inbound/legs.ts';
-import { Conversation } from './conversation.ts';
-import { handOver, settleReach } from './handover.ts';
+import { Conversation, settleReach } from './conversation.ts';
 
 export interface RoomDeps {
   engineFactory: (cfg: OpenRoom['engine']) => VoiceEngine;
@@ -205,14 +204,13 @@ export class RoomCall {
       engine.sendToolResponse(c, { ok: false, error: `a transfer to ${t.kind === 'user' ? 'a person' : 'a phone number'} is not available here` });
       return;
     }
-    const next = await handOver({
-      current: engine,
-      toolCall: c,
-      make: () => this.deps.engineFactory(t.engine),
-      ended: () => this.ended,
-      idle: () => this.ai.idle(),
-      person: 'visitor',
-    });
+    const next = await this.ai.handOver(
+      engine,
+      c,
+      () => this.deps.engineFactory(t.engine),
+      () => this.ended,
+      'visitor',
+    );
     if (!next) return;
     this.transferred = true;
     this.deps.emit('transferred', this.callId, { toUser: '', toPhone: t.number, transferType: d.transferType, trunkId: null });

@@ -8,13 +8,9 @@ import { lookup } from 'node:dns/promises';
 import net from 'node:net';
 import type { z } from 'zod';
 import { makeResponse, newTag, parseNameAddr, parseUri } from '../sip/message.ts';
-import type { SipUserAgent } from '../sip/ua.ts';
 import { IncomingInvite } from '../sip/uas.ts';
 import type { ServerRequestContext } from '../sip/transaction.ts';
-import type { MediaHost } from '../media/leg.ts';
-import type { VoiceEngine } from '../engine/types.ts';
-import type { EmitFn } from '../events.ts';
-import type { LocatedTrunk, PlaceCall } from '../schemas.ts';
+import type { LocatedTrunk } from '../schemas.ts';
 import { log } from '../log.ts';
 import { DigestVerifier, parseDigestAnswer } from './auth.ts';
 import {
@@ -26,20 +22,13 @@ import {
   type TransferDecision,
   type TransferQuery,
 } from './control.ts';
-import { InboundCall } from '../calls/inbound.ts';
+import { InboundCall, type InboundCallDeps } from '../calls/inbound.ts';
 import { DeskPhones } from './deskphones.ts';
 import { UserEndpoints } from './endpoints.ts';
 import { Registrar } from './registrar.ts';
 
-export interface InboundDeps {
-  ua: SipUserAgent;
-  media: MediaHost;
-  sipHost: string;
-  mediaTimeoutMs: number;
-  engineFactory: (cfg: PlaceCall['engine']) => VoiceEngine;
-  emit: EmitFn;
-  trunks: Map<string, LocatedTrunk>;
-  trunkLoad: Map<string, number>;
+/** What the inbound calls need (calls/inbound.ts), and how to ask the core. */
+export interface InboundDeps extends Omit<InboundCallDeps, 'endpoints' | 'askTransfer' | 'onDone'> {
   callbackUrl: string | undefined;
   token: string;
   instanceId: string;
