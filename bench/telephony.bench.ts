@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os';
 import { BRIDGE_NODE_FLAGS } from '../plugins/telephony/bridge/node-flags.ts';
 import { startSipp } from '../test/support/sipp.ts';
 import { GeminiLiveFake } from '../test/support/gemini-live-fake.ts';
-import type { CallMetrics } from '../plugins/telephony/bridge/call.ts';
+import type { CallMetrics } from '../plugins/telephony/bridge/calls/outbound.ts';
 
 const ROOT = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const CALLS = Number(process.env.TELEPHONY_BENCH_CALLS ?? 200);

@@ -12,7 +12,7 @@ import type { MediaHost } from './media/leg.ts';
 import { InlineMediaHost } from './media/inline.ts';
 import { ThreadMediaHost } from './media/thread-host.ts';
 import { SipResolver } from './sip/resolve.ts';
-import { Call, type CallMetrics } from './call.ts';
+import { OutboundCall, type CallMetrics } from './calls/outbound.ts';
 import { EventSender } from './events.ts';
 import { GeminiLiveEngine } from './engine/gemini-live.ts';
 import type { VoiceEngine } from './engine/types.ts';
@@ -24,6 +24,7 @@ import type { WebRtcOptions } from './webrtc/leg.ts';
 import { HangupSchema, PlaceCallSchema, TrunkSchema, TrunksBodySchema, type LocatedTrunk, type PlaceCall, type Trunk } from './schemas.ts';
 import { OpenRoomSchema } from '../control.ts';
 import { gcMode } from './node-flags.ts';
+import { assertWerift } from './webrtc/werift-check.ts';
 import type { ControlError, HangupAnswer, HealthAnswer, ListCallsAnswer, PlaceCallAnswer, PutTrunksAnswer } from '../control.ts';
 
 export const BRIDGE_VERSION = '1.0.0';
@@ -106,7 +107,7 @@ export class Bridge {
   private server: http.Server | null = null;
   private readonly trunks = new Map<string, LocatedTrunk>();
   private readonly trunkLoad = new Map<string, number>();
-  private readonly calls = new Map<string, Call>();
+  private readonly calls = new Map<string, OutboundCall>();
   private readonly recent: CallMetrics[] = [];
   readonly events: EventSender;
   private media!: MediaHost;
@@ -120,6 +121,8 @@ export class Bridge {
   readonly rooms: RoomHost;
 
   constructor(private readonly o: BridgeOptions) {
+    // Before anything starts: the rooms patch werift's internals (webrtc/werift-check.ts).
+    assertWerift();
     this.events = new EventSender(o.callbackUrl, o.token, this.instanceId);
     this.tokenDigest = digest(o.token);
     this.resolver = new SipResolver(o.dnsServers);
@@ -284,7 +287,7 @@ export class Bridge {
         const call = this.calls.get(id) ?? this.inbound.calls.get(id);
         if (!call) throw new HttpError(404, 'not_found', 'the bridge has no such call');
         const state = call.state;
-        call.hangup(Call.outcomeFor(body.reason), '');
+        call.hangup(OutboundCall.outcomeFor(body.reason), '');
         return send(200, { ok: true, state } satisfies HangupAnswer);
       }
       throw new HttpError(404, 'not_found', `no route ${method} ${path}`);
@@ -365,7 +368,7 @@ export class Bridge {
     }
   }
 
-  placeCall(req: PlaceCall): Call {
+  placeCall(req: PlaceCall): OutboundCall {
     if (this.calls.has(req.callId)) throw new HttpError(409, 'duplicate_call', `call ${req.callId} is already in progress`);
     if (this.calls.size + this.rooms.size >= this.o.maxCalls) throw new HttpError(503, 'no_capacity', 'the bridge carries its maximum number of calls');
     const known = req.trunkIds.filter((id) => this.trunks.has(id));
@@ -381,7 +384,7 @@ export class Bridge {
       throw new HttpError(503, 'no_capacity', 'every trunk of the call is at its maximum concurrent calls');
     }
     const factory = this.o.engineFactory ?? ((cfg: PlaceCall['engine']) => new GeminiLiveEngine(cfg, this.o.engineUrl));
-    const call = new Call(req, {
+    const call = new OutboundCall(req, {
       ua: this.ua,
       media: this.media,
       sipHost: this.o.sipHost,

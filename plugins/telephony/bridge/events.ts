@@ -16,6 +16,9 @@ interface Envelope<T extends BridgeEventType = BridgeEventType> {
 /** One event as it goes on the wire: the envelope plus the fields control.ts defines for its kind. */
 export type SentEvent<T extends BridgeEventType = BridgeEventType> = Envelope<T> & BridgeEventFields<T>;
 
+/** Emits a callback event; its fields are the contract's for that kind (control.ts). */
+export type EmitFn = <T extends BridgeEventType>(type: T, callId: string, fields: BridgeEventFields<T>) => void;
+
 export class EventSender {
   private seq = 0;
   private readonly queue: Envelope[] = [];

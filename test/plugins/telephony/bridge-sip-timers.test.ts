@@ -6,7 +6,8 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { SipTransport, type Peer } from '../../../plugins/telephony/bridge/sip/transport.ts';
 import { DEFAULT_TIMERS, TransactionLayer } from '../../../plugins/telephony/bridge/sip/transaction.ts';
-import { SipUserAgent, type OutboundCall } from '../../../plugins/telephony/bridge/sip/ua.ts';
+import { SipUserAgent } from '../../../plugins/telephony/bridge/sip/ua.ts';
+import type { OutgoingInvite } from '../../../plugins/telephony/bridge/sip/uac.ts';
 import { makeResponse, newBranch, SipHeaders, type SipMessage, type SipRequest, type SipResponse } from '../../../plugins/telephony/bridge/sip/message.ts';
 
 /** Records every message instead of sending it; nothing is bound. */
@@ -81,7 +82,7 @@ describe('client transaction timers (RFC 3261 §17.1, T1 = 500 ms)', () => {
 describe('the UA bounds what the INVITE transaction no longer does', () => {
   function setup(): {
     t: RecordingTransport;
-    call: OutboundCall;
+    call: OutgoingInvite;
     events: string[];
     invite: () => SipRequest;
     respond: (status: number, reason: string, req?: SipRequest) => void;

@@ -4,16 +4,17 @@
  * the INVITE with our offer and, once answered, starts the media so the caller's leg can be
  * bridged to it (MediaLeg.bridgeTo on both).
  */
-import type { OutboundCall, SipUserAgent, TrunkTarget } from '../sip/ua.ts';
-import { buildOffer, parseAnswer, SdpError } from '../media/sdp.ts';
+import type { SipUserAgent } from '../sip/ua.ts';
+import type { OutgoingInvite } from '../sip/uac.ts';
+import { buildOffer, parseAnswer, SdpError, legStart } from '../media/sdp.ts';
 import type { MediaHost, MediaLeg } from '../media/leg.ts';
 import type { Codec } from '../media/audio.ts';
-import type { LocatedTrunk } from '../schemas.ts';
+import type { LocatedTrunk, SipTarget } from '../schemas.ts';
 import type { Target } from './control.ts';
 import type { AnsweredEndpoint } from './endpoints.ts';
 
 export interface DialedLeg {
-  leg: OutboundCall;
+  leg: OutgoingInvite;
   media: MediaLeg;
 }
 
@@ -26,14 +27,18 @@ export interface DialDeps {
 
 export interface Dialing {
   readonly result: Promise<DialedLeg | string>;
+  /** Stops the ringing (CANCEL, §9.1); an answer that still comes is hung up. */
   cancel(): void;
+  /** Ends the leg whatever its state: cancelled while it rings, BYE and its media stopped once answered. */
+  end(): void;
 }
 
 /** Calls `number` at `target`; `result` is the answered leg or why not. */
-export function dialLeg(d: DialDeps, target: TrunkTarget & { codecs?: Codec[] }, number: string, displayName: string, onHangup: () => void): Dialing {
+export function dialLeg(d: DialDeps, target: SipTarget, number: string, displayName: string, onHangup: () => void): Dialing {
   let cancelled = false;
-  let leg: OutboundCall | null = null;
+  let leg: OutgoingInvite | null = null;
   let media: MediaLeg | null = null;
+  let answered: DialedLeg | null = null;
   const result = (async (): Promise<DialedLeg | string> => {
     try {
       media = await d.media.open();
@@ -54,7 +59,7 @@ export function dialLeg(d: DialDeps, target: TrunkTarget & { codecs?: Codec[] },
         void m.stop();
         resolve(st === 487 ? 'no answer' : `SIP ${st} ${reason}`);
       });
-      l.on('bye', () => onHangup());
+      l.dialog.on('bye', () => onHangup());
       l.on('answered', (res) => {
         if (cancelled) {
           void l.bye();
@@ -69,29 +74,17 @@ export function dialLeg(d: DialDeps, target: TrunkTarget & { codecs?: Codec[] },
           void m.stop();
           return resolve(err instanceof SdpError ? err.message : 'bad SDP answer');
         }
-        m.start(
-          {
-            codec: neg.codec,
-            payloadType: neg.payloadType,
-            dtmfPayloadType: neg.dtmfPayloadType,
-            remoteHost: neg.host,
-            remotePort: neg.port,
-            remoteRtcpPort: neg.rtcpPort,
-            mediaTimeoutMs: d.mediaTimeoutMs,
-          },
-          { onAudio16k: () => undefined, onDtmf: () => undefined, onMediaTimeout: () => onHangup() },
-        );
-        resolve({ leg: l, media: m });
+        m.start(legStart(neg, d.mediaTimeoutMs), { onAudio16k: () => undefined, onDtmf: () => undefined, onMediaTimeout: () => onHangup() });
+        answered = { leg: l, media: m };
+        resolve(answered);
       });
     });
   })();
-  return {
-    result,
-    cancel: () => {
-      cancelled = true;
-      leg?.cancel();
-    },
+  const cancel = () => {
+    cancelled = true;
+    leg?.cancel();
   };
+  return { result, cancel, end: () => (answered ? hangupLeg(answered) : cancel()) };
 }
 
 /** Ends an answered leg: BYE and the media's socket. */

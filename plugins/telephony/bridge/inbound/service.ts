@@ -8,12 +8,9 @@ import { lookup } from 'node:dns/promises';
 import net from 'node:net';
 import type { z } from 'zod';
 import { makeResponse, newTag, parseNameAddr, parseUri } from '../sip/message.ts';
-import type { SipUserAgent } from '../sip/ua.ts';
+import { IncomingInvite } from '../sip/uas.ts';
 import type { ServerRequestContext } from '../sip/transaction.ts';
-import type { MediaHost } from '../media/leg.ts';
-import type { VoiceEngine } from '../engine/types.ts';
-import type { EmitFn } from '../call.ts';
-import type { LocatedTrunk, PlaceCall } from '../schemas.ts';
+import type { LocatedTrunk } from '../schemas.ts';
 import { log } from '../log.ts';
 import { addressOf, DigestGuard } from './auth.ts';
 import {
@@ -25,21 +22,13 @@ import {
   type TransferDecision,
   type TransferQuery,
 } from './control.ts';
-import { InboundCall } from './call.ts';
+import { InboundCall, type InboundCallDeps } from '../calls/inbound.ts';
 import { DeskPhones } from './deskphones.ts';
 import { UserEndpoints } from './endpoints.ts';
 import { Registrar } from './registrar.ts';
-import { InboundDialog } from './uas.ts';
 
-export interface InboundDeps {
-  ua: SipUserAgent;
-  media: MediaHost;
-  sipHost: string;
-  mediaTimeoutMs: number;
-  engineFactory: (cfg: PlaceCall['engine']) => VoiceEngine;
-  emit: EmitFn;
-  trunks: Map<string, LocatedTrunk>;
-  trunkLoad: Map<string, number>;
+/** What the inbound calls need (calls/inbound.ts), and how to ask the core. */
+export interface InboundDeps extends Omit<InboundCallDeps, 'endpoints' | 'askTransfer' | 'onDone'> {
   callbackUrl: string | undefined;
   token: string;
   instanceId: string;
@@ -142,7 +131,7 @@ export class InboundService {
     const trunk = await this.authenticate(ctx);
     if (!trunk) return;
     this.bySipCallId.set(sipCallId, 'pending');
-    const dialog = new InboundDialog(this.d.ua, ctx);
+    const dialog = new IncomingInvite(this.d.ua, ctx);
     dialog.trying();
     const forget = () => setTimeout(() => this.bySipCallId.delete(sipCallId), 32_000).unref();
     if (!this.d.hasCapacity()) {

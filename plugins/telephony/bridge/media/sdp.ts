@@ -5,6 +5,7 @@
  */
 import sdpTransform from 'sdp-transform';
 import { STATIC_PT, type Codec } from './audio.ts';
+import type { LegStart } from './leg.ts';
 
 export const DTMF_PT = 101;
 
@@ -41,6 +42,19 @@ export interface NegotiatedMedia {
   codec: Codec;
   payloadType: number;
   dtmfPayloadType: number | null;
+}
+
+/** How a media leg starts on negotiated media (an answer to our offer, or a caller's offer we answered). */
+export function legStart(neg: NegotiatedMedia, mediaTimeoutMs: number): LegStart {
+  return {
+    codec: neg.codec,
+    payloadType: neg.payloadType,
+    dtmfPayloadType: neg.dtmfPayloadType,
+    remoteHost: neg.host,
+    remotePort: neg.port,
+    remoteRtcpPort: neg.rtcpPort,
+    mediaTimeoutMs,
+  };
 }
 
 export class SdpError extends Error {

@@ -8,7 +8,7 @@
  * gives up in Calling only. A provisional response moves the transaction to Proceeding, where
  * the transaction runs no timer at all: how long a phone may ring is the TU's decision (our ring
  * timeout, then CANCEL, §9.1), and the TU bounds a Proceeding that never progresses (see
- * OutboundCall in ua.ts). Timer D (>= 32 s UDP, 0 TCP) absorbs retransmitted non-2xx finals.
+ * the dialog, sip/dialog.ts). Timer D (>= 32 s UDP, 0 TCP) absorbs retransmitted non-2xx finals.
  *
  * Non-INVITE (§17.1.2.2): Timer E retransmits (T1 doubling up to T2; T2 once in Proceeding),
  * Timer F (64*T1) gives up in Trying *and* Proceeding, Timer K (T4 UDP, 0 TCP) absorbs

@@ -5,11 +5,11 @@
  */
 import os from 'node:os';
 import type { VoiceEngine } from '../engine/types.ts';
-import type { EmitFn } from '../call.ts';
+import type { EmitFn } from '../events.ts';
 import type { OpenRoom, OpenRoomAnswer } from '../../control.ts';
 import { log } from '../log.ts';
 import { WebRtcLeg, type RoomLeg, type WebRtcHandlers, type WebRtcOptions } from './leg.ts';
-import { RoomCall, type RoomDeps, type RoomMetrics } from './room.ts';
+import { RoomCall, type RoomDeps, type RoomMetrics } from '../calls/room.ts';
 import { WebRtcThreadHost } from './thread-host.ts';
 import { installNativeX25519 } from './native-x25519.ts';
 import type { GcStats } from './gc-stats.ts';

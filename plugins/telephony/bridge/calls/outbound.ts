@@ -2,26 +2,18 @@
  * One outbound AI call: dial the trunks in order, bridge RTP to the voice engine once answered,
  * keep the transcript, and end with exactly one outcome (CONTROL-API.md `ended`).
  */
-import type { SipUserAgent, OutboundCall } from './sip/ua.ts';
-import { buildOffer, parseAnswer, parseReoffer, SdpError } from './media/sdp.ts';
-import type { LegMetrics, MediaHost, MediaLeg } from './media/leg.ts';
-import { Decimator24to8, type Codec } from './media/audio.ts';
-import type { ToolCall, VoiceEngine } from './engine/types.ts';
-import type { LocatedTrunk, PlaceCall, Trunk } from './schemas.ts';
-import type { AnsweredEndpoint, RingRequest } from './inbound/endpoints.ts';
-import { isOutcome, type BridgeCallState, type BridgeEventFields, type BridgeEventType, type Outcome } from '../control.ts';
-
-export type CallState = BridgeCallState;
-export type { Outcome };
-
-export interface Turn {
-  speaker: 'AI' | 'Caller';
-  text: string;
-  ts: string;
-}
-
-/** Emits a callback event; its fields are the contract's for that kind (control.ts). */
-export type EmitFn = <T extends BridgeEventType>(type: T, callId: string, fields: BridgeEventFields<T>) => void;
+import type { SipUserAgent } from '../sip/ua.ts';
+import type { OutgoingInvite } from '../sip/uac.ts';
+import { buildOffer, parseAnswer, parseReoffer, SdpError, legStart } from '../media/sdp.ts';
+import { dialLeg, TrunkSlots, type Dialing } from '../inbound/legs.ts';
+import type { LegMetrics, MediaHost, MediaLeg } from '../media/leg.ts';
+import type { Codec } from '../media/audio.ts';
+import type { ToolCall, VoiceEngine } from '../engine/types.ts';
+import type { LocatedTrunk, PlaceCall, Trunk } from '../schemas.ts';
+import type { AnsweredEndpoint, RingRequest } from '../inbound/endpoints.ts';
+import type { EmitFn } from '../events.ts';
+import { isOutcome, type BridgeCallState, type Outcome } from '../../control.ts';
+import { Conversation } from './conversation.ts';
 
 export interface CallDeps {
   ua: SipUserAgent;
@@ -32,7 +24,7 @@ export interface CallDeps {
   trunkLoad: Map<string, number>;
   engineFactory: (cfg: PlaceCall['engine']) => VoiceEngine;
   emit: EmitFn;
-  onDone: (call: Call) => void;
+  onDone: (call: OutboundCall) => void;
   /** Hang up when nothing (RTP or RTCP) came from the far end for this long; 0 = never. */
   mediaTimeoutMs?: number;
   /** Rings an office user's endpoints (inbound/endpoints.ts) for a transfer to a user. */
@@ -50,15 +42,14 @@ export interface CallMetrics extends Omit<LegMetrics, 'firstAudioSentAt'> {
   firstAudioAddedMs: number | null;
 }
 
-export class Call {
-  state: CallState = 'dialing';
+export class OutboundCall {
+  state: BridgeCallState = 'dialing';
   readonly startedAt = new Date();
   trunkId: string | null = null;
-  private leg: OutboundCall | null = null;
+  private leg: OutgoingInvite | null = null;
   /** RTP leg: its port goes into the offer; it starts sending once the far end answered. */
   private media: MediaLeg | null = null;
   private mediaStarted = false;
-  private engine: VoiceEngine | null = null;
   private engineReady: Promise<void> | null = null;
   private engineError: string | null = null;
   private ended = false;
@@ -66,28 +57,38 @@ export class Call {
   private answeredHr: bigint | null = null;
   private engineReadyHr: bigint | null = null;
   private beginSentHr: bigint | null = null;
-  private firstEngineAudioHr: bigint | null = null;
   private ringTimer: NodeJS.Timeout | null = null;
   private maxTimer: NodeJS.Timeout | null = null;
-  private drainTimer: NodeJS.Timeout | null = null;
   private pendingOutcome: Outcome | null = null;
   private pendingDetail = '';
   private sipStatus: number | null = null;
-  private readonly turns: Turn[] = [];
-  private tokensTotal = 0;
-  private tokensPrompt = 0;
-  private lastEngineAudioAt = 0;
-  /** False after turnComplete: the next transcript fragment starts a new turn. */
-  private turnOpen = false;
-  private readonly decimator = new Decimator24to8();
   private loadedTrunk: string | null = null;
   readonly dtmf: string[] = [];
   metrics: CallMetrics | null = null;
 
+  private readonly ai: Conversation;
+
   constructor(
     readonly req: PlaceCall,
     private readonly deps: CallDeps,
-  ) {}
+  ) {
+    this.ai = new Conversation(
+      {
+        // The AI speaks once answered, and on through its goodbye; not after it left a bridged transfer.
+        audible: () => !this.bridged && (this.state === 'answered' || this.pendingOutcome !== null) && this.media !== null && this.mediaStarted,
+        play: (pcm8k) => this.media!.play(pcm8k),
+        flush: () => this.media?.flush(),
+        queuedMs: () => this.media?.queuedMs ?? 0,
+        toolCall: (_engine, c) => this.onTool(c),
+        engineClosed: (error) => {
+          if (this.ended || this.pendingOutcome) return;
+          this.engineError = error ?? 'AI engine ended the session';
+          this.hangup('failed', this.engineError);
+        },
+      },
+      req.engine,
+    );
+  }
 
   get callId(): string {
     return this.req.callId;
@@ -101,9 +102,9 @@ export class Call {
 
   async start(): Promise<void> {
     // Connect the engine while the phone rings, so the greeting is not delayed by the handshake.
-    this.engine = this.deps.engineFactory(this.req.engine);
-    this.wireEngine(this.engine);
-    this.engineReady = this.engine.connect().then(
+    const engine = this.deps.engineFactory(this.req.engine);
+    this.ai.use(engine);
+    this.engineReady = engine.connect().then(
       () => {
         this.engineReadyHr = process.hrtime.bigint();
       },
@@ -158,7 +159,7 @@ export class Call {
       if (leg !== this.leg) return;
       this.onAnswered(leg, trunk, codecs, res.body.toString('utf8'), invitedAt);
     });
-    leg.on('reoffer', (sdp) => {
+    leg.dialog.on('reoffer', (sdp) => {
       if (leg === this.leg) this.onReoffer(sdp);
     });
     leg.on('failed', (status, reason) => {
@@ -185,7 +186,7 @@ export class Call {
       this.releaseTrunk();
       this.tryTrunk(index + 1, detail);
     });
-    leg.on('bye', () => this.onFarHangup());
+    leg.dialog.on('bye', () => this.onFarHangup());
   }
 
   private setTrunkLoad(id: string): void {
@@ -215,7 +216,7 @@ export class Call {
     setTimeout(() => this.end('no-answer', {}), 5000).unref();
   }
 
-  private onAnswered(leg: OutboundCall, trunk: Trunk, codecs: Codec[], sdp: string, invitedAt: bigint): void {
+  private onAnswered(leg: OutgoingInvite, trunk: Trunk, codecs: Codec[], sdp: string, invitedAt: bigint): void {
     if (this.ended) {
       void leg.bye();
       return;
@@ -233,29 +234,18 @@ export class Call {
       this.hangup('failed', msg);
       return;
     }
-    const engine = this.engine!;
+    const engine = this.ai.engine!;
     this.remote = { host: neg.host, port: neg.port, rtcpPort: neg.rtcpPort };
-    this.media!.start(
-      {
-        codec: neg.codec,
-        payloadType: neg.payloadType,
-        dtmfPayloadType: neg.dtmfPayloadType,
-        remoteHost: neg.host,
-        remotePort: neg.port,
-        remoteRtcpPort: neg.rtcpPort,
-        mediaTimeoutMs: this.mediaTimeoutMs,
+    this.media!.start(legStart(neg, this.mediaTimeoutMs), {
+      onAudio16k: (pcm) => (this.person?.hear ? this.person.hear(pcm) : engine.sendAudio(pcm)),
+      onDtmf: (d) => {
+        this.dtmf.push(d);
+        this.ai.pressed(d);
       },
-      {
-        onAudio16k: (pcm) => (this.person?.hear ? this.person.hear(pcm) : engine.sendAudio(pcm)),
-        onDtmf: (d) => {
-          this.dtmf.push(d);
-          engine.sendText(`The caller pressed the telephone key ${d}.`);
-        },
-        // The far end vanished without a BYE (lost signalling, a trunk that dropped the call):
-        // do not keep paying for the AI and the line until maxSeconds.
-        onMediaTimeout: () => this.hangup('failed', `no media from the far end for ${Math.round(this.mediaTimeoutMs / 1000)} s`),
-      },
-    );
+      // The far end vanished without a BYE (lost signalling, a trunk that dropped the call):
+      // do not keep paying for the AI and the line until maxSeconds.
+      onMediaTimeout: () => this.hangup('failed', `no media from the far end for ${Math.round(this.mediaTimeoutMs / 1000)} s`),
+    });
     this.mediaStarted = true;
     this.deps.emit('answered', this.callId, {
       trunkId: trunk.id,
@@ -286,49 +276,8 @@ export class Call {
     this.media.retarget({ remoteHost: this.remote.host, remotePort: this.remote.port, remoteRtcpPort: this.remote.rtcpPort, expectMedia: o.sends });
   }
 
-  private wireEngine(engine: VoiceEngine): void {
-    engine.on('audio', (pcm24) => {
-      if (this.bridged) return; // the AI has left a bridged transfer
-      if (this.state !== 'answered' && this.pendingOutcome === null) return;
-      if (!this.media || !this.mediaStarted) return;
-      if (this.firstEngineAudioHr === null) this.firstEngineAudioHr = process.hrtime.bigint();
-      this.lastEngineAudioAt = Date.now();
-      this.media.play(this.decimator.process(pcm24));
-    });
-    engine.on('interrupted', () => {
-      if (!this.bridged) this.media?.flush();
-    });
-    engine.on('inputTranscript', (t) => this.addTranscript('Caller', t));
-    engine.on('outputTranscript', (t) => this.addTranscript('AI', t));
-    engine.on('turnComplete', () => {
-      this.turnOpen = false;
-    });
-    engine.on('usage', (u) => {
-      this.tokensTotal += u.totalTokens;
-      this.tokensPrompt += u.promptTokens;
-    });
-    engine.on('toolCall', (calls) => {
-      for (const c of calls) void this.onTool(c);
-    });
-    engine.on('closed', (error) => {
-      if (this.ended || this.pendingOutcome) return;
-      this.engineError = error ?? 'AI engine ended the session';
-      this.hangup('failed', this.engineError);
-    });
-  }
-
-  private addTranscript(speaker: Turn['speaker'], text: string): void {
-    const last = this.turns[this.turns.length - 1];
-    if (last && last.speaker === speaker && this.turnOpen) {
-      last.text += text;
-      return;
-    }
-    this.turns.push({ speaker, text, ts: new Date().toISOString() });
-    this.turnOpen = true;
-  }
-
   private async onTool(c: ToolCall): Promise<void> {
-    const engine = this.engine!;
+    const engine = this.ai.engine!;
     switch (c.name) {
       case 'end_call':
         engine.sendToolResponse(c, { ok: true });
@@ -359,7 +308,7 @@ export class Call {
    * with the AI.
    */
   private async transfer(c: ToolCall): Promise<void> {
-    const engine = this.engine!;
+    const engine = this.ai.engine!;
     const toPhone = typeof c.args.phone === 'string' ? c.args.phone : '';
     const toUser = typeof c.args.user === 'string' ? c.args.user : '';
     const trunk = this.trunkId ? this.deps.trunks.get(this.trunkId) : undefined;
@@ -371,7 +320,7 @@ export class Call {
     if (toUser && !toPhone && (await this.transferToEndpoints(c, toUser))) return;
     if (this.ended) return;
     const target = toPhone ? `sip:${toPhone}@${trunk.host}:${trunk.port}` : `sip:${encodeURIComponent(toUser)}@${trunk.fromDomain || trunk.host}`;
-    const status = await this.leg.refer(target);
+    const status = await this.leg.dialog.refer(target);
     if (this.ended) return;
     if (status >= 200 && status < 300) {
       engine.sendToolResponse(c, { ok: true });
@@ -392,7 +341,7 @@ export class Call {
     this.bridged = true;
     this.media!.bridgeTo(second);
     second.bridgeTo(this.media!);
-    this.engine?.close();
+    engine.close();
   }
 
   /** True when the user's endpoint took the call; false when none answered (then REFER is tried). */
@@ -415,7 +364,7 @@ export class Call {
       who.hangup();
       return true;
     }
-    this.engine!.sendToolResponse(c, { ok: true });
+    this.ai.engine!.sendToolResponse(c, { ok: true });
     this.deps.emit('transferred', this.callId, { toUser, toPhone: '', transferType: 'outbound-to-user', trunkId: this.trunkId });
     this.pendingOutcome = 'transferred-to-vnum';
     this.bridged = true;
@@ -425,7 +374,7 @@ export class Call {
       this.person = null;
       this.hangup('transferred-to-vnum', '');
     });
-    this.engine?.close();
+    this.ai.engine?.close();
     return true;
   }
 
@@ -434,94 +383,35 @@ export class Call {
   /** The office user's endpoint a transfer connected (torn down with the call). */
   private person: AnsweredEndpoint | null = null;
   private bridged = false;
-  /** The second leg of a bridged transfer: its dialog and media, torn down with the call. */
-  private second: { leg: OutboundCall; media: MediaLeg } | null = null;
+  /** The second leg of a bridged transfer, torn down with the call. */
+  private second: Dialing | null = null;
+  /** The trunk slot the second leg holds (made with it). */
+  private slots: TrunkSlots | null = null;
 
   /** Calls `phone` on `trunk`; resolves with its started media leg once answered, or why not. */
   private async secondLeg(trunk: Trunk, phone: string): Promise<MediaLeg | string> {
     // The second leg is a call on the trunk like any other: it counts against maxConcurrentCalls.
-    const load = this.deps.trunkLoad.get(trunk.id) ?? 0;
-    if (load >= trunk.maxConcurrentCalls) return `trunk ${trunk.id} at max concurrent calls`;
-    this.deps.trunkLoad.set(trunk.id, load + 1);
-    this.secondLoad = trunk.id;
-    const result = await this.dialSecond(trunk, phone);
-    if (typeof result === 'string') this.releaseSecondLoad();
-    return result;
-  }
-
-  private secondLoad: string | null = null;
-  private releaseSecondLoad(): void {
-    if (this.secondLoad === null) return;
-    this.deps.trunkLoad.set(this.secondLoad, Math.max(0, (this.deps.trunkLoad.get(this.secondLoad) ?? 1) - 1));
-    this.secondLoad = null;
-  }
-
-  private async dialSecond(trunk: Trunk, phone: string): Promise<MediaLeg | string> {
-    let media: MediaLeg;
-    try {
-      media = await this.deps.media.open();
-    } catch (err) {
-      return (err as Error).message;
-    }
-    if (this.ended) {
-      void media.stop();
-      return 'the call ended';
-    }
-    const codecs: Codec[] = trunk.codecs.length ? trunk.codecs : ['PCMU', 'PCMA'];
-    const offer = buildOffer({ host: this.deps.sipHost, port: media.port, codecs, sessionId: Date.now() });
-    const leg = this.deps.ua.invite(trunk, phone, this.req.displayName, offer);
-    this.second = { leg, media };
-    return new Promise((resolve) => {
-      const giveUp = (why: string) => {
-        clearTimeout(timer);
-        if (this.second?.leg === leg) this.second = null;
-        void media.stop();
-        resolve(why);
-      };
-      const timer = setTimeout(() => leg.cancel(), this.req.ringTimeoutSec * 1000);
-      leg.on('failed', (st, reason) => giveUp(st === 487 ? 'no answer' : `SIP ${st} ${reason}`));
-      leg.on('bye', () => {
-        if (this.second?.leg === leg) this.hangup('transferred-to-vnum', '');
-      });
-      leg.on('answered', (res) => {
-        clearTimeout(timer);
-        if (this.ended) return resolve('the call ended'); // end() tears the leg down
-        let neg;
-        try {
-          neg = parseAnswer(res.body.toString('utf8'), codecs);
-        } catch (err) {
-          void leg.bye();
-          return giveUp(err instanceof SdpError ? err.message : 'bad SDP answer');
-        }
-        media.start(
-          {
-            codec: neg.codec,
-            payloadType: neg.payloadType,
-            dtmfPayloadType: neg.dtmfPayloadType,
-            remoteHost: neg.host,
-            remotePort: neg.port,
-            remoteRtcpPort: neg.rtcpPort,
-            mediaTimeoutMs: this.mediaTimeoutMs,
-          },
-          { onAudio16k: () => undefined, onDtmf: () => undefined, onMediaTimeout: () => this.hangup('transferred-to-vnum', '') },
-        );
-        resolve(media);
-      });
-    });
+    if ((this.deps.trunkLoad.get(trunk.id) ?? 0) >= trunk.maxConcurrentCalls) return `trunk ${trunk.id} at max concurrent calls`;
+    this.slots ??= new TrunkSlots(this.deps.trunkLoad);
+    this.slots.take(trunk.id);
+    const dialing = dialLeg({ ...this.deps, mediaTimeoutMs: this.mediaTimeoutMs }, trunk, phone, this.req.displayName, () =>
+      this.hangup('transferred-to-vnum', ''),
+    );
+    this.second = dialing;
+    const timer = setTimeout(() => dialing.cancel(), this.req.ringTimeoutSec * 1000);
+    const r = await dialing.result;
+    clearTimeout(timer);
+    if (typeof r !== 'string') return r.media;
+    if (this.second === dialing) this.second = null;
+    this.slots.release(trunk.id);
+    return r;
   }
 
   /** Lets the AI finish its goodbye (queue empty, no new audio for 400 ms), then BYE. */
   private hangupWhenDrained(outcome: Outcome, capMs = 10_000): void {
     if (this.pendingOutcome || this.ended) return;
     this.pendingOutcome = outcome;
-    const deadline = Date.now() + capMs;
-    const check = () => {
-      if (this.ended) return;
-      const idle = (this.media?.queuedMs ?? 0) === 0 && Date.now() - this.lastEngineAudioAt > 400;
-      if (idle || Date.now() > deadline) this.hangup(outcome, '');
-      else this.drainTimer = setTimeout(check, 50);
-    };
-    check();
+    this.ai.afterSpeech(capMs, () => this.hangup(outcome, ''));
   }
 
   private onFarHangup(): void {
@@ -583,20 +473,15 @@ export class Call {
     this.outcome = outcome;
     this.errorDetail = outcome === 'failed' ? o.errorDetail || 'call failed' : (o.errorDetail ?? '');
     this.state = 'ending';
-    for (const t of [this.ringTimer, this.maxTimer, this.drainTimer]) if (t) clearTimeout(t);
+    for (const t of [this.ringTimer, this.maxTimer]) if (t) clearTimeout(t);
     this.releaseTrunk();
-    this.engine?.close();
-    this.releaseSecondLoad();
+    this.ai.end();
+    this.slots?.releaseAll();
     this.ringing.abort();
     this.person?.hangup();
     this.person = null;
-    const second = this.second;
+    this.second?.end();
     this.second = null;
-    if (second) {
-      if (second.leg.state === 'confirmed') void second.leg.bye();
-      else if (second.leg.state !== 'terminated') second.leg.cancel();
-      void second.media.stop();
-    }
     const endedAt = new Date();
     const media = this.media;
     this.media = null;
@@ -624,35 +509,23 @@ export class Call {
       rxJitterMs: m?.rxJitterMs ?? 0,
       firstAudioAddedMs: this.firstAudioAdded(m?.firstAudioSentAt ?? null),
     };
-    const talkSec = this.answeredAt ? Math.max(0, Math.round((endedAt.getTime() - this.answeredAt.getTime()) / 1000)) : 0;
-    const e = this.req.engine;
-    this.deps.emit('ended', this.callId, {
+    const report = this.ai.report({
       outcome,
-      answered: this.answeredAt !== null,
-      answeredAt: this.answeredAt ? this.answeredAt.toISOString() : null,
-      endedAt: endedAt.toISOString(),
-      talkSec,
+      answeredAt: this.answeredAt,
+      endedAt,
       trunkId: this.trunkId,
       errorDetail: this.errorDetail,
       sipStatus: this.sipStatus,
-      transcript: {
-        turns: this.turns.map((t) => ({ ...t, text: t.text.trim() })),
-        tokensTotal: this.tokensTotal,
-        tokensPrompt: this.tokensPrompt,
-        inputTurns: this.turns.filter((t) => t.speaker === 'Caller').length,
-        outputTurns: this.turns.filter((t) => t.speaker === 'AI').length,
-        model: e.model,
-        voice: e.voice,
-        language: e.language,
-      },
     });
+    this.deps.emit('ended', this.callId, report);
     this.deps.onDone(this);
   }
 
   private firstAudioAdded(sent: bigint | null): number | null {
-    if (sent === null || this.answeredHr === null || this.firstEngineAudioHr === null || this.beginSentHr === null) return null;
+    const firstEngineAudio = this.ai.firstAudioHr;
+    if (sent === null || this.answeredHr === null || firstEngineAudio === null || this.beginSentHr === null) return null;
     const engineWait = this.engineReadyHr !== null && this.engineReadyHr > this.answeredHr ? this.engineReadyHr - this.answeredHr : 0n;
-    const engineLatency = this.firstEngineAudioHr - this.beginSentHr;
+    const engineLatency = firstEngineAudio - this.beginSentHr;
     return Number(sent - this.answeredHr - engineLatency - engineWait) / 1e6;
   }
 

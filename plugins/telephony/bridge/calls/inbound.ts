@@ -4,19 +4,18 @@
  * the AI may transfer it on (vnum-to-vnum, vnum-to-officetab, vnum-to-pstn). It reports the same
  * `answered` / `transferred` / `ended` events as an outbound call (CONTROL-API.md), with one outcome.
  */
-import { buildOffer, parseAnswer, parseReoffer, SdpError, type NegotiatedMedia } from '../media/sdp.ts';
+import { buildOffer, parseAnswer, parseReoffer, SdpError, type NegotiatedMedia, legStart } from '../media/sdp.ts';
 import type { LegMetrics, MediaHost, MediaLeg } from '../media/leg.ts';
-import { Decimator24to8 } from '../media/audio.ts';
 import type { ToolCall, VoiceEngine } from '../engine/types.ts';
-import { handOver, settleReach } from '../engine/handover.ts';
 import type { SipUserAgent } from '../sip/ua.ts';
-import type { EmitFn, Turn } from '../call.ts';
+import type { EmitFn } from '../events.ts';
 import type { LocatedTrunk, PlaceCall } from '../schemas.ts';
 import type { BridgeCallState, Outcome } from '../../control.ts';
-import type { Target, TransferDecision, TransferQuery } from './control.ts';
-import type { AnsweredEndpoint, UserEndpoints } from './endpoints.ts';
-import { dialPstn, TrunkSlots } from './legs.ts';
-import type { InboundDialog } from './uas.ts';
+import type { Target, TransferDecision, TransferQuery } from '../inbound/control.ts';
+import type { AnsweredEndpoint, UserEndpoints } from '../inbound/endpoints.ts';
+import { dialPstn, TrunkSlots } from '../inbound/legs.ts';
+import type { IncomingInvite } from '../sip/uas.ts';
+import { Conversation, settleReach } from './conversation.ts';
 
 export interface InboundCallDeps {
   ua: SipUserAgent;
@@ -40,23 +39,25 @@ export class InboundCall {
   private offer: NegotiatedMedia | null = null;
   private media: MediaLeg | null = null;
   private mediaStarted = false;
-  private engine: VoiceEngine | null = null;
-  private engineCfg: PlaceCall['engine'] | null = null;
   /** The person the caller talks to (an office user's endpoint or a PSTN leg), once connected. */
   private person: AnsweredEndpoint | null = null;
   private transferred = false;
   private ended = false;
   private answeredAt: Date | null = null;
   private maxTimer: NodeJS.Timeout | null = null;
-  private drainTimer: NodeJS.Timeout | null = null;
   private pendingOutcome: Outcome | null = null;
   private readonly abort = new AbortController();
-  private readonly turns: Turn[] = [];
-  private turnOpen = false;
-  private tokensTotal = 0;
-  private tokensPrompt = 0;
-  private lastEngineAudioAt = 0;
-  private readonly decimator = new Decimator24to8();
+  private readonly ai = new Conversation({
+    audible: () => !this.person && this.media !== null && this.mediaStarted,
+    play: (pcm8k) => this.media!.play(pcm8k),
+    flush: () => this.media?.flush(),
+    queuedMs: () => this.media?.queuedMs ?? 0,
+    toolCall: (engine, c) => this.onTool(engine, c),
+    engineClosed: (error) => {
+      if (this.ended || this.pendingOutcome || this.person) return;
+      this.hangup('failed', error ?? 'AI engine ended the session');
+    },
+  });
   /** The trunk slots its PSTN legs hold (made on the first). */
   private slots: TrunkSlots | null = null;
   outcome: Outcome | null = null;
@@ -66,13 +67,13 @@ export class InboundCall {
     readonly callId: string,
     readonly tenantId: string,
     readonly trunkId: string,
-    readonly dialog: InboundDialog,
+    readonly dialog: IncomingInvite,
     private readonly targets: Target[],
     private readonly caller: { number: string; name: string },
     private readonly deps: InboundCallDeps,
   ) {
     dialog.on('ended', (why) => this.onCallerGone(why));
-    dialog.on('reoffer', (sdp) => this.onReoffer(sdp));
+    dialog.dialog.on('reoffer', (sdp) => this.onReoffer(sdp));
   }
 
   async start(): Promise<void> {
@@ -124,22 +125,11 @@ export class InboundCall {
     const o = this.offer!;
     const media = this.media!;
     this.dialog.answer(buildOffer({ host: this.deps.sipHost, port: media.port, codecs: [o.codec], sessionId: Date.now() }));
-    media.start(
-      {
-        codec: o.codec,
-        payloadType: o.payloadType,
-        dtmfPayloadType: o.dtmfPayloadType,
-        remoteHost: o.host,
-        remotePort: o.port,
-        remoteRtcpPort: o.rtcpPort,
-        mediaTimeoutMs: this.deps.mediaTimeoutMs,
-      },
-      {
-        onAudio16k: (pcm) => (this.person?.hear ? this.person.hear(pcm) : this.engine?.sendAudio(pcm)),
-        onDtmf: (d) => this.engine?.sendText(`The caller pressed the telephone key ${d}.`),
-        onMediaTimeout: () => this.hangup('failed', `no media from the caller for ${Math.round(this.deps.mediaTimeoutMs / 1000)} s`),
-      },
-    );
+    media.start(legStart(o, this.deps.mediaTimeoutMs), {
+      onAudio16k: (pcm) => (this.person?.hear ? this.person.hear(pcm) : this.ai.engine?.sendAudio(pcm)),
+      onDtmf: (d) => this.ai.pressed(d),
+      onMediaTimeout: () => this.hangup('failed', `no media from the caller for ${Math.round(this.deps.mediaTimeoutMs / 1000)} s`),
+    });
     this.mediaStarted = true;
     this.state = 'answered';
     this.answeredAt = new Date();
@@ -190,45 +180,9 @@ export class InboundCall {
   }
 
   private useEngine(engine: VoiceEngine, t: VnumTarget): void {
-    this.engine = engine;
-    this.engineCfg = t.engine;
-    this.turnOpen = false;
+    this.ai.use(engine, t.engine);
     if (this.maxTimer) clearTimeout(this.maxTimer);
     this.maxTimer = setTimeout(() => this.hangup('max-duration', ''), t.maxSeconds * 1000);
-    engine.on('audio', (pcm24) => {
-      if (this.engine !== engine || this.person || !this.media || !this.mediaStarted) return;
-      this.lastEngineAudioAt = Date.now();
-      this.media.play(this.decimator.process(pcm24));
-    });
-    engine.on('interrupted', () => {
-      if (this.engine === engine && !this.person) this.media?.flush();
-    });
-    engine.on('inputTranscript', (s) => this.addTranscript('Caller', s));
-    engine.on('outputTranscript', (s) => this.addTranscript('AI', s));
-    engine.on('turnComplete', () => {
-      this.turnOpen = false;
-    });
-    engine.on('usage', (u) => {
-      this.tokensTotal += u.totalTokens;
-      this.tokensPrompt += u.promptTokens;
-    });
-    engine.on('toolCall', (calls) => {
-      for (const c of calls) if (this.engine === engine) void this.onTool(engine, c);
-    });
-    engine.on('closed', (error) => {
-      if (this.engine !== engine || this.ended || this.pendingOutcome || this.person) return;
-      this.hangup('failed', error ?? 'AI engine ended the session');
-    });
-  }
-
-  private addTranscript(speaker: Turn['speaker'], text: string): void {
-    const last = this.turns[this.turns.length - 1];
-    if (last && last.speaker === speaker && this.turnOpen) {
-      last.text += text;
-      return;
-    }
-    this.turns.push({ speaker, text, ts: new Date().toISOString() });
-    this.turnOpen = true;
   }
 
   private async onTool(engine: VoiceEngine, c: ToolCall): Promise<void> {
@@ -271,14 +225,13 @@ export class InboundCall {
         trunkId: this.trunkId,
       });
     if (t.kind === 'vnum') {
-      const next = await handOver({
-        current: engine,
-        toolCall: c,
-        make: () => this.deps.engineFactory(t.engine),
-        ended: () => this.ended,
-        idle: () => (this.media?.queuedMs ?? 0) === 0 && Date.now() - this.lastEngineAudioAt > 400,
-        person: 'caller',
-      });
+      const next = await this.ai.handOver(
+        engine,
+        c,
+        () => this.deps.engineFactory(t.engine),
+        () => this.ended,
+        'caller',
+      );
       if (!next) return;
       this.transferred = true;
       emitTransferred();
@@ -323,23 +276,10 @@ export class InboundCall {
 
   // ---- ending -----------------------------------------------------------------------------------
 
-  private drained(capMs: number): Promise<void> {
-    const deadline = Date.now() + capMs;
-    return new Promise((resolve) => {
-      const check = () => {
-        if (this.ended) return resolve();
-        const idle = (this.media?.queuedMs ?? 0) === 0 && Date.now() - this.lastEngineAudioAt > 400;
-        if (idle || Date.now() > deadline) resolve();
-        else this.drainTimer = setTimeout(check, 50);
-      };
-      check();
-    });
-  }
-
   private hangupWhenDrained(outcome: Outcome): void {
     if (this.pendingOutcome || this.ended) return;
     this.pendingOutcome = outcome;
-    void this.drained(10_000).then(() => this.hangup(outcome, ''));
+    this.ai.afterSpeech(10_000, () => this.hangup(outcome, ''));
   }
 
   /** Ends from our side: BYE when answered, a final refusal before that. */
@@ -355,8 +295,8 @@ export class InboundCall {
     this.ended = true;
     this.outcome = outcome;
     this.state = 'ending';
-    for (const t of [this.maxTimer, this.drainTimer]) if (t) clearTimeout(t);
-    this.engine?.close();
+    if (this.maxTimer) clearTimeout(this.maxTimer);
+    this.ai.end();
     const person = this.person;
     this.person = null;
     person?.hangup();
@@ -366,28 +306,8 @@ export class InboundCall {
     this.media = null;
     void (media ? media.stop() : Promise.resolve(null)).then((m) => {
       this.metrics = m;
-      const e = this.engineCfg;
-      const talkSec = this.answeredAt ? Math.max(0, Math.round((endedAt.getTime() - this.answeredAt.getTime()) / 1000)) : 0;
-      this.deps.emit('ended', this.callId, {
-        outcome,
-        answered: this.answeredAt !== null,
-        answeredAt: this.answeredAt ? this.answeredAt.toISOString() : null,
-        endedAt: endedAt.toISOString(),
-        talkSec,
-        trunkId: this.trunkId,
-        errorDetail: outcome === 'failed' ? errorDetail || 'call failed' : errorDetail,
-        sipStatus: null,
-        transcript: {
-          turns: this.turns.map((t) => ({ ...t, text: t.text.trim() })),
-          tokensTotal: this.tokensTotal,
-          tokensPrompt: this.tokensPrompt,
-          inputTurns: this.turns.filter((t) => t.speaker === 'Caller').length,
-          outputTurns: this.turns.filter((t) => t.speaker === 'AI').length,
-          model: e?.model ?? '',
-          voice: e?.voice ?? '',
-          language: e?.language ?? '',
-        },
-      });
+      const report = this.ai.report({ outcome, answeredAt: this.answeredAt, endedAt, trunkId: this.trunkId, errorDetail, sipStatus: null });
+      this.deps.emit('ended', this.callId, report);
       this.deps.onDone(this);
     });
   }

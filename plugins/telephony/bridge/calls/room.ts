@@ -7,16 +7,15 @@
  * speaks (silenceTimeoutSec, or leaves first); `far-hangup` when a visitor who spoke leaves;
  * `finished` when the AI calls end_call; `max-duration` at maxSeconds; `failed` on an engine error.
  */
-import { Decimator24to8 } from '../media/audio.ts';
 import type { ToolCall, VoiceEngine } from '../engine/types.ts';
-import { handOver, settleReach } from '../engine/handover.ts';
-import type { EmitFn, Turn } from '../call.ts';
+import type { EmitFn } from '../events.ts';
 import { isOutcome, type BridgeCallState, type OpenRoom, type Outcome } from '../../control.ts';
-import type { RoomLeg, WebRtcHandlers, WebRtcMetrics } from './leg.ts';
+import type { RoomLeg, WebRtcHandlers, WebRtcMetrics } from '../webrtc/leg.ts';
 import type { TransferDecision, TransferQuery } from '../inbound/control.ts';
 import type { AnsweredEndpoint, RingRequest } from '../inbound/endpoints.ts';
-import { RoomAsCaller } from './room-caller.ts';
+import { RoomAsCaller } from '../webrtc/room-caller.ts';
 import { dialPstn, TrunkSlots, type PstnDeps } from '../inbound/legs.ts';
+import { Conversation, settleReach } from './conversation.ts';
 
 export interface RoomDeps {
   engineFactory: (cfg: OpenRoom['engine']) => VoiceEngine;
@@ -44,7 +43,6 @@ export class RoomCall {
   readonly startedAt = new Date();
   private readonly startedHr = process.hrtime.bigint();
   private readonly leg: RoomLeg;
-  private engine: VoiceEngine | null = null;
   private engineReady: Promise<void> | null = null;
   private ended = false;
   private connectedAt: Date | null = null;
@@ -52,7 +50,6 @@ export class RoomCall {
   private connectTimer: NodeJS.Timeout | null = null;
   private silenceTimer: NodeJS.Timeout | null = null;
   private maxTimer: NodeJS.Timeout | null = null;
-  private drainTimer: NodeJS.Timeout | null = null;
   private pendingOutcome: Outcome | null = null;
   /** The AI handed the visitor on (another number's AI, or a person): the call ends transferred-to-vnum. */
   private transferred = false;
@@ -62,12 +59,8 @@ export class RoomCall {
   private readonly abort = new AbortController();
   /** The trunk slots a PSTN leg of this room holds (made on the first). */
   private slots: TrunkSlots | null = null;
-  private readonly turns: Turn[] = [];
-  private turnOpen = false;
-  private tokensTotal = 0;
-  private tokensPrompt = 0;
-  private lastEngineAudioAt = 0;
-  private readonly decimator = new Decimator24to8();
+  /** The room's number's AI; a vnum-to-vnum handover swaps the engine, the report keeps the room's number's names. */
+  private readonly ai: Conversation;
   outcome: Outcome | null = null;
   errorDetail = '';
   metrics: RoomMetrics | null = null;
@@ -76,9 +69,23 @@ export class RoomCall {
     readonly req: OpenRoom,
     private readonly deps: RoomDeps,
   ) {
+    this.ai = new Conversation(
+      {
+        audible: () => !this.ended && this.connectedAt !== null,
+        play: (pcm8k) => this.leg.play(pcm8k),
+        flush: () => this.leg.flush(),
+        queuedMs: () => this.leg.queuedMs,
+        toolCall: (engine, c) => this.onTool(engine, c),
+        engineClosed: (error) => {
+          if (this.ended || this.pendingOutcome || this.person) return;
+          this.hangup('failed', error ?? 'AI engine ended the session');
+        },
+      },
+      req.engine,
+    );
     this.leg = deps.openLeg(
       {
-        onAudio16k: (pcm) => (this.person ? this.person.media.visitorAudio(pcm) : this.engine?.sendAudio(pcm)),
+        onAudio16k: (pcm) => (this.person ? this.person.media.visitorAudio(pcm) : this.ai.engine?.sendAudio(pcm)),
         onConnected: () => this.onConnected(),
         onGone: (why) => this.onVisitorGone(why),
         onVoice: () => this.onSpoke(),
@@ -94,8 +101,7 @@ export class RoomCall {
   /** Starts the engine and answers the offer; the visitor has connectTimeoutSec to connect. */
   async open(): Promise<{ answerSdp: string; codec: string }> {
     const engine = this.deps.engineFactory(this.req.engine);
-    this.engine = engine;
-    this.wireEngine(engine);
+    this.ai.use(engine);
     this.engineReady = engine.connect().then(
       () => undefined,
       (err: Error) => this.hangup('failed', err.message),
@@ -127,7 +133,7 @@ export class RoomCall {
     if (!this.spoke) this.silenceTimer = setTimeout(() => this.hangup('empty-room', ''), this.req.silenceTimeoutSec * 1000);
     // The number's AI answers: it speaks first, as on a phone line.
     void this.engineReady!.then(() => {
-      if (!this.ended) this.engine?.begin();
+      if (!this.ended) this.ai.engine?.begin();
     });
   }
 
@@ -142,46 +148,6 @@ export class RoomCall {
     if (this.pendingOutcome) return this.end(this.pendingOutcome, '');
     if (this.person) return this.end('transferred-to-vnum', '');
     this.end(this.spoke ? 'far-hangup' : 'empty-room', this.spoke ? '' : why);
-  }
-
-  /** Every handler is for the engine in charge: a replaced one (a transfer) is heard no more. */
-  private wireEngine(engine: VoiceEngine): void {
-    engine.on('audio', (pcm24) => {
-      if (this.ended || !this.connectedAt || this.engine !== engine) return;
-      this.lastEngineAudioAt = Date.now();
-      this.leg.play(this.decimator.process(pcm24));
-    });
-    engine.on('interrupted', () => {
-      if (this.engine === engine) this.leg.flush();
-    });
-    // Whether the visitor spoke is the leg's voice detection, not the transcript: a model may
-    // transcribe noise, and an empty room must not count as a conversation.
-    engine.on('inputTranscript', (t) => this.engine === engine && this.addTranscript('Caller', t));
-    engine.on('outputTranscript', (t) => this.engine === engine && this.addTranscript('AI', t));
-    engine.on('turnComplete', () => {
-      this.turnOpen = false;
-    });
-    engine.on('usage', (u) => {
-      this.tokensTotal += u.totalTokens;
-      this.tokensPrompt += u.promptTokens;
-    });
-    engine.on('toolCall', (calls) => {
-      for (const c of calls) if (this.engine === engine) void this.onTool(engine, c);
-    });
-    engine.on('closed', (error) => {
-      if (this.ended || this.pendingOutcome || this.engine !== engine || this.person) return;
-      this.hangup('failed', error ?? 'AI engine ended the session');
-    });
-  }
-
-  private addTranscript(speaker: Turn['speaker'], text: string): void {
-    const last = this.turns[this.turns.length - 1];
-    if (last && last.speaker === speaker && this.turnOpen) {
-      last.text += text;
-      return;
-    }
-    this.turns.push({ speaker, text, ts: new Date().toISOString() });
-    this.turnOpen = true;
   }
 
   private async onTool(engine: VoiceEngine, c: ToolCall): Promise<void> {
@@ -211,7 +177,7 @@ export class RoomCall {
     } catch (err) {
       d = { ok: false, error: `transfer lookup failed: ${(err as Error).message}` };
     }
-    if (this.ended || this.engine !== engine) return;
+    if (this.ended || this.ai.engine !== engine) return;
     if (!d.ok) {
       engine.sendToolResponse(c, { ok: false, error: d.error });
       return;
@@ -238,20 +204,17 @@ export class RoomCall {
       engine.sendToolResponse(c, { ok: false, error: `a transfer to ${t.kind === 'user' ? 'a person' : 'a phone number'} is not available here` });
       return;
     }
-    const next = await handOver({
-      current: engine,
-      toolCall: c,
-      make: () => this.deps.engineFactory(t.engine),
-      ended: () => this.ended,
-      idle: () => this.leg.queuedMs === 0 && Date.now() - this.lastEngineAudioAt > 400,
-      person: 'visitor',
-    });
+    const next = await this.ai.handOver(
+      engine,
+      c,
+      () => this.deps.engineFactory(t.engine),
+      () => this.ended,
+      'visitor',
+    );
     if (!next) return;
     this.transferred = true;
     this.deps.emit('transferred', this.callId, { toUser: '', toPhone: t.number, transferType: d.transferType, trunkId: null });
-    this.engine = next;
-    this.wireEngine(next);
-    this.turnOpen = false;
+    this.ai.use(next);
     engine.close();
     next.begin();
   }
@@ -264,7 +227,7 @@ export class RoomCall {
     to: { toUser: string; toPhone: string },
     transferType: string,
   ): Promise<void> {
-    const who = settleReach(await reaching, !this.ended && this.engine === engine, engine, c);
+    const who = settleReach(await reaching, !this.ended && this.ai.engine === engine, engine, c);
     if (!who) return;
     this.transferred = true;
     this.deps.emit('transferred', this.callId, { ...to, transferType, trunkId: null });
@@ -284,14 +247,7 @@ export class RoomCall {
   private hangupWhenDrained(outcome: Outcome, capMs = 10_000): void {
     if (this.pendingOutcome || this.ended) return;
     this.pendingOutcome = outcome;
-    const deadline = Date.now() + capMs;
-    const check = () => {
-      if (this.ended) return;
-      const idle = this.leg.queuedMs === 0 && Date.now() - this.lastEngineAudioAt > 400;
-      if (idle || Date.now() > deadline) this.hangup(outcome, '');
-      else this.drainTimer = setTimeout(check, 50);
-    };
-    check();
+    this.ai.afterSpeech(capMs, () => this.hangup(outcome, ''));
   }
 
   /**
@@ -314,13 +270,13 @@ export class RoomCall {
     this.outcome = outcome;
     this.errorDetail = outcome === 'failed' ? errorDetail || 'call failed' : errorDetail;
     this.state = 'ending';
-    for (const t of [this.connectTimer, this.silenceTimer, this.maxTimer, this.drainTimer]) if (t) clearTimeout(t);
+    for (const t of [this.connectTimer, this.silenceTimer, this.maxTimer]) if (t) clearTimeout(t);
     this.abort.abort();
     const person = this.person;
     this.person = null;
     person?.endpoint.hangup();
     this.slots?.releaseAll();
-    this.engine?.close();
+    this.ai.end();
     const endedAt = new Date();
     void this.leg.stop().then((m) => this.finish(outcome, endedAt, m));
   }
@@ -328,28 +284,11 @@ export class RoomCall {
   private finish(outcome: Outcome, endedAt: Date, m: WebRtcMetrics): void {
     const { firstAudioSentAt: _first, ...rest } = m;
     this.metrics = { callId: this.callId, kind: 'room', ...rest };
-    const talkSec = this.connectedAt ? Math.max(0, Math.round((endedAt.getTime() - this.connectedAt.getTime()) / 1000)) : 0;
-    const e = this.req.engine;
-    this.deps.emit('ended', this.callId, {
-      outcome,
-      answered: this.connectedAt !== null,
-      answeredAt: this.connectedAt ? this.connectedAt.toISOString() : null,
-      endedAt: endedAt.toISOString(),
-      talkSec,
-      trunkId: null,
-      errorDetail: this.errorDetail,
-      sipStatus: null,
-      transcript: {
-        turns: this.turns.map((t) => ({ ...t, text: t.text.trim() })),
-        tokensTotal: this.tokensTotal,
-        tokensPrompt: this.tokensPrompt,
-        inputTurns: this.turns.filter((t) => t.speaker === 'Caller').length,
-        outputTurns: this.turns.filter((t) => t.speaker === 'AI').length,
-        model: e.model,
-        voice: e.voice,
-        language: e.language,
-      },
-    });
+    this.deps.emit(
+      'ended',
+      this.callId,
+      this.ai.report({ outcome, answeredAt: this.connectedAt, endedAt, trunkId: null, errorDetail: this.errorDetail, sipStatus: null }),
+    );
     this.deps.onDone(this);
   }
 }
