@@ -1,7 +1,7 @@
-import { Anchor, AppShell, Badge, Burger, Button, Center, Group, Loader, NavLink, NativeSelect, Stack, Text, Alert } from '@mantine/core';
+import { AppShell, Badge, Burger, Button, Center, Group, Loader, NavLink, NativeSelect, Stack, Text, Alert } from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
-import { lazy, Suspense, useEffect, useState, type ComponentType } from 'react';
+import { Suspense, useEffect, useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { Link, Route, Router, Switch, useLocation } from 'wouter';
 import { completeSignIn, current, onSession, signIn, signOut, type Session } from './auth.ts';
@@ -10,49 +10,9 @@ import { api, call } from './api/client.ts';
 import { connectLive, type PluginStatus } from './live.ts';
 import { actingTenant, onActingTenant, setActingTenant } from './tenant.ts';
 import { LiveContext } from './lib/live-context.ts';
-import { Dashboard } from './pages/Dashboard.tsx';
-import { PhoneControls } from './lib/Phone.tsx';
-
-// Pages past the dashboard load when first opened: the first screen's JavaScript stays small.
-const Calls = lazy(() => import('./pages/Calls.tsx'));
-const CallDetail = lazy(() => import('./pages/CallDetail.tsx'));
-const Transcripts = lazy(() => import('./pages/Transcripts.tsx'));
-const Telephony = lazy(() => import('./pages/Telephony.tsx'));
-const Users = lazy(() => import('./pages/Users.tsx'));
-const Webhooks = lazy(() => import('./pages/Webhooks.tsx'));
-const Audit = lazy(() => import('./pages/Audit.tsx'));
-const Trust = lazy(() => import('./pages/Trust.tsx'));
-const Certificates = lazy(() => import('./pages/Certificates.tsx'));
-const Tenants = lazy(() => import('./pages/Tenants.tsx'));
-const Chat = lazy(() => import('./pages/Chat.tsx'));
-
-export const NAV: { path: string; key: string; page: ComponentType }[] = [
-  { path: '/', key: 'dashboard', page: Dashboard },
-  { path: '/calls', key: 'calls', page: Calls },
-  { path: '/chat', key: 'chat', page: Chat },
-  { path: '/transcripts', key: 'transcripts', page: Transcripts },
-  { path: '/telephony', key: 'telephony', page: Telephony },
-  { path: '/users', key: 'users', page: Users },
-  { path: '/webhooks', key: 'webhooks', page: Webhooks },
-  { path: '/audit', key: 'audit', page: Audit },
-  { path: '/trust', key: 'trust', page: Trust },
-  { path: '/certificates', key: 'certificates', page: Certificates },
-  { path: '/tenants', key: 'tenants', page: Tenants },
-];
-
-/** What an account with role `user` sees: the admin pages' API answers them 403, so none are offered. */
-function UserHome({ session }: { session: Session }) {
-  const { t } = useTranslation();
-  return (
-    <Stack>
-      <Text component="h1" size="xl" fw={700}>
-        {t('user.welcome', { name: session.user.name })}
-      </Text>
-      <Text>{t('user.noAdmin')}</Text>
-      <Anchor href="/passkeys.html">{t('nav.passkeys')}</Anchor>
-    </Stack>
-  );
-}
+import { refreshesFor } from './lib/live-refresh.ts';
+import { pagesFor, roleOf } from './pages.ts';
+import { PhoneControls } from './components/Phone.tsx';
 
 /**
  * A super-admin's tenant switcher: the admin pages act on the chosen tenant (README "Tenant
@@ -83,9 +43,9 @@ function TenantSwitcher({ session, acting }: { session: Session; acting: string 
 
 function Shell({ session }: { session: Session }) {
   const { t, i18n } = useTranslation();
-  const admin = session.user.role === 'admin';
-  // Chat is every account's; the rest is the admin's (the API answers others 403).
-  const nav = admin ? NAV : NAV.filter((n) => n.key === 'chat');
+  const role = roleOf(session.user.role);
+  const admin = role === 'admin';
+  const pages = pagesFor(role);
   const [opened, { toggle }] = useDisclosure();
   const [location] = useLocation();
   const queries = useQueryClient();
@@ -126,13 +86,14 @@ function Shell({ session }: { session: Session }) {
     const stop = connectLive({
       onEvent: (e) => {
         setLastEvent(e.id);
-        // A call or transcript changed: the views that show them fetch again.
-        if (e.name.startsWith('call.')) void queries.invalidateQueries({ queryKey: ['calls'] });
-        if (e.name.startsWith('transcript.')) void queries.invalidateQueries({ queryKey: ['transcripts'] });
-        if (e.name.startsWith('webhook')) void queries.invalidateQueries({ queryKey: ['webhooks'] });
+        // The views that show what the event changed fetch again (lib/live-refresh.ts).
+        for (const queryKey of refreshesFor(e.name)) void queries.invalidateQueries({ queryKey });
       },
       onNotice: (n) => {
-        if (n.name !== 'webhook.delivery') return;
+        if (n.name !== 'webhook.delivery') {
+          for (const queryKey of refreshesFor(n.name)) void queries.invalidateQueries({ queryKey });
+          return;
+        }
         const sub = n.data.subscriptionId;
         // Without a delivery id several rows changed (a pause, a resume): the list too.
         deliveriesChanged(typeof sub === 'string' && typeof n.data.deliveryId === 'string' ? sub : undefined);
@@ -188,17 +149,19 @@ function Shell({ session }: { session: Session }) {
           </Group>
         </AppShell.Header>
         <AppShell.Navbar p="xs" component="nav" aria-label={t('nav.menu')}>
-          {nav.map((n) => (
-            <NavLink
-              key={n.key}
-              component={Link}
-              href={n.path}
-              label={t(`nav.${n.key}`)}
-              variant="filled"
-              active={n.path === '/' ? location === '/' : location.startsWith(n.path)}
-              onClick={() => opened && toggle()}
-            />
-          ))}
+          {pages
+            .filter((n) => n.menu !== false)
+            .map((n) => (
+              <NavLink
+                key={n.key}
+                component={Link}
+                href={n.path}
+                label={t(`nav.${n.key}`)}
+                variant="filled"
+                active={n.path === '/' ? location === '/' : location.startsWith(n.path)}
+                onClick={() => opened && toggle()}
+              />
+            ))}
           <NavLink href="/passkeys.html" label={t('nav.passkeys')} />
         </AppShell.Navbar>
         <AppShell.Main>
@@ -209,15 +172,9 @@ function Shell({ session }: { session: Session }) {
           )}
           <Suspense fallback={<Loader aria-label={t('common.loading')} />}>
             <Switch key={acting ?? ''}>
-              {!admin && (
-                <Route path="/">
-                  <UserHome session={session} />
-                </Route>
-              )}
-              {nav.map((n) => (
+              {pages.map((n) => (
                 <Route key={n.key} path={n.path} component={n.page} />
               ))}
-              <Route path="/calls/:id" component={CallDetail} />
               <Route>
                 <Text>{t('common.notFound')}</Text>
               </Route>

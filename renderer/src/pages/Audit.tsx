@@ -5,7 +5,7 @@ import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { api, call } from '../api/client.ts';
 import { when } from '../i18n.ts';
-import { DataTable, ErrorNote, Page } from '../lib/ui.tsx';
+import { DataTable, ErrorNote, Page } from '../components/ui.tsx';
 
 const PAGE = 100;
 

@@ -6,7 +6,7 @@ import { useTranslation } from 'react-i18next';
 import { accessToken } from '../auth.ts';
 import { api, ApiError, call } from '../api/client.ts';
 import { when } from '../i18n.ts';
-import { ErrorNote, fieldError, Page } from '../lib/ui.tsx';
+import { ErrorNote, fieldError, Page } from '../components/ui.tsx';
 
 interface Frame {
   type: string;

@@ -5,10 +5,10 @@ import { useTranslation } from 'react-i18next';
 import { api, call } from '../api/client.ts';
 import { when } from '../i18n.ts';
 import { useLive } from '../lib/live-context.ts';
-import { ErrorNote, Page } from '../lib/ui.tsx';
+import { ErrorNote, Page } from '../components/ui.tsx';
+import { FINAL_STATES } from '../lib/calls.ts';
 
 const OutcomesChart = lazy(() => import('./OutcomesChart.tsx'));
-const FINAL = ['ended-success', 'ended-failed-retry-pending', 'ended-failed-final', 'cancelled'] as const;
 
 function Stat({ label, value, testId }: { label: string; value: string | number; testId: string }) {
   return (
@@ -46,7 +46,7 @@ export function Dashboard() {
   const s = stats.data;
   const chart = (s?.hours ?? []).map((h) => ({
     hour: new Date(h.hour).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' }),
-    ...Object.fromEntries(FINAL.map((k) => [k, h.counts[k] ?? 0])),
+    ...Object.fromEntries(FINAL_STATES.map((k) => [k, h.counts[k] ?? 0])),
   }));
   const paused = (hooks.data ?? []).filter((w) => !w.active).length;
   const failing = (hooks.data ?? []).filter((w) => w.active && w.failures > 0).length;

@@ -4,7 +4,7 @@ import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { api, call, type Body } from '../api/client.ts';
 import { when } from '../i18n.ts';
-import { DataTable, ErrorNote, fieldError, Page } from '../lib/ui.tsx';
+import { DataTable, ErrorNote, fieldError, Page } from '../components/ui.tsx';
 
 function useTrunks() {
   return useQuery({ queryKey: ['status', 'trunks'], queryFn: () => call(api.GET('/signal.ashx?trunks=list', { params: { query: { trunks: 'list' } } })) });

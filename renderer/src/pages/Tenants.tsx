@@ -3,7 +3,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { api, call } from '../api/client.ts';
-import { DataTable, ErrorNote, fieldError, Page } from '../lib/ui.tsx';
+import { DataTable, ErrorNote, fieldError, Page } from '../components/ui.tsx';
 
 export default function Tenants() {
   const { t } = useTranslation();

@@ -4,8 +4,8 @@ import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { api, call } from '../api/client.ts';
 import { when } from '../i18n.ts';
-import { DataTable, ErrorNote, Page } from '../lib/ui.tsx';
-import { Shares, TranscriptView } from './CallDetail.tsx';
+import { DataTable, ErrorNote, Page } from '../components/ui.tsx';
+import { Shares, TranscriptView } from '../components/Transcript.tsx';
 
 const PAGE = 50;
 

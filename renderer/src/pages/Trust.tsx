@@ -5,7 +5,7 @@ import { useTranslation } from 'react-i18next';
 import { accessToken } from '../auth.ts';
 import { api, ApiError, call } from '../api/client.ts';
 import { when } from '../i18n.ts';
-import { DataTable, ErrorNote, Page } from '../lib/ui.tsx';
+import { DataTable, ErrorNote, Page } from '../components/ui.tsx';
 
 interface RunResult {
   lists?: { territory?: string; url?: string; outcome?: string; detail?: string }[];

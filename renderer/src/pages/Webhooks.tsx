@@ -5,7 +5,7 @@ import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { api, call } from '../api/client.ts';
 import { when } from '../i18n.ts';
-import { DataTable, ErrorNote, fieldError, OnceSecret, Page } from '../lib/ui.tsx';
+import { DataTable, ErrorNote, fieldError, OnceSecret, Page } from '../components/ui.tsx';
 
 function Deliveries({ id }: { id: string }) {
   const { t } = useTranslation();
