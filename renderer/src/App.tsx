@@ -1,4 +1,4 @@
-import { AppShell, Badge, Burger, Button, Center, Group, Loader, NavLink, NativeSelect, Stack, Text, Alert } from '@mantine/core';
+import { Anchor, AppShell, Badge, Burger, Button, Center, Group, Loader, NavLink, NativeSelect, Stack, Text, Alert } from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { Suspense, useEffect, useState } from 'react';
@@ -13,6 +13,7 @@ import { LiveContext } from './lib/live-context.ts';
 import { refreshesFor } from './lib/live-refresh.ts';
 import { pagesFor, roleOf } from './pages.ts';
 import { PhoneControls } from './components/Phone.tsx';
+import { usePhone } from './components/ui.tsx';
 
 /**
  * A super-admin's tenant switcher: the admin pages act on the chosen tenant (README "Tenant
@@ -20,12 +21,7 @@ import { PhoneControls } from './components/Phone.tsx';
  */
 function TenantSwitcher({ session, acting }: { session: Session; acting: string | undefined }) {
   const { t } = useTranslation();
-  const tenants = useQuery({
-    queryKey: ['tenant-switcher'],
-    queryFn: () => call(api.GET('/api.ashx/v1/tenants')),
-    enabled: session.user.role === 'admin',
-    staleTime: 60_000,
-  });
+  const tenants = useTenants(session);
   const all = tenants.data?.superAdmin ? tenants.data.data : [];
   if (all.length < 2) return null;
   const own = all.find((x) => x.primary)?.host ?? session.user.tenant;
@@ -41,8 +37,54 @@ function TenantSwitcher({ session, acting }: { session: Session; acting: string 
   );
 }
 
-function Shell({ session }: { session: Session }) {
+/** The tenants an admin may see (a super-admin: all); others are answered 403 and not asked. */
+function useTenants(session: Session) {
+  return useQuery({
+    queryKey: ['tenant-switcher'],
+    queryFn: () => call(api.GET('/api.ashx/v1/tenants')),
+    enabled: session.user.role === 'admin',
+    staleTime: 60_000,
+  });
+}
+
+/**
+ * The tenant this console is signed in to, by name: the one this host name belongs to, or the
+ * primary one, which answers every host name no tenant claims (a bare IP address, say). An
+ * account that may not list tenants sees the host name.
+ */
+function TenantName({ session }: { session: Session }) {
+  const tenants = useTenants(session);
+  const all = tenants.data?.data ?? [];
+  const own = all.find((x) => x.hosts.includes(location.hostname)) ?? all.find((x) => x.primary);
+  return <>{own ? own.name || own.host : location.hostname}</>;
+}
+
+/** Language, tenant, who is signed in, sign-out: in the header on a desktop, in the menu on a phone. */
+function AccountControls({ session, acting }: { session: Session; acting: string | undefined }) {
   const { t, i18n } = useTranslation();
+  return (
+    <>
+      <TenantSwitcher session={session} acting={acting} />
+      <NativeSelect
+        aria-label={t('app.language')}
+        size="xs"
+        value={i18n.language}
+        onChange={(e) => setLanguage(e.currentTarget.value as Language)}
+        data={Object.entries(LANGUAGES).map(([value, label]) => ({ value, label }))}
+      />
+      <Text size="sm" data-testid="signed-in-user">
+        {session.user.name} · <TenantName session={session} />
+      </Text>
+      <Button size="xs" variant="default" onClick={() => void signOut()}>
+        {t('app.signOut')}
+      </Button>
+    </>
+  );
+}
+
+function Shell({ session }: { session: Session }) {
+  const { t } = useTranslation();
+  const phone = usePhone();
   const role = roleOf(session.user.role);
   const admin = role === 'admin';
   const pages = pagesFor(role);
@@ -119,36 +161,41 @@ function Shell({ session }: { session: Session }) {
 
   return (
     <LiveContext.Provider value={{ online, status, lastEvent, masterKey }}>
+      <Anchor
+        href="#main"
+        className="skip-link"
+        data-testid="skip-link"
+        onClick={(e) => {
+          e.preventDefault();
+          document.querySelector<HTMLElement>('main h1')?.focus();
+        }}
+      >
+        {t('app.skip')}
+      </Anchor>
       <AppShell header={{ height: 56 }} navbar={{ width: 230, breakpoint: 'sm', collapsed: { mobile: !opened } }} padding="md">
         <AppShell.Header>
-          <Group h="100%" px="md" justify="space-between">
-            <Group>
-              <Burger opened={opened} onClick={toggle} hiddenFrom="sm" size="sm" aria-label={t('nav.menu')} />
-              <Text fw={700}>{t('app.name')}</Text>
+          <Group h="100%" px="md" justify="space-between" wrap="nowrap">
+            <Group wrap="nowrap" gap="sm">
+              <Burger opened={opened} onClick={toggle} hiddenFrom="sm" size="sm" aria-label={t('nav.menu')} aria-expanded={opened} data-testid="menu-button" />
+              <Text fw={700} visibleFrom="xs">
+                {t('app.name')}
+              </Text>
               <Badge color={online ? 'green' : 'red'} data-testid="live-badge">
                 {online ? t('app.live') : t('app.offline')}
               </Badge>
             </Group>
-            <Group>
+            <Group wrap="nowrap" gap="sm">
               <PhoneControls />
-              <TenantSwitcher session={session} acting={acting} />
-              <NativeSelect
-                aria-label={t('app.language')}
-                size="xs"
-                value={i18n.language}
-                onChange={(e) => setLanguage(e.currentTarget.value as Language)}
-                data={Object.entries(LANGUAGES).map(([value, label]) => ({ value, label }))}
-              />
-              <Text size="sm" data-testid="signed-in-user">
-                {session.user.name} · {session.user.tenant}
-              </Text>
-              <Button size="xs" variant="default" onClick={() => void signOut()}>
-                {t('app.signOut')}
-              </Button>
+              {!phone && <AccountControls session={session} acting={acting} />}
             </Group>
           </Group>
         </AppShell.Header>
         <AppShell.Navbar p="xs" component="nav" aria-label={t('nav.menu')}>
+          {phone && (
+            <Stack gap="xs" mb="sm" data-testid="menu-account">
+              <AccountControls session={session} acting={acting} />
+            </Stack>
+          )}
           {pages
             .filter((n) => n.menu !== false)
             .map((n) => (
@@ -159,12 +206,13 @@ function Shell({ session }: { session: Session }) {
                 label={t(`nav.${n.key}`)}
                 variant="filled"
                 active={n.path === '/' ? location === '/' : location.startsWith(n.path)}
+                aria-current={(n.path === '/' ? location === '/' : location.startsWith(n.path)) ? 'page' : undefined}
                 onClick={() => opened && toggle()}
               />
             ))}
           <NavLink href="/passkeys.html" label={t('nav.passkeys')} />
         </AppShell.Navbar>
-        <AppShell.Main>
+        <AppShell.Main id="main">
           {!online && (
             <Alert color="orange" mb="md" role="status" data-testid="offline-banner">
               {t('app.connectionLost')}

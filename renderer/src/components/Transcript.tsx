@@ -4,7 +4,7 @@ import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { api, call } from '../api/client.ts';
 import { when } from '../i18n.ts';
-import { ErrorNote, OnceSecret } from './ui.tsx';
+import { ErrorNote, Form, OnceSecret } from './ui.tsx';
 
 /** Share links of a transcript: create with a lifetime (the link is shown once), list, revoke. */
 export function Shares({ callId }: { callId: string }) {
@@ -34,12 +34,14 @@ export function Shares({ callId }: { callId: string }) {
       </Title>
       <ErrorNote error={shares.error ?? create.error ?? revoke.error} />
       {created && <OnceSecret label={t('transcripts.shareLink')} value={created} />}
-      <Group align="flex-end" my="sm">
-        <NumberInput label={t('transcripts.ttlHours')} min={1} max={720} value={hours} onChange={(v) => setHours(Number(v))} w={160} />
-        <Button onClick={() => create.mutate()} loading={create.isPending}>
-          {t('transcripts.share')}
-        </Button>
-      </Group>
+      <Form onSubmit={() => create.mutate()} busy={create.isPending}>
+        <Group align="flex-end" my="sm">
+          <NumberInput label={t('transcripts.ttlHours')} min={1} max={720} value={hours} onChange={(v) => setHours(Number(v))} w={160} />
+          <Button type="submit" loading={create.isPending}>
+            {t('transcripts.share')}
+          </Button>
+        </Group>
+      </Form>
       <Table>
         <Table.Tbody>
           {(shares.data?.data ?? []).map((s) => (

@@ -1,13 +1,30 @@
-import { Alert, Button, CopyButton, Group, Loader, Pagination, Table, Text, Title, Stack, Code, Tooltip } from '@mantine/core';
-import type { ReactNode } from 'react';
+import { Alert, Button, Card, CopyButton, Group, Loader, Modal, Pagination, Table, Text, Title, Stack, Code, Tooltip, type ModalProps } from '@mantine/core';
+import { useMediaQuery } from '@mantine/hooks';
+import { useEffect, useRef, useState, type ReactNode } from 'react';
 import { useTranslation } from 'react-i18next';
 import { ApiError } from '../api/client.ts';
 
+/** Narrower than this (Mantine's `sm`), tables read as cards and the header's controls move into the menu. */
+const PHONE = '(max-width: 47.99em)';
+export function usePhone(): boolean {
+  return useMediaQuery(PHONE, window.matchMedia(PHONE).matches, { getInitialValueInEffect: false });
+}
+
+/**
+ * A page: its heading, its actions, its content. Opening it from the menu (or anywhere focus was
+ * not in the page) moves focus to the heading, so a screen reader reads where the operator landed
+ * and Tab continues in the page, not in the menu (WCAG 2.4.3).
+ */
 export function Page({ title, actions, children }: { title: string; actions?: ReactNode; children: ReactNode }) {
+  const heading = useRef<HTMLHeadingElement>(null);
+  useEffect(() => {
+    const at = document.activeElement;
+    if (!at || at === document.body || !at.closest('main')) heading.current?.focus({ preventScroll: true });
+  }, []);
   return (
     <Stack gap="md">
       <Group justify="space-between">
-        <Title order={1} size="h2">
+        <Title order={1} size="h2" ref={heading} tabIndex={-1} style={{ outline: 'none' }}>
           {title}
         </Title>
         <Group>{actions}</Group>
@@ -58,32 +75,55 @@ export function DataTable<T>({
   caption: string;
 }) {
   const { t } = useTranslation();
+  const phone = usePhone();
   const pages = total !== undefined && pageSize ? Math.max(1, Math.ceil(total / pageSize)) : 1;
   return (
     <Stack gap="xs">
-      <Table.ScrollContainer minWidth={600}>
-        <Table striped highlightOnHover verticalSpacing="xs">
-          <Table.Caption>{caption}</Table.Caption>
-          <Table.Thead>
-            <Table.Tr>
-              {columns.map((c) => (
-                <Table.Th key={c.key} scope="col">
-                  {c.label}
-                </Table.Th>
-              ))}
-            </Table.Tr>
-          </Table.Thead>
-          <Table.Tbody>
-            {(rows ?? []).map((r) => (
-              <Table.Tr key={rowKey(r)}>
+      {phone ? (
+        // A phone: one card per row, each field under its column's name, nothing cut or scrolled sideways.
+        <Stack component="ul" gap="xs" aria-label={caption} p={0} m={0} style={{ listStyle: 'none' }} data-testid="cards">
+          {(rows ?? []).map((r) => (
+            <Card component="li" withBorder padding="xs" key={rowKey(r)}>
+              <Table variant="vertical" layout="fixed" withRowBorders={false} verticalSpacing={4}>
+                <Table.Tbody>
+                  {columns.map((c) => (
+                    <Table.Tr key={c.key}>
+                      <Table.Th scope="row" w="38%">
+                        {c.label}
+                      </Table.Th>
+                      <Table.Td style={{ overflowWrap: 'anywhere' }}>{c.render(r)}</Table.Td>
+                    </Table.Tr>
+                  ))}
+                </Table.Tbody>
+              </Table>
+            </Card>
+          ))}
+        </Stack>
+      ) : (
+        <Table.ScrollContainer minWidth={600}>
+          <Table striped highlightOnHover verticalSpacing="xs">
+            <Table.Caption>{caption}</Table.Caption>
+            <Table.Thead>
+              <Table.Tr>
                 {columns.map((c) => (
-                  <Table.Td key={c.key}>{c.render(r)}</Table.Td>
+                  <Table.Th key={c.key} scope="col">
+                    {c.label}
+                  </Table.Th>
                 ))}
               </Table.Tr>
-            ))}
-          </Table.Tbody>
-        </Table>
-      </Table.ScrollContainer>
+            </Table.Thead>
+            <Table.Tbody>
+              {(rows ?? []).map((r) => (
+                <Table.Tr key={rowKey(r)}>
+                  {columns.map((c) => (
+                    <Table.Td key={c.key}>{c.render(r)}</Table.Td>
+                  ))}
+                </Table.Tr>
+              ))}
+            </Table.Tbody>
+          </Table>
+        </Table.ScrollContainer>
+      )}
       {loading && <Loader size="sm" aria-label={t('common.loading')} />}
       {!loading && rows?.length === 0 && <Text c="dimmed">{t('common.empty')}</Text>}
       {onPage && pages > 1 && (
@@ -98,9 +138,11 @@ export function DataTable<T>({
   );
 }
 
-/** A secret the server shows once: copy it now, it will not be shown again. */
+/** A secret the server shows once: copy it now, it will not be shown again. Focus goes to its copy button, the next thing to do. */
 export function OnceSecret({ label, value }: { label: string; value: string }) {
   const { t } = useTranslation();
+  const copyButton = useRef<HTMLButtonElement>(null);
+  useEffect(() => copyButton.current?.focus(), [value]);
   return (
     <Alert color="yellow" title={label} role="status">
       <Stack gap="xs">
@@ -112,7 +154,7 @@ export function OnceSecret({ label, value }: { label: string; value: string }) {
           <CopyButton value={value}>
             {({ copied, copy }) => (
               <Tooltip label={copied ? t('common.copied') : t('common.copy')}>
-                <Button size="xs" variant="light" onClick={copy}>
+                <Button size="xs" variant="light" onClick={copy} ref={copyButton}>
                   {copied ? t('common.copied') : t('common.copy')}
                 </Button>
               </Tooltip>
@@ -127,4 +169,100 @@ export function OnceSecret({ label, value }: { label: string; value: string }) {
 /** The field an API error names, for a form input's `error` prop. */
 export function fieldError(error: unknown, field: string): string | undefined {
   return error instanceof ApiError && error.field === field ? error.message : undefined;
+}
+
+/** A modal dialog whose close button is named (Mantine leaves it unnamed) and whose header is no second banner landmark. */
+export function Dialog({ children, ...props }: ModalProps) {
+  const { t } = useTranslation();
+  return (
+    <Modal closeButtonProps={{ 'aria-label': t('common.close') }} {...props}>
+      {children}
+    </Modal>
+  );
+}
+
+/**
+ * A form that Enter submits, whatever inputs it holds. While it is busy its submit button is
+ * disabled, which drops focus to <body>; when the answer is in, focus returns to the first field
+ * the API refused, else to the submit button (WCAG 2.4.3), unless something took it meanwhile
+ * (a secret shown once takes it for its copy button).
+ */
+export function Form({ onSubmit, busy, children, ...rest }: { onSubmit: () => void; busy: boolean; children: ReactNode; 'aria-label'?: string }) {
+  const form = useRef<HTMLFormElement>(null);
+  const was = useRef(busy);
+  useEffect(() => {
+    const f = form.current;
+    if (was.current && !busy && f && (!document.activeElement || document.activeElement === document.body)) {
+      (f.querySelector<HTMLElement>('[aria-invalid="true"]') ?? f.querySelector<HTMLElement>('button[type="submit"]'))?.focus();
+    }
+    was.current = busy;
+  }, [busy]);
+  return (
+    <form
+      ref={form}
+      {...rest}
+      onSubmit={(e) => {
+        e.preventDefault();
+        onSubmit();
+      }}
+    >
+      {children}
+    </form>
+  );
+}
+
+export interface Ask {
+  /** What is about to happen, naming the item ("Disable the account bob?"). */
+  message: string;
+  /** The confirming button's words ("Disable"). */
+  confirm: string;
+  onConfirm: () => void;
+  color?: string;
+}
+
+/**
+ * A confirmation before a step that is hard to undo: `ask({ message, confirm, onConfirm })` opens
+ * a dialog naming the item; the returned element must be rendered once by the caller.
+ */
+export function useConfirm(): [(a: Ask) => void, ReactNode] {
+  const { t } = useTranslation();
+  const [ask, setAsk] = useState<Ask>();
+  const close = () => setAsk(undefined);
+  const dialog = (
+    <Dialog opened={!!ask} onClose={close} title={t('common.confirmTitle')} data-testid="confirm-dialog">
+      <Text size="sm" data-testid="confirm-message">
+        {ask?.message}
+      </Text>
+      <Group justify="flex-end" mt="md">
+        <Button variant="default" onClick={close}>
+          {t('common.cancel')}
+        </Button>
+        <Button
+          color={ask?.color ?? 'red'}
+          data-autofocus
+          onClick={() => {
+            ask?.onConfirm();
+            close();
+          }}
+        >
+          {ask?.confirm}
+        </Button>
+      </Group>
+    </Dialog>
+  );
+  return [setAsk, dialog];
+}
+
+/**
+ * A value the API sends as a code (a role, a state, an audit event) in words, or the code itself
+ * when there are none. Dots in a code read as dashes (`webhook.pause` and `webhook-pause` are one
+ * text): a dot would nest the key.
+ */
+export function useLabel(): (group: string, value: string | null | undefined) => string {
+  const { t, i18n } = useTranslation();
+  return (group, value) => {
+    if (value == null || value === '') return '';
+    const key = `${group}.${value.replace(/\./g, '-')}`;
+    return i18n.exists(key) ? t(key) : value;
+  };
 }

@@ -1,4 +1,4 @@
-import { Anchor, Button, Group, Modal, MultiSelect, NumberInput, Textarea, TextInput } from '@mantine/core';
+import { Anchor, Button, Group, MultiSelect, NumberInput, Textarea, TextInput } from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
 import { notifications } from '@mantine/notifications';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
@@ -6,9 +6,9 @@ import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { Link } from 'wouter';
 import { api, call, type Body } from '../api/client.ts';
-import { when } from '../i18n.ts';
+import { dayAfter, dayStart, when } from '../i18n.ts';
 import { CallStatusBadge } from '../components/CallStatusBadge.tsx';
-import { DataTable, ErrorNote, fieldError, Page } from '../components/ui.tsx';
+import { DataTable, Dialog, ErrorNote, fieldError, Form, Page } from '../components/ui.tsx';
 import { CALL_STATES, callState } from '../lib/calls.ts';
 
 const PAGE = 50;
@@ -31,12 +31,7 @@ function PlaceCall({ onDone }: { onDone: () => void }) {
     },
   });
   return (
-    <form
-      onSubmit={(e) => {
-        e.preventDefault();
-        m.mutate();
-      }}
-    >
+    <Form onSubmit={() => m.mutate()} busy={m.isPending}>
       <TextInput
         label={t('calls.phone')}
         description="+4930123456"
@@ -101,7 +96,7 @@ function PlaceCall({ onDone }: { onDone: () => void }) {
           {at ? t('calls.schedule') : t('calls.place')}
         </Button>
       </Group>
-    </form>
+    </Form>
   );
 }
 
@@ -119,8 +114,8 @@ export default function Calls() {
     offset: (page - 1) * PAGE,
     ...(status.length ? { status: status.join(',') } : {}),
     ...(phone ? { phone } : {}),
-    ...(since ? { since: new Date(since).toISOString() } : {}),
-    ...(until ? { until: new Date(until).toISOString() } : {}),
+    ...(since ? { since: dayStart(since) } : {}),
+    ...(until ? { until: dayAfter(until) } : {}),
   };
   const list = useQuery({
     queryKey: ['calls', 'list', query],
@@ -140,14 +135,14 @@ export default function Calls() {
         </Button>
       }
     >
-      <Modal opened={opened} onClose={close} title={t('calls.new')} size="lg">
+      <Dialog opened={opened} onClose={close} title={t('calls.new')} size="lg">
         <PlaceCall
           onDone={() => {
             close();
             void qc.invalidateQueries({ queryKey: ['calls'] });
           }}
         />
-      </Modal>
+      </Dialog>
       <Group align="flex-end">
         <MultiSelect
           label={t('calls.filterStatus')}

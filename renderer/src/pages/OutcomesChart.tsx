@@ -14,6 +14,8 @@ export default function OutcomesChart({ data }: { data: Record<string, string | 
       type="stacked"
       series={FINAL_STATES.map((k) => ({ name: k, label: t(`calls.status.${k}`), color: `${callState(k)!.color}.6` }))}
       withLegend
+      // Counts of calls: whole numbers only on the axis (never 0.25).
+      yAxisProps={{ allowDecimals: false }}
     />
   );
 }

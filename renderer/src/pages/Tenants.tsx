@@ -1,9 +1,9 @@
-import { Badge, Button, Card, Group, Modal, Text, TextInput } from '@mantine/core';
+import { Badge, Button, Card, Group, Text, TextInput } from '@mantine/core';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { api, call } from '../api/client.ts';
-import { DataTable, ErrorNote, fieldError, Page } from '../components/ui.tsx';
+import { DataTable, Dialog, ErrorNote, fieldError, Form, Page } from '../components/ui.tsx';
 
 export default function Tenants() {
   const { t } = useTranslation();
@@ -37,13 +37,15 @@ export default function Tenants() {
     <Page title={t('nav.tenants')}>
       {superAdmin && (
         <Card withBorder>
-          <Group align="flex-end">
-            <TextInput label={t('tenants.host')} value={host} onChange={(e) => setHost(e.currentTarget.value)} error={fieldError(add.error, 'host')} />
-            <TextInput label={t('tenants.name')} value={name} onChange={(e) => setName(e.currentTarget.value)} error={fieldError(add.error, 'name')} />
-            <Button onClick={() => add.mutate()} loading={add.isPending}>
-              {t('common.add')}
-            </Button>
-          </Group>
+          <Form onSubmit={() => add.mutate()} busy={add.isPending}>
+            <Group align="flex-end">
+              <TextInput label={t('tenants.host')} value={host} onChange={(e) => setHost(e.currentTarget.value)} error={fieldError(add.error, 'host')} />
+              <TextInput label={t('tenants.name')} value={name} onChange={(e) => setName(e.currentTarget.value)} error={fieldError(add.error, 'name')} />
+              <Button type="submit" loading={add.isPending}>
+                {t('common.add')}
+              </Button>
+            </Group>
+          </Form>
         </Card>
       )}
       {!superAdmin && list.data && <Text c="dimmed">{t('tenants.onlyOwn')}</Text>}
@@ -89,7 +91,7 @@ export default function Tenants() {
           },
         ]}
       />
-      <Modal opened={!!removing} onClose={() => setRemoving(undefined)} title={t('tenants.removeTitle')}>
+      <Dialog opened={!!removing} onClose={() => setRemoving(undefined)} title={t('tenants.removeTitle')}>
         <Text size="sm" mb="sm">
           {t('tenants.removeWarning', { host: removing?.host })}
         </Text>
@@ -104,7 +106,7 @@ export default function Tenants() {
             {t('common.delete')}
           </Button>
         </Group>
-      </Modal>
+      </Dialog>
     </Page>
   );
 }
