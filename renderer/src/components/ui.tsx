@@ -11,15 +11,16 @@ export function usePhone(): boolean {
 }
 
 /**
- * A page: its heading, its actions, its content. Opening it from the menu (or anywhere focus was
- * not in the page) moves focus to the heading, so a screen reader reads where the operator landed
+ * A page: its heading, its actions, its content. Opening it from the menu (or from anywhere else
+ * outside the page) moves focus to the heading, so a screen reader reads where the operator landed
  * and Tab continues in the page, not in the menu (WCAG 2.4.3).
  */
 export function Page({ title, actions, children }: { title: string; actions?: ReactNode; children: ReactNode }) {
   const heading = useRef<HTMLHeadingElement>(null);
   useEffect(() => {
+    // On a fresh load nothing has focus yet: leave it, so the first Tab reaches the skip link.
     const at = document.activeElement;
-    if (!at || at === document.body || !at.closest('main')) heading.current?.focus({ preventScroll: true });
+    if (at && at !== document.body && !at.closest('main')) heading.current?.focus({ preventScroll: true });
   }, []);
   return (
     <Stack gap="md">

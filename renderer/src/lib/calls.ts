@@ -1,4 +1,4 @@
-import type { paths } from '../api/schema';
+import type { paths } from '../api/schema.js';
 
 /** A call's state exactly as the API declares it: the union in the generated OpenAPI types. */
 export type CallStatus = paths['/api.ashx/v1/calls/{id}']['get']['responses'][200]['content']['application/json']['status'];
