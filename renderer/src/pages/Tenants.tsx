@@ -66,16 +66,20 @@ export default function Tenants() {
             render: (x) =>
               superAdmin && (
                 <Group gap="xs">
-                  <TextInput
-                    size="xs"
-                    aria-label={t('tenants.addHostFor', { host: x.host })}
-                    placeholder="host"
-                    value={extra[x.id] ?? ''}
-                    onChange={(e) => setExtra({ ...extra, [x.id]: e.currentTarget.value })}
-                  />
-                  <Button size="xs" variant="light" onClick={() => addHost.mutate(x.id)}>
-                    {t('tenants.addHost')}
-                  </Button>
+                  <Form onSubmit={() => addHost.mutate(x.id)} busy={addHost.isPending}>
+                    <Group gap="xs">
+                      <TextInput
+                        size="xs"
+                        aria-label={t('tenants.addHostFor', { host: x.host })}
+                        placeholder="host"
+                        value={extra[x.id] ?? ''}
+                        onChange={(e) => setExtra({ ...extra, [x.id]: e.currentTarget.value })}
+                      />
+                      <Button type="submit" size="xs" variant="light">
+                        {t('tenants.addHost')}
+                      </Button>
+                    </Group>
+                  </Form>
                   {!x.primary && (
                     <>
                       <Button size="xs" variant="light" onClick={() => primary.mutate(x.id)}>
@@ -95,17 +99,24 @@ export default function Tenants() {
         <Text size="sm" mb="sm">
           {t('tenants.removeWarning', { host: removing?.host })}
         </Text>
-        <TextInput
-          label={t('tenants.typeHost')}
-          value={confirm}
-          onChange={(e) => setConfirm(e.currentTarget.value)}
-          error={fieldError(remove.error, 'confirm')}
-        />
-        <Group justify="flex-end" mt="md">
-          <Button color="red" disabled={confirm !== removing?.host} onClick={() => removing && remove.mutate(removing.id)} loading={remove.isPending}>
-            {t('common.delete')}
-          </Button>
-        </Group>
+        <Form
+          onSubmit={() => {
+            if (removing && confirm === removing.host) remove.mutate(removing.id);
+          }}
+          busy={remove.isPending}
+        >
+          <TextInput
+            label={t('tenants.typeHost')}
+            value={confirm}
+            onChange={(e) => setConfirm(e.currentTarget.value)}
+            error={fieldError(remove.error, 'confirm')}
+          />
+          <Group justify="flex-end" mt="md">
+            <Button type="submit" color="red" disabled={confirm !== removing?.host} loading={remove.isPending}>
+              {t('common.delete')}
+            </Button>
+          </Group>
+        </Form>
       </Dialog>
     </Page>
   );
