@@ -61,17 +61,31 @@ afterAll(async () => {
 
 const signIn = (page: Page, user = 'admin', password = s.adminPassword) => signInWithPassword(page, base, user, password);
 
+// Code run in the page is written as strings: this project's type-check has no DOM types outside renderer/.
+
 /** Elements of the header that stick out of it (below its bottom or past the screen's right edge). */
 function headerOverflow(page: Page): Promise<string[]> {
-  return page.evaluate(() => {
-    const header = document.querySelector('header')!.getBoundingClientRect();
+  return page.evaluate<string[]>(`(() => {
+    const header = document.querySelector('header').getBoundingClientRect();
     return [...document.querySelectorAll('header *')]
       .filter((e) => {
         const r = e.getBoundingClientRect();
         return r.width > 0 && (r.bottom > header.bottom + 1 || r.right > window.innerWidth + 1);
       })
-      .map((e) => `${e.tagName} ${e.textContent?.slice(0, 30) ?? ''}`);
-  });
+      .map((e) => e.tagName + ' ' + (e.textContent ?? '').slice(0, 30));
+  })()`);
+}
+
+/** The focused element: its data-testid, else its tag name. */
+function focused(page: Page): Promise<string> {
+  return page.evaluate<string>(`document.activeElement?.getAttribute('data-testid') ?? document.activeElement?.tagName ?? ''`);
+}
+
+/** An attribute of the focused element, or its text (`text`). */
+function focusedAttr(page: Page, name: string): Promise<string | null> {
+  return page.evaluate<string | null>(
+    name === 'text' ? `document.activeElement?.textContent ?? null` : `document.activeElement?.getAttribute(${JSON.stringify(name)}) ?? null`,
+  );
 }
 
 /** Whether the control with this label is within the screen (a closed menu slides it off to the left). */
@@ -82,8 +96,8 @@ async function onScreen(page: Page, label: string): Promise<boolean> {
 
 /** Badge labels cut short (an ellipsis instead of the whole word). */
 function cutBadges(page: Page): Promise<string[]> {
-  return page.evaluate(() =>
-    [...document.querySelectorAll<HTMLElement>('main .mantine-Badge-label')].filter((e) => e.scrollWidth > e.clientWidth + 1).map((e) => e.textContent ?? ''),
+  return page.evaluate<string[]>(
+    `[...document.querySelectorAll('main .mantine-Badge-label')].filter((e) => e.scrollWidth > e.clientWidth + 1).map((e) => e.textContent ?? '')`,
   );
 }
 
@@ -121,7 +135,7 @@ describe('console on a phone', { timeout: 180_000 }, () => {
       expect(await cutBadges(page)).toEqual([]);
       expect(await axe(page), `axe on users (${locale}, ${scheme})`).toEqual([]);
       // Nothing is wider than the screen: no sideways scrolling.
-      expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(PHONE.width);
+      expect(await page.evaluate<number>('document.documentElement.scrollWidth')).toBeLessThanOrEqual(PHONE.width);
       expect(w.errors.filter((e) => !e.includes('trunks=list') && !e.includes('HTTP 502'))).toEqual([]);
       await ctx.close();
     });
@@ -155,15 +169,14 @@ describe('console by keyboard', { timeout: 120_000 }, () => {
       const ctx = await browser.newContext({ colorScheme: scheme });
       const { page } = await watched(ctx);
       await signIn(page);
-      const focused = () => page.evaluate(() => document.activeElement?.getAttribute('data-testid') ?? document.activeElement?.tagName ?? '');
       await page.keyboard.press('Tab');
-      expect(await focused()).toBe('skip-link');
+      expect(await focused(page)).toBe('skip-link');
       await page.keyboard.press('Enter');
-      expect(await focused()).toBe('H1');
+      expect(await focused(page)).toBe('H1');
 
       // From the menu into a page: focus is on its heading, not left in the menu.
       await go(page, 'users');
-      await expect.poll(() => page.evaluate(() => document.activeElement?.textContent)).toBe('Users & access');
+      await expect.poll(() => focusedAttr(page, 'text')).toBe('Users & access');
 
       // A dialog: its close button is named, its header is no banner landmark.
       await go(page, 'calls');
@@ -179,13 +192,13 @@ describe('console by keyboard', { timeout: 120_000 }, () => {
       await page.getByLabel('Key name').fill(`keyboard-${scheme}`);
       await page.getByLabel('Key name').press('Enter');
       await page.getByTestId('once-secret').waitFor();
-      await expect.poll(() => page.evaluate(() => document.activeElement?.textContent)).toBe('Copy');
+      await expect.poll(() => focusedAttr(page, 'text')).toBe('Copy');
 
       // A refused submit: focus returns to the field the API names, never to <body>.
       await go(page, 'webhooks');
       await page.getByLabel('Receiver URL').fill('not a url');
       await page.getByLabel('Receiver URL').press('Enter');
-      await expect.poll(() => page.evaluate(() => document.activeElement?.getAttribute('aria-invalid'))).toBe('true');
+      await expect.poll(() => focusedAttr(page, 'aria-invalid')).toBe('true');
       expect(await axe(page), `axe with a field error (${scheme})`).toEqual([]);
       await ctx.close();
     }
