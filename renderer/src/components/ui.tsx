@@ -1,6 +1,6 @@
-import { Alert, Button, Card, CopyButton, Group, Loader, Modal, Pagination, Table, Text, Title, Stack, Code, Tooltip, type ModalProps } from '@mantine/core';
+import { Alert, Button, Card, CopyButton, Group, Loader, Pagination, Table, Text, Title, Stack, Code, Tooltip } from '@mantine/core';
 import { useMediaQuery } from '@mantine/hooks';
-import { useEffect, useRef, useState, type ReactNode } from 'react';
+import { useEffect, useRef, type ReactNode } from 'react';
 import { useTranslation } from 'react-i18next';
 import { ApiError } from '../api/client.ts';
 
@@ -172,16 +172,6 @@ export function fieldError(error: unknown, field: string): string | undefined {
   return error instanceof ApiError && error.field === field ? error.message : undefined;
 }
 
-/** A modal dialog whose close button is named (Mantine leaves it unnamed) and whose header is no second banner landmark. */
-export function Dialog({ children, ...props }: ModalProps) {
-  const { t } = useTranslation();
-  return (
-    <Modal closeButtonProps={{ 'aria-label': t('common.close') }} {...props}>
-      {children}
-    </Modal>
-  );
-}
-
 /**
  * A form that Enter submits, whatever inputs it holds. While it is busy its submit button is
  * disabled, which drops focus to <body>; when the answer is in, focus returns to the first field
@@ -210,48 +200,6 @@ export function Form({ onSubmit, busy, children, ...rest }: { onSubmit: () => vo
       {children}
     </form>
   );
-}
-
-export interface Ask {
-  /** What is about to happen, naming the item ("Disable the account bob?"). */
-  message: string;
-  /** The confirming button's words ("Disable"). */
-  confirm: string;
-  onConfirm: () => void;
-  color?: string;
-}
-
-/**
- * A confirmation before a step that is hard to undo: `ask({ message, confirm, onConfirm })` opens
- * a dialog naming the item; the returned element must be rendered once by the caller.
- */
-export function useConfirm(): [(a: Ask) => void, ReactNode] {
-  const { t } = useTranslation();
-  const [ask, setAsk] = useState<Ask>();
-  const close = () => setAsk(undefined);
-  const dialog = (
-    <Dialog opened={!!ask} onClose={close} title={t('common.confirmTitle')} data-testid="confirm-dialog">
-      <Text size="sm" data-testid="confirm-message">
-        {ask?.message}
-      </Text>
-      <Group justify="flex-end" mt="md">
-        <Button variant="default" onClick={close}>
-          {t('common.cancel')}
-        </Button>
-        <Button
-          color={ask?.color ?? 'red'}
-          data-autofocus
-          onClick={() => {
-            ask?.onConfirm();
-            close();
-          }}
-        >
-          {ask?.confirm}
-        </Button>
-      </Group>
-    </Dialog>
-  );
-  return [setAsk, dialog];
 }
 
 /**

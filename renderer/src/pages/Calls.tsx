@@ -8,7 +8,8 @@ import { Link } from 'wouter';
 import { api, call, type Body } from '../api/client.ts';
 import { dayAfter, dayStart, when } from '../i18n.ts';
 import { CallStatusBadge } from '../components/CallStatusBadge.tsx';
-import { DataTable, Dialog, ErrorNote, fieldError, Form, Page } from '../components/ui.tsx';
+import { Dialog } from '../components/dialogs.tsx';
+import { DataTable, ErrorNote, fieldError, Form, Page } from '../components/ui.tsx';
 import { CALL_STATES, callState } from '../lib/calls.ts';
 
 const PAGE = 50;

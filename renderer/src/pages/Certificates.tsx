@@ -4,7 +4,8 @@ import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { api, call } from '../api/client.ts';
 import { when } from '../i18n.ts';
-import { DataTable, ErrorNote, fieldError, Form, OnceSecret, Page, useConfirm, useLabel } from '../components/ui.tsx';
+import { useConfirm } from '../components/dialogs.tsx';
+import { DataTable, ErrorNote, fieldError, Form, OnceSecret, Page, useLabel } from '../components/ui.tsx';
 
 export default function Certificates() {
   const { t } = useTranslation();

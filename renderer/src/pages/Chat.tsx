@@ -6,7 +6,8 @@ import { useTranslation } from 'react-i18next';
 import { accessToken } from '../auth.ts';
 import { api, ApiError, call } from '../api/client.ts';
 import { when } from '../i18n.ts';
-import { Dialog, ErrorNote, fieldError, Form, Page, usePhone } from '../components/ui.tsx';
+import { Dialog } from '../components/dialogs.tsx';
+import { ErrorNote, fieldError, Form, Page, usePhone } from '../components/ui.tsx';
 
 interface Frame {
   type: string;

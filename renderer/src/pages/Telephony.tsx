@@ -4,7 +4,8 @@ import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { api, call, type Body } from '../api/client.ts';
 import { when } from '../i18n.ts';
-import { DataTable, ErrorNote, fieldError, Form, Page, useConfirm, useLabel } from '../components/ui.tsx';
+import { useConfirm } from '../components/dialogs.tsx';
+import { DataTable, ErrorNote, fieldError, Form, Page, useLabel } from '../components/ui.tsx';
 
 function useOutboundRoutes() {
   return useQuery({ queryKey: ['routes', 'out'], queryFn: () => call(api.GET('/api.ashx/v1/outbound-routes', { params: { query: { limit: 500 } } })) });

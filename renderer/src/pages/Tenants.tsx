@@ -3,7 +3,8 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { api, call } from '../api/client.ts';
-import { DataTable, Dialog, ErrorNote, fieldError, Form, Page } from '../components/ui.tsx';
+import { Dialog } from '../components/dialogs.tsx';
+import { DataTable, ErrorNote, fieldError, Form, Page } from '../components/ui.tsx';
 
 export default function Tenants() {
   const { t } = useTranslation();
