@@ -1,7 +1,7 @@
 import { Anchor, AppShell, Badge, Burger, Button, Center, Group, Loader, NavLink, NativeSelect, Stack, Text, Alert } from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
-import { lazy, Suspense, useEffect, useState, type ComponentType } from 'react';
+import { Suspense, useEffect, useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { Link, Route, Router, Switch, useLocation } from 'wouter';
 import { completeSignIn, current, onSession, signIn, signOut, type Session } from './auth.ts';
@@ -10,49 +10,10 @@ import { api, call } from './api/client.ts';
 import { connectLive, type PluginStatus } from './live.ts';
 import { actingTenant, onActingTenant, setActingTenant } from './tenant.ts';
 import { LiveContext } from './lib/live-context.ts';
-import { Dashboard } from './pages/Dashboard.tsx';
-import { PhoneControls } from './lib/Phone.tsx';
-
-// Pages past the dashboard load when first opened: the first screen's JavaScript stays small.
-const Calls = lazy(() => import('./pages/Calls.tsx'));
-const CallDetail = lazy(() => import('./pages/CallDetail.tsx'));
-const Transcripts = lazy(() => import('./pages/Transcripts.tsx'));
-const Telephony = lazy(() => import('./pages/Telephony.tsx'));
-const Users = lazy(() => import('./pages/Users.tsx'));
-const Webhooks = lazy(() => import('./pages/Webhooks.tsx'));
-const Audit = lazy(() => import('./pages/Audit.tsx'));
-const Trust = lazy(() => import('./pages/Trust.tsx'));
-const Certificates = lazy(() => import('./pages/Certificates.tsx'));
-const Tenants = lazy(() => import('./pages/Tenants.tsx'));
-const Chat = lazy(() => import('./pages/Chat.tsx'));
-
-export const NAV: { path: string; key: string; page: ComponentType }[] = [
-  { path: '/', key: 'dashboard', page: Dashboard },
-  { path: '/calls', key: 'calls', page: Calls },
-  { path: '/chat', key: 'chat', page: Chat },
-  { path: '/transcripts', key: 'transcripts', page: Transcripts },
-  { path: '/telephony', key: 'telephony', page: Telephony },
-  { path: '/users', key: 'users', page: Users },
-  { path: '/webhooks', key: 'webhooks', page: Webhooks },
-  { path: '/audit', key: 'audit', page: Audit },
-  { path: '/trust', key: 'trust', page: Trust },
-  { path: '/certificates', key: 'certificates', page: Certificates },
-  { path: '/tenants', key: 'tenants', page: Tenants },
-];
-
-/** What an account with role `user` sees: the admin pages' API answers them 403, so none are offered. */
-function UserHome({ session }: { session: Session }) {
-  const { t } = useTranslation();
-  return (
-    <Stack>
-      <Text component="h1" size="xl" fw={700}>
-        {t('user.welcome', { name: session.user.name })}
-      </Text>
-      <Text>{t('user.noAdmin')}</Text>
-      <Anchor href="/passkeys.html">{t('nav.passkeys')}</Anchor>
-    </Stack>
-  );
-}
+import { refreshesFor } from './lib/live-refresh.ts';
+import { pagesFor, roleOf } from './pages.ts';
+import { PhoneControls } from './components/Phone.tsx';
+import { usePhone } from './components/ui.tsx';
 
 /**
  * A super-admin's tenant switcher: the admin pages act on the chosen tenant (README "Tenant
@@ -60,12 +21,7 @@ function UserHome({ session }: { session: Session }) {
  */
 function TenantSwitcher({ session, acting }: { session: Session; acting: string | undefined }) {
   const { t } = useTranslation();
-  const tenants = useQuery({
-    queryKey: ['tenant-switcher'],
-    queryFn: () => call(api.GET('/api.ashx/v1/tenants')),
-    enabled: session.user.role === 'admin',
-    staleTime: 60_000,
-  });
+  const tenants = useTenants(session);
   const all = tenants.data?.superAdmin ? tenants.data.data : [];
   if (all.length < 2) return null;
   const own = all.find((x) => x.primary)?.host ?? session.user.tenant;
@@ -81,11 +37,57 @@ function TenantSwitcher({ session, acting }: { session: Session; acting: string 
   );
 }
 
-function Shell({ session }: { session: Session }) {
+/** The tenants an admin may see (a super-admin: all); others are answered 403 and not asked. */
+function useTenants(session: Session) {
+  return useQuery({
+    queryKey: ['tenant-switcher'],
+    queryFn: () => call(api.GET('/api.ashx/v1/tenants')),
+    enabled: session.user.role === 'admin',
+    staleTime: 60_000,
+  });
+}
+
+/**
+ * The tenant this console is signed in to, by name: the one this host name belongs to, or the
+ * primary one, which answers every host name no tenant claims (a bare IP address, say). An
+ * account that may not list tenants sees the host name.
+ */
+function TenantName({ session }: { session: Session }) {
+  const tenants = useTenants(session);
+  const all = tenants.data?.data ?? [];
+  const own = all.find((x) => x.hosts.includes(location.hostname)) ?? all.find((x) => x.primary);
+  return <>{own ? own.name || own.host : location.hostname}</>;
+}
+
+/** Language, tenant, who is signed in, sign-out: in the header on a desktop, in the menu on a phone. */
+function AccountControls({ session, acting }: { session: Session; acting: string | undefined }) {
   const { t, i18n } = useTranslation();
-  const admin = session.user.role === 'admin';
-  // Chat is every account's; the rest is the admin's (the API answers others 403).
-  const nav = admin ? NAV : NAV.filter((n) => n.key === 'chat');
+  return (
+    <>
+      <TenantSwitcher session={session} acting={acting} />
+      <NativeSelect
+        aria-label={t('app.language')}
+        size="xs"
+        value={i18n.language}
+        onChange={(e) => setLanguage(e.currentTarget.value as Language)}
+        data={Object.entries(LANGUAGES).map(([value, label]) => ({ value, label }))}
+      />
+      <Text size="sm" data-testid="signed-in-user">
+        {session.user.name} · <TenantName session={session} />
+      </Text>
+      <Button size="xs" variant="default" onClick={() => void signOut()}>
+        {t('app.signOut')}
+      </Button>
+    </>
+  );
+}
+
+function Shell({ session }: { session: Session }) {
+  const { t } = useTranslation();
+  const phone = usePhone();
+  const role = roleOf(session.user.role);
+  const admin = role === 'admin';
+  const pages = pagesFor(role);
   const [opened, { toggle }] = useDisclosure();
   const [location] = useLocation();
   const queries = useQueryClient();
@@ -126,13 +128,14 @@ function Shell({ session }: { session: Session }) {
     const stop = connectLive({
       onEvent: (e) => {
         setLastEvent(e.id);
-        // A call or transcript changed: the views that show them fetch again.
-        if (e.name.startsWith('call.')) void queries.invalidateQueries({ queryKey: ['calls'] });
-        if (e.name.startsWith('transcript.')) void queries.invalidateQueries({ queryKey: ['transcripts'] });
-        if (e.name.startsWith('webhook')) void queries.invalidateQueries({ queryKey: ['webhooks'] });
+        // The views that show what the event changed fetch again (lib/live-refresh.ts).
+        for (const queryKey of refreshesFor(e.name)) void queries.invalidateQueries({ queryKey });
       },
       onNotice: (n) => {
-        if (n.name !== 'webhook.delivery') return;
+        if (n.name !== 'webhook.delivery') {
+          for (const queryKey of refreshesFor(n.name)) void queries.invalidateQueries({ queryKey });
+          return;
+        }
         const sub = n.data.subscriptionId;
         // Without a delivery id several rows changed (a pause, a resume): the list too.
         deliveriesChanged(typeof sub === 'string' && typeof n.data.deliveryId === 'string' ? sub : undefined);
@@ -158,50 +161,58 @@ function Shell({ session }: { session: Session }) {
 
   return (
     <LiveContext.Provider value={{ online, status, lastEvent, masterKey }}>
+      <Anchor
+        href="#main"
+        className="skip-link"
+        data-testid="skip-link"
+        onClick={(e) => {
+          e.preventDefault();
+          document.querySelector<HTMLElement>('main h1')?.focus();
+        }}
+      >
+        {t('app.skip')}
+      </Anchor>
       <AppShell header={{ height: 56 }} navbar={{ width: 230, breakpoint: 'sm', collapsed: { mobile: !opened } }} padding="md">
         <AppShell.Header>
-          <Group h="100%" px="md" justify="space-between">
-            <Group>
-              <Burger opened={opened} onClick={toggle} hiddenFrom="sm" size="sm" aria-label={t('nav.menu')} />
-              <Text fw={700}>{t('app.name')}</Text>
+          <Group h="100%" px="md" justify="space-between" wrap="nowrap">
+            <Group wrap="nowrap" gap="sm">
+              <Burger opened={opened} onClick={toggle} hiddenFrom="sm" size="sm" aria-label={t('nav.menu')} aria-expanded={opened} data-testid="menu-button" />
+              <Text fw={700} visibleFrom="xs">
+                {t('app.name')}
+              </Text>
               <Badge color={online ? 'green' : 'red'} data-testid="live-badge">
                 {online ? t('app.live') : t('app.offline')}
               </Badge>
             </Group>
-            <Group>
+            <Group wrap="nowrap" gap="sm">
               <PhoneControls />
-              <TenantSwitcher session={session} acting={acting} />
-              <NativeSelect
-                aria-label={t('app.language')}
-                size="xs"
-                value={i18n.language}
-                onChange={(e) => setLanguage(e.currentTarget.value as Language)}
-                data={Object.entries(LANGUAGES).map(([value, label]) => ({ value, label }))}
-              />
-              <Text size="sm" data-testid="signed-in-user">
-                {session.user.name} · {session.user.tenant}
-              </Text>
-              <Button size="xs" variant="default" onClick={() => void signOut()}>
-                {t('app.signOut')}
-              </Button>
+              {!phone && <AccountControls session={session} acting={acting} />}
             </Group>
           </Group>
         </AppShell.Header>
         <AppShell.Navbar p="xs" component="nav" aria-label={t('nav.menu')}>
-          {nav.map((n) => (
-            <NavLink
-              key={n.key}
-              component={Link}
-              href={n.path}
-              label={t(`nav.${n.key}`)}
-              variant="filled"
-              active={n.path === '/' ? location === '/' : location.startsWith(n.path)}
-              onClick={() => opened && toggle()}
-            />
-          ))}
+          {phone && (
+            <Stack gap="xs" mb="sm" data-testid="menu-account">
+              <AccountControls session={session} acting={acting} />
+            </Stack>
+          )}
+          {pages
+            .filter((n) => n.menu !== false)
+            .map((n) => (
+              <NavLink
+                key={n.key}
+                component={Link}
+                href={n.path}
+                label={t(`nav.${n.key}`)}
+                variant="filled"
+                active={n.path === '/' ? location === '/' : location.startsWith(n.path)}
+                aria-current={(n.path === '/' ? location === '/' : location.startsWith(n.path)) ? 'page' : undefined}
+                onClick={() => opened && toggle()}
+              />
+            ))}
           <NavLink href="/passkeys.html" label={t('nav.passkeys')} />
         </AppShell.Navbar>
-        <AppShell.Main>
+        <AppShell.Main id="main">
           {!online && (
             <Alert color="orange" mb="md" role="status" data-testid="offline-banner">
               {t('app.connectionLost')}
@@ -209,15 +220,9 @@ function Shell({ session }: { session: Session }) {
           )}
           <Suspense fallback={<Loader aria-label={t('common.loading')} />}>
             <Switch key={acting ?? ''}>
-              {!admin && (
-                <Route path="/">
-                  <UserHome session={session} />
-                </Route>
-              )}
-              {nav.map((n) => (
+              {pages.map((n) => (
                 <Route key={n.key} path={n.path} component={n.page} />
               ))}
-              <Route path="/calls/:id" component={CallDetail} />
               <Route>
                 <Text>{t('common.notFound')}</Text>
               </Route>

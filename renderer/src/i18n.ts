@@ -34,3 +34,18 @@ export function when(iso: string | null | undefined): string {
 }
 
 export default i18n;
+
+/**
+ * The bounds of the days an operator picks in a date input (YYYY-MM-DD), in their own time zone:
+ * from the start of the first day to the start of the day after the last (the API's `until` is
+ * exclusive), so the "To" day is included whole. `new Date('2026-11-27')` would read UTC midnight.
+ */
+export function dayStart(day: string): string {
+  const [y, m, d] = day.split('-').map(Number);
+  return new Date(y!, m! - 1, d!).toISOString();
+}
+
+export function dayAfter(day: string): string {
+  const [y, m, d] = day.split('-').map(Number);
+  return new Date(y!, m! - 1, d! + 1).toISOString();
+}

@@ -4,13 +4,14 @@ import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { api, call } from '../api/client.ts';
-import { when } from '../i18n.ts';
-import { DataTable, ErrorNote, Page } from '../lib/ui.tsx';
+import { dayStart, when } from '../i18n.ts';
+import { DataTable, ErrorNote, Page, useLabel } from '../components/ui.tsx';
 
 const PAGE = 100;
 
 export default function Audit() {
   const { t } = useTranslation();
+  const label = useLabel();
   const [event, setEvent] = useState('');
   const [user, setUser] = useState('');
   const [since, setSince] = useState('');
@@ -21,7 +22,7 @@ export default function Audit() {
     offset: (page - 1) * PAGE,
     ...(filters.event ? { event: filters.event } : {}),
     ...(filters.user ? { user: filters.user } : {}),
-    ...(filters.since ? { since: new Date(filters.since).toISOString() } : {}),
+    ...(filters.since ? { since: dayStart(filters.since) } : {}),
   };
   const list = useQuery({
     queryKey: ['audit', query],
@@ -47,7 +48,7 @@ export default function Audit() {
         rowKey={(r) => `${r.ts}|${r.event}|${r.extra}`}
         columns={[
           { key: 'ts', label: t('audit.when'), render: (r) => when(r.ts) },
-          { key: 'event', label: t('audit.event'), render: (r) => r.event },
+          { key: 'event', label: t('audit.event'), render: (r) => <span title={r.event}>{label('audit.events', r.event)}</span> },
           { key: 'user', label: t('audit.user'), render: (r) => r.user },
           { key: 'ip', label: t('audit.ip'), render: (r) => r.ip },
           { key: 'extra', label: t('audit.detail'), render: (r) => r.extra },

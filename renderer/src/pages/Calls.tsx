@@ -1,4 +1,4 @@
-import { Anchor, Badge, Button, Group, Modal, MultiSelect, NumberInput, Textarea, TextInput } from '@mantine/core';
+import { Anchor, Button, Group, MultiSelect, NumberInput, Textarea, TextInput } from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
 import { notifications } from '@mantine/notifications';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
@@ -6,27 +6,18 @@ import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { Link } from 'wouter';
 import { api, call, type Body } from '../api/client.ts';
-import { when } from '../i18n.ts';
-import { DataTable, ErrorNote, fieldError, Page } from '../lib/ui.tsx';
+import { dayAfter, dayStart, when } from '../i18n.ts';
+import { CallStatusBadge } from '../components/CallStatusBadge.tsx';
+import { Dialog } from '../components/dialogs.tsx';
+import { DataTable, ErrorNote, fieldError, Form, Page } from '../components/ui.tsx';
+import { CALL_STATES, callState } from '../lib/calls.ts';
 
-export const CALL_STATES = ['scheduled', 'dispatching', 'in-flight', 'ended-success', 'ended-failed-retry-pending', 'ended-failed-final', 'cancelled'] as const;
 const PAGE = 50;
 type CallCreate = Partial<Body<'/api.ashx/v1/calls', 'post'>> & { phone: string; systemPrompt: string };
 
 function placeCall(body: CallCreate) {
   // The server fills the defaults (voice, language, ...): the form sends what the operator set.
   return call(api.POST('/api.ashx/v1/calls', { body: body as Body<'/api.ashx/v1/calls', 'post'> }));
-}
-
-export function StatusBadge({ status }: { status: string }) {
-  const { t } = useTranslation();
-  const color =
-    status === 'in-flight' || status === 'dispatching' ? 'blue' : status === 'ended-success' ? 'teal' : status.startsWith('ended-failed') ? 'red' : 'gray';
-  return (
-    <Badge color={color} data-status={status}>
-      {t(`calls.status.${status}`)}
-    </Badge>
-  );
 }
 
 function PlaceCall({ onDone }: { onDone: () => void }) {
@@ -41,12 +32,7 @@ function PlaceCall({ onDone }: { onDone: () => void }) {
     },
   });
   return (
-    <form
-      onSubmit={(e) => {
-        e.preventDefault();
-        m.mutate();
-      }}
-    >
+    <Form onSubmit={() => m.mutate()} busy={m.isPending}>
       <TextInput
         label={t('calls.phone')}
         description="+4930123456"
@@ -111,7 +97,7 @@ function PlaceCall({ onDone }: { onDone: () => void }) {
           {at ? t('calls.schedule') : t('calls.place')}
         </Button>
       </Group>
-    </form>
+    </Form>
   );
 }
 
@@ -129,8 +115,8 @@ export default function Calls() {
     offset: (page - 1) * PAGE,
     ...(status.length ? { status: status.join(',') } : {}),
     ...(phone ? { phone } : {}),
-    ...(since ? { since: new Date(since).toISOString() } : {}),
-    ...(until ? { until: new Date(until).toISOString() } : {}),
+    ...(since ? { since: dayStart(since) } : {}),
+    ...(until ? { until: dayAfter(until) } : {}),
   };
   const list = useQuery({
     queryKey: ['calls', 'list', query],
@@ -150,14 +136,14 @@ export default function Calls() {
         </Button>
       }
     >
-      <Modal opened={opened} onClose={close} title={t('calls.new')} size="lg">
+      <Dialog opened={opened} onClose={close} title={t('calls.new')} size="lg">
         <PlaceCall
           onDone={() => {
             close();
             void qc.invalidateQueries({ queryKey: ['calls'] });
           }}
         />
-      </Modal>
+      </Dialog>
       <Group align="flex-end">
         <MultiSelect
           label={t('calls.filterStatus')}
@@ -195,14 +181,14 @@ export default function Calls() {
             ),
           },
           { key: 'phone', label: t('calls.phone'), render: (c) => c.phone },
-          { key: 'status', label: t('calls.state'), render: (c) => <StatusBadge status={c.status} /> },
+          { key: 'status', label: t('calls.state'), render: (c) => <CallStatusBadge status={c.status} /> },
           { key: 'created', label: t('common.created'), render: (c) => when(c.createdAtUtc) },
           { key: 'duration', label: t('calls.duration'), render: (c) => (c.durationSec ? `${c.durationSec} s` : '') },
           {
             key: 'actions',
             label: t('common.actions'),
             render: (c) =>
-              ['scheduled', 'dispatching', 'in-flight', 'ended-failed-retry-pending'].includes(c.status) ? (
+              callState(c.status)?.stoppable ? (
                 <Button size="xs" color="red" variant="light" onClick={() => hangup.mutate(c.callId)} aria-label={t('calls.hangupOf', { id: c.callId })}>
                   {t('calls.hangup')}
                 </Button>

@@ -4,7 +4,8 @@ import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { api, call } from '../api/client.ts';
 import { when } from '../i18n.ts';
-import { DataTable, ErrorNote, fieldError, OnceSecret, Page } from '../lib/ui.tsx';
+import { useConfirm } from '../components/dialogs.tsx';
+import { DataTable, ErrorNote, fieldError, Form, OnceSecret, Page, useLabel } from '../components/ui.tsx';
 
 export default function Certificates() {
   const { t } = useTranslation();
@@ -13,6 +14,8 @@ export default function Certificates() {
   const [clientId, setClientId] = useState('');
   const [days, setDays] = useState(365);
   const [key, setKey] = useState<string>();
+  const [ask, confirmation] = useConfirm();
+  const label = useLabel();
   const issue = useMutation({
     mutationFn: () => call(api.POST('/rp-cert.ashx?issue', { params: { query: { issue: '' } }, body: { client_id: clientId, days, include_key: true } })),
     onSuccess: (r) => {
@@ -37,14 +40,17 @@ export default function Certificates() {
         </Group>
       }
     >
+      {confirmation}
       <Card withBorder>
-        <Group align="flex-end">
-          <TextInput label="client_id" value={clientId} onChange={(e) => setClientId(e.currentTarget.value)} error={fieldError(issue.error, 'client_id')} />
-          <NumberInput label={t('certs.days')} value={days} min={1} max={825} onChange={(v) => setDays(Number(v))} error={fieldError(issue.error, 'days')} />
-          <Button onClick={() => issue.mutate()} loading={issue.isPending} data-testid="issue-cert">
-            {t('certs.issue')}
-          </Button>
-        </Group>
+        <Form onSubmit={() => issue.mutate()} busy={issue.isPending}>
+          <Group align="flex-end">
+            <TextInput label="client_id" value={clientId} onChange={(e) => setClientId(e.currentTarget.value)} error={fieldError(issue.error, 'client_id')} />
+            <NumberInput label={t('certs.days')} value={days} min={1} max={825} onChange={(v) => setDays(Number(v))} error={fieldError(issue.error, 'days')} />
+            <Button type="submit" loading={issue.isPending} data-testid="issue-cert">
+              {t('certs.issue')}
+            </Button>
+          </Group>
+        </Form>
         {key && <OnceSecret label={t('certs.key')} value={key} />}
       </Card>
       <ErrorNote error={list.error ?? revoke.error ?? (issue.error && !(issue.error as { field?: string }).field ? issue.error : undefined)} />
@@ -57,7 +63,11 @@ export default function Certificates() {
           { key: 'serial', label: t('certs.serial'), render: (c) => c.serial },
           { key: 'client', label: 'client_id', render: (c) => c.client_id },
           { key: 'until', label: t('certs.notAfter'), render: (c) => when(c.not_after) },
-          { key: 'status', label: t('users.status'), render: (c) => <Badge color={c.status === 'valid' ? 'teal' : 'gray'}>{c.status}</Badge> },
+          {
+            key: 'status',
+            label: t('users.status'),
+            render: (c) => <Badge color={c.status === 'valid' ? 'teal' : 'gray'}>{label('certs.statuses', c.status)}</Badge>,
+          },
           {
             key: 'a',
             label: t('common.actions'),
@@ -67,7 +77,13 @@ export default function Certificates() {
                   size="xs"
                   variant="light"
                   color="red"
-                  onClick={() => window.confirm(t('certs.confirmRevoke')) && revoke.mutate(c.serial)}
+                  onClick={() =>
+                    ask({
+                      message: t('certs.confirmRevoke', { client: c.client_id, serial: c.serial }),
+                      confirm: t('common.revoke'),
+                      onConfirm: () => revoke.mutate(c.serial),
+                    })
+                  }
                   data-testid={`revoke-${c.serial}`}
                 >
                   {t('common.revoke')}

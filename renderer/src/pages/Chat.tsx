@@ -1,4 +1,4 @@
-import { Anchor, Badge, Button, Card, Group, Modal, NavLink, Paper, ScrollArea, Stack, Text, Textarea, TextInput, Title } from '@mantine/core';
+import { Anchor, Badge, Button, Card, Group, NavLink, Paper, ScrollArea, Stack, Text, Textarea, TextInput, Title } from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect, useRef, useState } from 'react';
@@ -6,7 +6,8 @@ import { useTranslation } from 'react-i18next';
 import { accessToken } from '../auth.ts';
 import { api, ApiError, call } from '../api/client.ts';
 import { when } from '../i18n.ts';
-import { ErrorNote, fieldError, Page } from '../lib/ui.tsx';
+import { Dialog } from '../components/dialogs.tsx';
+import { ErrorNote, fieldError, Form, Page, usePhone } from '../components/ui.tsx';
 
 interface Frame {
   type: string;
@@ -164,11 +165,11 @@ function Thread({ threadId, me }: { threadId: string; me: string }) {
         </Stack>
       </ScrollArea>
       <ErrorNote error={history.error ?? put.error ?? get.error} />
-      <form
-        onSubmit={(e) => {
-          e.preventDefault();
+      <Form
+        onSubmit={() => {
           if (text.trim()) send.mutate();
         }}
+        busy={send.isPending}
       >
         <Group align="flex-end" mt="sm">
           <Textarea
@@ -195,7 +196,7 @@ function Thread({ threadId, me }: { threadId: string; me: string }) {
             <input type="file" hidden onChange={(e) => e.currentTarget.files?.[0] && put.mutate(e.currentTarget.files[0])} data-testid="chat-upload" />
           </Button>
         </Group>
-      </form>
+      </Form>
       <Text size="xs" c="dimmed" mt={4}>
         {t('chat.dropHint')}
       </Text>
@@ -238,30 +239,34 @@ function NewConversation({ onOpened }: { onOpened: (threadId: string) => void })
   });
   return (
     <Stack>
-      <Group align="flex-end">
-        <TextInput label={t('chat.peer')} value={peer} onChange={(e) => setPeer(e.currentTarget.value)} error={fieldError(direct.error, 'with')} />
-        <TextInput label={t('chat.firstMessage')} value={first} onChange={(e) => setFirst(e.currentTarget.value)} error={fieldError(direct.error, 'text')} />
-        <Button onClick={() => direct.mutate()} loading={direct.isPending}>
-          {t('chat.open')}
-        </Button>
-      </Group>
-      <Group align="flex-end">
-        <TextInput
-          label={t('chat.groupName')}
-          value={group.name}
-          onChange={(e) => setGroup({ ...group, name: e.currentTarget.value })}
-          error={fieldError(create.error, 'name')}
-        />
-        <TextInput
-          label={t('chat.members')}
-          value={group.members}
-          onChange={(e) => setGroup({ ...group, members: e.currentTarget.value })}
-          error={fieldError(create.error, 'members')}
-        />
-        <Button onClick={() => create.mutate()} loading={create.isPending}>
-          {t('chat.createGroup')}
-        </Button>
-      </Group>
+      <Form onSubmit={() => direct.mutate()} busy={direct.isPending}>
+        <Group align="flex-end">
+          <TextInput label={t('chat.peer')} value={peer} onChange={(e) => setPeer(e.currentTarget.value)} error={fieldError(direct.error, 'with')} />
+          <TextInput label={t('chat.firstMessage')} value={first} onChange={(e) => setFirst(e.currentTarget.value)} error={fieldError(direct.error, 'text')} />
+          <Button type="submit" loading={direct.isPending}>
+            {t('chat.open')}
+          </Button>
+        </Group>
+      </Form>
+      <Form onSubmit={() => create.mutate()} busy={create.isPending}>
+        <Group align="flex-end">
+          <TextInput
+            label={t('chat.groupName')}
+            value={group.name}
+            onChange={(e) => setGroup({ ...group, name: e.currentTarget.value })}
+            error={fieldError(create.error, 'name')}
+          />
+          <TextInput
+            label={t('chat.members')}
+            value={group.members}
+            onChange={(e) => setGroup({ ...group, members: e.currentTarget.value })}
+            error={fieldError(create.error, 'members')}
+          />
+          <Button type="submit" loading={create.isPending}>
+            {t('chat.createGroup')}
+          </Button>
+        </Group>
+      </Form>
       <ErrorNote
         error={
           (direct.error && !fieldError(direct.error, 'with') ? direct.error : undefined) ??
@@ -298,14 +303,22 @@ function GroupAdmin({ groupId, name, onLeft }: { groupId: string; name: string; 
   });
   return (
     <Stack>
-      <Group align="flex-end">
-        <TextInput label={t('chat.groupName')} value={rename} onChange={(e) => setRename(e.currentTarget.value)} />
-        <Button onClick={() => doRename.mutate()}>{t('chat.rename')}</Button>
-      </Group>
-      <Group align="flex-end">
-        <TextInput label={t('chat.addMember')} value={add} onChange={(e) => setAdd(e.currentTarget.value)} />
-        <Button onClick={() => doAdd.mutate()}>{t('common.add')}</Button>
-      </Group>
+      <Form onSubmit={() => doRename.mutate()} busy={doRename.isPending}>
+        <Group align="flex-end">
+          <TextInput label={t('chat.groupName')} value={rename} onChange={(e) => setRename(e.currentTarget.value)} />
+          <Button type="submit" loading={doRename.isPending}>
+            {t('chat.rename')}
+          </Button>
+        </Group>
+      </Form>
+      <Form onSubmit={() => doAdd.mutate()} busy={doAdd.isPending}>
+        <Group align="flex-end">
+          <TextInput label={t('chat.addMember')} value={add} onChange={(e) => setAdd(e.currentTarget.value)} />
+          <Button type="submit" loading={doAdd.isPending}>
+            {t('common.add')}
+          </Button>
+        </Group>
+      </Form>
       <Button color="red" variant="light" onClick={() => leave.mutate()}>
         {t('chat.leave')}
       </Button>
@@ -320,6 +333,7 @@ export default function Chat() {
   const [open, setOpen] = useState<string>();
   const [newOpen, newModal] = useDisclosure(false);
   const [adminOpen, adminModal] = useDisclosure(false);
+  const phone = usePhone();
   const me = useQuery({ queryKey: ['chat', 'me'], queryFn: () => call(api.GET('/chat.ashx?op=me', { params: { query: { op: 'me' } } })) });
   const threads = useQuery({
     queryKey: ['chat', 'threads'],
@@ -345,22 +359,24 @@ export default function Chat() {
       }
     >
       <ErrorNote error={me.error ?? threads.error} />
-      <Modal opened={newOpen} onClose={newModal.close} title={t('chat.new')} size="lg">
+      <Dialog opened={newOpen} onClose={newModal.close} title={t('chat.new')} size="lg">
         <NewConversation
           onOpened={(id) => {
             setOpen(id);
             newModal.close();
           }}
         />
-      </Modal>
-      <Group align="flex-start" wrap="nowrap">
-        <Card withBorder w={260} p={4} component="nav" aria-label={t('chat.threads')}>
+      </Dialog>
+      <Group align="flex-start" wrap={phone ? 'wrap' : 'nowrap'}>
+        <Card withBorder w={phone ? '100%' : 260} p={4} component="nav" aria-label={t('chat.threads')}>
           {list.map((x) => (
             <NavLink
               key={x.id}
               label={label(x)}
               description={x.lastMessage?.text ?? ''}
               active={x.id === open}
+              // The preview under the active (filled) thread reads in the label's colour, not the dimmed grey (contrast).
+              styles={x.id === open ? { description: { color: 'inherit', opacity: 1 } } : undefined}
               variant="filled"
               onClick={() => setOpen(x.id)}
               rightSection={x.unread ? <Badge size="sm">{x.unread}</Badge> : null}
@@ -387,7 +403,7 @@ export default function Chat() {
                 )}
               </Group>
               <Thread threadId={current.id} me={me.data.login} />
-              <Modal opened={adminOpen} onClose={adminModal.close} title={t('chat.manage')}>
+              <Dialog opened={adminOpen} onClose={adminModal.close} title={t('chat.manage')}>
                 <GroupAdmin
                   groupId={current.id}
                   name={current.name ?? ''}
@@ -396,7 +412,7 @@ export default function Chat() {
                     setOpen(undefined);
                   }}
                 />
-              </Modal>
+              </Dialog>
             </>
           ) : (
             <Text c="dimmed">{t('chat.pick')}</Text>

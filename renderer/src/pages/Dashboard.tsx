@@ -5,10 +5,10 @@ import { useTranslation } from 'react-i18next';
 import { api, call } from '../api/client.ts';
 import { when } from '../i18n.ts';
 import { useLive } from '../lib/live-context.ts';
-import { ErrorNote, Page } from '../lib/ui.tsx';
+import { ErrorNote, Page, useLabel } from '../components/ui.tsx';
+import { FINAL_STATES } from '../lib/calls.ts';
 
 const OutcomesChart = lazy(() => import('./OutcomesChart.tsx'));
-const FINAL = ['ended-success', 'ended-failed-retry-pending', 'ended-failed-final', 'cancelled'] as const;
 
 function Stat({ label, value, testId }: { label: string; value: string | number; testId: string }) {
   return (
@@ -24,7 +24,8 @@ function Stat({ label, value, testId }: { label: string; value: string | number;
 }
 
 export function Dashboard() {
-  const { t } = useTranslation();
+  const { t, i18n } = useTranslation();
+  const label = useLabel();
   const live = useLive();
   const today = new Date();
   today.setHours(0, 0, 0, 0);
@@ -45,8 +46,9 @@ export function Dashboard() {
   const stale = (lotl.data?.lists ?? []).filter((l) => l.stale);
   const s = stats.data;
   const chart = (s?.hours ?? []).map((h) => ({
-    hour: new Date(h.hour).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' }),
-    ...Object.fromEntries(FINAL.map((k) => [k, h.counts[k] ?? 0])),
+    // The hour in the UI's language, not the browser's.
+    hour: new Date(h.hour).toLocaleTimeString(i18n.language, { hour: '2-digit', minute: '2-digit' }),
+    ...Object.fromEntries(FINAL_STATES.map((k) => [k, h.counts[k] ?? 0])),
   }));
   const paused = (hooks.data ?? []).filter((w) => !w.active).length;
   const failing = (hooks.data ?? []).filter((w) => w.active && w.failures > 0).length;
@@ -95,7 +97,7 @@ export function Dashboard() {
           </Title>
           <Stack gap={4}>
             <Text size="sm">
-              {t('trust.state')}: <b data-testid="lotl-state">{lotl.data?.state ?? '…'}</b>
+              {t('trust.state')}: <b data-testid="lotl-state">{lotl.data ? label('trust.states', lotl.data.state) : '…'}</b>
             </Text>
             <Text size="sm">
               {t('trust.asOf')}: {when(lotl.data?.as_of)}
@@ -131,7 +133,9 @@ export function Dashboard() {
                 <Text size="sm">
                   {t('certs.notAfter')}: {when(ca.data.not_after)}
                 </Text>
-                <Text size="sm">{t('dashboard.caIssued', { issued: ca.data.issued ?? 0, revoked: ca.data.revoked ?? 0 })}</Text>
+                <Text size="sm">
+                  {t('dashboard.caIssued', { count: ca.data.issued ?? 0 })}, {t('dashboard.caRevoked', { count: ca.data.revoked ?? 0 })}
+                </Text>
               </>
             )}
             <Text size="sm">
@@ -152,7 +156,7 @@ export function Dashboard() {
               color={p.state !== 'started' ? 'red' : p.health?.status === 'degraded' ? 'orange' : 'green'}
               title={p.error ?? p.health?.reason ?? ''}
             >
-              {name}: {p.state !== 'started' ? p.state : (p.health?.status ?? 'ok')}
+              {name}: {p.state !== 'started' ? label('dashboard.pluginStates', p.state) : label('dashboard.health', p.health?.status ?? 'ok')}
             </Badge>
           ))}
         </Group>

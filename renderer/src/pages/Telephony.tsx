@@ -4,7 +4,12 @@ import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { api, call, type Body } from '../api/client.ts';
 import { when } from '../i18n.ts';
-import { DataTable, ErrorNote, fieldError, Page } from '../lib/ui.tsx';
+import { useConfirm } from '../components/dialogs.tsx';
+import { DataTable, ErrorNote, fieldError, Form, Page, useLabel } from '../components/ui.tsx';
+
+function useOutboundRoutes() {
+  return useQuery({ queryKey: ['routes', 'out'], queryFn: () => call(api.GET('/api.ashx/v1/outbound-routes', { params: { query: { limit: 500 } } })) });
+}
 
 function useTrunks() {
   return useQuery({ queryKey: ['status', 'trunks'], queryFn: () => call(api.GET('/signal.ashx?trunks=list', { params: { query: { trunks: 'list' } } })) });
@@ -14,6 +19,9 @@ function Trunks() {
   const { t } = useTranslation();
   const qc = useQueryClient();
   const list = useTrunks();
+  const routes = useOutboundRoutes();
+  const [ask, confirmation] = useConfirm();
+  const label = useLabel();
   const [f, setF] = useState({ name: '', host: '', port: 5060, transport: 'udp' as 'udp' | 'tcp', username: '', password: '', register: false });
   const save = useMutation({
     mutationFn: () =>
@@ -31,13 +39,9 @@ function Trunks() {
   });
   return (
     <Stack>
+      {confirmation}
       <Card withBorder>
-        <form
-          onSubmit={(e) => {
-            e.preventDefault();
-            save.mutate();
-          }}
-        >
+        <Form onSubmit={() => save.mutate()} busy={save.isPending}>
           <Group align="flex-end">
             <TextInput
               label={t('telephony.name')}
@@ -62,7 +66,7 @@ function Trunks() {
             />
             <Select
               label={t('telephony.transport')}
-              data={['udp', 'tcp']}
+              data={['udp', 'tcp'].map((x) => ({ value: x, label: label('telephony.transports', x) }))}
               value={f.transport}
               onChange={(v) => setF({ ...f, transport: (v ?? 'udp') as 'udp' | 'tcp' })}
               w={100}
@@ -80,7 +84,7 @@ function Trunks() {
               {t('common.save')}
             </Button>
           </Group>
-        </form>
+        </Form>
         <ErrorNote error={save.error && !(save.error as { field?: string }).field ? save.error : undefined} />
       </Card>
       <ErrorNote error={list.error ?? remove.error} />
@@ -92,7 +96,7 @@ function Trunks() {
         columns={[
           { key: 'id', label: 'ID', render: (r) => r.id },
           { key: 'name', label: t('telephony.name'), render: (r) => r.name },
-          { key: 'host', label: t('telephony.host'), render: (r) => `${r.host}:${r.port}/${r.transport}` },
+          { key: 'host', label: t('telephony.host'), render: (r) => `${r.host}:${r.port} (${label('telephony.transports', r.transport)})` },
           {
             key: 'reg',
             label: t('telephony.registration'),
@@ -107,7 +111,20 @@ function Trunks() {
             key: 'a',
             label: t('common.actions'),
             render: (r) => (
-              <Button size="xs" color="red" variant="light" onClick={() => window.confirm(t('common.confirmDelete')) && remove.mutate(r.id)}>
+              <Button
+                size="xs"
+                color="red"
+                variant="light"
+                onClick={() => {
+                  // Name the trunk and what depends on it: deleting it leaves these routes without it.
+                  const using = (routes.data?.data ?? []).filter((x) => x.trunkIds.includes(r.id)).length;
+                  ask({
+                    message: `${t('telephony.confirmDeleteTrunk', { name: r.name || r.id })}${using ? ` ${t('telephony.trunkInUse', { count: using })}` : ''}`,
+                    confirm: t('common.delete'),
+                    onConfirm: () => remove.mutate(r.id),
+                  });
+                }}
+              >
                 {t('common.delete')}
               </Button>
             ),
@@ -123,7 +140,7 @@ function Outbound() {
   const { t } = useTranslation();
   const qc = useQueryClient();
   const trunks = useTrunks();
-  const list = useQuery({ queryKey: ['routes', 'out'], queryFn: () => call(api.GET('/api.ashx/v1/outbound-routes', { params: { query: { limit: 500 } } })) });
+  const list = useOutboundRoutes();
   const [match, setMatch] = useState('');
   const [ids, setIds] = useState<string[]>([]);
   const refresh = () => qc.invalidateQueries({ queryKey: ['routes', 'out'] });
@@ -150,26 +167,28 @@ function Outbound() {
   return (
     <Stack>
       <Card withBorder>
-        <Group align="flex-end">
-          <TextInput
-            label={t('telephony.prefix')}
-            description="+49*, global"
-            value={match}
-            onChange={(e) => setMatch(e.currentTarget.value)}
-            error={fieldError(create.error, 'match')}
-          />
-          <MultiSelect
-            label={t('telephony.trunks')}
-            data={(trunks.data?.trunks ?? []).map((x) => x.id)}
-            value={ids}
-            onChange={setIds}
-            w={300}
-            error={fieldError(create.error, 'trunkIds')}
-          />
-          <Button onClick={() => create.mutate()} loading={create.isPending} data-testid="add-route">
-            {t('common.add')}
-          </Button>
-        </Group>
+        <Form onSubmit={() => create.mutate()} busy={create.isPending}>
+          <Group align="flex-end">
+            <TextInput
+              label={t('telephony.prefix')}
+              description="+49*, global"
+              value={match}
+              onChange={(e) => setMatch(e.currentTarget.value)}
+              error={fieldError(create.error, 'match')}
+            />
+            <MultiSelect
+              label={t('telephony.trunks')}
+              data={(trunks.data?.trunks ?? []).map((x) => x.id)}
+              value={ids}
+              onChange={setIds}
+              w={300}
+              error={fieldError(create.error, 'trunkIds')}
+            />
+            <Button type="submit" loading={create.isPending} data-testid="add-route">
+              {t('common.add')}
+            </Button>
+          </Group>
+        </Form>
       </Card>
       <ErrorNote
         error={list.error ?? update.error ?? remove.error ?? (create.error && !(create.error as { field?: string }).field ? create.error : undefined)}
@@ -269,30 +288,32 @@ function Inbound() {
   return (
     <Stack>
       <Card withBorder>
-        <Group align="flex-end">
-          <TextInput
-            label="Did"
-            description="+4930123*, anonymous, *"
-            value={f.did}
-            onChange={(e) => setF({ ...f, did: e.currentTarget.value })}
-            error={fieldError(create.error, 'did')}
-          />
-          <TextInput
-            label={t('telephony.fromNumber')}
-            value={f.fromNumber}
-            onChange={(e) => setF({ ...f, fromNumber: e.currentTarget.value })}
-            error={fieldError(create.error, 'fromNumber')}
-          />
-          <TextInput
-            label={t('telephony.target')}
-            value={f.user}
-            onChange={(e) => setF({ ...f, user: e.currentTarget.value })}
-            error={fieldError(create.error, 'user')}
-          />
-          <Button onClick={() => create.mutate()} loading={create.isPending}>
-            {t('common.add')}
-          </Button>
-        </Group>
+        <Form onSubmit={() => create.mutate()} busy={create.isPending}>
+          <Group align="flex-end">
+            <TextInput
+              label="Did"
+              description="+4930123*, anonymous, *"
+              value={f.did}
+              onChange={(e) => setF({ ...f, did: e.currentTarget.value })}
+              error={fieldError(create.error, 'did')}
+            />
+            <TextInput
+              label={t('telephony.fromNumber')}
+              value={f.fromNumber}
+              onChange={(e) => setF({ ...f, fromNumber: e.currentTarget.value })}
+              error={fieldError(create.error, 'fromNumber')}
+            />
+            <TextInput
+              label={t('telephony.target')}
+              value={f.user}
+              onChange={(e) => setF({ ...f, user: e.currentTarget.value })}
+              error={fieldError(create.error, 'user')}
+            />
+            <Button type="submit" loading={create.isPending}>
+              {t('common.add')}
+            </Button>
+          </Group>
+        </Form>
       </Card>
       <ErrorNote error={list.error ?? remove.error ?? (create.error && !(create.error as { field?: string }).field ? create.error : undefined)} />
       <DataTable
@@ -321,6 +342,7 @@ function Inbound() {
 
 function Numbers() {
   const { t } = useTranslation();
+  const label = useLabel();
   const qc = useQueryClient();
   const list = useQuery({ queryKey: ['numbers'], queryFn: () => call(api.GET('/signal.ashx?numbers=list', { params: { query: { numbers: 'list' } } })) });
   const [f, setF] = useState({ number: '', name: '', systemPrompt: '' });
@@ -336,19 +358,21 @@ function Numbers() {
   return (
     <Stack>
       <Card withBorder>
-        <Group align="flex-end">
-          <TextInput
-            label={t('telephony.number')}
-            value={f.number}
-            onChange={(e) => setF({ ...f, number: e.currentTarget.value })}
-            error={fieldError(save.error, 'number')}
-          />
-          <TextInput label={t('telephony.name')} value={f.name} onChange={(e) => setF({ ...f, name: e.currentTarget.value })} />
-          <TextInput label={t('calls.prompt')} value={f.systemPrompt} onChange={(e) => setF({ ...f, systemPrompt: e.currentTarget.value })} w={360} />
-          <Button onClick={() => save.mutate()} loading={save.isPending}>
-            {t('common.save')}
-          </Button>
-        </Group>
+        <Form onSubmit={() => save.mutate()} busy={save.isPending}>
+          <Group align="flex-end">
+            <TextInput
+              label={t('telephony.number')}
+              value={f.number}
+              onChange={(e) => setF({ ...f, number: e.currentTarget.value })}
+              error={fieldError(save.error, 'number')}
+            />
+            <TextInput label={t('telephony.name')} value={f.name} onChange={(e) => setF({ ...f, name: e.currentTarget.value })} />
+            <TextInput label={t('calls.prompt')} value={f.systemPrompt} onChange={(e) => setF({ ...f, systemPrompt: e.currentTarget.value })} w={360} />
+            <Button type="submit" loading={save.isPending}>
+              {t('common.save')}
+            </Button>
+          </Group>
+        </Form>
       </Card>
       <ErrorNote error={list.error ?? remove.error ?? (save.error && !(save.error as { field?: string }).field ? save.error : undefined)} />
       <DataTable
@@ -359,7 +383,7 @@ function Numbers() {
         columns={[
           { key: 'n', label: t('telephony.number'), render: (r) => r.number },
           { key: 'name', label: t('telephony.name'), render: (r) => r.name },
-          { key: 'v', label: t('telephony.visibility'), render: (r) => r.visibility },
+          { key: 'v', label: t('telephony.visibility'), render: (r) => label('telephony.visibilities', r.visibility) },
           {
             key: 'a',
             label: t('common.actions'),
@@ -388,13 +412,20 @@ function Whitelist() {
   return (
     <Stack>
       <Card withBorder>
-        <Group align="flex-end">
-          <TextInput label={t('telephony.number')} value={number} onChange={(e) => setNumber(e.currentTarget.value)} error={fieldError(add.error, 'number')} />
-          <TextInput label={t('telephony.comment')} value={comment} onChange={(e) => setComment(e.currentTarget.value)} />
-          <Button onClick={() => add.mutate()} loading={add.isPending}>
-            {t('common.add')}
-          </Button>
-        </Group>
+        <Form onSubmit={() => add.mutate()} busy={add.isPending}>
+          <Group align="flex-end">
+            <TextInput
+              label={t('telephony.number')}
+              value={number}
+              onChange={(e) => setNumber(e.currentTarget.value)}
+              error={fieldError(add.error, 'number')}
+            />
+            <TextInput label={t('telephony.comment')} value={comment} onChange={(e) => setComment(e.currentTarget.value)} />
+            <Button type="submit" loading={add.isPending}>
+              {t('common.add')}
+            </Button>
+          </Group>
+        </Form>
       </Card>
       <ErrorNote error={list.error} />
       <DataTable
@@ -432,12 +463,7 @@ function Settings() {
   const c = cur.data;
   return (
     <Card withBorder>
-      <form
-        onSubmit={(e) => {
-          e.preventDefault();
-          save.mutate();
-        }}
-      >
+      <Form onSubmit={() => save.mutate()} busy={save.isPending}>
         <Stack maw={480}>
           <Select
             label={t('telephony.defaultTrunk')}
@@ -468,7 +494,7 @@ function Settings() {
             </Button>
           </Group>
         </Stack>
-      </form>
+      </Form>
     </Card>
   );
 }

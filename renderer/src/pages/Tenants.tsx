@@ -1,9 +1,10 @@
-import { Badge, Button, Card, Group, Modal, Text, TextInput } from '@mantine/core';
+import { Badge, Button, Card, Group, Text, TextInput } from '@mantine/core';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { api, call } from '../api/client.ts';
-import { DataTable, ErrorNote, fieldError, Page } from '../lib/ui.tsx';
+import { Dialog } from '../components/dialogs.tsx';
+import { DataTable, ErrorNote, fieldError, Form, Page } from '../components/ui.tsx';
 
 export default function Tenants() {
   const { t } = useTranslation();
@@ -37,13 +38,15 @@ export default function Tenants() {
     <Page title={t('nav.tenants')}>
       {superAdmin && (
         <Card withBorder>
-          <Group align="flex-end">
-            <TextInput label={t('tenants.host')} value={host} onChange={(e) => setHost(e.currentTarget.value)} error={fieldError(add.error, 'host')} />
-            <TextInput label={t('tenants.name')} value={name} onChange={(e) => setName(e.currentTarget.value)} error={fieldError(add.error, 'name')} />
-            <Button onClick={() => add.mutate()} loading={add.isPending}>
-              {t('common.add')}
-            </Button>
-          </Group>
+          <Form onSubmit={() => add.mutate()} busy={add.isPending}>
+            <Group align="flex-end">
+              <TextInput label={t('tenants.host')} value={host} onChange={(e) => setHost(e.currentTarget.value)} error={fieldError(add.error, 'host')} />
+              <TextInput label={t('tenants.name')} value={name} onChange={(e) => setName(e.currentTarget.value)} error={fieldError(add.error, 'name')} />
+              <Button type="submit" loading={add.isPending}>
+                {t('common.add')}
+              </Button>
+            </Group>
+          </Form>
         </Card>
       )}
       {!superAdmin && list.data && <Text c="dimmed">{t('tenants.onlyOwn')}</Text>}
@@ -64,16 +67,20 @@ export default function Tenants() {
             render: (x) =>
               superAdmin && (
                 <Group gap="xs">
-                  <TextInput
-                    size="xs"
-                    aria-label={t('tenants.addHostFor', { host: x.host })}
-                    placeholder="host"
-                    value={extra[x.id] ?? ''}
-                    onChange={(e) => setExtra({ ...extra, [x.id]: e.currentTarget.value })}
-                  />
-                  <Button size="xs" variant="light" onClick={() => addHost.mutate(x.id)}>
-                    {t('tenants.addHost')}
-                  </Button>
+                  <Form onSubmit={() => addHost.mutate(x.id)} busy={addHost.isPending}>
+                    <Group gap="xs">
+                      <TextInput
+                        size="xs"
+                        aria-label={t('tenants.addHostFor', { host: x.host })}
+                        placeholder="host"
+                        value={extra[x.id] ?? ''}
+                        onChange={(e) => setExtra({ ...extra, [x.id]: e.currentTarget.value })}
+                      />
+                      <Button type="submit" size="xs" variant="light">
+                        {t('tenants.addHost')}
+                      </Button>
+                    </Group>
+                  </Form>
                   {!x.primary && (
                     <>
                       <Button size="xs" variant="light" onClick={() => primary.mutate(x.id)}>
@@ -89,22 +96,29 @@ export default function Tenants() {
           },
         ]}
       />
-      <Modal opened={!!removing} onClose={() => setRemoving(undefined)} title={t('tenants.removeTitle')}>
+      <Dialog opened={!!removing} onClose={() => setRemoving(undefined)} title={t('tenants.removeTitle')}>
         <Text size="sm" mb="sm">
           {t('tenants.removeWarning', { host: removing?.host })}
         </Text>
-        <TextInput
-          label={t('tenants.typeHost')}
-          value={confirm}
-          onChange={(e) => setConfirm(e.currentTarget.value)}
-          error={fieldError(remove.error, 'confirm')}
-        />
-        <Group justify="flex-end" mt="md">
-          <Button color="red" disabled={confirm !== removing?.host} onClick={() => removing && remove.mutate(removing.id)} loading={remove.isPending}>
-            {t('common.delete')}
-          </Button>
-        </Group>
-      </Modal>
+        <Form
+          onSubmit={() => {
+            if (removing && confirm === removing.host) remove.mutate(removing.id);
+          }}
+          busy={remove.isPending}
+        >
+          <TextInput
+            label={t('tenants.typeHost')}
+            value={confirm}
+            onChange={(e) => setConfirm(e.currentTarget.value)}
+            error={fieldError(remove.error, 'confirm')}
+          />
+          <Group justify="flex-end" mt="md">
+            <Button type="submit" color="red" disabled={confirm !== removing?.host} loading={remove.isPending}>
+              {t('common.delete')}
+            </Button>
+          </Group>
+        </Form>
+      </Dialog>
     </Page>
   );
 }

@@ -3,9 +3,9 @@ import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { api, call } from '../api/client.ts';
-import { when } from '../i18n.ts';
-import { DataTable, ErrorNote, Page } from '../lib/ui.tsx';
-import { Shares, TranscriptView } from './CallDetail.tsx';
+import { dayStart, when } from '../i18n.ts';
+import { DataTable, ErrorNote, Page } from '../components/ui.tsx';
+import { Shares, TranscriptView } from '../components/Transcript.tsx';
 
 const PAGE = 50;
 
@@ -16,7 +16,7 @@ export default function Transcripts() {
   const [since, setSince] = useState('');
   const [page, setPage] = useState(1);
   const [open, setOpen] = useState<string>();
-  const query = { limit: PAGE, offset: (page - 1) * PAGE, source, ...(q ? { q } : {}), ...(since ? { since: new Date(since).toISOString() } : {}) };
+  const query = { limit: PAGE, offset: (page - 1) * PAGE, source, ...(q ? { q } : {}), ...(since ? { since: dayStart(since) } : {}) };
   const list = useQuery({
     queryKey: ['transcripts', 'list', query],
     queryFn: () => call(api.GET('/api.ashx/v1/transcripts', { params: { query } })),

@@ -5,7 +5,7 @@ import { useTranslation } from 'react-i18next';
 import { accessToken } from '../auth.ts';
 import { api, ApiError, call } from '../api/client.ts';
 import { when } from '../i18n.ts';
-import { DataTable, ErrorNote, Page } from '../lib/ui.tsx';
+import { DataTable, ErrorNote, Page, useLabel } from '../components/ui.tsx';
 
 interface RunResult {
   lists?: { territory?: string; url?: string; outcome?: string; detail?: string }[];
@@ -26,8 +26,14 @@ async function importFile(file: File): Promise<RunResult> {
   return body;
 }
 
+/** A list's last fetch or check did not succeed (a network error, a refused signature). */
+function failedAttempt(a: { outcome: string } | null | undefined): boolean {
+  return a?.outcome === 'failed' || a?.outcome === 'rejected';
+}
+
 export default function Trust() {
   const { t } = useTranslation();
+  const label = useLabel();
   const qc = useQueryClient();
   const [result, setResult] = useState<RunResult>();
   const status = useQuery({ queryKey: ['status', 'lotl'], queryFn: () => call(api.GET('/lotl.ashx?status', { params: { query: { status: '' } } })) });
@@ -38,6 +44,9 @@ export default function Trust() {
   const refresh = useMutation({ mutationFn: () => call(api.POST('/lotl.ashx?refresh', { params: { query: { refresh: '' } } })), onSuccess: done });
   const upload = useMutation({ mutationFn: importFile, onSuccess: done });
   const s = status.data;
+  // The last run failed to fetch or refused a list: not a green "current", whatever is stored.
+  const failed = (s?.lists ?? []).filter((l) => failedAttempt(l.last_attempt));
+  const refreshFailed = !!s && (s.refresh_failures > 0 || failed.length > 0);
   return (
     <Page
       title={t('nav.trust')}
@@ -60,18 +69,29 @@ export default function Trust() {
       {s && (
         <Card withBorder>
           <Group>
-            <Badge color={s.state === 'current' ? 'teal' : s.state === 'stale' ? 'orange' : 'gray'} data-testid="trust-state">
-              {s.state}
+            <Badge color={s.state === 'current' ? 'teal' : s.state === 'stale' ? 'orange' : 'gray'} data-testid="trust-state" data-state={s.state}>
+              {label('trust.states', s.state)}
             </Badge>
+            {refreshFailed && (
+              <Badge color="red" data-testid="trust-refresh-failed">
+                {t('trust.refreshFailed')}
+              </Badge>
+            )}
             <Text size="sm">
               {t('trust.asOf')}: {when(s.as_of)}
             </Text>
             <Text size="sm">
               {t('trust.anchors')}: <span data-testid="anchor-count">{s.anchor_count}</span>
             </Text>
-            <Text size="sm">
-              {t('trust.nextRefresh')}: {when(s.next_refresh_at)}
-            </Text>
+            {s.auto_refresh ? (
+              <Text size="sm">
+                {t('trust.nextRefresh')}: {when(s.next_refresh_at)}
+              </Text>
+            ) : (
+              <Text size="sm" data-testid="auto-refresh-off">
+                {t('trust.autoRefreshOff')}
+              </Text>
+            )}
           </Group>
         </Card>
       )}
@@ -83,7 +103,7 @@ export default function Trust() {
               {result.lists.map((l, i) => (
                 <Table.Tr key={i}>
                   <Table.Td>{l.territory ?? l.url}</Table.Td>
-                  <Table.Td>{l.outcome}</Table.Td>
+                  <Table.Td>{label('trust.outcomes', l.outcome)}</Table.Td>
                   <Table.Td>{l.detail ?? ''}</Table.Td>
                 </Table.Tr>
               ))}
@@ -105,7 +125,24 @@ export default function Trust() {
             {
               key: 's',
               label: t('trust.state'),
-              render: (l) => (l.stale ? <Badge color="orange">{t('trust.stale')}</Badge> : <Badge color="teal">{t('trust.ok')}</Badge>),
+              render: (l) =>
+                failedAttempt(l.last_attempt) ? (
+                  <Badge color="red" title={l.last_attempt?.detail ?? l.last_attempt?.reason ?? ''} data-testid="list-state">
+                    {t('trust.failed')}
+                  </Badge>
+                ) : !l.stored ? (
+                  <Badge color="gray" data-testid="list-state">
+                    {t('trust.notStored')}
+                  </Badge>
+                ) : l.stale ? (
+                  <Badge color="orange" data-testid="list-state">
+                    {t('trust.stale')}
+                  </Badge>
+                ) : (
+                  <Badge color="teal" data-testid="list-state">
+                    {t('trust.ok')}
+                  </Badge>
+                ),
             },
           ]}
         />

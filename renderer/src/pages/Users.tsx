@@ -4,12 +4,17 @@ import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { api, call } from '../api/client.ts';
 import { when } from '../i18n.ts';
-import { DataTable, ErrorNote, fieldError, OnceSecret, Page } from '../lib/ui.tsx';
+import { useConfirm } from '../components/dialogs.tsx';
+import { DataTable, ErrorNote, fieldError, Form, OnceSecret, Page, useLabel } from '../components/ui.tsx';
+
+const ROLES = ['user', 'admin'] as const;
 
 function UserList() {
   const { t } = useTranslation();
   const qc = useQueryClient();
   const list = useQuery({ queryKey: ['users'], queryFn: () => call(api.GET('/api.ashx/v1/users', { params: { query: { limit: 200 } } })) });
+  const label = useLabel();
+  const [ask, confirmation] = useConfirm();
   const [f, setF] = useState({ name: '', email: '', role: 'user' as 'user' | 'admin' });
   const [password, setPassword] = useState<string>();
   const add = useMutation({
@@ -43,32 +48,35 @@ function UserList() {
   });
   return (
     <Stack>
+      {confirmation}
       <Card withBorder>
-        <Group align="flex-end">
-          <TextInput
-            label={t('users.name')}
-            value={f.name}
-            onChange={(e) => setF({ ...f, name: e.currentTarget.value })}
-            error={fieldError(add.error, 'name')}
-          />
-          <TextInput
-            label={t('users.email')}
-            type="email"
-            value={f.email}
-            onChange={(e) => setF({ ...f, email: e.currentTarget.value })}
-            error={fieldError(add.error, 'email')}
-          />
-          <Select
-            label={t('users.role')}
-            data={['user', 'admin']}
-            value={f.role}
-            onChange={(v) => setF({ ...f, role: (v ?? 'user') as 'user' | 'admin' })}
-            w={120}
-          />
-          <Button onClick={() => add.mutate()} loading={add.isPending}>
-            {t('common.add')}
-          </Button>
-        </Group>
+        <Form onSubmit={() => add.mutate()} busy={add.isPending}>
+          <Group align="flex-end">
+            <TextInput
+              label={t('users.name')}
+              value={f.name}
+              onChange={(e) => setF({ ...f, name: e.currentTarget.value })}
+              error={fieldError(add.error, 'name')}
+            />
+            <TextInput
+              label={t('users.email')}
+              type="email"
+              value={f.email}
+              onChange={(e) => setF({ ...f, email: e.currentTarget.value })}
+              error={fieldError(add.error, 'email')}
+            />
+            <Select
+              label={t('users.role')}
+              data={['user', 'admin']}
+              value={f.role}
+              onChange={(v) => setF({ ...f, role: (v ?? 'user') as 'user' | 'admin' })}
+              w={120}
+            />
+            <Button type="submit" loading={add.isPending}>
+              {t('common.add')}
+            </Button>
+          </Group>
+        </Form>
         {password && <OnceSecret label={t('users.password')} value={password} />}
       </Card>
       {reset && <OnceSecret label={t('users.newPasswordOf', { name: reset.name })} value={reset.password} />}
@@ -93,24 +101,49 @@ function UserList() {
                 size="xs"
                 aria-label={t('users.roleOf', { name: u.name })}
                 value={u.role}
-                onChange={(e) => setRole.mutate({ id: u.id, role: e.currentTarget.value as 'user' | 'admin' })}
-                data={[
-                  { value: 'user', label: 'user' },
-                  { value: 'admin', label: 'admin' },
-                ]}
+                onChange={(e) => {
+                  const role = e.currentTarget.value as 'user' | 'admin';
+                  ask({
+                    message: t('users.confirmRole', { name: u.name, role: label('users.roles', role) }),
+                    confirm: t('users.changeRole'),
+                    color: 'indigo',
+                    onConfirm: () => setRole.mutate({ id: u.id, role }),
+                  });
+                }}
+                data={ROLES.map((r) => ({ value: r, label: label('users.roles', r) }))}
               />
             ),
           },
-          { key: 'status', label: t('users.status'), render: (u) => <Badge color={u.status === 'active' ? 'teal' : 'gray'}>{u.status}</Badge> },
+          {
+            key: 'status',
+            label: t('users.status'),
+            render: (u) => <Badge color={u.status === 'active' ? 'teal' : 'gray'}>{label('users.statuses', u.status)}</Badge>,
+          },
           {
             key: 'a',
             label: t('common.actions'),
             render: (u) => (
               <Group gap="xs" wrap="nowrap">
-                <Button size="xs" variant="light" color={u.status === 'disabled' ? 'teal' : 'red'} onClick={() => toggle.mutate(u)}>
+                <Button
+                  size="xs"
+                  variant="light"
+                  color={u.status === 'disabled' ? 'teal' : 'red'}
+                  onClick={() =>
+                    u.status === 'disabled'
+                      ? toggle.mutate(u)
+                      : ask({ message: t('users.confirmDisable', { name: u.name }), confirm: t('users.disable'), onConfirm: () => toggle.mutate(u) })
+                  }
+                >
                   {u.status === 'disabled' ? t('users.enable') : t('users.disable')}
                 </Button>
-                <Button size="xs" variant="default" onClick={() => resetPassword.mutate(u)} aria-label={t('users.resetPasswordOf', { name: u.name })}>
+                <Button
+                  size="xs"
+                  variant="default"
+                  onClick={() =>
+                    ask({ message: t('users.confirmReset', { name: u.name }), confirm: t('users.resetPassword'), onConfirm: () => resetPassword.mutate(u) })
+                  }
+                  aria-label={t('users.resetPasswordOf', { name: u.name })}
+                >
                   {t('users.resetPassword')}
                 </Button>
               </Group>
@@ -126,6 +159,7 @@ function ApiKeys() {
   const { t } = useTranslation();
   const qc = useQueryClient();
   const list = useQuery({ queryKey: ['apikeys'], queryFn: () => call(api.GET('/api.ashx/v1/apikeys', { params: { query: { limit: 200 } } })) });
+  const [ask, confirmation] = useConfirm();
   const [name, setName] = useState('');
   const [key, setKey] = useState<string>();
   const mint = useMutation({
@@ -141,13 +175,16 @@ function ApiKeys() {
   });
   return (
     <Stack>
+      {confirmation}
       <Card withBorder>
-        <Group align="flex-end">
-          <TextInput label={t('keys.name')} value={name} onChange={(e) => setName(e.currentTarget.value)} error={fieldError(mint.error, 'name')} />
-          <Button onClick={() => mint.mutate()} loading={mint.isPending} data-testid="mint-key">
-            {t('keys.create')}
-          </Button>
-        </Group>
+        <Form onSubmit={() => mint.mutate()} busy={mint.isPending}>
+          <Group align="flex-end">
+            <TextInput label={t('keys.name')} value={name} onChange={(e) => setName(e.currentTarget.value)} error={fieldError(mint.error, 'name')} />
+            <Button type="submit" loading={mint.isPending} data-testid="mint-key">
+              {t('keys.create')}
+            </Button>
+          </Group>
+        </Form>
         {key && <OnceSecret label={t('keys.key')} value={key} />}
       </Card>
       <ErrorNote error={list.error ?? revoke.error ?? (mint.error && !(mint.error as { field?: string }).field ? mint.error : undefined)} />
@@ -171,7 +208,15 @@ function ApiKeys() {
             label: t('common.actions'),
             render: (k) =>
               !k.revokedAtUtc && (
-                <Button size="xs" variant="light" color="red" onClick={() => revoke.mutate(k.id)} data-testid={`revoke-${k.id}`}>
+                <Button
+                  size="xs"
+                  variant="light"
+                  color="red"
+                  onClick={() =>
+                    ask({ message: t('keys.confirmRevoke', { name: k.name || k.id }), confirm: t('common.revoke'), onConfirm: () => revoke.mutate(k.id) })
+                  }
+                  data-testid={`revoke-${k.id}`}
+                >
                   {t('common.revoke')}
                 </Button>
               ),
@@ -204,18 +249,20 @@ function Clients() {
   return (
     <Stack>
       <Card withBorder>
-        <Group align="flex-end">
-          <TextInput
-            label="client_id"
-            value={f.client_id}
-            onChange={(e) => setF({ ...f, client_id: e.currentTarget.value })}
-            error={fieldError(save.error, 'client_id')}
-          />
-          <TextInput label={t('clients.redirect')} value={f.redirect} onChange={(e) => setF({ ...f, redirect: e.currentTarget.value })} w={360} />
-          <Button onClick={() => save.mutate()} loading={save.isPending}>
-            {t('common.save')}
-          </Button>
-        </Group>
+        <Form onSubmit={() => save.mutate()} busy={save.isPending}>
+          <Group align="flex-end">
+            <TextInput
+              label="client_id"
+              value={f.client_id}
+              onChange={(e) => setF({ ...f, client_id: e.currentTarget.value })}
+              error={fieldError(save.error, 'client_id')}
+            />
+            <TextInput label={t('clients.redirect')} value={f.redirect} onChange={(e) => setF({ ...f, redirect: e.currentTarget.value })} w={360} />
+            <Button type="submit" loading={save.isPending}>
+              {t('common.save')}
+            </Button>
+          </Group>
+        </Form>
         {secret && <OnceSecret label={t('clients.secret')} value={secret} />}
       </Card>
       <ErrorNote error={list.error ?? (save.error && !(save.error as { field?: string }).field ? save.error : undefined)} />

@@ -5,10 +5,12 @@ import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { api, call } from '../api/client.ts';
 import { when } from '../i18n.ts';
-import { DataTable, ErrorNote, fieldError, OnceSecret, Page } from '../lib/ui.tsx';
+import { useConfirm } from '../components/dialogs.tsx';
+import { DataTable, ErrorNote, fieldError, Form, OnceSecret, Page, useLabel } from '../components/ui.tsx';
 
 function Deliveries({ id }: { id: string }) {
   const { t } = useTranslation();
+  const label = useLabel();
   const qc = useQueryClient();
   const d = useQuery({
     queryKey: ['webhooks', 'deliveries', id],
@@ -42,8 +44,10 @@ function Deliveries({ id }: { id: string }) {
             <Table.Tr key={x.id}>
               <Table.Td>{x.event}</Table.Td>
               <Table.Td>
-                <Badge color={x.state === 'delivered' ? 'teal' : x.state === 'failed' ? 'red' : 'gray'}>{x.state}</Badge> {x.lastStatus ?? ''}{' '}
-                {x.lastError ?? ''}
+                <Badge color={x.state === 'delivered' ? 'teal' : x.state === 'failed' ? 'red' : 'gray'} data-state={x.state}>
+                  {label('webhooks.states', x.state)}
+                </Badge>{' '}
+                {x.lastStatus ?? ''} {x.lastError ?? ''}
               </Table.Td>
               <Table.Td>{x.attempts}</Table.Td>
               <Table.Td>{when(x.createdAtUtc)}</Table.Td>
@@ -67,6 +71,7 @@ export default function Webhooks() {
   const [events, setEvents] = useState('*');
   const [secret, setSecret] = useState<string>();
   const [open, setOpen] = useState<string>();
+  const [ask, confirmation] = useConfirm();
   const list = useQuery({
     queryKey: ['webhooks', 'list'],
     queryFn: () => call(api.GET('/signal.ashx?webhooks=list', { params: { query: { webhooks: 'list' } } })),
@@ -95,13 +100,9 @@ export default function Webhooks() {
   });
   return (
     <Page title={t('nav.webhooks')}>
+      {confirmation}
       <Card withBorder>
-        <form
-          onSubmit={(e) => {
-            e.preventDefault();
-            add.mutate();
-          }}
-        >
+        <Form onSubmit={() => add.mutate()} busy={add.isPending}>
           <Group align="flex-end">
             <TextInput
               label={t('webhooks.url')}
@@ -122,7 +123,7 @@ export default function Webhooks() {
               {t('webhooks.add')}
             </Button>
           </Group>
-        </form>
+        </Form>
         {add.error && !fieldError(add.error, 'url') && !fieldError(add.error, 'events') && <ErrorNote error={add.error} />}
         {secret && <OnceSecret label={t('webhooks.secret')} value={secret} />}
       </Card>
@@ -157,7 +158,19 @@ export default function Webhooks() {
                   {t('webhooks.deliveries')}
                 </Button>
                 {w.active ? (
-                  <Button size="xs" variant="light" color="orange" onClick={() => act.mutate({ verb: 'pause', id: w.id })}>
+                  <Button
+                    size="xs"
+                    variant="light"
+                    color="orange"
+                    onClick={() =>
+                      ask({
+                        message: t('webhooks.confirmPause', { url: w.url }),
+                        confirm: t('webhooks.pause'),
+                        color: 'orange',
+                        onConfirm: () => act.mutate({ verb: 'pause', id: w.id }),
+                      })
+                    }
+                  >
                     {t('webhooks.pause')}
                   </Button>
                 ) : (
@@ -169,7 +182,13 @@ export default function Webhooks() {
                   size="xs"
                   variant="light"
                   color="red"
-                  onClick={() => window.confirm(t('common.confirmDelete')) && act.mutate({ verb: 'remove', id: w.id })}
+                  onClick={() =>
+                    ask({
+                      message: t('webhooks.confirmDelete', { url: w.url }),
+                      confirm: t('common.delete'),
+                      onConfirm: () => act.mutate({ verb: 'remove', id: w.id }),
+                    })
+                  }
                 >
                   {t('common.delete')}
                 </Button>

@@ -5,12 +5,13 @@ import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminToken } from '../admin/helpers.ts';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { startTestServer, tempDir, type TestServer } from '../../support/server.ts';
 import { startSipp, type SippRun } from '../../support/sipp.ts';
 import { GeminiLiveFake } from '../../support/gemini-live-fake.ts';
 import { until } from '../../support/until.ts';
 import { SNAPSHOT } from '../lotl/support.ts';
+import { ARTEFACTS, axe, confirmDialog, dashboard, go, launchChromium, signInWithPassword as signIn, watched } from './support.ts';
 
 /**
  * The operator console in Chromium against the real appliance: sign-in through its own OIDC
@@ -18,9 +19,7 @@ import { SNAPSHOT } from '../lotl/support.ts';
  * serious accessibility violation, and the main flows end to end. Screenshots of every page in
  * both themes go to test-artifacts/console/ (review artefacts, not committed).
  */
-const ARTEFACTS = path.resolve(import.meta.dirname, '../../../test-artifacts/console');
 const PAGES = ['', 'calls', 'chat', 'transcripts', 'telephony', 'users', 'webhooks', 'audit', 'trust', 'certificates', 'tenants'];
-const AXE = fs.readFileSync(path.resolve(import.meta.dirname, '../../../node_modules/axe-core/axe.min.js'), 'utf8');
 
 let s: TestServer;
 let base: string;
@@ -63,10 +62,7 @@ beforeAll(async () => {
   base = `http://localhost:${s.port}`;
   await s.appliance.core.users.add(s.primary, { name: 'bob', role: 'admin', password: 'bob password 12' });
   await s.appliance.core.users.add(s.primary, { name: 'carol', role: 'user', password: 'carol password 12' });
-  browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-  });
+  browser = await launchChromium();
   fs.mkdirSync(ARTEFACTS, { recursive: true });
 }, 90_000);
 
@@ -79,63 +75,9 @@ afterAll(async () => {
   delete process.env.SOVCOMMS_BRIDGE_KEEPALIVE_SEC;
 });
 
-interface Watch {
-  errors: string[];
-}
-
-/** A page whose console errors and failed requests are collected (aborted navigations aside). */
-async function watched(ctx: BrowserContext): Promise<{ page: Page; w: Watch }> {
-  const page = await ctx.newPage();
-  const w: Watch = { errors: [] };
-  page.on('console', (m) => {
-    if (m.type() === 'error') w.errors.push(`console: ${m.text()}`);
-  });
-  page.on('pageerror', (e) => w.errors.push(`pageerror: ${e.message}`));
-  page.on('requestfailed', (r) => {
-    const why = r.failure()?.errorText ?? '';
-    // The live feed is aborted on purpose when a page goes away.
-    if (!why.includes('ERR_ABORTED')) w.errors.push(`failed: ${r.url()} ${why}`);
-  });
-  page.on('response', (r) => {
-    if (r.status() >= 400) w.errors.push(`HTTP ${r.status()} ${r.url()}`);
-  });
-  return { page, w };
-}
-
-async function signInWithPassword(page: Page, user = 'admin', password = s.adminPassword): Promise<void> {
-  await page.goto(`${base}/`);
-  await page.waitForURL(/\/login\.html/);
-  await page.getByLabel('User name or e-mail').fill(user);
-  await page.getByLabel('Password').fill(password);
-  await page.getByRole('button', { name: 'Sign in', exact: true }).click();
-  await page.waitForURL(/\/console\/$/);
-  await page.getByTestId('calls-today').waitFor();
-}
-
-/** In-app navigation (the side menu): tokens live in memory, so a reload would sign in again. */
-async function go(page: Page, to: string): Promise<void> {
-  await page.locator(`nav a[href="/console/${to}"]`).click();
-  await page.waitForURL(new RegExp(`/console/${to}$`));
-  await page.getByRole('heading', { level: 1 }).waitFor();
-}
-
-async function dashboard(page: Page): Promise<void> {
-  await page.getByRole('navigation').getByRole('link', { name: 'Dashboard' }).click();
-  await page.getByTestId('lotl-state').waitFor();
-}
-
-async function axe(page: Page): Promise<string[]> {
-  await page.evaluate(AXE);
-  const found = await page.evaluate(async () => {
-    // @ts-expect-error axe is the global the injected script defines.
-    const r = await window.axe.run(document, { resultTypes: ['violations'] });
-    return (r.violations as { id: string; impact: string; nodes: { target: string[] }[] }[]).map((v) => ({
-      id: v.id,
-      impact: v.impact,
-      where: v.nodes[0]?.target.join(' '),
-    }));
-  });
-  return found.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id} (${v.impact}) at ${v.where}`);
+/** Signs in as `user` (the admin by default) on this test's appliance. */
+function signInWithPassword(page: Page, user = 'admin', password = s.adminPassword): Promise<void> {
+  return signIn(page, base, user, password);
 }
 
 describe('console served by the appliance', () => {
@@ -214,6 +156,7 @@ describe('console in Chromium', { timeout: 120_000 }, () => {
     expect(key).toMatch(/^ak_/);
     expect((await s.fetch('/api.ashx/v1/calls', { key })).status).toBe(200);
     await page.getByRole('row').filter({ hasText: 'console-test' }).getByRole('button', { name: 'Revoke' }).click();
+    await confirmDialog(page, 'console-test');
     await until(async () => (await s.fetch('/api.ashx/v1/calls', { key })).status === 401, 5000, 'key refused after revoke');
     expect(w.errors.filter((e) => !e.includes('HTTP 401'))).toEqual([]);
     await ctx.close();
@@ -232,9 +175,11 @@ describe('console in Chromium', { timeout: 120_000 }, () => {
     // The row appears while the receiver is still answering, then turns delivered by itself: the
     // page does not poll, each change of the row is pushed on the live feed.
     const deliveries = async () => (await page.getByTestId('deliveries').textContent()) ?? '';
-    await expect.poll(deliveries, { timeout: 10_000 }).toContain('pending');
+    const states = async () => Promise.all((await page.getByTestId('deliveries').locator('[data-state]').all()).map((x) => x.getAttribute('data-state')));
+    await expect.poll(states, { timeout: 10_000 }).toContain('pending');
     await until(() => received.find((r) => r.body.includes('webhook.test')), 15_000, 'test delivery at the receiver');
-    await expect.poll(deliveries, { timeout: 10_000 }).toContain('delivered');
+    await expect.poll(states, { timeout: 10_000 }).toContain('delivered');
+    expect(await deliveries()).toContain('Delivered');
     expect(w.errors).toEqual([]);
     await ctx.close();
   });
@@ -287,14 +232,14 @@ describe('console in Chromium', { timeout: 120_000 }, () => {
     await page.getByTestId('issue-cert').click();
     expect(await page.getByTestId('once-secret').textContent()).toContain('PRIVATE KEY');
     const revoke = page.getByRole('button', { name: 'Revoke' }).first();
-    page.once('dialog', (d) => void d.accept());
     await revoke.click();
-    await expect.poll(async () => (await page.locator('table').textContent()) ?? '').toContain('revoked');
+    await confirmDialog(page, 'verifier.office.test');
+    await expect.poll(async () => (await page.locator('table').textContent()) ?? '').toContain('Revoked');
     // The dashboard shows the CA: its key in software here, ready, with the counts.
     await dashboard(page);
     await expect.poll(async () => page.getByTestId('ca-key-store').textContent()).toBe('software (sealed)');
     expect(await page.getByTestId('ca-key-ready').textContent()).toBe('ready');
-    await expect.poll(async () => page.getByText(/certificates issued, [1-9]\d* revoked/).count()).toBe(1);
+    await expect.poll(async () => page.getByText(/^1 certificate issued, 1 revoked$/).count()).toBe(1);
     expect(w.errors).toEqual([]);
     await ctx.close();
   });
@@ -413,6 +358,7 @@ describe('console in Chromium', { timeout: 120_000 }, () => {
     expect(await page.getByRole('row').filter({ hasText: 'carol' }).count()).toBe(0);
     // The role change lands in the branch tenant.
     await page.getByLabel('Role of dora').selectOption('admin');
+    await confirmDialog(page, 'dora');
     const branchAdmin = await adminToken(s, branch, 'admin', 'correct horse battery');
     const roleOfDora = async () =>
       ((await (await s.fetch('/api.ashx/v1/users', { host: branch, key: branchAdmin })).json()) as { data: { name: string; role: string }[] }).data.find(
@@ -421,6 +367,7 @@ describe('console in Chromium', { timeout: 120_000 }, () => {
     await until(async () => (await roleOfDora()) === 'admin', 5000, 'dora is admin');
     // A generated password, shown once, signs dora in on the branch host.
     await page.getByRole('button', { name: 'Reset password of dora' }).click();
+    await confirmDialog(page, 'dora');
     const password = (await page.getByTestId('once-secret').textContent())!;
     expect(password.length).toBeGreaterThanOrEqual(12);
     await adminToken(s, branch, 'dora', password);

@@ -1,0 +1,90 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+
+/** What the console's Chromium tests share: the browser, a watched page, sign-in, menu navigation, axe. */
+export const ARTEFACTS = path.resolve(import.meta.dirname, '../../../test-artifacts/console');
+const AXE = fs.readFileSync(path.resolve(import.meta.dirname, '../../../node_modules/axe-core/axe.min.js'), 'utf8');
+
+/** The system's Chromium, never a downloaded one. */
+export function launchChromium(): Promise<Browser> {
+  return chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  });
+}
+
+export interface Watch {
+  errors: string[];
+}
+
+/** A page whose console errors and failed requests are collected (aborted navigations aside). */
+export async function watched(ctx: BrowserContext): Promise<{ page: Page; w: Watch }> {
+  const page = await ctx.newPage();
+  const w: Watch = { errors: [] };
+  page.on('console', (m) => {
+    if (m.type() === 'error') w.errors.push(`console: ${m.text()}`);
+  });
+  page.on('pageerror', (e) => w.errors.push(`pageerror: ${e.message}`));
+  page.on('requestfailed', (r) => {
+    const why = r.failure()?.errorText ?? '';
+    // The live feed is aborted on purpose when a page goes away.
+    if (!why.includes('ERR_ABORTED')) w.errors.push(`failed: ${r.url()} ${why}`);
+  });
+  page.on('response', (r) => {
+    if (r.status() >= 400) w.errors.push(`HTTP ${r.status()} ${r.url()}`);
+  });
+  return { page, w };
+}
+
+/** Signs in on the provider's login page and waits for the first screen (`home`: an admin's dashboard, or a user's welcome). */
+export async function signInWithPassword(page: Page, base: string, user: string, password: string, home: 'admin' | 'user' = 'admin'): Promise<void> {
+  await page.goto(`${base}/`);
+  await page.waitForURL(/\/login\.html/);
+  await page.getByLabel('User name or e-mail').fill(user);
+  await page.getByLabel('Password').fill(password);
+  await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+  await page.waitForURL(/\/console\/$/);
+  if (home === 'admin') await page.getByTestId('calls-today').waitFor();
+  else await page.getByRole('heading', { level: 1 }).waitFor();
+}
+
+/** In-app navigation (the side menu, opened first on a phone): tokens live in memory, so a reload would sign in again. */
+export async function go(page: Page, to: string): Promise<void> {
+  const menu = page.getByTestId('menu-button');
+  if (await menu.isVisible()) await menu.click();
+  await page.locator(`nav a[href="/console/${to}"]`).click();
+  await page.waitForURL(new RegExp(`/console/${to}$`));
+  await page.getByRole('heading', { level: 1 }).waitFor();
+}
+
+export async function dashboard(page: Page): Promise<void> {
+  await go(page, '');
+  await page.getByTestId('lotl-state').waitFor();
+}
+
+/** axe-core's serious and critical violations on the page as it is now. */
+export async function axe(page: Page): Promise<string[]> {
+  await page.evaluate(AXE);
+  const found = await page.evaluate(async () => {
+    // @ts-expect-error axe is the global the injected script defines.
+    const r = await window.axe.run(document, { resultTypes: ['violations'] });
+    return (r.violations as { id: string; impact: string; nodes: { target: string[] }[] }[]).map((v) => ({
+      id: v.id,
+      impact: v.impact,
+      where: v.nodes.map((n) => n.target.join(' ')).join(' | '),
+    }));
+  });
+  return found.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id} (${v.impact}) at ${v.where}`);
+}
+
+/** Answers the console's confirmation dialog, after checking it names what it is about. */
+export async function confirmDialog(page: Page, names: string | RegExp, answer: 'confirm' | 'cancel' = 'confirm'): Promise<void> {
+  const dialog = page.getByRole('dialog');
+  await dialog.getByTestId('confirm-message').waitFor();
+  const text = (await dialog.getByTestId('confirm-message').textContent()) ?? '';
+  if (typeof names === 'string' ? !text.includes(names) : !names.test(text)) throw new Error(`confirmation "${text}" does not name ${String(names)}`);
+  if (answer === 'cancel') await dialog.getByRole('button', { name: /^(Cancel|Abbrechen)$/ }).click();
+  else await dialog.getByRole('button').last().click();
+  await dialog.waitFor({ state: 'detached' });
+}
