@@ -15,9 +15,14 @@ const issuerLike = definePlugin({
   description: 'registers the pre-authorized_code grant',
   dependsOn: ['oidc'],
   setup(ctx) {
-    ctx.use(OIDC).registerGrant(PRE_AUTH, async (g) => {
-      if (g.form['pre-authorized_code'] !== 'good') throw oauthError('invalid_grant', 'unknown pre-authorized_code');
-      return { access_token: `cred-${g.tenant.id}`, token_type: 'Bearer', expires_in: 300, c_nonce: 'n' };
+    ctx.use(OIDC).registerGrant({
+      type: PRE_AUTH,
+      parameters: ['pre-authorized_code', 'tx_code'],
+      clientAuth: 'optional',
+      handler: async (g) => {
+        if (g.form['pre-authorized_code'] !== 'good') throw oauthError('invalid_grant', 'unknown pre-authorized_code');
+        return { access_token: `cred-${g.tenant.id}`, token_type: 'Bearer', expires_in: 300, c_nonce: 'n' };
+      },
     });
   },
 });
