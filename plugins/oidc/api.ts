@@ -30,7 +30,7 @@ export interface OidcService {
 }
 
 /** The parameters of a token request a grant reads (besides grant_type and client authentication), as node-oidc-provider's grants declare them. */
-export type GrantForm<P extends string> = { grant_type: string } & { [K in P]?: string };
+export type GrantForm<P extends string> = { grant_type: string } & Partial<Record<P, string>>;
 
 export interface GrantDefinition<P extends string = string> {
   /** The grant_type value (a URN for extension grants, RFC 6749 §4.5). */

@@ -5,7 +5,7 @@ import { AppError, html, type PluginContext, policy, reply, type Reply, type Rou
 import { redirectUriAllowed, type OidcClient } from './clients.ts';
 import { respond } from './flow.ts';
 import { asset, page } from './pages.ts';
-import { issuerOf, reqInfo } from './routes.ts';
+import { issuerOf, reqInfo } from './issuer.ts';
 import { authorizeParams, logoutParams, type OidcConfig } from './schemas.ts';
 import type { OidcServices } from './services.ts';
 import type { Session } from './sessions.ts';
@@ -171,7 +171,7 @@ export function authorizeRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig
     bodyType: 'form',
     body: consentForm,
     responses: { 302: { description: 'to the client' } },
-    handler: async (req, res) => {
+    handler: async (req) => {
       const pend = flow.pending(req, req.body.i);
       if (!('it' in pend)) return pend;
       if (!signIn.csrfOk(req, `consent|${pend.it.id}`, req.body.csrf)) return formExpired('Reload and try again.');
@@ -223,7 +223,7 @@ export function authorizeRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig
     bodyType: 'form',
     body: selectForm,
     responses: { 302: { description: 'onward' } },
-    handler: async (req, res) => {
+    handler: async (req) => {
       const pend = flow.pending(req, req.body.i);
       if (!('it' in pend)) return pend;
       if (!signIn.csrfOk(req, `select|${pend.it.id}`, req.body.csrf)) return formExpired('Reload and try again.');

@@ -4,7 +4,7 @@ import { AppError, html, reply, type Reply, type RouteRequest, type Tenant, type
 import { redirectUriAllowed, type OidcClient } from './clients.ts';
 import { CLIENT_ALGS, SCOPES } from './oauth.ts';
 import type { OidcProvider } from './provider.ts';
-import { issuerOf } from './routes.ts';
+import { issuerOf } from './issuer.ts';
 import type { AuthorizeParams } from './schemas.ts';
 import type { Interaction, Session, Sessions } from './sessions.ts';
 import type { TenantSettings } from './settings.ts';
@@ -40,7 +40,6 @@ class RedirectError extends Error {
     super(description);
   }
 }
-
 
 /** Builds the authorization response in the requested mode, always with iss (RFC 9207) and state. */
 export function respond(

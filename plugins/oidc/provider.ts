@@ -129,7 +129,9 @@ export class OidcProvider implements GrantServices {
 
   /** One line per grant for the token endpoint's description in /openapi.json. */
   grantsDescription(): string {
-    return [...this.#grants.values()].map((g) => `\`${g.type}\`: ${g.parameters.join(', ')}${g.clientAuth === 'optional' ? ' (client authentication optional)' : ''}`).join('; ');
+    return [...this.#grants.values()]
+      .map((g) => `\`${g.type}\`: ${g.parameters.join(', ')}${g.clientAuth === 'optional' ? ' (client authentication optional)' : ''}`)
+      .join('; ');
   }
 
   now(): number {

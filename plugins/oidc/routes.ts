@@ -1,24 +1,11 @@
 import { z } from 'zod';
 import { InputError, NotAllowedError, NotFoundError, type PluginContext, policy, reply, type RouteRegistrar, type RouteRequest } from '../../server/sdk.ts';
 import { AUTH_METHODS, clientInputSchema, clientView, snakeKeys } from './clients.ts';
-import { CLIENT_ALGS, SCOPES, oauthError, type RequestInfo } from './oauth.ts';
+import { CLIENT_ALGS, SCOPES, oauthError } from './oauth.ts';
 import type { OidcProvider } from './provider.ts';
 import { discoverySchema, introspection, jwksSchema, oauthError as oauthErrorSchema, tokenOnlyForm, tokenResponse, type OidcConfig } from './schemas.ts';
 import type { OidcServices } from './services.ts';
-
-/**
- * The issuer is the tenant's origin exactly as the client addressed it (scheme, host and port
- * from the request): a tenant reachable under several host names is one OP per name, and the
- * appliance behind its LAN name or its loopback address both validate for the RP that used them.
- * Access tokens are accepted by any host of the same tenant (provider.verifyAccessToken).
- */
-export function issuerOf(req: { origin: string }): string {
-  return req.origin.replace(/\/+$/, '');
-}
-
-export function reqInfo(req: RouteRequest): RequestInfo {
-  return { ip: req.ip, ua: req.ua, headers: req.headers };
-}
+import { issuerOf, reqInfo } from './issuer.ts';
 
 export function discovery(issuer: string, p: OidcProvider, allowPlain: boolean): Record<string, unknown> {
   return {
@@ -282,8 +269,7 @@ export function adminRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>, s
       let id = req.body.client_id ?? req.body.clientId ?? req.query.client_id;
       if (!id) {
         // The spec's call names no client: it means the tenant's one secret-based client.
-        const withSecret = p.clients.list(req.tenant)
-          .filter((c) => c.authMethod === 'client_secret_basic' || c.authMethod === 'client_secret_post');
+        const withSecret = p.clients.list(req.tenant).filter((c) => c.authMethod === 'client_secret_basic' || c.authMethod === 'client_secret_post');
         if (withSecret.length !== 1) {
           throw new InputError(
             withSecret.length

@@ -74,7 +74,7 @@ export type TokenForm = {
   client_secret?: string;
   client_assertion_type?: string;
   client_assertion?: string;
-} & { [field: string]: string | undefined };
+} & Record<string, string | undefined>;
 
 export const tokenResponse = z
   .object({

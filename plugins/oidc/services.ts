@@ -2,6 +2,7 @@ import type { PluginContext } from '../../server/sdk.ts';
 import type { OidcService } from './api.ts';
 import { ClientRepo } from './clients.ts';
 import { AuthorizeFlow } from './flow.ts';
+import { issuerOfOrigin as issuer } from './issuer.ts';
 import { SigningKeys } from './keys.ts';
 import { OneTimeLinks } from './one-time-links.ts';
 import { OidcProvider } from './provider.ts';
@@ -21,9 +22,6 @@ export interface OidcServices {
   /** The narrow door other plugins get (`ctx.use(OIDC)`). */
   service: OidcService;
 }
-
-/** The issuer of an origin (see routes.ts issuerOf: the origin the client addressed). */
-const issuer = (origin: string) => origin.replace(/\/+$/, '');
 
 export function oidcServices(ctx: PluginContext<OidcConfig>): OidcServices {
   const keys = new SigningKeys(ctx.db, ctx.keys, ctx.clock);
