@@ -1,5 +1,5 @@
 import QRCode from 'qrcode';
-import { NotFoundError, type PluginContext, policy, reply, resourcePath, type RouteRegistrar } from '../../server/sdk.ts';
+import { html, NotFoundError, type PluginContext, policy, reply, resourcePath, type RouteRegistrar } from '../../server/sdk.ts';
 import type { AnchorStore } from './anchors.ts';
 import {
   anchorAddBody,
@@ -112,7 +112,7 @@ export function verifierRoutes(
     handler: async (req) => {
       const url = svc.openid4vpUrl(req.tenant, req.origin, req.query.session_id);
       const svg = await QRCode.toString(url, { type: 'svg', errorCorrectionLevel: 'M', margin: 2 });
-      return reply.text(200, qrPage(url, svg), 'text/html; charset=utf-8', NO_STORE);
+      return reply.text(200, qrPage(url, svg), 'text/html; charset=utf-8', { ...NO_STORE, 'Content-Security-Policy': QR_PAGE_CSP });
     },
   });
 
@@ -128,7 +128,8 @@ export function verifierRoutes(
     handler: async (req) => {
       const url = svc.openid4vpUrl(req.tenant, req.origin, req.query.session_id);
       const svg = await QRCode.toString(url, { type: 'svg', errorCorrectionLevel: 'M', margin: 2 });
-      return reply.text(200, svg, 'image/svg+xml', { ...NO_STORE, 'Content-Security-Policy': "default-src 'none'; style-src 'unsafe-inline'" });
+      // The QR code's SVG has no style and no script: nothing may load or run in it.
+      return reply.text(200, svg, 'image/svg+xml', { ...NO_STORE, 'Content-Security-Policy': html.csp({}) });
     },
   });
 
@@ -331,7 +332,7 @@ const LOGIN_JS = () => (loginJs ??= fs.readFileSync(resourcePath('wallet-login',
 
 /** The block the login page shows (registered with the oidc plugin's login options). */
 export function walletLoginBlock(i: string): string {
-  return `<section id="wallet-signin" data-i="${esc(i)}" aria-labelledby="wallet-signin-title">
+  return `<section id="wallet-signin" data-i="${html.escape(i)}" aria-labelledby="wallet-signin-title">
   <h2 id="wallet-signin-title">Sign in with your EU wallet</h2>
   <button type="button" id="wallet-signin-start">Sign in with your EU wallet</button>
   <div id="wallet-signin-box" hidden>
@@ -344,17 +345,19 @@ export function walletLoginBlock(i: string): string {
 <script src="/oidc.ashx/wallet-login.js"></script>`;
 }
 
-const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+const QR_STYLE = 'body{font-family:system-ui,sans-serif;max-width:28rem;margin:2rem auto;text-align:center}#qr svg{width:18rem;height:18rem}';
+/** The QR code is inline SVG; its one style block is allowed by its hash, nothing else loads. */
+const QR_PAGE_CSP = html.csp({ styles: [QR_STYLE] });
 
 function qrPage(url: string, svg: string): string {
-  return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Present your EU wallet</title>
-<style>body{font-family:system-ui,sans-serif;max-width:28rem;margin:2rem auto;text-align:center}#qr svg{width:18rem;height:18rem}</style></head>
-<body><h1>Present your EU wallet</h1>
-<p>Scan this code with your EU Digital Identity Wallet.</p>
-<div id="qr" role="img" aria-label="QR code of the wallet request">${svg}</div>
-<p><a id="same-device" href="${esc(url)}">Open the wallet on this device</a></p>
-</body></html>
-`;
+  return html.page({
+    title: 'Present your EU wallet',
+    style: QR_STYLE,
+    body: [
+      '<h1>Present your EU wallet</h1>',
+      '<p>Scan this code with your EU Digital Identity Wallet.</p>',
+      `<div id="qr" role="img" aria-label="QR code of the wallet request">${svg}</div>`,
+      `<p><a id="same-device" href="${html.escape(url)}">Open the wallet on this device</a></p>`,
+    ].join('\n'),
+  });
 }
