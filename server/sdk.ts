@@ -42,6 +42,9 @@ export { queryObject } from './http/dispatch.ts';
 export { readBounded } from './http/body.ts';
 export { errorAnswer, newRequestId, peerAddress, RandomPool, rejectUpgrade, SECURITY_HEADERS, type ErrorAnswer } from './http/respond.ts';
 export type { RateLimiter } from './http/rate-limit.ts';
+// Browser flows: cookies, and pages rendered by the server (escaping, shell, hashed-style CSP).
+export * as cookies from './http/cookies.ts';
+export * as html from './http/html.ts';
 
 // Storage, jobs and events.
 export { sqlMigrations, type Migration } from './store/migrate.ts';

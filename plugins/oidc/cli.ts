@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { type CliCommand, parse, str, UsageError, zodMessage } from '../../server/sdk.ts';
-import { AUTH_METHODS, clientInput, clientView } from './clients.ts';
-import type { OidcServices } from './schemas.ts';
+import { AUTH_METHODS, clientInputSchema, clientView } from './clients.ts';
+import type { OidcServices } from './services.ts';
 
 /** `sovcomms client ...`: OIDC clients from the command line (same validation as the admin surface). */
 export const clientCli: CliCommand<OidcServices> = {
@@ -51,7 +51,7 @@ export const clientCli: CliCommand<OidcServices> = {
         const grants =
           (v.grant as string[] | undefined) ??
           (isPublic ? ['authorization_code', 'refresh_token'] : ['authorization_code', 'refresh_token', 'client_credentials']);
-        const parsed = clientInput.safeParse({
+        const parsed = clientInputSchema(provider.clientGrantTypes()).safeParse({
           client_id: id,
           client_name: v.name,
           redirect_uris: v['redirect-uri'] ?? [],

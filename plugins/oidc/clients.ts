@@ -5,11 +5,6 @@ export const AUTH_METHODS = ['none', 'client_secret_basic', 'client_secret_post'
 export type AuthMethod = (typeof AUTH_METHODS)[number];
 
 export const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
-export const PRE_AUTH = 'urn:ietf:params:oauth:grant-type:pre-authorized_code';
-/** Grant types a client may be registered for; `implicit` covers response types with id_token. */
-/** Registered by the wallet verifier (plugins/wallet-verifier/sso.ts): a relying party redeems a wallet sign-in. */
-export const SSO_ASSERTION = 'urn:sovcomms:params:oauth:grant-type:sso_assertion';
-export const GRANT_TYPES = ['authorization_code', 'implicit', 'refresh_token', 'client_credentials', 'password', JWT_BEARER, PRE_AUTH, SSO_ASSERTION] as const;
 
 export const CONSOLE_CLIENT_ID = 'sovcomms-console';
 
@@ -91,25 +86,35 @@ export function checkRedirectUri(u: string, field: string): string {
 
 const jwkSchema = z.object({ kty: z.string() }).loose();
 
-/** Client metadata as RFC 7591 §2 names it (snake_case), the body of oidc-clients-save. */
-export const clientInput = z
-  .object({
-    client_id: z.string().regex(/^[A-Za-z0-9._:-]{1,128}$/, 'letters, digits and . _ : - (1 to 128)'),
-    client_name: z.string().max(200).optional(),
-    redirect_uris: z.array(z.string().max(2000)).max(50).default([]),
-    post_logout_redirect_uris: z.array(z.string().max(2000)).max(50).default([]),
-    grant_types: z.array(z.enum(GRANT_TYPES)).min(1).max(10).default(['authorization_code', 'refresh_token']),
-    token_endpoint_auth_method: z.enum(AUTH_METHODS).default('client_secret_basic'),
-    jwks: z
-      .object({ keys: z.array(jwkSchema).min(1).max(20) })
-      .nullable()
-      .optional(),
-    allow_plain_pkce: z.boolean().default(true),
-    id_token_signed_response_alg: z.enum(['RS256', 'ES256']).default('RS256'),
-    skip_consent: z.boolean().default(false),
-  })
-  .strict();
-export type ClientInput = z.infer<typeof clientInput>;
+/**
+ * Client metadata as RFC 7591 §2 names it (snake_case), the body of oidc-clients-save. The grant
+ * types a client may be registered for are the token endpoint's grants (the built-in ones and
+ * those other plugins registered) and `implicit` (response types with an id_token).
+ */
+export function clientInputSchema(grantTypes: readonly string[]) {
+  return z
+    .object({
+      client_id: z.string().regex(/^[A-Za-z0-9._:-]{1,128}$/, 'letters, digits and . _ : - (1 to 128)'),
+      client_name: z.string().max(200).optional(),
+      redirect_uris: z.array(z.string().max(2000)).max(50).default([]),
+      post_logout_redirect_uris: z.array(z.string().max(2000)).max(50).default([]),
+      grant_types: z
+        .array(z.enum(grantTypes as [string, ...string[]]))
+        .min(1)
+        .max(10)
+        .default(['authorization_code', 'refresh_token']),
+      token_endpoint_auth_method: z.enum(AUTH_METHODS).default('client_secret_basic'),
+      jwks: z
+        .object({ keys: z.array(jwkSchema).min(1).max(20) })
+        .nullable()
+        .optional(),
+      allow_plain_pkce: z.boolean().default(true),
+      id_token_signed_response_alg: z.enum(['RS256', 'ES256']).default('RS256'),
+      skip_consent: z.boolean().default(false),
+    })
+    .strict();
+}
+export type ClientInput = z.infer<ReturnType<typeof clientInputSchema>>;
 
 /** Accepts camelCase keys too (the core's convention for JSON bodies). */
 export function snakeKeys(v: unknown): unknown {
@@ -369,13 +374,18 @@ export function clientView(c: OidcClient): Record<string, unknown> {
   };
 }
 
-/** OidcService.builtInClient: a plugin's public sign-in client, made or completed on first use. */
-export function builtInClient(provider: { clients: ClientRepo }, tenant: Tenant, want: { clientId: string; name: string; redirectUri: string }): string {
-  const c = provider.clients.get(tenant, want.clientId);
+/**
+ * A plugin's built-in public sign-in client (authorization code + PKCE S256, no secret, no consent
+ * page), made or completed on first use with `redirectUri` among its redirect URIs (the last 50
+ * kept, one per origin the appliance is reached at). Returns `redirectUri`; 400 where the
+ * provider refuses it (http on a non-loopback host).
+ */
+export function builtInClient(clients: ClientRepo, tenant: Tenant, want: { clientId: string; name: string; redirectUri: string }): string {
+  const c = clients.get(tenant, want.clientId);
   if (c && c.redirectUris.includes(want.redirectUri) && c.authMethod === 'none' && c.skipConsent && c.grantTypes.includes('authorization_code'))
     return want.redirectUri;
   try {
-    provider.clients.upsert(tenant, {
+    clients.upsert(tenant, {
       client_id: want.clientId,
       client_name: want.name,
       redirect_uris: [...new Set([...(c?.redirectUris ?? []), want.redirectUri])].slice(-50),

@@ -1,15 +1,16 @@
 import { z } from 'zod';
-import { checkPasswordPolicy, policy, reply, type RouteRegistrar } from '../../server/sdk.ts';
-import { EMAIL_TOKEN_TTL, type InteractKit } from './interact.ts';
+import { checkPasswordPolicy, type PluginContext, policy, reply, type RouteRegistrar } from '../../server/sdk.ts';
+import { EMAIL_TOKEN_TTL } from './one-time-links.ts';
 import { page } from './pages.ts';
+import type { OidcConfig } from './schemas.ts';
+import type { OidcServices } from './services.ts';
 
 /**
  * E-mail links: the magic sign-in link and account recovery. The form answers the same whether
  * or not an account has the address; a link is single use and short-lived.
  */
-export function emailLinkRoutes(r: RouteRegistrar, kit: InteractKit): void {
-  const { d, area, browser, signIn, newEmailToken, peekToken, consumeToken, send, ensureBrowser } = kit;
-  const { ctx } = kit.d;
+export function emailLinkRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>, s: OidcServices, area: string): void {
+  const { signIn, links, provider } = s;
   const maglinkForm = z.object({
     i: z.string().max(64).optional(),
     csrf: z.string().max(128),
@@ -27,8 +28,7 @@ export function emailLinkRoutes(r: RouteRegistrar, kit: InteractKit): void {
     rateLimit: 'sensitive',
     responses: { 200: { description: 'HTML', contentType: 'text/html' } },
     handler: async (req) => {
-      const b = browser(req);
-      if (!d.sessions().checkCsrf(b, `login|${req.body.i ?? ''}`, req.body.csrf))
+      if (!signIn.csrfOk(req, `login|${req.body.i ?? ''}`, req.body.csrf))
         return page('message.html', { title: 'Form expired', message: 'Reload the sign-in page and try again.' }, 403);
       const purpose = req.body.purpose;
       const email = req.body.email.trim();
@@ -38,7 +38,7 @@ export function emailLinkRoutes(r: RouteRegistrar, kit: InteractKit): void {
         ctx.audit.write(req.tenant, { event: 'login-rate-limited', user: email, ip: req.ip, ua: req.ua, extra: { via: purpose } });
         return page('message.html', { title: 'Too many requests', message: 'Too many e-mails were requested. Wait a few minutes.' }, 429);
       }
-      const user = email.includes('@') ? d.p().users.byLogin(req.tenant, email) : undefined;
+      const user = email.includes('@') ? ctx.users.byLogin(req.tenant, email) : undefined;
       ctx.audit.write(req.tenant, {
         event: purpose === 'maglink' ? 'maglink-start' : 'recover-start',
         user: email,
@@ -47,10 +47,10 @@ export function emailLinkRoutes(r: RouteRegistrar, kit: InteractKit): void {
         extra: { known: !!user },
       });
       if (user && user.email && user.status === 'active') {
-        const it = req.body.i ? d.sessions().interaction(req.tenant, req.body.i, b) : undefined;
-        const t = newEmailToken(req.tenant, user, purpose, it?.id ?? null, EMAIL_TOKEN_TTL);
+        const it = req.body.i ? signIn.sessions.interaction(req.tenant, req.body.i, signIn.browser(req)) : undefined;
+        const t = links.issue(req.tenant, user, purpose, it?.id ?? null, EMAIL_TOKEN_TTL);
         const link = `${req.publicOrigin}/oidc.ashx/${purpose === 'maglink' ? 'maglink-finish' : 'recover-finish'}?t=${t}`;
-        await send(
+        await links.send(
           req.tenant,
           user.email,
           purpose === 'maglink' ? `Sign in to ${req.tenant.name}` : `Reset your password for ${req.tenant.name}`,
@@ -73,15 +73,15 @@ export function emailLinkRoutes(r: RouteRegistrar, kit: InteractKit): void {
     query: z.object({ t: z.string().max(100) }),
     responses: { 200: { description: 'HTML', contentType: 'text/html' } },
     handler: (req, res) => {
-      if (!peekToken(req.tenant, req.query.t, 'maglink'))
+      if (!links.peek(req.tenant, req.query.t, 'maglink'))
         return page('message.html', { title: 'Link expired', message: 'This sign-in link has expired or was used. Request a new one.' }, 400);
-      const b = ensureBrowser(req, res);
+      const b = signIn.ensureBrowser(req, res);
       return page('email-link.html', {
         tenant: req.tenant.name,
         title: 'Finish signing in',
         action: '/oidc.ashx/maglink-finish',
         t: req.query.t,
-        csrf: d.sessions().csrf(b, 'maglink'),
+        csrf: signIn.csrf(b, 'maglink'),
         password: '',
         button: 'Sign in',
       });
@@ -98,13 +98,12 @@ export function emailLinkRoutes(r: RouteRegistrar, kit: InteractKit): void {
     rateLimit: 'sensitive',
     responses: { 302: { description: 'onward' } },
     handler: (req, res) => {
-      if (!d.sessions().checkCsrf(browser(req), 'maglink', req.body.csrf))
-        return page('message.html', { title: 'Form expired', message: 'Open the link again.' }, 403);
-      const tok = consumeToken(req.tenant, req.body.t, 'maglink');
-      const user = tok && d.p().activeUser(req.tenant, tok.user_id);
+      if (!signIn.csrfOk(req, 'maglink', req.body.csrf)) return page('message.html', { title: 'Form expired', message: 'Open the link again.' }, 403);
+      const tok = links.consume(req.tenant, req.body.t, 'maglink');
+      const user = tok && provider.activeUser(req.tenant, tok.user_id);
       if (!tok || !user) return page('message.html', { title: 'Link expired', message: 'This sign-in link has expired or was used. Request a new one.' }, 400);
       ctx.audit.write(req.tenant, { event: 'maglink-finish', user: user.name, ip: req.ip, ua: req.ua });
-      return reply.redirect(signIn(req, res, user, ['email'], tok.interaction_id), 302);
+      return reply.redirect(signIn.signIn(req, res, user, ['email'], tok.interaction_id), 302);
     },
   });
   r.add({
@@ -116,15 +115,15 @@ export function emailLinkRoutes(r: RouteRegistrar, kit: InteractKit): void {
     query: z.object({ t: z.string().max(100) }),
     responses: { 200: { description: 'HTML', contentType: 'text/html' } },
     handler: (req, res) => {
-      if (!peekToken(req.tenant, req.query.t, 'recover'))
+      if (!links.peek(req.tenant, req.query.t, 'recover'))
         return page('message.html', { title: 'Link expired', message: 'This recovery link has expired or was used.' }, 400);
-      const b = ensureBrowser(req, res);
+      const b = signIn.ensureBrowser(req, res);
       return page('email-link.html', {
         tenant: req.tenant.name,
         title: 'Choose a new password',
         action: '/oidc.ashx/recover-finish',
         t: req.query.t,
-        csrf: d.sessions().csrf(b, 'recover'),
+        csrf: signIn.csrf(b, 'recover'),
         button: 'Save and sign in',
         password:
           '<label for="password">New password (at least 10 characters)</label><input type="password" id="password" name="password" autocomplete="new-password" minlength="10" required>',
@@ -142,19 +141,18 @@ export function emailLinkRoutes(r: RouteRegistrar, kit: InteractKit): void {
     rateLimit: 'sensitive',
     responses: { 302: { description: 'onward' } },
     handler: async (req, res) => {
-      if (!d.sessions().checkCsrf(browser(req), 'recover', req.body.csrf))
-        return page('message.html', { title: 'Form expired', message: 'Open the link again.' }, 403);
+      if (!signIn.csrfOk(req, 'recover', req.body.csrf)) return page('message.html', { title: 'Form expired', message: 'Open the link again.' }, 403);
       try {
         checkPasswordPolicy(req.body.password);
       } catch (e) {
         return page('message.html', { title: 'Password not accepted', message: (e as Error).message }, 400);
       }
-      const tok = consumeToken(req.tenant, req.body.t, 'recover');
-      const user = tok && d.p().activeUser(req.tenant, tok.user_id);
+      const tok = links.consume(req.tenant, req.body.t, 'recover');
+      const user = tok && provider.activeUser(req.tenant, tok.user_id);
       if (!tok || !user) return page('message.html', { title: 'Link expired', message: 'This recovery link has expired or was used.' }, 400);
       await ctx.users.setPassword(req.tenant, user.name, req.body.password);
       ctx.audit.write(req.tenant, { event: 'recover-finish', user: user.name, ip: req.ip, ua: req.ua });
-      return reply.redirect(signIn(req, res, user, ['pwd', 'email'], tok.interaction_id), 302);
+      return reply.redirect(signIn.signIn(req, res, user, ['pwd', 'email'], tok.interaction_id), 302);
     },
   });
 }

@@ -1,16 +1,13 @@
 import { definePlugin, sqlMigrations } from '../../server/sdk.ts';
-import { builtInClient, ClientRepo } from './clients.ts';
-import { SigningKeys } from './keys.ts';
 import { OIDC } from './api.ts';
-import { OidcProvider } from './provider.ts';
-import { adminRoutes, protocolRoutes } from './routes.ts';
-import { oidcConfig, type OidcServices } from './schemas.ts';
-import { TenantSettings } from './settings.ts';
-import { clientCli } from './cli.ts';
-import { tokenPreRouter } from './token-prerouter.ts';
-import { Sessions } from './sessions.ts';
 import { authorizeRoutes } from './authorize.ts';
-import { defineMailJob, interactRoutes } from './interact.ts';
+import { clientCli } from './cli.ts';
+import { interactRoutes } from './interact.ts';
+import { defineMailJob } from './one-time-links.ts';
+import { adminRoutes, protocolRoutes } from './routes.ts';
+import { oidcConfig } from './schemas.ts';
+import { oidcServices, type OidcServices } from './services.ts';
+import { tokenPreRouter } from './token-prerouter.ts';
 
 /**
  * The OpenID Provider of every tenant (issue 3): discovery, JWKS, federation entity statement,
@@ -25,30 +22,19 @@ export default definePlugin({
   config: oidcConfig,
   cli: { client: clientCli },
   setup(ctx): OidcServices {
-    const keys = new SigningKeys(ctx.db, ctx.keys, ctx.clock);
-    const provider = new OidcProvider(ctx.db, keys, new ClientRepo(ctx.db), ctx.users, ctx.tenants, ctx.audit, ctx.clock, ctx.rateLimit, ctx.config);
-    const settings = new TenantSettings(ctx.db, ctx.config);
-    const sessions = new Sessions(ctx.db, ctx.keys.subkey('oidc-csrf'), ctx.clock, ctx.config.sessionTtl);
-    // Provided at setup so dependants can plug grants in before the first request.
-    ctx.provide(OIDC, {
-      registerGrant: (type, handler, opts) => provider.registerGrant(type, handler, opts),
-      registerLoginOption: (o) => provider.registerLoginOption(o),
-      signInBrowser: (...a) => provider.signInBrowser(...a),
-      issuer: (origin) => origin.replace(/\/+$/, ''),
-      builtInClient: (tenant, c) => builtInClient(provider, tenant, c),
-      provider,
-    });
-    ctx.auth.setBearerVerifier((token, tenant) => provider.principal(token, tenant));
-    return { provider, settings, sessions };
+    const s = oidcServices(ctx);
+    // Provided at setup so dependants can plug grants and sign-in options in before the routes
+    // compose the token form from them.
+    ctx.provide(OIDC, s.service);
+    ctx.auth.setBearerVerifier((token, tenant) => s.provider.principal(token, tenant));
+    return s;
   },
   routes(r, s, ctx) {
-    const p = () => s.provider;
-    const settings = () => s.settings;
-    protocolRoutes(r, ctx, p, settings);
+    protocolRoutes(r, ctx, s);
     r.preRouter(tokenPreRouter(ctx, s.provider));
-    const deps = { ctx, p, sessions: () => s.sessions, settings };
-    interactRoutes(r, deps, authorizeRoutes(r, deps));
-    adminRoutes(r, ctx, p, settings);
+    authorizeRoutes(r, ctx, s);
+    interactRoutes(r, ctx, s);
+    adminRoutes(r, ctx, s);
   },
   start(_s, ctx) {
     defineMailJob(ctx);

@@ -8,15 +8,17 @@ import {
   reply,
   type RouteRegistrar,
   type RouteRequest,
+  type PluginContext,
   type Tenant,
 } from '../../server/sdk.ts';
-import { CLAIM_TOKEN_TTL, type InteractKit } from './interact.ts';
+import { CLAIM_TOKEN_TTL } from './one-time-links.ts';
 import { page } from './pages.ts';
+import type { OidcConfig } from './schemas.ts';
+import type { OidcServices } from './services.ts';
 
 /** Invitations: an admin's claim link for an account without a password, and the claim itself. */
-export function invitationRoutes(r: RouteRegistrar, kit: InteractKit): void {
-  const { d, area, browser, signIn, newEmailToken, peekToken, consumeToken, send, ensureBrowser } = kit;
-  const { ctx } = kit.d;
+export function invitationRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>, s: OidcServices, area: string): void {
+  const { signIn, links, provider } = s;
   // A disabled account's open invitation must not let it in (an admin may disable an invitee
   // before the link is used): it reads like an expired invitation.
   const claimable = (tenant: Tenant, userId: string) => {
@@ -37,10 +39,10 @@ export function invitationRoutes(r: RouteRegistrar, kit: InteractKit): void {
       const user = ctx.users.byName(req.tenant, req.body.user);
       if (!user) throw new NotFoundError(`no user ${req.body.user}`);
       if (user.status !== 'invited') throw new InputError(`user ${user.name} has already claimed the account`, 'already_claimed');
-      const t = newEmailToken(req.tenant, user, 'claim', null, CLAIM_TOKEN_TTL);
+      const t = links.issue(req.tenant, user, 'claim', null, CLAIM_TOKEN_TTL);
       const url = `${req.publicOrigin}/claim.html?t=${t}`;
       const mailed = user.email
-        ? await send(req.tenant, user.email, `Your account on ${req.tenant.name}`, `Set your password with this link (valid 7 days, once):\n\n${url}\n`)
+        ? await links.send(req.tenant, user.email, `Your account on ${req.tenant.name}`, `Set your password with this link (valid 7 days, once):\n\n${url}\n`)
         : false;
       return { claim_url: url, expires_in: CLAIM_TOKEN_TTL, mailed };
     },
@@ -64,7 +66,7 @@ export function invitationRoutes(r: RouteRegistrar, kit: InteractKit): void {
     },
     handler: (req) => {
       if (claimLimited(req)) throw new AppError(429, 'rate_limited', 'too many attempts; try again later', { headers: { 'Retry-After': '60' } });
-      const tok = peekToken(req.tenant, req.query.t, 'claim');
+      const tok = links.peek(req.tenant, req.query.t, 'claim');
       const user = tok && claimable(req.tenant, tok.user_id);
       ctx.audit.write(req.tenant, { event: 'claim-info', user: user?.name, ip: req.ip, ua: req.ua, extra: { valid: !!user } });
       if (!tok || !user) throw new NotFoundError('unknown, expired or used invitation');
@@ -80,7 +82,7 @@ export function invitationRoutes(r: RouteRegistrar, kit: InteractKit): void {
     query: z.object({ t: z.string().max(100) }),
     responses: { 200: { description: 'HTML', contentType: 'text/html' } },
     handler: (req, res) => {
-      const tok = peekToken(req.tenant, req.query.t, 'claim');
+      const tok = links.peek(req.tenant, req.query.t, 'claim');
       const user = tok && claimable(req.tenant, tok.user_id);
       if (!user)
         return page(
@@ -88,13 +90,13 @@ export function invitationRoutes(r: RouteRegistrar, kit: InteractKit): void {
           { title: 'Invitation expired', message: 'This invitation has expired or was used. Ask your administrator for a new one.' },
           400,
         );
-      const b = ensureBrowser(req, res);
+      const b = signIn.ensureBrowser(req, res);
       return page('email-link.html', {
         tenant: req.tenant.name,
         title: `Welcome, ${user.name}`,
         action: '/oidc.ashx/claim',
         t: req.query.t,
-        csrf: d.sessions().csrf(b, 'claim'),
+        csrf: signIn.csrf(b, 'claim'),
         button: 'Set password and sign in',
         password:
           '<label for="password">Choose a password (at least 10 characters)</label><input type="password" id="password" name="password" autocomplete="new-password" minlength="10" required>',
@@ -113,18 +115,17 @@ export function invitationRoutes(r: RouteRegistrar, kit: InteractKit): void {
     responses: { 302: { description: 'signed in (form)' }, 200: { description: '{user} (JSON)' } },
     handler: async (req, res) => {
       const isForm = String(req.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded');
-      if (isForm && !d.sessions().checkCsrf(browser(req), 'claim', req.body.csrf))
-        return page('message.html', { title: 'Form expired', message: 'Open the link again.' }, 403);
+      if (isForm && !signIn.csrfOk(req, 'claim', req.body.csrf)) return page('message.html', { title: 'Form expired', message: 'Open the link again.' }, 403);
       if (claimLimited(req)) throw new AppError(429, 'rate_limited', 'too many attempts; try again later', { headers: { 'Retry-After': '60' } });
       checkPasswordPolicy(req.body.password);
-      const tok = consumeToken(req.tenant, req.body.t, 'claim');
+      const tok = links.consume(req.tenant, req.body.t, 'claim');
       const user = tok && claimable(req.tenant, tok.user_id);
       if (!tok || !user) throw new NotFoundError('unknown, expired or used invitation');
       await ctx.users.setPassword(req.tenant, user.name, req.body.password);
       ctx.audit.write(req.tenant, { event: 'claim', user: user.name, ip: req.ip, ua: req.ua });
       if (!isForm) return { user: user.name };
-      const active = d.p().activeUser(req.tenant, user.id)!;
-      return reply.redirect(signIn(req, res, active, ['pwd'], null), 302);
+      const active = provider.activeUser(req.tenant, user.id)!;
+      return reply.redirect(signIn.signIn(req, res, active, ['pwd'], null), 302);
     },
   });
 }

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { reply, resourcePath, type Reply } from '../../server/sdk.ts';
+import { html, reply, resourcePath, type Reply } from '../../server/sdk.ts';
 /** The sign-in pages live in resources/login/ (shipped defaults an operator may restyle). */
 export const PAGES_DIR = resourcePath('login');
 
@@ -15,25 +15,21 @@ function template(name: string): string {
   return t;
 }
 
-export function esc(s: unknown): string {
-  return String(s ?? '').replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
-}
-
 /**
  * Fills `{{name}}` (HTML-escaped) and `{{{name}}}` (already-safe HTML built here) placeholders.
  * Pages get a strict CSP: scripts only from this origin, no framing.
  */
 export function page(name: string, vars: Record<string, unknown>, status = 200): Reply {
-  const html = template(name)
+  const text = template(name)
     .replace(/\{\{\{(\w+)\}\}\}/g, (_, k: string) => String(vars[k] ?? ''))
-    .replace(/\{\{(\w+)\}\}/g, (_, k: string) => esc(vars[k]));
-  return reply.text(status, html, 'text/html; charset=utf-8', PAGE_HEADERS);
+    .replace(/\{\{(\w+)\}\}/g, (_, k: string) => html.escape(vars[k]));
+  return reply.text(status, text, 'text/html; charset=utf-8', PAGE_HEADERS);
 }
 
 export const PAGE_HEADERS: Record<string, string> = {
-  // No form-action: Chrome applies it to the redirect after a form post (to the RP's redirect_uri).
-  'Content-Security-Policy':
-    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'",
+  // No form-action (formsRedirect): Chrome applies it to the redirect after a form post (to the
+  // RP's redirect_uri). Styles come from /login/style.css only: the pages have no inline style.
+  'Content-Security-Policy': html.csp({ script: ["'self'"], style: ["'self'"], img: ["'self'", 'data:'], connect: ["'self'"], formsRedirect: true }),
   'X-Frame-Options': 'DENY',
   'Cache-Control': 'no-store',
 };

@@ -1,17 +1,20 @@
 import type { AuthenticationResponseJSON, RegistrationResponseJSON } from '@simplewebauthn/server';
 import { z } from 'zod';
-import { AppError, policy, reply, type RouteRegistrar } from '../../server/sdk.ts';
-import { CHALLENGE_COOKIE, rpId, secure, webauthn, type InteractKit } from './interact.ts';
+import { AppError, type PluginContext, policy, reply, type RouteRegistrar } from '../../server/sdk.ts';
 import { page } from './pages.ts';
-import { cookie } from './sessions.ts';
+import type { OidcConfig } from './schemas.ts';
+import type { OidcServices } from './services.ts';
+import { rpId } from './signin.ts';
+
+// Loaded on first use: @simplewebauthn/server costs part of every start, and most starts never see a passkey.
+const webauthn = () => import('@simplewebauthn/server');
 
 /**
  * Passkeys (WebAuthn Level 3, discoverable credentials): sign-in with a passkey, and the signed-in
  * user's page to register one. User verification is required both ways.
  */
-export function passkeyRoutes(r: RouteRegistrar, kit: InteractKit): void {
-  const { d, area, sealChallenge, openChallenge, browser, currentUser, signIn, ensureBrowser } = kit;
-  const { ctx } = kit.d;
+export function passkeyRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>, s: OidcServices, area: string): void {
+  const { signIn, provider } = s;
   const signinStart = z.object({ i: z.string().max(64).optional(), csrf: z.string().max(128) }).strict();
   r.add({
     method: 'POST',
@@ -24,10 +27,9 @@ export function passkeyRoutes(r: RouteRegistrar, kit: InteractKit): void {
     rateLimit: 'sensitive',
     responses: { 200: { description: 'PublicKeyCredentialRequestOptionsJSON', schema: z.object({ challenge: z.string() }).loose() } },
     handler: async (req, res) => {
-      if (!d.sessions().checkCsrf(browser(req), `login|${req.body.i ?? ''}`, req.body.csrf))
-        throw new AppError(403, 'invalid_csrf', 'the form expired; reload the page');
+      signIn.requireCsrf(req, `login|${req.body.i ?? ''}`, req.body.csrf);
       const opts = await (await webauthn()).generateAuthenticationOptions({ rpID: rpId(req), userVerification: 'required', allowCredentials: [] });
-      sealChallenge(res, req, { c: opts.challenge, p: 'signin' });
+      signIn.sealChallenge(req, res, { c: opts.challenge, p: 'signin' });
       ctx.audit.write(req.tenant, { event: 'passkey-signin-start', ip: req.ip, ua: req.ua });
       return opts;
     },
@@ -46,18 +48,16 @@ export function passkeyRoutes(r: RouteRegistrar, kit: InteractKit): void {
     rateLimit: 'sensitive',
     responses: { 200: { description: '{redirect}', schema: z.object({ redirect: z.string() }) }, 400: { description: 'passkey not accepted' } },
     handler: async (req, res) => {
-      if (!d.sessions().checkCsrf(browser(req), `login|${req.body.i ?? ''}`, req.body.csrf))
-        throw new AppError(403, 'invalid_csrf', 'the form expired; reload the page');
-      const ch = openChallenge(req, 'signin');
-      res.append('Set-Cookie', cookie(CHALLENGE_COOKIE, '', { secure: secure(req), maxAge: 0 }));
+      signIn.requireCsrf(req, `login|${req.body.i ?? ''}`, req.body.csrf);
+      const ch = signIn.takeChallenge(req, res, 'signin');
       const fail = (why: string, user?: string) => {
         ctx.audit.write(req.tenant, { event: 'passkey-signin-fail', user, ip: req.ip, ua: req.ua, extra: { reason: why }, aggregate: true });
         return new AppError(400, 'passkey_rejected', `passkey not accepted: ${why}`);
       };
       if (!ch) throw fail('no or expired challenge');
-      const row = d.p().repo.passkey(req.tenant, req.body.response.id);
+      const row = provider.repo.passkey(req.tenant, req.body.response.id);
       if (!row) throw fail('unknown credential');
-      const user = d.p().activeUser(req.tenant, row.user_id);
+      const user = provider.activeUser(req.tenant, row.user_id);
       if (!user) throw fail('account not active');
       let v;
       try {
@@ -80,9 +80,9 @@ export function passkeyRoutes(r: RouteRegistrar, kit: InteractKit): void {
         throw fail((e as Error).message.slice(0, 200), user.name);
       }
       if (!v.verified) throw fail('signature not verified', user.name);
-      d.p().repo.setPasskeyCounter(row.id, v.authenticationInfo.newCounter);
+      provider.repo.setPasskeyCounter(row.id, v.authenticationInfo.newCounter);
       ctx.audit.write(req.tenant, { event: 'passkey-signin-ok', user: user.name, ip: req.ip, ua: req.ua });
-      return { redirect: signIn(req, res, user, ['hwk', 'user'], req.body.i) };
+      return { redirect: signIn.signIn(req, res, user, ['hwk', 'user'], req.body.i) };
     },
   });
   r.add({
@@ -93,11 +93,11 @@ export function passkeyRoutes(r: RouteRegistrar, kit: InteractKit): void {
     auth: policy.public,
     responses: { 200: { description: 'HTML', contentType: 'text/html' } },
     handler: (req, res) => {
-      const user = currentUser(req);
+      const user = signIn.currentUser(req);
       if (!user) return reply.redirect('/login.html', 302);
-      const b = ensureBrowser(req, res);
-      const n = d.p().repo.passkeysOf(req.tenant, user.id).length;
-      return page('passkeys.html', { tenant: req.tenant.name, user: user.name, count: n, csrf: d.sessions().csrf(b, 'passkey-register') });
+      const b = signIn.ensureBrowser(req, res);
+      const n = provider.repo.passkeysOf(req.tenant, user.id).length;
+      return page('passkeys.html', { tenant: req.tenant.name, user: user.name, count: n, csrf: signIn.csrf(b, 'passkey-register') });
     },
   });
   r.add({
@@ -111,11 +111,10 @@ export function passkeyRoutes(r: RouteRegistrar, kit: InteractKit): void {
     rateLimit: 'sensitive',
     responses: { 200: { description: 'PublicKeyCredentialCreationOptionsJSON', schema: z.object({ challenge: z.string() }).loose() } },
     handler: async (req, res) => {
-      if (!d.sessions().checkCsrf(browser(req), 'passkey-register', req.body.csrf))
-        throw new AppError(403, 'invalid_csrf', 'the form expired; reload the page');
-      const user = currentUser(req);
+      signIn.requireCsrf(req, 'passkey-register', req.body.csrf);
+      const user = signIn.currentUser(req);
       if (!user) throw new AppError(401, 'login_required', 'sign in first');
-      const existing = d.p().repo.passkeysOf(req.tenant, user.id);
+      const existing = provider.repo.passkeysOf(req.tenant, user.id);
       const opts = await (
         await webauthn()
       ).generateRegistrationOptions({
@@ -127,7 +126,7 @@ export function passkeyRoutes(r: RouteRegistrar, kit: InteractKit): void {
         authenticatorSelection: { residentKey: 'required', userVerification: 'required' },
         excludeCredentials: existing.map((e) => ({ id: e.id, transports: JSON.parse(e.transports) as string[] })),
       });
-      sealChallenge(res, req, { c: opts.challenge, p: 'register', u: user.id });
+      signIn.sealChallenge(req, res, { c: opts.challenge, p: 'register', u: user.id });
       return opts;
     },
   });
@@ -142,11 +141,9 @@ export function passkeyRoutes(r: RouteRegistrar, kit: InteractKit): void {
     rateLimit: 'sensitive',
     responses: { 200: { description: '{id}', schema: z.object({ id: z.string() }) } },
     handler: async (req, res) => {
-      if (!d.sessions().checkCsrf(browser(req), 'passkey-register', req.body.csrf))
-        throw new AppError(403, 'invalid_csrf', 'the form expired; reload the page');
-      const user = currentUser(req);
-      const ch = openChallenge(req, 'register');
-      res.append('Set-Cookie', cookie(CHALLENGE_COOKIE, '', { secure: secure(req), maxAge: 0 }));
+      signIn.requireCsrf(req, 'passkey-register', req.body.csrf);
+      const user = signIn.currentUser(req);
+      const ch = signIn.takeChallenge(req, res, 'register');
       if (!user || !ch || ch.u !== user.id) throw new AppError(400, 'passkey_rejected', 'no registration in progress for this user');
       let v;
       try {
@@ -164,11 +161,11 @@ export function passkeyRoutes(r: RouteRegistrar, kit: InteractKit): void {
       }
       if (!v.verified) throw new AppError(400, 'passkey_rejected', 'registration not verified');
       const c = v.registrationInfo.credential;
-      d.p().repo.insertPasskey(
+      provider.repo.insertPasskey(
         req.tenant,
         user.id,
         { id: c.id, publicKey: Buffer.from(c.publicKey).toString('base64url'), counter: c.counter, transports: c.transports ?? [] },
-        new Date().toISOString(),
+        new Date(ctx.clock.now()).toISOString(),
       );
       ctx.audit.write(req.tenant, { event: 'passkey-register', user: user.name, ip: req.ip, ua: req.ua });
       return { id: c.id };

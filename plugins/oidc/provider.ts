@@ -15,20 +15,24 @@ import {
   verifyPassword,
 } from '../../server/sdk.ts';
 import type { SigningKeys } from './keys.ts';
-import { JWT_BEARER, redirectUriAllowed, type ClientRepo, type OidcClient } from './clients.ts';
+import type { GrantDefinition, GrantRequest } from './api.ts';
+import { redirectUriAllowed, type ClientRepo, type OidcClient } from './clients.ts';
 import { ClientAuthenticator, type AuthenticatedClient, type ClientAuthForm } from './client-auth.ts';
 import { authorizationCodeGrant } from './grants/authorization-code.ts';
 import { clientCredentialsGrant } from './grants/client-credentials.ts';
 import { jwtBearerGrant } from './grants/jwt-bearer.ts';
 import { passwordGrant } from './grants/password.ts';
 import { refreshTokenGrant } from './grants/refresh-token.ts';
-import { oauthError, SCOPES, type BrowserSignIn, type Grant, type GrantContext, type GrantHandler, type LoginOption, type RequestInfo } from './oauth.ts';
+import { oauthError, SCOPES, type Grant, type GrantContext, type GrantServices, type RequestInfo } from './oauth.ts';
 import { OidcRepo, type NewCode } from './repo.ts';
-import type { OidcConfig, TokenForm } from './schemas.ts';
+import { tokenFormSchema, type OidcConfig, type TokenForm } from './schemas.ts';
 import { TokenMinter, type AccessTokenInput } from './tokens.ts';
 
-export { CLIENT_ALGS, CLIENT_ASSERTION_TYPE, oauthError, SCOPES, type GrantContext, type GrantHandler, type OidcService, type RequestInfo } from './oauth.ts';
+export { CLIENT_ALGS, CLIENT_ASSERTION_TYPE, oauthError, SCOPES, type GrantContext, type RequestInfo } from './oauth.ts';
 export type { AuthenticatedClient } from './client-auth.ts';
+
+/** The built-in grants, in the order discovery lists them. */
+const BUILT_IN_GRANTS: readonly Grant[] = [authorizationCodeGrant, refreshTokenGrant, clientCredentialsGrant, passwordGrant, jwtBearerGrant];
 
 /**
  * The OpenID Provider of every tenant, composed: the grant registry and the token endpoint,
@@ -36,8 +40,10 @@ export type { AuthenticatedClient } from './client-auth.ts';
  * authentication is client-auth.ts, minting and verifying tokens tokens.ts, each grant a file of
  * grants/, the SQL repo.ts. No HTTP in here; routes map requests onto it.
  */
-export class OidcProvider {
+export class OidcProvider implements GrantServices {
   readonly #grants = new Map<string, Grant>();
+  /** The token form, composed from the grants' parameters once the routes are mounted; no grant is added after. */
+  #tokenForm: ReturnType<typeof tokenFormSchema> | undefined;
   readonly repo: OidcRepo;
   readonly tokens: TokenMinter;
   readonly #clientAuth: ClientAuthenticator;
@@ -56,43 +62,76 @@ export class OidcProvider {
     this.repo = new OidcRepo(db);
     this.tokens = new TokenMinter(keys, this.repo, tenants, clock, config);
     this.#clientAuth = new ClientAuthenticator(clients, this.repo, clock);
-    this.#grants.set('authorization_code', authorizationCodeGrant);
-    this.#grants.set('refresh_token', refreshTokenGrant);
-    this.#grants.set('client_credentials', clientCredentialsGrant);
-    this.#grants.set('password', passwordGrant);
-    this.#grants.set(JWT_BEARER, jwtBearerGrant);
+    for (const g of BUILT_IN_GRANTS) this.#add(g);
   }
 
-  readonly #loginOptions: LoginOption[] = [];
-  #signIn: BrowserSignIn | undefined;
-
-  registerLoginOption(o: LoginOption): void {
-    if (this.#loginOptions.some((x) => x.id === o.id)) throw new Error(`login option ${o.id} registered twice`);
-    this.#loginOptions.push(o);
+  #add(g: Grant): void {
+    if (this.#tokenForm) throw new Error(`grant ${g.type}: grants are registered at setup, before the token endpoint is mounted`);
+    if (this.#grants.has(g.type)) throw new Error(`grant ${g.type} registered twice`);
+    this.#grants.set(g.type, g);
   }
 
-  /** The blocks other plugins add to /login.html. */
-  loginOptionsHtml(tenant: Tenant, i: string): string {
-    return this.#loginOptions.map((o) => o.html({ tenant, i })).join('\n');
+  /**
+   * A grant of another plugin (OidcService.registerGrant). Its handler sees the request and a few
+   * narrow methods of the provider (GrantRequest), never the provider itself.
+   */
+  registerGrant<P extends string>(def: GrantDefinition<P>): void {
+    this.#add({
+      type: def.type,
+      parameters: def.parameters,
+      clientAuth: def.clientAuth,
+      handler: (g) => def.handler(this.#grantRequest<P>(g)),
+    });
   }
 
-  /** Set by the sign-in pages when they mount (interact.ts). */
-  setBrowserSignIn(f: BrowserSignIn): void {
-    this.#signIn = f;
+  #grantRequest<P extends string>(g: GrantContext): GrantRequest<P> {
+    return {
+      tenant: g.tenant,
+      issuer: g.issuer,
+      form: g.form as GrantRequest<P>['form'],
+      client: g.client,
+      req: g.req,
+      scope: (asked, fallback) => this.parseScope(asked, fallback),
+      activeUser: (id) => this.activeUser(g.tenant, id),
+      issue: async ({ user, scope, idToken, amr }) => {
+        if (!g.client) throw oauthError('invalid_client', 'client authentication is required to issue tokens', 401);
+        const grantId = this.newGrant(g.tenant, g.client.clientId, user.id, scope);
+        return this.tokens.issue(g.tenant, g.issuer, {
+          client: g.client,
+          user,
+          scope,
+          grantId,
+          authTime: this.now(),
+          withIdToken: idToken,
+          withRefresh: false,
+          ...(amr ? { amr } : {}),
+        });
+      },
+    };
   }
 
-  signInBrowser: BrowserSignIn = (...a) => {
-    if (!this.#signIn) throw new Error('the sign-in pages are not mounted');
-    return this.#signIn(...a);
-  };
-
-  registerGrant(type: string, handler: GrantHandler, opts: { clientAuth?: 'required' | 'optional' } = {}): void {
-    if (this.#grants.has(type)) throw new Error(`grant ${type} registered twice`);
-    this.#grants.set(type, { handler, clientAuth: opts.clientAuth ?? 'optional' });
-  }
-
+  /** The token endpoint's grant types, built-in first, then other plugins' in their setup order. */
   grantTypes(): string[] {
     return [...this.#grants.keys()];
+  }
+
+  /** What a client may be registered for: the grant types, and `implicit` (id_tokens from the authorization endpoint). */
+  clientGrantTypes(): string[] {
+    const types = this.grantTypes();
+    return [types[0]!, 'implicit', ...types.slice(1)];
+  }
+
+  /** The token endpoint's form: grant_type and every registered grant's parameters (composed once; grants are fixed from then on). */
+  tokenForm(): ReturnType<typeof tokenFormSchema> {
+    this.#tokenForm ??= tokenFormSchema([...new Set([...this.#grants.values()].flatMap((g) => g.parameters))]);
+    return this.#tokenForm;
+  }
+
+  /** One line per grant for the token endpoint's description in /openapi.json. */
+  grantsDescription(): string {
+    return [...this.#grants.values()]
+      .map((g) => `\`${g.type}\`: ${g.parameters.join(', ')}${g.clientAuth === 'optional' ? ' (client authentication optional)' : ''}`)
+      .join('; ');
   }
 
   now(): number {

@@ -1,33 +1,11 @@
 import { z } from 'zod';
 import { InputError, NotAllowedError, NotFoundError, type PluginContext, policy, reply, type RouteRegistrar, type RouteRequest } from '../../server/sdk.ts';
-import { AUTH_METHODS, clientInput, clientView, snakeKeys } from './clients.ts';
-import { CLIENT_ALGS, SCOPES, oauthError, type OidcProvider, type RequestInfo } from './provider.ts';
-import {
-  discoverySchema,
-  introspection,
-  jwksSchema,
-  oauthError as oauthErrorSchema,
-  tokenForm,
-  tokenOnlyForm,
-  tokenResponse,
-  type OidcConfig,
-} from './schemas.ts';
-import type { TenantSettings } from './settings.ts';
-
-/**
- * The issuer is the tenant's public origin (RouteRequest.publicOrigin): its configured origin, or
- * the tenant's own host name the client used, on the listener's scheme and port. A tenant
- * reachable under several of its own host names is one OP per name; a Host header that is not
- * one of them (or names another port) never becomes an issuer. Access tokens are accepted by any
- * host of the same tenant (provider.verifyAccessToken).
- */
-export function issuerOf(req: { publicOrigin: string }): string {
-  return req.publicOrigin.replace(/\/+$/, '');
-}
-
-export function reqInfo(req: RouteRequest): RequestInfo {
-  return { ip: req.ip, ua: req.ua, headers: req.headers };
-}
+import { AUTH_METHODS, clientInputSchema, clientView, snakeKeys } from './clients.ts';
+import { CLIENT_ALGS, SCOPES, oauthError } from './oauth.ts';
+import type { OidcProvider } from './provider.ts';
+import { discoverySchema, introspection, jwksSchema, oauthError as oauthErrorSchema, tokenOnlyForm, tokenResponse, type OidcConfig } from './schemas.ts';
+import type { OidcServices } from './services.ts';
+import { issuerOf, reqInfo } from './issuer.ts';
 
 export function discovery(issuer: string, p: OidcProvider, allowPlain: boolean): Record<string, unknown> {
   return {
@@ -81,7 +59,8 @@ export function discovery(issuer: string, p: OidcProvider, allowPlain: boolean):
   };
 }
 
-export function protocolRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>, p: () => OidcProvider, settings: () => TenantSettings): void {
+export function protocolRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>, s: OidcServices): void {
+  const { provider: p, settings } = s;
   const area = 'oidc';
   r.add({
     method: 'GET',
@@ -91,7 +70,7 @@ export function protocolRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>
     area,
     auth: policy.public,
     responses: { 200: { description: 'discovery document', schema: discoverySchema } },
-    handler: (req) => reply(200, discovery(issuerOf(req), p(), settings().allowPlainPkce(req.tenant)), { 'Cache-Control': 'public, max-age=300' }),
+    handler: (req) => reply(200, discovery(issuerOf(req), p, settings.allowPlainPkce(req.tenant)), { 'Cache-Control': 'public, max-age=300' }),
   });
   r.add({
     method: 'GET',
@@ -101,7 +80,7 @@ export function protocolRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>
     area,
     auth: policy.public,
     responses: { 200: { description: 'JWK set', schema: jwksSchema } },
-    handler: async (req) => reply(200, await p().keys.jwks(req.tenant), { 'Cache-Control': 'public, max-age=300' }),
+    handler: async (req) => reply(200, await p.keys.jwks(req.tenant), { 'Cache-Control': 'public, max-age=300' }),
   });
   r.add({
     method: 'GET',
@@ -113,18 +92,18 @@ export function protocolRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>
     responses: { 200: { description: 'entity statement JWT', contentType: 'application/entity-statement+jwt' } },
     handler: async (req) => {
       const issuer = issuerOf(req);
-      const now = p().now();
+      const now = p.now();
       // OpenID Federation 1.0 §3: iss = sub for an entity configuration; jwks are the federation
       // keys (here the tenant's keys); metadata carries the OP metadata.
-      const jwt = await p().keys.sign(
+      const jwt = await p.keys.sign(
         req.tenant,
         {
           iss: issuer,
           sub: issuer,
           iat: now,
           exp: now + 86_400,
-          jwks: await p().keys.jwks(req.tenant),
-          metadata: { openid_provider: discovery(issuer, p(), settings().allowPlainPkce(req.tenant)) },
+          jwks: await p.keys.jwks(req.tenant),
+          metadata: { openid_provider: discovery(issuer, p, settings.allowPlainPkce(req.tenant)) },
         },
         { alg: 'ES256', typ: 'entity-statement+jwt' },
       );
@@ -137,26 +116,28 @@ export function protocolRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>
     path: '/oauth2/v1/token',
     aliases: ['/oidc.ashx?action=token', '/oidc.ashx/token'],
     summary: 'Token endpoint: authorization_code, refresh_token, client_credentials, password, jwt-bearer and plugged-in grants',
-    description: 'Form-encoded (RFC 6749 §3.2). Client authentication: none (public, PKCE), client_secret_basic, client_secret_post, private_key_jwt.',
+    description:
+      'Form-encoded (RFC 6749 §3.2). Client authentication: none (public, PKCE), client_secret_basic, client_secret_post, private_key_jwt. ' +
+      `Grants and their parameters: ${p.grantsDescription()}.`,
     area,
     auth: policy.public,
     bodyType: 'form',
-    body: tokenForm,
+    body: p.tokenForm(),
     responses: {
       200: { description: 'tokens', schema: tokenResponse },
       400: { description: 'OAuth error', schema: oauthErrorSchema },
       401: { description: 'invalid_client', schema: oauthErrorSchema },
     },
-    handler: async (req) => reply(200, await p().token(req.tenant, issuerOf(req), req.body, reqInfo(req)), { Pragma: 'no-cache' }),
+    handler: async (req) => reply(200, await p.token(req.tenant, issuerOf(req), req.body, reqInfo(req)), { Pragma: 'no-cache' }),
   });
 
   const userinfo = async (req: RouteRequest) => {
     const pr = req.principal!;
     if (pr.kind !== 'user' || !pr.scopes.includes('openid'))
       throw new NotAllowedError('userinfo needs a user access token with scope openid', 'insufficient_scope');
-    const user = p().activeUser(req.tenant, pr.subject);
+    const user = p.activeUser(req.tenant, pr.subject);
     if (!user) throw new NotFoundError('no such user');
-    return { sub: user.id, ...p().userClaims(req.tenant, user, pr.scopes) };
+    return { sub: user.id, ...p.userClaims(req.tenant, user, pr.scopes) };
   };
   for (const method of ['GET', 'POST'] as const) {
     r.add({
@@ -183,7 +164,7 @@ export function protocolRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>
     body: tokenOnlyForm,
     responses: { 200: { description: 'revoked or unknown (indistinguishable)' } },
     handler: async (req) => {
-      const prov = p();
+      const prov = p;
       const auth = await prov.authenticateClient(req.tenant, issuerOf(req), req.body, reqInfo(req));
       let what = 'unknown';
       if (auth) what = await prov.revoke(req.tenant, auth.client, req.body.token);
@@ -216,9 +197,9 @@ export function protocolRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>
     body: tokenOnlyForm,
     responses: { 200: { description: '{active, ...}', schema: introspection }, 401: { description: 'invalid_client', schema: oauthErrorSchema } },
     handler: async (req) => {
-      const auth = await p().authenticateClient(req.tenant, issuerOf(req), req.body, reqInfo(req));
+      const auth = await p.authenticateClient(req.tenant, issuerOf(req), req.body, reqInfo(req));
       if (!auth || auth.method === 'none') throw oauthError('invalid_client', 'introspection requires an authenticated (confidential) client', 401);
-      const out = await p().introspect(req.tenant, req.body.token);
+      const out = await p.introspect(req.tenant, req.body.token);
       ctx.audit.write(req.tenant, {
         event: 'introspect',
         user: String(out.username ?? out.sub ?? ''),
@@ -234,7 +215,8 @@ export function protocolRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>
 const genkeyBody = z.object({ client_id: z.string().max(128).optional(), clientId: z.string().max(128).optional() });
 const apikeyBody = z.object({ user: z.string().max(128).optional(), name: z.string().max(100).optional() }).strict();
 
-export function adminRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>, p: () => OidcProvider, settings: () => TenantSettings): void {
+export function adminRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>, s: OidcServices): void {
+  const { provider: p, settings } = s;
   const area = 'admin';
   r.add({
     method: 'GET',
@@ -243,7 +225,7 @@ export function adminRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>, p
     area,
     auth: policy.adminOrHmac('oidc-clients'),
     responses: { 200: { description: 'array of clients (RFC 7591 metadata names)', schema: z.array(z.object({ client_id: z.string() }).loose()) } },
-    handler: (req) => p().clients.list(req.tenant).map(clientView),
+    handler: (req) => p.clients.list(req.tenant).map(clientView),
   });
   r.add({
     method: 'POST',
@@ -254,7 +236,7 @@ export function adminRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>, p
     auth: policy.adminOrHmac('oidc-clients-save'),
     bodyType: 'json',
     camelize: false,
-    body: z.preprocess(snakeKeys, clientInput),
+    body: z.preprocess(snakeKeys, clientInputSchema(p.clientGrantTypes())),
     responses: {
       200: {
         description: 'the client; client_secret only when just created',
@@ -262,7 +244,7 @@ export function adminRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>, p
       },
     },
     handler: (req) => {
-      const { client, created, secret } = p().clients.upsert(req.tenant, req.body);
+      const { client, created, secret } = p.clients.upsert(req.tenant, req.body);
       ctx.audit.write(req.tenant, {
         event: 'oidc-client-save',
         user: req.principal?.userName ?? '',
@@ -287,9 +269,7 @@ export function adminRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>, p
       let id = req.body.client_id ?? req.body.clientId ?? req.query.client_id;
       if (!id) {
         // The spec's call names no client: it means the tenant's one secret-based client.
-        const withSecret = p()
-          .clients.list(req.tenant)
-          .filter((c) => c.authMethod === 'client_secret_basic' || c.authMethod === 'client_secret_post');
+        const withSecret = p.clients.list(req.tenant).filter((c) => c.authMethod === 'client_secret_basic' || c.authMethod === 'client_secret_post');
         if (withSecret.length !== 1) {
           throw new InputError(
             withSecret.length
@@ -301,7 +281,7 @@ export function adminRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>, p
         }
         id = withSecret[0]!.clientId;
       }
-      const secret = p().clients.newSecret(req.tenant, id);
+      const secret = p.clients.newSecret(req.tenant, id);
       ctx.audit.write(req.tenant, { event: 'oidc-client-genkey', user: req.principal?.userName ?? '', ip: req.ip, ua: req.ua, extra: { client: id } });
       return { client_id: id, client_secret: secret };
     },
@@ -318,8 +298,8 @@ export function adminRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>, p
     },
     handler: (req) => {
       // Per tenant, not per IP: one tenant's admin must not spend the appliance on key generation.
-      p().limiter.check('oidc-keys-rotate', req.tenant.id, ctx.config.keyRotationsPerMinute);
-      return p().keys.rotate(req.tenant, ctx.config.keyOverlapSeconds);
+      p.limiter.check('oidc-keys-rotate', req.tenant.id, ctx.config.keyRotationsPerMinute);
+      return p.keys.rotate(req.tenant, ctx.config.keyOverlapSeconds);
     },
   });
   r.add({
@@ -330,7 +310,7 @@ export function adminRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>, p
     auth: policy.adminOrHmac('oidc-settings'),
     body: z.object({ allowPlainPkce: z.boolean().optional() }).strict(),
     responses: { 200: { description: 'the settings now in force', schema: z.object({ allowPlainPkce: z.boolean() }) } },
-    handler: (req) => settings().update(req.tenant, req.body),
+    handler: (req) => settings.update(req.tenant, req.body),
   });
   r.add({
     method: 'POST',

@@ -1,7 +1,4 @@
 import { z } from 'zod';
-import type { OidcProvider } from './provider.ts';
-import type { Sessions } from './sessions.ts';
-import type { TenantSettings } from './settings.ts';
 
 /** Settings under `plugins.oidc` in config.json. */
 export const oidcConfig = z
@@ -52,29 +49,32 @@ export type OidcConfig = z.infer<typeof oidcConfig>;
 
 const opt = z.string().max(8192).optional();
 
-/** The token endpoint's form (RFC 6749 §4, RFC 7523 §2.1, OID4VCI §6.1). Repeated parameters are refused. */
-export const tokenForm = z
-  .object({
-    grant_type: z.string().max(200),
-    code: opt,
-    redirect_uri: opt,
-    code_verifier: opt,
-    refresh_token: opt,
-    scope: opt,
-    username: opt,
-    password: opt,
-    assertion: opt,
-    client_id: opt,
-    client_secret: opt,
-    client_assertion_type: opt,
-    client_assertion: opt,
-    'pre-authorized_code': opt,
-    tx_code: opt,
-    resource: opt,
-    audience: opt,
-  })
-  .loose();
-export type TokenForm = z.infer<typeof tokenForm>;
+/**
+ * Fields of every token request whatever its grant: client authentication (RFC 6749 §2.3,
+ * RFC 7523 §2.2) and the resource indicators (RFC 8707 `resource`, RFC 8693 `audience`), which are
+ * accepted and bounded but not used.
+ */
+const COMMON_TOKEN_FIELDS = ['client_id', 'client_secret', 'client_assertion_type', 'client_assertion', 'resource', 'audience'];
+
+/**
+ * The token endpoint's form: grant_type and the fields the registered grants declare (each a
+ * bounded string; a repeated parameter arrives as an array and is refused), composed once when
+ * the routes are mounted.
+ */
+export function tokenFormSchema(grantFields: readonly string[]): z.ZodType<TokenForm> {
+  const shape: Record<string, typeof opt> = {};
+  for (const f of [...grantFields, ...COMMON_TOKEN_FIELDS]) shape[f] = opt;
+  return z.object({ grant_type: z.string().max(200), ...shape }).loose() as z.ZodType<TokenForm>;
+}
+
+/** The token request as the form arrives (every field a bounded string). */
+export type TokenForm = {
+  grant_type: string;
+  client_id?: string;
+  client_secret?: string;
+  client_assertion_type?: string;
+  client_assertion?: string;
+} & Record<string, string | undefined>;
 
 export const tokenResponse = z
   .object({
@@ -148,10 +148,3 @@ export const logoutParams = z
     ui_locales: opt,
   })
   .loose();
-
-/** What setup builds; routes, the pre-router and `sovcomms client` share it. */
-export interface OidcServices {
-  provider: OidcProvider;
-  settings: TenantSettings;
-  sessions: Sessions;
-}

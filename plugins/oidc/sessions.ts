@@ -29,29 +29,6 @@ export interface Interaction<P> {
   createdAt: number;
 }
 
-export function parseCookies(h: string | undefined): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const part of (h ?? '').split(';')) {
-    const i = part.indexOf('=');
-    if (i < 0) continue;
-    const k = part.slice(0, i).trim();
-    if (k && !(k in out)) out[k] = part.slice(i + 1).trim();
-  }
-  return out;
-}
-
-/** HttpOnly, SameSite=Lax (top-level redirects from RPs carry it, cross-site POSTs do not), Secure on https. */
-export function cookie(name: string, value: string, opts: { secure: boolean; maxAge?: number }): string {
-  return [
-    `${name}=${value}`,
-    'Path=/',
-    'HttpOnly',
-    'SameSite=Lax',
-    ...(opts.secure ? ['Secure'] : []),
-    ...(opts.maxAge !== undefined ? [`Max-Age=${opts.maxAge}`] : []),
-  ].join('; ');
-}
-
 /**
  * Sign-in sessions and pending interactions. The session cookie holds a random id stored only as
  * SHA-256; every sign-in issues a fresh id and drops the old one, so an id planted before login

@@ -14,7 +14,8 @@ import {
   zodMessage,
 } from '../../server/sdk.ts';
 import type { OidcProvider } from './provider.ts';
-import { tokenForm, type OidcConfig } from './schemas.ts';
+import type { OidcConfig, TokenForm } from './schemas.ts';
+import type { z } from 'zod';
 
 const TOKEN_PATHS = new Set(['/oauth2/v1/token', '/oidc.ashx/token']);
 
@@ -28,6 +29,8 @@ const TOKEN_PATHS = new Set(['/oauth2/v1/token', '/oidc.ashx/token']);
  * ordinary route.
  */
 export function tokenPreRouter(ctx: PluginContext<OidcConfig>, provider: OidcProvider): PreRouterHandler {
+  // The form of the registered grants, composed once (the router's route uses the same schema).
+  const form = provider.tokenForm();
   return (req, res) => {
     if (req.method !== 'POST') return false;
     const url = req.url ?? '';
@@ -36,7 +39,7 @@ export function tokenPreRouter(ctx: PluginContext<OidcConfig>, provider: OidcPro
     if (!TOKEN_PATHS.has(pathname) && !(pathname === '/oidc.ashx' && new URLSearchParams(url.slice(q + 1)).get('action') === 'token')) return false;
     if (req.headers['x-forwarded-for'] !== undefined || req.headers['x-forwarded-proto'] !== undefined || req.headers.forwarded !== undefined) return false;
     if (!isFormType(req.headers['content-type'])) return false;
-    void handle(ctx, provider, req, res);
+    void handle(ctx, provider, form, req, res);
     return true;
   };
 }
@@ -72,7 +75,13 @@ function send(res: ServerResponse, requestId: string, status: number, body: unkn
   res.end(json);
 }
 
-async function handle(ctx: PluginContext<OidcConfig>, provider: OidcProvider, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function handle(
+  ctx: PluginContext<OidcConfig>,
+  provider: OidcProvider,
+  tokenForm: z.ZodType<TokenForm>,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
   const logInfo = ctx.log.isLevelEnabled('info');
   const started = logInfo ? process.hrtime.bigint() : 0n;
   const requestId = newRequestId(req.headers['x-request-id']);

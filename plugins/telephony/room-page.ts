@@ -1,5 +1,4 @@
-import crypto from 'node:crypto';
-import { escapeHtml, htmlPage } from './share-page.ts';
+import { html } from '../../server/sdk.ts';
 
 /**
  * The public page of a virtual number's room (`/room.ashx?number=…`): a visitor grants the
@@ -19,14 +18,13 @@ const STYLE = [
   'button[disabled]{opacity:.4;cursor:default}',
   '#status{margin-top:1.25rem;min-height:1.5em;color:#57606a}',
 ].join('');
-const STYLE_HASH = `'sha256-${crypto.createHash('sha256').update(STYLE).digest('base64')}'`;
 
 /**
  * Headers of the page and its script: script only from this origin (no inline script, no eval),
  * fetches only to this origin, microphone for this origin only, no framing, no indexing, no Referer.
  */
 export const ROOM_PAGE_HEADERS: Readonly<Record<string, string>> = Object.freeze({
-  'Content-Security-Policy': `default-src 'none'; script-src 'self'; connect-src 'self'; media-src 'self' blob: mediastream:; style-src ${STYLE_HASH}; base-uri 'none'; form-action 'none'; frame-ancestors 'none'`,
+  'Content-Security-Policy': html.csp({ script: ["'self'"], connect: ["'self'"], media: ["'self'", 'blob:', 'mediastream:'], styles: [STYLE] }),
   'Permissions-Policy': 'microphone=(self), camera=()',
   'X-Robots-Tag': 'noindex, nofollow, noarchive',
   'Referrer-Policy': 'no-referrer',
@@ -37,7 +35,7 @@ export const ROOM_PAGE_HEADERS: Readonly<Record<string, string>> = Object.freeze
   'Cross-Origin-Resource-Policy': 'same-origin',
 });
 
-const page = (title: string, body: string) => htmlPage(title, body, STYLE);
+const page = (title: string, body: string) => html.page({ title, body, style: STYLE });
 
 /** The room of one number; its data attributes are all the script reads. `visitor`: who is signed in (signed-in rooms). */
 export function renderRoomPage(n: { number: string; name: string; visibility: string; maxDurationSec: number; visitor?: string }): string {
@@ -45,10 +43,10 @@ export function renderRoomPage(n: { number: string; name: string; visibility: st
   return page(
     title,
     [
-      `<h1>${escapeHtml(title)}</h1>`,
+      `<h1>${html.escape(title)}</h1>`,
       `<p class="meta">${n.visibility === 'signed-in' ? 'For signed-in users · ' : ''}talk to the assistant in your browser</p>`,
-      ...(n.visitor ? [`<p class="meta" id="visitor">Signed in as ${escapeHtml(n.visitor)}</p>`] : []),
-      `<div id="room" data-number="${escapeHtml(n.number)}" data-visibility="${escapeHtml(n.visibility)}" data-max="${escapeHtml(n.maxDurationSec)}">`,
+      ...(n.visitor ? [`<p class="meta" id="visitor">Signed in as ${html.escape(n.visitor)}</p>`] : []),
+      `<div id="room" data-number="${html.escape(n.number)}" data-visibility="${html.escape(n.visibility)}" data-max="${html.escape(n.maxDurationSec)}">`,
       '<button id="join" type="button">Start talking</button>',
       '<button id="leave" type="button" disabled>Hang up</button>',
       '<p id="status" role="status" aria-live="polite"></p>',
@@ -72,8 +70,8 @@ export function renderSignInFailedPage(reason: string, retry: string | null): st
     'Sign-in failed',
     [
       '<h1>Sign-in failed</h1>',
-      `<p class="meta">${escapeHtml(reason.charAt(0).toUpperCase() + reason.slice(1))}.</p>`,
-      ...(retry ? [`<p><a href="${escapeHtml(retry)}">Try again</a></p>`] : []),
+      `<p class="meta">${html.escape(reason.charAt(0).toUpperCase() + reason.slice(1))}.</p>`,
+      ...(retry ? [`<p><a href="${html.escape(retry)}">Try again</a></p>`] : []),
     ].join('\n'),
   );
 }

@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { AuthenticationError, policy, reply, type AuditWriter, type AuthService, type RouteRegistrar, type RouteRequest } from '../../server/sdk.ts';
+import { AuthenticationError, cookies, policy, reply, type AuditWriter, type AuthService, type RouteRegistrar, type RouteRequest } from '../../server/sdk.ts';
 import { renderRoomPage, renderSignInFailedPage, ROOM_NOT_FOUND_PAGE, ROOM_PAGE_HEADERS, ROOM_SCRIPT, SIGN_IN_UNAVAILABLE_PAGE } from './room-page.ts';
-import { cookieHeader, cookieOf, ROOM_CALLBACK_PATH, ROOM_LOGIN_COOKIE, ROOM_SESSION_COOKIE, type RoomSignIn, type RoomVisitor } from './room-sign-in.ts';
+import { cookieHeader, ROOM_CALLBACK_PATH, ROOM_LOGIN_COOKIE, ROOM_SESSION_COOKIE, type RoomSignIn, type RoomVisitor } from './room-sign-in.ts';
 import type { RoomService } from './rooms.ts';
 
 const V1 = '/api.ashx/v1';
@@ -40,7 +40,7 @@ async function visitorOf(auth: AuthService, signIn: RoomSignIn, req: RouteReques
     });
     return p?.userName ?? p?.subject ?? '';
   }
-  const v = signIn.visitor(req.tenant, cookieOf(req.headers.cookie, ROOM_SESSION_COOKIE));
+  const v = signIn.visitor(req.tenant, cookies.get(req.headers.cookie, ROOM_SESSION_COOKIE));
   // No session, an expired one, one of another tenant (it does not open here), or a deactivated account.
   if (!v) throw new AuthenticationError('this room is for signed-in users of this appliance: open the room page to sign in', 'login_required');
   return v.name;
@@ -82,7 +82,7 @@ export function roomRoutes(
       let visitor: RoomVisitor | null = null;
       if (n.visibility === 'signed-in') {
         if (!signIn.available) return html(503, SIGN_IN_UNAVAILABLE_PAGE);
-        visitor = signIn.visitor(req.tenant, cookieOf(req.headers.cookie, ROOM_SESSION_COOKIE));
+        visitor = signIn.visitor(req.tenant, cookies.get(req.headers.cookie, ROOM_SESSION_COOKIE));
         if (!visitor) {
           // The sign-in's callback is registered for the tenant's own host names only (publicOrigin):
           // a visitor who came by another address (an IP) moves there first, so the cookies of the
@@ -122,7 +122,7 @@ export function roomRoutes(
       400: { description: 'the sign-in failed (not started in this browser, expired, declined, not confirmed)', contentType: 'text/html' },
     },
     handler: async (req) => {
-      const out = await signIn.finish(req.tenant, req.publicOrigin, req.query, cookieOf(req.headers.cookie, ROOM_LOGIN_COOKIE), {
+      const out = await signIn.finish(req.tenant, req.publicOrigin, req.query, cookies.get(req.headers.cookie, ROOM_LOGIN_COOKIE), {
         ip: req.ip,
         ua: req.ua,
         headers: req.headers as Record<string, string | string[] | undefined>,

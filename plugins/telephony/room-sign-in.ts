@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
-import { AppError, type Clock, type KeyService, type Logger, type Tenant, type User } from '../../server/sdk.ts';
-import type { OidcService } from '../oidc/api.ts';
+import { AppError, type Clock, cookies, type KeyService, type Logger, type Tenant, type User } from '../../server/sdk.ts';
+import type { OidcService, RelyingPartyClient } from '../oidc/api.ts';
 
 /**
  * Sign-in for `signed-in` rooms through the tenant's own OpenID Provider: authorization code with
@@ -61,18 +61,16 @@ export interface Cookie {
   path: string;
 }
 
-/** The cookie header value: HttpOnly, SameSite=Lax (the provider's redirect back is a top-level GET), Secure on TLS. */
+/** The Set-Cookie value (SameSite=Lax: the provider's redirect back is a top-level GET), Secure on TLS. */
 export function cookieHeader(c: Cookie, origin: string): string {
-  return `${c.name}=${c.value}; Path=${c.path}; HttpOnly; SameSite=Lax; Max-Age=${c.maxAgeSec}${origin.startsWith('https:') ? '; Secure' : ''}`;
+  return cookies.serialize(c.name, c.value, { path: c.path, maxAge: c.maxAgeSec, secure: origin.startsWith('https:') });
 }
 
-export function cookieOf(header: string | undefined, name: string): string | undefined {
-  for (const part of (header ?? '').split(';')) {
-    const i = part.indexOf('=');
-    if (i > 0 && part.slice(0, i).trim() === name) return part.slice(i + 1).trim() || undefined;
-  }
-  return undefined;
-}
+/**
+ * The public client `sovcomms-rooms` of the tenant's provider (PKCE S256, no consent page: the
+ * visitor signs in to this appliance itself), coming back to the room callback.
+ */
+const ROOM_CLIENT: RelyingPartyClient = { clientId: ROOM_CLIENT_ID, name: 'Browser rooms sign-in', callbackPath: ROOM_CALLBACK_PATH };
 
 const sha256 = (s: string) => crypto.createHash('sha256').update(s).digest('base64url');
 
@@ -107,25 +105,10 @@ export class RoomSignIn {
    * authorization endpoint) and the cookie that binds the callback to this browser.
    */
   start(tenant: Tenant, origin: string, number: string): { location: string; cookie: Cookie } {
-    const oidc = this.provider();
-    const redirectUri = this.ensureClient(tenant, origin);
-    const state = crypto.randomBytes(32).toString('base64url');
-    const verifier = crypto.randomBytes(48).toString('base64url');
-    const nonce = crypto.randomBytes(16).toString('base64url');
+    const { location, state, verifier, nonce } = this.provider().relyingParty(ROOM_CLIENT).start(tenant, origin);
     const pending: PendingLogin = { s: sha256(state), v: verifier, n: nonce, r: number, exp: this.nowSec() + LOGIN_TTL_SEC };
-    const u = new URL(`${oidc.issuer(origin)}/oauth2/v1/authorize`);
-    u.search = new URLSearchParams({
-      response_type: 'code',
-      client_id: ROOM_CLIENT_ID,
-      redirect_uri: redirectUri,
-      scope: 'openid profile email',
-      state,
-      nonce,
-      code_challenge: crypto.createHash('sha256').update(verifier).digest('base64url'),
-      code_challenge_method: 'S256',
-    }).toString();
     return {
-      location: u.toString(),
+      location,
       cookie: {
         name: ROOM_LOGIN_COOKIE,
         value: this.d.keys.seal(JSON.stringify(pending), loginAad(tenant)),
@@ -148,33 +131,18 @@ export class RoomSignIn {
     loginCookie: string | undefined,
     info: { ip: string; ua: string; headers: Record<string, string | string[] | undefined> },
   ): Promise<{ ok: true; number: string; user: User; session: Cookie } | { ok: false; number: string | null; error: string }> {
-    const oidc = this.provider();
+    const rp = this.provider().relyingParty(ROOM_CLIENT);
     const pending = this.openLogin(tenant, loginCookie);
     if (!pending || !q.state || sha256(q.state) !== pending.s)
       return { ok: false, number: pending?.r ?? null, error: 'this sign-in was not started in this browser, or it expired' };
     if (q.error || !q.code)
       return { ok: false, number: pending.r, error: q.error === 'access_denied' ? 'the sign-in was declined' : 'the sign-in did not complete' };
-    const provider = oidc.provider;
-    const issuer = oidc.issuer(origin);
-    let user: User | undefined;
-    try {
-      const t = (await provider.token(
-        tenant,
-        issuer,
-        { grant_type: 'authorization_code', code: q.code, redirect_uri: `${origin}${ROOM_CALLBACK_PATH}`, client_id: ROOM_CLIENT_ID, code_verifier: pending.v },
-        info,
-      )) as { access_token: string; id_token?: string };
-      const idt = t.id_token ? (JSON.parse(Buffer.from(t.id_token.split('.')[1] ?? '', 'base64url').toString()) as { nonce?: string }) : {};
-      const at = await provider.verifyAccessToken(tenant, t.access_token);
-      const client = provider.clients.get(tenant, ROOM_CLIENT_ID);
-      if (client) await provider.revoke(tenant, client, t.access_token);
-      if (!at?.sub || idt.nonce !== pending.n) return { ok: false, number: pending.r, error: 'the sign-in could not be confirmed' };
-      user = provider.activeUser(tenant, String(at.sub));
-    } catch (e) {
-      this.d.log.info({ err: (e as Error).message }, 'room sign-in exchange failed');
-      return { ok: false, number: pending.r, error: 'the sign-in could not be confirmed' };
+    const got = await rp.finish(tenant, origin, { code: q.code, verifier: pending.v, nonce: pending.n }, info);
+    if ('error' in got) {
+      if (got.detail) this.d.log.info({ err: got.detail }, 'room sign-in exchange failed');
+      return { ok: false, number: pending.r, error: got.error === 'inactive' ? 'the account is not active' : 'the sign-in could not be confirmed' };
     }
-    if (!user) return { ok: false, number: pending.r, error: 'the account is not active' };
+    const user = got.user;
     const claims: SessionClaims = { sub: user.id, name: user.name, exp: this.nowSec() + this.d.sessionTtlSec };
     return {
       ok: true,
@@ -195,7 +163,7 @@ export class RoomSignIn {
       return null; // not sealed by this appliance, or for another tenant
     }
     if (typeof c.sub !== 'string' || typeof c.exp !== 'number' || c.exp <= this.nowSec()) return null;
-    const u = oidc.provider.activeUser(tenant, c.sub);
+    const u = oidc.activeUser(tenant, c.sub);
     return u ? { userId: u.id, name: u.name, email: u.email } : null;
   }
 
@@ -207,15 +175,5 @@ export class RoomSignIn {
     } catch {
       return null;
     }
-  }
-
-  /**
-   * The public client `sovcomms-rooms` of the tenant's provider (PKCE S256, no consent page: the
-   * visitor signs in to this appliance itself), with this origin's callback among its redirect
-   * URIs. Made or completed on first use, as the wallet issuer's sign-in client; returns the
-   * callback URI.
-   */
-  private ensureClient(tenant: Tenant, origin: string): string {
-    return this.provider().builtInClient(tenant, { clientId: ROOM_CLIENT_ID, name: 'Browser rooms sign-in', redirectUri: `${origin}${ROOM_CALLBACK_PATH}` });
   }
 }

@@ -1,4 +1,4 @@
-import crypto from 'node:crypto';
+import { html } from '../../server/sdk.ts';
 import type { FullTranscript } from './schemas.ts';
 
 /**
@@ -20,15 +20,13 @@ const STYLE = [
   'p.text{margin:.25rem 0 0;white-space:pre-wrap;overflow-wrap:anywhere}',
 ].join('');
 
-// CSP3 hash-source: the one inline style block is allowed by its digest; nothing else loads.
-const STYLE_HASH = `'sha256-${crypto.createHash('sha256').update(STYLE).digest('base64')}'`;
-
 /**
  * Headers of every answer of the page, found or not: no script, no subresource, no framing, no
  * indexing, no Referer to whatever the reader opens next (the URL is the credential), no caching.
  */
 export const SHARE_PAGE_HEADERS: Readonly<Record<string, string>> = Object.freeze({
-  'Content-Security-Policy': `default-src 'none'; style-src ${STYLE_HASH}; base-uri 'none'; form-action 'none'; frame-ancestors 'none'`,
+  // The one inline style block is allowed by its digest; nothing else loads.
+  'Content-Security-Policy': html.csp({ styles: [STYLE] }),
   'X-Robots-Tag': 'noindex, nofollow, noarchive',
   'Referrer-Policy': 'no-referrer',
   'Cache-Control': 'no-store',
@@ -37,32 +35,7 @@ export const SHARE_PAGE_HEADERS: Readonly<Record<string, string>> = Object.freez
   'Cross-Origin-Resource-Policy': 'same-origin',
 });
 
-const ESC: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
-
-/** Escapes text for HTML element content and quoted attribute values. */
-export function escapeHtml(v: unknown): string {
-  return String(v ?? '').replace(/[&<>"']/g, (c) => ESC[c]!);
-}
-
-/** A self-contained, script-free page shell (no index, no referrer) with its own inline style. */
-export function htmlPage(title: string, body: string, style: string): string {
-  return [
-    '<!doctype html>',
-    '<html lang="en">',
-    '<head>',
-    '<meta charset="utf-8">',
-    '<meta name="viewport" content="width=device-width, initial-scale=1">',
-    '<meta name="robots" content="noindex, nofollow, noarchive">',
-    '<meta name="referrer" content="no-referrer">',
-    `<title>${escapeHtml(title)}</title>`,
-    `<style>${style}</style>`,
-    '</head>',
-    `<body><main>${body}</main></body>`,
-    '</html>',
-  ].join('\n');
-}
-
-const page = (title: string, body: string) => htmlPage(title, body, STYLE);
+const page = (title: string, body: string) => html.page({ title, body, style: STYLE });
 
 /** Seconds from the start of the call, as m:ss (the reader wants "when in the call", not a clock). */
 function offset(startedUtc: string, ts: string): string {
@@ -81,12 +54,12 @@ export function renderSharePage(tr: FullTranscript): string {
     const caller = t.speaker === 'Caller';
     const at = offset(tr.startedUtc, t.ts);
     return (
-      `<li class="${caller ? 'caller' : 'ai'}"><span class="who">${escapeHtml(caller ? 'Caller' : 'AI')}</span>` +
-      (at ? `<time datetime="${escapeHtml(t.ts)}">${escapeHtml(at)}</time>` : '') +
-      `<p class="text">${escapeHtml(t.text)}</p></li>`
+      `<li class="${caller ? 'caller' : 'ai'}"><span class="who">${html.escape(caller ? 'Caller' : 'AI')}</span>` +
+      (at ? `<time datetime="${html.escape(t.ts)}">${html.escape(at)}</time>` : '') +
+      `<p class="text">${html.escape(t.text)}</p></li>`
     );
   });
-  const meta = [escapeHtml(tr.startedUtc), `${escapeHtml(tr.durationSec)} s`, escapeHtml(tr.outcome)].filter(Boolean).join(' · ');
+  const meta = [html.escape(tr.startedUtc), `${html.escape(tr.durationSec)} s`, html.escape(tr.outcome)].filter(Boolean).join(' · ');
   return page('Call transcript', `<h1>Call transcript</h1>\n<p class="meta">${meta}</p>\n<ol>\n${turns.join('\n')}\n</ol>`);
 }
 

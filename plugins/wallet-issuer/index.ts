@@ -35,10 +35,17 @@ export default definePlugin({
       log: ctx.log,
       paths: ctx.paths,
       audit: ctx.audit,
+      users: ctx.users,
       oidc,
     });
-    // The OpenID4VCI pre-authorized grant at the OIDC token endpoint too (one grant, two addresses).
-    oidc.registerGrant(PRE_AUTH_GRANT, (g) => service.preAuthorizedGrant(g.tenant, g.form), { clientAuth: 'optional' });
+    // The OpenID4VCI pre-authorized grant at the OIDC token endpoint too (one grant, two
+    // addresses); a wallet may use it without a client (OpenID4VCI 1.0 §6.1).
+    oidc.registerGrant({
+      type: PRE_AUTH_GRANT,
+      parameters: ['pre-authorized_code', 'tx_code'],
+      clientAuth: 'optional',
+      handler: (g) => service.preAuthorizedGrant(g.tenant, g.form),
+    });
     ctx.auth.registerVerifier(CREDENTIAL_VERIFIER, async ({ headers, tenant }) => {
       const token = bearerToken(headers.authorization);
       if (!token || !service.accessToken(tenant, token)) return null;

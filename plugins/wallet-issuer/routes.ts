@@ -3,8 +3,10 @@ import QRCode from 'qrcode';
 import {
   AppError,
   type AuditWriter,
+  cookies,
   envelope,
   envelopeSchema,
+  html,
   pageOf,
   pageQuery,
   policy,
@@ -119,10 +121,7 @@ export function issuerRoutes(r: RouteRegistrar, s: IssuerService, audit: AuditWr
       if (!s.offerAlive(req.tenant, id)) throw new AppError(404, 'not_found', 'no such offer (unknown, expired or used)');
       const uri = s.offerUri(req.publicOrigin, id);
       const svg = await QRCode.toString(uri, { type: 'svg', errorCorrectionLevel: 'M', margin: 2 });
-      return reply.text(200, offerPage(uri, svg, config.displayName), 'text/html; charset=utf-8', {
-        ...noStore,
-        'Content-Security-Policy': "default-src 'none'; style-src 'unsafe-inline'; img-src data:",
-      });
+      return reply.text(200, offerPage(uri, svg, config.displayName), 'text/html; charset=utf-8', { ...noStore, 'Content-Security-Policy': OFFER_PAGE_CSP });
     },
   });
 
@@ -215,7 +214,7 @@ export function issuerRoutes(r: RouteRegistrar, s: IssuerService, audit: AuditWr
       400: { description: 'OAuth error (unknown sign-in, other browser)', schema: oauthErrorSchema },
     },
     handler: async (req) => {
-      const out = await s.signedIn(req.tenant, req.publicOrigin, strings(req.query), cookieOf(req.headers.cookie, SIGN_IN_COOKIE), {
+      const out = await s.signedIn(req.tenant, req.publicOrigin, strings(req.query), cookies.get(req.headers.cookie, SIGN_IN_COOKIE), {
         ip: req.ip,
         ua: req.ua,
         headers: req.headers,
@@ -333,36 +332,29 @@ function strings(q: unknown): Record<string, string | undefined> {
   return out;
 }
 
-/** The sign-in's browser binding: HttpOnly, SameSite=Lax (the OpenID Provider's redirect back is a top-level GET). */
+/** The sign-in's browser binding (SameSite=Lax: the OpenID Provider's redirect back is a top-level GET). */
 function signInCookie(value: string, origin: string, maxAge: number): string {
-  return `${SIGN_IN_COOKIE}=${value}; Path=/; HttpOnly; SameSite=Lax; Max-Age=${maxAge}${origin.startsWith('https:') ? '; Secure' : ''}`;
-}
-
-function cookieOf(header: string | undefined, name: string): string | undefined {
-  for (const part of (header ?? '').split(';')) {
-    const i = part.indexOf('=');
-    if (i > 0 && part.slice(0, i).trim() === name) return part.slice(i + 1).trim() || undefined;
-  }
-  return undefined;
+  return cookies.serialize(SIGN_IN_COOKIE, value, { maxAge, secure: origin.startsWith('https:') });
 }
 
 function who_(req: RouteRequest): string {
   return req.principal?.userName ?? req.principal?.subject ?? '';
 }
 
-function esc(s: string): string {
-  return s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-}
+const OFFER_STYLE =
+  'body{font-family:system-ui,sans-serif;max-width:36rem;margin:2rem auto;padding:0 1rem;text-align:center}svg{width:min(80vw,22rem);height:auto}a{word-break:break-all}';
+/** The QR code is inline SVG; its one style block is allowed by its hash. */
+const OFFER_PAGE_CSP = html.csp({ styles: [OFFER_STYLE], img: ['data:'] });
 
 function offerPage(uri: string, svg: string, name: string): string {
-  return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${esc(name)}: credential offer</title>
-<style>body{font-family:system-ui,sans-serif;max-width:36rem;margin:2rem auto;padding:0 1rem;text-align:center}svg{width:min(80vw,22rem);height:auto}a{word-break:break-all}</style>
-</head><body>
-<h1>${esc(name)}</h1>
-<p>Scan this code with your wallet to receive your credential.</p>
-<div role="img" aria-label="QR code of the credential offer">${svg}</div>
-<p><a href="${esc(uri)}">Open in a wallet on this device</a></p>
-</body></html>`;
+  return html.page({
+    title: `${name}: credential offer`,
+    style: OFFER_STYLE,
+    body: [
+      `<h1>${html.escape(name)}</h1>`,
+      '<p>Scan this code with your wallet to receive your credential.</p>',
+      `<div role="img" aria-label="QR code of the credential offer">${svg}</div>`,
+      `<p><a href="${html.escape(uri)}">Open in a wallet on this device</a></p>`,
+    ].join('\n'),
+  });
 }

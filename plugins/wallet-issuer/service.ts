@@ -9,8 +9,10 @@ import {
   type Logger,
   NotFoundError,
   type Paths,
+  safeEqual,
   sha256Hex,
   type Tenant,
+  type UserService,
 } from '../../server/sdk.ts';
 import { IssuerKeys } from './keys.ts';
 import type * as MdocModule from './mdoc.ts';
@@ -37,7 +39,7 @@ import {
 import { statusListToken } from './status-list.ts';
 import { randomBase64url, randomBytes } from './random.ts';
 import { WalletClients } from './wallet-clients.ts';
-import type { OidcService } from '../oidc/api.ts';
+import type { OidcService, RelyingParty } from '../oidc/api.ts';
 
 export interface IssuerDeps {
   db: DB;
@@ -47,6 +49,7 @@ export interface IssuerDeps {
   log: Logger;
   paths: Paths;
   audit: AuditWriter;
+  users: UserService;
   /** The tenant's own OpenID Provider: the authorization code flow signs the person in there. */
   oidc: OidcService;
 }
@@ -108,8 +111,14 @@ export class IssuerService {
   readonly keys: IssuerKeys;
   readonly clients: WalletClients;
   readonly #statusCache = new Map<string, { jwt: string; until: number; revoked: number }>();
+  /**
+   * The public OIDC client `wallet-issuer` of the tenant's own provider (PKCE S256, no consent
+   * page: the person is signing in to this appliance), coming back to SIGN_IN_PATH.
+   */
+  readonly #signIn: RelyingParty;
 
   constructor(private readonly d: IssuerDeps) {
+    this.#signIn = d.oidc.relyingParty({ clientId: SIGN_IN_CLIENT_ID, name: 'Wallet issuer sign-in', callbackPath: SIGN_IN_PATH });
     this.repo = new IssuerRepo(d.db);
     this.keys = new IssuerKeys(d.db, d.keys, d.clock, d.config, d.log);
     this.clients = new WalletClients(d.paths, d.clock, d.config.defaultWalletClientId, d.log);
@@ -167,7 +176,7 @@ export class IssuerService {
       throw new InputError('tx_code needs pre_authorized (OpenID4VCI 1.0 §4.1.1)');
     if (body.user !== undefined) {
       if (body.pre_authorized) throw new InputError('user binds an authorization code offer (pre_authorized: false): only a sign-in can prove the account');
-      const u = this.d.oidc.provider.users.byLogin(tenant, body.user);
+      const u = this.d.users.byLogin(tenant, body.user);
       if (!u || u.status !== 'active') throw new InputError(`user: no active account ${body.user} in this tenant`);
     }
     const ttl = body.expires_in ?? this.d.config.offerTtlSec;
@@ -287,14 +296,14 @@ export class IssuerService {
     if (!form.client_id) throw oauth('invalid_client', 'client_id is required for authorization_code');
     if (!this.clients.allowed(tenant, form.client_id)) throw oauth('invalid_client', `client ${form.client_id} is not a whitelisted wallet client`);
     if (!row || row.expires_at < this.nowSec()) throw oauth('invalid_grant', 'the code is unknown, expired or already used');
-    if (!safeEq(row.client_id, form.client_id)) throw oauth('invalid_grant', 'the code was issued to another client');
-    if (form.redirect_uri === undefined || !safeEq(row.redirect_uri, form.redirect_uri))
+    if (!safeEqual(row.client_id, form.client_id)) throw oauth('invalid_grant', 'the code was issued to another client');
+    if (form.redirect_uri === undefined || !safeEqual(row.redirect_uri, form.redirect_uri))
       throw oauth('invalid_grant', 'redirect_uri does not match the authorization request');
     const v = form.code_verifier;
     if (v === undefined || v.length < 43 || v.length > 128 || !/^[A-Za-z0-9._~-]+$/.test(v)) {
       throw oauth('invalid_request', 'code_verifier must be 43 to 128 characters of [A-Za-z0-9._~-] (RFC 7636 §4.1)');
     }
-    if (!safeEq(crypto.createHash('sha256').update(v).digest('base64url'), row.code_challenge))
+    if (!safeEqual(crypto.createHash('sha256').update(v).digest('base64url'), row.code_challenge))
       throw oauth('invalid_grant', 'code_verifier does not match the code_challenge');
     const o = this.repo.offer(tenant, row.offer_id);
     if (!o || o.redeemed_at !== null) throw oauth('invalid_grant', 'the offer behind this code is gone');
@@ -370,16 +379,13 @@ export class IssuerService {
       if (!q.request_uri.startsWith(REQUEST_URI_PREFIX)) throw oauth('invalid_request', 'request_uri is not one of this server');
       const par = this.repo.takePar(tenant, sha256Hex(q.request_uri.slice(REQUEST_URI_PREFIX.length)), this.nowSec());
       if (!par || par.expires_at < this.nowSec()) throw oauth('invalid_request', 'request_uri is unknown, expired or used');
-      if (!safeEq(par.client_id, q.client_id)) throw oauth('invalid_client', 'client_id does not match the pushed request');
+      if (!safeEqual(par.client_id, q.client_id)) throw oauth('invalid_client', 'client_id does not match the pushed request');
       req = JSON.parse(par.params) as CheckedAuthz;
     } else {
       req = this.checkAuthorizationRequest(tenant, q as unknown as ParForm);
     }
-    const redirectUri = this.signInClient(tenant, origin);
-    const state = crypto.randomBytes(32).toString('base64url');
+    const { location, state, verifier, nonce } = this.#signIn.start(tenant, origin);
     const browser = crypto.randomBytes(32).toString('base64url');
-    const verifier = crypto.randomBytes(48).toString('base64url');
-    const nonce = crypto.randomBytes(16).toString('base64url');
     this.repo.insertLogin(tenant, {
       state_hash: sha256Hex(state),
       browser_hash: sha256Hex(browser),
@@ -388,18 +394,7 @@ export class IssuerService {
       nonce,
       expires_at: this.nowSec() + this.d.config.signInTtlSec,
     });
-    const u = new URL(`${this.d.oidc.issuer(origin)}/oauth2/v1/authorize`);
-    u.search = new URLSearchParams({
-      response_type: 'code',
-      client_id: SIGN_IN_CLIENT_ID,
-      redirect_uri: redirectUri,
-      scope: 'openid profile email',
-      state,
-      nonce,
-      code_challenge: crypto.createHash('sha256').update(verifier).digest('base64url'),
-      code_challenge_method: 'S256',
-    }).toString();
-    return { location: u.toString(), browser };
+    return { location, browser };
   }
 
   /**
@@ -420,7 +415,7 @@ export class IssuerService {
     const row = this.repo.takeLogin(tenant, stateHash, this.nowSec());
     if (!row || row.expires_at < this.nowSec())
       throw oauth('invalid_request', 'this sign-in is unknown, expired or already finished; start again from the wallet');
-    if (!browser || !safeEq(sha256Hex(browser), row.browser_hash)) throw oauth('access_denied', 'this sign-in was started in another browser');
+    if (!browser || !safeEqual(sha256Hex(browser), row.browser_hash)) throw oauth('access_denied', 'this sign-in was started in another browser');
     const req = JSON.parse(row.params) as CheckedAuthz;
     const back = (params: Record<string, string>): string => {
       const u = new URL(req.redirect_uri);
@@ -431,29 +426,19 @@ export class IssuerService {
     };
     const deny = (description: string) => ({ location: back({ error: 'access_denied', error_description: description }), error: description });
     if (q.error || !q.code) return deny(q.error === 'access_denied' ? 'the person declined or did not sign in' : 'the sign-in did not complete');
-    const provider = this.d.oidc.provider;
-    const issuer = this.d.oidc.issuer(origin);
-    let user;
+    let verifier: string;
     try {
-      const verifier = this.d.keys.openString(row.sealed_verifier, `wi-login|${tenant.id}|${stateHash}`);
-      const t = (await provider.token(
-        tenant,
-        issuer,
-        { grant_type: 'authorization_code', code: q.code, redirect_uri: `${origin}${SIGN_IN_PATH}`, client_id: SIGN_IN_CLIENT_ID, code_verifier: verifier },
-        info,
-      )) as { access_token: string; id_token?: string };
-      const idt = t.id_token ? (JSON.parse(Buffer.from(t.id_token.split('.')[1] ?? '', 'base64url').toString()) as { nonce?: string }) : {};
-      const at = await provider.verifyAccessToken(tenant, t.access_token);
-      const client = provider.clients.get(tenant, SIGN_IN_CLIENT_ID);
-      // The OIDC tokens served only to learn who signed in: revoke them at once.
-      if (client) await provider.revoke(tenant, client, t.access_token);
-      if (!at?.sub || idt.nonce !== row.nonce) return deny('the sign-in could not be confirmed');
-      user = provider.activeUser(tenant, String(at.sub));
+      verifier = this.d.keys.openString(row.sealed_verifier, `wi-login|${tenant.id}|${stateHash}`);
     } catch (e) {
       this.d.log.info({ err: (e as Error).message }, 'wallet issuer sign-in exchange failed');
       return deny('the sign-in could not be confirmed');
     }
-    if (!user) return deny('the account is not active');
+    const got = await this.#signIn.finish(tenant, origin, { code: q.code, verifier, nonce: row.nonce }, info);
+    if ('error' in got) {
+      if (got.detail) this.d.log.info({ err: got.detail }, 'wallet issuer sign-in exchange failed');
+      return deny(got.error === 'inactive' ? 'the account is not active' : 'the sign-in could not be confirmed');
+    }
+    const user = got.user;
     const offer = this.repo.offer(tenant, req.offer_id);
     if (!offer || offer.expires_at < this.nowSec() || offer.redeemed_at) return deny('the offer is unknown, expired or used');
     if (offer.subject_user !== null && offer.subject_user.toLowerCase() !== user.name.toLowerCase()) {
@@ -471,15 +456,6 @@ export class IssuerService {
       user_id: user.id,
     });
     return { location: back({ code }), user: user.name };
-  }
-
-  /**
-   * The public OIDC client `wallet-issuer` of the tenant's own provider (PKCE S256, no consent
-   * page: the person is signing in to this appliance), with this origin's callback among its
-   * redirect URIs. Made or completed on first use; returns the callback URI.
-   */
-  private signInClient(tenant: Tenant, origin: string): string {
-    return this.d.oidc.builtInClient(tenant, { clientId: SIGN_IN_CLIENT_ID, name: 'Wallet issuer sign-in', redirectUri: `${origin}${SIGN_IN_PATH}` });
   }
 
   private checkAuthorizationRequest(tenant: Tenant, f: ParForm): CheckedAuthz {
@@ -537,7 +513,7 @@ export class IssuerService {
     if (token.user_id !== null) {
       // Signed in at the authorization step: the account must still be active, and its e-mail
       // address (the one attribute of an account a PID carries) replaces the offer's.
-      const user = this.d.oidc.provider.activeUser(tenant, token.user_id);
+      const user = this.d.oidc.activeUser(tenant, token.user_id);
       if (!user) throw new AppError(403, 'credential_request_denied', 'the account that signed in is no longer active');
       email = user.email ?? undefined;
     }
@@ -851,12 +827,6 @@ function requestedConfigurations(f: ParForm): ConfigId[] {
     }
   }
   return [...out];
-}
-
-function safeEq(a: string, b: string): boolean {
-  const ha = crypto.createHash('sha256').update(a).digest();
-  const hb = crypto.createHash('sha256').update(b).digest();
-  return crypto.timingSafeEqual(ha, hb) && a.length === b.length;
 }
 
 function randomDigits(n: number): string {

@@ -6,7 +6,7 @@ import { AnchorStore } from './anchors.ts';
 import { verifierCli } from './cli.ts';
 import { IdentityStore } from './identity.ts';
 import { NetworkProfiles } from './network.ts';
-import { SSO_GRANT, SsoAssertions } from './sso.ts';
+import { SsoAssertions } from './sso.ts';
 import { OIDC, type OidcService } from '../oidc/api.ts';
 import { Presets } from './presets.ts';
 import { verifierRoutes, walletLoginBlock } from './routes.ts';
@@ -41,9 +41,9 @@ export default definePlugin({
     const anchors = new AnchorStore(ctx.db, ctx.clock, ctx.tryUse(LOTL));
     const network = new NetworkProfiles(ctx.db, ctx.keys, ctx.clock);
     const sso = new SsoAssertions(ctx.db, ctx.keys, ctx.users, ctx.clock, ctx.config.signIn);
-    // Provided at setup by oidc so grants exist before the first request (clientAuth: a relying party redeems it).
+    // Provided at setup by oidc so grants exist before the token form is composed from them.
     const oidc = ctx.use(OIDC);
-    oidc.registerGrant(SSO_GRANT, sso.grant(), { clientAuth: 'required' });
+    oidc.registerGrant(sso.grant());
     // The login page's "Sign in with your EU wallet" block (the oidc plugin renders registered options).
     oidc.registerLoginOption({ id: 'eu-wallet', html: ({ i }) => walletLoginBlock(i) });
     const service = new VerifierService({

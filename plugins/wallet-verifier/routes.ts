@@ -1,5 +1,5 @@
 import QRCode from 'qrcode';
-import { NotFoundError, type PluginContext, policy, reply, resourcePath, type RouteRegistrar } from '../../server/sdk.ts';
+import { html, NotFoundError, type PluginContext, policy, reply, resourcePath, type RouteRegistrar } from '../../server/sdk.ts';
 import type { AnchorStore } from './anchors.ts';
 import {
   anchorAddBody,
@@ -18,7 +18,6 @@ import {
 import type { VerifierService } from './service.ts';
 import type { NetworkProfiles } from './network.ts';
 import { z } from 'zod';
-import crypto from 'node:crypto';
 import fs from 'node:fs';
 import type { OidcService } from '../oidc/api.ts';
 
@@ -130,7 +129,8 @@ export function verifierRoutes(
     handler: async (req) => {
       const url = svc.openid4vpUrl(req.tenant, req.publicOrigin, req.query.session_id);
       const svg = await QRCode.toString(url, { type: 'svg', errorCorrectionLevel: 'M', margin: 2 });
-      return reply.text(200, svg, 'image/svg+xml', { ...NO_STORE, 'Content-Security-Policy': "default-src 'none'; style-src 'unsafe-inline'" });
+      // The QR code's SVG has no style and no script: nothing may load or run in it.
+      return reply.text(200, svg, 'image/svg+xml', { ...NO_STORE, 'Content-Security-Policy': html.csp({}) });
     },
   });
 
@@ -333,7 +333,7 @@ const LOGIN_JS = () => (loginJs ??= fs.readFileSync(resourcePath('wallet-login',
 
 /** The block the login page shows (registered with the oidc plugin's login options). */
 export function walletLoginBlock(i: string): string {
-  return `<section id="wallet-signin" data-i="${esc(i)}" aria-labelledby="wallet-signin-title">
+  return `<section id="wallet-signin" data-i="${html.escape(i)}" aria-labelledby="wallet-signin-title">
   <h2 id="wallet-signin-title">Sign in with your EU wallet</h2>
   <button type="button" id="wallet-signin-start">Sign in with your EU wallet</button>
   <div id="wallet-signin-box" hidden>
@@ -346,8 +346,6 @@ export function walletLoginBlock(i: string): string {
 <script src="/oidc.ashx/wallet-login.js"></script>`;
 }
 
-const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-
 const QR_STYLE = 'body{font-family:system-ui,sans-serif;max-width:28rem;margin:2rem auto;text-align:center}#qr svg{width:18rem;height:18rem}';
 
 /**
@@ -358,19 +356,19 @@ const QR_STYLE = 'body{font-family:system-ui,sans-serif;max-width:28rem;margin:2
  */
 const QR_PAGE_HEADERS: Readonly<Record<string, string>> = Object.freeze({
   ...NO_STORE,
-  'Content-Security-Policy': `default-src 'none'; style-src 'sha256-${crypto.createHash('sha256').update(QR_STYLE).digest('base64')}'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'`,
+  'Content-Security-Policy': html.csp({ styles: [QR_STYLE] }),
   'X-Frame-Options': 'DENY',
 });
 
 function qrPage(url: string, svg: string): string {
-  return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Present your EU wallet</title>
-<style>${QR_STYLE}</style></head>
-<body><h1>Present your EU wallet</h1>
-<p>Scan this code with your EU Digital Identity Wallet.</p>
-<div id="qr" role="img" aria-label="QR code of the wallet request">${svg}</div>
-<p><a id="same-device" href="${esc(url)}">Open the wallet on this device</a></p>
-</body></html>
-`;
+  return html.page({
+    title: 'Present your EU wallet',
+    style: QR_STYLE,
+    body: [
+      '<h1>Present your EU wallet</h1>',
+      '<p>Scan this code with your EU Digital Identity Wallet.</p>',
+      `<div id="qr" role="img" aria-label="QR code of the wallet request">${svg}</div>`,
+      `<p><a id="same-device" href="${html.escape(url)}">Open the wallet on this device</a></p>`,
+    ].join('\n'),
+  });
 }

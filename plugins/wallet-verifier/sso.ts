@@ -1,13 +1,10 @@
 import crypto from 'node:crypto';
 import { AppError, type Clock, type DB, type KeyService, type Tenant, type User, type UserService } from '../../server/sdk.ts';
-import type { OidcService } from '../oidc/api.ts';
+import type { GrantDefinition } from '../oidc/api.ts';
 import type { VerifierConfig } from './schemas.ts';
 
 /** The grant type a relying party uses at /oauth2/v1/token to redeem an sso_assertion. */
 export const SSO_GRANT = 'urn:sovcomms:params:oauth:grant-type:sso_assertion';
-
-type GrantHandler = Parameters<OidcService['registerGrant']>[1];
-type GrantContext = Parameters<GrantHandler>[0];
 
 const aad = (t: Tenant, h: string) => `wallet-verifier:sso:${t.id}:${h}`;
 const hashOf = (a: string) => crypto.createHash('sha256').update(a).digest('hex');
@@ -82,31 +79,29 @@ export class SsoAssertions {
     };
   }
 
-  /** The token endpoint grant (an authorization-code-style exchange: `assertion` instead of `code`). */
-  grant(): GrantHandler {
-    return async (g: GrantContext) => {
-      const { tenant, form, provider: p } = g;
-      const fail = (d: string) => new AppError(400, 'invalid_grant', d);
-      if (!form.assertion) throw new AppError(400, 'invalid_request', 'assertion is required');
-      if (!g.client) throw fail('the client must authenticate');
-      const got = this.redeem(tenant, form.assertion);
-      if (!got) throw fail('the sso_assertion is unknown, expired or already used');
-      const user = p.users.get(tenant, got.userId);
-      if (!user || user.status !== 'active') throw fail('the account of this sign-in is no longer active');
-      this.onRedeemed?.(tenant, got.sessionId, g.req);
-      const scope = p.parseScope(form.scope, ['openid']).filter((s) => s !== 'offline_access');
-      const grantId = p.newGrant(tenant, g.client.clientId, user.id, scope);
-      const tokens = await p.tokens.issue(tenant, g.issuer, {
-        client: g.client,
-        user,
-        scope,
-        grantId,
-        authTime: p.now(),
-        withIdToken: scope.includes('openid'),
-        withRefresh: false,
-        amr: ['pid'],
-      });
-      return { ...tokens, wallet_presentation: got.claims };
+  /**
+   * The token endpoint grant (an authorization-code-style exchange: `assertion` instead of
+   * `code`); a relying party redeems it, so the client must authenticate.
+   */
+  grant(): GrantDefinition<'assertion' | 'scope'> {
+    return {
+      type: SSO_GRANT,
+      parameters: ['assertion', 'scope'],
+      clientAuth: 'required',
+      handler: async (g) => {
+        const { tenant, form } = g;
+        const fail = (d: string) => new AppError(400, 'invalid_grant', d);
+        if (!form.assertion) throw new AppError(400, 'invalid_request', 'assertion is required');
+        if (!g.client) throw fail('the client must authenticate');
+        const got = this.redeem(tenant, form.assertion);
+        if (!got) throw fail('the sso_assertion is unknown, expired or already used');
+        const user = g.activeUser(got.userId);
+        if (!user) throw fail('the account of this sign-in is no longer active');
+        this.onRedeemed?.(tenant, got.sessionId, g.req);
+        const scope = g.scope(form.scope, ['openid']).filter((s) => s !== 'offline_access');
+        const tokens = await g.issue({ user, scope, idToken: scope.includes('openid'), amr: ['pid'] });
+        return { ...tokens, wallet_presentation: got.claims };
+      },
     };
   }
 }

@@ -7,7 +7,12 @@ function b64urlSha256(s: string): string {
 }
 
 /** authorization_code (RFC 6749 §4.1.3) with PKCE (RFC 7636) and the RFC 9700 downgrade check. */
-export const authorizationCodeGrant: Grant = { clientAuth: 'required', handler: exchange };
+export const authorizationCodeGrant: Grant = {
+  type: 'authorization_code',
+  parameters: ['code', 'redirect_uri', 'code_verifier'],
+  clientAuth: 'required',
+  handler: exchange,
+};
 
 async function exchange(g: GrantContext): Promise<Record<string, unknown>> {
   const { tenant, form, provider: p } = g;

@@ -4,7 +4,13 @@ import { type Grant, type GrantContext } from '../oauth.ts';
  * client_credentials (RFC 6749 §4.4). Synchronous: nothing to wait for (no id_token, no refresh
  * token), so the token endpoint's hottest path makes no promise per step.
  */
-export const clientCredentialsGrant: Grant = { clientAuth: 'required', handler: async (g) => issue(g), sync: issue };
+export const clientCredentialsGrant: Grant = {
+  type: 'client_credentials',
+  parameters: ['scope'],
+  clientAuth: 'required',
+  handler: async (g) => issue(g),
+  sync: issue,
+};
 
 function issue(g: GrantContext): Record<string, unknown> {
   const p = g.provider;

@@ -3,7 +3,7 @@ import { JWT_BEARER } from '../clients.ts';
 import { CLIENT_ALGS, oauthError, type Grant, type GrantContext } from '../oauth.ts';
 
 /** RFC 7523 §2.1: an assertion signed by a registered client, whose sub names a user of the tenant. */
-export const jwtBearerGrant: Grant = { clientAuth: 'optional', handler: exchange };
+export const jwtBearerGrant: Grant = { type: JWT_BEARER, parameters: ['assertion', 'scope'], clientAuth: 'optional', handler: exchange };
 
 async function exchange(g: GrantContext): Promise<Record<string, unknown>> {
   const { tenant, form, provider: p } = g;

@@ -1,7 +1,7 @@
 import { oauthError, type Grant, type GrantContext } from '../oauth.ts';
 
 /** password (RFC 6749 §4.3): the same per-IP and per-account limits and audit as the sign-in page. */
-export const passwordGrant: Grant = { clientAuth: 'required', handler: signIn };
+export const passwordGrant: Grant = { type: 'password', parameters: ['username', 'password', 'scope'], clientAuth: 'required', handler: signIn };
 
 async function signIn(g: GrantContext): Promise<Record<string, unknown>> {
   const { tenant, form, req, provider: p } = g;

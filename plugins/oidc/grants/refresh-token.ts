@@ -2,7 +2,7 @@ import { sha256Hex } from '../../../server/sdk.ts';
 import { oauthError, type Grant, type GrantContext } from '../oauth.ts';
 
 /** refresh_token (RFC 6749 §6) with rotation and reuse detection (RFC 9700 §4.14.2). */
-export const refreshTokenGrant: Grant = { clientAuth: 'required', handler: refresh };
+export const refreshTokenGrant: Grant = { type: 'refresh_token', parameters: ['refresh_token', 'scope'], clientAuth: 'required', handler: refresh };
 
 async function refresh(g: GrantContext): Promise<Record<string, unknown>> {
   const { tenant, form, provider: p } = g;

@@ -200,8 +200,12 @@ describe('wallet issuer offers', () => {
     const html = await page.text();
     expect(html).toContain('<svg');
     expect(html).toContain(
-      `openid-credential-offer://?credential_offer_uri=${encodeURIComponent(`${srv.url}/vci.ashx?offer=${offer.offer_id}`)}`.replace(/&/g, '&#38;'),
+      `openid-credential-offer://?credential_offer_uri=${encodeURIComponent(`${srv.url}/vci.ashx?offer=${offer.offer_id}`)}`.replace(/&/g, '&amp;'),
     );
+    // The one style block by its hash: no 'unsafe-inline', nothing else loads.
+    const csp = page.headers.get('content-security-policy')!;
+    expect(csp).toMatch(/^default-src 'none'; style-src 'sha256-[A-Za-z0-9+/]+=*'; img-src data:;/);
+    expect(csp).not.toContain('unsafe-inline');
     expect((await srv.fetch('/vci.ashx?offer-page=off_unknown')).status).toBe(404);
   });
 

@@ -197,4 +197,18 @@ describe('wallet sign-in on the login page', () => {
     expect(polled.status).toBe('completed');
     expect(polled.presentation.format).toBe('dc+sd-jwt');
   });
+
+  it('the QR page allows its own style block by hash and nothing else; the QR image allows nothing at all', async () => {
+    const st = await body(await s.fetch('/oidc.ashx?action=vp-start&preset=pid', { host: A }));
+    const page = await s.fetch(`/oidc.ashx/vp-qr?session_id=${st.session_id}`, { host: A });
+    expect(page.status).toBe(200);
+    const csp = page.headers.get('content-security-policy')!;
+    expect(csp).toMatch(/^default-src 'none'; style-src 'sha256-[A-Za-z0-9+/]+=*'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'$/);
+    const text = await page.text();
+    expect(text).toContain('<svg');
+    expect(text).not.toContain('<script');
+    const svg = await s.fetch(`/oidc.ashx/vp-qr.svg?session_id=${st.session_id}`, { host: A });
+    expect(svg.status).toBe(200);
+    expect(svg.headers.get('content-security-policy')).not.toContain('unsafe-inline');
+  });
 });

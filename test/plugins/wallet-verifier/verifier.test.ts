@@ -337,7 +337,8 @@ describe('pages and limits', () => {
     const st = await body(await s.fetch('/oidc.ashx?action=vp-start&preset=pid'));
     const html = await (await s.fetch(new URL(st.qr_page).pathname + new URL(st.qr_page).search)).text();
     expect(html).toContain('<svg');
-    expect(html).toContain(`href="${st.openid4vp_url.replace(/&/g, '&#38;')}"`);
+    // The SDK's escaper writes & as &amp; (the old copy wrote &#38;): the same href once parsed.
+    expect(html).toContain(`href="${st.openid4vp_url.replace(/&/g, '&amp;')}"`);
   });
 
   it('the public endpoints are rate-limited per IP (429 + Retry-After)', async () => {
