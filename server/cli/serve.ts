@@ -50,7 +50,6 @@ export const serveCommand: CoreCommand = {
       },
     });
     const { url } = await appliance.start();
-    io.out(`sovcomms ${BUILD} listening on ${url}`);
     const parentPort = (
       process as unknown as {
         parentPort?: {
@@ -60,16 +59,12 @@ export const serveCommand: CoreCommand = {
         };
       }
     ).parentPort;
-    // The desktop shell pins the certificate it is told here (over the parent channel, not the network).
-    const certFingerprint256 = serverCertFingerprint(appliance);
-    const started = { type: 'server-started', url, ...(certFingerprint256 ? { certFingerprint256 } : {}) };
-    // Same readiness signal headless and under Electron's utilityProcess (actualbudget's idea).
-    parentPort?.postMessage(started);
-    process.send?.(started);
     let release = () => {
       // Replaced once the listeners below are set.
     };
-    await new Promise<void>((resolve) => {
+    // Listening for the stop before saying it is ready: a supervisor that sends SIGTERM as soon as
+    // it reads the line below must get a clean stop, not the default death by signal.
+    const stopped = new Promise<void>((resolve) => {
       const stop = (why: string) => {
         io.err(`${why}: stopping`);
         void appliance.stop().then(resolve, resolve);
@@ -89,6 +84,14 @@ export const serveCommand: CoreCommand = {
         process.off('message', onMessage);
       };
     });
+    io.out(`sovcomms ${BUILD} listening on ${url}`);
+    // The desktop shell pins the certificate it is told here (over the parent channel, not the network).
+    const certFingerprint256 = serverCertFingerprint(appliance);
+    const started = { type: 'server-started', url, ...(certFingerprint256 ? { certFingerprint256 } : {}) };
+    // Same readiness signal headless and under Electron's utilityProcess (actualbudget's idea).
+    parentPort?.postMessage(started);
+    process.send?.(started);
+    await stopped;
     release();
     return 0;
   },
