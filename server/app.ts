@@ -84,7 +84,7 @@ export class Appliance {
       for (const def of coreRoutes(a.dispatcher, () => a.host)) a.dispatcher.add('core', def);
       a.live = new LiveHub(core.db, core.events, () => a.host, core.keys.store, a.streams);
       a.dispatcher.add('core', a.live.route());
-      a.host.registerRoutes(a.dispatcher, a.app);
+      a.host.registerRoutes(a.dispatcher, a.app, express.static);
       a.dispatcher.seal();
       a.finishExpress();
       return a;
