@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 
 /** A bad command line: the CLI prints it and exits 2. */
@@ -19,11 +20,24 @@ export function parse(args: string[], options: CliOptions, maxPositionals = Infi
   try {
     const r = parseArgs({ args, options: { 'data-dir': { type: 'string' }, ...options }, allowPositionals: true, strict: true }) as ParsedArgs;
     if (r.positionals.length > maxPositionals) throw new UsageError(`unexpected argument: ${r.positionals[maxPositionals]}`);
+    parsed.getStore()?.push(r);
     return r;
   } catch (e) {
     if (e instanceof UsageError) throw e;
     throw new UsageError((e as Error).message.replace(/\. To specify.*$/s, ''));
   }
+}
+
+const parsed = new AsyncLocalStorage<ParsedArgs[]>();
+
+/**
+ * Runs a command and hands back what its own parse() calls read, last one last: the CLI audits a
+ * change from the command's parse of its arguments, not from a second reading of them.
+ */
+export async function withParses<T>(run: () => Promise<T>): Promise<{ result: T; parses: ParsedArgs[] }> {
+  const parses: ParsedArgs[] = [];
+  const result = await parsed.run(parses, run);
+  return { result, parses };
 }
 
 /** A string option's value, or undefined for a flag or an absent option. */

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import express from 'express';
+import type express from 'express';
 import { z } from 'zod';
 import { parseConfigSection } from './config.ts';
 import { migrate } from './store/migrate.ts';
@@ -160,14 +160,15 @@ export class PluginHost {
     return this.#services.get(name);
   }
 
-  registerRoutes(dispatcher: Dispatcher, app: express.Express): void {
+  /** Express's static handler comes from the server: the CLI, which opens a host too, loads no Express. */
+  registerRoutes(dispatcher: Dispatcher, app: express.Express, serveStatic: typeof express.static): void {
     for (const p of this.order) {
       if (!p.routes) continue;
       const ctx = this.#ctx.get(p.name)!;
       const r: RouteRegistrar = {
         add: (def) => dispatcher.add(p.name, def as never),
         static: (prefix, dir) => {
-          app.use(prefix, express.static(dir, { dotfiles: 'deny', index: false, redirect: false, fallthrough: true }));
+          app.use(prefix, serveStatic(dir, { dotfiles: 'deny', index: false, redirect: false, fallthrough: true }));
         },
         preRouter: (handler) => {
           this.preRouters.push({ plugin: p.name, handler });

@@ -104,6 +104,18 @@ export interface CliCommand<S = never> {
   summary: string;
   /** One usage line a subcommand, shown by `sovcomms help`. */
   usage: string[];
+  /**
+   * What changes data, and so is audited when it succeeds (as `cli-<command>-<first argument>`,
+   * actor `cli:<OS user>`): the subcommands that do (`['add', 'remove']`; one under a group as
+   * `'trust add'`), `true` for a command that changes data whatever its arguments, `false` for one
+   * that only reads.
+   */
+  changes: boolean | readonly string[];
+  /**
+   * Options whose values the audit row records (targets and labels, never passwords, keys or
+   * secrets); the positional arguments are recorded as `target`.
+   */
+  audited?: readonly string[];
   /** Returns the exit code: 0 ok, 1 failure, 2 usage. Throw UsageError for bad arguments. */
   run(args: string[], ctx: CliContext, services: S): Promise<number>;
 }

@@ -6,6 +6,7 @@ import type { DiscoveryServices } from './index.ts';
 export const discoverCli: CliCommand<DiscoveryServices> = {
   summary: 'Appliances advertising themselves on the LAN (mDNS / DNS-SD)',
   usage: ['discover [--timeout-ms N] [--json]   (lists appliances on the LAN)'],
+  changes: false,
   async run(args, ctx) {
     const { values } = parse(args, { 'timeout-ms': { type: 'string' }, json: { type: 'boolean' } }, 0);
     const raw = values['timeout-ms'];

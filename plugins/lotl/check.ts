@@ -177,7 +177,7 @@ interface Pending {
 
 /**
  * One worker thread that checks LOTLs and national lists (runCheck), started on first use and
- * ended by close(). It never keeps the process alive (unref), and a worker that dies fails what it
+ * ended by close(). It keeps the process alive only while a check is pending, and a worker that dies fails what it
  * had pending and is started anew on the next check.
  */
 export class ListChecker {
@@ -199,6 +199,7 @@ export class ListChecker {
     const id = ++this.#next;
     return new Promise<LotlCheck>((resolve, reject) => {
       this.#pending.set(id, { resolve, reject });
+      w.ref();
       w.postMessage({ id, ...job });
     }).then((r) => (r.kind === 'checked' ? { ...r, tsl: reviveBuffers(r.tsl) } : r));
   }
@@ -208,11 +209,11 @@ export class ListChecker {
     const boot = new URL('../../server/worker-boot.mjs', import.meta.url);
     const entry = new URL(`./check-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url).href;
     const w = new Worker(boot, { workerData: { entry }, name: 'lotl-check' });
-    w.unref();
     w.on('message', (m: { id: number; result?: LotlCheck; error?: string }) => {
       const p = this.#pending.get(m.id);
       if (!p) return;
       this.#pending.delete(m.id);
+      this.#idle(w);
       if (m.result) p.resolve(m.result);
       else p.reject(new Error(m.error ?? 'list check failed'));
     });
@@ -225,6 +226,16 @@ export class ListChecker {
     w.on('exit', (code) => fail(new Error(`the list-check thread exited (${code})`)));
     this.#worker = w;
     return w;
+  }
+
+  /**
+   * The thread holds the process only while a check is pending: without that an import awaiting
+   * its answer could see the process end under it, and with it held for good (a Worker's port is
+   * ref'd again by a 'message' listener added after unref(), as here once) `sovcomms lotl
+   * import` did its work and then never exited.
+   */
+  #idle(w: Worker): void {
+    if (!this.#pending.size) w.unref();
   }
 
   async close(): Promise<void> {

@@ -30,6 +30,7 @@ function collect(paths: string[]): string[] {
 export const lotlCommand: CliCommand<LotlServices> = {
   summary: 'EU trusted lists: air-gapped import and status',
   usage: ['lotl import PATH... (folders or files: the LOTL and national lists, checked as an online refresh)', 'lotl status [--json]'],
+  changes: ['import'],
   async run(args, ctx, s) {
     const [sub, ...rest] = args;
     if (sub === 'import') {

@@ -12,6 +12,8 @@ export const clientCli: CliCommand<OidcServices> = {
     'client remove CLIENT_ID [--tenant HOST]',
     'client secret CLIENT_ID [--tenant HOST]',
   ],
+  changes: ['add', 'remove', 'secret'],
+  audited: ['tenant', 'name', 'grant', 'auth-method'],
   async run(args, ctx, { provider }) {
     const [sub, ...rest] = args;
     const repo = () => provider.clients;

@@ -21,6 +21,8 @@ function printStatus(ctx: CliContext, s: CaStatus): void {
 export const caCommand: CliCommand<RpCaServices> = {
   summary: 'Relying-party certificate authority: create or adopt the CA key, show where it lives',
   usage: USAGE,
+  changes: ['init'],
+  audited: ['tenant'],
   async run(args, ctx, services) {
     const [sub, ...rest] = args;
     const service = await services.ca.get();

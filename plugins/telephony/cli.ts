@@ -15,6 +15,8 @@ export const trunkCommand: CliCommand<TelephonyServices> = {
     'trunk list [--tenant HOST]',
     'trunk remove ID [--tenant HOST]',
   ],
+  changes: ['add', 'remove'],
+  audited: ['tenant', 'name', 'host', 'id'],
   async run(args, ctx, { admin: a }) {
     const [sub, ...rest] = args;
     const { values, positionals } = parse(rest, {
@@ -92,6 +94,8 @@ export const numberCommand: CliCommand<TelephonyServices> = {
     'number list [--tenant HOST]',
     'number remove NUMBER [--tenant HOST]',
   ],
+  changes: ['add', 'remove'],
+  audited: ['tenant', 'name'],
   async run(args, ctx, { admin: a }) {
     const [sub, ...rest] = args;
     const { values, positionals } = parse(rest, {
@@ -150,6 +154,8 @@ export const numberCommand: CliCommand<TelephonyServices> = {
 export const phoneCommand: CliCommand<TelephonyServices> = {
   summary: 'Desk-phone logins (SIP registrar)',
   usage: ['phone add USER [--password-stdin] [--tenant HOST]', 'phone list [--tenant HOST]', 'phone remove USER [--tenant HOST]'],
+  changes: ['add', 'remove'],
+  audited: ['tenant'],
   async run(args, ctx, { phones }) {
     const [sub, ...rest] = args;
     const { values, positionals } = parse(rest, { tenant: { type: 'string' }, 'password-stdin': { type: 'boolean' } });

@@ -34,6 +34,8 @@ function originOf(ctx: CliContext, tenant: Tenant, given: string | undefined): s
 export const issuerCli: CliCommand<IssuerServices> = {
   summary: 'EU wallet issuer: create credential offers, revoke credentials, put issuer keys in an HSM, rotate them',
   usage: USAGE,
+  changes: ['offer create', 'revoke', 'init', 'rotate'],
+  audited: ['tenant', 'format', 'user'],
   async run(args, ctx, s) {
     const [sub, ...rest] = args;
     try {

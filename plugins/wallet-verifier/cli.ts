@@ -21,6 +21,8 @@ function tenantOf(ctx: CliContext, host: string | undefined): Tenant {
 export const verifierCli: CliCommand<VerifierServices> = {
   summary: 'EU wallet verifier: issuer trust anchors for presentations',
   usage: USAGE,
+  changes: ['trust add', 'trust remove', 'profile add', 'profile remove'],
+  audited: ['tenant'],
   async run(args, ctx, s) {
     const [area, sub, ...rest] = args;
     if (area === 'profile') return profile(sub, rest, ctx, s);

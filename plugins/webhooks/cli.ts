@@ -21,6 +21,8 @@ export const webhookCli: CliCommand<WebhookServices> = {
     'webhook resume ID',
     'webhook test ID',
   ],
+  changes: ['add', 'remove', 'resume', 'test'],
+  audited: ['tenant', 'url', 'events'],
   async run(args, ctx, { service: svc }) {
     const [sub, ...rest] = args;
     switch (sub) {

@@ -158,6 +158,10 @@ describe('tenants, users and keys while the server runs', { timeout: 240_000 }, 
     expect(settings.find((r) => r.key === 'secret:admin-hmac-secret')?.value).toMatch(/^v1\./);
     expect(JSON.stringify(settings)).not.toContain(secret);
     expect(fs.statSync(path.join(dataDir, 'master.key')).mode & 0o777).toBe(0o600);
+    // Reading the secret is audited (who read it and when), without the secret in the row.
+    const shown = readDb((db) => db.prepare("SELECT event, user, extra FROM audit_log WHERE event = 'cli-admin-secret-show'").all() as { extra: string }[]);
+    expect(shown.length).toBeGreaterThan(0);
+    expect(JSON.stringify(shown)).not.toContain(secret);
     // Any GET endpoint that takes the admin HMAC (found in the API description, so this follows the plugins).
     const doc = (await (await get('/openapi.json')).json()) as { paths: Record<string, Record<string, { 'x-hmac-bucket'?: string }>> };
     const target = Object.entries(doc.paths)

@@ -45,7 +45,7 @@ const appliance = await Appliance.create({
   dataDir,
   env: {},
   overrides: { http: { port: 0, host: '127.0.0.1', drainMs: 3000 }, jobs: { pollMs: 20 }, log: { level: 'warn' } },
-  plugins: [...builtinPlugins(), crashJobs as AnyPlugin],
+  plugins: [...(await builtinPlugins()), crashJobs as AnyPlugin],
 });
 const { url } = await appliance.start();
 process.stdout.write(JSON.stringify({ ready: url, pid: process.pid }) + '\n');

@@ -1,0 +1,41 @@
+/** Where a CLI command writes and reads: the process's streams, or a test's arrays. */
+export interface CliIo {
+  out(line: string): void;
+  err(line: string): void;
+  stdin(): Promise<string>;
+}
+
+/**
+ * A reader that stops early (`sovcomms --help | head -1`) closes the pipe: the next write fails
+ * with EPIPE. That is the reader's choice, not a failure: stop writing and exit quietly, with the
+ * code the command would have had.
+ */
+let pipeClosed = false;
+function quietOnEpipe(stream: NodeJS.WriteStream): void {
+  stream.on('error', (e: NodeJS.ErrnoException) => {
+    if (e.code !== 'EPIPE') throw e;
+    pipeClosed = true;
+    // Buffered writes are gone anyway; the exit code set by the command (or 0) stands.
+    process.exit(process.exitCode ?? 0);
+  });
+}
+let epipeArmed = false;
+
+export const processIo: CliIo = {
+  out: (l) => {
+    if (!epipeArmed) {
+      epipeArmed = true;
+      quietOnEpipe(process.stdout);
+      quietOnEpipe(process.stderr);
+    }
+    if (!pipeClosed) process.stdout.write(l + '\n');
+  },
+  err: (l) => {
+    if (!pipeClosed) process.stderr.write(l + '\n');
+  },
+  stdin: async () => {
+    const chunks: Buffer[] = [];
+    for await (const c of process.stdin) chunks.push(c as Buffer);
+    return Buffer.concat(chunks).toString('utf8');
+  },
+};
