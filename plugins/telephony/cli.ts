@@ -1,7 +1,7 @@
 import { type CliCommand, type CliContext, parse, type Tenant, UsageError, zodMessage } from '../../server/sdk.ts';
-import { numberView, trunkView } from './admin.ts';
+import { numberView, trunkView } from './trunks/admin.ts';
 import { numberInput, trunkInput, type TelephonyServices } from './schemas.ts';
-import { phoneAdd } from './phones.ts';
+import { phoneAdd } from './inbound/phones.ts';
 
 function tenantOf(ctx: CliContext, host: unknown): Tenant {
   return typeof host === 'string' ? ctx.tenants.require(host) : ctx.tenants.require();

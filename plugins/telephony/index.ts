@@ -1,23 +1,23 @@
 import { bearerToken, definePlugin, sqlMigrations } from '../../server/sdk.ts';
-import { TelephonyAdmin } from './admin.ts';
-import { BridgeLink } from './bridge-link.ts';
-import { CallService, DIAL_QUEUE, dialJob, MAIL_QUEUE, mailJob } from './calls.ts';
+import { TelephonyAdmin } from './trunks/admin.ts';
+import { BridgeLink } from './bridge-link/link.ts';
+import { CallService, DIAL_QUEUE, dialJob, MAIL_QUEUE, mailJob } from './calls/outbound.ts';
 import { numberCommand, phoneCommand, trunkCommand } from './cli.ts';
-import { InboundCalls } from './inbound.ts';
-import { PhoneAccounts } from './phones.ts';
-import { OfficeTabService } from './officetab.ts';
-import { officeTabRoutes } from './officetab-routes.ts';
-import { OutcomeMailer } from './mail.ts';
+import { InboundCalls } from './inbound/calls.ts';
+import { PhoneAccounts } from './inbound/phones.ts';
+import { OfficeTabService } from './officetab/service.ts';
+import { officeTabRoutes } from './officetab/http.ts';
+import { OutcomeMailer } from './calls/mail.ts';
 import { TelephonyRepo } from './repo.ts';
-import { telephonyRoutes } from './routes.ts';
-import { roomRoutes } from './room-routes.ts';
-import { RoomService } from './rooms.ts';
-import { RoomSignIn } from './room-sign-in.ts';
+import { telephonyRoutes } from './trunks/http.ts';
+import { roomRoutes } from './rooms/http.ts';
+import { RoomService } from './rooms/calls.ts';
+import { RoomSignIn } from './rooms/sign-in.ts';
 import { OIDC } from '../oidc/api.ts';
 import { eventSchemas, telephonyConfig, type TelephonyServices } from './schemas.ts';
-import { BridgeSupervisor } from './supervisor.ts';
-import { TranscriptShares } from './shares.ts';
-import { TranscriptStore } from './transcripts.ts';
+import { BridgeSupervisor } from './bridge-link/supervisor.ts';
+import { TranscriptShares } from './transcripts/shares.ts';
+import { TranscriptStore } from './transcripts/store.ts';
 
 export const BRIDGE_VERIFIER = 'telephony-bridge';
 

@@ -1,11 +1,11 @@
-import type { Logger } from '../../server/sdk.ts';
-import type { TelephonyAdmin } from './admin.ts';
-import type { BridgeLink } from './bridge-link.ts';
-import type { CallService } from './calls.ts';
-import type { InboundCalls } from './inbound.ts';
-import type { RoomService } from './rooms.ts';
-import type { TelephonyRepo } from './repo.ts';
-import type { PhoneAccounts } from './phones.ts';
+import type { Logger } from '../../../server/sdk.ts';
+import type { TelephonyAdmin } from '../trunks/admin.ts';
+import type { BridgeLink } from './link.ts';
+import type { CallService } from '../calls/outbound.ts';
+import type { InboundCalls } from '../inbound/calls.ts';
+import type { RoomService } from '../rooms/calls.ts';
+import type { TelephonyRepo } from '../repo.ts';
+import type { PhoneAccounts } from '../inbound/phones.ts';
 
 /**
  * Keeps the bridge in step with the store (CONTROL-API.md): the full trunk set is PUT on bridge

@@ -3,10 +3,10 @@
  * admin API of desk-phone logins (`/signal.ashx?phones=…`, the same as `sovcomms phone`).
  */
 import { z } from 'zod';
-import { policy, type RouteRegistrar, type RouteRequest } from '../../server/sdk.ts';
-import { InboundDecisionSchema, InboundQuerySchema, TransferDecisionSchema, TransferQuerySchema } from './bridge/inbound/control.ts';
+import { policy, type RouteRegistrar, type RouteRequest } from '../../../server/sdk.ts';
+import { InboundDecisionSchema, InboundQuerySchema, TransferDecisionSchema, TransferQuerySchema } from '../bridge/inbound/control.ts';
 import { phoneAdd, phoneUser, phoneView } from './phones.ts';
-import type { TelephonyServices } from './schemas.ts';
+import type { TelephonyServices } from '../schemas.ts';
 
 const SIG = '/signal.ashx';
 

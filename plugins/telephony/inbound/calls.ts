@@ -5,14 +5,14 @@
  * `vnum…` calls become the spec's inbound events, the call row and the transcript.
  */
 import crypto from 'node:crypto';
-import { type Clock, type EventBus, type KeyService, type Logger, NotFoundError, type Tenant, type TenantService } from '../../server/sdk.ts';
-import { bridgeTrunkId, localTrunkId, type TelephonyAdmin } from './admin.ts';
-import type { BridgeEvent } from './control.ts';
-import type { InboundDecision, InboundQuery, Target, TransferDecision, TransferQuery } from './bridge/inbound/control.ts';
-import type { NumberRow, TelephonyRepo, TranscriptRow } from './repo.ts';
-import { pickInbound, pickTrunks } from './routing.ts';
-import type { FullTranscript, TelephonyConfig } from './schemas.ts';
-import type { TranscriptStore } from './transcripts.ts';
+import { type Clock, type EventBus, type KeyService, type Logger, NotFoundError, type Tenant, type TenantService } from '../../../server/sdk.ts';
+import { bridgeTrunkId, localTrunkId, type TelephonyAdmin } from '../trunks/admin.ts';
+import type { BridgeEvent } from '../control.ts';
+import type { InboundDecision, InboundQuery, Target, TransferDecision, TransferQuery } from '../bridge/inbound/control.ts';
+import type { NumberRow, TelephonyRepo, TranscriptRow } from '../repo.ts';
+import { pickInbound, pickTrunks } from '../routing.ts';
+import type { FullTranscript, TelephonyConfig } from '../schemas.ts';
+import type { TranscriptStore } from '../transcripts/store.ts';
 
 export interface InboundCallRow {
   call_id: string;

@@ -13,15 +13,15 @@ import {
   type Principal,
   type Tenant,
   type TenantService,
-} from '../../server/sdk.ts';
-import { bridgeTrunkId, localTrunkId, type TelephonyAdmin } from './admin.ts';
-import type { BridgeLink } from './bridge-link.ts';
+} from '../../../server/sdk.ts';
+import { bridgeTrunkId, localTrunkId, type TelephonyAdmin } from '../trunks/admin.ts';
+import type { BridgeLink } from '../bridge-link/link.ts';
 import type { OutcomeMailer } from './mail.ts';
-import type { CallRow, TelephonyRepo, TranscriptRow } from './repo.ts';
-import { pickTrunks } from './routing.ts';
-import type { BridgeEvent } from './control.ts';
-import type { CallCreate, CallRecord, CallStatus, FullTranscript, Outcome, TelephonyConfig } from './schemas.ts';
-import type { TranscriptStore } from './transcripts.ts';
+import type { CallRow, TelephonyRepo, TranscriptRow } from '../repo.ts';
+import { pickTrunks } from '../routing.ts';
+import type { BridgeEvent } from '../control.ts';
+import type { CallCreate, CallRecord, CallStatus, FullTranscript, Outcome, TelephonyConfig } from '../schemas.ts';
+import type { TranscriptStore } from '../transcripts/store.ts';
 
 export const DIAL_QUEUE = 'telephony.dial';
 export const MAIL_QUEUE = 'telephony.mail';

@@ -8,9 +8,9 @@
  */
 import crypto from 'node:crypto';
 import type { ServerResponse } from 'node:http';
-import { AppError, ConflictError, NotFoundError, type Logger, type Principal, type Tenant } from '../../server/sdk.ts';
-import type { BridgeLink, ControlAnswer } from './bridge-link.ts';
-import type { OfficeTab, OfficeTabNotice, OfficeTabNoticeAnswer } from './bridge/inbound/officetab-control.ts';
+import { AppError, ConflictError, NotFoundError, type Logger, type Principal, type Tenant } from '../../../server/sdk.ts';
+import type { BridgeLink, ControlAnswer } from '../bridge-link/link.ts';
+import type { OfficeTab, OfficeTabNotice, OfficeTabNoticeAnswer } from '../bridge/inbound/officetab-control.ts';
 
 /** Tabs one user may have registered at once (each is rung on every call). */
 export const MAX_TABS_PER_USER = 8;

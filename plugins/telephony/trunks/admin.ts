@@ -1,10 +1,10 @@
-import { ConflictError, InputError, type KeyService, NotFoundError, type Tenant } from '../../server/sdk.ts';
-import { TrunkSchema, type Codec, type Trunk } from './control.ts';
-import type { NumberRow, TelephonyRepo, TrunkRow } from './repo.ts';
-import type { InboundRouteRow, OutboundRouteRow } from './routing.ts';
-import { TRUNK_ID_RE, type TrunkInput } from './schemas.ts';
+import { ConflictError, InputError, type KeyService, NotFoundError, type Tenant } from '../../../server/sdk.ts';
+import { TrunkSchema, type Codec, type Trunk } from '../control.ts';
+import type { NumberRow, TelephonyRepo, TrunkRow } from '../repo.ts';
+import type { InboundRouteRow, OutboundRouteRow } from '../routing.ts';
+import { TRUNK_ID_RE, type TrunkInput } from '../schemas.ts';
 import type { z } from 'zod';
-import type { numberInput } from './schemas.ts';
+import type { numberInput } from '../schemas.ts';
 
 export function bridgeTrunkId(tenantId: string, trunkId: string): string {
   return `${tenantId}.${trunkId}`;

@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import { escapeHtml, htmlPage } from './share-page.ts';
+import { escapeHtml, htmlPage } from '../transcripts/page.ts';
 
 /**
  * The public page of a virtual number's room (`/room.ashx?number=…`): a visitor grants the

@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import type { FullTranscript } from './schemas.ts';
+import type { FullTranscript } from '../schemas.ts';
 
 /**
  * The public page of a shared transcript, rendered on the server. Transcript text is what a caller

@@ -12,13 +12,13 @@ import {
   ServiceUnavailableError,
   type Tenant,
   type TenantService,
-} from '../../server/sdk.ts';
-import type { TelephonyAdmin } from './admin.ts';
-import type { BridgeLink } from './bridge-link.ts';
-import type { BridgeEvent } from './control.ts';
-import type { NumberRow, TelephonyRepo, TranscriptRow } from './repo.ts';
-import type { FullTranscript, TelephonyConfig } from './schemas.ts';
-import type { TranscriptStore } from './transcripts.ts';
+} from '../../../server/sdk.ts';
+import type { TelephonyAdmin } from '../trunks/admin.ts';
+import type { BridgeLink } from '../bridge-link/link.ts';
+import type { BridgeEvent } from '../control.ts';
+import type { NumberRow, TelephonyRepo, TranscriptRow } from '../repo.ts';
+import type { FullTranscript, TelephonyConfig } from '../schemas.ts';
+import type { TranscriptStore } from '../transcripts/store.ts';
 
 /**
  * Virtual-number rooms in the browser: a visitor's join becomes a `vnum` call carried by the

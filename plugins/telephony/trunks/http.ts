@@ -11,15 +11,15 @@ import {
   requireBodyless,
   type RouteRegistrar,
   type RouteRequest,
-} from '../../server/sdk.ts';
+} from '../../../server/sdk.ts';
 import { numberView, trunkView } from './admin.ts';
-import { NOT_FOUND_PAGE, renderSharePage, SHARE_PAGE_HEADERS } from './share-page.ts';
-import type { BridgeLink } from './bridge-link.ts';
-import { toRecord } from './calls.ts';
-import { BridgeEventSchema, isBridgeEventType } from './control.ts';
-import * as S from './schemas.ts';
-import { inboundRoutes } from './inbound-routes.ts';
-import type { TelephonyServices } from './schemas.ts';
+import { NOT_FOUND_PAGE, renderSharePage, SHARE_PAGE_HEADERS } from '../transcripts/page.ts';
+import type { BridgeLink } from '../bridge-link/link.ts';
+import { toRecord } from '../calls/outbound.ts';
+import { BridgeEventSchema, isBridgeEventType } from '../control.ts';
+import * as S from '../schemas.ts';
+import { inboundRoutes } from '../inbound/http.ts';
+import type { TelephonyServices } from '../schemas.ts';
 
 /** One audit entry for an admin change (never a secret in `extra`: the audit writer drops those keys anyway). */
 function audited<T>(svc: TelephonyServices, req: RouteRequest, event: string, extra: Record<string, string | number | boolean>, out: T): T {
