@@ -7,9 +7,13 @@ import { InboundCalls } from './inbound/calls.ts';
 import { PhoneAccounts } from './inbound/phones.ts';
 import { OfficeTabService } from './officetab/service.ts';
 import { officeTabRoutes } from './officetab/http.ts';
+import { bridgeHttp } from './bridge-link/http.ts';
+import { callHttp } from './calls/http.ts';
+import { inboundHttp, inboundRouteHttp } from './inbound/http.ts';
+import { transcriptHttp } from './transcripts/http.ts';
+import { numberHttp, outboundRouteHttp, trunkAdminHttp } from './trunks/http.ts';
 import { OutcomeMailer } from './calls/mail.ts';
 import { TelephonyRepo } from './repo.ts';
-import { telephonyRoutes } from './trunks/http.ts';
 import { roomRoutes } from './rooms/http.ts';
 import { RoomService } from './rooms/calls.ts';
 import { RoomSignIn } from './rooms/sign-in.ts';
@@ -135,7 +139,15 @@ export default definePlugin({
   },
 
   routes(r, s, ctx) {
-    telephonyRoutes(r, s, { shareViewsPerMinute: ctx.config.shares.viewsPerMinutePerIp });
+    // In this order, the README's endpoint overview and /openapi.json list them as before.
+    inboundHttp(r, s);
+    callHttp(r, s);
+    numberHttp(r, s);
+    transcriptHttp(r, s, { shareViewsPerMinute: ctx.config.shares.viewsPerMinutePerIp });
+    outboundRouteHttp(r, s);
+    inboundRouteHttp(r, s);
+    trunkAdminHttp(r, s);
+    bridgeHttp(r, s);
     officeTabRoutes(r, s.officeTabs);
     roomRoutes(r, s.rooms, s.roomSignIn, ctx.auth, ctx.audit, {
       joinsPerMinute: ctx.config.rooms.joinsPerMinutePerIp,

@@ -1,19 +1,15 @@
 /**
- * Routes of inbound SIP: the bridge's two questions (internal, control token) and the
- * admin API of desk-phone logins (`/signal.ashx?phones=…`, the same as `sovcomms phone`).
+ * Routes of inbound SIP: the bridge's two questions (internal, control token), the admin API of
+ * desk-phone logins (`/signal.ashx?phones=…`, the same as `sovcomms phone`), and the spec's inbound
+ * routes (v1 `/inbound-routes`).
  */
 import { z } from 'zod';
-import { policy, type RouteRegistrar, type RouteRequest } from '../../../server/sdk.ts';
+import { envelope, envelopeSchema, pageOf, pageQuery, pascalizeKeys, policy, reply, type RouteRegistrar } from '../../../server/sdk.ts';
 import { InboundDecisionSchema, InboundQuerySchema, TransferDecisionSchema, TransferQuerySchema } from '../bridge/inbound/control.ts';
-import { phoneAdd, phoneUser, phoneView } from './phones.ts';
+import { audited, err, SIG, V1 } from '../http-common.ts';
+import * as S from '../schemas.ts';
 import type { TelephonyServices } from '../schemas.ts';
-
-const SIG = '/signal.ashx';
-
-function audited<T>(svc: TelephonyServices, req: RouteRequest, event: string, extra: Record<string, string | number | boolean>, out: T): T {
-  svc.audit.write(req.tenant, { event, user: req.principal?.userName ?? req.principal?.subject ?? '', ip: req.ip, ua: req.ua, extra });
-  return out;
-}
+import { phoneAdd, phoneUser, phoneView } from './phones.ts';
 
 /** How many phones are registered per (tenant, user) now; empty when the bridge does not answer. */
 async function registered(svc: TelephonyServices): Promise<Map<string, number>> {
@@ -27,7 +23,7 @@ async function registered(svc: TelephonyServices): Promise<Map<string, number>> 
   return m;
 }
 
-export function inboundRoutes(r: RouteRegistrar, svc: TelephonyServices): void {
+export function inboundHttp(r: RouteRegistrar, svc: TelephonyServices): void {
   r.add({
     method: 'POST',
     path: '/internal/bridge/inbound',
@@ -96,5 +92,72 @@ export function inboundRoutes(r: RouteRegistrar, svc: TelephonyServices): void {
       svc.phones.remove(req.tenant, req.body.user);
       return audited(svc, req, 'phone-remove', { phoneUser: req.body.user }, { ok: true, removed: req.body.user });
     },
+  });
+}
+
+/** The spec's inbound routes (spec "Route rules"): first match by Did and FromNumber, `*` catchall last. */
+export function inboundRouteHttp(r: RouteRegistrar, svc: TelephonyServices): void {
+  const pascalRow = z.object({ Did: z.string(), FromNumber: z.string(), User: z.string() });
+  r.add({
+    method: 'GET',
+    path: `${V1}/inbound-routes`,
+    area: 'routes',
+    auth: policy.v1Admin,
+    summary: 'Inbound routes in evaluation order (first match; * catchall last)',
+    query: pageQuery,
+    responses: { 200: { description: 'list envelope of inbound routes', schema: envelopeSchema(S.inboundRoute) } },
+    handler: (req) => {
+      const page = pageOf(req.query);
+      const rows = svc.admin.inbound(req.tenant).map((x) => ({ did: x.did, fromNumber: x.fromNumber, user: x.user }));
+      return envelope(rows.slice(page.offset, page.offset + page.limit), rows.length, page, req.raw.originalUrl);
+    },
+  });
+  r.add({
+    method: 'GET',
+    path: `${V1}/inbound-routes/:did`,
+    area: 'routes',
+    auth: policy.v1Admin,
+    summary: 'One inbound route by Did (optional fromNumber query)',
+    params: S.didParam,
+    query: S.fromQuery,
+    responses: { 200: { description: 'route', schema: S.inboundRoute }, 404: err('not_found') },
+    handler: (req) => svc.admin.inboundOne(req.tenant, req.params.did, req.query.fromNumber),
+  });
+  r.add({
+    method: 'POST',
+    path: `${V1}/inbound-routes`,
+    area: 'routes',
+    auth: policy.v1Admin,
+    summary: 'Insert an inbound route just before the catchall; 409 duplicate_route on an existing (Did, FromNumber)',
+    body: S.inboundCreate,
+    responses: { 201: { description: 'created row (PascalCase echo)', schema: pascalRow }, 409: err('duplicate_route') },
+    handler: (req) => reply(201, pascalizeKeys({ ...svc.admin.addInbound(req.tenant, req.body) })),
+  });
+  r.add({
+    method: 'PUT',
+    path: `${V1}/inbound-routes/:did`,
+    area: 'routes',
+    auth: policy.v1Admin,
+    summary: 'Change the User of the first row with this (Did, FromNumber)',
+    params: S.didParam,
+    query: S.fromQuery,
+    body: S.inboundUpdate,
+    responses: { 200: { description: 'updated row (PascalCase echo)', schema: pascalRow }, 404: err('not_found') },
+    handler: (req) => pascalizeKeys({ ...svc.admin.updateInbound(req.tenant, req.params.did, req.query.fromNumber, req.body.user) }),
+  });
+  r.add({
+    method: 'DELETE',
+    path: `${V1}/inbound-routes/:did`,
+    area: 'routes',
+    auth: policy.v1Admin,
+    summary: 'Delete the first row with this (Did, FromNumber); the * catchall cannot be deleted',
+    params: S.didParam,
+    query: S.fromQuery,
+    responses: {
+      200: { description: '{deleted: row} (PascalCase echo)', schema: z.object({ deleted: pascalRow }) },
+      400: err('cannot_delete_catchall'),
+      404: err('not_found'),
+    },
+    handler: (req) => ({ deleted: pascalizeKeys({ ...svc.admin.deleteInbound(req.tenant, req.params.did, req.query.fromNumber) }) }),
   });
 }
