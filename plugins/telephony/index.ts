@@ -1,6 +1,7 @@
 import { bearerToken, definePlugin, sqlMigrations } from '../../server/sdk.ts';
 import { TelephonyAdmin } from './trunks/admin.ts';
 import { BridgeLink } from './bridge-link/link.ts';
+import { CallKinds } from './calls/kinds.ts';
 import { CallService, DIAL_QUEUE, dialJob, MAIL_QUEUE, mailJob } from './calls/outbound.ts';
 import { numberCommand, phoneCommand, trunkCommand } from './cli.ts';
 import { InboundCalls } from './inbound/calls.ts';
@@ -52,10 +53,7 @@ export default definePlugin({
     const mailer = new OutcomeMailer(ctx.config.mail);
     const bridge = new BridgeLink(ctx.config.bridge, ctx.log.child({ part: 'bridge' }), {
       onReady: () => supervisor.pushTrunks(),
-      onDied: (reason) => {
-        const n = calls.failCallsAtBridge('bridge restarted') + inbound.failOpen('bridge restarted') + rooms.failAll('bridge restarted');
-        if (n) ctx.log.warn({ calls: n, reason }, 'calls in flight ended as failed: the bridge restarted');
-      },
+      onDied: () => callKinds.bridgeRestarted(),
     });
     const calls: CallService = new CallService({
       repo,
@@ -82,26 +80,29 @@ export default definePlugin({
       repo,
       admin,
       bridge,
-      events: ctx.events,
       keys: ctx.keys,
       clock: ctx.clock,
       log: ctx.log,
-      tenants: ctx.tenants,
-      transcripts,
       config: ctx.config,
     });
     const inbound: InboundCalls = new InboundCalls({
       repo,
       admin,
       keys: ctx.keys,
-      events: ctx.events,
       clock: ctx.clock,
       log: ctx.log,
       tenants: ctx.tenants,
-      transcripts,
       config: ctx.config,
     });
-    calls.roomEvents = (ev, mark) => rooms.applyEvent(ev, mark);
+    // The kinds of call the bridge carries: a new kind is a new entry here (calls/kinds.ts).
+    const callKinds = new CallKinds([calls, inbound, rooms], {
+      repo,
+      events: ctx.events,
+      tenants: ctx.tenants,
+      transcripts,
+      clock: ctx.clock,
+      log: ctx.log,
+    });
     const officeTabs = new OfficeTabService(bridge, ctx.log.child({ part: 'officetab' }));
     // The OpenID Provider is looked up when a signed-in room is used (every setup has run by then):
     // no dependency on the oidc plugin, and without it only signed-in rooms are unavailable.
@@ -112,7 +113,7 @@ export default definePlugin({
       log: ctx.log.child({ part: 'rooms' }),
       sessionTtlSec: ctx.config.rooms.sessionTtlSec,
     });
-    supervisor.attach({ admin, bridge, calls, inbound, rooms, phones, officeTabs });
+    supervisor.attach({ admin, bridge, callKinds, phones, officeTabs });
     // The bridge's callbacks carry the token it was started with (CONTROL-API.md "Authentication").
     ctx.auth.registerVerifier(BRIDGE_VERIFIER, async ({ headers, tenant }) => {
       const token = bearerToken(headers.authorization);
@@ -123,6 +124,7 @@ export default definePlugin({
       repo,
       admin,
       calls,
+      callKinds,
       inbound,
       phones,
       officeTabs,
@@ -168,8 +170,7 @@ export default definePlugin({
     ctx.jobs.define({ name: MAIL_QUEUE, schema: mailJob, maxAttempts: 8, run: (job) => s.calls.sendMail(job.data) });
     if (s.bridge.mode === 'embedded') {
       // A new core starts a new bridge: whatever the old one carried is gone.
-      const n = s.calls.failCallsAtBridge('bridge restarted') + s.inbound.failOpen('bridge restarted') + s.rooms.failAll('bridge restarted');
-      if (n) ctx.log.warn({ calls: n }, 'calls in flight at the last shutdown ended as failed');
+      s.callKinds.bridgeRestarted();
     }
     if (!s.bridge.configured) return;
     void (async () => {

@@ -3,6 +3,7 @@ import { pageQuery } from '../../server/sdk.ts';
 import type { AuditWriter } from '../../server/sdk.ts';
 import type { TelephonyAdmin } from './trunks/admin.ts';
 import type { BridgeLink } from './bridge-link/link.ts';
+import type { CallKinds } from './calls/kinds.ts';
 import type { CallService } from './calls/outbound.ts';
 import type { InboundCalls } from './inbound/calls.ts';
 import type { PhoneAccounts } from './inbound/phones.ts';
@@ -551,6 +552,8 @@ export interface TelephonyServices {
   repo: TelephonyRepo;
   admin: TelephonyAdmin;
   calls: CallService;
+  /** Every kind of call the bridge carries (outbound, inbound, rooms): its events and restarts. */
+  callKinds: CallKinds;
   /** Inbound SIP calls (vnum…): routing decisions for the bridge, their events and transcripts. */
   inbound: InboundCalls;
   /** Desk-phone logins of the bridge's registrar. */

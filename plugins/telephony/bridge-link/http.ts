@@ -54,10 +54,7 @@ export function bridgeHttp(r: RouteRegistrar, svc: TelephonyServices): void {
         req.log.warn({ type: req.body.type, callId: req.body.callId, rejected }, 'malformed bridge event');
         return { ok: true, applied: false, rejected };
       }
-      // Inbound SIP calls (vnum…, rows in inbound.ts) and browser rooms (also vnum…, rows in
-      // rooms.ts, reached through CallService's unknown-call hook) share the id prefix: the row decides.
-      const id = parsed.data.callId;
-      const out = id.startsWith('vnum') && svc.inbound.row(id) ? svc.inbound.applyEvent(instance, parsed.data) : svc.calls.applyEvent(instance, parsed.data);
+      const out = svc.callKinds.apply(instance, parsed.data);
       svc.instanceSeen?.(instance);
       return { ok: true, ...out };
     },
