@@ -1,6 +1,7 @@
 import { type CliCommand, type CliContext, parse, type Tenant, UsageError, zodMessage } from '../../server/sdk.ts';
-import { numberView, trunkView } from './trunks/admin.ts';
-import { numberInput, trunkInput, type TelephonyServices } from './schemas.ts';
+import { numberView } from './trunks/admin.ts';
+import { trunkInput, trunkView } from './trunks/trunk.ts';
+import { numberInput, type TelephonyServices } from './schemas.ts';
 import { phoneAdd } from './inbound/phones.ts';
 
 function tenantOf(ctx: CliContext, host: unknown): Tenant {

@@ -14,7 +14,8 @@ import {
   type Tenant,
   type TenantService,
 } from '../../../server/sdk.ts';
-import { bridgeTrunkId, localTrunkId, type TelephonyAdmin } from '../trunks/admin.ts';
+import type { TelephonyAdmin } from '../trunks/admin.ts';
+import { bridgeTrunkId, localTrunkId } from '../trunks/trunk.ts';
 import type { BridgeLink } from '../bridge-link/link.ts';
 import type { OutcomeMailer } from './mail.ts';
 import type { CallRow, TelephonyRepo } from '../repo.ts';

@@ -6,7 +6,8 @@
  */
 import crypto from 'node:crypto';
 import { type Clock, type KeyService, type Logger, NotFoundError, type Tenant, type TenantService } from '../../../server/sdk.ts';
-import { bridgeTrunkId, localTrunkId, type TelephonyAdmin } from '../trunks/admin.ts';
+import type { TelephonyAdmin } from '../trunks/admin.ts';
+import { bridgeTrunkId, localTrunkId } from '../trunks/trunk.ts';
 import type { BridgeEvent } from '../control.ts';
 import type { InboundDecision, InboundQuery, Target, TransferDecision, TransferQuery } from '../bridge/inbound/control.ts';
 import type { NumberRow, TelephonyRepo } from '../repo.ts';

@@ -4,7 +4,8 @@ import type { BridgeLink } from '../bridge-link/link.ts';
 import { audited, err, okBody, SIG, V1 } from '../http-common.ts';
 import * as S from '../schemas.ts';
 import type { TelephonyServices } from '../schemas.ts';
-import { numberView, trunkView } from './admin.ts';
+import { numberView } from './admin.ts';
+import { trunkInput, trunkView, trunkViewSchema } from './trunk.ts';
 
 /** Registration status per trunk from the bridge's /health; empty when it does not answer. */
 export async function trunkStatus(bridge: BridgeLink): Promise<Map<string, { registered: boolean | null; lastError: string | null }>> {
@@ -125,7 +126,7 @@ export function trunkAdminHttp(r: RouteRegistrar, svc: TelephonyServices): void 
     area: 'admin',
     auth: policy.adminOrHmac('trunks-list'),
     summary: 'SIP trunks with registration status from the bridge (passwords never shown)',
-    responses: { 200: { description: '{trunks}', schema: z.object({ trunks: z.array(S.trunkView), bridge: z.string() }) } },
+    responses: { 200: { description: '{trunks}', schema: z.object({ trunks: z.array(trunkViewSchema), bridge: z.string() }) } },
     handler: async (req) => {
       const st = await trunkStatus(svc.bridge);
       return {
@@ -140,8 +141,8 @@ export function trunkAdminHttp(r: RouteRegistrar, svc: TelephonyServices): void 
     area: 'admin',
     auth: policy.adminOrHmac('trunks-save'),
     summary: 'Create or update a SIP trunk (password sealed at rest; omit it to keep the stored one)',
-    body: S.trunkInput,
-    responses: { 200: { description: 'the saved trunk', schema: S.trunkView } },
+    body: trunkInput,
+    responses: { 200: { description: 'the saved trunk', schema: trunkViewSchema } },
     handler: (req) => {
       const t = trunkView(svc.admin.saveTrunk(req.tenant, req.body));
       return audited(svc, req, 'trunk-save', { trunk: t.id, host: t.host, credentialChanged: req.body.password !== undefined }, t);
