@@ -5,6 +5,7 @@ import { CallKinds } from './calls/kinds.ts';
 import { CallService, DIAL_QUEUE, dialJob, MAIL_QUEUE, mailJob } from './calls/outbound.ts';
 import { numberCommand, phoneCommand, trunkCommand } from './cli.ts';
 import { InboundCalls } from './inbound/calls.ts';
+import { InboundRoutes } from './inbound/routes.ts';
 import { PhoneAccounts } from './inbound/phones.ts';
 import { OfficeTabService } from './officetab/service.ts';
 import { officeTabRoutes } from './officetab/http.ts';
@@ -85,9 +86,11 @@ export default definePlugin({
       log: ctx.log,
       config: ctx.config,
     });
+    const inboundRoutes = new InboundRoutes(repo);
     const inbound: InboundCalls = new InboundCalls({
       repo,
       admin,
+      routes: inboundRoutes,
       keys: ctx.keys,
       clock: ctx.clock,
       log: ctx.log,
@@ -126,6 +129,7 @@ export default definePlugin({
       calls,
       callKinds,
       inbound,
+      inboundRoutes,
       phones,
       officeTabs,
       rooms,

@@ -6,6 +6,7 @@ import type { BridgeLink } from './bridge-link/link.ts';
 import type { CallKinds } from './calls/kinds.ts';
 import type { CallService } from './calls/outbound.ts';
 import type { InboundCalls } from './inbound/calls.ts';
+import type { InboundRoutes } from './inbound/routes.ts';
 import type { PhoneAccounts } from './inbound/phones.ts';
 import type { OfficeTabService } from './officetab/service.ts';
 import type { RoomService } from './rooms/calls.ts';
@@ -503,6 +504,8 @@ export interface TelephonyServices {
   callKinds: CallKinds;
   /** Inbound SIP calls (vnum…): routing decisions for the bridge, their events and transcripts. */
   inbound: InboundCalls;
+  /** The spec's inbound routes (Did, FromNumber → User). */
+  inboundRoutes: InboundRoutes;
   /** Desk-phone logins of the bridge's registrar. */
   phones: PhoneAccounts;
   /** The users' console tabs registered as their phones (officetab.ts). */

@@ -12,6 +12,7 @@ import type { BridgeEvent } from '../control.ts';
 import type { InboundDecision, InboundQuery, Target, TransferDecision, TransferQuery } from '../bridge/inbound/control.ts';
 import type { NumberRow, TelephonyRepo } from '../repo.ts';
 import { pickInbound, pickTrunks } from '../routing.ts';
+import type { InboundRoutes } from './routes.ts';
 import type { TelephonyConfig } from '../schemas.ts';
 import { type CallAnswered, type CallEnd, type CallKind, type CallStarted, type CallTransferred, type Ending, isoOr } from '../calls/end.ts';
 
@@ -39,6 +40,7 @@ export interface InboundCallRow {
 interface Deps {
   repo: TelephonyRepo;
   admin: TelephonyAdmin;
+  routes: InboundRoutes;
   keys: KeyService;
   clock: Clock;
   log: Logger;
@@ -131,7 +133,7 @@ export class InboundCalls implements CallKind<InboundCallRow> {
     if (!tenant) return { accept: false, status: 404, reason: 'Not Found' };
     const from = q.from ?? '';
     // First match wins; the rows after it that match too are its fallbacks, in order (README).
-    const rows = this.d.admin.inbound(tenant).filter((r) => pickInbound([r], q.did, from) !== undefined);
+    const rows = this.d.routes.rows(tenant).filter((r) => pickInbound([r], q.did, from) !== undefined);
     const targets: Target[] = [];
     const seen = new Set<string>();
     for (const r of rows) {

@@ -108,7 +108,7 @@ export function inboundRouteHttp(r: RouteRegistrar, svc: TelephonyServices): voi
     responses: { 200: { description: 'list envelope of inbound routes', schema: envelopeSchema(S.inboundRoute) } },
     handler: (req) => {
       const page = pageOf(req.query);
-      const rows = svc.admin.inbound(req.tenant).map((x) => ({ did: x.did, fromNumber: x.fromNumber, user: x.user }));
+      const rows = svc.inboundRoutes.rows(req.tenant).map((x) => ({ did: x.did, fromNumber: x.fromNumber, user: x.user }));
       return envelope(rows.slice(page.offset, page.offset + page.limit), rows.length, page, req.raw.originalUrl);
     },
   });
@@ -121,7 +121,7 @@ export function inboundRouteHttp(r: RouteRegistrar, svc: TelephonyServices): voi
     params: S.didParam,
     query: S.fromQuery,
     responses: { 200: { description: 'route', schema: S.inboundRoute }, 404: err('not_found') },
-    handler: (req) => svc.admin.inboundOne(req.tenant, req.params.did, req.query.fromNumber),
+    handler: (req) => svc.inboundRoutes.one(req.tenant, req.params.did, req.query.fromNumber),
   });
   r.add({
     method: 'POST',
@@ -131,7 +131,7 @@ export function inboundRouteHttp(r: RouteRegistrar, svc: TelephonyServices): voi
     summary: 'Insert an inbound route just before the catchall; 409 duplicate_route on an existing (Did, FromNumber)',
     body: S.inboundCreate,
     responses: { 201: { description: 'created row (PascalCase echo)', schema: pascalRow }, 409: err('duplicate_route') },
-    handler: (req) => reply(201, pascalizeKeys({ ...svc.admin.addInbound(req.tenant, req.body) })),
+    handler: (req) => reply(201, pascalizeKeys({ ...svc.inboundRoutes.add(req.tenant, req.body) })),
   });
   r.add({
     method: 'PUT',
@@ -143,7 +143,7 @@ export function inboundRouteHttp(r: RouteRegistrar, svc: TelephonyServices): voi
     query: S.fromQuery,
     body: S.inboundUpdate,
     responses: { 200: { description: 'updated row (PascalCase echo)', schema: pascalRow }, 404: err('not_found') },
-    handler: (req) => pascalizeKeys({ ...svc.admin.updateInbound(req.tenant, req.params.did, req.query.fromNumber, req.body.user) }),
+    handler: (req) => pascalizeKeys({ ...svc.inboundRoutes.update(req.tenant, req.params.did, req.query.fromNumber, req.body.user) }),
   });
   r.add({
     method: 'DELETE',
@@ -158,6 +158,6 @@ export function inboundRouteHttp(r: RouteRegistrar, svc: TelephonyServices): voi
       400: err('cannot_delete_catchall'),
       404: err('not_found'),
     },
-    handler: (req) => ({ deleted: pascalizeKeys({ ...svc.admin.deleteInbound(req.tenant, req.params.did, req.query.fromNumber) }) }),
+    handler: (req) => ({ deleted: pascalizeKeys({ ...svc.inboundRoutes.remove(req.tenant, req.params.did, req.query.fromNumber) }) }),
   });
 }

@@ -1,17 +1,13 @@
 import { ConflictError, InputError, type KeyService, NotFoundError, type Tenant } from '../../../server/sdk.ts';
 import { TrunkSchema, type Trunk } from '../control.ts';
 import type { NumberRow, TelephonyRepo } from '../repo.ts';
-import type { InboundRouteRow, OutboundRouteRow } from '../routing.ts';
+import type { OutboundRouteRow } from '../routing.ts';
 import { fromRow, toContract, toRow, TRUNK_ID_RE, type TrunkInput, type TrunkRow, type TrunkSettings } from './trunk.ts';
 import type { z } from 'zod';
 import type { numberInput } from '../schemas.ts';
 
-const CATCHALL = '*';
-/** The catchall row is Did `*` without a caller filter; a `*` row with a FromNumber is an ordinary row. */
-const isCatchall = (r: { did: string; fromNumber: string }) => r.did === CATCHALL && r.fromNumber === '';
-
 /**
- * Trunks, tenant settings, outbound and inbound routes, the PSTN whitelist and virtual numbers:
+ * Trunks, tenant settings, outbound routes, the PSTN whitelist and virtual numbers:
  * the configuration side of telephony, no HTTP (routes.ts and cli.ts both call it).
  */
 export class TelephonyAdmin {
@@ -154,76 +150,6 @@ export class TelephonyAdmin {
     });
   }
 
-  // ---- inbound routes (spec "Route rules" 1-6) -------------------------------------------------
-
-  /** The rows in evaluation order, with the `*` catchall auto-inserted when missing (rule 2). */
-  inbound(t: Tenant): (InboundRouteRow & { id: number; position: number })[] {
-    let rows = this.repo.inboundRoutes(t);
-    if (!rows.some(isCatchall)) {
-      this.repo.tx(() => {
-        if (this.repo.inboundRoutes(t).some(isCatchall)) return;
-        const last = rows.length ? rows[rows.length - 1]!.position : 0;
-        this.repo.insertInbound(t, last + 1000, { did: CATCHALL, fromNumber: '', user: '' });
-      });
-      rows = this.repo.inboundRoutes(t);
-    }
-    return rows;
-  }
-
-  /**
-   * Rule 4: (Did, FromNumber) addresses a row; PUT/DELETE act on the first match (legacy
-   * duplicates). Without fromNumber the row without a caller filter is meant (the pair POST makes
-   * when FromNumber is left out); only when the Did has no such row, its first row.
-   */
-  private findInbound(t: Tenant, did: string, fromNumber: string | undefined) {
-    const rows = this.inbound(t).filter((r) => r.did === did);
-    if (fromNumber !== undefined) return rows.find((r) => r.fromNumber === fromNumber);
-    return rows.find((r) => r.fromNumber === '') ?? rows[0];
-  }
-
-  inboundOne(t: Tenant, did: string, fromNumber?: string): InboundRouteRow {
-    const r = this.findInbound(t, did, fromNumber);
-    if (!r) throw new NotFoundError(`no inbound route for Did ${did}${fromNumber ? ` and FromNumber ${fromNumber}` : ''}`);
-    return strip(r);
-  }
-
-  /** Rule 3: inserted just before the catchall; a duplicate pair answers 409 duplicate_route. */
-  addInbound(t: Tenant, r: InboundRouteRow): InboundRouteRow {
-    return this.repo.tx(() => {
-      const rows = this.inbound(t);
-      if (rows.some((x) => x.did === r.did && x.fromNumber === r.fromNumber)) {
-        throw new ConflictError('duplicate_route', `an inbound route for Did ${r.did}${r.fromNumber ? ` and FromNumber ${r.fromNumber}` : ''} exists`);
-      }
-      const catchIdx = rows.findIndex(isCatchall);
-      // Renumber in steps so the new row lands right before the catchall, in one transaction.
-      const ordered = [...rows];
-      ordered.splice(catchIdx < 0 ? ordered.length : catchIdx, 0, { ...r, id: -1, position: 0 });
-      ordered.forEach((x, i) => {
-        if (x.id === -1) this.repo.insertInbound(t, (i + 1) * 10, r);
-        else if (x.position !== (i + 1) * 10) this.repo.setInboundPosition(t, x.id, (i + 1) * 10);
-      });
-      return r;
-    });
-  }
-
-  /** Only User is editable (rule 4). */
-  updateInbound(t: Tenant, did: string, fromNumber: string | undefined, user: string): InboundRouteRow {
-    const r = this.findInbound(t, did, fromNumber);
-    if (!r) throw new NotFoundError(`no inbound route for Did ${did}${fromNumber ? ` and FromNumber ${fromNumber}` : ''}`);
-    this.repo.updateInboundUser(t, r.id, user);
-    return { did: r.did, fromNumber: r.fromNumber, user };
-  }
-
-  deleteInbound(t: Tenant, did: string, fromNumber: string | undefined): InboundRouteRow {
-    const r = this.findInbound(t, did, fromNumber);
-    if ((r && isCatchall(r)) || (!r && did === CATCHALL && !fromNumber)) {
-      throw new InputError('the * catchall inbound route cannot be deleted; PUT it to change its User', 'cannot_delete_catchall');
-    }
-    if (!r) throw new NotFoundError(`no inbound route for Did ${did}${fromNumber ? ` and FromNumber ${fromNumber}` : ''}`);
-    this.repo.deleteInbound(t, r.id);
-    return strip(r);
-  }
-
   // ---- whitelist -------------------------------------------------------------------------------
 
   whitelist(t: Tenant) {
@@ -283,10 +209,6 @@ export function numberView(r: NumberRow) {
     systemPrompt: r.system_prompt,
     hasEngineKey: r.engine_api_key_sealed !== '',
   };
-}
-
-function strip(r: InboundRouteRow): InboundRouteRow {
-  return { did: r.did, fromNumber: r.fromNumber, user: r.user };
 }
 
 function slug(name: string): string {
