@@ -1,7 +1,8 @@
 import { type CliCommand, type CliContext, parse, type Tenant, UsageError, zodMessage } from '../../server/sdk.ts';
 import { numberView } from './trunks/admin.ts';
 import { trunkInput, trunkView } from './trunks/trunk.ts';
-import { numberInput, type TelephonyServices } from './schemas.ts';
+import { numberInput } from './schemas.ts';
+import type { TelephonyServices } from './services.ts';
 import { phoneAdd } from './inbound/phones.ts';
 
 function tenantOf(ctx: CliContext, host: unknown): Tenant {

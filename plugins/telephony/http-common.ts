@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { RouteRequest } from '../../server/sdk.ts';
-import type { TelephonyServices } from './schemas.ts';
+import type { TelephonyServices } from './services.ts';
 
 /** One audit entry for an admin change (never a secret in `extra`: the audit writer drops those keys anyway). */
 export function audited<T>(svc: TelephonyServices, req: RouteRequest, event: string, extra: Record<string, string | number | boolean>, out: T): T {

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { InputError, policy, type RouteRegistrar } from '../../../server/sdk.ts';
 import { BridgeEventSchema, isBridgeEventType } from '../control.ts';
 import { okBody, SIG } from '../http-common.ts';
-import type { TelephonyServices } from '../schemas.ts';
+import type { TelephonyServices } from '../services.ts';
 
 /** The bridge's status for the super-admin, and its event callback (CONTROL-API.md "Bridge → core"). */
 export function bridgeHttp(r: RouteRegistrar, svc: TelephonyServices): void {

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { envelope, envelopeSchema, pageOf, policy, requireBodyless, type RouteRegistrar } from '../../../server/sdk.ts';
 import { audited, err, okBody, V1 } from '../http-common.ts';
 import * as S from '../schemas.ts';
-import type { TelephonyServices } from '../schemas.ts';
+import type { TelephonyServices } from '../services.ts';
 import { toRecord } from './outbound.ts';
 
 /** The v1 calls API (outbound AI calls). */

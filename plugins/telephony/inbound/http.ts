@@ -8,7 +8,7 @@ import { envelope, envelopeSchema, pageOf, pageQuery, pascalizeKeys, policy, rep
 import { InboundDecisionSchema, InboundQuerySchema, TransferDecisionSchema, TransferQuerySchema } from '../bridge/inbound/control.ts';
 import { audited, err, SIG, V1 } from '../http-common.ts';
 import * as S from '../schemas.ts';
-import type { TelephonyServices } from '../schemas.ts';
+import type { TelephonyServices } from '../services.ts';
 import { phoneAdd, phoneUser, phoneView } from './phones.ts';
 
 /** How many phones are registered per (tenant, user) now; empty when the bridge does not answer. */

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { envelope, envelopeSchema, pageOf, pageQuery, policy, reply, requireBodyless, type RouteRegistrar } from '../../../server/sdk.ts';
 import { actor, audited, err, V1 } from '../http-common.ts';
 import * as S from '../schemas.ts';
-import type { TelephonyServices } from '../schemas.ts';
+import type { TelephonyServices } from '../services.ts';
 import { NOT_FOUND_PAGE, renderSharePage, SHARE_PAGE_HEADERS } from './page.ts';
 
 /** Transcripts (v1), their share links, and the public page of a shared one. */

@@ -3,7 +3,7 @@ import { envelope, envelopeSchema, pageOf, pageQuery, policy, reply, type RouteR
 import type { BridgeLink } from '../bridge-link/link.ts';
 import { audited, err, okBody, SIG, V1 } from '../http-common.ts';
 import * as S from '../schemas.ts';
-import type { TelephonyServices } from '../schemas.ts';
+import type { TelephonyServices } from '../services.ts';
 import { numberView } from './admin.ts';
 import { trunkInput, trunkView, trunkViewSchema } from './trunk.ts';
 

@@ -7,7 +7,7 @@ import { GeminiLiveFake } from '../../support/gemini-live-fake.ts';
 import { parseRtp } from '../../../plugins/telephony/bridge/media/rtp.ts';
 import { decodeG711 } from '../../../plugins/telephony/bridge/media/audio.ts';
 import { adm, call, eventsOf, j, until, type Json } from './helpers.ts';
-import type { TelephonyServices } from '../../../plugins/telephony/schemas.ts';
+import type { TelephonyServices } from '../../../plugins/telephony/services.ts';
 
 /**
  * Inbound SIP end to end: the appliance with its embedded real bridge, SIPp as the
