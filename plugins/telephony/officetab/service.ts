@@ -165,17 +165,17 @@ export class OfficeTabService {
     return { ringId, callId: r.callId, sdp: a.answerSdp, codec: a.codec };
   }
 
-  /** Decline (still ringing) or hang up (answered); idempotent once the ring is over. */
+  /**
+   * Decline (still ringing) or hang up (answered); idempotent once the ring is over. A ring that
+   * is still on but not the caller's own (another user's, another tenant's) is 404 like accept.
+   */
   async release(tenant: Tenant, principal: Principal | null, ringId: string, what: 'decline' | 'hangup'): Promise<{ ok: true; ringId: string }> {
-    let r: Ringing;
-    try {
-      r = this.own(tenant, principal, ringId);
-    } catch (e) {
-      // Over already (the caller hung up first): nothing to do, but still only for a signed-in user.
+    // Over already (the caller hung up first): nothing to do, but still only for a signed-in user.
+    if (!this.rings.has(ringId)) {
       OfficeTabService.userOf(principal);
-      if (e instanceof NotFoundError) return { ok: true, ringId };
-      throw e;
+      return { ok: true, ringId };
     }
+    const r = this.own(tenant, principal, ringId);
     this.rings.delete(ringId);
     this.bridgeAnswer(await this.bridge.releaseOfficeTab(what, { ringId, tabId: r.tabId }));
     return { ok: true, ringId };
