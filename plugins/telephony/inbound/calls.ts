@@ -208,10 +208,12 @@ export class InboundCalls implements CallKind<InboundCallRow> {
     const cur = this.row(c.call_id)!;
     if (cur.answered_at || cur.ended_at) return null;
     this.update(c.call_id, { answered_at: isoOr(ev.answeredAt, this.nowIso()), status: 'answered' });
-    const call = { callId: c.call_id, did: c.did, direction: 'inbound', source: 'vnum' } as const;
+    // The caller and the number called in every event of the call: the virtual number whose AI
+    // answered, else (a route to a user or a PSTN number) the Did.
+    const call = { callId: c.call_id, did: c.did, phone: c.from_number, displayName: c.from_name, direction: 'inbound', source: 'vnum' } as const;
     return {
-      answered: { ...call, phone: c.from_number, displayName: c.from_name, fromNumber: c.from_number, trunkId: c.trunk_id, answerMs: Math.round(ev.answerMs) },
-      started: { ...call, number: c.number, phone: '', displayName: '', room: '' },
+      answered: { ...call, fromNumber: c.from_number, trunkId: c.trunk_id, answerMs: Math.round(ev.answerMs) },
+      started: { ...call, number: c.number || c.did, room: '' },
     };
   }
 
@@ -264,8 +266,8 @@ export class InboundCalls implements CallKind<InboundCallRow> {
           : null,
       rule: `inbound ${cur.did || '-'} → ${cur.target}`,
       number: cur.number || cur.did,
-      ended: { number: cur.number, room: '', source: 'sip' },
-      saved: { phone: '', displayName: '', number: cur.number, source: 'vnum' },
+      ended: { number: cur.number || cur.did, room: '', source: 'sip' },
+      saved: { phone: cur.from_number, displayName: cur.from_name, number: cur.number || cur.did, source: 'vnum' },
       store: (file) => {
         const now = this.row(c.call_id);
         if (!now || now.ended_at) return false;
