@@ -152,7 +152,6 @@ export class Appliance {
       config: core.config,
       log: core.log,
       pluginReady: (p) => p === 'core' || this.host.isStarted(p),
-      isOwnHost: (tenant, hostHeader) => core.tenants.isOwnHost(tenant, hostHeader),
       tenantByHost: (host) => core.tenants.byHost(host),
       listeningPort: () => {
         const a = this.server?.address();

@@ -59,7 +59,14 @@ const defaultIo: CliIo = {
 
 const CORE_USAGE: Record<string, string[]> = {
   serve: ['serve [--host H] [--port P] [--tls-cert F --tls-key F | --tls auto]'],
-  tenant: ['tenant add HOST [--name N]', 'tenant list [--json]', 'tenant remove HOST', 'tenant set-primary HOST', 'tenant add-host HOST --tenant HOST'],
+  tenant: [
+    'tenant add HOST [--name N]',
+    'tenant list [--json]',
+    'tenant remove HOST',
+    'tenant set-primary HOST',
+    'tenant add-host HOST --tenant HOST',
+    'tenant set-origin HOST (URL | --clear)',
+  ],
   user: [
     'user add NAME [--tenant HOST] [--role admin|user] [--email E] [--password P | --password-stdin]',
     'user list [--tenant HOST] [--json]',
@@ -325,12 +332,12 @@ async function cmdTenant(args: string[], io: CliIo, o: Opened): Promise<number> 
     }
     case 'list': {
       const { values } = parse(rest, { json: { type: 'boolean' } }, 0);
-      const list = t.list().map((x) => ({ id: x.id, host: x.host, name: x.name, primary: x.isPrimary, hosts: x.hosts }));
+      const list = t.list().map((x) => ({ id: x.id, host: x.host, name: x.name, primary: x.isPrimary, hosts: x.hosts, origin: x.publicOrigin ?? null }));
       if (values.json) io.out(JSON.stringify(list, null, 2));
       else
         for (const l of table(
-          list.map((x) => ({ ...x, primary: x.primary ? 'yes' : '', hosts: x.hosts.join(',') })),
-          ['host', 'name', 'id', 'primary', 'hosts'],
+          list.map((x) => ({ ...x, primary: x.primary ? 'yes' : '', hosts: x.hosts.join(','), origin: x.origin ?? '(default)' })),
+          ['host', 'name', 'id', 'primary', 'hosts', 'origin'],
         ))
           io.out(l);
       return 0;
@@ -348,8 +355,20 @@ async function cmdTenant(args: string[], io: CliIo, o: Opened): Promise<number> 
       io.out(`tenant ${t.setPrimary(positionals[0]).host} is now primary`);
       return 0;
     }
+    case 'set-origin': {
+      const { values, positionals } = parse(rest, { clear: { type: 'boolean' } }, 2);
+      if (!positionals[0]) throw new UsageError('tenant set-origin: HOST is required');
+      if (!positionals[1] === !values.clear) throw new UsageError('tenant set-origin: give the origin URL (https://name[:port]) or --clear');
+      const tenant = t.setOrigin(t.require(positionals[0]).id, values.clear ? null : positionals[1]!);
+      io.out(
+        tenant.publicOrigin
+          ? `tenant ${tenant.host} now signs and publishes its URLs under ${tenant.publicOrigin}`
+          : `tenant ${tenant.host} uses the default origin (its host name on the listening scheme and port)`,
+      );
+      return 0;
+    }
     default:
-      throw new UsageError(sub ? `tenant: unknown subcommand ${sub}` : 'tenant: subcommand required (add, list, remove, set-primary)');
+      throw new UsageError(sub ? `tenant: unknown subcommand ${sub}` : 'tenant: subcommand required (add, add-host, list, remove, set-primary, set-origin)');
   }
 }
 

@@ -69,6 +69,7 @@ export const ERROR_CODES = [
   // webhooks
   'invalid_url',
   'address_refused',
+  'invalid_origin',
   'too_many_subscriptions',
   'subscription_paused',
   'delivery_in_progress',

@@ -52,6 +52,7 @@ export type { AppEvent, EventBus } from './events.ts';
 
 // Tenancy, users, keys, time, logs, build.
 export type { Tenant, TenantService } from './tenancy.ts';
+export { publicOriginOf } from './tenancy.ts';
 export { checkPasswordPolicy, generatePassword, verifyPassword, type Role, type User, type UserService, type UserStatus } from './users.ts';
 export { safeEqual, sha256Hex, type KeyService, type SecretSettings } from './keys.ts';
 export type { Clock } from './clock.ts';

@@ -12,6 +12,33 @@ export interface Tenant {
   readonly host: string;
   readonly hosts: readonly string[];
   readonly isPrimary: boolean;
+  /**
+   * The origin the operator configured for the tenant's signed and published URLs
+   * (`sovcomms tenant set-origin`), or undefined for the default: the tenant's host name on the
+   * scheme and port the appliance listens on. Never derived from a request.
+   */
+  readonly publicOrigin?: string;
+}
+
+/**
+ * A configured public origin: an absolute http(s) URL with a host and no user, path, query or
+ * fragment (a path would make every derived address ambiguous). Returns its canonical origin.
+ */
+export function validateOrigin(raw: string): string {
+  let u: URL;
+  try {
+    u = new URL(raw.trim());
+  } catch {
+    throw new InputError(`origin: not an absolute URL: ${JSON.stringify(raw.slice(0, 200))}`, 'invalid_origin', { field: 'origin' });
+  }
+  if (u.protocol !== 'https:' && u.protocol !== 'http:')
+    throw new InputError('origin: only https:// or http:// origins', 'invalid_origin', { field: 'origin' });
+  if (u.username || u.password) throw new InputError('origin: no user name or password in the origin', 'invalid_origin', { field: 'origin' });
+  if ((u.pathname !== '/' && u.pathname !== '') || u.search || u.hash || /[?#]/.test(raw.trim().replace(/\/$/, ''))) {
+    throw new InputError('origin: scheme, host and port only (no path, query or fragment)', 'invalid_origin', { field: 'origin' });
+  }
+  validateHost(u.hostname);
+  return u.origin;
 }
 
 /** Lower-cases a Host header value and strips the port (IPv6 literals keep their brackets). */
@@ -50,10 +77,32 @@ export function validateHost(host: string): string {
   return h;
 }
 
+/**
+ * The tenant's public origin (ARCHITECTURE.md, Tenancy): the configured one, else the request's
+ * host when it is one of the tenant's own host names, else the tenant's main host, always on the
+ * scheme and port the appliance listens on. The request can only pick among names the operator
+ * gave the tenant, so no header can put another site or port into what the appliance signs.
+ */
+export function publicOriginOf(tenant: Tenant, proto: 'http' | 'https' | string, hostHeader: string | undefined, listeningPort: number): string {
+  if (tenant.publicOrigin) return tenant.publicOrigin;
+  let host = tenant.host;
+  if (hostHeader) {
+    try {
+      const h = parseHostHeader(hostHeader).host;
+      if (tenant.hosts.includes(h)) host = h;
+    } catch {
+      // A malformed Host never selects anything: the main host name stands.
+    }
+  }
+  const defaultPort = proto === 'https' ? 443 : 80;
+  return `${proto}://${host}${listeningPort && listeningPort !== defaultPort ? `:${listeningPort}` : ''}`;
+}
+
 interface TenantRow {
   id: string;
   name: string;
   is_primary: number;
+  public_origin: string | null;
 }
 
 /**
@@ -90,11 +139,18 @@ export class TenantService {
     this.#byHost.clear();
     this.#byId.clear();
     this.#primary = undefined;
-    const tenants = this.db.prepare('SELECT id, name, is_primary FROM tenants').all() as TenantRow[];
+    const tenants = this.db.prepare('SELECT id, name, is_primary, public_origin FROM tenants').all() as TenantRow[];
     const hosts = this.db.prepare('SELECT host, tenant_id FROM tenant_hosts ORDER BY tenant_id, position, host').all() as { host: string; tenant_id: string }[];
     for (const t of tenants) {
       const hs = hosts.filter((h) => h.tenant_id === t.id).map((h) => h.host);
-      const tenant: Tenant = Object.freeze({ id: t.id, name: t.name, host: hs[0] ?? t.id, hosts: Object.freeze(hs), isPrimary: t.is_primary === 1 });
+      const tenant: Tenant = Object.freeze({
+        id: t.id,
+        name: t.name,
+        host: hs[0] ?? t.id,
+        hosts: Object.freeze(hs),
+        isPrimary: t.is_primary === 1,
+        ...(t.public_origin ? { publicOrigin: t.public_origin } : {}),
+      });
       this.#byId.set(t.id, tenant);
       for (const h of hs) this.#byHost.set(h, tenant);
       if (tenant.isPrimary) this.#primary = tenant;
@@ -108,16 +164,6 @@ export class TenantService {
     if (t) return t;
     if (!this.#primary) throw new Error('no primary tenant: the appliance is not initialised');
     return this.#primary;
-  }
-
-  /** Whether `hostHeader` names one of the tenant's own host names (not a fallback to the primary). */
-  isOwnHost(tenant: Tenant, hostHeader: string | undefined): boolean {
-    if (!hostHeader) return false;
-    try {
-      return tenant.hosts.includes(parseHostHeader(hostHeader).host);
-    } catch {
-      return false;
-    }
   }
 
   primary(): Tenant | undefined {
@@ -209,6 +255,15 @@ export class TenantService {
     // Ids are server-made hex; the check keeps a corrupt row from pointing the delete elsewhere.
     if (this.dataDir && /^[A-Za-z0-9_-]+$/.test(t.id)) fs.rmSync(path.join(this.dataDir, 'tenants', t.id), { recursive: true, force: true });
     return t;
+  }
+
+  /** Sets (or with null clears) the tenant's public origin; returns the tenant as it is now. */
+  setOrigin(tenantId: string, origin: string | null): Tenant {
+    const value = origin === null ? null : validateOrigin(origin);
+    const r = this.db.prepare('UPDATE tenants SET public_origin = ? WHERE id = ?').run(value, tenantId);
+    if (r.changes === 0) throw new NotFoundError(`no tenant ${tenantId}`);
+    this.reload();
+    return this.#byId.get(tenantId)!;
   }
 
   setPrimary(host: string): Tenant {

@@ -19,15 +19,26 @@ export const tenantView = z.object({
   name: z.string(),
   primary: z.boolean(),
   hosts: z.array(z.string()).describe('every host name that reaches the tenant, the main one first'),
+  origin: z
+    .string()
+    .nullable()
+    .describe(
+      'the configured public origin of signed and published URLs (credential issuer, status lists, OIDC issuer, metadata, mailed links); null: the host name on the listening scheme and port',
+    ),
 });
 const tenantCreate = z.object({ host: z.string().min(1).max(253), name: z.string().min(1).max(100).optional() }).strict();
 const hostBody = z.object({ host: z.string().min(1).max(253) }).strict();
+const originBody = z
+  .object({
+    origin: z.string().min(1).max(300).nullable().describe('https://name[:port] (scheme, host, port only), or null for the default'),
+  })
+  .strict();
 // Removing a tenant deletes all its data: the body must repeat the host, like typing a repository's name to delete it.
 const removeBody = z.object({ confirm: z.string().min(1).max(253).describe("the tenant's main host name, repeated") }).strict();
 const idParam = z.object({ id: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'a tenant id') });
 
 function view(t: Tenant): z.infer<typeof tenantView> {
-  return { id: t.id, host: t.host, name: t.name, primary: t.isPrimary, hosts: [...t.hosts] };
+  return { id: t.id, host: t.host, name: t.name, primary: t.isPrimary, hosts: [...t.hosts], origin: t.publicOrigin ?? null };
 }
 
 /**
@@ -86,6 +97,25 @@ export function tenantRoutes(r: RouteRegistrar, tenants: TenantService, audit: A
       tenants.addHost(t.id, req.body.host);
       log(req, 'tenant-add-host', { tenant: t.host, host: req.body.host });
       return view(byId(t.id));
+    },
+  });
+  r.add({
+    method: 'POST',
+    path: `${V1}/tenants/:id/origin`,
+    area: 'tenants',
+    auth: policy.superAdmin(),
+    rateLimit: 'sensitive',
+    summary: 'Set (or with null clear) the public origin every signed or published URL of the tenant uses',
+    description:
+      'Credential issuer and status lists, OIDC issuer and discovery, federation statements, verifier metadata and mailed links name this origin, ' +
+      'whatever Host a request carries. 400 invalid_origin for anything but scheme, host and optional port.',
+    params: idParam,
+    body: originBody,
+    responses: { 200: { description: 'the tenant', schema: tenantView }, 400: { description: 'invalid_origin' }, 404: { description: 'not_found' } },
+    handler: (req) => {
+      const t = tenants.setOrigin(byId(req.params.id).id, req.body.origin);
+      log(req, 'tenant-set-origin', { tenant: t.host, origin: t.publicOrigin ?? '(default)' });
+      return view(t);
     },
   });
   r.add({

@@ -49,7 +49,7 @@ export function emailLinkRoutes(r: RouteRegistrar, kit: InteractKit): void {
       if (user && user.email && user.status === 'active') {
         const it = req.body.i ? d.sessions().interaction(req.tenant, req.body.i, b) : undefined;
         const t = newEmailToken(req.tenant, user, purpose, it?.id ?? null, EMAIL_TOKEN_TTL);
-        const link = `${req.linkOrigin}/oidc.ashx/${purpose === 'maglink' ? 'maglink-finish' : 'recover-finish'}?t=${t}`;
+        const link = `${req.publicOrigin}/oidc.ashx/${purpose === 'maglink' ? 'maglink-finish' : 'recover-finish'}?t=${t}`;
         await send(
           req.tenant,
           user.email,

@@ -38,7 +38,7 @@ export function invitationRoutes(r: RouteRegistrar, kit: InteractKit): void {
       if (!user) throw new NotFoundError(`no user ${req.body.user}`);
       if (user.status !== 'invited') throw new InputError(`user ${user.name} has already claimed the account`, 'already_claimed');
       const t = newEmailToken(req.tenant, user, 'claim', null, CLAIM_TOKEN_TTL);
-      const url = `${req.linkOrigin}/claim.html?t=${t}`;
+      const url = `${req.publicOrigin}/claim.html?t=${t}`;
       const mailed = user.email
         ? await send(req.tenant, user.email, `Your account on ${req.tenant.name}`, `Set your password with this link (valid 7 days, once):\n\n${url}\n`)
         : false;

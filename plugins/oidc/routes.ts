@@ -15,13 +15,14 @@ import {
 import type { TenantSettings } from './settings.ts';
 
 /**
- * The issuer is the tenant's origin exactly as the client addressed it (scheme, host and port
- * from the request): a tenant reachable under several host names is one OP per name, and the
- * appliance behind its LAN name or its loopback address both validate for the RP that used them.
- * Access tokens are accepted by any host of the same tenant (provider.verifyAccessToken).
+ * The issuer is the tenant's public origin (RouteRequest.publicOrigin): its configured origin, or
+ * the tenant's own host name the client used, on the listener's scheme and port. A tenant
+ * reachable under several of its own host names is one OP per name; a Host header that is not
+ * one of them (or names another port) never becomes an issuer. Access tokens are accepted by any
+ * host of the same tenant (provider.verifyAccessToken).
  */
-export function issuerOf(req: { origin: string }): string {
-  return req.origin.replace(/\/+$/, '');
+export function issuerOf(req: { publicOrigin: string }): string {
+  return req.publicOrigin.replace(/\/+$/, '');
 }
 
 export function reqInfo(req: RouteRequest): RequestInfo {

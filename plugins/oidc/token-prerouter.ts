@@ -7,6 +7,7 @@ import {
   peerAddress,
   type PluginContext,
   type PreRouterHandler,
+  publicOriginOf,
   queryObject,
   readBounded,
   SECURITY_HEADERS,
@@ -85,7 +86,8 @@ async function handle(ctx: PluginContext<OidcConfig>, provider: OidcProvider, re
     const parsed = tokenForm.safeParse(queryObject(new URLSearchParams(raw.toString('utf8'))));
     if (!parsed.success) throw new InputError(`invalid field ${zodMessage(parsed.error)}`);
     const proto = (req.socket as TLSSocket).encrypted ? 'https' : 'http';
-    const issuer = `${proto}://${req.headers.host || `${ctx.core.http.host}:${ctx.core.http.port}`}`;
+    // The same issuer as discovery's (the tenant's public origin): the connection's local port is the listener's.
+    const issuer = publicOriginOf(tenant, proto, req.headers.host, req.socket.localPort ?? ctx.core.http.port);
     const out = await provider.token(tenant, issuer, parsed.data, { ip, ua: String(req.headers['user-agent'] ?? '').slice(0, 512), headers: req.headers });
     send(res, requestId, 200, out);
   } catch (e) {

@@ -31,7 +31,7 @@ export function issuerRoutes(r: RouteRegistrar, s: IssuerService, audit: AuditWr
     area,
     auth: policy.public,
     responses: { 200: { description: 'issuer metadata', schema: z.record(z.string(), z.unknown()) } },
-    handler: (req) => reply(200, s.metadata(req.origin), { 'Cache-Control': 'public, max-age=300' }),
+    handler: (req) => reply(200, s.metadata(req.publicOrigin), { 'Cache-Control': 'public, max-age=300' }),
   });
 
   r.add({
@@ -41,7 +41,7 @@ export function issuerRoutes(r: RouteRegistrar, s: IssuerService, audit: AuditWr
     area,
     auth: policy.public,
     responses: { 200: { description: 'authorization server metadata', schema: z.record(z.string(), z.unknown()) } },
-    handler: (req) => reply(200, s.authorizationServer(req.origin), { 'Cache-Control': 'public, max-age=300' }),
+    handler: (req) => reply(200, s.authorizationServer(req.publicOrigin), { 'Cache-Control': 'public, max-age=300' }),
   });
 
   r.add({
@@ -81,7 +81,7 @@ export function issuerRoutes(r: RouteRegistrar, s: IssuerService, audit: AuditWr
     responses: { 200: { description: 'the offer', schema: createOfferResponse } },
     handler: async (req) => {
       const who = who_(req);
-      const out = await s.createOffer(req.tenant, req.origin, req.body, who);
+      const out = await s.createOffer(req.tenant, req.publicOrigin, req.body, who);
       audit.write(req.tenant, {
         event: 'vci.offer-create',
         user: who,
@@ -102,7 +102,7 @@ export function issuerRoutes(r: RouteRegistrar, s: IssuerService, audit: AuditWr
     query: z.object({ offer: z.string().min(1).max(100) }).loose(),
     rateLimit: { name: 'vci-offer', perMinute: config.offerPerMinute },
     responses: { 200: { description: 'credential offer', schema: z.record(z.string(), z.unknown()) }, 404: { description: 'unknown, expired or used' } },
-    handler: (req) => reply(200, s.offerObject(req.tenant, req.origin, req.query.offer), noStore),
+    handler: (req) => reply(200, s.offerObject(req.tenant, req.publicOrigin, req.query.offer), noStore),
   });
 
   r.add({
@@ -117,7 +117,7 @@ export function issuerRoutes(r: RouteRegistrar, s: IssuerService, audit: AuditWr
     handler: async (req) => {
       const id = req.query['offer-page'];
       if (!s.offerAlive(req.tenant, id)) throw new AppError(404, 'not_found', 'no such offer (unknown, expired or used)');
-      const uri = s.offerUri(req.origin, id);
+      const uri = s.offerUri(req.publicOrigin, id);
       const svg = await QRCode.toString(uri, { type: 'svg', errorCorrectionLevel: 'M', margin: 2 });
       return reply.text(200, offerPage(uri, svg, config.displayName), 'text/html; charset=utf-8', {
         ...noStore,
@@ -193,7 +193,10 @@ export function issuerRoutes(r: RouteRegistrar, s: IssuerService, audit: AuditWr
     rateLimit: { name: 'vci-token', perMinute: config.tokenPerMinute },
     responses: { 302: { description: 'redirect to the sign-in of the tenant' }, 400: { description: 'OAuth error', schema: oauthErrorSchema } },
     handler: (req) => {
-      const out = s.authorize(req.tenant, req.origin, strings(req.query));
+      // The sign-in's cookie and callback live on the public origin: a browser that came by
+      // another name is first sent there, so the callback sees the cookie it was given.
+      if (req.origin !== req.publicOrigin) return reply.redirect(`${req.publicOrigin}${req.raw.originalUrl}`, 302, noStore);
+      const out = s.authorize(req.tenant, req.publicOrigin, strings(req.query));
       audit.write(req.tenant, { event: 'vci.authorize', ip: req.ip, ua: req.ua, extra: { client_id: strings(req.query).client_id } });
       return reply.redirect(out.location, 302, { ...noStore, 'Set-Cookie': signInCookie(out.browser, req.origin, config.signInTtlSec) });
     },
@@ -212,7 +215,7 @@ export function issuerRoutes(r: RouteRegistrar, s: IssuerService, audit: AuditWr
       400: { description: 'OAuth error (unknown sign-in, other browser)', schema: oauthErrorSchema },
     },
     handler: async (req) => {
-      const out = await s.signedIn(req.tenant, req.origin, strings(req.query), cookieOf(req.headers.cookie, SIGN_IN_COOKIE), {
+      const out = await s.signedIn(req.tenant, req.publicOrigin, strings(req.query), cookieOf(req.headers.cookie, SIGN_IN_COOKIE), {
         ip: req.ip,
         ua: req.ua,
         headers: req.headers,
@@ -252,7 +255,7 @@ export function issuerRoutes(r: RouteRegistrar, s: IssuerService, audit: AuditWr
     handler: async (req) => {
       const token = s.accessToken(req.tenant, req.principal!.subject);
       if (!token) throw new AppError(401, 'invalid_token', 'credential access token expired');
-      const out = await s.credential(req.tenant, req.origin, token, req.body);
+      const out = await s.credential(req.tenant, req.publicOrigin, token, req.body);
       audit.write(req.tenant, { event: 'vci.credential-issue', ip: req.ip, ua: req.ua, extra: { offer: token.offer_id, format: String(out.format) } });
       return reply(200, out, noStore);
     },
@@ -268,7 +271,7 @@ export function issuerRoutes(r: RouteRegistrar, s: IssuerService, audit: AuditWr
     query: z.object({ 'status-list': z.coerce.number().int().min(1).max(1_000_000) }).loose(),
     responses: { 200: { description: 'status list token', contentType: 'application/statuslist+jwt' } },
     handler: async (req) =>
-      reply.text(200, await s.statusList(req.tenant, req.origin, req.query['status-list']), 'application/statuslist+jwt', {
+      reply.text(200, await s.statusList(req.tenant, req.publicOrigin, req.query['status-list']), 'application/statuslist+jwt', {
         'Cache-Control': `public, max-age=${Math.min(60, config.statusListTtlSec)}`,
       }),
   });

@@ -1,6 +1,7 @@
 import { definePlugin, sqlMigrations } from '../../server/sdk.ts';
 import { LOTL } from '../lotl/api.ts';
 import { RP_CA } from '../rp-ca/api.ts';
+import { OUTBOUND } from '../webhooks/api.ts';
 import { AnchorStore } from './anchors.ts';
 import { verifierCli } from './cli.ts';
 import { IdentityStore } from './identity.ts';
@@ -54,7 +55,7 @@ export default definePlugin({
       identity,
       anchors,
       presets: new Presets(),
-      statusLists: new StatusLists(ctx.db, ctx.clock, ctx.config.statusList),
+      statusLists: new StatusLists(ctx.db, ctx.clock, ctx.config.statusList, () => ctx.tryUse(OUTBOUND)),
       network,
       sso,
       config: ctx.config,

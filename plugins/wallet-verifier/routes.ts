@@ -42,7 +42,7 @@ export function verifierRoutes(
     rateLimit,
     query: startQuery,
     responses: { 200: { description: 'VpStartResponse', schema: vpStartResponse } },
-    handler: async (req) => reply(200, await svc.start(req.tenant, req.origin, req.query, req), NO_STORE),
+    handler: async (req) => reply(200, await svc.start(req.tenant, req.publicOrigin, req.query, req), NO_STORE),
   });
 
   r.add({
@@ -54,7 +54,8 @@ export function verifierRoutes(
     rateLimit,
     query: sessionQuery,
     responses: { 200: { description: 'request object JWT', contentType: 'application/oauth-authz-req+jwt' } },
-    handler: async (req) => reply.text(200, await svc.request(req.tenant, req.origin, req.query.session_id, req), 'application/oauth-authz-req+jwt', NO_STORE),
+    handler: async (req) =>
+      reply.text(200, await svc.request(req.tenant, req.publicOrigin, req.query.session_id, req), 'application/oauth-authz-req+jwt', NO_STORE),
   });
 
   r.add({
@@ -74,7 +75,7 @@ export function verifierRoutes(
       501: { description: 'mdoc_verify_not_configured' },
     },
     handler: async (req) =>
-      reply(200, await svc.respond(req.tenant, req.origin, req.query.session_id, req.rawBody, String(req.headers['content-type'] ?? ''), req), NO_STORE),
+      reply(200, await svc.respond(req.tenant, req.publicOrigin, req.query.session_id, req.rawBody, String(req.headers['content-type'] ?? ''), req), NO_STORE),
   });
 
   r.add({
@@ -110,7 +111,7 @@ export function verifierRoutes(
     query: z.object({ session_id: z.string().min(1).max(64) }),
     responses: { 200: { description: 'HTML page', contentType: 'text/html' } },
     handler: async (req) => {
-      const url = svc.openid4vpUrl(req.tenant, req.origin, req.query.session_id);
+      const url = svc.openid4vpUrl(req.tenant, req.publicOrigin, req.query.session_id);
       const svg = await QRCode.toString(url, { type: 'svg', errorCorrectionLevel: 'M', margin: 2 });
       return reply.text(200, qrPage(url, svg), 'text/html; charset=utf-8', NO_STORE);
     },
@@ -126,7 +127,7 @@ export function verifierRoutes(
     query: z.object({ session_id: z.string().min(1).max(64) }),
     responses: { 200: { description: 'SVG image', contentType: 'image/svg+xml' } },
     handler: async (req) => {
-      const url = svc.openid4vpUrl(req.tenant, req.origin, req.query.session_id);
+      const url = svc.openid4vpUrl(req.tenant, req.publicOrigin, req.query.session_id);
       const svg = await QRCode.toString(url, { type: 'svg', errorCorrectionLevel: 'M', margin: 2 });
       return reply.text(200, svg, 'image/svg+xml', { ...NO_STORE, 'Content-Security-Policy': "default-src 'none'; style-src 'unsafe-inline'" });
     },
@@ -144,7 +145,7 @@ export function verifierRoutes(
     bodyType: 'json',
     camelize: false,
     responses: { 200: { description: '{session_id, openid4vp_url, qr_svg, login_secret, expires_in}' } },
-    handler: async (req) => reply(200, await svc.startLogin(req.tenant, req.origin, req.body.i ?? '', req), NO_STORE),
+    handler: async (req) => reply(200, await svc.startLogin(req.tenant, req.publicOrigin, req.body.i ?? '', req), NO_STORE),
   });
 
   r.add({
@@ -190,7 +191,7 @@ export function verifierRoutes(
     auth: policy.public,
     rateLimit,
     responses: { 200: { description: 'verifier metadata JSON' } },
-    handler: async (req) => reply(200, await svc.metadata(req.tenant, req.origin), { 'Cache-Control': 'public, max-age=300' }),
+    handler: async (req) => reply(200, await svc.metadata(req.tenant, req.publicOrigin), { 'Cache-Control': 'public, max-age=300' }),
   });
 
   r.add({

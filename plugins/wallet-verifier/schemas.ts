@@ -10,10 +10,20 @@ export const verifierConfig = z
     renewBeforeDays: z.number().int().min(1).max(824).default(30),
     /** Accepted distance of a KB-JWT iat from now. */
     iatWindowSeconds: z.number().int().min(10).max(3600).default(300),
+    /**
+     * Token status lists: cache lifetime, download timeout, and what an unknown status does (no
+     * list could be fetched and no copy within its `exp` is cached): `refuse` (default) or
+     * `accept`; `tenants` overrides it per tenant host name.
+     */
     statusList: z
-      .object({ ttlSeconds: z.number().int().min(0).default(3600), timeoutMs: z.number().int().min(100).max(60_000).default(5000) })
+      .object({
+        ttlSeconds: z.number().int().min(0).default(3600),
+        timeoutMs: z.number().int().min(100).max(60_000).default(5000),
+        unknown: z.enum(['refuse', 'accept']).default('refuse'),
+        tenants: z.record(z.string(), z.object({ unknown: z.enum(['refuse', 'accept']).optional() }).strict()).default({}),
+      })
       .strict()
-      .default({ ttlSeconds: 3600, timeoutMs: 5000 }),
+      .default({ ttlSeconds: 3600, timeoutMs: 5000, unknown: 'refuse', tenants: {} }),
     /** Wallet sign-in policy (README "Wallet sign-in"); `tenants` overrides it per tenant host. */
     signIn: z
       .object({

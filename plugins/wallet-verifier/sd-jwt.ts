@@ -21,7 +21,7 @@ export interface SdJwtExpectations {
   /** Allowed distance of the KB-JWT `iat` from now, seconds. */
   iatWindowSeconds: number;
   anchors: Anchor[];
-  /** Resolves a referenced status list entry; returns the status value (0 = valid). */
+  /** Resolves a referenced status list entry; returns the status value (0 = valid, -1 = unknown and accepted). */
   status?: (ref: { uri: string; idx: number }) => Promise<number>;
 }
 
@@ -30,6 +30,8 @@ export interface VerifiedSdJwt {
   issuer: string | undefined;
   claims: Record<string, unknown>;
   anchor: string;
+  /** Set when the credential names a status list whose status could not be known and the tenant accepts that. */
+  statusUnknown?: true;
 }
 
 /** base64url → UTF-8 text through one reused buffer (synchronous use only): no Buffer per JWT part or disclosure. */
@@ -205,17 +207,25 @@ export async function verifySdJwtVc(presentation: string, x: SdJwtExpectations):
 
   // Token Status List (draft-ietf-oauth-status-list §6): only when the credential names one.
   const st = (payload.status as { status_list?: { idx?: unknown; uri?: unknown } } | undefined)?.status_list;
+  let statusUnknown = false;
   if (st) {
     if (typeof st.idx !== 'number' || typeof st.uri !== 'string') throw new CheckFailed('status', 'status.status_list needs idx and uri');
     if (!x.status) throw new CheckFailed('status', 'status lists are not available');
     const v = await x.status({ uri: st.uri, idx: st.idx });
-    if (v !== 0) throw new CheckFailed('status', v === 1 ? 'the credential is revoked' : `the credential status is ${v}`);
+    statusUnknown = v === -1;
+    if (v !== 0 && !statusUnknown) throw new CheckFailed('status', v === 1 ? 'the credential is revoked' : `the credential status is ${v}`);
   }
 
   // What the holder disclosed about the person; the credential's own mechanics stay out.
   const disclosed: Record<string, unknown> = {};
   for (const k in claims) if (Object.hasOwn(claims, k) && !MECHANICS.has(k)) own(disclosed, k, claims[k]);
-  return { vct: payload.vct, issuer: typeof payload.iss === 'string' ? payload.iss : undefined, claims: disclosed, anchor: anchor.sha256 };
+  return {
+    vct: payload.vct,
+    issuer: typeof payload.iss === 'string' ? payload.iss : undefined,
+    claims: disclosed,
+    anchor: anchor.sha256,
+    ...(statusUnknown ? { statusUnknown: true as const } : {}),
+  };
 }
 
 /** Claims of the credential's own mechanics, left out of what the holder disclosed. */

@@ -303,7 +303,7 @@ export class VerifierService {
           anchors,
           status: (ref) => this.deps.statusLists.status(tenant, anchors, ref),
         });
-        presentation = { format: 'dc+sd-jwt', vct: v.vct, issuer: v.issuer, claims: v.claims };
+        presentation = { format: 'dc+sd-jwt', vct: v.vct, issuer: v.issuer, claims: v.claims, ...(v.statusUnknown ? { credential_status: 'unknown' } : {}) };
       } else {
         const bytes = /^[A-Za-z0-9_-]+$/.test(token) ? Buffer.from(token, 'base64url') : Buffer.alloc(0);
         if (!bytes.length || bytes[0]! < 0xa0 || bytes[0]! > 0xbb)

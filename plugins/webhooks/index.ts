@@ -3,7 +3,7 @@ import path from 'node:path';
 import tls from 'node:tls';
 import { z } from 'zod';
 import { definePlugin, sqlMigrations } from '../../server/sdk.ts';
-import { WEBHOOKS } from './api.ts';
+import { OUTBOUND, WEBHOOKS } from './api.ts';
 import { WebhookRepo } from './repo.ts';
 import { webhookRoutes } from './routes.ts';
 import { webhookTestEvent, webhooksConfig } from './schemas.ts';
@@ -44,6 +44,7 @@ export default definePlugin({
       ca,
     });
     ctx.provide(WEBHOOKS, service);
+    ctx.provide(OUTBOUND, { get: (tenant, url, o) => service.outboundGet(tenant, url, o) });
     return { service };
   },
   routes(r, s, ctx) {

@@ -87,9 +87,14 @@ export interface SendResult {
  * address in between. Redirects are not followed (a 3xx is a failed attempt); the response body
  * is read only up to a small bound; one timeout covers connect, headers and body.
  */
-export async function send(d: DeliveryRequest, o: SendOptions): Promise<SendResult> {
+export function send(d: DeliveryRequest, o: SendOptions): Promise<SendResult> {
+  return exchange(d.url, { method: 'POST', headers: deliveryHeaders(d), body: d.body }, o);
+}
+
+/** One outbound request under the address policy, as `send` makes it (any method). */
+export async function exchange(target: string, req: OutboundRequest, o: SendOptions): Promise<SendResult> {
   const started = performance.now();
-  const url = new URL(d.url);
+  const url = new URL(target);
   let targets: { address: string; family: 4 | 6 }[];
   try {
     targets = await resolveAllowed(url, o.policy, o.resolve);
@@ -106,22 +111,28 @@ export async function send(d: DeliveryRequest, o: SendOptions): Promise<SendResu
   }
   let r: SendResult & { staleSocket?: boolean; noConnect?: boolean } = { status: null, headers: {}, body: '', durationMs: 0 };
   let address: string | undefined;
-  for (const target of targets) {
-    address = target.address;
-    r = await sendOnce(d, url, target, o);
+  for (const t of targets) {
+    address = t.address;
+    r = await sendOnce(req, url, t, o);
     // A kept-alive connection the receiver closed while idle fails at once with a reset (the
     // well-known keep-alive race); that is not the receiver's answer, so try once on a new one.
-    if (r.staleSocket && !o.signal?.aborted) r = await sendOnce(d, url, target, { ...o, agents: undefined });
+    if (r.staleSocket && !o.signal?.aborted) r = await sendOnce(req, url, t, { ...o, agents: undefined });
     // Nothing listens at this address (say ::1 when the receiver is IPv4 only): the next allowed one.
     if (!r.noConnect || o.signal?.aborted) break;
   }
   return { ...r, address, durationMs: Math.round(performance.now() - started) };
 }
 
+export interface OutboundRequest {
+  method: 'GET' | 'POST';
+  headers: Record<string, string>;
+  body?: string;
+}
+
 const NO_CONNECT = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'EAFNOSUPPORT']);
 
 async function sendOnce(
-  d: DeliveryRequest,
+  d: OutboundRequest,
   url: URL,
   target: { address: string; family: 4 | 6 },
   o: SendOptions,
@@ -130,9 +141,9 @@ async function sendOnce(
   const elapsed = () => Math.round(performance.now() - started);
   const isHttps = url.protocol === 'https:';
   const port = url.port ? Number(url.port) : isHttps ? 443 : 80;
-  const headers = { ...deliveryHeaders(d), Host: url.host, 'Content-Length': String(Buffer.byteLength(d.body)) };
+  const headers = { ...d.headers, Host: url.host, ...(d.body === undefined ? {} : { 'Content-Length': String(Buffer.byteLength(d.body)) }) };
   const options: https.RequestOptions = {
-    method: 'POST',
+    method: d.method,
     host: target.address,
     family: target.family,
     port,

@@ -5,6 +5,7 @@ import net from 'node:net';
 import {
   AppError,
   type AppEvent,
+  BUILD,
   type Clock,
   ConflictError,
   type EventBus,
@@ -22,7 +23,8 @@ import {
 import { cachingResolver, mergePolicy, refusal, systemResolver, type NetworkPolicy, type Resolver } from './net-policy.ts';
 import type { DeliveryRow, SubscriptionRow, WebhookRepo } from './repo.ts';
 import type { DeliveryItem, SubscriptionItem, WebhooksConfig } from './schemas.ts';
-import { newSecret, retryAfterMs, send } from './sender.ts';
+import type { OutboundAnswer } from './api.ts';
+import { exchange, newSecret, retryAfterMs, send } from './sender.ts';
 
 export const QUEUE = 'webhook-delivery';
 /** Spec "Limits": 4 attempts, retries after 5 s, 30 s, 120 s. */
@@ -194,6 +196,17 @@ export class WebhookService {
     if (this.#policies.size > 10_000) this.#policies.clear();
     this.#policies.set(tenant.id, { hosts, policy });
     return policy;
+  }
+
+  /** OUTBOUND (api.ts): one GET under the tenant's address policy, connected as a delivery is. */
+  async outboundGet(tenant: Tenant, url: string, o: { accept: string; timeoutMs: number; maxBytes: number }): Promise<OutboundAnswer> {
+    const r = await exchange(
+      url,
+      { method: 'GET', headers: { Accept: o.accept, 'User-Agent': `sovcomms/${BUILD}` } },
+      { policy: this.policyFor(tenant), timeoutMs: o.timeoutMs, maxResponseBytes: o.maxBytes, resolve: this.#resolve, ca: this.d.ca },
+    );
+    if (r.status === null) this.d.log.info({ tenant: tenant.host, address: r.address, reason: r.error }, 'outbound request got no response');
+    return { status: r.status, body: r.body, ...(r.refused ? { refused: true } : {}) };
   }
 
   // ---- subscriptions -----------------------------------------------------------------------

@@ -4,7 +4,7 @@ import { AppError, InputError } from '../errors.ts';
 import { HMAC_HEADER, HMAC_V2_HEADER, type AuthService, type Principal } from '../auth.ts';
 import type { Logger } from '../log.ts';
 import type { CoreConfig } from '../config.ts';
-import { parseHostHeader, type Tenant } from '../tenancy.ts';
+import { publicOriginOf, type Tenant } from '../tenancy.ts';
 import { camelizeKeys, MAX_JSON_DEPTH, nestsDeeperThan } from './key-case.ts';
 import { readBounded } from './body.ts';
 import { errorAnswer, newRequestId, plainIp } from './respond.ts';
@@ -64,8 +64,6 @@ export interface DispatchDeps {
   config: CoreConfig;
   log: Logger;
   pluginReady(plugin: string): boolean;
-  /** Whether the Host header names one of the tenant's own host names (TenantService.isOwnHost). */
-  isOwnHost(tenant: Tenant, hostHeader: string): boolean;
   /** The port the appliance listens on (known once it listens; the configured one before). */
   listeningPort(): number;
   /** A tenant by one of its host names (TenantService.byHost), for the tenant switch header. */
@@ -219,7 +217,7 @@ export class Dispatcher {
         requestId,
         hostHeader,
         origin: `${req.protocol}://${hostHeader || `${this.deps.config.http.host}:${this.deps.config.http.port}`}`,
-        linkOrigin: this.linkOrigin(req.protocol, effective, hostHeader),
+        publicOrigin: publicOriginOf(effective, req.protocol, hostHeader, this.deps.listeningPort()),
         headers: req.headers,
         raw: req,
         // A getter: the request logger is made only when a handler logs (server/app.ts).
@@ -268,15 +266,6 @@ export class Dispatcher {
       if (e instanceof AppError && e.status === 401) this.deps.limiter.check('auth-failed', ip, this.deps.config.rateLimit.failedAuthPerMinute);
       throw e;
     }
-  }
-
-  /** See RouteRequest.linkOrigin. */
-  private linkOrigin(proto: string, tenant: Tenant, hostHeader: string): string {
-    const own = this.deps.isOwnHost(tenant, hostHeader);
-    const host = own ? parseHostHeader(hostHeader).host : tenant.host;
-    const port = this.deps.listeningPort();
-    const defaultPort = proto === 'https' ? 443 : 80;
-    return `${proto}://${host}${port && port !== defaultPort ? `:${port}` : ''}`;
   }
 
   private rateLimit(def: RouteDef, ip: string): void {
@@ -402,6 +391,8 @@ export function render(res: Response, out: unknown): void {
   if (res.headersSent || res.writableEnded) return;
   if (out instanceof Reply) {
     for (const [k, v] of Object.entries(out.headers)) res.setHeader(k, v);
+    // The Host header picks the tenant, so a shared cache must key every cacheable answer on it.
+    if (/\bpublic\b/.test(String(res.getHeader('Cache-Control') ?? ''))) res.vary('Host');
     res.status(out.status);
     switch (out.kind) {
       case 'json':

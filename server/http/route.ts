@@ -42,12 +42,15 @@ export interface RouteRequest<Q = unknown, B = unknown, P = unknown> {
   /** `proto://host[:port]` as the client addressed us. */
   origin: string;
   /**
-   * The origin for links that leave this request (mailed sign-in, recovery and invitation links,
-   * share URLs): the request's host only when it is one of the tenant's own host names, else the
-   * tenant's main host; always the port the appliance listens on. A forged Host header can
-   * therefore never make the appliance send someone a link to another site.
+   * The tenant's public origin: every absolute URL the appliance signs, mails or publishes comes
+   * from it (credential issuer and status lists, OIDC issuer and discovery, federation statements,
+   * verifier metadata, mailed sign-in, recovery and invitation links, share URLs). It is the
+   * tenant's configured origin (`sovcomms tenant set-origin`) when there is one; else the request's
+   * host only when it is one of the tenant's own host names, otherwise the tenant's main host, on
+   * the scheme and port the appliance listens on. A forged Host header can therefore never put
+   * another site (or another port) into a signed artefact or a link.
    */
-  linkOrigin: string;
+  publicOrigin: string;
   headers: Request['headers'];
   log: Logger;
   raw: Request;

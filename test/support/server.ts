@@ -96,7 +96,17 @@ export interface TestServer {
  * Starts the real appliance on an ephemeral loopback port with a temporary data dir. Rate limits
  * are raised unless the test sets them (tests hammer one IP).
  */
-export async function startTestServer(opts: ApplianceOptions & { keepDataDir?: boolean } = {}): Promise<TestServer> {
+export async function startTestServer(
+  opts: ApplianceOptions & {
+    keepDataDir?: boolean;
+    /**
+     * Configure the primary tenant's public origin as the URL the test talks to (as an operator
+     * does with `sovcomms tenant set-origin` for the address wallets and relying parties use):
+     * issuers, metadata and signed URLs then name http://127.0.0.1:PORT rather than localhost.
+     */
+    publicOrigin?: boolean;
+  } = {},
+): Promise<TestServer> {
   const dataDir = opts.dataDir ?? tempDir();
   const logs = new LogCapture();
   let adminPassword = '';
@@ -125,6 +135,7 @@ export async function startTestServer(opts: ApplianceOptions & { keepDataDir?: b
   });
   const { url, port } = await appliance.start();
   const core = appliance.core;
+  if (opts.publicOrigin) core.tenants.setOrigin(core.tenants.primary()!.id, url);
   const primary = core.tenants.primary()!;
   const admin = core.users.byName(primary, 'admin')!;
   const adminKey = core.auth.createApiKey(primary, admin, { name: 'test', createdBy: 'test' }).key;

@@ -84,12 +84,12 @@ export function roomRoutes(
         if (!signIn.available) return html(503, SIGN_IN_UNAVAILABLE_PAGE);
         visitor = signIn.visitor(req.tenant, cookieOf(req.headers.cookie, ROOM_SESSION_COOKIE));
         if (!visitor) {
-          // The sign-in's callback is registered for the tenant's own host names only (linkOrigin):
+          // The sign-in's callback is registered for the tenant's own host names only (publicOrigin):
           // a visitor who came by another address (an IP) moves there first, so the cookies of the
           // sign-in and of the session belong to the host the room is used on.
-          if (req.origin !== req.linkOrigin) return reply.redirect(`${req.linkOrigin}${qs(n.number)}`, 302);
-          const out = signIn.start(req.tenant, req.linkOrigin, n.number);
-          return reply.redirect(out.location, 302, { 'Set-Cookie': cookieHeader(out.cookie, req.linkOrigin), 'Referrer-Policy': 'no-referrer' });
+          if (req.origin !== req.publicOrigin) return reply.redirect(`${req.publicOrigin}${qs(n.number)}`, 302);
+          const out = signIn.start(req.tenant, req.publicOrigin, n.number);
+          return reply.redirect(out.location, 302, { 'Set-Cookie': cookieHeader(out.cookie, req.publicOrigin), 'Referrer-Policy': 'no-referrer' });
         }
       }
       return html(
@@ -122,7 +122,7 @@ export function roomRoutes(
       400: { description: 'the sign-in failed (not started in this browser, expired, declined, not confirmed)', contentType: 'text/html' },
     },
     handler: async (req) => {
-      const out = await signIn.finish(req.tenant, req.linkOrigin, req.query, cookieOf(req.headers.cookie, ROOM_LOGIN_COOKIE), {
+      const out = await signIn.finish(req.tenant, req.publicOrigin, req.query, cookieOf(req.headers.cookie, ROOM_LOGIN_COOKIE), {
         ip: req.ip,
         ua: req.ua,
         headers: req.headers as Record<string, string | string[] | undefined>,

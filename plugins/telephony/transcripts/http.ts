@@ -46,7 +46,7 @@ export function transcriptHttp(r: RouteRegistrar, svc: TelephonyServices, opts: 
     responses: { 201: { description: 'the share with its token and URL (once)', schema: S.shareCreated }, 404: err('not_found: no such transcript') },
     handler: (req) => {
       const { share, token } = svc.shares.create(req.tenant, req.params.callId, req.body.ttlHours, actor(req));
-      const out = { ...share, token, url: `${req.linkOrigin}/transcript.ashx?share=${token}` };
+      const out = { ...share, token, url: `${req.publicOrigin}/transcript.ashx?share=${token}` };
       return audited(
         svc,
         req,

@@ -579,6 +579,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api.ashx/v1/tenants/{id}/origin": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Set (or with null clear) the public origin every signed or published URL of the tenant uses
+         * @description Credential issuer and status lists, OIDC issuer and discovery, federation statements, verifier metadata and mailed links name this origin, whatever Host a request carries. 400 invalid_origin for anything but scheme, host and optional port.
+         */
+        post: operations["post_api_ashx_v1_tenants_id_origin"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api.ashx/v1/tenants/{id}/primary": {
         parameters: {
             query?: never;
@@ -3362,7 +3382,7 @@ export interface components {
              * @description stable error code (server/errors.ts ERROR_CODES)
              * @enum {string}
              */
-            error: "invalid_request" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "server_error" | "plugin_unavailable" | "login_required" | "invalid_csrf" | "conflict" | "invalid_token" | "insufficient_scope" | "invalid_signature" | "stale_signature" | "replayed_signature" | "invalid_grant" | "invalid_client" | "unauthorized_client" | "unsupported_grant_type" | "invalid_scope" | "access_denied" | "invalid_client_metadata" | "invalid_redirect_uri" | "interaction_required" | "consent_required" | "account_selection_required" | "unsupported_response_type" | "invalid_request_object" | "request_not_supported" | "request_uri_not_supported" | "temporarily_unavailable" | "weak_password" | "duplicate_user" | "duplicate_tenant" | "cannot_remove_primary" | "confirm_mismatch" | "tenant_switch_not_allowed" | "storage_full" | "cannot_disable_self" | "last_admin" | "already_claimed" | "already_revoked" | "passkey_rejected" | "invalid_key" | "duplicate_route" | "cannot_delete_catchall" | "bridge_not_configured" | "bridge_unreachable" | "bridge_protocol" | "bridge_error" | "no_capacity" | "room_unavailable" | "duplicate_call" | "not_whitelisted" | "no_route" | "no_trunk" | "invalid_phone" | "invalid_url" | "address_refused" | "too_many_subscriptions" | "subscription_paused" | "delivery_in_progress" | "ca_unavailable" | "ca_exists" | "invalid_csr" | "invalid_client_id" | "hsm_error" | "invalid_list" | "import_failed" | "range_not_satisfiable" | "upgrade_required" | "invalid_proof" | "invalid_nonce" | "unsupported_credential_type" | "unsupported_proof_type" | "unsupported_credential_format" | "unknown_credential_configuration" | "invalid_credential_request" | "credential_request_denied" | "mdoc_verify_not_configured" | "invalid_presentation" | "session_expired" | "session_finished" | "replayed_presentation" | "duplicate_anchor";
+            error: "invalid_request" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "server_error" | "plugin_unavailable" | "login_required" | "invalid_csrf" | "conflict" | "invalid_token" | "insufficient_scope" | "invalid_signature" | "stale_signature" | "replayed_signature" | "invalid_grant" | "invalid_client" | "unauthorized_client" | "unsupported_grant_type" | "invalid_scope" | "access_denied" | "invalid_client_metadata" | "invalid_redirect_uri" | "interaction_required" | "consent_required" | "account_selection_required" | "unsupported_response_type" | "invalid_request_object" | "request_not_supported" | "request_uri_not_supported" | "temporarily_unavailable" | "weak_password" | "duplicate_user" | "duplicate_tenant" | "cannot_remove_primary" | "confirm_mismatch" | "tenant_switch_not_allowed" | "storage_full" | "cannot_disable_self" | "last_admin" | "already_claimed" | "already_revoked" | "passkey_rejected" | "invalid_key" | "duplicate_route" | "cannot_delete_catchall" | "bridge_not_configured" | "bridge_unreachable" | "bridge_protocol" | "bridge_error" | "no_capacity" | "room_unavailable" | "duplicate_call" | "not_whitelisted" | "no_route" | "no_trunk" | "invalid_phone" | "invalid_url" | "address_refused" | "invalid_origin" | "too_many_subscriptions" | "subscription_paused" | "delivery_in_progress" | "ca_unavailable" | "ca_exists" | "invalid_csr" | "invalid_client_id" | "hsm_error" | "invalid_list" | "import_failed" | "range_not_satisfiable" | "upgrade_required" | "invalid_proof" | "invalid_nonce" | "unsupported_credential_type" | "unsupported_proof_type" | "unsupported_credential_format" | "unknown_credential_configuration" | "invalid_credential_request" | "credential_request_denied" | "mdoc_verify_not_configured" | "invalid_presentation" | "session_expired" | "session_finished" | "replayed_presentation" | "duplicate_anchor";
             error_description?: string;
             /** Format: uri */
             error_uri?: string;
@@ -5779,6 +5799,8 @@ export interface operations {
                             hosts: string[];
                             id: string;
                             name: string;
+                            /** @description the configured public origin of signed and published URLs (credential issuer, status lists, OIDC issuer, metadata, mailed links); null: the host name on the listening scheme and port */
+                            origin: string | null;
                             primary: boolean;
                         }[];
                         superAdmin: boolean;
@@ -5846,6 +5868,8 @@ export interface operations {
                         hosts: string[];
                         id: string;
                         name: string;
+                        /** @description the configured public origin of signed and published URLs (credential issuer, status lists, OIDC issuer, metadata, mailed links); null: the host name on the listening scheme and port */
+                        origin: string | null;
                         primary: boolean;
                     };
                 };
@@ -5928,6 +5952,8 @@ export interface operations {
                         hosts: string[];
                         id: string;
                         name: string;
+                        /** @description the configured public origin of signed and published URLs (credential issuer, status lists, OIDC issuer, metadata, mailed links); null: the host name on the listening scheme and port */
+                        origin: string | null;
                         primary: boolean;
                     };
                 };
@@ -5984,6 +6010,89 @@ export interface operations {
             };
         };
     };
+    post_api_ashx_v1_tenants_id_origin: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description https://name[:port] (scheme, host, port only), or null for the default */
+                    origin: string | null;
+                };
+            };
+        };
+        responses: {
+            /** @description the tenant */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description the main host name */
+                        host: string;
+                        /** @description every host name that reaches the tenant, the main one first */
+                        hosts: string[];
+                        id: string;
+                        name: string;
+                        /** @description the configured public origin of signed and published URLs (credential issuer, status lists, OIDC issuer, metadata, mailed links); null: the host name on the listening scheme and port */
+                        origin: string | null;
+                        primary: boolean;
+                    };
+                };
+            };
+            /** @description invalid_origin */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     post_api_ashx_v1_tenants_id_primary: {
         parameters: {
             query?: never;
@@ -6011,6 +6120,8 @@ export interface operations {
                         hosts: string[];
                         id: string;
                         name: string;
+                        /** @description the configured public origin of signed and published URLs (credential issuer, status lists, OIDC issuer, metadata, mailed links); null: the host name on the listening scheme and port */
+                        origin: string | null;
                         primary: boolean;
                     };
                 };

@@ -19,7 +19,7 @@ let host: string;
 let browser: TestBrowser;
 const clock = new ManualClock(Date.now());
 beforeAll(async () => {
-  srv = await startTestServer({ clock, overrides: { plugins: { 'wallet-issuer': { tokenPerMinute: 1000 } } } });
+  srv = await startTestServer({ clock, publicOrigin: true, overrides: { plugins: { 'wallet-issuer': { tokenPerMinute: 1000 } } } });
   host = `127.0.0.1:${srv.port}`;
   await srv.appliance.core.users.add(srv.primary, { name: alice.username, role: 'user', password: alice.password, email: alice.email });
   await srv.appliance.core.users.add(srv.primary, { name: bob.username, role: 'user', password: bob.password });

@@ -5,7 +5,7 @@ import { jwtProof, newHolder } from './wallet.ts';
 
 let srv: TestServer;
 beforeAll(async () => {
-  srv = await startTestServer();
+  srv = await startTestServer({ publicOrigin: true });
 });
 afterAll(async () => {
   await srv.stop();
@@ -219,7 +219,7 @@ describe('wallet issuer offers', () => {
 
 describe('wallet issuer access token reach', () => {
   it('one access token obtains at most credentialsPerToken credentials (403 credential_request_denied after)', async () => {
-    const s2 = await startTestServer({ overrides: { plugins: { 'wallet-issuer': { credentialsPerToken: 2 } } } });
+    const s2 = await startTestServer({ publicOrigin: true, overrides: { plugins: { 'wallet-issuer': { credentialsPerToken: 2 } } } });
     try {
       const t = await preAuthToken(s2);
       const h = newHolder();
@@ -238,7 +238,7 @@ describe('wallet issuer access token reach', () => {
 
 describe('wallet issuer per-IP rate limits', () => {
   it('429 with Retry-After on the credential and the offer endpoints', async () => {
-    const limited = await startTestServer({ overrides: { plugins: { 'wallet-issuer': { credentialPerMinute: 3, offerPerMinute: 3 } } } });
+    const limited = await startTestServer({ publicOrigin: true, overrides: { plugins: { 'wallet-issuer': { credentialPerMinute: 3, offerPerMinute: 3 } } } });
     try {
       const codes: number[] = [];
       let retry: string | null = null;

@@ -12,7 +12,7 @@ import { CLAIMS } from './support.ts';
  */
 let srv: TestServer;
 beforeAll(async () => {
-  srv = await startTestServer();
+  srv = await startTestServer({ publicOrigin: true });
 });
 afterAll(async () => {
   await srv?.stop();

@@ -108,7 +108,7 @@ describe('wallet issuer keys in an HSM (SoftHSM2) after sovcomms issuer init', (
     );
     expect(objects.match(/sovcomms-wi-(iaca|signing)-/g)?.length).toBe(2);
 
-    srv = await startTestServer({ dataDir });
+    srv = await startTestServer({ publicOrigin: true, dataDir });
     const sdjwt = await issueSdJwt(srv);
     const iaca = new crypto.X509Certificate(await (await srv.fetch('/vci.ashx?iaca')).text());
     const leaf = new crypto.X509Certificate(Buffer.from(headerOf(sdjwt).x5c[0]!, 'base64'));
@@ -148,7 +148,11 @@ describe('wallet issuer software key rotation', () => {
   it('keeps a retired key published for the overlap, then drops it', async () => {
     const { ManualClock } = await import('../../../server/clock.ts');
     const clock = new ManualClock(Date.now());
-    const srv = await startTestServer({ clock, overrides: { plugins: { 'wallet-issuer': { rotationOverlapDays: 2, credentialTtlDays: 1 } } } });
+    const srv = await startTestServer({
+      publicOrigin: true,
+      clock,
+      overrides: { plugins: { 'wallet-issuer': { rotationOverlapDays: 2, credentialTtlDays: 1 } } },
+    });
     try {
       const before = await issueSdJwt(srv);
       const api = srv.appliance.host.services('wallet-issuer') as { service: { keys: { rotate(t: unknown): Promise<{ retired: string; active: string }> } } };

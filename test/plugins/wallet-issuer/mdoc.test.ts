@@ -18,7 +18,7 @@ import { newHolder, walletClient } from './wallet.ts';
 
 let srv: TestServer;
 beforeAll(async () => {
-  srv = await startTestServer();
+  srv = await startTestServer({ publicOrigin: true });
 });
 afterAll(async () => {
   await srv.stop();

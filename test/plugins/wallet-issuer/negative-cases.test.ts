@@ -18,7 +18,7 @@ const alice = { username: 'alice', password: 'alice password 1' };
 const clock = new ManualClock(Date.now());
 let srv: TestServer;
 beforeAll(async () => {
-  srv = await startTestServer({ clock });
+  srv = await startTestServer({ publicOrigin: true, clock });
   await srv.appliance.core.users.add(srv.primary, { name: alice.username, role: 'user', password: alice.password });
 });
 afterAll(async () => {
@@ -163,7 +163,7 @@ describe('wallet issuer: the remaining negative cases', () => {
 
 describe('wallet issuer: 429 at the token endpoint', () => {
   it('answers 429 with Retry-After once the per-IP token limit is spent', async () => {
-    const limited = await startTestServer({ overrides: { plugins: { 'wallet-issuer': { tokenPerMinute: 2 } } } });
+    const limited = await startTestServer({ publicOrigin: true, overrides: { plugins: { 'wallet-issuer': { tokenPerMinute: 2 } } } });
     try {
       const codes: number[] = [];
       let retry: string | null = null;

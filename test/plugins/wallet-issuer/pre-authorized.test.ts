@@ -9,7 +9,7 @@ const CLAIMS = { given_name: 'Erika', family_name: 'Mustermann', birthdate: '198
 
 let srv: TestServer;
 beforeAll(async () => {
-  srv = await startTestServer();
+  srv = await startTestServer({ publicOrigin: true });
 });
 afterAll(async () => {
   await srv.stop();

@@ -13,7 +13,7 @@ import { jwtProof, newHolder } from './wallet.ts';
 
 let srv: TestServer;
 beforeAll(async () => {
-  srv = await startTestServer();
+  srv = await startTestServer({ publicOrigin: true });
 });
 afterAll(async () => {
   await srv.stop();

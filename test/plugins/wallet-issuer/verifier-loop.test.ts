@@ -33,7 +33,12 @@ const hmacCall = (method: 'GET' | 'POST', address: string, bucket: string, json?
 beforeAll(async () => {
   // The verifier re-reads a status list at every check (ttlSeconds 0), so a revocation shows at once.
   srv = await startTestServer({
-    overrides: { plugins: { 'wallet-verifier': { perIpPerMinute: 100_000, statusList: { ttlSeconds: 0, timeoutMs: 5000 } } } },
+    publicOrigin: true,
+    // The verifier fetches the issuer's status list from this appliance, on loopback here: the
+    // outbound policy (the webhooks') is told to allow it.
+    overrides: {
+      plugins: { 'wallet-verifier': { perIpPerMinute: 100_000, statusList: { ttlSeconds: 0, timeoutMs: 5000 } }, webhooks: { allowLoopback: true } },
+    },
   });
   // The verifier trusts our issuer: its IACA (GET /vci.ashx?iaca) added as a verifier anchor
   // through the documented admin API (the CLI's `verifier anchors add` does the same).

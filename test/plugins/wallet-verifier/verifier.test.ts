@@ -18,7 +18,18 @@ const clock = new ManualClock(Date.now());
 const nowS = () => Math.floor(clock.now() / 1000);
 
 beforeAll(async () => {
-  s = await startTestServer({ clock, overrides: VERIFIER_OVERRIDES });
+  s = await startTestServer({
+    clock,
+    overrides: {
+      plugins: {
+        ...VERIFIER_OVERRIDES.plugins,
+        'wallet-verifier': { perIpPerMinute: 100_000, statusList: { tenants: { 'accept.test': { unknown: 'accept' } } } },
+        // Status lists are fetched under the webhooks' outbound policy: the test's list server is on
+        // loopback, which the appliance allows here, except for strict.test (the default: refused).
+        webhooks: { allowLoopback: true, tenants: { 'strict.test': { allowLoopback: false } } },
+      },
+    },
+  });
   ca = await makeIssuerCa();
   holder = await makeHolder();
   expect((await adminCall(s, 'POST', '/signal.ashx?verifier-anchors=add', 'verifier-anchors-add', { pem: ca.rootPem })).status).toBe(200);
@@ -193,9 +204,10 @@ describe('status list (draft-ietf-oauth-status-list) through the offline cache',
   });
   afterAll(() => new Promise<void>((r) => server.close(() => r())));
 
-  async function publish(p: string, statuses: number[]) {
+  async function publish(p: string, statuses: number[], exp?: number) {
     const uri = `${base}${p}`;
-    const { header, payload } = createHeaderAndPayload(new StatusList(statuses, 1), { iss: 'https://pid-provider.example', sub: uri, iat: nowS() }, {
+    const claims = { iss: 'https://pid-provider.example', sub: uri, iat: nowS(), ...(exp === undefined ? {} : { exp }) };
+    const { header, payload } = createHeaderAndPayload(new StatusList(statuses, 1), claims, {
       alg: 'ES256',
       typ: 'statuslist+jwt',
       x5c: ca.x5c,
@@ -209,11 +221,56 @@ describe('status list (draft-ietf-oauth-status-list) through the offline cache',
     return uri;
   }
 
-  async function present(uri: string, idx: number) {
-    const o = await openSession(s);
+  async function present(uri: string, idx: number, host?: string) {
+    const o = await openSession(s, 'preset=pid', host);
     const cred = await issuePid(ca, holder, { extraPayload: { status: { status_list: { idx, uri } } } });
-    return sendEncrypted(s, o, await presentPid(cred, holder, { aud: o.clientId, nonce: o.nonce, iat: nowS() }));
+    return sendEncrypted(s, o, await presentPid(cred, holder, { aud: o.clientId, nonce: o.nonce, iat: nowS() }), {}, host);
   }
+
+  it('a cached list past its exp is never used: the status is unknown and refused; a tenant set to accept gets the presentation marked unknown', async () => {
+    // The holder's attack: a genuine list from before the revocation, kept and replayed while the
+    // issuer cannot be reached. Its exp bounds it; after that nothing vouches for the credential.
+    for (const host of ['accept.test']) {
+      await s.addTenant(host);
+      expect((await adminCall(s, 'POST', '/signal.ashx?verifier-anchors=add', 'verifier-anchors-add', { pem: ca.rootPem }, host)).status).toBe(200);
+    }
+    const uri = await publish('/lists/exp', [0, 0, 0, 0], nowS() + 600);
+    expect((await present(uri, 0)).status).toBe(200);
+    expect((await present(uri, 0, 'accept.test')).status).toBe(200);
+    online = false;
+    try {
+      clock.advance(2 * 3600_000); // past the cache TTL and the list's exp; the refresh fails
+      const refused = await present(uri, 0);
+      expect(refused.status).toBe(400);
+      const why = await body(refused);
+      expect(why).toMatchObject({ check: 'status', error_description: expect.stringContaining('status is unknown') });
+      expect(why.error_description).toContain('past its exp');
+      const accepted = await present(uri, 0, 'accept.test');
+      expect(accepted.status).toBe(200);
+      expect((await body(accepted)).presentation).toMatchObject({ format: 'dc+sd-jwt', credential_status: 'unknown' });
+    } finally {
+      online = true;
+      clock.advance(-2 * 3600_000);
+    }
+    // Back online, a fresh list (within its exp) answers again, and the copy is replaced.
+    await publish('/lists/exp', [0, 0, 0, 0], nowS() + 600);
+    expect((await present(uri, 0)).status).toBe(200);
+  });
+
+  it("fetches status lists under the tenant's outbound address policy: a loopback list is refused where the policy refuses loopback", async () => {
+    await s.addTenant('strict.test');
+    expect((await adminCall(s, 'POST', '/signal.ashx?verifier-anchors=add', 'verifier-anchors-add', { pem: ca.rootPem }, 'strict.test')).status).toBe(200);
+    const uri = await publish('/lists/strict', [0, 0]);
+    let hits = 0;
+    server.on('request', () => hits++);
+    const refused = await present(uri, 0, 'strict.test');
+    expect(refused.status).toBe(400);
+    expect(await body(refused)).toMatchObject({ check: 'status', error_description: expect.stringContaining('cannot be fetched') });
+    expect(hits).toBe(0);
+    // The same list for a tenant whose policy allows loopback is fetched and verifies.
+    expect((await present(uri, 0)).status).toBe(200);
+    expect(hits).toBe(1);
+  });
 
   it('valid entry verifies, revoked entry fails the status check; offline the cached list still answers; no copy and offline fails', async () => {
     const uri = await publish('/lists/1', [0, 1, 0, 0]);
