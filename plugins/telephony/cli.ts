@@ -1,7 +1,9 @@
 import { type CliCommand, type CliContext, parse, type Tenant, UsageError, zodMessage } from '../../server/sdk.ts';
-import { numberView, trunkView } from './admin.ts';
-import { numberInput, trunkInput, type TelephonyServices } from './schemas.ts';
-import { phoneAdd } from './phones.ts';
+import { numberView } from './trunks/admin.ts';
+import { trunkInput, trunkView } from './trunks/trunk.ts';
+import { numberInput } from './schemas.ts';
+import type { TelephonyServices } from './services.ts';
+import { phoneAdd } from './inbound/phones.ts';
 
 function tenantOf(ctx: CliContext, host: unknown): Tenant {
   return typeof host === 'string' ? ctx.tenants.require(host) : ctx.tenants.require();

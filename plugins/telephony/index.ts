@@ -1,23 +1,30 @@
 import { bearerToken, definePlugin, sqlMigrations } from '../../server/sdk.ts';
-import { TelephonyAdmin } from './admin.ts';
-import { BridgeLink } from './bridge-link.ts';
-import { CallService, DIAL_QUEUE, dialJob, MAIL_QUEUE, mailJob } from './calls.ts';
+import { TelephonyAdmin } from './trunks/admin.ts';
+import { BridgeLink } from './bridge-link/link.ts';
+import { CallKinds } from './calls/kinds.ts';
+import { CallService, DIAL_QUEUE, dialJob, MAIL_QUEUE, mailJob } from './calls/outbound.ts';
 import { numberCommand, phoneCommand, trunkCommand } from './cli.ts';
-import { InboundCalls } from './inbound.ts';
-import { PhoneAccounts } from './phones.ts';
-import { OfficeTabService } from './officetab.ts';
-import { officeTabRoutes } from './officetab-routes.ts';
-import { OutcomeMailer } from './mail.ts';
+import { InboundCalls } from './inbound/calls.ts';
+import { InboundRoutes } from './inbound/routes.ts';
+import { PhoneAccounts } from './inbound/phones.ts';
+import { OfficeTabService } from './officetab/service.ts';
+import { officeTabRoutes } from './officetab/http.ts';
+import { bridgeHttp } from './bridge-link/http.ts';
+import { callHttp } from './calls/http.ts';
+import { inboundHttp, inboundRouteHttp } from './inbound/http.ts';
+import { transcriptHttp } from './transcripts/http.ts';
+import { numberHttp, outboundRouteHttp, trunkAdminHttp } from './trunks/http.ts';
+import { OutcomeMailer } from './calls/mail.ts';
 import { TelephonyRepo } from './repo.ts';
-import { telephonyRoutes } from './routes.ts';
-import { roomRoutes } from './room-routes.ts';
-import { RoomService } from './rooms.ts';
-import { RoomSignIn } from './room-sign-in.ts';
+import { roomRoutes } from './rooms/http.ts';
+import { RoomService } from './rooms/calls.ts';
+import { RoomSignIn } from './rooms/sign-in.ts';
 import { OIDC } from '../oidc/api.ts';
-import { eventSchemas, telephonyConfig, type TelephonyServices } from './schemas.ts';
-import { BridgeSupervisor } from './supervisor.ts';
-import { TranscriptShares } from './shares.ts';
-import { TranscriptStore } from './transcripts.ts';
+import { eventSchemas, telephonyConfig } from './schemas.ts';
+import type { TelephonyServices } from './services.ts';
+import { BridgeSupervisor } from './bridge-link/supervisor.ts';
+import { TranscriptShares } from './transcripts/shares.ts';
+import { TranscriptStore } from './transcripts/store.ts';
 
 export const BRIDGE_VERIFIER = 'telephony-bridge';
 
@@ -48,10 +55,7 @@ export default definePlugin({
     const mailer = new OutcomeMailer(ctx.config.mail);
     const bridge = new BridgeLink(ctx.config.bridge, ctx.log.child({ part: 'bridge' }), {
       onReady: () => supervisor.pushTrunks(),
-      onDied: (reason) => {
-        const n = calls.failCallsAtBridge('bridge restarted') + inbound.failOpen('bridge restarted') + rooms.failAll('bridge restarted');
-        if (n) ctx.log.warn({ calls: n, reason }, 'calls in flight ended as failed: the bridge restarted');
-      },
+      onDied: () => callKinds.bridgeRestarted(),
     });
     const calls: CallService = new CallService({
       repo,
@@ -78,26 +82,31 @@ export default definePlugin({
       repo,
       admin,
       bridge,
-      events: ctx.events,
       keys: ctx.keys,
       clock: ctx.clock,
       log: ctx.log,
-      tenants: ctx.tenants,
-      transcripts,
       config: ctx.config,
     });
+    const inboundRoutes = new InboundRoutes(repo);
     const inbound: InboundCalls = new InboundCalls({
       repo,
       admin,
+      routes: inboundRoutes,
       keys: ctx.keys,
-      events: ctx.events,
       clock: ctx.clock,
       log: ctx.log,
       tenants: ctx.tenants,
-      transcripts,
       config: ctx.config,
     });
-    calls.roomEvents = (ev, mark) => rooms.applyEvent(ev, mark);
+    // The kinds of call the bridge carries: a new kind is a new entry here (calls/kinds.ts).
+    const callKinds = new CallKinds([calls, inbound, rooms], {
+      repo,
+      events: ctx.events,
+      tenants: ctx.tenants,
+      transcripts,
+      clock: ctx.clock,
+      log: ctx.log,
+    });
     const officeTabs = new OfficeTabService(bridge, ctx.log.child({ part: 'officetab' }));
     // The OpenID Provider is looked up when a signed-in room is used (every setup has run by then):
     // no dependency on the oidc plugin, and without it only signed-in rooms are unavailable.
@@ -108,7 +117,7 @@ export default definePlugin({
       log: ctx.log.child({ part: 'rooms' }),
       sessionTtlSec: ctx.config.rooms.sessionTtlSec,
     });
-    supervisor.attach({ admin, bridge, calls, inbound, rooms, phones, officeTabs });
+    supervisor.attach({ admin, bridge, callKinds, phones, officeTabs });
     // The bridge's callbacks carry the token it was started with (CONTROL-API.md "Authentication").
     ctx.auth.registerVerifier(BRIDGE_VERIFIER, async ({ headers, tenant }) => {
       const token = bearerToken(headers.authorization);
@@ -119,7 +128,9 @@ export default definePlugin({
       repo,
       admin,
       calls,
+      callKinds,
       inbound,
+      inboundRoutes,
       phones,
       officeTabs,
       rooms,
@@ -135,7 +146,15 @@ export default definePlugin({
   },
 
   routes(r, s, ctx) {
-    telephonyRoutes(r, s, { shareViewsPerMinute: ctx.config.shares.viewsPerMinutePerIp });
+    // In this order, the README's endpoint overview and /openapi.json list them as before.
+    inboundHttp(r, s);
+    callHttp(r, s);
+    numberHttp(r, s);
+    transcriptHttp(r, s, { shareViewsPerMinute: ctx.config.shares.viewsPerMinutePerIp });
+    outboundRouteHttp(r, s);
+    inboundRouteHttp(r, s);
+    trunkAdminHttp(r, s);
+    bridgeHttp(r, s);
     officeTabRoutes(r, s.officeTabs);
     roomRoutes(r, s.rooms, s.roomSignIn, ctx.auth, ctx.audit, {
       joinsPerMinute: ctx.config.rooms.joinsPerMinutePerIp,
@@ -156,8 +175,7 @@ export default definePlugin({
     ctx.jobs.define({ name: MAIL_QUEUE, schema: mailJob, maxAttempts: 8, run: (job) => s.calls.sendMail(job.data) });
     if (s.bridge.mode === 'embedded') {
       // A new core starts a new bridge: whatever the old one carried is gone.
-      const n = s.calls.failCallsAtBridge('bridge restarted') + s.inbound.failOpen('bridge restarted') + s.rooms.failAll('bridge restarted');
-      if (n) ctx.log.warn({ calls: n }, 'calls in flight at the last shutdown ended as failed');
+      s.callKinds.bridgeRestarted();
     }
     if (!s.bridge.configured) return;
     void (async () => {

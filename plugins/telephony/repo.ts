@@ -1,27 +1,8 @@
 import type { Statement } from 'better-sqlite3';
 import type { DB, Tenant } from '../../server/sdk.ts';
 import type { CallStatus } from './schemas.ts';
+import type { TrunkColumns, TrunkRow } from './trunks/trunk.ts';
 import type { InboundRouteRow, OutboundRouteRow } from './routing.ts';
-
-export interface TrunkRow {
-  tenant_id: string;
-  id: string;
-  name: string;
-  host: string;
-  port: number;
-  transport: 'udp' | 'tcp';
-  username: string;
-  password_sealed: string;
-  register: number;
-  from_domain: string;
-  caller_id: string;
-  max_concurrent_calls: number;
-  codecs: string;
-  dns_srv: number;
-  inbound_auth: 'address' | 'digest';
-  created_at: string;
-  updated_at: string;
-}
 
 /** Filters of the calls list: states, a created_at range (ISO 8601 UTC), a phone-number prefix. */
 export interface CallFilter {
@@ -169,21 +150,13 @@ export class TelephonyRepo {
     return this.q('SELECT * FROM tel_trunks ORDER BY tenant_id, id').all() as TrunkRow[];
   }
 
-  upsertTrunk(t: Tenant, r: Omit<TrunkRow, 'tenant_id' | 'created_at' | 'updated_at'>, now: string): void {
-    this.db
-      .prepare(
-        `INSERT INTO tel_trunks (tenant_id, id, name, host, port, transport, username, password_sealed, register, from_domain,
-                  caller_id, max_concurrent_calls, codecs, dns_srv, inbound_auth, created_at, updated_at)
-                VALUES (@tenant_id, @id, @name, @host, @port, @transport, @username, @password_sealed, @register, @from_domain,
-                  @caller_id, @max_concurrent_calls, @codecs, @dns_srv, @inbound_auth, @now, @now)
-                ON CONFLICT(tenant_id, id) DO UPDATE SET name = excluded.name, host = excluded.host, port = excluded.port,
-                  transport = excluded.transport, username = excluded.username, password_sealed = excluded.password_sealed,
-                  register = excluded.register, from_domain = excluded.from_domain, caller_id = excluded.caller_id,
-                  max_concurrent_calls = excluded.max_concurrent_calls, codecs = excluded.codecs, dns_srv = excluded.dns_srv,
-                  inbound_auth = excluded.inbound_auth,
-                  updated_at = excluded.updated_at`,
-      )
-      .run({ ...r, tenant_id: t.id, now });
+  /** Inserts or replaces a trunk's columns (trunks/trunk.ts `toRow`); created_at stays the first save's. */
+  upsertTrunk(t: Tenant, r: TrunkColumns, now: string): void {
+    const cols = Object.keys(r);
+    this.q(
+      `INSERT INTO tel_trunks (tenant_id, ${cols.join(', ')}, created_at, updated_at) VALUES (@tenant_id, ${cols.map((c) => '@' + c).join(', ')}, @now, @now)
+         ON CONFLICT(tenant_id, id) DO UPDATE SET ${cols.map((c) => `${c} = excluded.${c}`).join(', ')}, updated_at = excluded.updated_at`,
+    ).run({ ...r, tenant_id: t.id, now });
   }
 
   deleteTrunk(t: Tenant, id: string): boolean {

@@ -1,20 +1,7 @@
 import { z } from 'zod';
 import { pageQuery } from '../../server/sdk.ts';
-import type { AuditWriter } from '../../server/sdk.ts';
-import type { TelephonyAdmin } from './admin.ts';
-import type { BridgeLink } from './bridge-link.ts';
-import type { CallService } from './calls.ts';
-import type { InboundCalls } from './inbound.ts';
-import type { PhoneAccounts } from './phones.ts';
-import type { OfficeTabService } from './officetab.ts';
-import type { RoomService } from './rooms.ts';
-import type { RoomSignIn } from './room-sign-in.ts';
-import type { OutcomeMailer } from './mail.ts';
-import type { TelephonyRepo } from './repo.ts';
-import type { TranscriptShares } from './shares.ts';
-import type { BridgeSupervisor } from './supervisor.ts';
-import type { TranscriptStore } from './transcripts.ts';
-import { CODECS, headerSafe } from './control.ts';
+import { headerSafe } from './control.ts';
+import { TRUNK_ID_RE } from './trunks/trunk.ts';
 /** E.164: `+`, a non-zero country code digit, at most 15 digits in all (ITU-T E.164 §6). */
 export const E164_RE = /^\+[1-9]\d{4,14}$/;
 export const e164 = z.string().regex(E164_RE, 'must be an E.164 number like +4930123456');
@@ -139,60 +126,6 @@ export const telephonyConfig = z
   })
   .strict();
 export type TelephonyConfig = z.infer<typeof telephonyConfig>;
-
-// ---- trunks ------------------------------------------------------------------------------------
-
-export const TRUNK_ID_RE = /^[a-z0-9][a-z0-9_-]{0,39}$/;
-export const trunkInput = z.object({
-  id: z.string().regex(TRUNK_ID_RE, 'lower-case letters, digits, _ and -, at most 40').optional(),
-  name: z.string().min(1).max(100),
-  host: z
-    .string()
-    .min(1)
-    .max(253)
-    .regex(/^[A-Za-z0-9.:[\]-]+$/, 'a host name or IP address'),
-  port: z.number().int().min(1).max(65535).default(5060),
-  transport: z.enum(['udp', 'tcp']).default('udp'),
-  username: z.string().max(200).default(''),
-  /** Write-only: sealed at rest, never returned. Omitted on update = keep the stored one. */
-  password: z.string().max(200).optional(),
-  register: z.boolean().default(false),
-  fromDomain: z.string().max(253).default(''),
-  callerId: z.string().max(64).default(''),
-  maxConcurrentCalls: z.number().int().min(1).max(1000).default(10),
-  codecs: z
-    .array(z.enum(CODECS))
-    .min(1)
-    // Each at most once: a repeated law would be offered twice in the SDP. The bridge's
-    // other limits are checked with its own TrunkSchema when the trunk is saved (admin.ts).
-    .refine((c) => new Set(c).size === c.length, 'each codec at most once')
-    .default([...CODECS]),
-  dnsSrv: z.boolean().default(false).describe('locate the server by DNS SRV _sip._udp|_tcp.<host> (RFC 3263); port is the fallback'),
-  inboundAuth: z
-    .enum(['address', 'digest'])
-    .default('address')
-    .describe("how the trunk's inbound INVITEs are recognised: by source address (the host) or by digest with the trunk's username/password"),
-});
-export type TrunkInput = z.infer<typeof trunkInput>;
-
-export const trunkView = z.object({
-  id: z.string(),
-  name: z.string(),
-  host: z.string(),
-  port: z.number().int(),
-  transport: z.enum(['udp', 'tcp']),
-  username: z.string(),
-  hasPassword: z.boolean(),
-  register: z.boolean(),
-  fromDomain: z.string(),
-  callerId: z.string(),
-  maxConcurrentCalls: z.number().int(),
-  codecs: z.array(z.string()),
-  dnsSrv: z.boolean(),
-  inboundAuth: z.enum(['address', 'digest']),
-  registered: z.boolean().nullable().describe('from the bridge /health; null when unknown or not registering'),
-  lastError: z.string().nullable(),
-});
 
 // ---- routes ------------------------------------------------------------------------------------
 
@@ -545,28 +478,3 @@ export const eventSchemas = {
   'transcript.share.viewed': z.object({ token: z.string().length(8), file: z.string(), viewerIp: z.string(), callId: z.string(), shareId: z.string() }),
   'transcript.share.revoked': z.object({ token: z.string().length(8), file: z.string(), revokedBy: z.string(), callId: z.string(), shareId: z.string() }),
 };
-
-/** What setup builds; routes, jobs and the `trunk`/`number` commands share it. */
-export interface TelephonyServices {
-  repo: TelephonyRepo;
-  admin: TelephonyAdmin;
-  calls: CallService;
-  /** Inbound SIP calls (vnum…): routing decisions for the bridge, their events and transcripts. */
-  inbound: InboundCalls;
-  /** Desk-phone logins of the bridge's registrar. */
-  phones: PhoneAccounts;
-  /** The users' console tabs registered as their phones (officetab.ts). */
-  officeTabs: OfficeTabService;
-  rooms: RoomService;
-  /** Sign-in for signed-in rooms through the tenant's OpenID Provider (room-sign-in.ts). */
-  roomSignIn: RoomSignIn;
-  transcripts: TranscriptStore;
-  shares: TranscriptShares;
-  bridge: BridgeLink;
-  mailer: OutcomeMailer;
-  supervisor: BridgeSupervisor;
-  /** ctx.audit: who changed trunks, settings, numbers or the whitelist, and who hung up a call. */
-  audit: AuditWriter;
-  /** Told the X-Bridge-Instance of every callback (a new one means the bridge restarted). */
-  instanceSeen(instance: string): void;
-}

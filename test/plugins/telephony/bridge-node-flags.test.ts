@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { bridgeCommand } from '../../../plugins/telephony/bridge-link.ts';
+import { bridgeCommand } from '../../../plugins/telephony/bridge-link/link.ts';
 import { BRIDGE_NODE_FLAGS, gcMode } from '../../../plugins/telephony/bridge/node-flags.ts';
 
 describe("the embedded bridge's command line", () => {

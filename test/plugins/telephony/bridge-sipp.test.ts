@@ -12,7 +12,7 @@ import { startSipp, type SippOptions, type SippRun } from '../../support/sipp.ts
 import { DnsServer } from '../../support/dns-server.ts';
 import { buildRtp, parseRtp } from '../../../plugins/telephony/bridge/media/rtp.ts';
 import { GeminiLiveFake, type ScriptStep } from '../../support/gemini-live-fake.ts';
-import { bridgeCommand } from '../../../plugins/telephony/bridge-link.ts';
+import { bridgeCommand } from '../../../plugins/telephony/bridge-link/link.ts';
 
 const TOKEN = randomBytes(24).toString('hex');
 let bridge: ChildProcess;

@@ -9,7 +9,7 @@ import { decodeG711 } from '../../../plugins/telephony/bridge/media/audio.ts';
 import { adm, call, eventsOf, j, until, type Json } from './helpers.ts';
 import { newBranch, parseDatagram, type SipResponse } from '../../../plugins/telephony/bridge/sip/message.ts';
 import { digestAuthorization, parseChallenge } from '../../../plugins/telephony/bridge/sip/digest.ts';
-import type { TelephonyServices } from '../../../plugins/telephony/schemas.ts';
+import type { TelephonyServices } from '../../../plugins/telephony/services.ts';
 
 /**
  * Inbound SIP end to end: the appliance with its embedded real bridge, SIPp as the
@@ -412,9 +412,10 @@ describe('inbound SIP calls (real bridge, SIPp carrier and desk phones, Gemini L
     expect(ev.map((e) => e.name)).toEqual(['call.answered', 'call.started', 'call.ended', 'transcript.saved']);
     expect(ev[0]!.data).toMatchObject({ did: RECEPTION, fromNumber: '+4917612345678', direction: 'inbound', source: 'vnum', trunkId: 'carrier' });
     expect(ev[0]!.data.answerMs).toBeGreaterThanOrEqual(0);
-    expect(ev[1]!.data).toMatchObject({ number: RECEPTION, did: RECEPTION, direction: 'inbound', source: 'vnum', phone: '', room: '' });
+    // call.started and transcript.saved name the caller, as call.answered does.
+    expect(ev[1]!.data).toMatchObject({ number: RECEPTION, did: RECEPTION, direction: 'inbound', source: 'vnum', phone: '+4917612345678', room: '' });
     expect(ev[2]!.data).toMatchObject({ number: RECEPTION, outcome: 'finished', source: 'sip', tokens: 240 });
-    expect(ev[3]!.data).toMatchObject({ number: RECEPTION, file: `${c.call_id}.json`, source: 'vnum' });
+    expect(ev[3]!.data).toMatchObject({ number: RECEPTION, file: `${c.call_id}.json`, source: 'vnum', phone: '+4917612345678' });
     const t = await transcript(c.call_id);
     expect(turns(t)).toEqual([
       ['AI', 'Welcome to Acme reception.'],
@@ -460,6 +461,10 @@ describe('inbound SIP calls (real bridge, SIPp carrier and desk phones, Gemini L
     const ev = eventsOf(s, c.call_id);
     expect(ev.map((e) => e.name)).toEqual(['call.answered', 'call.started', 'call.ended', 'transcript.saved']);
     expect(ev[0]!.data).toMatchObject({ did: ALICE_DID, fromNumber: '+4917699999999', direction: 'inbound' });
+    // A route to a user: the number in the events is the Did that was called, and the caller is named.
+    expect(ev[1]!.data).toMatchObject({ number: ALICE_DID, did: ALICE_DID, phone: '+4917699999999', direction: 'inbound', source: 'vnum' });
+    expect(ev[2]!.data).toMatchObject({ number: ALICE_DID, outcome: 'finished', source: 'sip' });
+    expect(ev[3]!.data).toMatchObject({ number: ALICE_DID, phone: '+4917699999999', source: 'vnum' });
     const t = await transcript(c.call_id);
     expect(t).toMatchObject({ callerSource: 'office-tab', answered: true, outcome: 'finished', turns: [] });
   }, 60_000);

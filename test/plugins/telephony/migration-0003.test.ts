@@ -10,8 +10,8 @@ import { makePaths } from '../../../server/plugin-host.ts';
 import telephony from '../../../plugins/telephony/index.ts';
 import { eventSchemas } from '../../../plugins/telephony/schemas.ts';
 import { TelephonyRepo, type TranscriptRow } from '../../../plugins/telephony/repo.ts';
-import { TranscriptStore } from '../../../plugins/telephony/transcripts.ts';
-import { TranscriptShares } from '../../../plugins/telephony/shares.ts';
+import { TranscriptStore } from '../../../plugins/telephony/transcripts/store.ts';
+import { TranscriptShares } from '../../../plugins/telephony/transcripts/shares.ts';
 import { scratchDirs } from '../../support/cleanup.ts';
 
 const dir = scratchDirs('sovcomms-tel-0003-');

@@ -407,6 +407,25 @@ describe('the office tab: the console tab as the user’s phone (real bridge, SI
       }),
     );
     expect(stolen.status).toBe(404);
+    // Nor decline or hang it up (README "Office tab"): 404 for bob and for the other tenant's alice,
+    // and alice's tabs ring on.
+    const otherAlice = await token('alice', 'alice b password 12', `${hostB}:${s.port}`);
+    for (const [bearer, host] of [
+      [bob, undefined],
+      [otherAlice, `${hostB}:${s.port}`],
+    ] as const) {
+      for (const op of ['decline', 'hangup']) {
+        const r = await s.fetch(`${V1}/phone/${op}`, {
+          method: 'POST',
+          key: null,
+          ...(host ? { host } : {}),
+          headers: { authorization: `Bearer ${bearer}` },
+          json: { ringId: rung.data.ringId },
+        });
+        expect(r.status, `${op} by ${host ?? 'bob'}`).toBe(404);
+      }
+    }
+    expect(second.frames.some((f) => f.event === 'stop')).toBe(false);
 
     await page.getByTestId('phone-accept').click();
     await until(async () => (await phoneState()) === 'in-call', 15_000, 'tab in call');

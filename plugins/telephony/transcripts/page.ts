@@ -1,5 +1,5 @@
-import { html } from '../../server/sdk.ts';
-import type { FullTranscript } from './schemas.ts';
+import { html } from '../../../server/sdk.ts';
+import type { FullTranscript } from '../schemas.ts';
 
 /**
  * The public page of a shared transcript, rendered on the server. Transcript text is what a caller

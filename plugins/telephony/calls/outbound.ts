@@ -13,15 +13,17 @@ import {
   type Principal,
   type Tenant,
   type TenantService,
-} from '../../server/sdk.ts';
-import { bridgeTrunkId, localTrunkId, type TelephonyAdmin } from './admin.ts';
-import type { BridgeLink } from './bridge-link.ts';
+} from '../../../server/sdk.ts';
+import type { TelephonyAdmin } from '../trunks/admin.ts';
+import { bridgeTrunkId, localTrunkId } from '../trunks/trunk.ts';
+import type { BridgeLink } from '../bridge-link/link.ts';
 import type { OutcomeMailer } from './mail.ts';
-import type { CallRow, TelephonyRepo, TranscriptRow } from './repo.ts';
-import { pickTrunks } from './routing.ts';
-import type { BridgeEvent } from './control.ts';
-import type { CallCreate, CallRecord, CallStatus, FullTranscript, Outcome, TelephonyConfig } from './schemas.ts';
-import type { TranscriptStore } from './transcripts.ts';
+import type { CallRow, TelephonyRepo } from '../repo.ts';
+import { pickTrunks } from '../routing.ts';
+import type { BridgeEvent } from '../control.ts';
+import type { CallCreate, CallRecord, CallStatus, FullTranscript, Outcome, TelephonyConfig } from '../schemas.ts';
+import { type CallAnswered, type CallEnd, type CallKind, type CallStarted, type CallTransferred, endCall, type Ending, isoOr } from './end.ts';
+import type { TranscriptStore } from '../transcripts/store.ts';
 
 export const DIAL_QUEUE = 'telephony.dial';
 export const MAIL_QUEUE = 'telephony.mail';
@@ -95,11 +97,8 @@ interface Deps {
  * (ARCHITECTURE.md "Storage": outbox); dialing, retries and mails are jobs with dedupe keys, so a
  * restart neither loses nor doubles a call.
  */
-export class CallService {
+export class CallService implements CallKind<CallRow> {
   constructor(private readonly d: Deps) {}
-
-  /** Set by the plugin: applies a bridge event of a room call, or null when the call is not one. */
-  roomEvents: ((ev: BridgeEvent, mark: () => boolean) => { applied: boolean } | null) | null = null;
 
   private nowIso(): string {
     return new Date(this.d.clock.now()).toISOString();
@@ -210,7 +209,7 @@ export class CallService {
     const { routes, defaultTrunkId } = this.d.admin.outbound(tenant);
     const trunks = pickTrunks(routes, defaultTrunkId, claimed.phone);
     if (!trunks.length) {
-      this.finish(claimed, { outcome: 'failed', errorDetail: 'no outbound route matches the number and no default trunk is set' });
+      this.fail(claimed, 'no outbound route matches the number and no default trunk is set');
       return { ok: false, reply: 'no trunk: no outbound route matches and no default trunk is set' };
     }
     const place = {
@@ -236,7 +235,7 @@ export class CallService {
     } catch (e) {
       const msg = (e as Error).message;
       if (mode === 'job' && !lastTry) throw e; // the job queue tries again with backoff
-      this.finish(claimed, { outcome: 'failed', errorDetail: msg });
+      this.fail(claimed, msg);
       if (e instanceof AppError) throw new AppError(e.status, e.code, e.message, { extra: { callId: claimed.call_id } });
       throw e;
     }
@@ -252,10 +251,7 @@ export class CallService {
       }
       return { ok: true, reply: ans.text };
     }
-    this.finish(claimed, {
-      outcome: 'failed',
-      errorDetail: `bridge refused the call: ${ans.status} ${ans.error.error} ${ans.error.error_description ?? ''}`.trim(),
-    });
+    this.fail(claimed, `bridge refused the call: ${ans.status} ${ans.error.error} ${ans.error.error_description ?? ''}`.trim());
     return { ok: false, reply: ans.text };
   }
 
@@ -305,257 +301,161 @@ export class CallService {
     return { ok: true, callId, newStatus: 'cancelled' as const, actor };
   }
 
-  // ---- bridge events (CONTROL-API.md "Bridge → core") -----------------------------------------
+  // ---- the outbound kind of call (calls/kinds.ts; CONTROL-API.md "Bridge → core") -------------
 
-  /** Applies one callback. Duplicates (same instance and seq, or a state already past) are no-ops. */
-  applyEvent(instance: string, ev: BridgeEvent): { applied: boolean } {
-    const { repo } = this.d;
-    // (instance, seq) is recorded in the same transaction as the change it causes: a failure
-    // leaves it unrecorded, so the bridge's retry applies it then.
-    const mark = () => repo.markBridgeEvent(instance, ev.seq, ev.callId, ev.type, this.nowIso());
-    const c = repo.callAnyTenant(ev.callId);
-    if (!c) {
-      // A browser room's call (rooms.ts) has its own table and events.
-      const room = this.roomEvents?.(ev, mark);
-      if (room) return room;
-      if (repo.tx(mark)) this.d.log.warn({ callId: ev.callId, type: ev.type }, 'bridge event for an unknown call');
-      return { applied: false };
-    }
-    const tenant = this.d.tenants.byId(c.tenant_id);
-    if (!tenant) return { applied: false };
-    switch (ev.type) {
-      case 'dialing':
-        return {
-          applied: repo.tx(() => {
-            if (!mark()) return false;
-            const cur = repo.callAnyTenant(c.call_id)!;
-            if (cur.status !== 'dispatching' && cur.status !== 'in-flight') return false;
-            repo.updateCall(c.call_id, { status: 'in-flight', trunk_id: localTrunkId(c.tenant_id, ev.trunkId) });
-            return true;
-          }),
-        };
-      case 'answered':
-        return {
-          applied: repo.tx(() => {
-            if (!mark()) return false;
-            const cur = repo.callAnyTenant(c.call_id)!;
-            if (cur.answered_at || (cur.status !== 'dispatching' && cur.status !== 'in-flight' && cur.status !== 'cancelled') || cur.ended_at) return false;
-            const trunkId = localTrunkId(c.tenant_id, ev.trunkId);
-            const answeredAt = isoOr(ev.answeredAt, this.nowIso());
-            repo.updateCall(c.call_id, { status: cur.status === 'cancelled' ? 'cancelled' : 'in-flight', answered_at: answeredAt, trunk_id: trunkId });
-            // Spec "Event kinds": call answered arrives just before call.started.
-            this.d.events.emit(c.tenant_id, 'call.answered', {
-              callId: c.call_id,
-              phone: c.phone,
-              displayName: c.display_name,
-              did: '',
-              fromNumber: '',
-              trunkId,
-              direction: 'outbound',
-              source: 'outbound-ai',
-              answerMs: Math.round(ev.answerMs),
-            });
-            this.d.events.emit(c.tenant_id, 'call.started', {
-              callId: c.call_id,
-              number: '',
-              did: '',
-              phone: c.phone,
-              displayName: c.display_name,
-              room: '',
-              direction: 'outbound',
-              source: 'outbound-ai',
-            });
-            return true;
-          }),
-        };
-      case 'transferred':
-        return {
-          applied: repo.tx(() => {
-            if (!mark()) return false;
-            this.d.events.emit(c.tenant_id, 'call.transferred', {
-              callId: c.call_id,
-              fromVnum: '',
-              fromOutbound: c.call_id,
-              fromPhone: c.phone,
-              toUser: ev.toUser,
-              toPhone: ev.toPhone,
-              transferType: ev.transferType,
-              trunkId: localTrunkId(c.tenant_id, ev.trunkId) || c.trunk_id,
-              room: '',
-              source: 'outbound-ai',
-            });
-            return true;
-          }),
-        };
-      case 'ended':
-        return { applied: this.finish(c, ev, mark) };
-    }
+  readonly kind = 'outbound';
+
+  row(callId: string): CallRow | undefined {
+    return this.d.repo.callAnyTenant(callId);
+  }
+
+  /** In flight: a dispatching call is still being handed over, and its dial ends it if that fails. */
+  atBridge(): CallRow[] {
+    return this.d.repo.callsAtBridge().filter((c) => c.status === 'in-flight');
+  }
+
+  onDialing(c: CallRow, ev: Extract<BridgeEvent, { type: 'dialing' }>): boolean {
+    const cur = this.d.repo.callAnyTenant(c.call_id)!;
+    if (cur.status !== 'dispatching' && cur.status !== 'in-flight') return false;
+    this.d.repo.updateCall(c.call_id, { status: 'in-flight', trunk_id: localTrunkId(c.tenant_id, ev.trunkId) });
+    return true;
+  }
+
+  onAnswered(c: CallRow, ev: Extract<BridgeEvent, { type: 'answered' }>): { answered: CallAnswered; started: CallStarted } | null {
+    const cur = this.d.repo.callAnyTenant(c.call_id)!;
+    if (cur.answered_at || (cur.status !== 'dispatching' && cur.status !== 'in-flight' && cur.status !== 'cancelled') || cur.ended_at) return null;
+    const trunkId = localTrunkId(c.tenant_id, ev.trunkId);
+    this.d.repo.updateCall(c.call_id, {
+      status: cur.status === 'cancelled' ? 'cancelled' : 'in-flight',
+      answered_at: isoOr(ev.answeredAt, this.nowIso()),
+      trunk_id: trunkId,
+    });
+    const party = { callId: c.call_id, phone: c.phone, displayName: c.display_name, direction: 'outbound', source: 'outbound-ai' } as const;
+    return {
+      answered: { ...party, did: '', fromNumber: '', trunkId, answerMs: Math.round(ev.answerMs) },
+      started: { ...party, number: '', did: '', room: '' },
+    };
+  }
+
+  onTransferred(c: CallRow, ev: Extract<BridgeEvent, { type: 'transferred' }>): CallTransferred {
+    return {
+      callId: c.call_id,
+      fromVnum: '',
+      fromOutbound: c.call_id,
+      fromPhone: c.phone,
+      toUser: ev.toUser,
+      toPhone: ev.toPhone,
+      transferType: ev.transferType,
+      trunkId: localTrunkId(c.tenant_id, ev.trunkId) || c.trunk_id,
+      room: '',
+      source: 'outbound-ai',
+    };
   }
 
   /**
-   * Ends the current attempt of a call: state, transcript, events and follow-up jobs. Used for the
-   * bridge's `ended`, for calls lost with a dead bridge and for calls the bridge refused.
+   * The end of the current attempt: its state (spec "Outbound call status": a hung-up call stays
+   * cancelled, no-answer and busy are retried while retries are left), outbound-ai.finished, and
+   * the retry or the outcome mail as jobs.
    */
-  finish(
-    c: CallRow,
-    ev: {
-      outcome: Outcome;
-      errorDetail?: string;
-      answered?: boolean;
-      answeredAt?: string | null;
-      endedAt?: string;
-      talkSec?: number;
-      trunkId?: string | null;
-      transcript?: Extract<BridgeEvent, { type: 'ended' }>['transcript'];
-    },
-    mark?: () => boolean,
-  ): boolean {
+  ending(c: CallRow, end: CallEnd & { endedAt: string }): Ending | null {
     const { repo } = this.d;
-    const tenant = this.d.tenants.byId(c.tenant_id);
-    if (!tenant) return false;
     const current = repo.callAnyTenant(c.call_id);
-    if (!current || !this.endable(current)) return false;
-    const endedAt = isoOr(ev.endedAt, this.nowIso());
-    const answeredAt = ev.answeredAt ? isoOr(ev.answeredAt, '') : current.answered_at;
-    const answered = ev.answered ?? answeredAt !== '';
-    const trunkId = localTrunkId(c.tenant_id, ev.trunkId ?? null) || current.trunk_id;
-    const durationSec = Math.max(0, Math.round(ev.talkSec ?? 0));
-    const tr = ev.transcript ?? { turns: [], tokensTotal: 0, tokensPrompt: 0, inputTurns: 0, outputTurns: 0, model: '', voice: '', language: '' };
+    if (!current || !this.endable(current)) return null;
+    const answeredAt = end.answeredAt ? isoOr(end.answeredAt, '') : current.answered_at;
+    const answered = end.answered ?? answeredAt !== '';
+    const trunkId = localTrunkId(c.tenant_id, end.trunkId ?? null) || current.trunk_id;
+    const durationSec = Math.max(0, Math.round(end.talkSec ?? 0));
     const cancelled = current.status === 'cancelled';
-    const outcome: Outcome = cancelled ? 'cancelled' : ev.outcome;
+    const outcome: Outcome = cancelled ? 'cancelled' : end.outcome;
     let status: CallStatus;
     if (cancelled || outcome === 'cancelled') status = 'cancelled';
     else if (RETRYABLE.has(outcome) && current.retries_left > 0) status = 'ended-failed-retry-pending';
     else if (outcome === 'failed' || outcome === 'no-answer' || outcome === 'busy') status = 'ended-failed-final';
     else status = 'ended-success';
-
-    // The file first (idempotent: a repeat writes the same content), then one transaction.
-    let transcriptRow: TranscriptRow | undefined;
-    let full: FullTranscript | null = null;
-    if (answered || tr.turns.length) {
-      full = {
-        callId: c.call_id,
-        callerSource: 'outbound-ai',
-        tenant: tenant.host,
-        requestedBy: c.requested_by,
-        phone: c.phone,
-        displayName: c.display_name,
-        email: c.email,
-        voice: tr.voice || c.voice,
-        language: tr.language || c.language,
-        model: tr.model || c.model,
-        trunkId,
-        startedUtc: current.dispatched_at || current.created_at,
-        answeredUtc: answeredAt,
-        endedUtc: endedAt,
-        durationSec,
-        answered,
-        outcome,
-        errorDetail: ev.errorDetail ?? '',
-        inputTurns: tr.inputTurns,
-        outputTurns: tr.outputTurns,
-        tokensTotal: tr.tokensTotal,
-        tokensPrompt: tr.tokensPrompt,
-        turns: tr.turns,
-      };
-      transcriptRow = this.d.transcripts.write(tenant, full, `outbound ${trunkId || '-'}`.trim());
-    }
-    return repo.tx(() => {
-      if (mark && !mark()) return false;
-      const cur = repo.callAnyTenant(c.call_id);
-      if (!cur || !this.endable(cur)) return false;
-      const retry = status === 'ended-failed-retry-pending';
-      repo.updateCall(c.call_id, {
-        status,
-        ended_at: endedAt,
-        ended_reason: outcome,
-        duration_sec: durationSec,
-        trunk_id: trunkId,
-        answered_at: answeredAt,
-        error_detail: ev.errorDetail ?? '',
-        retries_left: retry ? cur.retries_left - 1 : cur.retries_left,
-        ...(transcriptRow ? { transcript_path: transcriptRow.file } : {}),
-      });
-      if (transcriptRow) repo.upsertTranscript(transcriptRow);
-      const E = this.d.events;
-      E.emit(c.tenant_id, 'call.ended', {
-        callId: c.call_id,
-        number: '',
-        room: '',
-        outcome,
-        durationSec,
-        tokens: tr.tokensTotal,
-        source: 'sip',
-      });
-      E.emit(c.tenant_id, 'outbound-ai.finished', {
-        callId: c.call_id,
-        phone: c.phone,
-        displayName: c.display_name,
-        outcome,
-        answered,
-        talkSec: durationSec,
-        trunk: trunkId,
-        inputTurns: tr.inputTurns,
-        outputTurns: tr.outputTurns,
-        errorDetail: ev.errorDetail ?? '',
-      });
-      if (transcriptRow) {
-        E.emit(c.tenant_id, 'transcript.saved', {
+    const errorDetail = end.errorDetail ?? '';
+    let cur: CallRow;
+    return {
+      outcome,
+      durationSec,
+      transcript:
+        answered || end.transcript?.turns.length
+          ? {
+              callerSource: 'outbound-ai',
+              requestedBy: c.requested_by,
+              phone: c.phone,
+              displayName: c.display_name,
+              email: c.email,
+              voice: c.voice,
+              language: c.language,
+              model: c.model,
+              trunkId,
+              startedUtc: current.dispatched_at || current.created_at,
+              answeredUtc: answeredAt,
+              answered,
+            }
+          : null,
+      rule: `outbound ${trunkId || '-'}`,
+      number: '',
+      ended: { number: '', room: '', source: 'sip' },
+      saved: { phone: c.phone, displayName: c.display_name, number: '', source: 'outbound-ai' },
+      store: (file) => {
+        const now = repo.callAnyTenant(c.call_id);
+        if (!now || !this.endable(now)) return false;
+        cur = now;
+        repo.updateCall(c.call_id, {
+          status,
+          ended_at: end.endedAt,
+          ended_reason: outcome,
+          duration_sec: durationSec,
+          trunk_id: trunkId,
+          answered_at: answeredAt,
+          error_detail: errorDetail,
+          retries_left: status === 'ended-failed-retry-pending' ? cur.retries_left - 1 : cur.retries_left,
+          ...(file ? { transcript_path: file } : {}),
+        });
+        return true;
+      },
+      after: () => {
+        const tr = end.transcript;
+        this.d.events.emit(c.tenant_id, 'outbound-ai.finished', {
           callId: c.call_id,
           phone: c.phone,
           displayName: c.display_name,
-          number: '',
-          file: transcriptRow.file,
           outcome,
-          source: 'outbound-ai',
+          answered,
+          talkSec: durationSec,
+          trunk: trunkId,
+          inputTurns: tr?.inputTurns ?? 0,
+          outputTurns: tr?.outputTurns ?? 0,
+          errorDetail,
         });
-      }
-      if (retry) {
-        const next = cur.attempt + 1;
-        this.d.jobs.enqueue(DIAL_QUEUE, { callId: c.call_id, attempt: next } satisfies DialJob, {
-          tenantId: c.tenant_id,
-          runAt: this.d.clock.now() + cur.retry_delay_minutes * 60_000,
-          dedupeKey: `dial:${c.call_id}:${next}`,
-          maxAttempts: 6,
-        });
-      } else if (cur.email) {
-        this.d.jobs.enqueue(MAIL_QUEUE, { callId: c.call_id, attempt: cur.attempt } satisfies MailJob, {
-          tenantId: c.tenant_id,
-          dedupeKey: `mail:${c.call_id}:${cur.attempt}`,
-          maxAttempts: 8,
-        });
-      }
-      return true;
-    });
+        if (status === 'ended-failed-retry-pending') {
+          const next = cur.attempt + 1;
+          this.d.jobs.enqueue(DIAL_QUEUE, { callId: c.call_id, attempt: next } satisfies DialJob, {
+            tenantId: c.tenant_id,
+            runAt: this.d.clock.now() + cur.retry_delay_minutes * 60_000,
+            dedupeKey: `dial:${c.call_id}:${next}`,
+            maxAttempts: 6,
+          });
+        } else if (cur.email) {
+          this.d.jobs.enqueue(MAIL_QUEUE, { callId: c.call_id, attempt: cur.attempt } satisfies MailJob, {
+            tenantId: c.tenant_id,
+            dedupeKey: `mail:${c.call_id}:${cur.attempt}`,
+            maxAttempts: 8,
+          });
+        }
+      },
+    };
+  }
+
+  /** Ends the current attempt here: a dial that found no trunk, a call the bridge refused or never took. */
+  private fail(c: CallRow, errorDetail: string): void {
+    endCall(this.d, this, c, { outcome: 'failed', errorDetail });
   }
 
   /** A call whose current attempt can still end: at the bridge, or cancelled while there. */
   private endable(c: CallRow): boolean {
     return c.status === 'dispatching' || c.status === 'in-flight' || (c.status === 'cancelled' && c.ended_at === null);
-  }
-
-  /** The embedded bridge died: every call it carried ends as failed, never stuck in flight. */
-  failCallsAtBridge(reason: string, statuses: CallStatus[] = ['in-flight']): number {
-    let n = 0;
-    for (const c of this.d.repo.callsAtBridge()) {
-      if (!statuses.includes(c.status) && !(c.status === 'cancelled')) continue;
-      if (this.finish(c, { outcome: 'failed', errorDetail: reason })) n++;
-    }
-    return n;
-  }
-
-  /**
-   * A remote bridge came back or restarted (new X-Bridge-Instance): outbound calls we think are in
-   * flight that `kept` does not spare (the bridge lists them, or reported on them since) are gone:
-   * they end as failed. The supervisor asks the bridge (GET /calls) once for every kind of call.
-   */
-  reconcile(kept: (callId: string) => boolean): number {
-    let n = 0;
-    for (const c of this.d.repo.callsAtBridge()) {
-      if (c.status !== 'in-flight' || kept(c.call_id)) continue;
-      if (this.finish(c, { outcome: 'failed', errorDetail: 'bridge restarted' })) n++;
-    }
-    return n;
   }
 
   async sendMail(job: MailJob): Promise<void> {
@@ -626,10 +526,4 @@ export class CallService {
     if (!c) throw new NotFoundError(`no call ${callId}`);
     return c;
   }
-}
-
-function isoOr(s: string | null | undefined, fallback: string): string {
-  if (!s) return fallback;
-  const ms = Date.parse(s);
-  return Number.isNaN(ms) ? fallback : new Date(ms).toISOString();
 }

@@ -5,14 +5,16 @@
  * `vnum…` calls become the spec's inbound events, the call row and the transcript.
  */
 import crypto from 'node:crypto';
-import { type Clock, type EventBus, type KeyService, type Logger, NotFoundError, type Tenant, type TenantService } from '../../server/sdk.ts';
-import { bridgeTrunkId, localTrunkId, type TelephonyAdmin } from './admin.ts';
-import type { BridgeEvent } from './control.ts';
-import type { InboundDecision, InboundQuery, Target, TransferDecision, TransferQuery } from './bridge/inbound/control.ts';
-import type { NumberRow, TelephonyRepo, TranscriptRow } from './repo.ts';
-import { pickInbound, pickTrunks } from './routing.ts';
-import type { FullTranscript, TelephonyConfig } from './schemas.ts';
-import type { TranscriptStore } from './transcripts.ts';
+import { type Clock, type KeyService, type Logger, NotFoundError, type Tenant, type TenantService } from '../../../server/sdk.ts';
+import type { TelephonyAdmin } from '../trunks/admin.ts';
+import { bridgeTrunkId, localTrunkId } from '../trunks/trunk.ts';
+import type { BridgeEvent } from '../control.ts';
+import type { InboundDecision, InboundQuery, Target, TransferDecision, TransferQuery } from '../bridge/inbound/control.ts';
+import type { NumberRow, TelephonyRepo } from '../repo.ts';
+import { pickInbound, pickTrunks } from '../routing.ts';
+import type { InboundRoutes } from './routes.ts';
+import type { TelephonyConfig } from '../schemas.ts';
+import { type CallAnswered, type CallEnd, type CallKind, type CallStarted, type CallTransferred, type Ending, isoOr } from '../calls/end.ts';
 
 export interface InboundCallRow {
   call_id: string;
@@ -38,12 +40,11 @@ export interface InboundCallRow {
 interface Deps {
   repo: TelephonyRepo;
   admin: TelephonyAdmin;
+  routes: InboundRoutes;
   keys: KeyService;
-  events: EventBus;
   clock: Clock;
   log: Logger;
   tenants: TenantService;
-  transcripts: TranscriptStore;
   config: TelephonyConfig;
 }
 
@@ -53,7 +54,7 @@ export function newInboundCallId(): string {
   return 'vnum' + crypto.randomBytes(6).toString('hex');
 }
 
-export class InboundCalls {
+export class InboundCalls implements CallKind<InboundCallRow> {
   constructor(private readonly d: Deps) {}
 
   private nowIso(): string {
@@ -132,7 +133,7 @@ export class InboundCalls {
     if (!tenant) return { accept: false, status: 404, reason: 'Not Found' };
     const from = q.from ?? '';
     // First match wins; the rows after it that match too are its fallbacks, in order (README).
-    const rows = this.d.admin.inbound(tenant).filter((r) => pickInbound([r], q.did, from) !== undefined);
+    const rows = this.d.routes.rows(tenant).filter((r) => pickInbound([r], q.did, from) !== undefined);
     const targets: Target[] = [];
     const seen = new Set<string>();
     for (const r of rows) {
@@ -190,182 +191,97 @@ export class InboundCalls {
     return { ok: true, transferType, target: tg };
   }
 
-  // ---- events -----------------------------------------------------------------------------------
+  // ---- the inbound kind of call (calls/kinds.ts) ------------------------------------------------
 
-  applyEvent(instance: string, ev: BridgeEvent): { applied: boolean } {
-    const { repo } = this.d;
-    const mark = () => repo.markBridgeEvent(instance, ev.seq, ev.callId, ev.type, this.nowIso());
-    const c = this.row(ev.callId);
-    if (!c) {
-      if (repo.tx(mark)) this.d.log.warn({ callId: ev.callId, type: ev.type }, 'bridge event for an unknown inbound call');
-      return { applied: false };
-    }
-    const E = this.d.events;
-    switch (ev.type) {
-      case 'dialing':
-        return { applied: repo.tx(mark) };
-      case 'answered':
-        return {
-          applied: repo.tx(() => {
-            if (!mark()) return false;
-            const cur = this.row(c.call_id)!;
-            if (cur.answered_at || cur.ended_at) return false;
-            this.update(c.call_id, { answered_at: isoOr(ev.answeredAt, this.nowIso()), status: 'answered' });
-            // Spec "Event kinds": call answered arrives just before call.started.
-            E.emit(c.tenant_id, 'call.answered', {
-              callId: c.call_id,
-              phone: c.from_number,
-              displayName: c.from_name,
-              did: c.did,
-              fromNumber: c.from_number,
-              trunkId: c.trunk_id,
-              direction: 'inbound',
-              source: 'vnum',
-              answerMs: Math.round(ev.answerMs),
-            });
-            E.emit(c.tenant_id, 'call.started', {
-              callId: c.call_id,
-              number: c.number,
-              did: c.did,
-              phone: '',
-              displayName: '',
-              room: '',
-              direction: 'inbound',
-              source: 'vnum',
-            });
-            return true;
-          }),
-        };
-      case 'transferred':
-        return {
-          applied: repo.tx(() => {
-            if (!mark()) return false;
-            E.emit(c.tenant_id, 'call.transferred', {
-              callId: c.call_id,
-              fromVnum: c.number,
-              fromOutbound: '',
-              fromPhone: c.from_number,
-              toUser: ev.toUser,
-              toPhone: ev.toPhone,
-              transferType: ev.transferType,
-              trunkId: c.trunk_id,
-              room: '',
-              source: 'vnum',
-            });
-            return true;
-          }),
-        };
-      case 'ended':
-        return { applied: this.finish(c, ev, mark) };
-    }
+  readonly kind = 'inbound';
+
+  /** Every open call: the caller's dialog is at the bridge from the INVITE on. */
+  atBridge(): InboundCallRow[] {
+    return this.d.repo.db.prepare('SELECT * FROM tel_inbound_calls WHERE ended_at IS NULL').all() as InboundCallRow[];
   }
 
-  private finish(c: InboundCallRow, ev: Extract<BridgeEvent, { type: 'ended' }>, mark: () => boolean): boolean {
-    const { repo } = this.d;
-    const tenant = this.d.tenants.byId(c.tenant_id);
-    if (!tenant || c.ended_at) return repo.tx(mark) && false;
-    const endedAt = isoOr(ev.endedAt, this.nowIso());
-    const answeredAt = ev.answeredAt ? isoOr(ev.answeredAt, '') : c.answered_at;
-    const durationSec = Math.max(0, Math.round(ev.talkSec));
-    const tr = ev.transcript;
-    let file = '';
-    let row: TranscriptRow | undefined;
-    if (c.save_transcript && (ev.answered || tr.turns.length)) {
-      const full: FullTranscript = {
-        callId: c.call_id,
-        callerSource: c.caller_source,
-        tenant: tenant.host,
-        requestedBy: '',
-        phone: c.from_number,
-        displayName: c.from_name,
-        email: '',
-        voice: tr.voice,
-        language: tr.language,
-        model: tr.model,
-        trunkId: c.trunk_id,
-        startedUtc: c.started_at,
-        answeredUtc: answeredAt,
-        endedUtc: endedAt,
-        durationSec,
-        answered: ev.answered,
-        outcome: ev.outcome,
-        errorDetail: ev.errorDetail,
-        inputTurns: tr.inputTurns,
-        outputTurns: tr.outputTurns,
-        tokensTotal: tr.tokensTotal,
-        tokensPrompt: tr.tokensPrompt,
-        turns: tr.turns,
-      };
-      row = { ...this.d.transcripts.write(tenant, full, `inbound ${c.did || '-'} → ${c.target}`), number: c.number || c.did, phone: c.from_number };
-      file = row.file;
-    }
-    return repo.tx(() => {
-      if (!mark()) return false;
-      const cur = this.row(c.call_id);
-      if (!cur || cur.ended_at) return false;
-      this.update(c.call_id, {
-        status: 'ended',
-        ended_at: endedAt,
-        answered_at: answeredAt,
-        outcome: ev.outcome,
-        duration_sec: durationSec,
-        error_detail: ev.errorDetail,
-        transcript_path: file,
-      });
-      if (row) repo.upsertTranscript(row);
-      const E = this.d.events;
-      E.emit(c.tenant_id, 'call.ended', {
-        callId: c.call_id,
-        number: c.number,
-        room: '',
-        outcome: ev.outcome,
-        durationSec,
-        tokens: tr.tokensTotal,
-        source: 'sip',
-      });
-      if (row) {
-        E.emit(c.tenant_id, 'transcript.saved', { callId: c.call_id, phone: '', displayName: '', number: c.number, file, outcome: ev.outcome, source: 'vnum' });
-      }
-      return true;
-    });
+  onDialing(): boolean {
+    return true;
+  }
+
+  onAnswered(c: InboundCallRow, ev: Extract<BridgeEvent, { type: 'answered' }>): { answered: CallAnswered; started: CallStarted } | null {
+    const cur = this.row(c.call_id)!;
+    if (cur.answered_at || cur.ended_at) return null;
+    this.update(c.call_id, { answered_at: isoOr(ev.answeredAt, this.nowIso()), status: 'answered' });
+    // The caller and the number called in every event of the call: the virtual number whose AI
+    // answered, else (a route to a user or a PSTN number) the Did.
+    const call = { callId: c.call_id, did: c.did, phone: c.from_number, displayName: c.from_name, direction: 'inbound', source: 'vnum' } as const;
+    return {
+      answered: { ...call, fromNumber: c.from_number, trunkId: c.trunk_id, answerMs: Math.round(ev.answerMs) },
+      started: { ...call, number: c.number || c.did, room: '' },
+    };
+  }
+
+  onTransferred(c: InboundCallRow, ev: Extract<BridgeEvent, { type: 'transferred' }>): CallTransferred {
+    return {
+      callId: c.call_id,
+      fromVnum: c.number,
+      fromOutbound: '',
+      fromPhone: c.from_number,
+      toUser: ev.toUser,
+      toPhone: ev.toPhone,
+      transferType: ev.transferType,
+      trunkId: c.trunk_id,
+      room: '',
+      source: 'vnum',
+    };
   }
 
   /**
-   * The bridge restarted (or a new core started a new one): the inbound calls it carried are over,
-   * their caller's dialog died with it. Each ends as a normal end would (row, `call.ended` with
-   * source `sip`, in one transaction), as `failed` with `reason`; `keep` spares the calls a
-   * remote bridge still lists or has reported on since it came back.
+   * The transcript holds the turns of every AI the call passed through (the engine's voice, model
+   * and language: the last one's). A call the core ends (a bridge restart) has no transcript:
+   * nothing of its conversation reached us; its time counts from the answer to the end.
    */
-  failOpen(reason: string, keep: (callId: string) => boolean = () => false): number {
-    const open = this.d.repo.db.prepare('SELECT * FROM tel_inbound_calls WHERE ended_at IS NULL').all() as InboundCallRow[];
-    const now = this.nowIso();
-    let n = 0;
-    for (const c of open) {
-      if (keep(c.call_id)) continue;
-      const talkSec = c.answered_at ? Math.max(0, (Date.parse(now) - Date.parse(c.answered_at)) / 1000) : 0;
-      const ended: Extract<BridgeEvent, { type: 'ended' }> = {
-        type: 'ended',
-        seq: 0,
-        callId: c.call_id,
-        outcome: 'failed',
-        // Nothing of the conversation reached us: no transcript is written for it.
-        answered: false,
-        answeredAt: c.answered_at || null,
-        endedAt: now,
-        talkSec: Number.isFinite(talkSec) ? talkSec : 0,
-        trunkId: c.trunk_id,
-        errorDetail: reason,
-        sipStatus: null,
-        transcript: { turns: [], tokensTotal: 0, tokensPrompt: 0, inputTurns: 0, outputTurns: 0, model: '', voice: '', language: '' },
-      };
-      if (this.finish(c, ended, () => true)) n++;
-    }
-    return n;
+  ending(c: InboundCallRow, end: CallEnd & { endedAt: string }): Ending | null {
+    const cur = this.row(c.call_id);
+    if (!cur || cur.ended_at) return null;
+    const answeredAt = end.answeredAt ? isoOr(end.answeredAt, '') : cur.answered_at;
+    const talkSec = end.talkSec ?? (cur.answered_at ? (Date.parse(end.endedAt) - Date.parse(cur.answered_at)) / 1000 : 0);
+    const durationSec = Math.max(0, Math.round(Number.isFinite(talkSec) ? talkSec : 0));
+    const answered = end.answered ?? false;
+    return {
+      outcome: end.outcome,
+      durationSec,
+      transcript:
+        cur.save_transcript && (answered || end.transcript?.turns.length)
+          ? {
+              callerSource: cur.caller_source,
+              requestedBy: '',
+              phone: cur.from_number,
+              displayName: cur.from_name,
+              email: '',
+              voice: '',
+              language: '',
+              model: '',
+              trunkId: cur.trunk_id,
+              startedUtc: cur.started_at,
+              answeredUtc: answeredAt,
+              answered,
+            }
+          : null,
+      rule: `inbound ${cur.did || '-'} → ${cur.target}`,
+      number: cur.number || cur.did,
+      ended: { number: cur.number || cur.did, room: '', source: 'sip' },
+      saved: { phone: cur.from_number, displayName: cur.from_name, number: cur.number || cur.did, source: 'vnum' },
+      store: (file) => {
+        const now = this.row(c.call_id);
+        if (!now || now.ended_at) return false;
+        this.update(c.call_id, {
+          status: 'ended',
+          ended_at: end.endedAt,
+          answered_at: answeredAt,
+          outcome: end.outcome,
+          duration_sec: durationSec,
+          error_detail: end.errorDetail ?? '',
+          transcript_path: file,
+        });
+        return true;
+      },
+    };
   }
-}
-
-function isoOr(s: string | null | undefined, fallback: string): string {
-  if (!s) return fallback;
-  const ms = Date.parse(s);
-  return Number.isNaN(ms) ? fallback : new Date(ms).toISOString();
 }

@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { policy, type RouteRegistrar } from '../../server/sdk.ts';
-import { OfficeTabNoticeSchema } from './bridge/inbound/officetab-control.ts';
-import type { OfficeTabService } from './officetab.ts';
+import { policy, type RouteRegistrar } from '../../../server/sdk.ts';
+import { OfficeTabNoticeSchema } from '../bridge/inbound/officetab-control.ts';
+import type { OfficeTabService } from './service.ts';
 
 const V1 = '/api.ashx/v1';
 const err = (d: string) => ({ description: d });

@@ -5,9 +5,9 @@
  */
 import crypto from 'node:crypto';
 import { z } from 'zod';
-import { ConflictError, type KeyService, NotFoundError, type Tenant } from '../../server/sdk.ts';
-import type { PhoneAccount } from './bridge/inbound/control.ts';
-import type { TelephonyRepo } from './repo.ts';
+import { ConflictError, type KeyService, NotFoundError, type Tenant } from '../../../server/sdk.ts';
+import type { PhoneAccount } from '../bridge/inbound/control.ts';
+import type { TelephonyRepo } from '../repo.ts';
 
 /** An office user's name as phones and routes name it (the SIP user name of the phone's login). */
 export const phoneUser = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'letters, digits, . _ and -, at most 64, starting with a letter or digit');

@@ -1,4 +1,4 @@
-import { html } from '../../server/sdk.ts';
+import { html } from '../../../server/sdk.ts';
 
 /**
  * The public page of a virtual number's room (`/room.ashx?number=…`): a visitor grants the

@@ -4,21 +4,19 @@ import {
   BadGatewayError,
   type Clock,
   type DB,
-  type EventBus,
   InputError,
   type KeyService,
   type Logger,
   NotFoundError,
   ServiceUnavailableError,
   type Tenant,
-  type TenantService,
-} from '../../server/sdk.ts';
-import type { TelephonyAdmin } from './admin.ts';
-import type { BridgeLink } from './bridge-link.ts';
-import type { BridgeEvent } from './control.ts';
-import type { NumberRow, TelephonyRepo, TranscriptRow } from './repo.ts';
-import type { FullTranscript, TelephonyConfig } from './schemas.ts';
-import type { TranscriptStore } from './transcripts.ts';
+} from '../../../server/sdk.ts';
+import type { TelephonyAdmin } from '../trunks/admin.ts';
+import type { BridgeLink } from '../bridge-link/link.ts';
+import type { BridgeEvent } from '../control.ts';
+import type { NumberRow, TelephonyRepo } from '../repo.ts';
+import type { TelephonyConfig } from '../schemas.ts';
+import type { CallEnd, CallKind, CallStarted, CallTransferred, Ending } from '../calls/end.ts';
 
 /**
  * Virtual-number rooms in the browser: a visitor's join becomes a `vnum` call carried by the
@@ -63,12 +61,9 @@ interface Deps {
   repo: TelephonyRepo;
   admin: TelephonyAdmin;
   bridge: BridgeLink;
-  events: EventBus;
   keys: KeyService;
   clock: Clock;
   log: Logger;
-  tenants: TenantService;
-  transcripts: TranscriptStore;
   config: TelephonyConfig;
 }
 
@@ -80,7 +75,7 @@ export interface JoinAnswer {
   maxDurationSec: number;
 }
 
-export class RoomService {
+export class RoomService implements CallKind<RoomCallRow> {
   constructor(private readonly d: Deps) {}
 
   private now(): string {
@@ -169,149 +164,84 @@ export class RoomService {
     return { ok: true, callId, ended: false };
   }
 
-  /** Room calls the bridge was carrying when it died: ended as failed. */
-  failAll(reason: string, keep: (callId: string) => boolean = () => false): number {
-    const open = this.d.db.prepare('SELECT * FROM tel_room_calls WHERE ended_at IS NULL').all() as RoomCallRow[];
-    let n = 0;
-    for (const r of open) if (!keep(r.call_id) && this.finish(r, { outcome: 'failed', errorDetail: reason, endedAt: this.now() })) n++;
-    return n;
+  // ---- the room kind of call (calls/kinds.ts) ---------------------------------------------------
+
+  readonly kind = 'room';
+
+  /** Every open room call: the visitor's WebRTC leg is at the bridge from the join on. */
+  atBridge(): RoomCallRow[] {
+    return this.d.db.prepare('SELECT * FROM tel_room_calls WHERE ended_at IS NULL').all() as RoomCallRow[];
   }
 
-  /**
-   * A bridge event for a room call, or null when the call is not a room's. `mark` records the
-   * (instance, seq) pair in the transaction of the change (a retry then applies nothing).
-   */
-  applyEvent(ev: BridgeEvent, mark: () => boolean): { applied: boolean } | null {
-    const r = this.row(ev.callId);
-    if (!r) return null;
-    if (ev.type === 'answered') {
-      return {
-        applied: this.d.repo.tx(() => {
-          if (!mark()) return false;
-          const cur = this.row(r.call_id)!;
-          if (cur.connected_at || cur.ended_at) return false;
-          this.d.db.prepare('UPDATE tel_room_calls SET connected_at = ? WHERE call_id = ?').run(ev.answeredAt || this.now(), r.call_id);
-          // Spec "Event kinds": no call answered for the browser path; call.started with the room.
-          this.d.events.emit(r.tenant_id, 'call.started', {
-            callId: r.call_id,
-            number: r.number,
-            did: '',
-            phone: '',
-            displayName: '',
-            room: r.room,
-            direction: 'inbound',
-            source: 'vnum',
-          });
-          return true;
-        }),
-      };
-    }
-    if (ev.type === 'ended') return { applied: this.finish(r, ev, mark) };
-    if (ev.type === 'transferred') {
-      return {
-        applied: this.d.repo.tx(() => {
-          if (!mark()) return false;
-          this.d.events.emit(r.tenant_id, 'call.transferred', {
-            callId: r.call_id,
-            fromVnum: r.number,
-            fromOutbound: '',
-            fromPhone: '',
-            toUser: ev.toUser,
-            toPhone: ev.toPhone,
-            transferType: ev.transferType,
-            trunkId: '',
-            room: r.room,
-            source: 'vnum',
-          });
-          return true;
-        }),
-      };
-    }
-    return { applied: this.d.repo.tx(mark) };
+  onDialing(): boolean {
+    return true;
   }
 
-  private finish(
-    r: RoomCallRow,
-    ev: {
-      outcome: string;
-      errorDetail?: string;
-      endedAt: string;
-      answeredAt?: string | null;
-      talkSec?: number;
-      transcript?: Extract<BridgeEvent, { type: 'ended' }>['transcript'];
-    },
-    mark?: () => boolean,
-  ): boolean {
-    const tenant = this.d.tenants.byId(r.tenant_id);
-    if (!tenant) return false;
+  /** Connected (ICE and DTLS up). Spec "Event kinds": no call answered for the browser path; call.started with the room. */
+  onAnswered(r: RoomCallRow, ev: Extract<BridgeEvent, { type: 'answered' }>): { started: CallStarted } | null {
+    const cur = this.row(r.call_id)!;
+    if (cur.connected_at || cur.ended_at) return null;
+    this.d.db.prepare('UPDATE tel_room_calls SET connected_at = ? WHERE call_id = ?').run(ev.answeredAt || this.now(), r.call_id);
+    return {
+      started: { callId: r.call_id, number: r.number, did: '', phone: '', displayName: '', room: r.room, direction: 'inbound', source: 'vnum' },
+    };
+  }
+
+  onTransferred(r: RoomCallRow, ev: Extract<BridgeEvent, { type: 'transferred' }>): CallTransferred {
+    return {
+      callId: r.call_id,
+      fromVnum: r.number,
+      fromOutbound: '',
+      fromPhone: '',
+      toUser: ev.toUser,
+      toPhone: ev.toPhone,
+      transferType: ev.transferType,
+      trunkId: '',
+      room: r.room,
+      source: 'vnum',
+    };
+  }
+
+  /** The visitor is `requestedBy` of the transcript, saved when the number saves them and the visitor connected. */
+  ending(r: RoomCallRow, end: CallEnd & { endedAt: string }): Ending | null {
     const cur = this.row(r.call_id);
-    if (!cur || cur.ended_at) return mark ? this.d.repo.tx(mark) && false : false;
-    const tr = ev.transcript ?? { turns: [], tokensTotal: 0, tokensPrompt: 0, inputTurns: 0, outputTurns: 0, model: '', voice: '', language: '' };
-    const connectedAt = ev.answeredAt || cur.connected_at || '';
-    const durationSec = Math.max(0, Math.round(ev.talkSec ?? 0));
-    let file = '';
-    let row: TranscriptRow | undefined;
-    if (cur.save_transcripts === 1 && (connectedAt || tr.turns.length)) {
-      const full: FullTranscript = {
-        callId: r.call_id,
-        callerSource: 'vnum',
-        tenant: tenant.host,
-        requestedBy: r.visitor,
-        phone: '',
-        displayName: '',
-        email: '',
-        voice: tr.voice || r.voice,
-        language: tr.language || r.language,
-        model: tr.model || r.model,
-        trunkId: '',
-        startedUtc: r.started_at,
-        answeredUtc: connectedAt,
-        endedUtc: ev.endedAt,
-        durationSec,
-        answered: connectedAt !== '',
-        outcome: ev.outcome,
-        errorDetail: ev.errorDetail ?? '',
-        inputTurns: tr.inputTurns,
-        outputTurns: tr.outputTurns,
-        tokensTotal: tr.tokensTotal,
-        tokensPrompt: tr.tokensPrompt,
-        turns: tr.turns,
-      };
-      row = this.d.transcripts.write(tenant, full, `vnum ${r.number}`, r.number);
-      file = row.file;
-    }
-    return this.d.repo.tx(() => {
-      if (mark && !mark()) return false;
-      const now = this.row(r.call_id);
-      if (!now || now.ended_at) return false;
-      this.d.db
-        .prepare(
-          'UPDATE tel_room_calls SET ended_at = ?, outcome = ?, duration_sec = ?, error_detail = ?, transcript_file = ?, connected_at = COALESCE(connected_at, ?) WHERE call_id = ?',
-        )
-        .run(ev.endedAt, ev.outcome, durationSec, ev.errorDetail ?? '', file, connectedAt || null, r.call_id);
-      if (row) this.d.repo.upsertTranscript(row);
-      const E = this.d.events;
-      E.emit(r.tenant_id, 'call.ended', {
-        callId: r.call_id,
-        number: r.number,
-        room: r.room,
-        outcome: ev.outcome,
-        durationSec,
-        tokens: tr.tokensTotal,
-        source: 'vnum',
-      });
-      if (row) {
-        E.emit(r.tenant_id, 'transcript.saved', {
-          callId: r.call_id,
-          phone: '',
-          displayName: '',
-          number: r.number,
-          file: row.file,
-          outcome: ev.outcome,
-          source: 'vnum',
-        });
-      }
-      return true;
-    });
+    if (!cur || cur.ended_at) return null;
+    const connectedAt = end.answeredAt || cur.connected_at || '';
+    const durationSec = Math.max(0, Math.round(end.talkSec ?? 0));
+    return {
+      outcome: end.outcome,
+      durationSec,
+      transcript:
+        cur.save_transcripts === 1 && (connectedAt || end.transcript?.turns.length)
+          ? {
+              callerSource: 'vnum',
+              requestedBy: r.visitor,
+              phone: '',
+              displayName: '',
+              email: '',
+              voice: r.voice,
+              language: r.language,
+              model: r.model,
+              trunkId: '',
+              startedUtc: r.started_at,
+              answeredUtc: connectedAt,
+              answered: connectedAt !== '',
+            }
+          : null,
+      rule: `vnum ${r.number}`,
+      number: r.number,
+      ended: { number: r.number, room: r.room, source: 'vnum' },
+      saved: { phone: '', displayName: '', number: r.number, source: 'vnum' },
+      store: (file) => {
+        const now = this.row(r.call_id);
+        if (!now || now.ended_at) return false;
+        this.d.db
+          .prepare(
+            'UPDATE tel_room_calls SET ended_at = ?, outcome = ?, duration_sec = ?, error_detail = ?, transcript_file = ?, connected_at = COALESCE(connected_at, ?) WHERE call_id = ?',
+          )
+          .run(end.endedAt, end.outcome, durationSec, end.errorDetail ?? '', file, connectedAt || null, r.call_id);
+        return true;
+      },
+    };
   }
 }

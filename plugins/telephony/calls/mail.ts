@@ -1,6 +1,6 @@
 import type { Transporter } from 'nodemailer';
-import type { TelephonyConfig } from './schemas.ts';
-import type { FullTranscript } from './schemas.ts';
+import type { TelephonyConfig } from '../schemas.ts';
+import type { FullTranscript } from '../schemas.ts';
 
 /** The outcome mail of an outbound AI call, with the transcript as text and as a JSON attachment. */
 export class OutcomeMailer {

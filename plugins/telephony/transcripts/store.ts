@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { InputError, NotFoundError, type Paths, type Tenant } from '../../server/sdk.ts';
-import type { TelephonyRepo, TranscriptRow } from './repo.ts';
-import type { FullTranscript } from './schemas.ts';
+import { InputError, NotFoundError, type Paths, type Tenant } from '../../../server/sdk.ts';
+import type { TelephonyRepo, TranscriptRow } from '../repo.ts';
+import type { FullTranscript } from '../schemas.ts';
 
 /**
  * Transcripts are JSON files under `data/tenants/<id>/transcripts/<callId>.json` (file names are

@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
-import { AppError, type Clock, cookies, type KeyService, type Logger, type Tenant, type User } from '../../server/sdk.ts';
-import type { OidcService, RelyingPartyClient } from '../oidc/api.ts';
+import { AppError, type Clock, cookies, type KeyService, type Logger, type Tenant, type User } from '../../../server/sdk.ts';
+import type { OidcService, RelyingPartyClient } from '../../oidc/api.ts';
 
 /**
  * Sign-in for `signed-in` rooms through the tenant's own OpenID Provider: authorization code with

@@ -8,9 +8,9 @@
  */
 import crypto from 'node:crypto';
 import type { ServerResponse } from 'node:http';
-import { AppError, ConflictError, NotFoundError, type Logger, type Principal, type Tenant } from '../../server/sdk.ts';
-import type { BridgeLink, ControlAnswer } from './bridge-link.ts';
-import type { OfficeTab, OfficeTabNotice, OfficeTabNoticeAnswer } from './bridge/inbound/officetab-control.ts';
+import { AppError, ConflictError, NotFoundError, type Logger, type Principal, type Tenant } from '../../../server/sdk.ts';
+import type { BridgeLink, ControlAnswer } from '../bridge-link/link.ts';
+import type { OfficeTab, OfficeTabNotice, OfficeTabNoticeAnswer } from '../bridge/inbound/officetab-control.ts';
 
 /** Tabs one user may have registered at once (each is rung on every call). */
 export const MAX_TABS_PER_USER = 8;
@@ -165,17 +165,17 @@ export class OfficeTabService {
     return { ringId, callId: r.callId, sdp: a.answerSdp, codec: a.codec };
   }
 
-  /** Decline (still ringing) or hang up (answered); idempotent once the ring is over. */
+  /**
+   * Decline (still ringing) or hang up (answered); idempotent once the ring is over. A ring that
+   * is still on but not the caller's own (another user's, another tenant's) is 404 like accept.
+   */
   async release(tenant: Tenant, principal: Principal | null, ringId: string, what: 'decline' | 'hangup'): Promise<{ ok: true; ringId: string }> {
-    let r: Ringing;
-    try {
-      r = this.own(tenant, principal, ringId);
-    } catch (e) {
-      // Over already (the caller hung up first): nothing to do, but still only for a signed-in user.
+    // Over already (the caller hung up first): nothing to do, but still only for a signed-in user.
+    if (!this.rings.has(ringId)) {
       OfficeTabService.userOf(principal);
-      if (e instanceof NotFoundError) return { ok: true, ringId };
-      throw e;
+      return { ok: true, ringId };
     }
+    const r = this.own(tenant, principal, ringId);
     this.rings.delete(ringId);
     this.bridgeAnswer(await this.bridge.releaseOfficeTab(what, { ringId, tabId: r.tabId }));
     return { ok: true, ringId };

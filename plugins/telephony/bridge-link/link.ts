@@ -4,7 +4,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { z } from 'zod';
-import { BadGatewayError, type Logger, ServiceUnavailableError, zodMessage } from '../../server/sdk.ts';
+import { BadGatewayError, type Logger, ServiceUnavailableError, zodMessage } from '../../../server/sdk.ts';
 import {
   ControlErrorSchema,
   HangupAnswerSchema,
@@ -23,13 +23,13 @@ import {
   type PlaceCallAnswer,
   type PutTrunksAnswer,
   type Trunk,
-} from './control.ts';
-import type { TelephonyConfig } from './schemas.ts';
-import { BRIDGE_NODE_FLAGS } from './bridge/node-flags.ts';
-import { PhonesAnswerSchema, PhonesStatusSchema, type PhoneAccount } from './bridge/inbound/control.ts';
-import { OfficeTabAnswerAnswerSchema, OfficeTabOkSchema, OfficeTabsAnswerSchema, type OfficeTab } from './bridge/inbound/officetab-control.ts';
+} from '../control.ts';
+import type { TelephonyConfig } from '../schemas.ts';
+import { BRIDGE_NODE_FLAGS } from '../bridge/node-flags.ts';
+import { PhonesAnswerSchema, PhonesStatusSchema, type PhoneAccount } from '../bridge/inbound/control.ts';
+import { OfficeTabAnswerAnswerSchema, OfficeTabOkSchema, OfficeTabsAnswerSchema, type OfficeTab } from '../bridge/inbound/officetab-control.ts';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 /** Running from `dist/` (compiled JavaScript): no TypeScript loader exists there. */
 const COMPILED = import.meta.url.endsWith('.js');
 /** POST /rooms may start the bridge's WebRTC thread first (see openRoom). */

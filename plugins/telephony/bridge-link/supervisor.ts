@@ -1,11 +1,9 @@
-import type { Logger } from '../../server/sdk.ts';
-import type { TelephonyAdmin } from './admin.ts';
-import type { BridgeLink } from './bridge-link.ts';
-import type { CallService } from './calls.ts';
-import type { InboundCalls } from './inbound.ts';
-import type { RoomService } from './rooms.ts';
-import type { TelephonyRepo } from './repo.ts';
-import type { PhoneAccounts } from './phones.ts';
+import type { Logger } from '../../../server/sdk.ts';
+import type { TelephonyAdmin } from '../trunks/admin.ts';
+import type { BridgeLink } from './link.ts';
+import type { CallKinds } from '../calls/kinds.ts';
+import type { TelephonyRepo } from '../repo.ts';
+import type { PhoneAccounts } from '../inbound/phones.ts';
 
 /**
  * Keeps the bridge in step with the store (CONTROL-API.md): the full trunk set is PUT on bridge
@@ -13,13 +11,11 @@ import type { PhoneAccounts } from './phones.ts';
  * a fingerprint of the table); a remote bridge is polled, and when it restarted behind our back
  * (new instance, empty trunk set) it gets the set again and the calls it lost are reconciled.
  */
-/** What the supervisor keeps in step with the bridge; inbound and rooms are optional for tests that build a bare core. */
+/** What the supervisor keeps in step with the bridge. */
 export interface SupervisedParts {
   admin: TelephonyAdmin;
   bridge: BridgeLink;
-  calls: CallService;
-  inbound?: InboundCalls;
-  rooms?: RoomService;
+  callKinds: CallKinds;
   phones?: PhoneAccounts;
   officeTabs?: { push(): Promise<void> };
 }
@@ -164,9 +160,7 @@ export class BridgeSupervisor {
       const active = new Set(calls.map((c) => c.callId));
       const reported = instance ? this.repo.db.prepare('SELECT 1 FROM tel_bridge_events WHERE instance = ? AND call_id = ?') : null;
       const kept = (callId: string) => active.has(callId) || (reported !== null && reported.get(instance, callId) !== undefined);
-      const { calls: out, inbound, rooms } = this.parts;
-      const n = out.reconcile(kept) + (inbound?.failOpen('bridge restarted', kept) ?? 0) + (rooms?.failAll('bridge restarted', kept) ?? 0);
-      if (n) this.log.warn({ calls: n }, 'calls the bridge no longer has ended as failed');
+      this.parts.callKinds.bridgeRestarted(kept);
     } catch (e) {
       this.log.warn({ err: (e as Error).message }, 'bridge reconcile failed');
     }

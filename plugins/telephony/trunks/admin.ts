@@ -1,27 +1,13 @@
-import { ConflictError, InputError, type KeyService, NotFoundError, type Tenant } from '../../server/sdk.ts';
-import { TrunkSchema, type Codec, type Trunk } from './control.ts';
-import type { NumberRow, TelephonyRepo, TrunkRow } from './repo.ts';
-import type { InboundRouteRow, OutboundRouteRow } from './routing.ts';
-import { TRUNK_ID_RE, type TrunkInput } from './schemas.ts';
+import { ConflictError, InputError, type KeyService, NotFoundError, type Tenant } from '../../../server/sdk.ts';
+import { TrunkSchema, type Trunk } from '../control.ts';
+import type { NumberRow, TelephonyRepo } from '../repo.ts';
+import type { OutboundRouteRow } from '../routing.ts';
+import { fromRow, toContract, toRow, TRUNK_ID_RE, type TrunkInput, type TrunkRow, type TrunkSettings } from './trunk.ts';
 import type { z } from 'zod';
-import type { numberInput } from './schemas.ts';
-
-export function bridgeTrunkId(tenantId: string, trunkId: string): string {
-  return `${tenantId}.${trunkId}`;
-}
-
-/** The tenant's own trunk id from the bridge's one, or '' when it belongs to another tenant. */
-export function localTrunkId(tenantId: string, bridgeId: string | null | undefined): string {
-  if (!bridgeId) return '';
-  return bridgeId.startsWith(`${tenantId}.`) ? bridgeId.slice(tenantId.length + 1) : bridgeId.includes('.') ? '' : bridgeId;
-}
-
-const CATCHALL = '*';
-/** The catchall row is Did `*` without a caller filter; a `*` row with a FromNumber is an ordinary row. */
-const isCatchall = (r: { did: string; fromNumber: string }) => r.did === CATCHALL && r.fromNumber === '';
+import type { numberInput } from '../schemas.ts';
 
 /**
- * Trunks, tenant settings, outbound and inbound routes, the PSTN whitelist and virtual numbers:
+ * Trunks, tenant settings, outbound routes, the PSTN whitelist and virtual numbers:
  * the configuration side of telephony, no HTTP (routes.ts and cli.ts both call it).
  */
 export class TelephonyAdmin {
@@ -44,23 +30,10 @@ export class TelephonyAdmin {
   saveTrunk(t: Tenant, input: TrunkInput): TrunkRow {
     const id = input.id ?? slug(input.name);
     if (!TRUNK_ID_RE.test(id)) throw new InputError('invalid field id: cannot derive a trunk id from the name; give one', 'invalid_request', { field: 'id' });
+    const settings: TrunkSettings = { ...input, id };
     // Checked with the bridge's own contract now, so a trunk the bridge would refuse (too many
     // codecs, control characters in a header value) is a 400 here, never a set the bridge refuses later.
-    const contract = TrunkSchema.safeParse({
-      id: bridgeTrunkId(t.id, id),
-      host: input.host,
-      port: input.port,
-      transport: input.transport,
-      ...(input.username ? { username: input.username } : {}),
-      ...(input.password ? { password: input.password } : {}),
-      register: input.register,
-      ...(input.fromDomain ? { fromDomain: input.fromDomain } : {}),
-      ...(input.callerId ? { callerId: input.callerId } : {}),
-      maxConcurrentCalls: input.maxConcurrentCalls,
-      codecs: input.codecs,
-      dnsSrv: input.dnsSrv,
-      inboundAuth: input.inboundAuth,
-    });
+    const contract = TrunkSchema.safeParse(toContract(t.id, settings, input.password));
     if (!contract.success) {
       const issue = contract.error.issues[0]!;
       const field = issue.path.map(String).join('.');
@@ -69,26 +42,7 @@ export class TelephonyAdmin {
     const prev = this.repo.trunk(t, id);
     let sealed = prev?.password_sealed ?? '';
     if (input.password !== undefined) sealed = input.password === '' ? '' : this.keys.seal(input.password, this.trunkAad(t, id));
-    this.repo.upsertTrunk(
-      t,
-      {
-        id,
-        name: input.name,
-        host: input.host,
-        port: input.port,
-        transport: input.transport,
-        username: input.username,
-        password_sealed: sealed,
-        register: input.register ? 1 : 0,
-        from_domain: input.fromDomain,
-        caller_id: input.callerId,
-        max_concurrent_calls: input.maxConcurrentCalls,
-        codecs: JSON.stringify(input.codecs),
-        dns_srv: input.dnsSrv ? 1 : 0,
-        inbound_auth: input.inboundAuth,
-      },
-      this.now(),
-    );
+    this.repo.upsertTrunk(t, toRow(settings, sealed), this.now());
     this.trunksChanged();
     return this.repo.trunk(t, id)!;
   }
@@ -114,22 +68,11 @@ export class TelephonyAdmin {
    * with decrypted passwords: only for PUT /trunks on the loopback hop.
    */
   bridgeTrunks(): Trunk[] {
-    return this.repo.allTrunksForBridge().map((r) => ({
-      id: bridgeTrunkId(r.tenant_id, r.id),
-      host: r.host,
-      port: r.port,
-      transport: r.transport,
-      ...(r.username ? { username: r.username } : {}),
-      ...(r.password_sealed ? { password: this.keys.openString(r.password_sealed, `telephony-trunk:${r.tenant_id}:${r.id}`) } : {}),
-      register: r.register === 1,
-      ...(r.from_domain ? { fromDomain: r.from_domain } : {}),
-      ...(r.caller_id ? { callerId: r.caller_id } : {}),
-      maxConcurrentCalls: r.max_concurrent_calls,
-      // Written by saveTrunk from checked input; an older row the bridge refuses is refused alone (CONTROL-API.md).
-      codecs: JSON.parse(r.codecs) as Codec[],
-      ...(r.dns_srv ? { dnsSrv: true } : {}),
-      ...(r.inbound_auth === 'digest' ? { inboundAuth: 'digest' as const } : {}),
-    }));
+    return this.repo
+      .allTrunksForBridge()
+      .map((r) =>
+        toContract(r.tenant_id, fromRow(r), r.password_sealed ? this.keys.openString(r.password_sealed, `telephony-trunk:${r.tenant_id}:${r.id}`) : undefined),
+      );
   }
 
   // ---- settings --------------------------------------------------------------------------------
@@ -207,76 +150,6 @@ export class TelephonyAdmin {
     });
   }
 
-  // ---- inbound routes (spec "Route rules" 1-6) -------------------------------------------------
-
-  /** The rows in evaluation order, with the `*` catchall auto-inserted when missing (rule 2). */
-  inbound(t: Tenant): (InboundRouteRow & { id: number; position: number })[] {
-    let rows = this.repo.inboundRoutes(t);
-    if (!rows.some(isCatchall)) {
-      this.repo.tx(() => {
-        if (this.repo.inboundRoutes(t).some(isCatchall)) return;
-        const last = rows.length ? rows[rows.length - 1]!.position : 0;
-        this.repo.insertInbound(t, last + 1000, { did: CATCHALL, fromNumber: '', user: '' });
-      });
-      rows = this.repo.inboundRoutes(t);
-    }
-    return rows;
-  }
-
-  /**
-   * Rule 4: (Did, FromNumber) addresses a row; PUT/DELETE act on the first match (legacy
-   * duplicates). Without fromNumber the row without a caller filter is meant (the pair POST makes
-   * when FromNumber is left out); only when the Did has no such row, its first row.
-   */
-  private findInbound(t: Tenant, did: string, fromNumber: string | undefined) {
-    const rows = this.inbound(t).filter((r) => r.did === did);
-    if (fromNumber !== undefined) return rows.find((r) => r.fromNumber === fromNumber);
-    return rows.find((r) => r.fromNumber === '') ?? rows[0];
-  }
-
-  inboundOne(t: Tenant, did: string, fromNumber?: string): InboundRouteRow {
-    const r = this.findInbound(t, did, fromNumber);
-    if (!r) throw new NotFoundError(`no inbound route for Did ${did}${fromNumber ? ` and FromNumber ${fromNumber}` : ''}`);
-    return strip(r);
-  }
-
-  /** Rule 3: inserted just before the catchall; a duplicate pair answers 409 duplicate_route. */
-  addInbound(t: Tenant, r: InboundRouteRow): InboundRouteRow {
-    return this.repo.tx(() => {
-      const rows = this.inbound(t);
-      if (rows.some((x) => x.did === r.did && x.fromNumber === r.fromNumber)) {
-        throw new ConflictError('duplicate_route', `an inbound route for Did ${r.did}${r.fromNumber ? ` and FromNumber ${r.fromNumber}` : ''} exists`);
-      }
-      const catchIdx = rows.findIndex(isCatchall);
-      // Renumber in steps so the new row lands right before the catchall, in one transaction.
-      const ordered = [...rows];
-      ordered.splice(catchIdx < 0 ? ordered.length : catchIdx, 0, { ...r, id: -1, position: 0 });
-      ordered.forEach((x, i) => {
-        if (x.id === -1) this.repo.insertInbound(t, (i + 1) * 10, r);
-        else if (x.position !== (i + 1) * 10) this.repo.setInboundPosition(t, x.id, (i + 1) * 10);
-      });
-      return r;
-    });
-  }
-
-  /** Only User is editable (rule 4). */
-  updateInbound(t: Tenant, did: string, fromNumber: string | undefined, user: string): InboundRouteRow {
-    const r = this.findInbound(t, did, fromNumber);
-    if (!r) throw new NotFoundError(`no inbound route for Did ${did}${fromNumber ? ` and FromNumber ${fromNumber}` : ''}`);
-    this.repo.updateInboundUser(t, r.id, user);
-    return { did: r.did, fromNumber: r.fromNumber, user };
-  }
-
-  deleteInbound(t: Tenant, did: string, fromNumber: string | undefined): InboundRouteRow {
-    const r = this.findInbound(t, did, fromNumber);
-    if ((r && isCatchall(r)) || (!r && did === CATCHALL && !fromNumber)) {
-      throw new InputError('the * catchall inbound route cannot be deleted; PUT it to change its User', 'cannot_delete_catchall');
-    }
-    if (!r) throw new NotFoundError(`no inbound route for Did ${did}${fromNumber ? ` and FromNumber ${fromNumber}` : ''}`);
-    this.repo.deleteInbound(t, r.id);
-    return strip(r);
-  }
-
   // ---- whitelist -------------------------------------------------------------------------------
 
   whitelist(t: Tenant) {
@@ -336,31 +209,6 @@ export function numberView(r: NumberRow) {
     systemPrompt: r.system_prompt,
     hasEngineKey: r.engine_api_key_sealed !== '',
   };
-}
-
-export function trunkView(r: TrunkRow, status?: { registered: boolean | null; lastError: string | null }) {
-  return {
-    id: r.id,
-    name: r.name,
-    host: r.host,
-    port: r.port,
-    transport: r.transport,
-    username: r.username,
-    hasPassword: r.password_sealed !== '',
-    register: r.register === 1,
-    fromDomain: r.from_domain,
-    callerId: r.caller_id,
-    maxConcurrentCalls: r.max_concurrent_calls,
-    codecs: JSON.parse(r.codecs) as string[],
-    dnsSrv: r.dns_srv === 1,
-    inboundAuth: r.inbound_auth ?? 'address',
-    registered: status?.registered ?? null,
-    lastError: status?.lastError ?? null,
-  };
-}
-
-function strip(r: InboundRouteRow): InboundRouteRow {
-  return { did: r.did, fromNumber: r.fromNumber, user: r.user };
 }
 
 function slug(name: string): string {

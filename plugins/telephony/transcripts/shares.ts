@@ -1,8 +1,8 @@
 import crypto from 'node:crypto';
-import { AppError, type Clock, type EventBus, NotFoundError, sha256Hex, type Tenant } from '../../server/sdk.ts';
-import type { ShareRow, TelephonyRepo } from './repo.ts';
-import type { FullTranscript, ShareView } from './schemas.ts';
-import type { TranscriptStore } from './transcripts.ts';
+import { AppError, type Clock, type EventBus, NotFoundError, sha256Hex, type Tenant } from '../../../server/sdk.ts';
+import type { ShareRow, TelephonyRepo } from '../repo.ts';
+import type { FullTranscript, ShareView } from '../schemas.ts';
+import type { TranscriptStore } from './store.ts';
 
 /** 32 random bytes, base64url: 256 bits, so a link cannot be guessed, only leaked. */
 const TOKEN_RE = /^[A-Za-z0-9_-]{43}$/;
