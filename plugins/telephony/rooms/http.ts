@@ -1,5 +1,14 @@
 import { z } from 'zod';
-import { AuthenticationError, cookies, policy, reply, type AuditWriter, type AuthService, type RouteRegistrar, type RouteRequest } from '../../../server/sdk.ts';
+import {
+  AuthenticationError,
+  cookies,
+  policy,
+  reply,
+  type AuditWriter,
+  type AuthService,
+  type RouteRegistrar,
+  type RouteRequest,
+} from '../../../server/sdk.ts';
 import { renderRoomPage, renderSignInFailedPage, ROOM_NOT_FOUND_PAGE, ROOM_PAGE_HEADERS, ROOM_SCRIPT, SIGN_IN_UNAVAILABLE_PAGE } from './page.ts';
 import { cookieHeader, ROOM_CALLBACK_PATH, ROOM_LOGIN_COOKIE, ROOM_SESSION_COOKIE, type RoomSignIn, type RoomVisitor } from './sign-in.ts';
 import type { RoomService } from './calls.ts';
