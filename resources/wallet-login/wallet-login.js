@@ -45,6 +45,7 @@
           document.getElementById('wallet-signin-confirm').hidden = false;
           say('Is this you?');
           cont.onclick = function () {
+            stopped = true;
             cont.disabled = true;
             say('Signing you in…');
             post('/oidc.ashx/wallet-login/complete', creds).then(function (c) {
@@ -52,19 +53,31 @@
             }, failed);
           };
           document.getElementById('wallet-signin-cancel').onclick = function () {
+            stopped = true;
             document.getElementById('wallet-signin-confirm').hidden = true;
             say('Not signed in. Start again to present your own wallet.');
             btn.disabled = false;
           };
         });
       }
+      var reviewing = false;
+      var stopped = false;
       function poll() {
+        if (stopped) return;
         fetch('/oidc.ashx?action=vp-result&session_id=' + encodeURIComponent(s.session_id), { credentials: 'same-origin' })
           .then(json)
           .then(function (j) {
-            if (j.status === 'verified') return confirmName();
-            if (j.status === 'completed') return say('Signed in, in the window your wallet opened.');
-            if (j.status !== 'pending') throw new Error(j.error_description || 'the presentation was not accepted');
+            if (j.status === 'completed') {
+              // Same-device: the wallet's redirect signed this browser in, in another window.
+              document.getElementById('wallet-signin-confirm').hidden = true;
+              return say('Signed in, in the window your wallet opened.');
+            }
+            // Shown once; polling goes on, since the wallet's redirect may finish the sign-in elsewhere.
+            if (j.status === 'verified' && !reviewing) {
+              reviewing = true;
+              confirmName().catch(function () {});
+            }
+            if (j.status !== 'pending' && j.status !== 'verified') throw new Error(j.error_description || 'the presentation was not accepted');
             if (Date.now() > deadline) throw new Error('the request expired, start again');
             if (j.refused_responses) say('A response was refused (' + j.check + '). Waiting for your wallet…');
             setTimeout(poll, 1000);
