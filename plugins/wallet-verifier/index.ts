@@ -58,6 +58,7 @@ export default definePlugin({
       statusLists: new StatusLists(ctx.db, ctx.clock, ctx.config.statusList, () => ctx.tryUse(OUTBOUND)),
       network,
       sso,
+      users: ctx.users,
       config: ctx.config,
     });
     sso.onRedeemed = (tenant, sessionId, who) => service.markCompleted(tenant, sessionId, who, 'sso-assertion');

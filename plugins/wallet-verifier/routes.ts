@@ -1,5 +1,5 @@
 import QRCode from 'qrcode';
-import { html, NotFoundError, type PluginContext, policy, reply, resourcePath, type RouteRegistrar } from '../../server/sdk.ts';
+import { AppError, cookies, html, NotFoundError, type PluginContext, policy, reply, resourcePath, type RouteRegistrar } from '../../server/sdk.ts';
 import type { AnchorStore } from './anchors.ts';
 import {
   anchorAddBody,
@@ -13,6 +13,7 @@ import {
   vpResponseResult,
   vpStartResponse,
   walletLoginCompleteBody,
+  walletLoginReturnQuery,
   walletLoginStartBody,
 } from './schemas.ts';
 import type { VerifierService } from './service.ts';
@@ -48,7 +49,8 @@ export function verifierRoutes(
   r.add({
     method: 'GET',
     path: '/oidc.ashx?action=vp-request',
-    summary: 'The signed request object of a session (typ oauth-authz-req+jwt, x5c from the RP CA); once per session',
+    summary:
+      'The signed request object of a session (typ oauth-authz-req+jwt, x5c from the RP CA); the same nonce, state and key on every fetch while the session waits',
     area: 'wallet-verifier',
     auth: policy.public,
     rateLimit,
@@ -145,14 +147,70 @@ export function verifierRoutes(
     body: walletLoginStartBody,
     bodyType: 'json',
     camelize: false,
-    responses: { 200: { description: '{session_id, openid4vp_url, qr_svg, login_secret, expires_in}' } },
-    handler: async (req) => reply(200, await svc.startLogin(req.tenant, req.publicOrigin, req.body.i ?? '', req), NO_STORE),
+    responses: { 200: { description: '{session_id, openid4vp_url, qr_svg, login_secret, expires_in}; sets the browser-binding cookie' } },
+    handler: async (req) => {
+      const { page, browserSecret } = await svc.startLogin(req.tenant, req.publicOrigin, req.body.i ?? '', req);
+      return reply(200, page, { ...NO_STORE, 'Set-Cookie': bindingCookie(browserSecret, req.origin, page.expires_in) });
+    },
+  });
+
+  r.add({
+    method: 'POST',
+    path: '/oidc.ashx/wallet-login/review',
+    summary: 'Login page: after vp-result says verified, the name the wallet presented and its account, for the person to confirm before completing',
+    area: 'wallet-verifier',
+    auth: policy.public,
+    rateLimit,
+    body: walletLoginCompleteBody,
+    bodyType: 'json',
+    camelize: false,
+    responses: {
+      200: { description: '{name, account}' },
+      403: { description: "another page's session, or no account for this PID (access_denied)" },
+      404: { description: 'unknown sign-in session' },
+      409: { description: 'not verified yet, or already completed' },
+    },
+    handler: (req) => reply(200, svc.reviewLogin(req.tenant, req.body.session_id, req.body.login_secret), NO_STORE),
+  });
+
+  r.add({
+    method: 'GET',
+    path: '/oidc.ashx/wallet-login/return',
+    summary: "Login page, same-device: the wallet's redirect_uri; signs in the browser that started the sign-in (its cookie), else says to confirm there",
+    area: 'wallet-verifier',
+    auth: policy.public,
+    rateLimit,
+    query: walletLoginReturnQuery,
+    responses: {
+      303: { description: 'signed in: onward to the pending authorization, or a page' },
+      200: { description: 'HTML page: this browser did not start the sign-in; it is confirmed on the page that did', contentType: 'text/html' },
+      403: { description: 'HTML page: the response_code is not valid or already used, or no account for this PID', contentType: 'text/html' },
+    },
+    handler: (req, res) => {
+      let out;
+      try {
+        out = svc.returnLogin(req.tenant, req.query.session_id, req.query.response_code, cookies.get(req.headers.cookie, BINDING_COOKIE), req);
+      } catch (e) {
+        if (!(e instanceof AppError)) throw e;
+        return reply.text(e.status, messagePage('Wallet sign-in', `This sign-in did not go through: ${e.message}.`), 'text/html; charset=utf-8', PAGE_HEADERS);
+      }
+      if ('elsewhere' in out) {
+        const text = 'Your wallet has presented your PID. Go back to the page where you started signing in and confirm your name there.';
+        return reply.text(200, messagePage('Wallet sign-in', text), 'text/html; charset=utf-8', PAGE_HEADERS);
+      }
+      const user = ctx.users.get(req.tenant, out.signIn.userId);
+      if (!user || user.status !== 'active') throw new NotFoundError('the account of this sign-in is no longer active');
+      const next = oidc.signInBrowser(req, res, user, ['pid'], out.signIn.interaction);
+      res.append('Set-Cookie', bindingCookie('', req.origin, 0));
+      return reply.redirect(next, 303, NO_STORE);
+    },
   });
 
   r.add({
     method: 'POST',
     path: '/oidc.ashx/wallet-login/complete',
-    summary: 'Login page: after vp-result says verified, sign this browser in as the account the PID maps to (tenant policy); once',
+    summary:
+      'Login page: after the person confirmed the name wallet-login/review showed, sign this browser in as the account the PID maps to (tenant policy); once',
     area: 'wallet-verifier',
     auth: policy.public,
     rateLimit,
@@ -163,7 +221,7 @@ export function verifierRoutes(
       200: { description: '{redirect}: the pending authorization, or a page' },
       403: { description: "another page's session, or no account for this PID (access_denied)" },
       404: { description: 'unknown sign-in session' },
-      409: { description: 'not verified yet, or already completed' },
+      409: { description: 'not verified yet, not reviewed, or already completed' },
     },
     handler: (req, res) => {
       const { userId, interaction } = svc.completeLogin(req.tenant, req.body.session_id, req.body.login_secret, req);
@@ -328,6 +386,30 @@ export function verifierRoutes(
   });
 }
 
+/**
+ * Binds a login-page sign-in to the browser that started it (OpenID4VP 1.0 §13.3). SameSite=Strict:
+ * the wallet app opening the redirect_uri is a navigation without a site and carries it, a link or
+ * script on another site does not, so nobody can send this browser there with their own code.
+ */
+const BINDING_COOKIE = 'sc_wallet_login';
+const PAGE_HEADERS = {
+  ...NO_STORE,
+  'Content-Security-Policy': "default-src 'none'; style-src 'self'; frame-ancestors 'none'",
+  'Referrer-Policy': 'no-referrer',
+};
+
+function bindingCookie(value: string, origin: string, maxAge: number): string {
+  return cookies.serialize(BINDING_COOKIE, value, { secure: origin.startsWith('https:'), maxAge, path: '/oidc.ashx/wallet-login', sameSite: 'Strict' });
+}
+
+function messagePage(title: string, text: string): string {
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${html.escape(title)}</title><link rel="stylesheet" href="/login/style.css"></head>
+<body><main><h1>${html.escape(title)}</h1><p id="wallet-return-message">${html.escape(text)}</p></main></body></html>
+`;
+}
+
 let loginJs: string | undefined;
 const LOGIN_JS = () => (loginJs ??= fs.readFileSync(resourcePath('wallet-login', 'wallet-login.js'), 'utf8'));
 
@@ -340,6 +422,11 @@ export function walletLoginBlock(i: string): string {
     <p>Scan this code with your EU Digital Identity Wallet, or open the wallet on this device.</p>
     <img id="wallet-signin-qr" alt="QR code of the wallet request" width="240" height="240">
     <p><a id="wallet-signin-link" href="#">Open the wallet on this device</a></p>
+  </div>
+  <div id="wallet-signin-confirm" hidden>
+    <p>Your wallet presented the PID of <strong id="wallet-signin-name"></strong> (account <span id="wallet-signin-account"></span>). Sign in only if this is you.</p>
+    <button type="button" id="wallet-signin-continue">Continue</button>
+    <button type="button" id="wallet-signin-cancel">This is not me</button>
   </div>
   <p id="wallet-signin-status" role="status" aria-live="polite"></p>
 </section>

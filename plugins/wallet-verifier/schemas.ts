@@ -38,6 +38,11 @@ export const verifierConfig = z
       })
       .strict()
       .default({ mode: 'match-user', usernameTemplate: '{given_name}.{family_name}', ttlSeconds: 60, preset: 'pid', tenants: {} }),
+    /**
+     * Refused responses a session takes before it ends (as `error`, check `too_many_responses`):
+     * a refused one leaves the session waiting, since anyone who saw the QR code can post one.
+     */
+    maxRefusedResponses: z.number().int().min(1).max(100).default(5),
     /** Per-IP limit of the public verifier endpoints, per minute. */
     perIpPerMinute: z.number().int().min(1).default(60),
   })
@@ -78,6 +83,7 @@ export const vpResponseResult = z.object({
   error: z.string().optional(),
   error_description: z.string().optional(),
   check: z.string().optional().describe('the verification check that failed'),
+  redirect_uri: z.string().optional().describe('login-page sessions: where the wallet sends its user (OpenID4VP 1.0 §8.2), with a response_code'),
 });
 
 export const anchorAddBody = z.object({ pem: z.string().min(1).max(20_000) }).strict();
@@ -114,3 +120,6 @@ export const walletLoginStartBody = z.object({ i: z.string().max(64).optional() 
 
 /** POST /oidc.ashx/wallet-login/complete. */
 export const walletLoginCompleteBody = z.object({ session_id: z.string().min(1).max(64), login_secret: z.string().min(1).max(100) }).strict();
+
+/** GET /oidc.ashx/wallet-login/return: the redirect_uri a login-page session's wallet follows. */
+export const walletLoginReturnQuery = z.object({ session_id: z.string().min(1).max(64), response_code: z.string().min(1).max(100) });

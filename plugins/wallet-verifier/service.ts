@@ -1,7 +1,19 @@
 import crypto from 'node:crypto';
 import * as jose from 'jose';
-import { AppError, type AuditWriter, type Clock, type DB, type EventBus, InputError, type KeyService, NotFoundError, type Tenant } from '../../server/sdk.ts';
-import { MAX_JSON_DEPTH, nestsDeeperThan } from '../../server/sdk.ts';
+import {
+  AppError,
+  type AuditWriter,
+  type Clock,
+  type DB,
+  type EventBus,
+  InputError,
+  type KeyService,
+  MAX_JSON_DEPTH,
+  nestsDeeperThan,
+  NotFoundError,
+  type Tenant,
+  type UserService,
+} from '../../server/sdk.ts';
 import type { AnchorStore } from './anchors.ts';
 import type { IdentityStore } from './identity.ts';
 import type { Presets } from './presets.ts';
@@ -24,7 +36,12 @@ export interface VpResult {
   check?: string;
   network_config?: Record<string, unknown>;
   sso_assertion?: string;
+  /** OpenID4VP 1.0 §8.2 / §13.3: where the wallet sends its user's browser (login-page sessions). */
+  redirect_uri?: string;
 }
+
+/** Where a login-page sign-in stands when the wallet's redirect reaches a browser. */
+export type ReturnOutcome = { signIn: { userId: string; interaction: string | null } } | { elsewhere: true };
 
 interface SessionRow {
   tenant_id: string;
@@ -46,6 +63,11 @@ interface SessionRow {
   login_user_id: string | null;
   completed_at: string | null;
   result_key_hash: string | null;
+  refused_responses: number;
+  last_refused_check: string | null;
+  login_browser_hash: string | null;
+  login_code_hash: string | null;
+  login_reviewed_at: string | null;
   created_at: string;
   expires_at: string;
 }
@@ -83,6 +105,7 @@ export class VerifierService {
       statusLists: StatusLists;
       network: NetworkProfiles;
       sso: SsoAssertions;
+      users: UserService;
       config: VerifierConfig;
     },
   ) {}
@@ -195,25 +218,26 @@ export class VerifierService {
     return `openid4vp://?client_id=${encodeURIComponent(s.client_id)}&request_uri=${encodeURIComponent(requestUri)}`;
   }
 
-  /** The signed request object (OpenID4VP 1.0 §5, HAIP §5): fetched once per session. */
+  /**
+   * The signed request object (OpenID4VP 1.0 §5, HAIP §5), as often as it is asked for while the
+   * session waits: the session id is in the QR code, so a fetch by someone who saw it must not lock
+   * the wallet out. Every answer carries the same nonce, state and encryption key (made on the
+   * first fetch); what binds a response to the person is the login page's binding, not secrecy of
+   * the request.
+   */
   async request(tenant: Tenant, origin: string, sessionId: string, who: Caller): Promise<string> {
     const s = this.live(tenant, sessionId);
-    // Single use: the first fetch wins atomically; a second (a leaked QR code scanned again) is refused.
-    const won = this.deps.db
-      .prepare(`UPDATE vp_session SET request_fetched = 1, status = 'requested' WHERE tenant_id = ? AND id = ? AND request_fetched = 0`)
-      .run(tenant.id, s.id).changes;
-    if (!won) throw new AppError(400, 'session_finished', 'the request object of this session was already fetched');
+    if (s.status === 'verified' || s.status === 'error') throw new AppError(400, 'session_finished', 'this presentation session is already finished');
+    this.deps.db
+      .prepare(
+        `UPDATE vp_session SET request_fetched = request_fetched + 1, status = 'requested' WHERE tenant_id = ? AND id = ? AND status IN ('pending', 'requested')`,
+      )
+      .run(tenant.id, s.id);
     const id = await this.deps.identity.get(tenant);
     const preset = this.deps.presets.get(s.preset);
     const clientMetadata: Record<string, unknown> = { vp_formats_supported: VP_FORMATS };
     if (s.response_mode === 'direct_post.jwt') {
-      const { privateKey, publicKey } = crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
-      const jwk = { ...(publicKey.export({ format: 'jwk' }) as jose.JWK), use: 'enc', alg: 'ECDH-ES', kid: random(8) };
-      const thumb = await jose.calculateJwkThumbprint(jwk, 'sha256');
-      this.deps.db
-        .prepare('UPDATE vp_session SET sealed_enc_key = ?, enc_jwk_thumb = ? WHERE tenant_id = ? AND id = ?')
-        .run(this.deps.keys.seal(privateKey.export({ format: 'der', type: 'pkcs8' }), aadEnc(tenant, s.id)), thumb, tenant.id, s.id);
-      clientMetadata.jwks = { keys: [jwk] };
+      clientMetadata.jwks = { keys: [await this.encryptionKey(tenant, s)] };
       clientMetadata.encrypted_response_enc_values_supported = ENC_VALUES;
     }
     const nowS = Math.floor(this.now() / 1000);
@@ -234,6 +258,24 @@ export class VerifierService {
       .sign(id.key);
     this.record(tenant, 'vp-request', s.id, who, { client_id: s.client_id });
     return jwt;
+  }
+
+  /**
+   * The session's ECDH-ES public key: made on the first fetch of the request object (the first
+   * writer wins when two fetch at once), the same one on every later fetch; kid = its thumbprint.
+   */
+  private async encryptionKey(tenant: Tenant, s: SessionRow): Promise<jose.JWK> {
+    if (!s.sealed_enc_key) {
+      const { privateKey } = crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
+      const thumb = await jose.calculateJwkThumbprint(privateKey.export({ format: 'jwk' }) as jose.JWK, 'sha256');
+      this.deps.db
+        .prepare('UPDATE vp_session SET sealed_enc_key = ?, enc_jwk_thumb = ? WHERE tenant_id = ? AND id = ? AND sealed_enc_key IS NULL')
+        .run(this.deps.keys.seal(privateKey.export({ format: 'der', type: 'pkcs8' }), aadEnc(tenant, s.id)), thumb, tenant.id, s.id);
+      s = this.session(tenant, s.id)!;
+    }
+    const priv = crypto.createPrivateKey({ key: this.deps.keys.open(s.sealed_enc_key!, aadEnc(tenant, s.id)), format: 'der', type: 'pkcs8' });
+    const pub = crypto.createPublicKey(priv).export({ format: 'jwk' }) as jose.JWK;
+    return { kty: pub.kty, crv: pub.crv, x: pub.x, y: pub.y, use: 'enc', alg: 'ECDH-ES', kid: s.enc_jwk_thumb! };
   }
 
   responseUri(origin: string, sessionId: string): string {
@@ -336,15 +378,10 @@ export class VerifierService {
       throw e;
     }
     const result: VpResult = { status: 'verified', session_id: s.id, presentation };
-    // The stored result never holds the network credential: it is sealed in its own row.
-    let networkConfig: Record<string, unknown> | undefined;
-    if (s.scope.split(' ').includes('network_access') && s.network_profile) {
-      const id = await this.deps.identity.get(tenant);
-      networkConfig = await this.deps.network.issue(tenant, s.id, s.network_profile, (presentation.claims as Record<string, unknown>) ?? {}, id);
-    }
-    // Outbox: the finished session and its webhook event are one transaction.
+    // Outbox: the finished session and its webhook event are one transaction. Only the first
+    // verified presentation finishes a session; one racing it is told the session is finished.
     this.deps.db.transaction(() => {
-      this.finish(tenant, s, 'verified', result);
+      if (!this.finish(tenant, s, 'verified', result)) throw new AppError(400, 'session_finished', 'this presentation session is already finished');
       this.deps.events.emit(tenant.id, 'presentation.verified', {
         sessionId: s.id,
         preset: s.preset,
@@ -354,22 +391,40 @@ export class VerifierService {
       });
     })();
     this.record(tenant, 'vp-verify-result', s.id, who, { status: 'verified', format: String(presentation.format) });
+    // The stored result never holds the network credential: it is sealed in its own row.
+    let networkConfig: Record<string, unknown> | undefined;
+    if (s.scope.split(' ').includes('network_access') && s.network_profile) {
+      const id = await this.deps.identity.get(tenant);
+      networkConfig = await this.deps.network.issue(tenant, s.id, s.network_profile, (presentation.claims as Record<string, unknown>) ?? {}, id);
+    }
     // Wallet sign-in: an assertion only when the tenant's policy maps this PID to an account. A
-    // session the login page started signs that browser in instead (completeLogin): the wallet
-    // gets no assertion, the page's secret is what redeems it.
+    // session the login page started signs that browser in instead (completeLogin, returnLogin):
+    // the wallet gets no assertion but a redirect_uri with a response_code for its user's browser.
     let ssoAssertion: string | undefined;
+    let redirectUri: string | undefined;
     const claims = (presentation.claims as Record<string, unknown>) ?? {};
     const account = this.deps.sso.account(tenant, claims);
-    if ('user' in account) {
-      if (s.login_secret_hash) {
-        this.deps.db.prepare('UPDATE vp_session SET login_user_id = ? WHERE tenant_id = ? AND id = ?').run(account.user.id, tenant.id, s.id);
-        this.record(tenant, 'vp-sso-minted', s.id, who, { user: account.user.name, via: 'login-page' });
-      } else {
-        ssoAssertion = this.deps.sso.mint(tenant, s.id, account.user, claims);
-        this.record(tenant, 'vp-sso-minted', s.id, who, { user: account.user.name });
-      }
+    if (s.login_secret_hash) {
+      // OpenID4VP 1.0 §13.3: the response_code goes to whoever presented; only the browser holding
+      // the session's cookie may redeem it (returnLogin), so a presentation posted from elsewhere
+      // cannot sign that browser in.
+      const code = random(32);
+      const userId = 'user' in account ? account.user.id : null;
+      this.deps.db
+        .prepare('UPDATE vp_session SET login_user_id = ?, login_code_hash = ? WHERE tenant_id = ? AND id = ?')
+        .run(userId, sha256(code), tenant.id, s.id);
+      redirectUri = `${origin}/oidc.ashx/wallet-login/return?session_id=${encodeURIComponent(s.id)}&response_code=${code}`;
+      if ('user' in account) this.record(tenant, 'vp-sso-minted', s.id, who, { user: account.user.name, via: 'login-page' });
+    } else if ('user' in account) {
+      ssoAssertion = this.deps.sso.mint(tenant, s.id, account.user, claims);
+      this.record(tenant, 'vp-sso-minted', s.id, who, { user: account.user.name });
     }
-    return { ...result, ...(networkConfig ? { network_config: networkConfig } : {}), ...(ssoAssertion ? { sso_assertion: ssoAssertion } : {}) };
+    return {
+      ...result,
+      ...(networkConfig ? { network_config: networkConfig } : {}),
+      ...(ssoAssertion ? { sso_assertion: ssoAssertion } : {}),
+      ...(redirectUri ? { redirect_uri: redirectUri } : {}),
+    };
   }
 
   private async decrypt(tenant: Tenant, s: SessionRow, jwe: string): Promise<Record<string, unknown>> {
@@ -385,11 +440,15 @@ export class VerifierService {
     throw new InputError('the encrypted response does not decrypt with this session key', 'invalid_request');
   }
 
-  /** The result is stored sealed: it holds the PID claims the wallet disclosed (personal data at rest). */
-  private finish(tenant: Tenant, s: SessionRow, status: 'verified' | 'error', result: VpResult): void {
-    this.deps.db
-      .prepare('UPDATE vp_session SET status = ?, result = ?, sealed_enc_key = NULL WHERE tenant_id = ? AND id = ?')
-      .run(status, this.deps.keys.seal(JSON.stringify(result), aadResult(tenant, s.id)), tenant.id, s.id);
+  /**
+   * Finishes a waiting session (false when another response finished it first). The result is
+   * stored sealed: it holds the PID claims the wallet disclosed (personal data at rest).
+   */
+  private finish(tenant: Tenant, s: SessionRow, status: 'verified' | 'error', result: VpResult): boolean {
+    const changed = this.deps.db
+      .prepare(`UPDATE vp_session SET status = ?, result = ?, sealed_enc_key = NULL WHERE tenant_id = ? AND id = ? AND status IN ('pending', 'requested')`)
+      .run(status, this.deps.keys.seal(JSON.stringify(result), aadResult(tenant, s.id)), tenant.id, s.id).changes;
+    return changed > 0;
   }
 
   private storedResult(tenant: Tenant, s: SessionRow & { result: string }): VpResult {
@@ -398,7 +457,11 @@ export class VerifierService {
     return JSON.parse(text) as VpResult;
   }
 
-  /** A failed check finishes the session with an error result naming the check (400). */
+  /**
+   * A refused response (400 naming the check). It does not finish the session: anyone who saw the
+   * QR code can post one, and the wallet must still be able to answer. It is counted, and the
+   * `maxRefusedResponses`th ends the session with an error result saying so.
+   */
   private fail(
     tenant: Tenant,
     s: SessionRow,
@@ -407,20 +470,39 @@ export class VerifierService {
     who: Caller,
     code: 'invalid_presentation' | 'replayed_presentation' = 'invalid_presentation',
   ): AppError {
-    const result: VpResult = { status: 'error', session_id: s.id, presentation: {}, error: code, error_description: `${check}: ${description}`, check };
-    this.finish(tenant, s, 'error', result);
+    const row = this.deps.db
+      .prepare(
+        `UPDATE vp_session SET refused_responses = refused_responses + 1, last_refused_check = ? WHERE tenant_id = ? AND id = ? AND status IN ('pending', 'requested') RETURNING refused_responses`,
+      )
+      .get(check, tenant.id, s.id) as { refused_responses: number } | undefined;
     this.record(tenant, 'vp-verify-result', s.id, who, { status: 'error', check });
+    const limit = this.deps.config.maxRefusedResponses;
+    if (row && row.refused_responses >= limit) {
+      const last = `${check}: ${description}`;
+      this.finish(tenant, s, 'error', {
+        status: 'error',
+        session_id: s.id,
+        presentation: {},
+        error: 'invalid_presentation',
+        error_description: `too_many_responses: ${limit} responses to this session were refused (the last: ${last})`,
+        check: 'too_many_responses',
+      });
+      this.record(tenant, 'vp-verify-result', s.id, who, { status: 'error', check: 'too_many_responses' });
+    }
     return new AppError(400, code, `${check}: ${description}`, { extra: { status: 'error', session_id: s.id, presentation: {}, check } });
   }
 
-  /** The result so far (the page polls it). */
   /**
    * The result so far. The session id is in the QR code, so whoever saw the screen has it: the
    * status (and a failed check's name) is for anyone holding the id, the disclosed claims only for
    * the holder of the session's `result_key` (returned by vp-start alone). A login-page session
    * never shows them here: its page signs in instead. A wrong key is refused, not ignored.
    */
-  result(tenant: Tenant, sessionId: string, resultKey?: string): VpResult | { status: 'pending'; session_id: string } {
+  result(
+    tenant: Tenant,
+    sessionId: string,
+    resultKey?: string,
+  ): VpResult | { status: 'pending'; session_id: string; refused_responses?: number; check?: string } {
     const s = this.session(tenant, sessionId);
     if (!s) throw new NotFoundError('unknown presentation session');
     const entitled = resultKey !== undefined && !!s.result_key_hash && safeEq(sha256(resultKey), s.result_key_hash);
@@ -432,7 +514,10 @@ export class VerifierService {
       return entitled && !s.login_secret_hash ? out : { ...out, presentation: {} };
     }
     if (Date.parse(s.expires_at) <= this.now()) throw new AppError(400, 'session_expired', 'the presentation session has expired');
-    return { status: 'pending', session_id: s.id };
+    // Refused responses leave the session waiting; the page may say that one was refused and why.
+    return s.refused_responses
+      ? { status: 'pending', session_id: s.id, refused_responses: s.refused_responses, check: s.last_refused_check ?? undefined }
+      : { status: 'pending', session_id: s.id };
   }
 
   /**
@@ -447,7 +532,11 @@ export class VerifierService {
     return done > 0;
   }
 
-  /** The login page's wallet sign-in: a session bound to a secret only that page holds. */
+  /**
+   * The login page's wallet sign-in: a session bound to a secret only that page holds, and to a
+   * second one for the browser's SameSite=Strict cookie (`browser_secret`, which the route sets and
+   * never shows the page), which the wallet's redirect must bring back (returnLogin).
+   */
   async startLogin(tenant: Tenant, origin: string, interaction: string, who: Caller) {
     const st = await this.start(
       tenant,
@@ -456,31 +545,77 @@ export class VerifierService {
       who,
     );
     const secret = random(32);
+    const browserSecret = random(32);
     this.deps.db
-      .prepare('UPDATE vp_session SET login_secret_hash = ?, login_interaction = ? WHERE tenant_id = ? AND id = ?')
-      .run(sha256(secret), interaction || null, tenant.id, st.session_id);
+      .prepare('UPDATE vp_session SET login_secret_hash = ?, login_browser_hash = ?, login_interaction = ? WHERE tenant_id = ? AND id = ?')
+      .run(sha256(secret), sha256(browserSecret), interaction || null, tenant.id, st.session_id);
     return {
-      session_id: st.session_id,
-      openid4vp_url: st.openid4vp_url,
-      qr_svg: `${origin}/oidc.ashx/vp-qr.svg?session_id=${st.session_id}`,
-      login_secret: secret,
-      expires_in: st.expires_in,
+      page: {
+        session_id: st.session_id,
+        openid4vp_url: st.openid4vp_url,
+        qr_svg: `${origin}/oidc.ashx/vp-qr.svg?session_id=${st.session_id}`,
+        login_secret: secret,
+        expires_in: st.expires_in,
+      },
+      browserSecret,
     };
   }
 
-  /**
-   * The login page, after vp-result said `verified`: the account the PID mapped to, once, for the
-   * page holding the secret. Errors: 404 unknown, 403 wrong secret, 409 not verified yet or
-   * already used, 403 `access_denied` when the tenant's policy maps this PID to nobody.
-   */
-  completeLogin(tenant: Tenant, sessionId: string, secret: string, who: Caller): { userId: string; interaction: string | null } {
+  /** A login-page session, for the page holding its secret. */
+  private loginSession(tenant: Tenant, sessionId: string, secret: string): SessionRow {
     const s = this.session(tenant, sessionId);
     if (!s || !s.login_secret_hash) throw new NotFoundError('unknown sign-in session');
     if (!safeEq(sha256(secret), s.login_secret_hash)) throw new AppError(403, 'access_denied', 'this sign-in session belongs to another page');
     if (s.status !== 'verified') throw new AppError(409, 'conflict', 'the wallet has not presented a verified PID in this session');
+    if (s.completed_at) throw new AppError(409, 'session_finished', 'this sign-in was already completed');
     if (!s.login_user_id) throw new AppError(403, 'access_denied', 'no account of this tenant may sign in with this PID (tenant policy)');
+    return s;
+  }
+
+  /**
+   * Cross-device (OpenID4VP 1.0 §13): the page learns whose PID was presented and shows the name
+   * for the person to confirm before it may complete. Whoever saw the QR code can present their own
+   * PID into this session; the person in front of the page then sees a stranger's name.
+   */
+  reviewLogin(tenant: Tenant, sessionId: string, secret: string): { name: string; account: string } {
+    const s = this.loginSession(tenant, sessionId, secret);
+    const claims = (this.storedResult(tenant, { ...s, result: s.result! }).presentation.claims ?? {}) as Record<string, unknown>;
+    const name = [claims.given_name, claims.family_name].filter((v): v is string => typeof v === 'string' && v !== '').join(' ');
+    this.deps.db.prepare('UPDATE vp_session SET login_reviewed_at = ? WHERE tenant_id = ? AND id = ?').run(new Date(this.now()).toISOString(), tenant.id, s.id);
+    return { name, account: this.deps.users.get(tenant, s.login_user_id!)?.name ?? '' };
+  }
+
+  /**
+   * The login page, after the person confirmed the name reviewLogin showed: the account the PID
+   * mapped to, once, for the page holding the secret. Errors: 404 unknown, 403 wrong secret, 409
+   * not verified yet, not reviewed or already used, 403 `access_denied` when the tenant's policy
+   * maps this PID to nobody.
+   */
+  completeLogin(tenant: Tenant, sessionId: string, secret: string, who: Caller): { userId: string; interaction: string | null } {
+    const s = this.loginSession(tenant, sessionId, secret);
+    if (!s.login_reviewed_at) throw new AppError(409, 'conflict', 'the page must show the presented name for confirmation first (wallet-login/review)');
     if (!this.markCompleted(tenant, s.id, who, 'login-page')) throw new AppError(409, 'session_finished', 'this sign-in was already completed');
-    return { userId: s.login_user_id, interaction: s.login_interaction };
+    return { userId: s.login_user_id!, interaction: s.login_interaction };
+  }
+
+  /**
+   * Same-device (OpenID4VP 1.0 §13.3): the wallet sends its user's browser to the redirect_uri of
+   * its vp-response answer. The response_code is used once, whichever browser brings it; it signs
+   * in only the browser whose cookie started the session. Without that cookie (the wallet's
+   * browser on another device, or a navigation from another site, which a SameSite=Strict cookie
+   * does not accompany) the sign-in is finished on the page that started it, by confirmation.
+   */
+  returnLogin(tenant: Tenant, sessionId: string, code: string, browserSecret: string | undefined, who: Caller): ReturnOutcome {
+    const s = this.session(tenant, sessionId);
+    if (!s || !s.login_secret_hash) throw new NotFoundError('unknown sign-in session');
+    const used = this.deps.db
+      .prepare('UPDATE vp_session SET login_code_hash = NULL WHERE tenant_id = ? AND id = ? AND login_code_hash = ?')
+      .run(tenant.id, s.id, sha256(code)).changes;
+    if (!used) throw new AppError(403, 'access_denied', 'this sign-in link is not valid (or was already used)');
+    if (!browserSecret || !s.login_browser_hash || !safeEq(sha256(browserSecret), s.login_browser_hash)) return { elsewhere: true };
+    if (!s.login_user_id) throw new AppError(403, 'access_denied', 'no account of this tenant may sign in with this PID (tenant policy)');
+    if (!this.markCompleted(tenant, s.id, who, 'login-redirect')) throw new AppError(409, 'session_finished', 'this sign-in was already completed');
+    return { signIn: { userId: s.login_user_id, interaction: s.login_interaction } };
   }
 
   /** /.well-known/eudiw-verifier-metadata: what a wallet or an operator needs to know about this verifier. */

@@ -1,7 +1,8 @@
 // "Sign in with your EU wallet" on /login.html (plugins/wallet-verifier). No framework, no inline
 // script (the page's CSP): starts a presentation session bound to a secret only this page holds,
 // shows its deep link as a QR code (cross-device) and a link (same-device), polls the result and,
-// once the wallet's PID is verified, completes the sign-in and follows the redirect.
+// once the wallet's PID is verified, shows whose it is and completes the sign-in when the person
+// confirms. Same-device, the wallet's redirect signs this browser in by itself (wallet-login/return).
 (function () {
   'use strict';
   var box = document.getElementById('wallet-signin');
@@ -31,18 +32,54 @@
       document.getElementById('wallet-signin-box').hidden = false;
       say('Waiting for your wallet…');
       var deadline = Date.now() + s.expires_in * 1000;
+      var creds = { session_id: s.session_id, login_secret: s.login_secret };
+      // Whoever saw the QR code could have presented their own PID: show whose it is and let the
+      // person confirm before this browser is signed in (OpenID4VP 1.0 §13, cross-device).
+      function confirmName() {
+        return post('/oidc.ashx/wallet-login/review', creds).then(function (r) {
+          var cont = document.getElementById('wallet-signin-continue');
+          document.getElementById('wallet-signin-name').textContent = r.name || r.account;
+          document.getElementById('wallet-signin-account').textContent = r.account;
+          cont.textContent = 'Continue as ' + (r.name || r.account);
+          document.getElementById('wallet-signin-box').hidden = true;
+          document.getElementById('wallet-signin-confirm').hidden = false;
+          say('Is this you?');
+          cont.onclick = function () {
+            stopped = true;
+            cont.disabled = true;
+            say('Signing you in…');
+            post('/oidc.ashx/wallet-login/complete', creds).then(function (c) {
+              window.location.assign(c.redirect);
+            }, failed);
+          };
+          document.getElementById('wallet-signin-cancel').onclick = function () {
+            stopped = true;
+            document.getElementById('wallet-signin-confirm').hidden = true;
+            say('Not signed in. Start again to present your own wallet.');
+            btn.disabled = false;
+          };
+        });
+      }
+      var reviewing = false;
+      var stopped = false;
       function poll() {
+        if (stopped) return;
         fetch('/oidc.ashx?action=vp-result&session_id=' + encodeURIComponent(s.session_id), { credentials: 'same-origin' })
           .then(json)
           .then(function (j) {
-            if (j.status === 'verified') {
-              say('Verified. Signing you in…');
-              return post('/oidc.ashx/wallet-login/complete', { session_id: s.session_id, login_secret: s.login_secret }).then(function (c) {
-                window.location.assign(c.redirect);
-              });
+            if (j.status === 'completed') {
+              // Same-device: the wallet's redirect signed this browser in, in another window.
+              document.getElementById('wallet-signin-confirm').hidden = true;
+              return say('Signed in, in the window your wallet opened.');
             }
-            if (j.status !== 'pending') throw new Error(j.error_description || 'the presentation was not accepted');
+            // Shown once; polling goes on, since the wallet's redirect may finish the sign-in elsewhere.
+            if (j.status === 'verified' && !reviewing) {
+              reviewing = true;
+              confirmName().catch(function () {});
+            }
+            if (j.status !== 'pending' && j.status !== 'verified') throw new Error(j.error_description || 'the presentation was not accepted');
             if (Date.now() > deadline) throw new Error('the request expired, start again');
+            if (j.refused_responses) say('A response was refused (' + j.check + '). Waiting for your wallet…');
             setTimeout(poll, 1000);
           })
           .catch(failed);

@@ -33,6 +33,8 @@ export interface CookieOptions {
   maxAge?: number;
   /** `/` unless a cookie is meant for one path only (a callback). */
   path?: string;
+  /** `Lax` unless the cookie must never travel with a request another site started (`Strict`). */
+  sameSite?: 'Lax' | 'Strict';
 }
 
 /**
@@ -41,5 +43,5 @@ export interface CookieOptions {
  * appliance's own (base64url, sealed blobs): nothing here needs quoting.
  */
 export function serialize(name: string, value: string, o: CookieOptions): string {
-  return `${name}=${value}; Path=${o.path ?? '/'}; HttpOnly; SameSite=Lax${o.maxAge !== undefined ? `; Max-Age=${o.maxAge}` : ''}${o.secure ? '; Secure' : ''}`;
+  return `${name}=${value}; Path=${o.path ?? '/'}; HttpOnly; SameSite=${o.sameSite ?? 'Lax'}${o.maxAge !== undefined ? `; Max-Age=${o.maxAge}` : ''}${o.secure ? '; Secure' : ''}`;
 }

@@ -1769,7 +1769,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The signed request object of a session (typ oauth-authz-req+jwt, x5c from the RP CA); once per session */
+        /** The signed request object of a session (typ oauth-authz-req+jwt, x5c from the RP CA); the same nonce, state and key on every fetch while the session waits */
         get: operations["get_oidc_ashx_action_vp_request"];
         put?: never;
         post?: never;
@@ -2153,8 +2153,42 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Login page: after vp-result says verified, sign this browser in as the account the PID maps to (tenant policy); once */
+        /** Login page: after the person confirmed the name wallet-login/review showed, sign this browser in as the account the PID maps to (tenant policy); once */
         post: operations["post_oidc_ashx_wallet_login_complete"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/oidc.ashx/wallet-login/return": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Login page, same-device: the wallet's redirect_uri; signs in the browser that started the sign-in (its cookie), else says to confirm there */
+        get: operations["get_oidc_ashx_wallet_login_return"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/oidc.ashx/wallet-login/review": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Login page: after vp-result says verified, the name the wallet presented and its account, for the person to confirm before completing */
+        post: operations["post_oidc_ashx_wallet_login_review"];
         delete?: never;
         options?: never;
         head?: never;
@@ -11403,6 +11437,8 @@ export interface operations {
                         presentation: {
                             [key: string]: unknown;
                         };
+                        /** @description login-page sessions: where the wallet sends its user (OpenID4VP 1.0 §8.2), with a response_code */
+                        redirect_uri?: string;
                         session_id: string;
                         sso_assertion?: string;
                         /** @enum {string} */
@@ -12542,6 +12578,127 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description not verified yet, not reviewed, or already completed */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_oidc_ashx_wallet_login_return: {
+        parameters: {
+            query: {
+                response_code: string;
+                session_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description HTML page: this browser did not start the sign-in; it is confirmed on the page that did */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": unknown;
+                };
+            };
+            /** @description signed in: onward to the pending authorization, or a page */
+            303: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description HTML page: the response_code is not valid or already used, or no account for this PID */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": unknown;
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_oidc_ashx_wallet_login_review: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    login_secret: string;
+                    session_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description {name, account} */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description another page's session, or no account for this PID (access_denied) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description unknown sign-in session */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description not verified yet, or already completed */
             409: {
                 headers: {
@@ -12575,7 +12732,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description {session_id, openid4vp_url, qr_svg, login_secret, expires_in} */
+            /** @description {session_id, openid4vp_url, qr_svg, login_secret, expires_in}; sets the browser-binding cookie */
             200: {
                 headers: {
                     [name: string]: unknown;

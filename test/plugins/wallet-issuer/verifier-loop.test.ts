@@ -140,8 +140,10 @@ describe('issuer → our verifier → revoke → refused', () => {
 
     const refused = await present(sdjwt, holder);
     expect(refused.status).toBe(400);
-    expect(refused.polled).toMatchObject({ status: 'error', check: 'status' });
-    expect(String(refused.polled.error_description)).toContain('revoked');
+    // A refused response leaves the verifier's session waiting, naming the check.
+    expect(refused.polled).toMatchObject({ status: 'pending', refused_responses: 1, check: 'status' });
+    expect(refused.body).toMatchObject({ status: 'error', check: 'status' });
+    expect(String(refused.body.error_description)).toContain('revoked');
   });
 
   it('the same through the admin API (POST /vci.ashx?revoke)', async () => {
@@ -154,6 +156,6 @@ describe('issuer → our verifier → revoke → refused', () => {
     expect(await r.json()).toEqual({ revoked: [id] });
     const refused = await present(sdjwt, holder);
     expect(refused.status).toBe(400);
-    expect(refused.polled).toMatchObject({ status: 'error', check: 'status' });
+    expect(refused.polled).toMatchObject({ status: 'pending', refused_responses: 1, check: 'status' });
   });
 });

@@ -5,7 +5,7 @@
  * encrypts the response), the page polls, completes the sign-in and the code flow finishes.
  */
 import crypto from 'node:crypto';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type Locator, type Page } from 'playwright-core';
 import * as oidc from 'openid-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../../support/server.ts';
@@ -31,6 +31,8 @@ beforeAll(async () => {
   rpCaDer = Buffer.from(await (await s.fetch('/rp-cert.ashx?ca&format=der', { host: A })).arrayBuffer());
   // Tenant policy (default match-user): the PID of Erika Mustermann signs in the account erika.mustermann.
   await s.appliance.core.users.add(s.primary, { name: 'erika.mustermann', role: 'user', password: 'erika password 1', email: 'erika@example.test' });
+  // An account of this tenant whose holder attacks another person's sign-in.
+  await s.appliance.core.users.add(s.primary, { name: 'max.attacker', role: 'user', password: 'max password 12', email: 'max@example.test' });
   secret = (await saveClient(s, A, { client_id: 'webapp', client_name: 'Web App', redirect_uris: [CB], grant_types: ['authorization_code'] })).client_secret!;
   browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
@@ -81,6 +83,34 @@ async function catchCallback(page: Page): Promise<() => Promise<string>> {
   return () => p;
 }
 
+/** An OIDC client's code flow in a browser context, up to the login page's wallet block showing its deep link. */
+async function loginPageLink(ctx: BrowserContext, client = { id: 'webapp', secret: () => secret }) {
+  const c = await rp(s, A, client.id, client.secret(), oidc.ClientSecretBasic(client.secret()));
+  const verifier = oidc.randomPKCECodeVerifier();
+  const state = oidc.randomState();
+  const url = oidc.buildAuthorizationUrl(c, {
+    redirect_uri: CB,
+    scope: 'openid profile',
+    state,
+    code_challenge: await oidc.calculatePKCECodeChallenge(verifier),
+    code_challenge_method: 'S256',
+  });
+  const page = await ctx.newPage();
+  await page.goto(url.href);
+  await page.waitForURL(/\/login\.html\?i=/);
+  await page.getByRole('button', { name: 'Sign in with your EU wallet' }).click();
+  const a = page.getByRole('link', { name: 'Open the wallet on this device' });
+  await a.waitFor({ state: 'visible' });
+  return { c, verifier, state, page, link: (await a.getAttribute('href'))! };
+}
+
+/** The element's text, once it matches (the page gets there by polling). */
+const shows = (l: Locator, want: string | RegExp) =>
+  expect.poll(async () => (await l.textContent()) ?? '', { timeout: 15_000 }).toMatch(typeof want === 'string' ? new RegExp(`^${want}$`) : want);
+
+const pathOf = (u: string) => new URL(u).pathname + new URL(u).search;
+const signedIn = async (ctx: BrowserContext) => (await ctx.cookies()).some((k) => k.name === 'sc_sid');
+
 const post = (path: string, json: unknown, headers: Record<string, string> = {}) =>
   s.fetch(path, { method: 'POST', host: A, headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(json) });
 
@@ -128,7 +158,16 @@ describe('wallet sign-in on the login page', () => {
     expect(verified.status).toBe('verified');
     expect(verified.sso_assertion).toBeUndefined();
 
-    // The page completes the sign-in; the authorization continues to consent and back to the client.
+    // Cross-device: the wallet's browser (another device, no cookie of this sign-in) is told to
+    // finish on the page; the page shows whose PID arrived and signs in when the person confirms.
+    expect(verified.redirect_uri).toMatch(/\/oidc\.ashx\/wallet-login\/return\?session_id=.+&response_code=/);
+    const phone = await s.fetch(new URL(verified.redirect_uri).pathname + new URL(verified.redirect_uri).search, { host: A });
+    expect(phone.status).toBe(200);
+    expect(await phone.text()).toContain('confirm your name there');
+    await shows(page.locator('#wallet-signin-name'), 'Erika Mustermann');
+    expect((await ctx.cookies()).some((k) => k.name === 'sc_sid')).toBe(false);
+    await page.getByRole('button', { name: 'Continue as Erika Mustermann' }).click();
+    // The authorization continues to consent and back to the client.
     await page.getByRole('button', { name: 'Allow' }).click();
     const cbUrl = new URL(await back());
     await page.waitForURL('http://127.0.0.1:9/**');
@@ -147,7 +186,57 @@ describe('wallet sign-in on the login page', () => {
     await ctx.close();
   });
 
-  it('complete: only with the page secret, only after verification, only once; a PID with no account is refused', async () => {
+  it("Chromium, same-device: the wallet's redirect_uri opened in the browser that started signs it in without a confirmation", async () => {
+    // A client of its own, so that its consent is asked (webapp's was given in the first test).
+    const other = (await saveClient(s, A, { client_id: 'sameapp', client_name: 'Same App', redirect_uris: [CB], grant_types: ['authorization_code'] }))
+      .client_secret!;
+    const ctx = await browser.newContext();
+    const { c, verifier, state, page, link } = await loginPageLink(ctx, { id: 'sameapp', secret: () => other });
+    const verified = await body(await walletAnswers(link));
+    expect(verified.status).toBe('verified');
+    // The wallet opens its redirect_uri in this device's browser (a new tab; no initiating site).
+    const tab = await ctx.newPage();
+    const back = await catchCallback(tab);
+    await tab.goto(verified.redirect_uri);
+    await tab.getByRole('button', { name: 'Allow' }).click();
+    const tokens = await oidc.authorizationCodeGrant(c, new URL(await back()), { pkceCodeVerifier: verifier, expectedState: state });
+    expect(tokens.claims()!.preferred_username).toBe('erika.mustermann');
+    // The code was for one use; the first page learns the sign-in happened elsewhere.
+    expect((await s.fetch(pathOf(verified.redirect_uri), { host: A })).status).toBe(403);
+    await shows(page.locator('#wallet-signin-status'), /Signed in, in the window your wallet opened/);
+    await ctx.close();
+  });
+
+  it("login CSRF: an attacker who saw the QR code presents its own PID into the victim's session; the victim's browser is not signed in without confirming", async () => {
+    const victim = await browser.newContext();
+    const { page, link } = await loginPageLink(victim);
+    // The attacker resolves the same deep link (vp-request) first and presents its own PID.
+    const attack = await body(await walletAnswers(link, { given_name: 'Max', family_name: 'Attacker' }));
+    expect(attack.status).toBe('verified');
+    // It sends the victim's browser to its redirect_uri from its own site: the SameSite=Strict
+    // binding cookie does not come along, so that browser is told to confirm on the page instead.
+    const lure = await victim.newPage();
+    await lure.route('http://attacker.test/**', (route) =>
+      route.fulfill({ status: 200, contentType: 'text/html', body: `<a id="go" href="${attack.redirect_uri}">prize</a>` }),
+    );
+    await lure.goto('http://attacker.test/');
+    await lure.click('#go');
+    await shows(lure.locator('#wallet-return-message'), /confirm your name there/);
+    expect(await signedIn(victim)).toBe(false);
+    // The code is spent: the attacker's own browser gets nothing from it either.
+    expect((await s.fetch(pathOf(attack.redirect_uri), { host: A })).status).toBe(403);
+    // The victim's page shows whose PID arrived; the victim declines.
+    await shows(page.locator('#wallet-signin-name'), 'Max Attacker');
+    await shows(page.locator('#wallet-signin-account'), 'max.attacker');
+    expect(await signedIn(victim)).toBe(false);
+    await page.getByRole('button', { name: 'This is not me' }).click();
+    await shows(page.locator('#wallet-signin-status'), /Not signed in/);
+    expect(await signedIn(victim)).toBe(false);
+    expect(page.url()).toMatch(/\/login\.html\?i=/);
+    await victim.close();
+  });
+
+  it('complete: only with the page secret, only after verification and the name shown, only once; a PID with no account is refused', async () => {
     const st = await body(await post('/oidc.ashx/wallet-login/start', {}));
     expect(st.login_secret).toMatch(/^[A-Za-z0-9_-]{40,}$/);
     const early = await post('/oidc.ashx/wallet-login/complete', { session_id: st.session_id, login_secret: st.login_secret });
@@ -156,6 +245,12 @@ describe('wallet sign-in on the login page', () => {
     expect((await body(await s.fetch(`/oidc.ashx?action=vp-result&session_id=${st.session_id}`, { host: A }))).status).toBe('verified');
     const wrong = await post('/oidc.ashx/wallet-login/complete', { session_id: st.session_id, login_secret: 'x'.repeat(43) });
     expect(wrong.status).toBe(403);
+    expect((await post('/oidc.ashx/wallet-login/review', { session_id: st.session_id, login_secret: 'x'.repeat(43) })).status).toBe(403);
+    // Not before the page has shown whose PID it is.
+    const unreviewed = await post('/oidc.ashx/wallet-login/complete', { session_id: st.session_id, login_secret: st.login_secret });
+    expect(unreviewed.status).toBe(409);
+    const review = await post('/oidc.ashx/wallet-login/review', { session_id: st.session_id, login_secret: st.login_secret });
+    expect(await body(review)).toEqual({ name: 'Erika Mustermann', account: 'erika.mustermann' });
     const ok = await post('/oidc.ashx/wallet-login/complete', { session_id: st.session_id, login_secret: st.login_secret });
     expect(ok.status).toBe(200);
     expect((await body(ok)).redirect).toBe('/passkeys.html');
@@ -165,7 +260,7 @@ describe('wallet sign-in on the login page', () => {
 
     const st2 = await body(await post('/oidc.ashx/wallet-login/start', {}));
     expect((await walletAnswers(st2.openid4vp_url, { given_name: 'Max' })).status).toBe(200);
-    const none = await post('/oidc.ashx/wallet-login/complete', { session_id: st2.session_id, login_secret: st2.login_secret });
+    const none = await post('/oidc.ashx/wallet-login/review', { session_id: st2.session_id, login_secret: st2.login_secret });
     expect(none.status).toBe(403);
     expect((await body(none)).error).toBe('access_denied');
     expect((await post('/oidc.ashx/wallet-login/complete', { session_id: 'nope', login_secret: 'x' })).status).toBe(404);

@@ -46,9 +46,9 @@ async function expectFailure(o: OpenSession, token: string, check: string, code 
   expect({ status: r.status, error: out.error, check: out.check }).toEqual({ status: 400, error: code, check });
   expect(out.status).toBe('error');
   expect(out.error_description).toContain(check);
-  // The session keeps the error result, naming the check.
+  // The session still waits (anyone who saw the QR code could have sent it) and names the check.
   const polled = await body(await s.fetch(`/oidc.ashx?action=vp-result&session_id=${o.sessionId}`));
-  expect(polled).toMatchObject({ status: 'error', check });
+  expect(polled).toMatchObject({ status: 'pending', refused_responses: 1, check });
 }
 
 describe('vp-response refuses a presentation that fails any single check', () => {
@@ -173,7 +173,7 @@ describe('vp-response refuses a presentation that fails any single check', () =>
   });
 });
 
-describe('sessions: expired, finished, unknown, replayed, request single use', () => {
+describe('sessions: expired, finished, unknown, replayed, request fetched again', () => {
   it('a response after the session expired is refused (session_expired)', async () => {
     const o = await openSession(s);
     const token = await presentPid(credential, holder, { aud: o.clientId, nonce: o.nonce, iat: Math.floor(clock.now() / 1000) });
@@ -207,10 +207,53 @@ describe('sessions: expired, finished, unknown, replayed, request single use', (
     expect(r.status).toBe(404);
   });
 
-  it('the request object is served once per session', async () => {
-    const o = await openSession(s);
-    const r = await s.fetch(`/oidc.ashx?action=vp-request&session_id=${o.sessionId}`);
-    expect(r.status).toBe(400);
-    expect((await body(r)).error).toBe('session_finished');
+  it('the request object can be fetched again while the session waits: same nonce, state and key, and the wallet still verifies', async () => {
+    const first = await openSession(s);
+    // Someone who saw the QR code fetches it first; the wallet fetches it after.
+    const again = await s.fetch(`/oidc.ashx?action=vp-request&session_id=${first.sessionId}`);
+    expect(again.status).toBe(200);
+    const { payload } = await jose.jwtVerify(await again.text(), new crypto.X509Certificate(Buffer.from(first.header.x5c![0]!, 'base64')).publicKey);
+    expect(payload).toMatchObject({ nonce: first.nonce, state: first.state, response_uri: first.responseUri });
+    const key = (payload.client_metadata as { jwks: { keys: jose.JWK[] } }).jwks.keys[0]!;
+    expect(key).toEqual(first.encJwk);
+    const o = { ...first, encJwk: key };
+    const r = await sendEncrypted(s, o, await presentPid(credential, holder, { aud: o.clientId, nonce: o.nonce, iat: Math.floor(clock.now() / 1000) }));
+    expect(r.status).toBe(200);
+    expect((await body(r)).status).toBe('verified');
+    // Finished: no request object any more.
+    expect((await body(await s.fetch(`/oidc.ashx?action=vp-request&session_id=${o.sessionId}`))).error).toBe('session_finished');
+  });
+});
+
+describe('whoever sees the QR code cannot end the session', () => {
+  const bogus = (o: OpenSession, form: Record<string, string>) =>
+    s.fetch(`/oidc.ashx?action=vp-response&session_id=${o.sessionId}`, { method: 'POST', body: new URLSearchParams(form) });
+
+  it('a bogus vp-response (vp_token=x&state=wrong) leaves the session pending, and the real wallet still verifies', async () => {
+    for (const q of ['preset=pid', 'preset=pid&response_mode=direct_post']) {
+      const o = await openSession(s, q);
+      const r = await bogus(o, { vp_token: 'x', state: 'wrong' });
+      expect(r.status).toBe(400);
+      expect(await body(await s.fetch(`/oidc.ashx?action=vp-result&session_id=${o.sessionId}`))).toMatchObject({ status: 'pending', refused_responses: 1 });
+      const token = await presentPid(credential, holder, { aud: o.clientId, nonce: o.nonce, iat: Math.floor(clock.now() / 1000) });
+      const ok = o.encJwk ? await sendEncrypted(s, o, token) : await bogus(o, { vp_token: JSON.stringify({ pid_sd_jwt: [token] }), state: o.state });
+      expect(ok.status).toBe(200);
+      expect((await body(ok)).status).toBe('verified');
+      expect((await body(await s.fetch(`/oidc.ashx?action=vp-result&session_id=${o.sessionId}`))).status).toBe('verified');
+    }
+  });
+
+  it('refused responses are counted: the fifth ends the session with a clear reason', async () => {
+    const o = await openSession(s, 'preset=pid&response_mode=direct_post');
+    for (let i = 1; i <= 4; i++) {
+      expect((await bogus(o, { vp_token: `x${i}`, state: 'wrong' })).status).toBe(400);
+      expect((await body(await s.fetch(`/oidc.ashx?action=vp-result&session_id=${o.sessionId}`))).refused_responses).toBe(i);
+    }
+    expect((await bogus(o, { vp_token: 'x5', state: o.state })).status).toBe(400);
+    const ended = await body(await s.fetch(`/oidc.ashx?action=vp-result&session_id=${o.sessionId}`));
+    expect(ended).toMatchObject({ status: 'error', check: 'too_many_responses', error: 'invalid_presentation' });
+    expect(ended.error_description).toMatch(/5 responses to this session were refused/);
+    const late = await bogus(o, { vp_token: 'x6', state: o.state });
+    expect((await body(late)).error).toBe('session_finished');
   });
 });
