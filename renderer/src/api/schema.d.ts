@@ -1561,7 +1561,7 @@ export interface paths {
         put?: never;
         /**
          * Token endpoint: authorization_code, refresh_token, client_credentials, password, jwt-bearer and plugged-in grants
-         * @description Form-encoded (RFC 6749 §3.2). Client authentication: none (public, PKCE), client_secret_basic, client_secret_post, private_key_jwt.
+         * @description Form-encoded (RFC 6749 §3.2). Client authentication: none (public, PKCE), client_secret_basic, client_secret_post, private_key_jwt. Grants and their parameters: `authorization_code`: code, redirect_uri, code_verifier; `refresh_token`: refresh_token, scope; `client_credentials`: scope; `password`: username, password, scope; `urn:ietf:params:oauth:grant-type:jwt-bearer`: assertion, scope (client authentication optional); `urn:ietf:params:oauth:grant-type:pre-authorized_code`: pre-authorized_code, tx_code (client authentication optional); `urn:sovcomms:params:oauth:grant-type:sso_assertion`: assertion, scope.
          */
         post: operations["post_oauth2_v1_token"];
         delete?: never;
@@ -1735,7 +1735,7 @@ export interface paths {
         put?: never;
         /**
          * Token endpoint: authorization_code, refresh_token, client_credentials, password, jwt-bearer and plugged-in grants
-         * @description Form-encoded (RFC 6749 §3.2). Client authentication: none (public, PKCE), client_secret_basic, client_secret_post, private_key_jwt.
+         * @description Form-encoded (RFC 6749 §3.2). Client authentication: none (public, PKCE), client_secret_basic, client_secret_post, private_key_jwt. Grants and their parameters: `authorization_code`: code, redirect_uri, code_verifier; `refresh_token`: refresh_token, scope; `client_credentials`: scope; `password`: username, password, scope; `urn:ietf:params:oauth:grant-type:jwt-bearer`: assertion, scope (client authentication optional); `urn:ietf:params:oauth:grant-type:pre-authorized_code`: pre-authorized_code, tx_code (client authentication optional); `urn:sovcomms:params:oauth:grant-type:sso_assertion`: assertion, scope.
          */
         post: operations["post_oidc_ashx_action_token"];
         delete?: never;
@@ -2084,7 +2084,7 @@ export interface paths {
         put?: never;
         /**
          * Token endpoint: authorization_code, refresh_token, client_credentials, password, jwt-bearer and plugged-in grants
-         * @description Form-encoded (RFC 6749 §3.2). Client authentication: none (public, PKCE), client_secret_basic, client_secret_post, private_key_jwt.
+         * @description Form-encoded (RFC 6749 §3.2). Client authentication: none (public, PKCE), client_secret_basic, client_secret_post, private_key_jwt. Grants and their parameters: `authorization_code`: code, redirect_uri, code_verifier; `refresh_token`: refresh_token, scope; `client_credentials`: scope; `password`: username, password, scope; `urn:ietf:params:oauth:grant-type:jwt-bearer`: assertion, scope (client authentication optional); `urn:ietf:params:oauth:grant-type:pre-authorized_code`: pre-authorized_code, tx_code (client authentication optional); `urn:sovcomms:params:oauth:grant-type:sso_assertion`: assertion, scope.
          */
         post: operations["post_oidc_ashx_token"];
         delete?: never;
