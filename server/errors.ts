@@ -15,6 +15,8 @@ export const ERROR_CODES = [
   'login_required',
   'invalid_csrf',
   'conflict',
+  /** 409: a per-tenant cap (the body names it: `cap`, `limit`). */
+  'tenant_limit',
   // credentials (RFC 6750, admin HMAC)
   'invalid_token',
   'insufficient_scope',

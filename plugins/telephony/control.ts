@@ -83,6 +83,16 @@ export type Trunk = z.infer<typeof TrunkSchema>;
  */
 export const TrunksBodySchema = z.object({ trunks: z.array(z.unknown()).max(1000) });
 
+/**
+ * PUT /tenants/:tenantId/trunks takes the same body: one tenant's set, replacing that tenant's
+ * trunks only (the core pushes one per tenant, so no tenant's volume refuses another's). A trunk
+ * id is `<tenant-id>.<trunk-id>` and the trunk part has no dot: the tenant precedes the last one.
+ */
+export function trunkTenant(id: string): string {
+  const dot = id.lastIndexOf('.');
+  return dot < 0 ? '' : id.slice(0, dot);
+}
+
 /** POST /calls. */
 export const PlaceCallSchema = z.object({
   callId: z.string().min(1).max(100),

@@ -49,6 +49,7 @@ export default definePlugin({
       ctx.keys,
       () => new Date(ctx.clock.now()).toISOString(),
       () => supervisor.schedulePush(),
+      ctx.config.limits,
     );
     const transcripts = new TranscriptStore(repo, ctx.paths);
     const shares = new TranscriptShares(repo, transcripts, ctx.events, ctx.clock);
@@ -76,6 +77,7 @@ export default definePlugin({
       ctx.keys,
       () => new Date(ctx.clock.now()).toISOString(),
       () => supervisor.schedulePush(),
+      ctx.config.limits.phones,
     );
     const rooms = new RoomService({
       db: ctx.db,
@@ -87,7 +89,7 @@ export default definePlugin({
       log: ctx.log,
       config: ctx.config,
     });
-    const inboundRoutes = new InboundRoutes(repo);
+    const inboundRoutes = new InboundRoutes(repo, ctx.config.limits.routes);
     const inbound: InboundCalls = new InboundCalls({
       repo,
       admin,

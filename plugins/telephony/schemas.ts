@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { pageQuery } from '../../server/sdk.ts';
+import { AppError, pageQuery } from '../../server/sdk.ts';
 import { headerSafe } from './control.ts';
 import { TRUNK_ID_RE } from './trunks/trunk.ts';
 /** E.164: `+`, a non-zero country code digit, at most 15 digits in all (ITU-T E.164 §6). */
@@ -71,6 +71,22 @@ export const telephonyConfig = z
       .strict()
       // A remote bridge needs its address and the token both sides share (CONTROL-API.md).
       .refine((b) => b.mode !== 'remote' || (b.url !== undefined && b.token !== undefined), { message: 'mode remote needs url and token', path: ['url'] })
+      .prefault({}),
+    /**
+     * Per-tenant caps (SECURITY.md): one tenant's volume must never crowd out another's, on the
+     * bridge (one trunk set per tenant, each within the bridge's bounds) or in the store. The save
+     * past a cap answers 409 `tenant_limit` naming the cap and its limit; rows already stored stay.
+     */
+    limits: z
+      .object({
+        trunks: z.number().int().min(1).max(1000).default(50),
+        numbers: z.number().int().min(1).default(500),
+        /** Desk-phone logins. */
+        phones: z.number().int().min(1).default(200),
+        /** Each of inbound and outbound routes (the inbound `*` catchall not counted). */
+        routes: z.number().int().min(1).default(1000),
+      })
+      .strict()
       .prefault({}),
     /** SMTP relay for outcome mails; no mail is sent without it. */
     mail: z
@@ -478,3 +494,12 @@ export const eventSchemas = {
   'transcript.share.viewed': z.object({ token: z.string().length(8), file: z.string(), viewerIp: z.string(), callId: z.string(), shareId: z.string() }),
   'transcript.share.revoked': z.object({ token: z.string().length(8), file: z.string(), revokedBy: z.string(), callId: z.string(), shareId: z.string() }),
 };
+
+export type TelephonyLimits = z.infer<typeof telephonyConfig>['limits'];
+export const DEFAULT_LIMITS: TelephonyLimits = { trunks: 50, numbers: 500, phones: 200, routes: 1000 };
+
+/** 409 `tenant_limit`: the tenant holds `limit` of `cap` already (the body names both). */
+export function checkTenantLimit(cap: keyof TelephonyLimits, limit: number, count: number): void {
+  if (count >= limit)
+    throw new AppError(409, 'tenant_limit', `a tenant has at most ${limit} ${cap} (the telephony limits.${cap} setting)`, { extra: { cap, limit } });
+}

@@ -7,6 +7,7 @@ import {
   PlaceCallSchema,
   TrunkSchema,
   TrunksBodySchema,
+  trunkTenant,
   type BridgeCallState,
   type ControlError,
   type HangupAnswer,
@@ -225,24 +226,28 @@ export class FakeBridge {
         trunks: this.trunks.map((t) => ({ id: t.id, registered: t.register ? true : null, lastError: null })),
       } satisfies HealthAnswer);
     }
-    if (req.method === 'PUT' && url.pathname === '/trunks') {
+    const tenantPath = /^\/tenants\/([^/]+)\/trunks$/.exec(url.pathname);
+    if (req.method === 'PUT' && (url.pathname === '/trunks' || tenantPath)) {
       const put = parse(TrunksBodySchema, body);
       if (!put) return;
       if (override('putTrunks')) return;
-      // As the real bridge: each trunk on its own; one outside TrunkSchema is refused alone.
+      // As the real bridge: each trunk on its own; one outside TrunkSchema (or, in a tenant's set,
+      // another tenant's) is refused alone. A tenant's set replaces that tenant's trunks only.
+      const tenantId = tenantPath ? decodeURIComponent(tenantPath[1]!) : null;
       const rejected: PutTrunksAnswer['rejected'] = [];
-      this.trunks = [];
+      const good: FakeTrunk[] = [];
       put.trunks.forEach((raw, i) => {
         const r = TrunkSchema.safeParse(raw);
-        if (r.success) this.trunks.push(r.data);
+        const id = (raw as { id?: unknown } | null)?.id;
+        if (r.success && (tenantId === null || trunkTenant(r.data.id) === tenantId)) good.push(r.data);
         else {
-          const id = (raw as { id?: unknown } | null)?.id;
-          const issue = r.error.issues[0];
+          const issue = r.success ? { path: ['id'], message: `not a trunk of tenant ${tenantId}` } : r.error.issues[0];
           rejected.push({ id: typeof id === 'string' ? id : `#${i}`, error: issue ? `${issue.path.join('.')}: ${issue.message}` : 'invalid trunk' });
         }
       });
+      this.trunks = [...(tenantId === null ? [] : this.trunks.filter((t) => trunkTenant(t.id) !== tenantId)), ...good];
       this.trunkPuts++;
-      return send(200, { ok: true, count: this.trunks.length, rejected } satisfies PutTrunksAnswer);
+      return send(200, { ok: true, count: good.length, rejected } satisfies PutTrunksAnswer);
     }
     if (req.method === 'GET' && url.pathname === '/calls') {
       if (override('listCalls')) return;

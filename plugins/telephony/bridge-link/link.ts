@@ -280,6 +280,12 @@ export class BridgeLink {
     return this.answer('PUT /trunks', await this.request('PUT', '/trunks', { trunks }), PutTrunksAnswerSchema);
   }
 
+  /** PUT /tenants/:tenantId/trunks: one tenant's set (replaces that tenant's trunks only; an older bridge: 404). */
+  async putTenantTrunks(tenantId: string, trunks: Trunk[]): Promise<ControlAnswer<PutTrunksAnswer>> {
+    const path = `/tenants/${encodeURIComponent(tenantId)}/trunks`;
+    return this.answer(`PUT ${path}`, await this.request('PUT', path, { trunks }), PutTrunksAnswerSchema);
+  }
+
   /** POST /calls: 202 when the bridge took the call; 409 duplicate_call, 400, 503 no_capacity as error answers. */
   async placeCall(call: PlaceCall): Promise<ControlAnswer<PlaceCallAnswer>> {
     return this.answer('POST /calls', await this.request('POST', '/calls', call), PlaceCallAnswerSchema);

@@ -4,10 +4,11 @@ import type { BridgeLink } from './link.ts';
 import type { CallKinds } from '../calls/kinds.ts';
 import type { TelephonyRepo } from '../repo.ts';
 import type { PhoneAccounts } from '../inbound/phones.ts';
+import { trunkTenant, type Trunk } from '../control.ts';
 
 /**
- * Keeps the bridge in step with the store (CONTROL-API.md): the full trunk set is PUT on bridge
- * start and after every change (the CLI, another process, changes trunks too, so a watch compares
+ * Keeps the bridge in step with the store (CONTROL-API.md): every tenant's trunk set is PUT on
+ * bridge start and after every change (the CLI, another process, changes trunks too, so a watch compares
  * a fingerprint of the table); a remote bridge is polled, and when it restarted behind our back
  * (new instance, empty trunk set) it gets the set again and the calls it lost are reconciled.
  */
@@ -26,6 +27,10 @@ export class BridgeSupervisor {
   #stopped = false;
   #lastPush = '';
   #lastInstance = '';
+  /** The tenants whose sets went to the bridge last (one whose trunks all went gets an empty set). */
+  #pushedTenants = new Set<string>();
+  /** How many trunks the bridge took at the last push (-1: unknown); a remote bridge listing another count gets the sets again. */
+  #accepted = -1;
   #parts: SupervisedParts | undefined;
 
   constructor(
@@ -64,20 +69,19 @@ export class BridgeSupervisor {
     this.#pushTimer.unref();
   }
 
-  /** PUT /trunks with the full set: on bridge start and after every change. */
+  /**
+   * Every tenant's trunk set, one request per tenant (`PUT /tenants/:tenantId/trunks`), on bridge
+   * start and after every change: each request stays within the bridge's bounds (a tenant has at
+   * most `limits.trunks`), and a set the bridge refuses leaves only that tenant's trunks missing.
+   * A bridge without the per-tenant path (older, 404) gets the full set (`PUT /trunks`).
+   */
   async pushTrunks(): Promise<void> {
     const bridge = this.parts.bridge;
     if (bridge.state !== 'ready') return;
     const fp = this.fingerprint();
-    const trunks = this.parts.admin.bridgeTrunks();
     try {
-      const ans = await bridge.putTrunks(trunks);
-      if (!ans.ok) this.log.warn({ status: ans.status, error: ans.error.error, description: ans.error.error_description }, 'bridge refused the trunk set');
-      else {
-        this.#lastPush = fp;
-        // One bad trunk is refused alone; the others are in service.
-        if (ans.body.rejected.length) this.log.warn({ rejected: ans.body.rejected }, 'bridge refused some trunks');
-      }
+      const done = await this.pushTrunkSets();
+      if (done) this.#lastPush = fp;
       // The desk-phone accounts of the registrar go with the trunks (an older bridge without /phones: 404, logged).
       const phones = this.parts.phones;
       if (phones) {
@@ -89,6 +93,56 @@ export class BridgeSupervisor {
     } catch (e) {
       this.log.warn({ err: (e as Error).message }, 'trunk push to the bridge failed');
     }
+  }
+
+  /**
+   * True when the bridge answered every set (a refusal is final, pushing it again changes nothing);
+   * false when a request failed on the way (pushed again at the next watch).
+   */
+  private async pushTrunkSets(): Promise<boolean> {
+    const bridge = this.parts.bridge;
+    const sets = this.parts.admin.bridgeTrunkSets();
+    // A tenant whose last trunk went gets an empty set: its trunks leave the bridge.
+    const tenants = [...new Set([...sets.keys(), ...this.#pushedTenants])];
+    let accepted = 0;
+    let answered = true;
+    for (const tenantId of tenants) {
+      let ans;
+      try {
+        ans = await bridge.putTenantTrunks(tenantId, sets.get(tenantId) ?? []);
+      } catch (e) {
+        this.log.warn({ tenant: tenantId, err: (e as Error).message }, 'trunk push to the bridge failed');
+        answered = false;
+        continue;
+      }
+      if (!ans.ok && ans.status === 404) return this.pushFullSet([...sets.values()].flat());
+      if (!ans.ok) {
+        this.log.warn(
+          { tenant: tenantId, status: ans.status, error: ans.error.error, description: ans.error.error_description },
+          "bridge refused a tenant's trunk set",
+        );
+        continue;
+      }
+      accepted += ans.body.count;
+      // One bad trunk is refused alone; the others are in service.
+      if (ans.body.rejected.length) this.log.warn({ tenant: tenantId, rejected: ans.body.rejected }, 'bridge refused some trunks');
+    }
+    this.#pushedTenants = new Set(sets.keys());
+    this.#accepted = answered ? accepted : -1;
+    return answered;
+  }
+
+  /** An older bridge: the full set in one request (refused whole beyond its bounds). */
+  private async pushFullSet(trunks: Trunk[]): Promise<boolean> {
+    const ans = await this.parts.bridge.putTrunks(trunks);
+    if (!ans.ok) {
+      this.log.warn({ status: ans.status, error: ans.error.error, description: ans.error.error_description }, 'bridge refused the trunk set');
+      this.#accepted = -1;
+      return false;
+    }
+    if (ans.body.rejected.length) this.log.warn({ rejected: ans.body.rejected }, 'bridge refused some trunks');
+    this.#accepted = ans.body.count;
+    return true;
   }
 
   /** Called with the X-Bridge-Instance of every callback: a new one means the bridge restarted. */
@@ -144,7 +198,10 @@ export class BridgeSupervisor {
     const wasDown = bridge.state !== 'ready';
     bridge.markRemote(true);
     const theirs = health.trunks.length;
-    if (wasDown || this.fingerprint() !== this.#lastPush || theirs !== this.parts.admin.bridgeTrunks().length) await this.pushTrunks();
+    // Trunks of a tenant this process never pushed (a core restarted, the tenant's trunks removed
+    // meanwhile): that tenant gets a set too, an empty one, in the push their count difference causes.
+    for (const t of health.trunks) this.#pushedTenants.add(trunkTenant(t.id));
+    if (wasDown || this.fingerprint() !== this.#lastPush || theirs !== this.#accepted) await this.pushTrunks();
     if (wasDown) await this.reconcile(null);
   }
 

@@ -22,7 +22,7 @@ import { OfficeTabs } from './inbound/officetab-provider.ts';
 import { RoomError, RoomHost, webrtcOptionsFromEnv } from './webrtc/host.ts';
 import type { WebRtcOptions } from './webrtc/leg.ts';
 import { HangupSchema, PlaceCallSchema, TrunkSchema, TrunksBodySchema, type LocatedTrunk, type PlaceCall, type Trunk } from './schemas.ts';
-import { OpenRoomSchema } from '../control.ts';
+import { OpenRoomSchema, trunkTenant } from '../control.ts';
 import { gcMode } from './node-flags.ts';
 import { assertWerift } from './webrtc/werift-check.ts';
 import type { ControlError, HangupAnswer, HealthAnswer, ListCallsAnswer, PlaceCallAnswer, PutTrunksAnswer } from '../control.ts';
@@ -100,12 +100,37 @@ function digest(s: string): Buffer {
 
 const SRV_REFRESH_MS = 5 * 60_000;
 
+/** `PUT /tenants/:tenantId/trunks` (CONTROL-API.md): one tenant's trunk set. */
+const TENANT_TRUNKS_PATH = /^\/tenants\/([^/]{1,600})\/trunks$/;
+
+/**
+ * Each trunk checked on its own (`TrunkSchema`): one outside it is refused alone, the others
+ * apply. In a tenant's set (`tenantId`), a trunk of another tenant is refused too.
+ */
+function checkTrunks(raws: unknown[], tenantId: string | null): { good: Trunk[]; rejected: PutTrunksAnswer['rejected'] } {
+  const good: Trunk[] = [];
+  const rejected: PutTrunksAnswer['rejected'] = [];
+  raws.forEach((raw, i) => {
+    const r = TrunkSchema.safeParse(raw);
+    const id = typeof (raw as { id?: unknown })?.id === 'string' ? (raw as { id: string }).id : `#${i}`;
+    if (!r.success) {
+      const issue = r.error.issues[0];
+      rejected.push({ id, error: issue ? `${issue.path.join('.')}: ${issue.message}` : 'invalid trunk' });
+    } else if (tenantId !== null && trunkTenant(r.data.id) !== tenantId) rejected.push({ id, error: `id: not a trunk of tenant ${tenantId}` });
+    else good.push(r.data);
+  });
+  if (rejected.length) log('warn', 'trunks refused', { rejected });
+  return { good, rejected };
+}
+
 export class Bridge {
   readonly instanceId = randomBytes(8).toString('hex');
   private readonly transport = new SipTransport();
   private ua!: SipUserAgent;
   private server: http.Server | null = null;
   private readonly trunks = new Map<string, LocatedTrunk>();
+  /** The trunks as the core pushed them (before DNS): a tenant's push keeps the others' as they came. */
+  private readonly pushed = new Map<string, Trunk>();
   private readonly trunkLoad = new Map<string, number>();
   private readonly calls = new Map<string, OutboundCall>();
   private readonly recent: CallMetrics[] = [];
@@ -232,20 +257,23 @@ export class Bridge {
       const method = req.method ?? 'GET';
       if (method === 'GET' && path === '/health') return send(200, this.health());
       if (method === 'PUT' && path === '/trunks') {
-        const body = parse(TrunksBodySchema, await readJson(req));
-        const good: Trunk[] = [];
-        const rejected: PutTrunksAnswer['rejected'] = [];
-        body.trunks.forEach((raw, i) => {
-          const r = TrunkSchema.safeParse(raw);
-          if (r.success) good.push(r.data);
-          else {
-            const id = typeof (raw as { id?: unknown })?.id === 'string' ? (raw as { id: string }).id : `#${i}`;
-            const issue = r.error.issues[0];
-            rejected.push({ id, error: issue ? `${issue.path.join('.')}: ${issue.message}` : 'invalid trunk' });
-          }
-        });
-        if (rejected.length) log('warn', 'trunks refused', { rejected });
-        await this.setTrunks(good);
+        const { good, rejected } = checkTrunks(parse(TrunksBodySchema, await readJson(req)).trunks, null);
+        await this.serialTrunks(() => this.setTrunks(good));
+        return send(200, { ok: true, count: good.length, rejected } satisfies PutTrunksAnswer);
+      }
+      const tenantTrunks = method === 'PUT' ? TENANT_TRUNKS_PATH.exec(path) : null;
+      if (tenantTrunks) {
+        // One tenant's set: replaces that tenant's trunks alone, so no tenant's volume (each
+        // request is within the bounds) can take another tenant's trunks off the bridge.
+        let tenantId: string;
+        try {
+          tenantId = decodeURIComponent(tenantTrunks[1]!);
+        } catch {
+          throw new HttpError(400, 'invalid_request', 'bad tenant id in the path');
+        }
+        const { good, rejected } = checkTrunks(parse(TrunksBodySchema, await readJson(req)).trunks, tenantId);
+        // One change of the set at a time: a tenant's push reads the others' trunks as they are.
+        await this.serialTrunks(() => this.setTrunks([...[...this.pushed.values()].filter((t) => trunkTenant(t.id) !== tenantId), ...good]));
         return send(200, { ok: true, count: good.length, rejected } satisfies PutTrunksAnswer);
       }
       if (method === 'POST' && path === '/calls') {
@@ -314,6 +342,13 @@ export class Bridge {
     };
   }
 
+  #trunkChanges: Promise<unknown> = Promise.resolve();
+  private serialTrunks(change: () => Promise<void>): Promise<void> {
+    const next = this.#trunkChanges.then(change);
+    this.#trunkChanges = next.catch(() => undefined);
+    return next;
+  }
+
   async setTrunks(trunks: Trunk[]): Promise<void> {
     const ids = new Set<string>();
     for (const t of trunks) {
@@ -321,6 +356,8 @@ export class Bridge {
       ids.add(t.id);
     }
     const located = await Promise.all(trunks.map((t) => this.locate(t)));
+    this.pushed.clear();
+    for (const t of trunks) this.pushed.set(t.id, t);
     this.trunks.clear();
     for (const t of located) this.trunks.set(t.id, t);
     await this.ua.setTrunks(located, this.o.keepaliveMs > 0 ? this.o.keepaliveMs : 0);

@@ -7,6 +7,7 @@ import crypto from 'node:crypto';
 import { z } from 'zod';
 import { ConflictError, type KeyService, NotFoundError, type Tenant } from '../../../server/sdk.ts';
 import type { PhoneAccount } from '../bridge/inbound/control.ts';
+import { checkTenantLimit, DEFAULT_LIMITS } from '../schemas.ts';
 import type { TelephonyRepo } from '../repo.ts';
 
 /** An office user's name as phones and routes name it (the SIP user name of the phone's login). */
@@ -38,6 +39,8 @@ export class PhoneAccounts {
     private readonly keys: KeyService,
     private readonly now: () => string,
     private readonly changed: () => void,
+    /** The plugin's `limits.phones`: desk-phone logins per tenant. */
+    private readonly maxPhones: number = DEFAULT_LIMITS.phones,
   ) {}
 
   private aad(tenantId: string, user: string): string {
@@ -50,6 +53,10 @@ export class PhoneAccounts {
     // One registrar serves every tenant: a SIP user name is taken appliance-wide (no hint whose).
     if (other && (other.tenant_id !== t.id || other.user !== user)) throw new ConflictError('conflict', `the SIP user name ${user} is taken`);
     // 128 bits: the digest is offline-guessable by anyone who sees one REGISTER on the LAN.
+    if (!other) {
+      const n = (this.repo.db.prepare('SELECT COUNT(*) AS n FROM tel_phones WHERE tenant_id = ?').get(t.id) as { n: number }).n;
+      checkTenantLimit('phones', this.maxPhones, n);
+    }
     const pw = password ?? crypto.randomBytes(16).toString('base64url');
     const now = this.now();
     this.repo.db

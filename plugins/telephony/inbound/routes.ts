@@ -1,6 +1,7 @@
 import { ConflictError, InputError, NotFoundError, type Tenant } from '../../../server/sdk.ts';
 import type { TelephonyRepo } from '../repo.ts';
 import type { InboundRouteRow } from '../routing.ts';
+import { checkTenantLimit, DEFAULT_LIMITS } from '../schemas.ts';
 
 const CATCHALL = '*';
 /** The catchall row is Did `*` without a caller filter; a `*` row with a FromNumber is an ordinary row. */
@@ -12,7 +13,11 @@ const isCatchall = (r: { did: string; fromNumber: string }) => r.did === CATCHAL
  * an INVITE goes is answered from them (calls.ts `decide`).
  */
 export class InboundRoutes {
-  constructor(private readonly repo: TelephonyRepo) {}
+  constructor(
+    private readonly repo: TelephonyRepo,
+    /** The plugin's `limits.routes`: rows per tenant, the `*` catchall not counted. */
+    private readonly maxRoutes: number = DEFAULT_LIMITS.routes,
+  ) {}
 
   /** The rows in evaluation order, with the `*` catchall auto-inserted when missing (rule 2). */
   rows(t: Tenant): (InboundRouteRow & { id: number; position: number })[] {
@@ -52,6 +57,7 @@ export class InboundRoutes {
       if (rows.some((x) => x.did === r.did && x.fromNumber === r.fromNumber)) {
         throw new ConflictError('duplicate_route', `an inbound route for Did ${r.did}${r.fromNumber ? ` and FromNumber ${r.fromNumber}` : ''} exists`);
       }
+      checkTenantLimit('routes', this.maxRoutes, rows.filter((x) => !isCatchall(x)).length);
       const catchIdx = rows.findIndex(isCatchall);
       // Renumber in steps so the new row lands right before the catchall, in one transaction.
       const ordered = [...rows];

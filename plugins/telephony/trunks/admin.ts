@@ -4,7 +4,7 @@ import type { NumberRow, TelephonyRepo } from '../repo.ts';
 import type { OutboundRouteRow } from '../routing.ts';
 import { fromRow, toContract, toRow, TRUNK_ID_RE, type TrunkInput, type TrunkRow, type TrunkSettings } from './trunk.ts';
 import type { z } from 'zod';
-import type { numberInput } from '../schemas.ts';
+import { checkTenantLimit, DEFAULT_LIMITS, type numberInput, type TelephonyLimits } from '../schemas.ts';
 
 /**
  * Trunks, tenant settings, outbound routes, the PSTN whitelist and virtual numbers:
@@ -19,11 +19,18 @@ export class TelephonyAdmin {
     private readonly trunksChanged: () => void = () => {
       // Nobody to tell (tests, tools): the server's supervisor passes its push here.
     },
+    /** Per-tenant caps (the plugin's `limits` setting). */
+    private readonly limits: TelephonyLimits = DEFAULT_LIMITS,
   ) {}
+
+  /** Rows of `table` the tenant holds (the caps count them; a replaced row is not a new one). */
+  private count(table: 'tel_trunks' | 'tel_numbers' | 'tel_outbound_routes', t: Tenant): number {
+    return (this.repo.db.prepare(`SELECT COUNT(*) AS n FROM ${table} WHERE tenant_id = ?`).get(t.id) as { n: number }).n;
+  }
 
   // ---- trunks ----------------------------------------------------------------------------------
 
-  private trunkAad(t: Tenant, id: string): string {
+  private trunkAad(t: Pick<Tenant, 'id'>, id: string): string {
     return `telephony-trunk:${t.id}:${id}`;
   }
 
@@ -40,6 +47,7 @@ export class TelephonyAdmin {
       throw new InputError(`invalid field ${field}: ${issue.message} (the telephony bridge accepts no other)`, 'invalid_request', { field });
     }
     const prev = this.repo.trunk(t, id);
+    if (!prev) checkTenantLimit('trunks', this.limits.trunks, this.count('tel_trunks', t));
     let sealed = prev?.password_sealed ?? '';
     if (input.password !== undefined) sealed = input.password === '' ? '' : this.keys.seal(input.password, this.trunkAad(t, id));
     this.repo.upsertTrunk(t, toRow(settings, sealed), this.now());
@@ -68,11 +76,23 @@ export class TelephonyAdmin {
    * with decrypted passwords: only for PUT /trunks on the loopback hop.
    */
   bridgeTrunks(): Trunk[] {
-    return this.repo
-      .allTrunksForBridge()
-      .map((r) =>
-        toContract(r.tenant_id, fromRow(r), r.password_sealed ? this.keys.openString(r.password_sealed, `telephony-trunk:${r.tenant_id}:${r.id}`) : undefined),
+    return [...this.bridgeTrunkSets().values()].flat();
+  }
+
+  /** `bridgeTrunks`, one set per tenant (PUT /tenants/:tenantId/trunks): tenant id → its trunks. */
+  bridgeTrunkSets(): Map<string, Trunk[]> {
+    const sets = new Map<string, Trunk[]>();
+    for (const r of this.repo.allTrunksForBridge()) {
+      const trunk = toContract(
+        r.tenant_id,
+        fromRow(r),
+        r.password_sealed ? this.keys.openString(r.password_sealed, this.trunkAad({ id: r.tenant_id }, r.id)) : undefined,
       );
+      const set = sets.get(r.tenant_id);
+      if (set) set.push(trunk);
+      else sets.set(r.tenant_id, [trunk]);
+    }
+    return sets;
   }
 
   // ---- settings --------------------------------------------------------------------------------
@@ -128,6 +148,7 @@ export class TelephonyAdmin {
       if (this.repo.outboundRoute(t, r.match))
         throw new ConflictError('duplicate_route', `an outbound route for ${r.match} exists; PUT it to change its trunks`);
       this.checkTrunks(t, r.trunkIds);
+      checkTenantLimit('routes', this.limits.routes, this.count('tel_outbound_routes', t));
       this.repo.appendOutbound(t, r);
       return this.repo.outboundRoute(t, r.match)!;
     });
@@ -164,6 +185,7 @@ export class TelephonyAdmin {
 
   saveNumber(t: Tenant, input: z.infer<typeof numberInput>): NumberRow {
     const prev = this.repo.number(t, input.number);
+    if (!prev) checkTenantLimit('numbers', this.limits.numbers, this.count('tel_numbers', t));
     let sealed = prev?.engine_api_key_sealed ?? '';
     if (input.geminiApiKey !== undefined)
       sealed = input.geminiApiKey === '' ? '' : this.keys.seal(input.geminiApiKey, `telephony-number:${t.id}:${input.number}`);
