@@ -73,7 +73,7 @@ export function inboundHttp(r: RouteRegistrar, svc: TelephonyServices): void {
         description: '{ok, user, username, generatedPassword?}',
         schema: z.object({ ok: z.boolean(), user: z.string(), username: z.string(), generatedPassword: z.string().optional() }),
       },
-      409: { description: 'conflict: the SIP user name is taken' },
+      409: { description: 'conflict: the SIP user name is taken; tenant_limit: a new login past limits.phones' },
     },
     handler: (req) => {
       const out = svc.phones.add(req.tenant, req.body.user, req.body.password);
@@ -130,7 +130,7 @@ export function inboundRouteHttp(r: RouteRegistrar, svc: TelephonyServices): voi
     auth: policy.v1Admin,
     summary: 'Insert an inbound route just before the catchall; 409 duplicate_route on an existing (Did, FromNumber)',
     body: S.inboundCreate,
-    responses: { 201: { description: 'created row (PascalCase echo)', schema: pascalRow }, 409: err('duplicate_route') },
+    responses: { 201: { description: 'created row (PascalCase echo)', schema: pascalRow }, 409: err('duplicate_route; tenant_limit (limits.routes)') },
     handler: (req) => reply(201, pascalizeKeys({ ...svc.inboundRoutes.add(req.tenant, req.body) })),
   });
   r.add({

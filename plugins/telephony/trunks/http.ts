@@ -70,7 +70,7 @@ export function outboundRouteHttp(r: RouteRegistrar, svc: TelephonyServices): vo
     auth: policy.v1Admin,
     summary: 'Append an outbound route at the end; 409 duplicate_route when the match exists',
     body: S.outboundCreate,
-    responses: { 201: { description: 'created row', schema: S.outboundRoute }, 409: err('duplicate_route') },
+    responses: { 201: { description: 'created row', schema: S.outboundRoute }, 409: err('duplicate_route; tenant_limit (limits.routes)') },
     handler: (req) => reply(201, svc.admin.addOutbound(req.tenant, req.body)),
   });
   r.add({
@@ -142,7 +142,7 @@ export function trunkAdminHttp(r: RouteRegistrar, svc: TelephonyServices): void 
     auth: policy.adminOrHmac('trunks-save'),
     summary: 'Create or update a SIP trunk (password sealed at rest; omit it to keep the stored one)',
     body: trunkInput,
-    responses: { 200: { description: 'the saved trunk', schema: trunkViewSchema } },
+    responses: { 200: { description: 'the saved trunk', schema: trunkViewSchema }, 409: err('tenant_limit: a new trunk past limits.trunks') },
     handler: (req) => {
       const t = trunkView(svc.admin.saveTrunk(req.tenant, req.body));
       return audited(svc, req, 'trunk-save', { trunk: t.id, host: t.host, credentialChanged: req.body.password !== undefined }, t);
@@ -199,7 +199,7 @@ export function trunkAdminHttp(r: RouteRegistrar, svc: TelephonyServices): void 
     auth: policy.adminOrHmac('numbers-save'),
     summary: 'Create or update a virtual number (engine key write-only, sealed)',
     body: S.numberInput,
-    responses: { 200: { description: 'the saved number', schema: S.numberView } },
+    responses: { 200: { description: 'the saved number', schema: S.numberView }, 409: err('tenant_limit: a new number past limits.numbers') },
     handler: (req) =>
       audited(
         svc,
