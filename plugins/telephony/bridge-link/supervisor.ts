@@ -29,8 +29,12 @@ export class BridgeSupervisor {
   #lastInstance = '';
   /** The tenants whose sets went to the bridge last (one whose trunks all went gets an empty set). */
   #pushedTenants = new Set<string>();
-  /** How many trunks the bridge took at the last push (-1: unknown); a remote bridge listing another count gets the sets again. */
-  #accepted = -1;
+  /**
+   * How many trunks the bridge took at the last push (-1: unknown); a remote bridge listing another
+   * count gets the sets again. Null after a refused set: the bridge keeps that tenant's earlier
+   * trunks, whose number is not known here, and pushing the refused set again changes nothing.
+   */
+  #accepted: number | null = -1;
   #parts: SupervisedParts | undefined;
 
   constructor(
@@ -104,7 +108,7 @@ export class BridgeSupervisor {
     const sets = this.parts.admin.bridgeTrunkSets();
     // A tenant whose last trunk went gets an empty set: its trunks leave the bridge.
     const tenants = [...new Set([...sets.keys(), ...this.#pushedTenants])];
-    let accepted = 0;
+    let accepted: number | null = 0;
     let answered = true;
     for (const tenantId of tenants) {
       let ans;
@@ -121,13 +125,15 @@ export class BridgeSupervisor {
           { tenant: tenantId, status: ans.status, error: ans.error.error, description: ans.error.error_description },
           "bridge refused a tenant's trunk set",
         );
+        accepted = null;
         continue;
       }
-      accepted += ans.body.count;
+      if (accepted !== null) accepted += ans.body.count;
       // One bad trunk is refused alone; the others are in service.
       if (ans.body.rejected.length) this.log.warn({ tenant: tenantId, rejected: ans.body.rejected }, 'bridge refused some trunks');
     }
-    this.#pushedTenants = new Set(sets.keys());
+    // A tenant whose empty set did not get through is tried again next time.
+    this.#pushedTenants = new Set(answered ? sets.keys() : tenants);
     this.#accepted = answered ? accepted : -1;
     return answered;
   }
@@ -201,7 +207,7 @@ export class BridgeSupervisor {
     // Trunks of a tenant this process never pushed (a core restarted, the tenant's trunks removed
     // meanwhile): that tenant gets a set too, an empty one, in the push their count difference causes.
     for (const t of health.trunks) this.#pushedTenants.add(trunkTenant(t.id));
-    if (wasDown || this.fingerprint() !== this.#lastPush || theirs !== this.#accepted) await this.pushTrunks();
+    if (wasDown || this.fingerprint() !== this.#lastPush || (this.#accepted !== null && theirs !== this.#accepted)) await this.pushTrunks();
     if (wasDown) await this.reconcile(null);
   }
 
