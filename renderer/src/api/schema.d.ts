@@ -3436,7 +3436,7 @@ export interface components {
              * @description stable error code (server/errors.ts ERROR_CODES)
              * @enum {string}
              */
-            error: "invalid_request" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "server_error" | "plugin_unavailable" | "login_required" | "invalid_csrf" | "conflict" | "invalid_token" | "insufficient_scope" | "invalid_signature" | "stale_signature" | "replayed_signature" | "invalid_grant" | "invalid_client" | "unauthorized_client" | "unsupported_grant_type" | "invalid_scope" | "access_denied" | "invalid_client_metadata" | "invalid_redirect_uri" | "interaction_required" | "consent_required" | "account_selection_required" | "unsupported_response_type" | "invalid_request_object" | "request_not_supported" | "request_uri_not_supported" | "temporarily_unavailable" | "weak_password" | "duplicate_user" | "duplicate_tenant" | "cannot_remove_primary" | "confirm_mismatch" | "tenant_switch_not_allowed" | "storage_full" | "cannot_disable_self" | "last_admin" | "already_claimed" | "already_revoked" | "passkey_rejected" | "invalid_key" | "duplicate_route" | "cannot_delete_catchall" | "bridge_not_configured" | "bridge_unreachable" | "bridge_protocol" | "bridge_error" | "no_capacity" | "room_unavailable" | "duplicate_call" | "not_whitelisted" | "no_route" | "no_trunk" | "invalid_phone" | "invalid_url" | "address_refused" | "invalid_origin" | "too_many_subscriptions" | "subscription_paused" | "delivery_in_progress" | "ca_unavailable" | "ca_exists" | "invalid_csr" | "invalid_client_id" | "hsm_error" | "invalid_list" | "import_failed" | "range_not_satisfiable" | "upgrade_required" | "invalid_proof" | "invalid_nonce" | "unsupported_credential_type" | "unsupported_proof_type" | "unsupported_credential_format" | "unknown_credential_configuration" | "invalid_credential_request" | "credential_request_denied" | "mdoc_verify_not_configured" | "invalid_presentation" | "session_expired" | "session_finished" | "replayed_presentation" | "duplicate_anchor";
+            error: "invalid_request" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "server_error" | "plugin_unavailable" | "login_required" | "invalid_csrf" | "conflict" | "tenant_limit" | "invalid_token" | "insufficient_scope" | "invalid_signature" | "stale_signature" | "replayed_signature" | "invalid_grant" | "invalid_client" | "unauthorized_client" | "unsupported_grant_type" | "invalid_scope" | "access_denied" | "invalid_client_metadata" | "invalid_redirect_uri" | "interaction_required" | "consent_required" | "account_selection_required" | "unsupported_response_type" | "invalid_request_object" | "request_not_supported" | "request_uri_not_supported" | "temporarily_unavailable" | "weak_password" | "duplicate_user" | "duplicate_tenant" | "cannot_remove_primary" | "confirm_mismatch" | "tenant_switch_not_allowed" | "storage_full" | "cannot_disable_self" | "last_admin" | "already_claimed" | "already_revoked" | "passkey_rejected" | "invalid_key" | "duplicate_route" | "cannot_delete_catchall" | "bridge_not_configured" | "bridge_unreachable" | "bridge_protocol" | "bridge_error" | "no_capacity" | "room_unavailable" | "duplicate_call" | "not_whitelisted" | "no_route" | "no_trunk" | "invalid_phone" | "invalid_url" | "address_refused" | "invalid_origin" | "too_many_subscriptions" | "subscription_paused" | "delivery_in_progress" | "ca_unavailable" | "ca_exists" | "invalid_csr" | "invalid_client_id" | "hsm_error" | "invalid_list" | "import_failed" | "range_not_satisfiable" | "upgrade_required" | "invalid_proof" | "invalid_nonce" | "unsupported_credential_type" | "unsupported_proof_type" | "unsupported_credential_format" | "unknown_credential_configuration" | "invalid_credential_request" | "credential_request_denied" | "mdoc_verify_not_configured" | "invalid_presentation" | "session_expired" | "session_finished" | "replayed_presentation" | "duplicate_anchor";
             error_description?: string;
             /** Format: uri */
             error_uri?: string;
@@ -4694,7 +4694,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description duplicate_route */
+            /** @description duplicate_route; tenant_limit (limits.routes) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5148,7 +5148,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description duplicate_route */
+            /** @description duplicate_route; tenant_limit (limits.routes) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -13982,6 +13982,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description tenant_limit: a new number past limits.numbers */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description rate limited (Retry-After) */
             429: {
                 headers: {
@@ -14492,7 +14499,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description conflict: the SIP user name is taken */
+            /** @description conflict: the SIP user name is taken; tenant_limit: a new login past limits.phones */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -15049,6 +15056,13 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
+            };
+            /** @description tenant_limit: a new trunk past limits.trunks */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description rate limited (Retry-After) */
             429: {
