@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { main, type CliIo } from '../../../server/cli.ts';
 import telephony from '../../../plugins/telephony/index.ts';
@@ -34,8 +35,10 @@ async function cli(s: TestServer, args: string[], stdin = ''): Promise<{ code: n
 
 describe('per-tenant caps: 409 tenant_limit naming the cap and its limit', () => {
   let s: TestServer | undefined;
+  const dataDir = tempDir();
   afterAll(async () => {
     await s?.stop();
+    fs.rmSync(dataDir, { recursive: true, force: true });
   });
 
   it('trunks (default 50): the API and the CLI refuse the next one; replacing one at the cap still works', async () => {
@@ -59,7 +62,9 @@ describe('per-tenant caps: 409 tenant_limit naming the cap and its limit', () =>
   });
 
   it('numbers, desk phones, inbound and outbound routes: each cap from the plugin settings', async () => {
-    s = await startTestServer({ overrides: { plugins: { telephony: { limits: { numbers: 2, phones: 2, routes: 2 } } } } });
+    // In the data dir's config.json, where the CLI reads them too.
+    fs.writeFileSync(path.join(dataDir, 'config.json'), JSON.stringify({ plugins: { telephony: { limits: { numbers: 2, phones: 2, routes: 2 } } } }));
+    s = await startTestServer({ dataDir });
     const srv = s;
     const refused = (r: { status: number; body: Json }, cap: string) => {
       expect(r.status).toBe(409);
