@@ -496,7 +496,8 @@ export const eventSchemas = {
 };
 
 export type TelephonyLimits = z.infer<typeof telephonyConfig>['limits'];
-export const DEFAULT_LIMITS: TelephonyLimits = { trunks: 50, numbers: 500, phones: 200, routes: 1000 };
+/** The defaults, for services built without the plugin's settings (tests, tools). */
+export const DEFAULT_LIMITS: TelephonyLimits = telephonyConfig.shape.limits.parse(undefined);
 
 /** 409 `tenant_limit`: the tenant holds `limit` of `cap` already (the body names both). */
 export function checkTenantLimit(cap: keyof TelephonyLimits, limit: number, count: number): void {
