@@ -15,7 +15,7 @@ export class TelephonyAdmin {
     private readonly repo: TelephonyRepo,
     private readonly keys: KeyService,
     private readonly now: () => string,
-    /** Told after any trunk change (pushes the full set to the bridge). */
+    /** Told after any trunk change (pushes every tenant's set to the bridge). */
     private readonly trunksChanged: () => void = () => {
       // Nobody to tell (tests, tools): the server's supervisor passes its push here.
     },
