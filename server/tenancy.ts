@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import type { DB } from './store/db.ts';
 import { ConflictError, InputError, NotFoundError } from './errors.ts';
@@ -84,10 +85,12 @@ export function validateHost(host: string): string {
 }
 
 /**
- * The tenant's public origin (ARCHITECTURE.md, Tenancy): the configured one, else the request's
- * host when it is one of the tenant's own host names, else the tenant's main host, always on the
- * scheme and port the appliance listens on. The request can only pick among names the operator
- * gave the tenant, so no header can put another site or port into what the appliance signs.
+ * The tenant's public origin (ARCHITECTURE.md, Tenancy): the configured one; else the request's
+ * host when it is one of the tenant's own host names or an IP address of this machine's own
+ * interfaces (an office admin who types the appliance's LAN address reaches the appliance that
+ * way, and so does every URL it is given); else the tenant's main host. Always the scheme and
+ * port the appliance listens on. A Host header can therefore only name this appliance: never
+ * another site, another port, or another address of the loopback network (127.0.0.77).
  */
 export function publicOriginOf(tenant: Tenant, proto: 'http' | 'https' | string, hostHeader: string | undefined, listeningPort: number): string {
   if (tenant.publicOrigin) return tenant.publicOrigin;
@@ -95,13 +98,31 @@ export function publicOriginOf(tenant: Tenant, proto: 'http' | 'https' | string,
   if (hostHeader) {
     try {
       const h = parseHostHeader(hostHeader).host;
-      if (tenant.hosts.includes(h)) host = h;
+      if (tenant.hosts.includes(h) || ownAddresses().has(h)) host = h;
     } catch {
       // A malformed Host never selects anything: the main host name stands.
     }
   }
   const defaultPort = proto === 'https' ? 443 : 80;
   return `${proto}://${host}${listeningPort && listeningPort !== defaultPort ? `:${listeningPort}` : ''}`;
+}
+
+let own: { at: number; set: Set<string> } | undefined;
+
+/** This machine's interface addresses as a Host names them (IPv6 in brackets), read at most every 30 s. */
+function ownAddresses(): Set<string> {
+  const now = Date.now();
+  if (own && now - own.at < 30_000) return own.set;
+  const set = new Set<string>();
+  for (const list of Object.values(os.networkInterfaces())) {
+    for (const a of list ?? []) {
+      // Link-local IPv6 needs a zone, which a Host header cannot carry: not an address to publish.
+      if (a.family === 'IPv6' && a.address.toLowerCase().startsWith('fe80:')) continue;
+      set.add(a.family === 'IPv6' ? `[${a.address.toLowerCase()}]` : a.address);
+    }
+  }
+  own = { at: now, set };
+  return set;
 }
 
 interface TenantRow {

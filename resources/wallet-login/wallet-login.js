@@ -75,7 +75,10 @@
             // Shown once; polling goes on, since the wallet's redirect may finish the sign-in elsewhere.
             if (j.status === 'verified' && !reviewing) {
               reviewing = true;
-              confirmName().catch(function () {});
+              confirmName().catch(function (e) {
+                // The review failed (expired, refused): say so; the poll goes on and ends the sign-in.
+                say(e && e.message ? e.message : 'the name could not be shown');
+              });
             }
             if (j.status !== 'pending' && j.status !== 'verified') throw new Error(j.error_description || 'the presentation was not accepted');
             if (Date.now() > deadline) throw new Error('the request expired, start again');

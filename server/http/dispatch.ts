@@ -217,7 +217,9 @@ export class Dispatcher {
         });
       } else rawBody = streamed ? Buffer.alloc(0) : await readBounded(req, def.bodyLimit ?? this.deps.config.http.bodyLimitBytes);
       if (perCredential && principal) {
-        const who = principal.keyId ?? `${principal.kind}:${principal.clientId ?? principal.subject}`;
+        // The person (or client) and the client they came through: two people signed in to the same
+        // console client are two budgets, not one (the client id alone keyed them together).
+        const who = principal.keyId ?? `${principal.kind}:${principal.subject}|${principal.clientId ?? ''}`;
         const rl = this.deps.config.rateLimit;
         if (def.rateLimit === 'sensitive') this.deps.limiter.check('sensitive', `${principal.tenantId}|${who}`, rl.sensitivePerMinute);
         else this.deps.limiter.check('authenticated', `${principal.tenantId}|${who}`, rl.authenticatedPerMinute);

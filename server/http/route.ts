@@ -46,7 +46,8 @@ export interface RouteRequest<Q = unknown, B = unknown, P = unknown> {
    * from it (credential issuer and status lists, OIDC issuer and discovery, federation statements,
    * verifier metadata, mailed sign-in, recovery and invitation links, share URLs). It is the
    * tenant's configured origin (`sovcomms tenant set-origin`) when there is one; else the request's
-   * host only when it is one of the tenant's own host names, otherwise the tenant's main host, on
+   * host only when it is one of the tenant's own host names or an address of this machine,
+   * otherwise the tenant's main host (publicOriginOf), on
    * the scheme and port the appliance listens on. A forged Host header can therefore never put
    * another site (or another port) into a signed artefact or a link.
    */

@@ -89,6 +89,9 @@ describe('signed and published URLs: the tenant origin, never the Host header', 
     expect(p.vary).toMatch(/\bhost\b/i);
     // A port in the Host header is never taken either: the tenant's own name with another port.
     expect((await published(`localhost:1`)).credentialIssuer).toBe(own);
+    // An address of this machine's own interfaces names this appliance (an admin typing its IP):
+    // it is kept, with the listener's port, never the port the header names.
+    expect((await published(`127.0.0.1:1`)).credentialIssuer).toBe(`http://127.0.0.1:${s.port}`);
   });
 
   it('a configured origin (admin API, then CLI) is used whatever the Host; a bad origin is 400 invalid_origin; --clear restores the default', async () => {

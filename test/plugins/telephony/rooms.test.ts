@@ -250,7 +250,8 @@ describe('virtual-number rooms in the browser (WebRTC in the appliance)', () => 
     const A = `localhost:${s.port}`;
     // Tenant B on the IPv6 loopback name (only its Host header is used; its sign-in callback is a loopback URI).
     const B = `[::1]:${s.port}`;
-    const tenantB = s.appliance.core.tenants.add('[::1]', 'Clinic');
+    // The test signs tenant B's admin calls the spec's way (V1), which a tenant added later must switch on.
+    const tenantB = s.appliance.core.tenants.add('[::1]', 'Clinic', { hmacV1: true });
     await s.appliance.core.users.add(s.primary, { name: 'alice', role: 'user', password: 'correct horse battery', email: 'alice@office.test' });
     await s.appliance.core.users.add(tenantB, { name: 'alice', role: 'user', password: 'another password 42', email: 'alice@clinic.test' });
     const saveB = await adm(
@@ -264,17 +265,18 @@ describe('virtual-number rooms in the browser (WebRTC in the appliance)', () => 
     const ctx = await browser.newContext();
     const page = await ctx.newPage();
     const sessionsBefore = engine.sessions.length;
-    // By the IP address: moved to the tenant's host name, then on to the provider's sign-in page.
+    // By this machine's IP address (an address of its own, so the appliance's public origin for this
+    // request): the sign-in stays on it, through the provider's sign-in page.
     await page.goto(`${s.url}/room.ashx?number=%2B4930556`);
     await page.waitForURL(/\/login\.html/);
-    expect(new URL(page.url()).host).toBe(A);
+    expect(new URL(page.url()).host).toBe(new URL(s.url).host);
     await page.getByLabel('User name or e-mail').fill('alice');
     await page.getByLabel('Password').fill('correct horse battery');
     await page.getByRole('button', { name: 'Sign in', exact: true }).click();
     // No consent page (the built-in client): straight back into the room.
-    await page.waitForURL(`http://${A}/room.ashx?number=%2B4930556`);
+    await page.waitForURL(`${s.url}/room.ashx?number=%2B4930556`);
     expect(await page.textContent('#visitor')).toContain('alice');
-    const cookies = await ctx.cookies(`http://${A}`);
+    const cookies = await ctx.cookies(s.url);
     const session = cookies.find((c) => c.name === 'sov_room')!;
     expect(session).toMatchObject({ httpOnly: true, sameSite: 'Lax', path: '/' });
     const client = s.appliance.core.db.prepare("SELECT * FROM oidc_clients WHERE client_id = 'sovcomms-rooms' AND tenant_id = ?").get(s.primary.id);

@@ -115,8 +115,9 @@ describe('creating, listing and revoking share links (v1)', () => {
       revokedBy: null,
       views: 0,
       lastViewedUtc: null,
-      // Asked for at 127.0.0.1 (not one of the tenant's names): the link names the tenant's own host.
-      url: `http://localhost:${s.port}/transcript.ashx?share=${created.token}`,
+      // Asked for at 127.0.0.1 (not one of the tenant's names, but an address of this machine):
+      // the link names this appliance as it was reached, on the port it listens on.
+      url: `http://127.0.0.1:${s.port}/transcript.ashx?share=${created.token}`,
     });
     const row = s.appliance.core.db.prepare('SELECT * FROM tel_transcript_shares WHERE id = ?').get(created.id) as Record<string, unknown>;
     expect(row.token_hash).toBe(crypto.createHash('sha256').update(created.token).digest('hex'));
