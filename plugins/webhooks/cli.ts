@@ -23,6 +23,7 @@ export const webhookCli: CliCommand<WebhookServices> = {
   ],
   changes: ['add', 'remove', 'resume', 'test'],
   audited: ['tenant', 'url', 'events'],
+  allEvents: true,
   async run(args, ctx, { service: svc }) {
     const [sub, ...rest] = args;
     switch (sub) {
