@@ -85,7 +85,7 @@ export function webhookRoutes(r: RouteRegistrar, service: WebhookService, ctx: P
     },
     handler: async (req) => {
       const { item, secret } = await service.add(req.tenant, req.body, actorOf(req.principal));
-      audit(req, 'webhook.add', { id: item.id, url: item.url, events: item.events.join(',') });
+      audit(req, 'webhook-add', { id: item.id, url: item.url, events: item.events.join(',') });
       return { ...item, secret };
     },
   });
@@ -100,7 +100,7 @@ export function webhookRoutes(r: RouteRegistrar, service: WebhookService, ctx: P
     responses: { 200: { description: 'the removed subscription', schema: z.object({ deleted: subscriptionItem }) }, 404: { description: 'not_found' } },
     handler: (req) => {
       const deleted = service.remove(req.tenant, req.body.id);
-      audit(req, 'webhook.remove', { id: deleted.id });
+      audit(req, 'webhook-remove', { id: deleted.id });
       return { deleted };
     },
   });
@@ -115,7 +115,7 @@ export function webhookRoutes(r: RouteRegistrar, service: WebhookService, ctx: P
     responses: { 200: { description: 'the subscription', schema: subscriptionItem }, 404: { description: 'not_found' } },
     handler: (req) => {
       const item = service.pause(req.tenant, req.body.id);
-      audit(req, 'webhook.pause', { id: item.id });
+      audit(req, 'webhook-pause', { id: item.id });
       return item;
     },
   });
@@ -130,7 +130,7 @@ export function webhookRoutes(r: RouteRegistrar, service: WebhookService, ctx: P
     responses: { 200: { description: 'the subscription', schema: subscriptionItem }, 404: { description: 'not_found' } },
     handler: (req) => {
       const item = service.resume(req.tenant, req.body.id);
-      audit(req, 'webhook.resume', { id: item.id });
+      audit(req, 'webhook-resume', { id: item.id });
       return item;
     },
   });
@@ -186,7 +186,7 @@ export function webhookRoutes(r: RouteRegistrar, service: WebhookService, ctx: P
     },
     handler: (req) => {
       const r = service.redeliver(req.tenant, req.body.deliveryId);
-      audit(req, 'webhook.redeliver', { id: r.subscriptionId, delivery: r.id });
+      audit(req, 'webhook-redeliver', { id: r.subscriptionId, delivery: r.id });
       return { ok: true as const, ...r };
     },
   });
