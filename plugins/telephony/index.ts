@@ -25,6 +25,9 @@ import type { TelephonyServices } from './services.ts';
 import { BridgeSupervisor } from './bridge-link/supervisor.ts';
 import { TranscriptShares } from './transcripts/shares.ts';
 import { TranscriptStore } from './transcripts/store.ts';
+import { Prompts } from './prompts/prompts.ts';
+import { promptHttp } from './prompts/http.ts';
+import { promptCommand } from './prompts/cli.ts';
 
 export const BRIDGE_VERIFIER = 'telephony-bridge';
 
@@ -39,7 +42,7 @@ export default definePlugin({
   migrations: sqlMigrations(import.meta.url),
   config: telephonyConfig,
   events: eventSchemas,
-  cli: { trunk: trunkCommand, number: numberCommand, phone: phoneCommand },
+  cli: { trunk: trunkCommand, number: numberCommand, phone: phoneCommand, prompt: promptCommand },
 
   setup(ctx): TelephonyServices {
     const repo = new TelephonyRepo(ctx.db);
@@ -58,8 +61,10 @@ export default definePlugin({
       onReady: () => supervisor.pushTrunks(),
       onDied: () => callKinds.bridgeRestarted(),
     });
+    const prompts = new Prompts(ctx.db, () => new Date(ctx.clock.now()).toISOString(), ctx.config.limits.prompts);
     const calls: CallService = new CallService({
       repo,
+      prompts,
       admin,
       bridge,
       jobs: ctx.jobs,
@@ -134,6 +139,7 @@ export default definePlugin({
       inbound,
       inboundRoutes,
       phones,
+      prompts,
       officeTabs,
       rooms,
       roomSignIn,
@@ -158,6 +164,7 @@ export default definePlugin({
     trunkAdminHttp(r, s);
     bridgeHttp(r, s);
     officeTabRoutes(r, s.officeTabs);
+    promptHttp(r, s);
     roomRoutes(r, s.rooms, s.roomSignIn, ctx.auth, ctx.audit, {
       joinsPerMinute: ctx.config.rooms.joinsPerMinutePerIp,
       viewsPerMinute: ctx.config.shares.viewsPerMinutePerIp,
