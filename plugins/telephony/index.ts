@@ -28,6 +28,7 @@ import { TranscriptStore } from './transcripts/store.ts';
 import { Prompts } from './prompts/prompts.ts';
 import { promptHttp } from './prompts/http.ts';
 import { promptCommand } from './prompts/cli.ts';
+import { routeCommand } from './inbound/cli.ts';
 
 export const BRIDGE_VERIFIER = 'telephony-bridge';
 
@@ -42,7 +43,7 @@ export default definePlugin({
   migrations: sqlMigrations(import.meta.url),
   config: telephonyConfig,
   events: eventSchemas,
-  cli: { trunk: trunkCommand, number: numberCommand, phone: phoneCommand, prompt: promptCommand },
+  cli: { trunk: trunkCommand, number: numberCommand, phone: phoneCommand, prompt: promptCommand, route: routeCommand },
 
   setup(ctx): TelephonyServices {
     const repo = new TelephonyRepo(ctx.db);
@@ -94,7 +95,7 @@ export default definePlugin({
       log: ctx.log,
       config: ctx.config,
     });
-    const inboundRoutes = new InboundRoutes(repo, ctx.config.limits.routes);
+    const inboundRoutes = new InboundRoutes(repo, ctx.config.limits.routes, (t, user) => inbound.unusable(t, user));
     const inbound: InboundCalls = new InboundCalls({
       repo,
       admin,
