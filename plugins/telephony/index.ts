@@ -29,6 +29,8 @@ import { Prompts } from './prompts/prompts.ts';
 import { promptHttp } from './prompts/http.ts';
 import { promptCommand } from './prompts/cli.ts';
 import { routeCommand } from './inbound/cli.ts';
+import { setupHttp } from './setup/http.ts';
+import { setupItems, sipListening } from './setup/checklist.ts';
 
 export const BRIDGE_VERIFIER = 'telephony-bridge';
 
@@ -141,6 +143,7 @@ export default definePlugin({
       inboundRoutes,
       phones,
       prompts,
+      sip: sipListening(ctx.config.bridge),
       officeTabs,
       rooms,
       roomSignIn,
@@ -166,6 +169,7 @@ export default definePlugin({
     bridgeHttp(r, s);
     officeTabRoutes(r, s.officeTabs);
     promptHttp(r, s);
+    setupHttp(r, s, setupItems({ admin: s.admin, config: ctx.config }));
     roomRoutes(r, s.rooms, s.roomSignIn, ctx.auth, ctx.audit, {
       joinsPerMinute: ctx.config.rooms.joinsPerMinutePerIp,
       viewsPerMinute: ctx.config.shares.viewsPerMinutePerIp,
@@ -210,8 +214,10 @@ export default definePlugin({
   health(s) {
     const b = s.bridge;
     if (b.mode === 'off') return { status: 'ok', detail: { bridge: 'off' } };
+    // Where desk phones and carriers reach SIP (README "Settings"), for /readyz and the dashboard.
+    const sip = s.sip;
     return b.state === 'ready'
-      ? { status: 'ok', detail: { bridge: b.mode, state: b.state } }
-      : { status: 'degraded', reason: `bridge ${b.state}`, detail: { bridge: b.mode, lastExit: b.lastExit } };
+      ? { status: 'ok', detail: { bridge: b.mode, state: b.state, ...(sip ? { sip } : {}) } }
+      : { status: 'degraded', reason: `bridge ${b.state}`, detail: { bridge: b.mode, lastExit: b.lastExit, ...(sip ? { sip } : {}) } };
   },
 });
