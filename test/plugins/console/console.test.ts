@@ -161,6 +161,14 @@ describe('console in Chromium', { timeout: 120_000 }, () => {
     await expect.poll(() => page.getByRole('tab', { selected: true }).textContent()).toBe('Settings');
     expect(w.errors).toEqual([]);
     await ctx.close();
+    // The checklist in the dark theme reads as well (axe's contrast checks).
+    const dark = await browser.newContext({ colorScheme: 'dark' });
+    const d = await watched(dark);
+    await signInWithPassword(d.page);
+    await d.page.getByTestId('setup-checklist').waitFor();
+    await expect.poll(() => d.page.getByTestId('sip-listens').count()).toBe(1);
+    expect(await axe(d.page), 'axe on the dashboard with the checklist (dark)').toEqual([]);
+    await dark.close();
   });
 
   it('mints an API key (shown once, copyable), which works until revoked in the console', async () => {
