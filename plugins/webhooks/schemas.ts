@@ -81,6 +81,12 @@ export const addBody = z.object({
   events: eventsInput.describe('event names (array or comma-separated), or ["*"]'),
 });
 
+export const updateBody = z.object({
+  id: z.string().regex(/^[0-9a-f]{16}$/, 'a subscription id is 16 hex characters'),
+  url: addBody.shape.url.optional(),
+  events: addBody.shape.events.optional(),
+});
+
 export const idBody = z.object({ id: z.string().regex(/^[0-9a-f]{16}$/, 'a subscription id is 16 hex characters') });
 
 export const listQuery = z.object({ webhooks: z.literal('list').optional() });
