@@ -43,7 +43,13 @@ export function DownloadButton({
   const { t } = useTranslation();
   const m = useMutation({
     mutationFn: () => download(path, filename),
-    onError: (e) => notifications.show({ color: 'red', title: t('office.exportFailed'), message: (e as Error).message }),
+    onError: (e) =>
+      notifications.show({
+        color: 'red',
+        title: t('office.exportFailed'),
+        message: (e as Error).message,
+        closeButtonProps: { 'aria-label': t('common.close') },
+      }),
   });
   return (
     <Button variant="default" size="xs" onClick={() => m.mutate()} loading={m.isPending} {...rest}>

@@ -34,7 +34,7 @@ function PlaceCall({ onDone }: { onDone: () => void }) {
         r.status === 'scheduled' && at
           ? t('office.toastScheduled', { id: r.callId, when: when(new Date(at).toISOString()) })
           : t('calls.placed', { id: r.callId });
-      notifications.show({ color: 'teal', message });
+      notifications.show({ color: 'teal', message, closeButtonProps: { 'aria-label': t('common.close') } });
       onDone();
     },
   });

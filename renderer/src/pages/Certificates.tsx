@@ -92,7 +92,7 @@ export default function Certificates() {
                   path={`/rp-cert.ashx?cert&serial=${c.serial}`}
                   filename={`rp-cert-${c.serial}.pem`}
                   label="PEM"
-                  aria-label={t('office.downloadCertOf', { serial: c.serial })}
+                  data-testid={`pem-${c.serial}`}
                 />
                 {c.status === 'valid' && (
                   <Button

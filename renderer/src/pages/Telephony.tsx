@@ -649,7 +649,7 @@ function Whitelist() {
       // A listed number keeps its place and takes the new comment: say which happened.
       const flags = r as { added?: boolean; updated?: boolean };
       const key = flags.added ? 'office.whitelistAdded' : flags.updated ? 'office.whitelistUpdated' : 'office.whitelistUnchanged';
-      notifications.show({ color: 'teal', message: t(key, { number }) });
+      notifications.show({ color: 'teal', message: t(key, { number }), closeButtonProps: { 'aria-label': t('common.close') } });
       void qc.invalidateQueries({ queryKey: ['whitelist'] });
     },
   });

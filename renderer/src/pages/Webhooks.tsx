@@ -77,7 +77,7 @@ function EditWebhook({ hook, onClose }: { hook: { id: string; url: string } | un
   const save = useMutation({
     mutationFn: () => call(api.POST('/signal.ashx?webhooks=update', { params: { query: { webhooks: 'update' } }, body: { id: hook!.id, url } })),
     onSuccess: () => {
-      notifications.show({ color: 'teal', message: t('office.saved') });
+      notifications.show({ color: 'teal', message: t('office.saved'), closeButtonProps: { 'aria-label': t('common.close') } });
       setWas(undefined);
       onClose();
       void qc.invalidateQueries({ queryKey: ['webhooks'] });
