@@ -317,7 +317,6 @@ describe('users, webhooks and certificates', { timeout: 180_000 }, () => {
     await dialog.getByRole('button', { name: 'Save changes' }).click();
     await dialog.waitFor({ state: 'detached' });
     await expect.poll(() => page.getByRole('row').filter({ hasText: 'https://crm.example/hook2' }).count()).toBe(1);
-    expect(await axe(page), 'axe on the webhooks page with its edit buttons').toEqual([]);
     await ctx.close();
   });
 
