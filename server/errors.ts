@@ -68,6 +68,8 @@ export const ERROR_CODES = [
   'no_route',
   'no_trunk',
   'invalid_phone',
+  'schedule_in_past',
+  'trunk_in_use',
   // webhooks
   'invalid_url',
   'address_refused',

@@ -40,6 +40,7 @@ export { envelope, envelopeSchema, pageOf, pageQuery, type Envelope, type Page }
 export { MAX_JSON_DEPTH, nestsDeeperThan, pascalizeKeys } from './http/key-case.ts';
 export { queryObject } from './http/dispatch.ts';
 export { readBounded } from './http/body.ts';
+export { csvHeaders, toCsv, CSV_MAX_ROWS, type CsvCell } from './http/csv.ts';
 export { errorAnswer, newRequestId, peerAddress, RandomPool, rejectUpgrade, SECURITY_HEADERS, type ErrorAnswer } from './http/respond.ts';
 export type { RateLimiter } from './http/rate-limit.ts';
 // Browser flows: cookies, and pages rendered by the server (escaping, shell, hashed-style CSP).

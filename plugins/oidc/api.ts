@@ -27,6 +27,8 @@ export interface OidcService {
    * for the plugin's built-in public client `clientId`, whose code is exchanged in process.
    */
   relyingParty(client: RelyingPartyClient): RelyingParty;
+  /** Whether `clientId` is a registered client of the tenant. */
+  isClient(tenant: Tenant, clientId: string): boolean;
 }
 
 /** The parameters of a token request a grant reads (besides grant_type and client authentication), as node-oidc-provider's grants declare them. */

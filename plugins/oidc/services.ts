@@ -36,6 +36,7 @@ export function oidcServices(ctx: PluginContext<OidcConfig>): OidcServices {
     issuer,
     activeUser: (tenant, id) => provider.activeUser(tenant, id),
     relyingParty: (c) => relyingParty(provider, issuer, c),
+    isClient: (tenant, clientId) => provider.clients.get(tenant, clientId) !== undefined,
   };
   return {
     provider,

@@ -5,6 +5,7 @@ import { rpCaRoutes } from './routes.ts';
 import { rpCaConfig } from './schemas.ts';
 import { lazyCaService, TlsAutoService } from './lazy.ts';
 import { RP_CA } from './api.ts';
+import { OIDC } from '../oidc/api.ts';
 
 const RENEW_QUEUE = 'rp-ca.tls-renew';
 
@@ -56,7 +57,10 @@ export default definePlugin({
     return { ca, tlsAuto, health: { status: 'ok' } };
   },
   routes(r, s, ctx) {
-    rpCaRoutes(r, s.ca.get, ctx.audit, ctx.config);
+    rpCaRoutes(r, s.ca.get, ctx.audit, ctx.config, (tenant, names) => {
+      const oidc = ctx.tryUse(OIDC);
+      return oidc && names.some((n) => oidc.isClient(tenant, n));
+    });
   },
   async start(s, ctx) {
     if (ctx.core.http.tls !== 'auto') return;

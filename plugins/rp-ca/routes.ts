@@ -1,9 +1,12 @@
 import { z } from 'zod';
-import { type AuditWriter, envelope, envelopeSchema, pageOf, policy, reply, type RouteRegistrar } from '../../server/sdk.ts';
-import { caQuery, caState, certItem, issueBody, issueResponse, listQuery, revokeBody, revokeResponse, type RpCaConfig } from './schemas.ts';
+import { type AuditWriter, envelope, envelopeSchema, pageOf, policy, reply, type RouteRegistrar, type Tenant } from '../../server/sdk.ts';
+import { caQuery, caState, certItem, certQuery, issueBody, issueResponse, listQuery, revokeBody, revokeResponse, type RpCaConfig } from './schemas.ts';
 import type { CaService } from './service.ts';
 
-export function rpCaRoutes(r: RouteRegistrar, service: () => Promise<CaService>, audit: AuditWriter, config: RpCaConfig): void {
+/** `registered(tenant, names)`: whether one of the names is a registered OIDC client of the tenant (undefined: no OpenID Provider to ask). */
+export type RegisteredClient = (tenant: Tenant, names: string[]) => boolean | undefined;
+
+export function rpCaRoutes(r: RouteRegistrar, service: () => Promise<CaService>, audit: AuditWriter, config: RpCaConfig, registered?: RegisteredClient): void {
   r.add({
     method: 'GET',
     path: '/rp-cert.ashx?ca',
@@ -35,11 +38,15 @@ export function rpCaRoutes(r: RouteRegistrar, service: () => Promise<CaService>,
     body: issueBody,
     bodyType: 'json',
     camelize: false,
-    responses: { 200: { description: 'the certificate', schema: issueResponse } },
+    responses: {
+      200: { description: 'the certificate', schema: issueResponse },
+      400: { description: 'invalid_client_id: not a host name, or not a registered OIDC client of the tenant' },
+    },
     handler: async (req) => {
       const who = req.principal?.userName ?? req.principal?.subject ?? '';
       const source = req.body.csr !== undefined ? 'csr' : req.body.public_key !== undefined ? 'public_key' : 'generated';
-      const out = await (await service()).issue(req.tenant, req.body, who);
+      const known = registered && ((names: string[]) => registered(req.tenant, names) ?? true);
+      const out = await (await service()).issue(req.tenant, req.body, who, known);
       audit.write(req.tenant, {
         event: 'rp-cert-issue',
         user: who,
@@ -96,6 +103,22 @@ export function rpCaRoutes(r: RouteRegistrar, service: () => Promise<CaService>,
       const page = pageOf(req.query);
       const { items, total } = (await service()).list(req.tenant, { ...page, purpose: req.query.purpose });
       return reply(200, envelope(items, total, page, req.raw.originalUrl), { 'Cache-Control': 'no-store' });
+    },
+  });
+
+  r.add({
+    method: 'GET',
+    path: '/rp-cert.ashx?cert',
+    summary: 'One issued certificate (PEM, as a download), by serial',
+    auth: policy.adminOrHmac('rp-cert-get'),
+    query: certQuery,
+    responses: { 200: { description: 'the certificate', contentType: 'application/x-pem-file' }, 404: { description: 'not_found' } },
+    handler: async (req) => {
+      const { serial, pem } = (await service()).certPem(req.tenant, req.query.serial);
+      return reply.text(200, pem, 'application/x-pem-file', {
+        'Content-Disposition': `attachment; filename="rp-cert-${serial}.pem"`,
+        'Cache-Control': 'no-store',
+      });
     },
   });
 

@@ -97,6 +97,11 @@ export const listQuery = pageQuery.extend({
   purpose: z.enum(['rp', 'tls']).optional(),
 });
 
+export const certQuery = z.object({
+  cert: z.string().optional(),
+  serial: z.string().min(1).max(64).describe('hex, colons and case ignored'),
+});
+
 /** RFC 5280 §5.3.1 CRLReason; certificateHold and removeFromCRL are left out: revocation here is final. */
 export const REVOCATION_REASONS = {
   unspecified: 0,

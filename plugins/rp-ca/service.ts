@@ -373,8 +373,18 @@ export class CaService {
   }
 
   /** POST ?issue: an RP access certificate for an OpenID4VP verifier (x509_san_dns / x509_hash client ids). */
-  async issue(tenant: Tenant, body: IssueBody, issuedBy: string): Promise<IssueResult> {
+  /**
+   * `registered`, when given, says whether any of the client's names (as typed, the
+   * `x509_san_dns:` form, the bare host) is a registered OIDC client of the tenant: a certificate
+   * names a verifier the tenant knows, not whatever was typed (the HTTP API passes it).
+   */
+  async issue(tenant: Tenant, body: IssueBody, issuedBy: string, registered?: (names: string[]) => boolean): Promise<IssueResult> {
     const host = parseClientId(body.client_id);
+    if (registered && !registered([...new Set([body.client_id.trim(), `x509_san_dns:${host}`, host])])) {
+      throw new InputError(`client_id: ${host} is not a registered OIDC client of this tenant; register the client first`, 'invalid_client_id', {
+        field: 'client_id',
+      });
+    }
     const given = [body.include_key, body.csr !== undefined, body.public_key !== undefined].filter(Boolean).length;
     if (given > 1) {
       throw new InputError('at most one of include_key: true, csr or public_key may be given', 'invalid_request');
@@ -451,6 +461,14 @@ export class CaService {
         created_at: r.created_at,
       })),
     };
+  }
+
+  /** One issued certificate as PEM (public: what a verifier installs beside its key). */
+  certPem(tenant: Tenant, serialInput: string): { serial: string; pem: string } {
+    const serial = normalizeSerial(serialInput);
+    const cert = this.repo.cert(tenant, serial);
+    if (!cert) throw new NotFoundError(`no certificate with serial ${serial} was issued by this tenant's CA`);
+    return { serial, pem: pem(Buffer.from(cert.cert_der)) };
   }
 
   /** Revokes one certificate of this tenant; the next CRL lists it. */

@@ -15,7 +15,7 @@ export const trunkCommand: CliCommand<TelephonyServices> = {
   usage: [
     'trunk add --name NAME --host HOST [--id ID] [--port 5060] [--transport udp|tcp] [--username U] [--password-stdin] [--register] [--from-domain D] [--caller-id N] [--max-calls 10] [--codecs PCMU,PCMA] [--srv] [--inbound-auth address|digest] [--default] [--tenant HOST]',
     'trunk list [--tenant HOST]',
-    'trunk remove ID [--tenant HOST]',
+    'trunk remove ID [--force] [--tenant HOST]',
   ],
   changes: ['add', 'remove'],
   audited: ['tenant', 'name', 'host', 'id'],
@@ -38,6 +38,7 @@ export const trunkCommand: CliCommand<TelephonyServices> = {
       default: { type: 'boolean' },
       srv: { type: 'boolean' },
       'inbound-auth': { type: 'string' },
+      force: { type: 'boolean' },
     });
     const t = tenantOf(ctx, values.tenant);
     switch (sub) {
@@ -78,8 +79,11 @@ export const trunkCommand: CliCommand<TelephonyServices> = {
       case 'remove': {
         const id = positionals[0];
         if (!id) throw new UsageError('trunk remove: give the trunk id');
-        a.removeTrunk(t, id);
+        // Without --force a trunk the outbound routes still list is refused, as in the console and the API.
+        const { routesChanged, routesRemoved } = a.removeTrunk(t, id, { force: values.force === true });
         ctx.out(`trunk ${id} removed from ${t.host}`);
+        if (routesChanged.length) ctx.out(`taken out of the outbound routes ${routesChanged.join(', ')}`);
+        if (routesRemoved.length) ctx.out(`outbound routes left without a trunk, deleted: ${routesRemoved.join(', ')}`);
         return 0;
       }
       default:

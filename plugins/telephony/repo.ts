@@ -267,6 +267,15 @@ export class TelephonyRepo {
     );
   }
 
+  /** True when the comment changed. */
+  whitelistComment(t: Tenant, number: string, comment: string): boolean {
+    return this.q('UPDATE tel_whitelist SET comment = ? WHERE tenant_id = ? AND number = ? AND comment <> ?').run(comment, t.id, number, comment).changes > 0;
+  }
+
+  whitelistRemove(t: Tenant, number: string): boolean {
+    return this.q('DELETE FROM tel_whitelist WHERE tenant_id = ? AND number = ?').run(t.id, number).changes > 0;
+  }
+
   // ---- calls -----------------------------------------------------------------------------------
 
   insertCall(r: CallRow): void {

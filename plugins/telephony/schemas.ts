@@ -174,6 +174,11 @@ export const fromQuery = z
 // ---- whitelist ---------------------------------------------------------------------------------
 
 export const whitelistAdd = z.object({ number: e164, comment: z.string().max(500).default('') });
+export const whitelistRemove = z.object({ number: e164 });
+export const trunkRemove = z.object({
+  id: z.string().max(40),
+  force: z.boolean().default(false).describe('take the trunk out of the outbound routes that list it (a route left without a trunk is deleted)'),
+});
 export const whitelistEntry = z.object({ number: z.string(), comment: z.string(), addedAtUtc: z.string(), addedBy: z.string() });
 
 // ---- calls -------------------------------------------------------------------------------------
@@ -268,6 +273,7 @@ export const callListQuery = pageQuery.extend({
     .optional()
     .describe('calls to numbers starting with these digits'),
 });
+export const callExportQuery = callListQuery.omit({ limit: true, offset: true });
 export const callStatsQuery = z.object({
   since: isoInstant.optional().describe('ISO 8601; default 24 hours ago'),
 });

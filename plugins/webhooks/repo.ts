@@ -92,6 +92,11 @@ export class WebhookRepo {
     return { rows, total };
   }
 
+  /** Changes the receiver URL and the events; the secret, state and delivery log stay. */
+  update(tenant: Tenant, id: string, r: Pick<SubscriptionRow, 'url' | 'events'>): boolean {
+    return this.q('UPDATE webhook_subscriptions SET url = ?, events = ? WHERE tenant_id = ? AND id = ?').run(r.url, r.events, tenant.id, id).changes > 0;
+  }
+
   count(tenant: Tenant): number {
     return (this.q('SELECT COUNT(*) AS n FROM webhook_subscriptions WHERE tenant_id = ?').get(tenant.id) as { n: number }).n;
   }

@@ -10,7 +10,7 @@ import {
   type RouteRegistrar,
   type RouteRequest,
 } from '../../server/sdk.ts';
-import { addBody, createdSubscription, eventInfo, deliveriesQuery, deliveryItem, idBody, listQuery, redeliverBody, subscriptionItem } from './schemas.ts';
+import { addBody, createdSubscription, eventInfo, deliveriesQuery, deliveryItem, idBody, listQuery, redeliverBody, subscriptionItem, updateBody } from './schemas.ts';
 import type { WebhookService } from './service.ts';
 
 export function actorOf(p: Principal | null): string {
@@ -102,6 +102,21 @@ export function webhookRoutes(r: RouteRegistrar, service: WebhookService, ctx: P
       const deleted = service.remove(req.tenant, req.body.id);
       audit(req, 'webhook-remove', { id: deleted.id });
       return { deleted };
+    },
+  });
+
+  r.add({
+    method: 'POST',
+    path: '/signal.ashx?webhooks=update',
+    summary: 'Edit a webhook subscription: its receiver URL (checked as on add) and events; the secret and the delivery log stay',
+    area: 'webhooks',
+    auth: policy.adminOrHmac('webhooks-update'),
+    body: updateBody,
+    responses: { 200: { description: 'the subscription', schema: subscriptionItem }, 404: { description: 'not_found' } },
+    handler: async (req) => {
+      const item = await service.update(req.tenant, req.body.id, req.body);
+      audit(req, 'webhook.update', { id: item.id, url: item.url, events: item.events.join(',') });
+      return item;
     },
   });
 

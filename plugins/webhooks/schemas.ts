@@ -87,6 +87,12 @@ export const addBody = z.object({
   events: eventsInput.describe('event names (array or comma-separated) from GET /api.ashx/v1/webhooks/events, or ["*"]; another name is 400 unknown_event'),
 });
 
+export const updateBody = z.object({
+  id: z.string().regex(/^[0-9a-f]{16}$/, 'a subscription id is 16 hex characters'),
+  url: addBody.shape.url.optional(),
+  events: addBody.shape.events.optional(),
+});
+
 export const idBody = z.object({ id: z.string().regex(/^[0-9a-f]{16}$/, 'a subscription id is 16 hex characters') });
 
 export const listQuery = z.object({ webhooks: z.literal('list').optional() });

@@ -61,6 +61,8 @@ beforeAll(async () => {
   markers.push('+4940999333', 'bmarkerwl');
   await asB('POST', '/signal.ashx?oidc-clients-save=1', { client_id: 'bmarkerclient', redirect_uris: ['https://b.example/cb'] });
   add('client_id', 'bmarkerclient');
+  // The CA issues only for a registered client of the tenant.
+  await asB('POST', '/signal.ashx?oidc-clients-save=1', { client_id: 'bmarker-verifier', redirect_uris: ['https://bmarker-verifier/cb'] });
   const cert = await j(
     s.fetch('/rp-cert.ashx?issue', { method: 'POST', host: B.hostPort, key: B.token, json: { client_id: 'bmarker-verifier', include_key: false } }),
   );

@@ -36,6 +36,8 @@ beforeAll(async () => {
   ).toBe(200);
   secrets['engine API key'] = 'AIza-engine-key-at-rest-0123456789';
   expect((await as('/signal.ashx?telephony=settings-save', { engineApiKey: secrets['engine API key'] })).status).toBe(200);
+  // The CA issues only for a registered client of the tenant.
+  expect((await as('/signal.ashx?oidc-clients-save=1', { client_id: 'rest-verifier', redirect_uris: ['https://rest-verifier/cb'] })).status).toBe(200);
   const cert = await as('/rp-cert.ashx?issue', { client_id: 'rest-verifier', include_key: true });
   if (cert.status === 200 && cert.body.private_key) {
     // A line from the middle of the PEM body: the key material itself.

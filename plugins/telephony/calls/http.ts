@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { envelope, envelopeSchema, pageOf, policy, requireBodyless, type RouteRegistrar } from '../../../server/sdk.ts';
+import { CSV_MAX_ROWS, csvHeaders, envelope, envelopeSchema, pageOf, policy, reply, requireBodyless, toCsv, type RouteRegistrar } from '../../../server/sdk.ts';
 import { audited, err, okBody, V1 } from '../http-common.ts';
 import * as S from '../schemas.ts';
 import type { TelephonyServices } from '../services.ts';
@@ -18,7 +18,7 @@ export function callHttp(r: RouteRegistrar, svc: TelephonyServices): void {
     body: S.callCreate,
     responses: {
       200: { description: 'call accepted', schema: S.callCreated },
-      400: err('bad input, naming the field'),
+      400: err('bad input, naming the field; schedule_in_past: scheduleAtUtc more than 60 s before now'),
       502: err('bridge_unreachable'),
       503: err('bridge_not_configured'),
     },
@@ -51,6 +51,43 @@ export function callHttp(r: RouteRegistrar, svc: TelephonyServices): void {
         page,
         req.raw.originalUrl,
       );
+    },
+  });
+  r.add({
+    method: 'GET',
+    path: `${V1}/calls/export`,
+    area: 'calls',
+    auth: policy.v1Admin,
+    summary: 'The calls of a filter (as GET /calls: status, phone, since, until) as CSV, newest first, at most 50000 rows',
+    description: "RFC 4180 with a UTF-8 BOM; a cell starting with = + - @ gets a leading ' (no formula runs when it is opened in a spreadsheet).",
+    query: S.callExportQuery,
+    responses: { 200: { description: 'CSV', contentType: 'text/csv' }, 400: err('bad filter') },
+    handler: (req) => {
+      const { rows } = svc.calls.list(req.tenant, req.query, CSV_MAX_ROWS, 0);
+      const cols = [
+        'callId',
+        'status',
+        'phone',
+        'displayName',
+        'requestedBy',
+        'createdAtUtc',
+        'scheduledForUtc',
+        'answeredAtUtc',
+        'endedAtUtc',
+        'durationSec',
+        'endedReason',
+        'errorDetail',
+        'trunkId',
+        'attempt',
+      ] as const;
+      const csv = toCsv(
+        cols,
+        rows.map((c) => {
+          const r = toRecord(c, req.tenant.host);
+          return cols.map((k) => r[k]);
+        }),
+      );
+      return reply.text(200, csv, 'text/csv; charset=utf-8', csvHeaders('calls.csv'));
     },
   });
   r.add({

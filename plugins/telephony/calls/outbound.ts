@@ -48,6 +48,9 @@ export type DialJob = z.infer<typeof dialJob>;
 export const mailJob = dialJob;
 export type MailJob = z.infer<typeof mailJob>;
 
+/** How far in the past scheduleAtUtc may be (client clock skew) before it is refused as schedule_in_past. */
+export const SCHEDULE_GRACE_MS = 60_000;
+
 /** Spec "Outbound call status": states a call is over in (hangup on them is a no-op). */
 const ENDED: ReadonlySet<CallStatus> = new Set(['ended-success', 'ended-failed-final', 'cancelled']);
 /** Outcomes that are retried after retryDelayMinutes while retries are left (spec "Observed rules"). */
@@ -134,6 +137,11 @@ export class CallService implements CallKind<CallRow> {
     const now = this.d.clock.now();
     const at = body.scheduleAtUtc ? Date.parse(body.scheduleAtUtc) : undefined;
     if (at !== undefined && Number.isNaN(at)) throw new InputError('invalid field scheduleAtUtc: not a date', 'invalid_request', { field: 'scheduleAtUtc' });
+    // A time already past would dial at once, which is not what whoever picked it meant; a
+    // minute's grace absorbs a client clock slightly behind ours (and "now" typed into a form).
+    if (at !== undefined && at < now - SCHEDULE_GRACE_MS) {
+      throw new InputError(`invalid field scheduleAtUtc: ${new Date(at).toISOString()} is in the past`, 'schedule_in_past', { field: 'scheduleAtUtc' });
+    }
     const scheduled = at !== undefined && at > now;
     const callId = newCallId();
     let whitelistAdded = false;

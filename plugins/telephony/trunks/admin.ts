@@ -1,4 +1,4 @@
-import { ConflictError, InputError, type KeyService, NotFoundError, type Tenant } from '../../../server/sdk.ts';
+import { AppError, ConflictError, InputError, type KeyService, NotFoundError, type Tenant } from '../../../server/sdk.ts';
 import { TrunkSchema, type Trunk } from '../control.ts';
 import type { NumberRow, TelephonyRepo } from '../repo.ts';
 import type { OutboundRouteRow } from '../routing.ts';
@@ -59,16 +59,50 @@ export class TelephonyAdmin {
     return this.repo.trunks(t);
   }
 
-  removeTrunk(t: Tenant, id: string): TrunkRow {
-    const row = this.repo.trunk(t, id);
-    if (!row) throw new NotFoundError(`no trunk ${id}`);
-    this.repo.tx(() => {
+  /** The outbound routes that list the trunk (what deleting it would change). */
+  routesUsing(t: Tenant, id: string): OutboundRouteRow[] {
+    return this.repo.outboundRoutes(t).filter((r) => r.trunkIds.includes(id));
+  }
+
+  /**
+   * Deletes a trunk. One the outbound routes still list is refused (409 trunk_in_use naming the
+   * routes) unless `force`: then, in the same transaction, it is taken out of each of them, and a
+   * route left without any trunk is deleted (it could only fail every call it matched). Nothing
+   * is left pointing at a trunk that is gone.
+   */
+  removeTrunk(t: Tenant, id: string, opts: { force?: boolean } = {}): { row: TrunkRow; routesChanged: string[]; routesRemoved: string[] } {
+    const out = this.repo.tx(() => {
+      const row = this.repo.trunk(t, id);
+      if (!row) throw new NotFoundError(`no trunk ${id}`);
+      const using = this.routesUsing(t, id);
+      if (using.length && !opts.force) {
+        const names = using.map((r) => r.match);
+        throw new AppError(
+          409,
+          'trunk_in_use',
+          `trunk ${id} is used by ${names.length} outbound route(s): ${names.join(', ')}; repeat with force to take it out of them`,
+          { extra: { routes: names } },
+        );
+      }
+      const routesChanged: string[] = [];
+      const routesRemoved: string[] = [];
+      for (const r of using) {
+        const rest = r.trunkIds.filter((x) => x !== id);
+        if (rest.length) {
+          this.repo.updateOutbound(t, r.match, rest);
+          routesChanged.push(r.match);
+        } else {
+          this.repo.deleteOutbound(t, r.match);
+          routesRemoved.push(r.match);
+        }
+      }
       this.repo.deleteTrunk(t, id);
       const s = this.repo.settings(t);
       if (s.default_trunk_id === id) this.repo.saveSettings(t, { ...s, default_trunk_id: '' });
+      return { row, routesChanged, routesRemoved };
     });
     this.trunksChanged();
-    return row;
+    return out;
   }
 
   /**
@@ -179,6 +213,25 @@ export class TelephonyAdmin {
 
   whitelistAdd(t: Tenant, number: string, comment: string, by: string): boolean {
     return this.repo.whitelistAdd(t, number, comment, by, this.now());
+  }
+
+  /**
+   * An admin's add: a new number is added; a listed one keeps its place and date and takes the
+   * new comment (an admin who types a comment means it). Calls add with whitelistAdd, which never
+   * overwrites an admin's comment.
+   */
+  whitelistSave(t: Tenant, number: string, comment: string, by: string): { added: boolean; updated: boolean } {
+    return this.repo.tx(() => {
+      if (this.repo.whitelistAdd(t, number, comment, by, this.now())) return { added: true, updated: false };
+      return { added: false, updated: this.repo.whitelistComment(t, number, comment) };
+    });
+  }
+
+  whitelistRemove(t: Tenant, number: string): { number: string; comment: string; addedAtUtc: string; addedBy: string } {
+    const entry = this.whitelist(t).find((w) => w.number === number);
+    if (!entry) throw new NotFoundError(`${number} is not on the whitelist`);
+    this.repo.whitelistRemove(t, number);
+    return entry;
   }
 
   // ---- virtual numbers -------------------------------------------------------------------------

@@ -121,13 +121,24 @@ export function trunkAdminHttp(r: RouteRegistrar, svc: TelephonyServices): void 
     path: `${SIG}?whitelist=add`,
     area: 'admin',
     auth: policy.adminOrHmac('whitelist-add'),
-    summary: 'Add a number to the PSTN whitelist (HMAC bucket whitelist-add|Host|bodyLen)',
+    summary: 'Add a number to the PSTN whitelist (HMAC bucket whitelist-add|Host|bodyLen); a listed number takes the new comment',
     body: S.whitelistAdd,
-    responses: { 200: { description: '{ok, number, added}', schema: okBody } },
+    responses: { 200: { description: '{ok, number, added, updated}: updated when a listed number took a new comment', schema: okBody } },
     handler: (req) => {
-      const added = svc.admin.whitelistAdd(req.tenant, req.body.number, req.body.comment, req.principal!.userName ?? req.principal!.subject);
-      return audited(svc, req, 'whitelist-add', { number: req.body.number, added }, { ok: true, number: req.body.number, added });
+      const { added, updated } = svc.admin.whitelistSave(req.tenant, req.body.number, req.body.comment, req.principal!.userName ?? req.principal!.subject);
+      return audited(svc, req, 'whitelist-add', { number: req.body.number, added, updated }, { ok: true, number: req.body.number, added, updated });
     },
+  });
+  r.add({
+    method: 'POST',
+    path: `${SIG}?whitelist=remove`,
+    area: 'admin',
+    auth: policy.adminOrHmac('whitelist-remove'),
+    summary: 'Remove a number from the PSTN whitelist (HMAC bucket whitelist-remove|Host|bodyLen)',
+    body: S.whitelistRemove,
+    responses: { 200: { description: '{ok, removed}', schema: z.object({ ok: z.boolean(), removed: S.whitelistEntry }) }, 404: err('not_found') },
+    handler: (req) =>
+      audited(svc, req, 'whitelist-remove', { number: req.body.number }, { ok: true, removed: svc.admin.whitelistRemove(req.tenant, req.body.number) }),
   });
   r.add({
     method: 'GET',
@@ -162,11 +173,23 @@ export function trunkAdminHttp(r: RouteRegistrar, svc: TelephonyServices): void 
     path: `${SIG}?trunks=remove`,
     area: 'admin',
     auth: policy.adminOrHmac('trunks-remove'),
-    summary: 'Remove a SIP trunk',
-    body: z.object({ id: z.string().max(40) }),
-    responses: { 200: { description: '{ok, removed}', schema: okBody }, 404: err('not_found') },
-    handler: (req) =>
-      audited(svc, req, 'trunk-remove', { trunk: req.body.id }, { ok: true, removed: trunkView(svc.admin.removeTrunk(req.tenant, req.body.id)) }),
+    summary: 'Remove a SIP trunk; one the outbound routes list is refused (409 trunk_in_use naming them) unless force',
+    description:
+      'With `force: true` the trunk is taken out of every outbound route that lists it, and a route left without a trunk is deleted, ' +
+      'in one transaction with the removal (`routesChanged`, `routesRemoved` in the answer).',
+    body: S.trunkRemove,
+    responses: {
+      200: { description: '{ok, removed, routesChanged, routesRemoved}', schema: okBody },
+      404: err('not_found'),
+      409: err('trunk_in_use: outbound routes list the trunk (`routes` names them)'),
+    },
+    handler: (req) => {
+      const { row, routesChanged, routesRemoved } = svc.admin.removeTrunk(req.tenant, req.body.id, { force: req.body.force });
+      const extra: Record<string, string> = { trunk: req.body.id };
+      if (routesChanged.length) extra.routesChanged = routesChanged.join(',');
+      if (routesRemoved.length) extra.routesRemoved = routesRemoved.join(',');
+      return audited(svc, req, 'trunk-remove', extra, { ok: true, removed: trunkView(row), routesChanged, routesRemoved });
+    },
   });
   r.add({
     method: 'GET',

@@ -221,6 +221,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api.ashx/v1/auditlog/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The audit entries of a filter (as GET /auditlog: event, user, since) as CSV, newest first, at most 50000 rows
+         * @description RFC 4180 with a UTF-8 BOM; a cell starting with = + - @ gets a leading ' (no formula runs when it is opened in a spreadsheet).
+         */
+        get: operations["get_api_ashx_v1_auditlog_export"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api.ashx/v1/calls": {
         parameters: {
             query?: never;
@@ -273,6 +293,26 @@ export interface paths {
          * @description Extension: `?cancelRetry=true` on a call in ended-failed-retry-pending cancels the pending retry (→ cancelled) instead of the no-op the spec describes.
          */
         post: operations["post_api_ashx_v1_calls_id_hangup"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api.ashx/v1/calls/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The calls of a filter (as GET /calls: status, phone, since, until) as CSV, newest first, at most 50000 rows
+         * @description RFC 4180 with a UTF-8 BOM; a cell starting with = + - @ gets a leading ' (no formula runs when it is opened in a spreadsheet).
+         */
+        get: operations["get_api_ashx_v1_calls_export"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -773,6 +813,26 @@ export interface paths {
         put?: never;
         /** Revoke a share link at once (idempotent: revoking again changes nothing) */
         post: operations["post_api_ashx_v1_transcripts_callId_shares_shareId_revoke"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api.ashx/v1/transcripts/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The transcript summaries of a filter (as GET /transcripts: source, q, since) as CSV, newest first, at most 50000 rows
+         * @description RFC 4180 with a UTF-8 BOM; a cell starting with = + - @ gets a leading ' (no formula runs when it is opened in a spreadsheet).
+         */
+        get: operations["get_api_ashx_v1_transcripts_export"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -2428,6 +2488,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/rp-cert.ashx?cert": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One issued certificate (PEM, as a download), by serial */
+        get: operations["get_rp_cert_ashx_cert"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/rp-cert.ashx?cps": {
         parameters: {
             query?: never;
@@ -2874,7 +2951,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Remove a SIP trunk */
+        /**
+         * Remove a SIP trunk; one the outbound routes list is refused (409 trunk_in_use naming them) unless force
+         * @description With `force: true` the trunk is taken out of every outbound route that lists it, and a route left without a trunk is deleted, in one transaction with the removal (`routesChanged`, `routesRemoved` in the answer).
+         */
         post: operations["post_signal_ashx_trunks_remove"];
         delete?: never;
         options?: never;
@@ -3140,6 +3220,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/signal.ashx?webhooks=update": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Edit a webhook subscription: its receiver URL (checked as on add) and events; the secret and the delivery log stay */
+        post: operations["post_signal_ashx_webhooks_update"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/signal.ashx?whitelist=add": {
         parameters: {
             query?: never;
@@ -3149,7 +3246,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Add a number to the PSTN whitelist (HMAC bucket whitelist-add|Host|bodyLen) */
+        /** Add a number to the PSTN whitelist (HMAC bucket whitelist-add|Host|bodyLen); a listed number takes the new comment */
         post: operations["post_signal_ashx_whitelist_add"];
         delete?: never;
         options?: never;
@@ -3168,6 +3265,23 @@ export interface paths {
         get: operations["get_signal_ashx_whitelist_list"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/signal.ashx?whitelist=remove": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Remove a number from the PSTN whitelist (HMAC bucket whitelist-remove|Host|bodyLen) */
+        post: operations["post_signal_ashx_whitelist_remove"];
         delete?: never;
         options?: never;
         head?: never;
@@ -3728,7 +3842,7 @@ export interface components {
              * @description stable error code (server/errors.ts ERROR_CODES)
              * @enum {string}
              */
-            error: "invalid_request" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "server_error" | "plugin_unavailable" | "login_required" | "invalid_csrf" | "conflict" | "tenant_limit" | "invalid_token" | "insufficient_scope" | "invalid_signature" | "stale_signature" | "replayed_signature" | "invalid_grant" | "invalid_client" | "unauthorized_client" | "unsupported_grant_type" | "invalid_scope" | "access_denied" | "invalid_client_metadata" | "invalid_redirect_uri" | "interaction_required" | "consent_required" | "account_selection_required" | "unsupported_response_type" | "invalid_request_object" | "request_not_supported" | "request_uri_not_supported" | "temporarily_unavailable" | "weak_password" | "duplicate_user" | "duplicate_tenant" | "cannot_remove_primary" | "confirm_mismatch" | "tenant_switch_not_allowed" | "storage_full" | "cannot_disable_self" | "last_admin" | "already_claimed" | "already_revoked" | "passkey_rejected" | "invalid_key" | "duplicate_route" | "cannot_delete_catchall" | "bridge_not_configured" | "bridge_unreachable" | "bridge_protocol" | "bridge_error" | "no_capacity" | "room_unavailable" | "duplicate_call" | "not_whitelisted" | "no_route" | "no_trunk" | "invalid_phone" | "invalid_url" | "address_refused" | "invalid_origin" | "too_many_subscriptions" | "subscription_paused" | "delivery_in_progress" | "unknown_event" | "ca_unavailable" | "ca_exists" | "invalid_csr" | "invalid_client_id" | "hsm_error" | "invalid_list" | "import_failed" | "range_not_satisfiable" | "upgrade_required" | "invalid_proof" | "invalid_nonce" | "unsupported_credential_type" | "unsupported_proof_type" | "unsupported_credential_format" | "unknown_credential_configuration" | "invalid_credential_request" | "credential_request_denied" | "mdoc_verify_not_configured" | "invalid_presentation" | "session_expired" | "session_finished" | "replayed_presentation" | "duplicate_anchor";
+            error: "invalid_request" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "server_error" | "plugin_unavailable" | "login_required" | "invalid_csrf" | "conflict" | "tenant_limit" | "invalid_token" | "insufficient_scope" | "invalid_signature" | "stale_signature" | "replayed_signature" | "invalid_grant" | "invalid_client" | "unauthorized_client" | "unsupported_grant_type" | "invalid_scope" | "access_denied" | "invalid_client_metadata" | "invalid_redirect_uri" | "interaction_required" | "consent_required" | "account_selection_required" | "unsupported_response_type" | "invalid_request_object" | "request_not_supported" | "request_uri_not_supported" | "temporarily_unavailable" | "weak_password" | "duplicate_user" | "duplicate_tenant" | "cannot_remove_primary" | "confirm_mismatch" | "tenant_switch_not_allowed" | "storage_full" | "cannot_disable_self" | "last_admin" | "already_claimed" | "already_revoked" | "passkey_rejected" | "invalid_key" | "duplicate_route" | "cannot_delete_catchall" | "bridge_not_configured" | "bridge_unreachable" | "bridge_protocol" | "bridge_error" | "no_capacity" | "room_unavailable" | "duplicate_call" | "not_whitelisted" | "no_route" | "no_trunk" | "invalid_phone" | "schedule_in_past" | "trunk_in_use" | "invalid_url" | "address_refused" | "invalid_origin" | "too_many_subscriptions" | "subscription_paused" | "delivery_in_progress" | "unknown_event" | "ca_unavailable" | "ca_exists" | "invalid_csr" | "invalid_client_id" | "hsm_error" | "invalid_list" | "import_failed" | "range_not_satisfiable" | "upgrade_required" | "invalid_proof" | "invalid_nonce" | "unsupported_credential_type" | "unsupported_proof_type" | "unsupported_credential_format" | "unknown_credential_configuration" | "invalid_credential_request" | "credential_request_denied" | "mdoc_verify_not_configured" | "invalid_presentation" | "session_expired" | "session_finished" | "replayed_presentation" | "duplicate_anchor";
             error_description?: string;
             /** Format: uri */
             error_uri?: string;
@@ -4325,6 +4439,72 @@ export interface operations {
             };
         };
     };
+    get_api_ashx_v1_auditlog_export: {
+        parameters: {
+            query?: {
+                /** @description case-insensitive substring of the event name */
+                event?: string;
+                /** @description ISO 8601, parsed as UTC; only newer events */
+                since?: string;
+                /** @description case-insensitive substring of the subject or e-mail */
+                user?: string;
+            };
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description CSV */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/csv": unknown;
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     get_api_ashx_v1_calls: {
         parameters: {
             query?: {
@@ -4499,7 +4679,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description bad input, naming the field */
+            /** @description bad input, naming the field; schedule_in_past: scheduleAtUtc more than 60 s before now */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4722,6 +4902,72 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+        };
+    };
+    get_api_ashx_v1_calls_export: {
+        parameters: {
+            query?: {
+                /** @description calls to numbers starting with these digits */
+                phone?: string;
+                /** @description ISO 8601; only calls created at or after it */
+                since?: string;
+                /** @description comma-separated call states */
+                status?: string;
+                /** @description ISO 8601; only calls created before it */
+                until?: string;
+            };
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description CSV */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/csv": unknown;
+                };
+            };
+            /** @description bad filter */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
             };
         };
     };
@@ -5716,7 +5962,7 @@ export interface operations {
                         callId: string;
                         codec: string;
                         ringId: string;
-                        /** @description the appliance's SDP answer (ICE host candidates, DTLS-SRTP, PCMU or PCMA) */
+                        /** @description the appliance's SDP answer (ICE host candidates, DTLS-SRTP, Opus when the browser offers it, else PCMU or PCMA) */
                         sdp: string;
                     };
                 };
@@ -6366,7 +6612,7 @@ export interface operations {
                         /** @description proves the leave request comes from this visitor; shown once */
                         leaveToken: string;
                         maxDurationSec: number;
-                        /** @description the appliance's SDP answer (ICE host candidates, DTLS-SRTP, PCMU or PCMA) */
+                        /** @description the appliance's SDP answer (ICE host candidates, DTLS-SRTP, Opus when the browser offers it, else PCMU or PCMA) */
                         sdp: string;
                     };
                 };
@@ -7608,6 +7854,71 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_api_ashx_v1_transcripts_export: {
+        parameters: {
+            query?: {
+                q?: string;
+                /** @description ISO 8601 UTC; only startedUtc >= since */
+                since?: string;
+                /** @description vnum, outbound-ai, or both (the default) */
+                source?: "vnum" | "outbound-ai" | "both";
+            };
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description CSV */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/csv": unknown;
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
             };
             /** @description rate limited (Retry-After) */
             429: {
@@ -13905,6 +14216,77 @@ export interface operations {
             };
         };
     };
+    get_rp_cert_ashx_cert: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                cert: string;
+                /** @description hex, colons and case ignored */
+                serial: string;
+            };
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the certificate */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-pem-file": unknown;
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     get_rp_cert_ashx_cps: {
         parameters: {
             query: {
@@ -14044,14 +14426,12 @@ export interface operations {
                     };
                 };
             };
-            /** @description bad input */
+            /** @description invalid_client_id: not a host name, or not a registered OIDC client of the tenant */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
+                content?: never;
             };
             /** @description missing or invalid credentials */
             401: {
@@ -15708,12 +16088,17 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /**
+                     * @description take the trunk out of the outbound routes that list it (a route left without a trunk is deleted)
+                     * @default false
+                     */
+                    force?: boolean;
                     id: string;
                 };
             };
         };
         responses: {
-            /** @description {ok, removed} */
+            /** @description {ok, removed, routesChanged, routesRemoved} */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -15755,6 +16140,13 @@ export interface operations {
             };
             /** @description not_found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description trunk_in_use: outbound routes list the trunk (`routes` names them) */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -17015,6 +17407,99 @@ export interface operations {
             };
         };
     };
+    post_signal_ashx_webhooks_update: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                webhooks: "update";
+            };
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description event names (array or comma-separated) from GET /api.ashx/v1/webhooks/events, or ["*"]; another name is 400 unknown_event */
+                    events?: string[] | string;
+                    id: string;
+                    /** @description http(s) URL of the receiver */
+                    url?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description the subscription */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description false after 20 consecutive failed deliveries, or a 410 from the receiver */
+                        active: boolean;
+                        createdAtUtc: string;
+                        createdBy: string;
+                        /** @description event names, or ["*"] for all */
+                        events: string[];
+                        /** @description consecutive failed deliveries */
+                        failures: number;
+                        /** @description 16 hex characters */
+                        id: string;
+                        /** @description last successful delivery */
+                        lastFiredUtc: string | null;
+                        url: string;
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     post_signal_ashx_whitelist_add: {
         parameters: {
             query: {
@@ -17038,7 +17523,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description {ok, number, added} */
+            /** @description {ok, number, added, updated}: updated when a listed number took a new comment */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -17135,6 +17620,89 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_signal_ashx_whitelist_remove: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                whitelist: "remove";
+            };
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    number: string;
+                };
+            };
+        };
+        responses: {
+            /** @description {ok, removed} */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        ok: boolean;
+                        removed: {
+                            addedAtUtc: string;
+                            addedBy: string;
+                            comment: string;
+                            number: string;
+                        };
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description rate limited (Retry-After) */
             429: {

@@ -6,6 +6,8 @@ import { useTranslation } from 'react-i18next';
 import { api, call } from '../api/client.ts';
 import { dayStart, when } from '../i18n.ts';
 import { DataTable, ErrorNote, Page, useLabel } from '../components/ui.tsx';
+import { DownloadButton } from '../components/office.tsx';
+import { withQuery } from '../lib/download.ts';
 
 const PAGE = 100;
 
@@ -17,20 +19,24 @@ export default function Audit() {
   const [since, setSince] = useState('');
   const [page, setPage] = useState(1);
   const [filters] = useDebouncedValue({ event, user, since }, 300);
-  const query = {
-    limit: PAGE,
-    offset: (page - 1) * PAGE,
+  const filter = {
     ...(filters.event ? { event: filters.event } : {}),
     ...(filters.user ? { user: filters.user } : {}),
     ...(filters.since ? { since: dayStart(filters.since) } : {}),
   };
+  const query = { limit: PAGE, offset: (page - 1) * PAGE, ...filter };
   const list = useQuery({
     queryKey: ['audit', query],
     queryFn: () => call(api.GET('/api.ashx/v1/auditlog', { params: { query } })),
     placeholderData: (p) => p,
   });
   return (
-    <Page title={t('nav.audit')}>
+    <Page
+      title={t('nav.audit')}
+      actions={
+        <DownloadButton path={withQuery('/api.ashx/v1/auditlog/export', filter)} filename="audit.csv" label={t('office.exportCsv')} data-testid="export-csv" />
+      }
+    >
       <Group align="flex-end">
         <TextInput label={t('audit.event')} value={event} onChange={(e) => (setEvent(e.currentTarget.value), setPage(1))} />
         <TextInput label={t('audit.user')} value={user} onChange={(e) => (setUser(e.currentTarget.value), setPage(1))} />

@@ -7,6 +7,7 @@ import { when } from '../i18n.ts';
 import { CallStatusBadge } from '../components/CallStatusBadge.tsx';
 import { Shares, TranscriptView } from '../components/Transcript.tsx';
 import { ErrorNote, Page } from '../components/ui.tsx';
+import { SipProblem } from '../components/office.tsx';
 
 export default function CallDetail() {
   const { t } = useTranslation();
@@ -29,6 +30,12 @@ export default function CallDetail() {
                 <Table.Th scope="row">{t('common.created')}</Table.Th>
                 <Table.Td>{when(d.createdAtUtc)}</Table.Td>
               </Table.Tr>
+              {d.scheduledForUtc && (
+                <Table.Tr>
+                  <Table.Th scope="row">{t('office.scheduledFor')}</Table.Th>
+                  <Table.Td data-testid="scheduled-for">{when(d.scheduledForUtc)}</Table.Td>
+                </Table.Tr>
+              )}
               <Table.Tr>
                 <Table.Th scope="row">{t('calls.answered')}</Table.Th>
                 <Table.Td>{when(d.answeredAtUtc)}</Table.Td>
@@ -40,9 +47,19 @@ export default function CallDetail() {
               <Table.Tr>
                 <Table.Th scope="row">{t('calls.reason')}</Table.Th>
                 <Table.Td>
-                  <Code>{d.endedReason || d.errorDetail || '—'}</Code>
+                  <Code>{d.endedReason || '—'}</Code>
                 </Table.Td>
               </Table.Tr>
+              {d.errorDetail && (
+                // What went wrong, as the API recorded it ("AI engine connection failed: ..."), with a
+                // SIP answer explained in words.
+                <Table.Tr>
+                  <Table.Th scope="row">{t('office.cause')}</Table.Th>
+                  <Table.Td data-testid="call-cause">
+                    <SipProblem raw={d.errorDetail} />
+                  </Table.Td>
+                </Table.Tr>
+              )}
             </Table.Tbody>
           </Table>
         </Card>

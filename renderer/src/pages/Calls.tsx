@@ -5,10 +5,12 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { Link } from 'wouter';
-import { api, call, type Body } from '../api/client.ts';
+import { api, ApiError, call, type Body } from '../api/client.ts';
 import { dayAfter, dayStart, when } from '../i18n.ts';
 import { CallStatusBadge } from '../components/CallStatusBadge.tsx';
-import { Dialog } from '../components/dialogs.tsx';
+import { Dialog, useConfirm } from '../components/dialogs.tsx';
+import { DownloadButton } from '../components/office.tsx';
+import { withQuery } from '../lib/download.ts';
 import { DataTable, ErrorNote, fieldError, Form, Page } from '../components/ui.tsx';
 import { CALL_STATES, callState } from '../lib/calls.ts';
 
@@ -27,10 +29,17 @@ function PlaceCall({ onDone }: { onDone: () => void }) {
   const m = useMutation({
     mutationFn: () => placeCall({ ...f, ...(at ? { scheduleAtUtc: new Date(at).toISOString() } : {}) }),
     onSuccess: (r) => {
-      notifications.show({ color: 'teal', message: t('calls.placed', { id: r.callId }) });
+      // A scheduled call is not placed yet: the notice says when it will be.
+      const message =
+        r.status === 'scheduled' && at
+          ? t('office.toastScheduled', { id: r.callId, when: when(new Date(at).toISOString()) })
+          : t('calls.placed', { id: r.callId });
+      notifications.show({ color: 'teal', message, closeButtonProps: { 'aria-label': t('common.close') } });
       onDone();
     },
   });
+  // The API refuses a past time (schedule_in_past); the form says so in words, at the field.
+  const atError = m.error instanceof ApiError && m.error.code === 'schedule_in_past' ? t('office.scheduleInPast') : fieldError(m.error, 'scheduleAtUtc');
   return (
     <Form onSubmit={() => m.mutate()} busy={m.isPending}>
       <TextInput
@@ -81,13 +90,7 @@ function PlaceCall({ onDone }: { onDone: () => void }) {
           error={fieldError(m.error, 'retries')}
         />
       </Group>
-      <TextInput
-        label={t('calls.scheduleAt')}
-        type="datetime-local"
-        value={at}
-        onChange={(e) => setAt(e.currentTarget.value)}
-        error={fieldError(m.error, 'scheduleAtUtc')}
-      />
+      <TextInput label={t('calls.scheduleAt')} type="datetime-local" value={at} onChange={(e) => setAt(e.currentTarget.value)} error={atError} />
       {m.error &&
         !['phone', 'displayName', 'email', 'systemPrompt', 'maxSeconds', 'retries', 'scheduleAtUtc'].includes((m.error as { field?: string }).field ?? '') && (
           <ErrorNote error={m.error} />
@@ -110,14 +113,14 @@ export default function Calls() {
   const [since, setSince] = useState('');
   const [until, setUntil] = useState('');
   const [opened, { open, close }] = useDisclosure(false);
-  const query = {
-    limit: PAGE,
-    offset: (page - 1) * PAGE,
+  const [ask, confirmation] = useConfirm();
+  const filter = {
     ...(status.length ? { status: status.join(',') } : {}),
     ...(phone ? { phone } : {}),
     ...(since ? { since: dayStart(since) } : {}),
     ...(until ? { until: dayAfter(until) } : {}),
   };
+  const query = { limit: PAGE, offset: (page - 1) * PAGE, ...filter };
   const list = useQuery({
     queryKey: ['calls', 'list', query],
     queryFn: () => call(api.GET('/api.ashx/v1/calls', { params: { query } })),
@@ -131,11 +134,15 @@ export default function Calls() {
     <Page
       title={t('nav.calls')}
       actions={
-        <Button onClick={open} data-testid="place-call">
-          {t('calls.new')}
-        </Button>
+        <>
+          <DownloadButton path={withQuery('/api.ashx/v1/calls/export', filter)} filename="calls.csv" label={t('office.exportCsv')} data-testid="export-csv" />
+          <Button onClick={open} data-testid="place-call">
+            {t('calls.new')}
+          </Button>
+        </>
       }
     >
+      {confirmation}
       <Dialog opened={opened} onClose={close} title={t('calls.new')} size="lg">
         <PlaceCall
           onDone={() => {
@@ -183,12 +190,30 @@ export default function Calls() {
           { key: 'phone', label: t('calls.phone'), render: (c) => c.phone },
           { key: 'status', label: t('calls.state'), render: (c) => <CallStatusBadge status={c.status} /> },
           { key: 'created', label: t('common.created'), render: (c) => when(c.createdAtUtc) },
+          { key: 'scheduled', label: t('office.scheduledFor'), render: (c) => (c.scheduledForUtc ? when(c.scheduledForUtc) : '') },
           { key: 'duration', label: t('calls.duration'), render: (c) => (c.durationSec ? `${c.durationSec} s` : '') },
           {
             key: 'actions',
             label: t('common.actions'),
             render: (c) =>
-              callState(c.status)?.stoppable ? (
+              c.status === 'scheduled' ? (
+                // Not a hang-up: nothing is dialled yet. Asked first, naming the call.
+                <Button
+                  size="xs"
+                  color="red"
+                  variant="light"
+                  aria-label={t('office.cancelScheduledOf', { id: c.callId })}
+                  onClick={() =>
+                    ask({
+                      message: t('office.confirmCancelScheduled', { phone: c.phone, when: when(c.scheduledForUtc) }),
+                      confirm: t('office.cancelScheduled'),
+                      onConfirm: () => hangup.mutate(c.callId),
+                    })
+                  }
+                >
+                  {t('office.cancelScheduled')}
+                </Button>
+              ) : callState(c.status)?.stoppable ? (
                 <Button size="xs" color="red" variant="light" onClick={() => hangup.mutate(c.callId)} aria-label={t('calls.hangupOf', { id: c.callId })}>
                   {t('calls.hangup')}
                 </Button>

@@ -1,10 +1,11 @@
-import { Anchor, Badge, Button, Card, Group, NumberInput, TextInput } from '@mantine/core';
+import { Anchor, Badge, Button, Card, Code, Group, NumberInput, Stack, Text, TextInput } from '@mantine/core';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { api, call } from '../api/client.ts';
 import { when } from '../i18n.ts';
 import { useConfirm } from '../components/dialogs.tsx';
+import { DownloadButton } from '../components/office.tsx';
 import { DataTable, ErrorNote, fieldError, Form, OnceSecret, Page, useLabel } from '../components/ui.tsx';
 
 export default function Certificates() {
@@ -14,12 +15,15 @@ export default function Certificates() {
   const [clientId, setClientId] = useState('');
   const [days, setDays] = useState(365);
   const [key, setKey] = useState<string>();
+  const [issued, setIssued] = useState<{ serial: string; certificate: string }>();
   const [ask, confirmation] = useConfirm();
   const label = useLabel();
   const issue = useMutation({
     mutationFn: () => call(api.POST('/rp-cert.ashx?issue', { params: { query: { issue: '' } }, body: { client_id: clientId, days, include_key: true } })),
     onSuccess: (r) => {
-      setKey(r.private_key ?? r.certificate);
+      // The certificate is public (shown and offered for download); the private key is shown once.
+      setKey(r.private_key);
+      setIssued({ serial: r.serial, certificate: r.certificate });
       void qc.invalidateQueries({ queryKey: ['certs'] });
       // The first certificate makes the CA; the dashboard's counts change with every one.
       void qc.invalidateQueries({ queryKey: ['status', 'ca'] });
@@ -51,6 +55,17 @@ export default function Certificates() {
             </Button>
           </Group>
         </Form>
+        {issued && (
+          <Stack gap="xs" mt="sm" data-testid="issued-cert">
+            <Group justify="space-between">
+              <Text fw={600}>{t('office.certificate')}</Text>
+              <DownloadButton path={`/rp-cert.ashx?cert&serial=${issued.serial}`} filename={`rp-cert-${issued.serial}.pem`} label={t('office.downloadCert')} />
+            </Group>
+            <Code block data-testid="issued-cert-pem">
+              {issued.certificate}
+            </Code>
+          </Stack>
+        )}
         {key && <OnceSecret label={t('certs.key')} value={key} />}
       </Card>
       <ErrorNote error={list.error ?? revoke.error ?? (issue.error && !(issue.error as { field?: string }).field ? issue.error : undefined)} />
@@ -71,24 +86,33 @@ export default function Certificates() {
           {
             key: 'a',
             label: t('common.actions'),
-            render: (c) =>
-              c.status === 'valid' && (
-                <Button
-                  size="xs"
-                  variant="light"
-                  color="red"
-                  onClick={() =>
-                    ask({
-                      message: t('certs.confirmRevoke', { client: c.client_id, serial: c.serial }),
-                      confirm: t('common.revoke'),
-                      onConfirm: () => revoke.mutate(c.serial),
-                    })
-                  }
-                  data-testid={`revoke-${c.serial}`}
-                >
-                  {t('common.revoke')}
-                </Button>
-              ),
+            render: (c) => (
+              <Group gap="xs" wrap="nowrap">
+                <DownloadButton
+                  path={`/rp-cert.ashx?cert&serial=${c.serial}`}
+                  filename={`rp-cert-${c.serial}.pem`}
+                  label="PEM"
+                  data-testid={`pem-${c.serial}`}
+                />
+                {c.status === 'valid' && (
+                  <Button
+                    size="xs"
+                    variant="light"
+                    color="red"
+                    onClick={() =>
+                      ask({
+                        message: t('certs.confirmRevoke', { client: c.client_id, serial: c.serial }),
+                        confirm: t('common.revoke'),
+                        onConfirm: () => revoke.mutate(c.serial),
+                      })
+                    }
+                    data-testid={`revoke-${c.serial}`}
+                  >
+                    {t('common.revoke')}
+                  </Button>
+                )}
+              </Group>
+            ),
           },
         ]}
       />

@@ -1,4 +1,5 @@
-import { ActionIcon, Badge, Button, Card, Checkbox, Group, MultiSelect, NumberInput, Select, Stack, Tabs, Text, TextInput } from '@mantine/core';
+import { ActionIcon, Badge, Button, Card, Checkbox, Group, MultiSelect, NativeSelect, NumberInput, Select, Stack, Tabs, Text, TextInput } from '@mantine/core';
+import { notifications } from '@mantine/notifications';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
@@ -7,6 +8,32 @@ import { api, call, type Body } from '../api/client.ts';
 import { when } from '../i18n.ts';
 import { useConfirm } from '../components/dialogs.tsx';
 import { DataTable, ErrorNote, fieldError, Form, Page, useLabel } from '../components/ui.tsx';
+import { SipProblem } from '../components/office.tsx';
+
+type TrunkView = NonNullable<ReturnType<typeof useTrunks>['data']>['trunks'][number];
+/** The trunk settings the CLI had alone (caller id, codecs, max calls, SRV), kept apart from the form's first fields. */
+const MORE_TRUNK = { callerId: '', codecs: ['PCMU', 'PCMA'] as ('PCMU' | 'PCMA')[], maxConcurrentCalls: 10, dnsSrv: false };
+const VOICES = [
+  'Achird',
+  'Aoede',
+  'Autonoe',
+  'Charon',
+  'Erinome',
+  'Fenrir',
+  'Kore',
+  'Laomedeia',
+  'Orus',
+  'Puck',
+  'Sadachbia',
+  'Schedar',
+  'Umbriel',
+  'Zephyr',
+] as const satisfies readonly NonNullable<Body<'/signal.ashx?numbers=save', 'post'>['voice']>[];
+
+/** The values of `row` under the keys `cur` has (an edit form takes the row's fields, whatever fields the form has). */
+function fromRow<T extends object>(cur: T, row: object): Partial<T> {
+  return Object.fromEntries(Object.keys(cur).flatMap((k) => (k in row ? [[k, (row as Record<string, unknown>)[k]]] : []))) as Partial<T>;
+}
 
 function useOutboundRoutes() {
   return useQuery({ queryKey: ['routes', 'out'], queryFn: () => call(api.GET('/api.ashx/v1/outbound-routes', { params: { query: { limit: 500 } } })) });
@@ -24,19 +51,41 @@ function Trunks() {
   const [ask, confirmation] = useConfirm();
   const label = useLabel();
   const [f, setF] = useState({ name: '', host: '', port: 5060, transport: 'udp' as 'udp' | 'tcp', username: '', password: '', register: false });
+  const [blank] = useState(f);
+  const [more, setMore] = useState(MORE_TRUNK);
+  // The trunk being edited (its id is kept: saving under it updates that trunk, the password stays unless typed).
+  const [editing, setEditing] = useState<string>();
+  const settings = useQuery({
+    queryKey: ['telephony', 'settings'],
+    queryFn: () => call(api.GET('/signal.ashx?telephony=settings', { params: { query: { telephony: 'settings' } } })),
+  });
+  const stopEditing = () => {
+    setEditing(undefined);
+    setF(blank);
+    setMore(MORE_TRUNK);
+  };
+  const edit = (r: TrunkView) => {
+    setEditing(r.id);
+    setF((cur) => ({ ...cur, ...fromRow(cur, r), password: '' }));
+    setMore({ ...MORE_TRUNK, ...fromRow(MORE_TRUNK, r) });
+  };
   const save = useMutation({
     mutationFn: () =>
       call(
         api.POST('/signal.ashx?trunks=save', {
           params: { query: { trunks: 'save' } },
-          body: { ...f, password: f.password || undefined } as Body<'/signal.ashx?trunks=save', 'post'>,
+          body: { ...f, ...more, ...(editing ? { id: editing } : {}), password: f.password || undefined } as Body<'/signal.ashx?trunks=save', 'post'>,
         }),
       ),
-    onSuccess: () => qc.invalidateQueries({ queryKey: ['status', 'trunks'] }),
+    onSuccess: () => {
+      if (editing) stopEditing();
+      void qc.invalidateQueries({ queryKey: ['status', 'trunks'] });
+    },
   });
   const remove = useMutation({
-    mutationFn: (id: string) => call(api.POST('/signal.ashx?trunks=remove', { params: { query: { trunks: 'remove' } }, body: { id } })),
-    onSuccess: () => qc.invalidateQueries({ queryKey: ['status', 'trunks'] }),
+    // force: the operator confirmed a dialog naming the routes that list the trunk (it leaves them).
+    mutationFn: (v: { id: string; force: boolean }) => call(api.POST('/signal.ashx?trunks=remove', { params: { query: { trunks: 'remove' } }, body: v })),
+    onSuccess: () => Promise.all([qc.invalidateQueries({ queryKey: ['status', 'trunks'] }), qc.invalidateQueries({ queryKey: ['routes', 'out'] })]),
   });
   return (
     <Stack>
@@ -81,10 +130,46 @@ function Trunks() {
               onChange={(e) => setF({ ...f, password: e.currentTarget.value })}
             />
             <Checkbox label={t('telephony.register')} checked={f.register} onChange={(e) => setF({ ...f, register: e.currentTarget.checked })} />
-            <Button type="submit" loading={save.isPending}>
-              {t('common.save')}
-            </Button>
           </Group>
+          <Group align="flex-end" mt="sm">
+            <TextInput
+              label={t('office.callerId')}
+              value={more.callerId}
+              onChange={(e) => setMore({ ...more, callerId: e.currentTarget.value })}
+              error={fieldError(save.error, 'callerId')}
+            />
+            <MultiSelect
+              label={t('office.codecs')}
+              data={['PCMU', 'PCMA']}
+              value={more.codecs}
+              onChange={(v) => setMore({ ...more, codecs: v as ('PCMU' | 'PCMA')[] })}
+              error={fieldError(save.error, 'codecs')}
+              w={220}
+            />
+            <NumberInput
+              label={t('office.maxCalls')}
+              min={1}
+              max={1000}
+              value={more.maxConcurrentCalls}
+              onChange={(v) => setMore({ ...more, maxConcurrentCalls: Number(v) })}
+              error={fieldError(save.error, 'maxConcurrentCalls')}
+              w={180}
+            />
+            <Checkbox label={t('office.srv')} checked={more.dnsSrv} onChange={(e) => setMore({ ...more, dnsSrv: e.currentTarget.checked })} />
+            <Button type="submit" loading={save.isPending}>
+              {editing ? t('office.saveChanges') : t('common.save')}
+            </Button>
+            {editing && (
+              <Button variant="default" onClick={stopEditing}>
+                {t('office.cancelEdit')}
+              </Button>
+            )}
+          </Group>
+          {editing && (
+            <Text size="sm" mt="xs" data-testid="editing">
+              {t('office.editing', { name: editing })}
+            </Text>
+          )}
         </Form>
         <ErrorNote error={save.error && !(save.error as { field?: string }).field ? save.error : undefined} />
       </Card>
@@ -107,27 +192,31 @@ function Trunks() {
               </Badge>
             ),
           },
-          { key: 'err', label: t('telephony.lastError'), render: (r) => r.lastError ?? '' },
+          { key: 'err', label: t('telephony.lastError'), render: (r) => <SipProblem raw={r.lastError} /> },
           {
             key: 'a',
             label: t('common.actions'),
             render: (r) => (
-              <Button
-                size="xs"
-                color="red"
-                variant="light"
-                onClick={() => {
-                  // Name the trunk and what depends on it: deleting it leaves these routes without it.
-                  const using = (routes.data?.data ?? []).filter((x) => x.trunkIds.includes(r.id)).length;
-                  ask({
-                    message: `${t('telephony.confirmDeleteTrunk', { name: r.name || r.id })}${using ? ` ${t('telephony.trunkInUse', { count: using })}` : ''}`,
-                    confirm: t('common.delete'),
-                    onConfirm: () => remove.mutate(r.id),
-                  });
-                }}
-              >
-                {t('common.delete')}
-              </Button>
+              <Group gap="xs" wrap="nowrap">
+                <Button size="xs" variant="default" onClick={() => edit(r)} aria-label={t('office.editOf', { name: r.name || r.id })}>
+                  {t('office.edit')}
+                </Button>
+                <Button
+                  size="xs"
+                  color="red"
+                  variant="light"
+                  onClick={() => {
+                    // Name the trunk and what depends on it: the routes that list it (it leaves them) and the default.
+                    const using = (routes.data?.data ?? []).filter((x) => x.trunkIds.includes(r.id)).map((x) => x.match);
+                    const parts = [t('telephony.confirmDeleteTrunk', { name: r.name || r.id })];
+                    if (using.length) parts.push(t('office.trunkUsedBy', { count: using.length, routes: using.join(', ') }));
+                    if (settings.data?.defaultTrunkId === r.id) parts.push(t('office.isDefaultTrunk'));
+                    ask({ message: parts.join(' '), confirm: t('common.delete'), onConfirm: () => remove.mutate({ id: r.id, force: using.length > 0 }) });
+                  }}
+                >
+                  {t('common.delete')}
+                </Button>
+              </Group>
             ),
           },
         ]}
@@ -144,6 +233,9 @@ function Outbound() {
   const list = useOutboundRoutes();
   const [match, setMatch] = useState('');
   const [ids, setIds] = useState<string[]>([]);
+  const [ask, confirmation] = useConfirm();
+  // A route may still list a trunk deleted elsewhere (an older database, the CLI): shown marked.
+  const known = trunks.data ? new Set(trunks.data.trunks.map((x) => x.id)) : undefined;
   const refresh = () => qc.invalidateQueries({ queryKey: ['routes', 'out'] });
   const create = useMutation({ mutationFn: () => call(api.POST('/api.ashx/v1/outbound-routes', { body: { match, trunkIds: ids } })), onSuccess: refresh });
   const update = useMutation({
@@ -167,6 +259,7 @@ function Outbound() {
   const [dragging, setDragging] = useState<{ match: string; from: number }>();
   return (
     <Stack>
+      {confirmation}
       <Card withBorder>
         <Form onSubmit={() => create.mutate()} busy={create.isPending}>
           <Group align="flex-end">
@@ -231,9 +324,14 @@ function Outbound() {
                     <Text size="sm" w={24}>
                       {i + 1}.
                     </Text>
-                    <Text size="sm" data-testid="route-trunk">
+                    <Text size="sm" data-testid="route-trunk" td={known && !known.has(id) ? 'line-through' : undefined}>
                       {id}
                     </Text>
+                    {known && !known.has(id) && (
+                      <Badge color="red" size="sm" data-testid="route-trunk-deleted" aria-label={t('office.deletedTrunkOf', { id })}>
+                        {t('office.deletedTrunk')}
+                      </Badge>
+                    )}
                     <ActionIcon size="sm" variant="subtle" disabled={i === 0} onClick={() => move(r, i, -1)} aria-label={t('telephony.moveUp', { id })}>
                       ↑
                     </ActionIcon>
@@ -246,8 +344,34 @@ function Outbound() {
                     >
                       ↓
                     </ActionIcon>
+                    <ActionIcon
+                      size="sm"
+                      variant="subtle"
+                      color="red"
+                      disabled={r.trunkIds.length === 1}
+                      onClick={() => update.mutate({ match: r.match, trunkIds: r.trunkIds.filter((x) => x !== id) })}
+                      aria-label={t('office.removeTrunkFrom', { id, match: r.match })}
+                    >
+                      ×
+                    </ActionIcon>
                   </Group>
                 ))}
+                {(trunks.data?.trunks ?? []).some((x) => !r.trunkIds.includes(x.id)) && (
+                  <NativeSelect
+                    size="xs"
+                    w={200}
+                    aria-label={t('office.addTrunkTo', { match: r.match })}
+                    value=""
+                    onChange={(e) => {
+                      const add = e.currentTarget.value;
+                      if (add) update.mutate({ match: r.match, trunkIds: [...r.trunkIds, add] });
+                    }}
+                    data={[
+                      { value: '', label: `+ ${t('office.addTrunkTo', { match: r.match })}` },
+                      ...(trunks.data?.trunks ?? []).filter((x) => !r.trunkIds.includes(x.id)).map((x) => ({ value: x.id, label: x.id })),
+                    ]}
+                  />
+                )}
               </Stack>
             ),
           },
@@ -255,7 +379,18 @@ function Outbound() {
             key: 'a',
             label: t('common.actions'),
             render: (r) => (
-              <Button size="xs" color="red" variant="light" onClick={() => remove.mutate(r.match)}>
+              <Button
+                size="xs"
+                color="red"
+                variant="light"
+                onClick={() =>
+                  ask({
+                    message: t('office.confirmDeleteRoute', { match: r.match, trunks: r.trunkIds.join(', ') }),
+                    confirm: t('common.delete'),
+                    onConfirm: () => remove.mutate(r.match),
+                  })
+                }
+              >
                 {t('common.delete')}
               </Button>
             ),
@@ -286,8 +421,10 @@ function Inbound() {
     onSuccess: refresh,
   });
   const rows = [...(list.data?.data ?? [])].sort((a, b) => Number(a.did === '*') - Number(b.did === '*'));
+  const [ask, confirmation] = useConfirm();
   return (
     <Stack>
+      {confirmation}
       <Card withBorder>
         <Form onSubmit={() => create.mutate()} busy={create.isPending}>
           <Group align="flex-end">
@@ -330,7 +467,18 @@ function Inbound() {
             key: 'a',
             label: t('common.actions'),
             render: (r) => (
-              <Button size="xs" color="red" variant="light" onClick={() => remove.mutate(r)}>
+              <Button
+                size="xs"
+                color="red"
+                variant="light"
+                onClick={() =>
+                  ask({
+                    message: t('office.confirmDeleteInbound', { did: r.fromNumber ? `${r.did} (${r.fromNumber})` : r.did, user: r.user }),
+                    confirm: t('common.delete'),
+                    onConfirm: () => remove.mutate(r),
+                  })
+                }
+              >
                 {t('common.delete')}
               </Button>
             ),
@@ -347,10 +495,35 @@ function Numbers() {
   const qc = useQueryClient();
   const list = useQuery({ queryKey: ['numbers'], queryFn: () => call(api.GET('/signal.ashx?numbers=list', { params: { query: { numbers: 'list' } } })) });
   const [f, setF] = useState({ number: '', name: '', systemPrompt: '' });
+  // The settings the CLI had alone, apart from the first fields; saveTranscripts is kept as the row has it.
+  const MORE = {
+    voice: 'Aoede' as (typeof VOICES)[number],
+    language: 'en-US',
+    visibility: 'signed-in' as 'signed-in' | 'public',
+    maxDurationSec: 3500,
+    saveTranscripts: true,
+  };
+  const [more, setMore] = useState(MORE);
+  const [editing, setEditing] = useState<string>();
+  const [ask, confirmation] = useConfirm();
+  const inbound = useQuery({ queryKey: ['routes', 'in'], queryFn: () => call(api.GET('/api.ashx/v1/inbound-routes', { params: { query: { limit: 500 } } })) });
+  const stopEditing = () => {
+    setEditing(undefined);
+    setF({ number: '', name: '', systemPrompt: '' });
+    setMore(MORE);
+  };
   const save = useMutation({
     mutationFn: () =>
-      call(api.POST('/signal.ashx?numbers=save', { params: { query: { numbers: 'save' } }, body: f as Body<'/signal.ashx?numbers=save', 'post'> })),
-    onSuccess: () => qc.invalidateQueries({ queryKey: ['numbers'] }),
+      call(
+        api.POST('/signal.ashx?numbers=save', {
+          params: { query: { numbers: 'save' } },
+          body: { ...f, ...more, ...(editing ? { number: editing } : {}) } as Body<'/signal.ashx?numbers=save', 'post'>,
+        }),
+      ),
+    onSuccess: () => {
+      if (editing) stopEditing();
+      void qc.invalidateQueries({ queryKey: ['numbers'] });
+    },
   });
   const remove = useMutation({
     mutationFn: (number: string) => call(api.POST('/signal.ashx?numbers=remove', { params: { query: { numbers: 'remove' } }, body: { number } })),
@@ -358,20 +531,58 @@ function Numbers() {
   });
   return (
     <Stack>
+      {confirmation}
       <Card withBorder>
         <Form onSubmit={() => save.mutate()} busy={save.isPending}>
           <Group align="flex-end">
             <TextInput
               label={t('telephony.number')}
               value={f.number}
+              readOnly={!!editing}
               onChange={(e) => setF({ ...f, number: e.currentTarget.value })}
               error={fieldError(save.error, 'number')}
             />
             <TextInput label={t('telephony.name')} value={f.name} onChange={(e) => setF({ ...f, name: e.currentTarget.value })} />
             <TextInput label={t('calls.prompt')} value={f.systemPrompt} onChange={(e) => setF({ ...f, systemPrompt: e.currentTarget.value })} w={360} />
+          </Group>
+          <Group align="flex-end" mt="sm">
+            <NativeSelect
+              label={t('office.voice')}
+              value={more.voice}
+              data={[...VOICES]}
+              onChange={(e) => setMore({ ...more, voice: e.currentTarget.value as (typeof VOICES)[number] })}
+            />
+            <TextInput
+              label={t('office.language')}
+              description="de-DE, en-US"
+              value={more.language}
+              onChange={(e) => setMore({ ...more, language: e.currentTarget.value })}
+              error={fieldError(save.error, 'language')}
+              w={140}
+            />
+            <NativeSelect
+              label={t('telephony.visibility')}
+              value={more.visibility}
+              data={(['signed-in', 'public'] as const).map((v) => ({ value: v, label: label('telephony.visibilities', v) }))}
+              onChange={(e) => setMore({ ...more, visibility: e.currentTarget.value as 'signed-in' | 'public' })}
+            />
+            <NumberInput
+              label={t('office.maxDuration')}
+              min={10}
+              max={14400}
+              value={more.maxDurationSec}
+              onChange={(v) => setMore({ ...more, maxDurationSec: Number(v) })}
+              error={fieldError(save.error, 'maxDurationSec')}
+              w={180}
+            />
             <Button type="submit" loading={save.isPending}>
-              {t('common.save')}
+              {editing ? t('office.saveChanges') : t('common.save')}
             </Button>
+            {editing && (
+              <Button variant="default" onClick={stopEditing}>
+                {t('office.cancelEdit')}
+              </Button>
+            )}
           </Group>
         </Form>
       </Card>
@@ -385,13 +596,39 @@ function Numbers() {
           { key: 'n', label: t('telephony.number'), render: (r) => r.number },
           { key: 'name', label: t('telephony.name'), render: (r) => r.name },
           { key: 'v', label: t('telephony.visibility'), render: (r) => label('telephony.visibilities', r.visibility) },
+          { key: 'voice', label: t('office.voice'), render: (r) => `${r.voice} · ${r.language} · ${r.maxDurationSec} s` },
           {
             key: 'a',
             label: t('common.actions'),
             render: (r) => (
-              <Button size="xs" color="red" variant="light" onClick={() => remove.mutate(r.number)}>
-                {t('common.delete')}
-              </Button>
+              <Group gap="xs" wrap="nowrap">
+                <Button
+                  size="xs"
+                  variant="default"
+                  aria-label={t('office.editOf', { name: r.number })}
+                  onClick={() => {
+                    setEditing(r.number);
+                    setF({ number: r.number, name: r.name, systemPrompt: r.systemPrompt });
+                    setMore({ ...MORE, ...fromRow(MORE, r) });
+                  }}
+                >
+                  {t('office.edit')}
+                </Button>
+                <Button
+                  size="xs"
+                  color="red"
+                  variant="light"
+                  onClick={() => {
+                    // Name the number and the inbound routes that send callers to it.
+                    const using = (inbound.data?.data ?? []).filter((x) => x.user === r.number).map((x) => x.did);
+                    const parts = [t('office.confirmDeleteNumber', { number: r.number })];
+                    if (using.length) parts.push(t('office.numberUsedBy', { count: using.length, routes: using.join(', ') }));
+                    ask({ message: parts.join(' '), confirm: t('common.delete'), onConfirm: () => remove.mutate(r.number) });
+                  }}
+                >
+                  {t('common.delete')}
+                </Button>
+              </Group>
             ),
           },
         ]}
@@ -406,12 +643,24 @@ function Whitelist() {
   const list = useQuery({ queryKey: ['whitelist'], queryFn: () => call(api.GET('/signal.ashx?whitelist=list', { params: { query: { whitelist: 'list' } } })) });
   const [number, setNumber] = useState('');
   const [comment, setComment] = useState('');
+  const [ask, confirmation] = useConfirm();
   const add = useMutation({
     mutationFn: () => call(api.POST('/signal.ashx?whitelist=add', { params: { query: { whitelist: 'add' } }, body: { number, comment } })),
+    onSuccess: (r) => {
+      // A listed number keeps its place and takes the new comment: say which happened.
+      const flags = r as { added?: boolean; updated?: boolean };
+      const key = flags.added ? 'office.whitelistAdded' : flags.updated ? 'office.whitelistUpdated' : 'office.whitelistUnchanged';
+      notifications.show({ color: 'teal', message: t(key, { number }), closeButtonProps: { 'aria-label': t('common.close') } });
+      void qc.invalidateQueries({ queryKey: ['whitelist'] });
+    },
+  });
+  const remove = useMutation({
+    mutationFn: (n: string) => call(api.POST('/signal.ashx?whitelist=remove', { params: { query: { whitelist: 'remove' } }, body: { number: n } })),
     onSuccess: () => qc.invalidateQueries({ queryKey: ['whitelist'] }),
   });
   return (
     <Stack>
+      {confirmation}
       <Card withBorder>
         <Form onSubmit={() => add.mutate()} busy={add.isPending}>
           <Group align="flex-end">
@@ -428,7 +677,7 @@ function Whitelist() {
           </Group>
         </Form>
       </Card>
-      <ErrorNote error={list.error} />
+      <ErrorNote error={list.error ?? remove.error ?? (add.error && !(add.error as { field?: string }).field ? add.error : undefined)} />
       <DataTable
         caption={t('telephony.whitelist')}
         rows={list.data}
@@ -438,6 +687,27 @@ function Whitelist() {
           { key: 'n', label: t('telephony.number'), render: (r) => r.number },
           { key: 'c', label: t('telephony.comment'), render: (r) => r.comment },
           { key: 'when', label: t('common.created'), render: (r) => when(r.addedAtUtc) },
+          {
+            key: 'a',
+            label: t('common.actions'),
+            render: (r) => (
+              <Button
+                size="xs"
+                color="red"
+                variant="light"
+                aria-label={t('office.removeOf', { name: r.number })}
+                onClick={() =>
+                  ask({
+                    message: t('office.confirmWhitelistRemove', { number: r.number }),
+                    confirm: t('office.remove'),
+                    onConfirm: () => remove.mutate(r.number),
+                  })
+                }
+              >
+                {t('office.remove')}
+              </Button>
+            ),
+          },
         ]}
       />
     </Stack>

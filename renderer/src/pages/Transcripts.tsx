@@ -5,6 +5,8 @@ import { useTranslation } from 'react-i18next';
 import { api, call } from '../api/client.ts';
 import { dayStart, when } from '../i18n.ts';
 import { DataTable, ErrorNote, Page } from '../components/ui.tsx';
+import { DownloadButton } from '../components/office.tsx';
+import { withQuery } from '../lib/download.ts';
 import { Shares, TranscriptView } from '../components/Transcript.tsx';
 
 const PAGE = 50;
@@ -16,14 +18,25 @@ export default function Transcripts() {
   const [since, setSince] = useState('');
   const [page, setPage] = useState(1);
   const [open, setOpen] = useState<string>();
-  const query = { limit: PAGE, offset: (page - 1) * PAGE, source, ...(q ? { q } : {}), ...(since ? { since: dayStart(since) } : {}) };
+  const filter = { source, ...(q ? { q } : {}), ...(since ? { since: dayStart(since) } : {}) };
+  const query = { limit: PAGE, offset: (page - 1) * PAGE, ...filter };
   const list = useQuery({
     queryKey: ['transcripts', 'list', query],
     queryFn: () => call(api.GET('/api.ashx/v1/transcripts', { params: { query } })),
     placeholderData: (p) => p,
   });
   return (
-    <Page title={t('nav.transcripts')}>
+    <Page
+      title={t('nav.transcripts')}
+      actions={
+        <DownloadButton
+          path={withQuery('/api.ashx/v1/transcripts/export', filter)}
+          filename="transcripts.csv"
+          label={t('office.exportCsv')}
+          data-testid="export-csv"
+        />
+      }
+    >
       <Group align="flex-end">
         <TextInput label={t('common.search')} value={q} onChange={(e) => setQ(e.currentTarget.value)} w={260} />
         <SegmentedControl

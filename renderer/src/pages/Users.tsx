@@ -2,7 +2,7 @@ import { Badge, Button, Card, Group, NativeSelect, Select, Stack, Tabs, TextInpu
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
-import { api, call } from '../api/client.ts';
+import { api, call, type Body } from '../api/client.ts';
 import { when } from '../i18n.ts';
 import { useConfirm } from '../components/dialogs.tsx';
 import { DataTable, ErrorNote, fieldError, Form, OnceSecret, Page, useLabel } from '../components/ui.tsx';
@@ -162,8 +162,12 @@ function ApiKeys() {
   const [ask, confirmation] = useConfirm();
   const [name, setName] = useState('');
   const [key, setKey] = useState<string>();
+  // An admin may mint a key for another user of the tenant (a CRM connector's own account); empty = themselves.
+  const [user, setUser] = useState('');
+  const users = useQuery({ queryKey: ['users'], queryFn: () => call(api.GET('/api.ashx/v1/users', { params: { query: { limit: 200 } } })) });
   const mint = useMutation({
-    mutationFn: () => call(api.POST('/signal.ashx?apikey-create=1', { params: { query: { 'apikey-create': '1' } }, body: { name } })),
+    mutationFn: () =>
+      call(api.POST('/signal.ashx?apikey-create=1', { params: { query: { 'apikey-create': '1' } }, body: { name, ...(user ? { user } : {}) } })),
     onSuccess: (r) => {
       setKey(r.key);
       void qc.invalidateQueries({ queryKey: ['apikeys'] });
@@ -180,6 +184,13 @@ function ApiKeys() {
         <Form onSubmit={() => mint.mutate()} busy={mint.isPending}>
           <Group align="flex-end">
             <TextInput label={t('keys.name')} value={name} onChange={(e) => setName(e.currentTarget.value)} error={fieldError(mint.error, 'name')} />
+            <NativeSelect
+              label={t('office.keyFor')}
+              value={user}
+              onChange={(e) => setUser(e.currentTarget.value)}
+              data={[{ value: '', label: '—' }, ...(users.data?.data ?? []).map((u) => ({ value: u.name, label: u.name }))]}
+              error={fieldError(mint.error, 'user')}
+            />
             <Button type="submit" loading={mint.isPending} data-testid="mint-key">
               {t('keys.create')}
             </Button>
@@ -233,19 +244,33 @@ function Clients() {
   const list = useQuery({ queryKey: ['clients'], queryFn: () => call(api.GET('/signal.ashx?oidc-clients=1', { params: { query: { 'oidc-clients': '1' } } })) });
   const [f, setF] = useState({ client_id: '', redirect: '' });
   const [secret, setSecret] = useState<string>();
+  // Editing keeps the client's other metadata (the save is an upsert of the whole client): its row, with the redirect URI changed.
+  const [editing, setEditing] = useState<Record<string, unknown>>();
   const save = useMutation({
-    mutationFn: () =>
-      call(
+    mutationFn: () => {
+      // The row's metadata as the save takes it: without what the server keeps itself (flags, times) and without nulls.
+      const base = editing
+        ? Object.fromEntries(Object.entries(editing).filter(([k, v]) => v !== null && !['builtin', 'has_secret', 'created_at', 'updated_at'].includes(k)))
+        : { token_endpoint_auth_method: 'client_secret_basic' };
+      const rest = editing && Array.isArray(editing.redirect_uris) ? (editing.redirect_uris as string[]).slice(1) : [];
+      return call(
         api.POST('/signal.ashx?oidc-clients-save=1', {
           params: { query: { 'oidc-clients-save': '1' } },
-          body: { client_id: f.client_id, redirect_uris: f.redirect ? [f.redirect] : [], token_endpoint_auth_method: 'client_secret_basic' },
+          body: { ...base, client_id: f.client_id, redirect_uris: f.redirect ? [f.redirect, ...rest] : rest } as Body<
+            '/signal.ashx?oidc-clients-save=1',
+            'post'
+          >,
         }),
-      ),
+      );
+    },
     onSuccess: (r) => {
       setSecret(r.client_secret);
+      setEditing(undefined);
       void qc.invalidateQueries({ queryKey: ['clients'] });
     },
   });
+  // The API names the URI it refused as redirect_uris[i]; the form has one redirect field.
+  const redirectError = fieldError(save.error, 'redirect_uris[0]') ?? fieldError(save.error, 'redirect_uris');
   return (
     <Stack>
       <Card withBorder>
@@ -254,13 +279,31 @@ function Clients() {
             <TextInput
               label="client_id"
               value={f.client_id}
+              readOnly={!!editing}
               onChange={(e) => setF({ ...f, client_id: e.currentTarget.value })}
               error={fieldError(save.error, 'client_id')}
             />
-            <TextInput label={t('clients.redirect')} value={f.redirect} onChange={(e) => setF({ ...f, redirect: e.currentTarget.value })} w={360} />
+            <TextInput
+              label={t('clients.redirect')}
+              value={f.redirect}
+              onChange={(e) => setF({ ...f, redirect: e.currentTarget.value })}
+              w={360}
+              error={redirectError}
+            />
             <Button type="submit" loading={save.isPending}>
-              {t('common.save')}
+              {editing ? t('office.saveChanges') : t('common.save')}
             </Button>
+            {editing && (
+              <Button
+                variant="default"
+                onClick={() => {
+                  setEditing(undefined);
+                  setF({ client_id: '', redirect: '' });
+                }}
+              >
+                {t('office.cancelEdit')}
+              </Button>
+            )}
           </Group>
         </Form>
         {secret && <OnceSecret label={t('clients.secret')} value={secret} />}
@@ -274,6 +317,30 @@ function Clients() {
         columns={[
           { key: 'id', label: 'client_id', render: (c) => c.client_id },
           { key: 'name', label: t('users.name'), render: (c) => String((c as Record<string, unknown>).client_name ?? '') },
+          {
+            key: 'redirect',
+            label: t('clients.redirect'),
+            render: (c) => ((c as Record<string, unknown>).redirect_uris as string[] | undefined)?.join(' ') ?? '',
+          },
+          {
+            key: 'a',
+            label: t('common.actions'),
+            render: (c) =>
+              !(c as Record<string, unknown>).builtin && (
+                <Button
+                  size="xs"
+                  variant="default"
+                  aria-label={t('office.editOf', { name: c.client_id })}
+                  onClick={() => {
+                    const row = c as Record<string, unknown>;
+                    setEditing(row);
+                    setF({ client_id: c.client_id, redirect: ((row.redirect_uris as string[] | undefined) ?? [])[0] ?? '' });
+                  }}
+                >
+                  {t('office.edit')}
+                </Button>
+              ),
+          },
         ]}
       />
     </Stack>

@@ -5,7 +5,7 @@ import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { api, call } from '../api/client.ts';
 import { when } from '../i18n.ts';
-import { useConfirm } from '../components/dialogs.tsx';
+import { Dialog, useConfirm } from '../components/dialogs.tsx';
 import { DataTable, ErrorNote, fieldError, Form, OnceSecret, Page, useLabel } from '../components/ui.tsx';
 
 function Deliveries({ id }: { id: string }) {
@@ -64,6 +64,40 @@ function Deliveries({ id }: { id: string }) {
   );
 }
 
+/** Edits a subscription's receiver URL in place: the secret, the events and the delivery log stay. */
+function EditWebhook({ hook, onClose }: { hook: { id: string; url: string } | undefined; onClose: () => void }) {
+  const { t } = useTranslation();
+  const qc = useQueryClient();
+  const [url, setUrl] = useState('');
+  const [was, setWas] = useState<string>();
+  if (hook && was !== hook.id) {
+    setWas(hook.id);
+    setUrl(hook.url);
+  }
+  const save = useMutation({
+    mutationFn: () => call(api.POST('/signal.ashx?webhooks=update', { params: { query: { webhooks: 'update' } }, body: { id: hook!.id, url } })),
+    onSuccess: () => {
+      notifications.show({ color: 'teal', message: t('office.saved'), closeButtonProps: { 'aria-label': t('common.close') } });
+      setWas(undefined);
+      onClose();
+      void qc.invalidateQueries({ queryKey: ['webhooks'] });
+    },
+  });
+  return (
+    <Dialog opened={!!hook} onClose={onClose} title={t('office.editWebhook')}>
+      <Form onSubmit={() => save.mutate()} busy={save.isPending}>
+        <TextInput label={t('webhooks.url')} required value={url} onChange={(e) => setUrl(e.currentTarget.value)} error={fieldError(save.error, 'url')} />
+        {save.error && !fieldError(save.error, 'url') && <ErrorNote error={save.error} />}
+        <Group justify="flex-end" mt="md">
+          <Button type="submit" loading={save.isPending}>
+            {t('office.saveChanges')}
+          </Button>
+        </Group>
+      </Form>
+    </Dialog>
+  );
+}
+
 export default function Webhooks() {
   const { t } = useTranslation();
   const qc = useQueryClient();
@@ -72,6 +106,7 @@ export default function Webhooks() {
   const [secret, setSecret] = useState<string>();
   const [open, setOpen] = useState<string>();
   const [ask, confirmation] = useConfirm();
+  const [editing, setEditing] = useState<{ id: string; url: string }>();
   const list = useQuery({
     queryKey: ['webhooks', 'list'],
     queryFn: () => call(api.GET('/signal.ashx?webhooks=list', { params: { query: { webhooks: 'list' } } })),
@@ -114,6 +149,7 @@ export default function Webhooks() {
   return (
     <Page title={t('nav.webhooks')}>
       {confirmation}
+      <EditWebhook hook={editing} onClose={() => setEditing(undefined)} />
       <Card withBorder>
         <Form onSubmit={() => add.mutate()} busy={add.isPending}>
           <Group align="flex-end">
@@ -185,6 +221,9 @@ export default function Webhooks() {
                 </Button>
                 <Button size="xs" variant="light" onClick={() => setOpen(open === w.id ? undefined : w.id)}>
                   {t('webhooks.deliveries')}
+                </Button>
+                <Button size="xs" variant="default" onClick={() => setEditing(w)} aria-label={t('office.editOf', { name: w.url })}>
+                  {t('office.edit')}
                 </Button>
                 {w.active ? (
                   <Button

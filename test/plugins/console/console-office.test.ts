@@ -3,7 +3,7 @@ import type { Browser, Page } from 'playwright-core';
 import { startTestServer, type TestServer } from '../../support/server.ts';
 import { until } from '../../support/until.ts';
 import { adminToken } from '../admin/helpers.ts';
-import { adminCall } from '../rp-ca/helpers.ts';
+import { adminCall, registerClient } from '../rp-ca/helpers.ts';
 import { axe, confirmDialog, go, launchChromium, signInWithPassword, watched } from './support.ts';
 
 /**
@@ -48,6 +48,7 @@ beforeAll(async () => {
   const cancel = await s.fetch(`/api.ashx/v1/calls/${ids[1]}/hangup`, { method: 'POST', key: s.adminKey });
   expect(cancel.status, await cancel.clone().text()).toBeLessThan(300);
   // One RP certificate: the dashboard counts it ("1 certificate").
+  await registerClient(s, 'verifier.office.test');
   const cert = await adminCall(s, 'POST', '/rp-cert.ashx?issue', 'rp-cert-issue', { json: { client_id: 'verifier.office.test', days: 30 } });
   expect(cert.status, await cert.clone().text()).toBeLessThan(300);
   bearer = await adminToken(s, `127.0.0.1:${s.port}`, 'admin', s.adminPassword);

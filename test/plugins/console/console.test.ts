@@ -5,6 +5,7 @@ import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminToken } from '../admin/helpers.ts';
+import { registerClient } from '../rp-ca/helpers.ts';
 import type { Browser, Page } from 'playwright-core';
 import { startTestServer, tempDir, type TestServer } from '../../support/server.ts';
 import { startSipp, type SippRun } from '../../support/sipp.ts';
@@ -254,6 +255,8 @@ describe('console in Chromium', { timeout: 120_000 }, () => {
     const ctx = await browser.newContext();
     const { page, w } = await watched(ctx);
     await signInWithPassword(page);
+    // The CA issues only for a registered OIDC client of the tenant.
+    await registerClient(s, 'verifier.office.test');
     await go(page, 'certificates');
     await page.getByLabel('client_id').fill('verifier.office.test');
     await page.getByTestId('issue-cert').click();

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import * as x509 from '@peculiar/x509';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, tempDir, type TestServer } from '../../support/server.ts';
-import { adminCall, body, databaseBytes, grepDatabase, makeSoftHsmToken, openssl, SOFTHSM_MODULE, sovcomms, writeTemp } from './helpers.ts';
+import { adminCall, body, databaseBytes, grepDatabase, makeSoftHsmToken, openssl, registerClient, SOFTHSM_MODULE, sovcomms, writeTemp } from './helpers.ts';
 import { Pkcs11Signer } from '../../../server/p256-signer.ts';
 import { main } from '../../../server/cli.ts';
 
@@ -92,6 +92,7 @@ describe('RP certificate authority with its key in SoftHSM2 (PKCS#11)', { timeou
     expect((await openssl(['verify', '-CAfile', caFile, caFile])).code).toBe(0);
 
     for (let i = 0; i < 5; i++) {
+      await registerClient(s, `x509_san_dns:hsm-rp${i}.example`);
       const r = await adminCall(s, 'POST', '/rp-cert.ashx?issue', 'rp-cert-issue', {
         json: { client_id: `x509_san_dns:hsm-rp${i}.example`, include_key: true, days: 10 + i },
       });
@@ -115,6 +116,7 @@ describe('RP certificate authority with its key in SoftHSM2 (PKCS#11)', { timeou
   });
 
   it('revocation: the CRL the token signs lists the serial and verifies with openssl crl -CAfile', async () => {
+    await registerClient(s, 'hsm-revoked.example');
     const out = await body(
       await adminCall(s, 'POST', '/rp-cert.ashx?issue', 'rp-cert-issue', { json: { client_id: 'hsm-revoked.example', include_key: true } }),
     );
@@ -188,6 +190,7 @@ describe('RP certificate authority with its key in SoftHSM2 (PKCS#11)', { timeou
     const bPem = await (await s.fetch('/rp-cert.ashx?ca', { host: 'branch.example' })).text();
     const b = new x509.X509Certificate(bPem);
     expect(Buffer.from(a.publicKey.rawData).equals(Buffer.from(b.publicKey.rawData))).toBe(false);
+    await registerClient(s, 'branch-rp.example', 'branch.example');
     const out = await body(
       await adminCall(s, 'POST', '/rp-cert.ashx?issue', 'rp-cert-issue', {
         host: 'branch.example',

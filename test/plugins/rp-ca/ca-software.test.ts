@@ -5,7 +5,7 @@ import path from 'node:path';
 import * as x509 from '@peculiar/x509';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, tempDir, type TestServer } from '../../support/server.ts';
-import { adminCall, body, databaseBytes, grepDatabase, openssl, writeTemp } from './helpers.ts';
+import { adminCall, body, databaseBytes, grepDatabase, openssl, registerClient, tryRegisterClient, writeTemp } from './helpers.ts';
 import { DEFAULT_POLICY_OID } from '../../../plugins/rp-ca/schemas.ts';
 import { normalizeSerial } from '../../../plugins/rp-ca/service.ts';
 import { randomSerialHex } from '../../../plugins/rp-ca/x509.ts';
@@ -24,7 +24,11 @@ afterAll(async () => {
   if (dir) fs.rmSync(dir, { recursive: true, force: true });
 });
 
-const issue = (json: unknown, host?: string) => adminCall(s, 'POST', '/rp-cert.ashx?issue', 'rp-cert-issue', { json, host });
+/** Issues as an admin, the client id registered first as an OIDC client of the tenant (the CA issues only for one). */
+const issue = async (json: unknown, host?: string) => {
+  await tryRegisterClient(s, (json as { client_id?: unknown } | null)?.client_id, host);
+  return adminCall(s, 'POST', '/rp-cert.ashx?issue', 'rp-cert-issue', { json, host });
+};
 const b64url = (b: Buffer) => b.toString('base64url');
 
 function ecPublicPem(): { pub: string; priv: crypto.KeyObject } {
@@ -41,6 +45,7 @@ describe('RP certificate authority with a software key', { timeout: 120_000 }, (
       expect(before.status).toBe(200);
       expect(await body(before)).toEqual({ initialized: false });
       expect(fresh.appliance.core.db.prepare('SELECT COUNT(*) AS n FROM rp_ca').get()).toEqual({ n: 0 });
+      await registerClient(fresh, 'status.example');
       expect((await adminCall(fresh, 'POST', '/rp-cert.ashx?issue', 'rp-cert-issue', { json: { client_id: 'status.example' } })).status).toBe(200);
       const st = await body(await adminCall(fresh, 'GET', '/rp-cert.ashx?status', 'rp-cert-status'));
       expect(st).toMatchObject({ initialized: true, key_store: 'software', key_ready: true, issued: 1, revoked: 0, generation: 1 });

@@ -111,3 +111,22 @@ export function writeTemp(dir: string, name: string, data: string | Buffer): str
 export async function body(r: Response): Promise<any> {
   return r.json();
 }
+
+/**
+ * Registers `clientId` as an OIDC client of the tenant at `host` (admin HMAC): the CA issues an RP
+ * certificate only for a registered client.
+ */
+export async function registerClient(s: TestServer, clientId: string, host = `127.0.0.1:${s.port}`): Promise<void> {
+  const name = clientId.replace(/^x509_san_dns:/, '');
+  const r = await adminCall(s, 'POST', '/signal.ashx?oidc-clients-save=1', 'oidc-clients-save', {
+    host,
+    json: { client_id: clientId, redirect_uris: [`https://${name}/callback`] },
+  });
+  if (r.status !== 200) throw new Error(`register client ${clientId}: ${r.status} ${await r.text()}`);
+}
+
+/** registerClient for a test of the CA itself: a client id the provider refuses (a bad name the CA must refuse too) is left unregistered. */
+export async function tryRegisterClient(s: TestServer, clientId: unknown, host?: string): Promise<void> {
+  if (typeof clientId !== 'string') return;
+  await registerClient(s, clientId, host).catch(() => undefined);
+}
