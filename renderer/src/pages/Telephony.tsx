@@ -23,12 +23,13 @@ function Trunks() {
   const [ask, confirmation] = useConfirm();
   const label = useLabel();
   const [f, setF] = useState({ name: '', host: '', port: 5060, transport: 'udp' as 'udp' | 'tcp', username: '', password: '', register: false });
+  const [srtp, setSrtp] = useState<'required' | 'optional' | 'off'>('off');
   const save = useMutation({
     mutationFn: () =>
       call(
         api.POST('/signal.ashx?trunks=save', {
           params: { query: { trunks: 'save' } },
-          body: { ...f, password: f.password || undefined } as Body<'/signal.ashx?trunks=save', 'post'>,
+          body: { ...f, password: f.password || undefined, srtp } as Body<'/signal.ashx?trunks=save', 'post'>,
         }),
       ),
     onSuccess: () => qc.invalidateQueries({ queryKey: ['status', 'trunks'] }),
@@ -80,6 +81,13 @@ function Trunks() {
               onChange={(e) => setF({ ...f, password: e.currentTarget.value })}
             />
             <Checkbox label={t('telephony.register')} checked={f.register} onChange={(e) => setF({ ...f, register: e.currentTarget.checked })} />
+            <Select
+              label={t('telephony.srtp')}
+              data={(['off', 'optional', 'required'] as const).map((x) => ({ value: x, label: label('telephony.srtpPolicies', x) }))}
+              value={srtp}
+              onChange={(v) => setSrtp((v ?? 'off') as 'required' | 'optional' | 'off')}
+              w={150}
+            />
             <Button type="submit" loading={save.isPending}>
               {t('common.save')}
             </Button>
