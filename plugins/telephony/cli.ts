@@ -157,7 +157,11 @@ export const numberCommand: CliCommand<TelephonyServices> = {
 /** `sovcomms phone add|list|remove`: desk-phone logins of office users (the bridge's registrar). */
 export const phoneCommand: CliCommand<TelephonyServices> = {
   summary: 'Desk-phone logins (SIP registrar)',
-  usage: ['phone add USER [--password-stdin] [--srtp required|optional|off] [--tenant HOST]', 'phone list [--tenant HOST]', 'phone remove USER [--tenant HOST]'],
+  usage: [
+    'phone add USER [--password-stdin] [--srtp required|optional|off] [--tenant HOST]',
+    'phone list [--tenant HOST]',
+    'phone remove USER [--tenant HOST]',
+  ],
   changes: ['add', 'remove'],
   audited: ['tenant'],
   async run(args, ctx, { phones }) {

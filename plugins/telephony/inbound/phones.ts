@@ -20,7 +20,9 @@ export const phoneAdd = z.object({
   srtp: z
     .enum(SRTP_POLICIES)
     .default('off')
-    .describe("SRTP keyed by SDES (RFC 4568) on calls to the user's phones: required (RTP/SAVP, no call without), optional (used when the phone takes it), off"),
+    .describe(
+      "SRTP keyed by SDES (RFC 4568) on calls to the user's phones: required (RTP/SAVP, no call without), optional (used when the phone takes it), off",
+    ),
 });
 export const phoneView = z.object({
   user: z.string(),

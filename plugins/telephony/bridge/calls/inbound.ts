@@ -82,7 +82,11 @@ export class InboundCall {
     try {
       // G.711 always (as before); G.722 when the trunk lists it; SRTP as the trunk says.
       const trunk = this.deps.trunks.get(this.trunkId);
-      const read = parseOffer(this.dialog.invite.body.toString('utf8'), trunk?.codecs.includes('G722') ? ['G722', 'PCMU', 'PCMA'] : ['PCMU', 'PCMA'], trunk?.srtp);
+      const read = parseOffer(
+        this.dialog.invite.body.toString('utf8'),
+        trunk?.codecs.includes('G722') ? ['G722', 'PCMU', 'PCMA'] : ['PCMU', 'PCMA'],
+        trunk?.srtp,
+      );
       this.offer = read.media;
       this.answerSrtp = read.answer;
     } catch (err) {

@@ -148,7 +148,13 @@ export class OutboundCall {
     }
     const codecs: Codec[] = trunk.codecs.length ? trunk.codecs : ['PCMU', 'PCMA'];
     const srtp = srtpOffer(trunk.srtp);
-    const offer = buildOffer({ host: this.deps.sipHost, port: this.media!.port, codecs, sessionId: Date.now(), srtp: { savp: srtp.policy === 'required', crypto: srtp.crypto } });
+    const offer = buildOffer({
+      host: this.deps.sipHost,
+      port: this.media!.port,
+      codecs,
+      sessionId: Date.now(),
+      srtp: { savp: srtp.policy === 'required', crypto: srtp.crypto },
+    });
     const invitedAt = process.hrtime.bigint();
     const leg = this.deps.ua.invite(trunk, this.req.phone, this.req.displayName, offer, trunk.addrs?.[target]);
     this.leg = leg;

@@ -237,7 +237,8 @@ export function parseOffer(sdp: string, allowed: SipCodec[], policy: SrtpPolicy 
       break;
     }
   }
-  if (savp && !keys) throw new SdpError(policy === 'off' ? 'SRTP offered (RTP/SAVP) but off for this trunk or phone' : 'SRTP offered without a usable crypto attribute');
+  if (savp && !keys)
+    throw new SdpError(policy === 'off' ? 'SRTP offered (RTP/SAVP) but off for this trunk or phone' : 'SRTP offered without a usable crypto attribute');
   if (!keys && policy === 'required') throw new SdpError('SRTP required: the SDP offer has no usable crypto attribute');
   return {
     media: { host, port: audio.port, rtcpPort: rtcpPortOf(audio), codec: chosen.codec, payloadType: chosen.pt, dtmfPayloadType: dtmfOf(audio), srtp: keys },

@@ -426,7 +426,13 @@ export class RtpReceiver implements Clocked {
 
   constructor(private readonly o: ReceiverOptions) {
     this.g722 = isWideband(o.codec)
-      ? { dec: new G722Decoder(), pcm: new Int16Array(2 * FRAME_SAMPLES), zero: new Int16Array(2 * FRAME_SAMPLES), down: new Decimator16to8(), pcm8k: new Int16Array(FRAME_SAMPLES) }
+      ? {
+          dec: new G722Decoder(),
+          pcm: new Int16Array(2 * FRAME_SAMPLES),
+          zero: new Int16Array(2 * FRAME_SAMPLES),
+          down: new Decimator16to8(),
+          pcm8k: new Int16Array(FRAME_SAMPLES),
+        }
       : null;
     const srtp = o.srtp ? new SdesSrtp(o.srtp) : null;
     this.srtp = srtp;

@@ -199,7 +199,8 @@ export class SrtpUnprotector {
   private readonly expected: Buffer;
 
   constructor(keys: SrtpKeys) {
-    if (keys.profile !== AES_CM_128_HMAC_SHA1_80 && keys.profile !== AES_CM_128_HMAC_SHA1_32) throw new Error(`SRTP profile ${keys.profile} is not supported here`);
+    if (keys.profile !== AES_CM_128_HMAC_SHA1_80 && keys.profile !== AES_CM_128_HMAC_SHA1_32)
+      throw new Error(`SRTP profile ${keys.profile} is not supported here`);
     this.cm = new AesCmSession(keys);
     this.tagLength = keys.profile === AES_CM_128_HMAC_SHA1_32 ? CM32_TAG : CM_TAG;
     this.expected = Buffer.alloc(this.tagLength);
