@@ -19,6 +19,7 @@ import { BRIDGE_NODE_FLAGS } from '../plugins/telephony/bridge/node-flags.ts';
 import { startSipp } from '../test/support/sipp.ts';
 import { GeminiLiveFake } from '../test/support/gemini-live-fake.ts';
 import type { CallMetrics } from '../plugins/telephony/bridge/calls/outbound.ts';
+import type { BenchResult } from './lib/contract.ts';
 
 const ROOT = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const CALLS = Number(process.env.TELEPHONY_BENCH_CALLS ?? 200);
@@ -74,7 +75,7 @@ setTimeout(() => { devs.sort((a, b) => a - b); process.send({ p99: devs[Math.cei
   }
 }
 
-type Row = { name: string; value: number; unit: string; peer?: string; peerValue?: number; ratio?: number; target?: string; note?: string };
+type Row = BenchResult;
 
 /** The SIP leg of a run: G.711 in plain RTP (the rows above), or G.722 over SDES SRTP. */
 type Leg = 'plain-g711' | 'srtp-g722';
@@ -126,7 +127,7 @@ export default async function run(): Promise<Row[]> {
       peer: 'plain G.711, same run',
       peerValue: Number(plain.cpuPerCall.toFixed(3)),
       ratio: Number(ratio.toFixed(2)),
-      target: '<= 1.5x plain',
+      target: '<= 1.5x',
       note: 'ratio = SRTP + G.722 / plain G.711 (G.722 encode of every frame incl. silence, SRTP protect, unprotect and G.722 decode of every echoed frame)',
     },
   ];
