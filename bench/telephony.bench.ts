@@ -186,13 +186,21 @@ async function phase(leg: Leg): Promise<Phase> {
       });
       bridge.once('exit', (code) => reject(new Error(`bridge exited ${code}`)));
     });
-    const api = async (method: string, p: string, body?: unknown) => {
-      const r = await fetch(controlUrl + p, {
-        method,
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-        body: body ? JSON.stringify(body) : undefined,
-      });
-      return (await r.json()) as Record<string, unknown>;
+    const api = async (method: string, p: string, body?: unknown): Promise<Record<string, unknown>> => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const r = await fetch(controlUrl + p, {
+            method,
+            headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+            body: body ? JSON.stringify(body) : undefined,
+          });
+          return (await r.json()) as Record<string, unknown>;
+        } catch (err) {
+          // On a machine shared far beyond its cores a status poll can fail to connect in time:
+          // GETs are asked again (up to 3 times); anything else fails the run as before.
+          if (method !== 'GET' || attempt >= 3) throw err;
+        }
+      }
     };
     await api('PUT', '/trunks', {
       trunks: [
