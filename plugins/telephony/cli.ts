@@ -13,7 +13,7 @@ export function tenantOf(ctx: CliContext, host: unknown): Tenant {
 export const trunkCommand: CliCommand<TelephonyServices> = {
   summary: 'SIP trunks',
   usage: [
-    'trunk add --name NAME --host HOST [--id ID] [--port 5060] [--transport udp|tcp] [--username U] [--password-stdin] [--register] [--from-domain D] [--caller-id N] [--max-calls 10] [--codecs PCMU,PCMA] [--srv] [--inbound-auth address|digest] [--default] [--tenant HOST]',
+    'trunk add --name NAME --host HOST [--id ID] [--port 5060] [--transport udp|tcp] [--username U] [--password-stdin] [--register] [--from-domain D] [--caller-id N] [--max-calls 10] [--codecs PCMU,PCMA] [--srv] [--inbound-auth address|digest] [--srtp required|optional|off] [--default] [--tenant HOST]',
     'trunk list [--tenant HOST]',
     'trunk remove ID [--force] [--tenant HOST]',
   ],
@@ -39,6 +39,7 @@ export const trunkCommand: CliCommand<TelephonyServices> = {
       srv: { type: 'boolean' },
       'inbound-auth': { type: 'string' },
       force: { type: 'boolean' },
+      srtp: { type: 'string' },
     });
     const t = tenantOf(ctx, values.tenant);
     switch (sub) {
@@ -59,6 +60,7 @@ export const trunkCommand: CliCommand<TelephonyServices> = {
           codecs: typeof values.codecs === 'string' ? values.codecs.split(',') : undefined,
           dnsSrv: values.srv ?? false,
           inboundAuth: values['inbound-auth'],
+          srtp: values.srtp,
         });
         if (!parsed.success) throw new UsageError(`trunk add: ${zodMessage(parsed.error)}`);
         const row = a.saveTrunk(t, parsed.data);
@@ -71,7 +73,7 @@ export const trunkCommand: CliCommand<TelephonyServices> = {
         for (const r of a.trunks(t)) {
           const v = trunkView(r);
           ctx.out(
-            `${v.id}${v.id === def ? ' (default)' : ''}\t${v.name}\t${v.transport}://${v.host}${v.dnsSrv ? ' (SRV)' : `:${v.port}`}\tuser=${v.username || '-'}\tpassword=${v.hasPassword ? 'set' : 'none'}\tregister=${v.register}\tmax=${v.maxConcurrentCalls}\t${v.codecs.join(',')}`,
+            `${v.id}${v.id === def ? ' (default)' : ''}\t${v.name}\t${v.transport}://${v.host}${v.dnsSrv ? ' (SRV)' : `:${v.port}`}\tuser=${v.username || '-'}\tpassword=${v.hasPassword ? 'set' : 'none'}\tregister=${v.register}\tmax=${v.maxConcurrentCalls}\t${v.codecs.join(',')}\tsrtp=${v.srtp}`,
           );
         }
         return 0;
@@ -159,26 +161,30 @@ export const numberCommand: CliCommand<TelephonyServices> = {
 /** `sovcomms phone add|list|remove`: desk-phone logins of office users (the bridge's registrar). */
 export const phoneCommand: CliCommand<TelephonyServices> = {
   summary: 'Desk-phone logins (SIP registrar)',
-  usage: ['phone add USER [--password-stdin] [--tenant HOST]', 'phone list [--tenant HOST]', 'phone remove USER [--tenant HOST]'],
+  usage: [
+    'phone add USER [--password-stdin] [--srtp required|optional|off] [--tenant HOST]',
+    'phone list [--tenant HOST]',
+    'phone remove USER [--tenant HOST]',
+  ],
   changes: ['add', 'remove'],
   audited: ['tenant'],
   async run(args, ctx, { phones }) {
     const [sub, ...rest] = args;
-    const { values, positionals } = parse(rest, { tenant: { type: 'string' }, 'password-stdin': { type: 'boolean' } });
+    const { values, positionals } = parse(rest, { tenant: { type: 'string' }, 'password-stdin': { type: 'boolean' }, srtp: { type: 'string' } });
     const t = tenantOf(ctx, values.tenant);
     switch (sub) {
       case 'add': {
         const password = values['password-stdin'] ? (await ctx.readStdin()).replace(/\r?\n$/, '') : undefined;
-        const parsed = phoneAdd.safeParse({ user: positionals[0], password });
+        const parsed = phoneAdd.safeParse({ user: positionals[0], password, srtp: values.srtp });
         if (!parsed.success) throw new UsageError(`phone add: ${zodMessage(parsed.error)}`);
-        const out = phones.add(t, parsed.data.user, parsed.data.password);
+        const out = phones.add(t, parsed.data.user, parsed.data.password, parsed.data.srtp);
         ctx.out(`desk phone login ${out.username} saved for ${t.host}`);
         // Shown this once: only a generated password (one given on stdin is the caller's own).
         if (out.generatedPassword) ctx.out(`password: ${out.generatedPassword}`);
         return 0;
       }
       case 'list':
-        for (const p of phones.list(t)) ctx.out(`${p.user}\tusername=${p.username}\tcreated=${p.createdAtUtc}`);
+        for (const p of phones.list(t)) ctx.out(`${p.user}\tusername=${p.username}\tcreated=${p.createdAtUtc}\tsrtp=${p.srtp}`);
         return 0;
       case 'remove': {
         const user = positionals[0];

@@ -46,9 +46,20 @@ export const headerSafe = (max: number) =>
     // eslint-disable-next-line no-control-regex -- the control characters are exactly what is refused
     .regex(/^[^\u0000-\u001f\u007f]*$/, 'control characters are not allowed');
 
-/** The bridge speaks G.711 only (RFC 3551 §4.5.14: PCMU and PCMA). */
-export const CODECS = ['PCMU', 'PCMA'] as const;
+/**
+ * G.722 (RFC 3551 §4.5.2, wideband; offered first, taken when the far end has it) and G.711
+ * (§4.5.14: PCMU and PCMA).
+ */
+export const CODECS = ['G722', 'PCMU', 'PCMA'] as const;
 export type Codec = (typeof CODECS)[number];
+
+/**
+ * SRTP keyed by SDES (RFC 4568) on a SIP leg (bridge/media/sdp.ts): `required` (RTP/SAVP, no
+ * call without it), `optional` (crypto offered with RTP/AVP, used when the far end takes it),
+ * `off` (plain RTP; the default).
+ */
+export const SRTP_POLICIES = ['required', 'optional', 'off'] as const;
+export type SrtpPolicy = (typeof SRTP_POLICIES)[number];
 
 export const TrunkSchema = z.object({
   id: z.string().min(1).max(100),
@@ -74,6 +85,8 @@ export const TrunkSchema = z.object({
    * credentials (username/password of the trunk) the carrier presents after a 407.
    */
   inboundAuth: z.enum(['address', 'digest']).optional(),
+  /** SRTP on the trunk's calls, both ways (SRTP_POLICIES); absent = off. */
+  srtp: z.enum(SRTP_POLICIES).optional(),
 });
 export type Trunk = z.infer<typeof TrunkSchema>;
 

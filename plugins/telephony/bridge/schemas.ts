@@ -12,4 +12,5 @@ export type LocatedTrunk = Trunk & { addr?: { host: string; port: number }; addr
  * is a target without an account.
  */
 export type SipTarget = Pick<LocatedTrunk, 'id' | 'host' | 'port' | 'transport' | 'addr' | 'addrs'> &
-  Partial<Pick<Trunk, 'username' | 'password' | 'fromDomain' | 'callerId' | 'dnsSrv' | 'codecs'>>;
+  Partial<Pick<Trunk, 'username' | 'password' | 'fromDomain' | 'callerId' | 'dnsSrv' | 'codecs'>> &
+  Partial<Pick<Trunk, 'srtp'>>;

@@ -76,7 +76,7 @@ export function inboundHttp(r: RouteRegistrar, svc: TelephonyServices): void {
       409: { description: 'conflict: the SIP user name is taken; tenant_limit: a new login past limits.phones' },
     },
     handler: (req) => {
-      const out = svc.phones.add(req.tenant, req.body.user, req.body.password);
+      const out = svc.phones.add(req.tenant, req.body.user, req.body.password, req.body.srtp);
       return audited(svc, req, 'phone-add', { phoneUser: out.user, credentialChanged: true }, { ok: true, ...out });
     },
   });

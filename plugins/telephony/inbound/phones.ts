@@ -7,6 +7,7 @@ import crypto from 'node:crypto';
 import { z } from 'zod';
 import { ConflictError, type KeyService, NotFoundError, type Tenant } from '../../../server/sdk.ts';
 import type { PhoneAccount } from '../bridge/inbound/control.ts';
+import { SRTP_POLICIES, type SrtpPolicy } from '../control.ts';
 import { checkTenantLimit, DEFAULT_LIMITS } from '../schemas.ts';
 import type { TelephonyRepo } from '../repo.ts';
 
@@ -16,11 +17,18 @@ export const phoneAdd = z.object({
   user: phoneUser,
   /** Write-only: sealed at rest, never returned. Omitted = a random one, returned once. */
   password: z.string().min(8, 'at least 8 characters').max(200).optional(),
+  srtp: z
+    .enum(SRTP_POLICIES)
+    .default('off')
+    .describe(
+      "SRTP keyed by SDES (RFC 4568) on calls to the user's phones: required (RTP/SAVP, no call without), optional (used when the phone takes it), off",
+    ),
 });
 export const phoneView = z.object({
   user: z.string(),
   username: z.string(),
   createdAtUtc: z.string(),
+  srtp: z.enum(SRTP_POLICIES),
   registered: z.number().int().nullable().describe('phones registered now (from the bridge); null when unknown'),
 });
 
@@ -29,6 +37,8 @@ interface PhoneRow {
   user: string;
   username: string;
   password_sealed: string;
+  /** Migration 0007. */
+  srtp: SrtpPolicy;
   created_at: string;
   updated_at: string;
 }
@@ -48,7 +58,7 @@ export class PhoneAccounts {
   }
 
   /** Creates or replaces the user's login; returns the password only when it was generated here. */
-  add(t: Tenant, user: string, password?: string): { user: string; username: string; generatedPassword?: string } {
+  add(t: Tenant, user: string, password?: string, srtp: SrtpPolicy = 'off'): { user: string; username: string; generatedPassword?: string } {
     const other = this.repo.db.prepare('SELECT tenant_id, user FROM tel_phones WHERE username = ?').get(user) as PhoneRow | undefined;
     // One registrar serves every tenant: a SIP user name is taken appliance-wide (no hint whose).
     if (other && (other.tenant_id !== t.id || other.user !== user)) throw new ConflictError('conflict', `the SIP user name ${user} is taken`);
@@ -61,19 +71,20 @@ export class PhoneAccounts {
     const now = this.now();
     this.repo.db
       .prepare(
-        `INSERT INTO tel_phones (tenant_id, user, username, password_sealed, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)
-         ON CONFLICT(tenant_id, user) DO UPDATE SET password_sealed = excluded.password_sealed, updated_at = excluded.updated_at`,
+        `INSERT INTO tel_phones (tenant_id, user, username, password_sealed, srtp, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT(tenant_id, user) DO UPDATE SET password_sealed = excluded.password_sealed, srtp = excluded.srtp, updated_at = excluded.updated_at`,
       )
-      .run(t.id, user, user, this.keys.seal(pw, this.aad(t.id, user)), now, now);
+      .run(t.id, user, user, this.keys.seal(pw, this.aad(t.id, user)), srtp, now, now);
     this.changed();
     return { user, username: user, ...(password === undefined ? { generatedPassword: pw } : {}) };
   }
 
-  list(t: Tenant): { user: string; username: string; createdAtUtc: string }[] {
+  list(t: Tenant): { user: string; username: string; createdAtUtc: string; srtp: SrtpPolicy }[] {
     return (this.repo.db.prepare('SELECT * FROM tel_phones WHERE tenant_id = ? ORDER BY user').all(t.id) as PhoneRow[]).map((r) => ({
       user: r.user,
       username: r.username,
       createdAtUtc: r.created_at,
+      srtp: r.srtp,
     }));
   }
 
@@ -91,6 +102,7 @@ export class PhoneAccounts {
       user: r.user,
       username: r.username,
       password: this.keys.openString(r.password_sealed, this.aad(r.tenant_id, r.user)),
+      ...(r.srtp !== 'off' ? { srtp: r.srtp } : {}),
     }));
   }
 }

@@ -5,7 +5,7 @@
  * (a migration), its use in the bridge, and the console form (README "A new trunk option").
  */
 import { z } from 'zod';
-import { CODECS, type Codec, type Trunk } from '../control.ts';
+import { CODECS, SRTP_POLICIES, type Codec, type Trunk } from '../control.ts';
 
 export const TRUNK_ID_RE = /^[a-z0-9][a-z0-9_-]{0,39}$/;
 export const trunkInput = z.object({
@@ -37,6 +37,10 @@ export const trunkInput = z.object({
     .enum(['address', 'digest'])
     .default('address')
     .describe("how the trunk's inbound INVITEs are recognised: by source address (the host) or by digest with the trunk's username/password"),
+  srtp: z
+    .enum(SRTP_POLICIES)
+    .default('off')
+    .describe('SRTP keyed by SDES (RFC 4568) on its calls: required (RTP/SAVP, refused without), optional (used when the trunk takes it), off'),
 });
 export type TrunkInput = z.infer<typeof trunkInput>;
 
@@ -56,6 +60,7 @@ export const trunkViewSchema = z.object({
   codecs: z.array(z.string()),
   dnsSrv: z.boolean(),
   inboundAuth: z.enum(['address', 'digest']),
+  srtp: z.enum(SRTP_POLICIES),
   registered: z.boolean().nullable().describe('from the bridge /health; null when unknown or not registering'),
   lastError: z.string().nullable(),
 });
@@ -80,6 +85,8 @@ export interface TrunkRow {
   codecs: string;
   dns_srv: number;
   inbound_auth: 'address' | 'digest';
+  /** Migration 0007. */
+  srtp: (typeof SRTP_POLICIES)[number];
   created_at: string;
   updated_at: string;
 }
@@ -103,6 +110,7 @@ export function toRow(s: TrunkSettings, passwordSealed: string): TrunkColumns {
     codecs: JSON.stringify(s.codecs),
     dns_srv: s.dnsSrv ? 1 : 0,
     inbound_auth: s.inboundAuth,
+    srtp: s.srtp,
   };
 }
 
@@ -122,6 +130,7 @@ export function fromRow(r: TrunkRow): TrunkSettings {
     codecs: JSON.parse(r.codecs) as Codec[],
     dnsSrv: r.dns_srv === 1,
     inboundAuth: r.inbound_auth ?? 'address',
+    srtp: r.srtp ?? 'off',
   };
 }
 
@@ -146,6 +155,7 @@ export function toContract(tenantId: string, s: TrunkSettings, password: string 
     codecs: s.codecs,
     ...(s.dnsSrv ? { dnsSrv: true } : {}),
     ...(s.inboundAuth === 'digest' ? { inboundAuth: 'digest' as const } : {}),
+    ...(s.srtp !== 'off' ? { srtp: s.srtp } : {}),
   };
 }
 

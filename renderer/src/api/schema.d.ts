@@ -15662,6 +15662,12 @@ export interface operations {
             content: {
                 "application/json": {
                     password?: string;
+                    /**
+                     * @description SRTP keyed by SDES (RFC 4568) on calls to the user's phones: required (RTP/SAVP, no call without), optional (used when the phone takes it), off
+                     * @default off
+                     * @enum {string}
+                     */
+                    srtp?: "required" | "optional" | "off";
                     user: string;
                 };
             };
@@ -15752,6 +15758,8 @@ export interface operations {
                             createdAtUtc: string;
                             /** @description phones registered now (from the bridge); null when unknown */
                             registered: number | null;
+                            /** @enum {string} */
+                            srtp: "required" | "optional" | "off";
                             user: string;
                             username: string;
                         }[];
@@ -16037,6 +16045,8 @@ export interface operations {
                             /** @description from the bridge /health; null when unknown or not registering */
                             registered: boolean | null;
                             /** @enum {string} */
+                            srtp: "required" | "optional" | "off";
+                            /** @enum {string} */
                             transport: "udp" | "tcp";
                             username: string;
                         }[];
@@ -16183,11 +16193,12 @@ export interface operations {
                     callerId?: string;
                     /**
                      * @default [
+                     *       "G722",
                      *       "PCMU",
                      *       "PCMA"
                      *     ]
                      */
-                    codecs?: ("PCMU" | "PCMA")[];
+                    codecs?: ("G722" | "PCMU" | "PCMA")[];
                     /**
                      * @description locate the server by DNS SRV _sip._udp|_tcp.<host> (RFC 3263); port is the fallback
                      * @default false
@@ -16211,6 +16222,12 @@ export interface operations {
                     port?: number;
                     /** @default false */
                     register?: boolean;
+                    /**
+                     * @description SRTP keyed by SDES (RFC 4568) on its calls: required (RTP/SAVP, refused without), optional (used when the trunk takes it), off
+                     * @default off
+                     * @enum {string}
+                     */
+                    srtp?: "required" | "optional" | "off";
                     /**
                      * @default udp
                      * @enum {string}
@@ -16245,6 +16262,8 @@ export interface operations {
                         register: boolean;
                         /** @description from the bridge /health; null when unknown or not registering */
                         registered: boolean | null;
+                        /** @enum {string} */
+                        srtp: "required" | "optional" | "off";
                         /** @enum {string} */
                         transport: "udp" | "tcp";
                         username: string;

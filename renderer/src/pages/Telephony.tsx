@@ -12,7 +12,13 @@ import { SipProblem } from '../components/office.tsx';
 
 type TrunkView = NonNullable<ReturnType<typeof useTrunks>['data']>['trunks'][number];
 /** The trunk settings the CLI had alone (caller id, codecs, max calls, SRV), kept apart from the form's first fields. */
-const MORE_TRUNK = { callerId: '', codecs: ['PCMU', 'PCMA'] as ('PCMU' | 'PCMA')[], maxConcurrentCalls: 10, dnsSrv: false };
+const MORE_TRUNK = {
+  callerId: '',
+  codecs: ['G722', 'PCMU', 'PCMA'] as ('G722' | 'PCMU' | 'PCMA')[],
+  maxConcurrentCalls: 10,
+  dnsSrv: false,
+  srtp: 'off' as 'required' | 'optional' | 'off',
+};
 const VOICES = [
   'Achird',
   'Aoede',
@@ -130,6 +136,13 @@ function Trunks() {
               onChange={(e) => setF({ ...f, password: e.currentTarget.value })}
             />
             <Checkbox label={t('telephony.register')} checked={f.register} onChange={(e) => setF({ ...f, register: e.currentTarget.checked })} />
+            <Select
+              label={t('telephony.srtp')}
+              data={(['off', 'optional', 'required'] as const).map((x) => ({ value: x, label: label('telephony.srtpPolicies', x) }))}
+              value={more.srtp}
+              onChange={(v) => setMore({ ...more, srtp: (v ?? 'off') as 'required' | 'optional' | 'off' })}
+              w={150}
+            />
           </Group>
           <Group align="flex-end" mt="sm">
             <TextInput
@@ -140,9 +153,9 @@ function Trunks() {
             />
             <MultiSelect
               label={t('office.codecs')}
-              data={['PCMU', 'PCMA']}
+              data={['G722', 'PCMU', 'PCMA']}
               value={more.codecs}
-              onChange={(v) => setMore({ ...more, codecs: v as ('PCMU' | 'PCMA')[] })}
+              onChange={(v) => setMore({ ...more, codecs: v as ('G722' | 'PCMU' | 'PCMA')[] })}
               error={fieldError(save.error, 'codecs')}
               w={220}
             />

@@ -105,6 +105,7 @@ describe('SDP offer/answer (RFC 3264)', () => {
       codec: 'PCMU',
       payloadType: 0,
       dtmfPayloadType: 96,
+      srtp: null, // no SRTP offered: plain RTP
     });
     // RFC 3605: an explicit RTCP port wins over RTP port + 1.
     expect(parseAnswer(answer + 'a=rtcp:40001\r\n', ['PCMU']).rtcpPort).toBe(40001);

@@ -290,6 +290,42 @@ describe('telephony bridge against SIPp', () => {
     expect((await sippRun.exited).code).toBe(0);
   });
 
+  it('SRTP (SDES) and G.722 on a trunk that requires SRTP: RTP/SAVP both ways, the echo authenticated, 16 kHz to the engine', async () => {
+    // SIPp answers RTP/SAVP G.722 with the key of our first crypto line and echoes our packets
+    // (answer-srtp-g722.xml), so each one comes back protected with the key we expect from the far
+    // end: decrypted, authenticated and G.722-decoded, the AI hears its own 440 Hz at 16 kHz.
+    const s = await sipp({ scenario: 'answer-srtp-g722', rtpEcho: true });
+    const engine = new GeminiLiveFake({ script: [{ say: 'Guten Tag.', audioMs: 2000 }, { wait: 1500 }, { tool: 'end_call' }], keepAudioMs: 4000 });
+    await engine.start();
+    cleanups.push(() => engine.stop());
+    await api('PUT', '/trunks', { trunks: [trunkFor('t1', s, { scenario: 'answer-srtp-g722' }, { codecs: ['G722', 'PCMU'], srtp: 'required' })] });
+    const callId = `oac-${randomBytes(6).toString('hex')}`;
+    expect((await api('POST', '/calls', placeBody(callId, ['t1'], engine.url))).status).toBe(202);
+    const ended = await waitFor(() => eventsOf(callId).find((e) => e.type === 'ended'), 30_000);
+    expect(ended).toMatchObject({ outcome: 'finished', answered: true });
+    const m = ((await api('GET', '/stats')).json.ended as { callId: string; packetsSent: number; packetsReceived: number }[]).find((x) => x.callId === callId)!;
+    expect(m.packetsSent).toBeGreaterThan(50);
+    expect(m.packetsReceived).toBeGreaterThan(m.packetsSent * 0.5);
+    const pcm = Buffer.concat(engine.sessions[0]!.audioIn);
+    const samples = new Int16Array(pcm.buffer, pcm.byteOffset, pcm.length >> 1);
+    const power = (hz: number) => {
+      const k = 2 * Math.cos((2 * Math.PI * hz) / 16000);
+      let s1 = 0;
+      let s2 = 0;
+      for (const x of samples) [s2, s1] = [s1, x + k * s1 - s2];
+      return s1 * s1 + s2 * s2 - k * s1 * s2;
+    };
+    expect(samples.length).toBeGreaterThan(16000);
+    expect(power(440)).toBeGreaterThan(50 * power(1000));
+    expect((await s.exited).code).toBe(0);
+  });
+
+  it('a trunk that requires SRTP: an answer without our crypto (plain RTP/AVP) is hung up, outcome failed', async () => {
+    const { ended } = await runCall({ sipp: { scenario: 'answer' }, script: GREET_AND_END, trunk: { srtp: 'required' } });
+    expect(ended).toMatchObject({ outcome: 'failed', answered: true });
+    expect(String(ended.errorDetail)).toContain('SRTP required');
+  });
+
   it.each([
     ['401', 'udp'],
     ['407', 'tcp'],

@@ -138,7 +138,7 @@ describe("the core's edge holds the bridge's limits", () => {
   it('a stored trunk outside the contract (saved before the checks) is refused alone and logged with its reason; the others stay in service', async () => {
     expect((await save({})).status).toBe(200);
     await until(() => fake.trunks.length === 2, 3000, 'spare pushed');
-    s.appliance.core.db.prepare(`UPDATE tel_trunks SET codecs = '["PCMU","PCMA","PCMU"]' WHERE id = 'spare'`).run();
+    s.appliance.core.db.prepare(`UPDATE tel_trunks SET codecs = '["G722","PCMU","PCMA","PCMU"]' WHERE id = 'spare'`).run();
     const puts = fake.trunkPuts;
     expect((await save({ id: 'third', host: '127.0.0.3' })).status).toBe(200);
     await until(() => fake.trunkPuts > puts, 3000, 'trunk push after a save');

@@ -444,7 +444,7 @@ describe('inbound SIP calls (real bridge, SIPp carrier and desk phones, Gemini L
     );
     await registerAlice(added.generatedPassword);
     expect((await j(adm(s, '/signal.ashx?phones=list', 'phones-list'))).body.phones).toEqual([
-      { user: 'alice', username: 'alice', createdAtUtc: expect.any(String), registered: 1 },
+      { user: 'alice', username: 'alice', createdAtUtc: expect.any(String), srtp: 'off', registered: 1 },
     ]);
     expect(JSON.stringify((await j(adm(s, '/signal.ashx?phones=list', 'phones-list'))).body)).not.toContain(added.generatedPassword);
     const phone = await aliceAnswers();

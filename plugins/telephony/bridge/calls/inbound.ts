@@ -4,7 +4,7 @@
  * the AI may transfer it on (vnum-to-vnum, vnum-to-officetab, vnum-to-pstn). It reports the same
  * `answered` / `transferred` / `ended` events as an outbound call (CONTROL-API.md), with one outcome.
  */
-import { buildOffer, parseAnswer, parseReoffer, SdpError, type NegotiatedMedia, legStart } from '../media/sdp.ts';
+import { buildOffer, parseOffer, parseReoffer, SdpError, type NegotiatedMedia, type ReadOffer, legStart } from '../media/sdp.ts';
 import type { LegMetrics, MediaHost, MediaLeg } from '../media/leg.ts';
 import type { ToolCall, VoiceEngine } from '../engine/types.ts';
 import type { SipUserAgent } from '../sip/ua.ts';
@@ -37,6 +37,8 @@ export class InboundCall {
   state: BridgeCallState = 'ringing';
   readonly startedAt = new Date();
   private offer: NegotiatedMedia | null = null;
+  /** Our answer's transport and crypto line (media/sdp.ts parseOffer). */
+  private answerSrtp: ReadOffer['answer'] | null = null;
   private media: MediaLeg | null = null;
   private mediaStarted = false;
   /** The person the caller talks to (an office user's endpoint or a PSTN leg), once connected. */
@@ -78,7 +80,15 @@ export class InboundCall {
 
   async start(): Promise<void> {
     try {
-      this.offer = parseAnswer(this.dialog.invite.body.toString('utf8'), ['PCMU', 'PCMA']);
+      // G.711 always (as before); G.722 when the trunk lists it; SRTP as the trunk says.
+      const trunk = this.deps.trunks.get(this.trunkId);
+      const read = parseOffer(
+        this.dialog.invite.body.toString('utf8'),
+        trunk?.codecs.includes('G722') ? ['G722', 'PCMU', 'PCMA'] : ['PCMU', 'PCMA'],
+        trunk?.srtp,
+      );
+      this.offer = read.media;
+      this.answerSrtp = read.answer;
     } catch (err) {
       this.dialog.reject(488, 'Not Acceptable Here');
       this.end('failed', `caller's SDP offer: ${err instanceof SdpError ? err.message : 'unreadable'}`);
@@ -124,7 +134,7 @@ export class InboundCall {
   private answerCaller(): void {
     const o = this.offer!;
     const media = this.media!;
-    this.dialog.answer(buildOffer({ host: this.deps.sipHost, port: media.port, codecs: [o.codec], sessionId: Date.now() }));
+    this.dialog.answer(buildOffer({ host: this.deps.sipHost, port: media.port, codecs: [o.codec], sessionId: Date.now(), srtp: this.answerSrtp ?? undefined }));
     media.start(legStart(o, this.deps.mediaTimeoutMs), {
       onAudio16k: (pcm) => (this.person?.hear ? this.person.hear(pcm) : this.ai.engine?.sendAudio(pcm)),
       onDtmf: (d) => this.ai.pressed(d),

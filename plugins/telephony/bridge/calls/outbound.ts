@@ -4,10 +4,10 @@
  */
 import type { SipUserAgent } from '../sip/ua.ts';
 import type { OutgoingInvite } from '../sip/uac.ts';
-import { buildOffer, parseAnswer, parseReoffer, SdpError, legStart } from '../media/sdp.ts';
+import { buildOffer, parseAnswer, parseReoffer, SdpError, legStart, srtpOffer, type SrtpOffer } from '../media/sdp.ts';
 import { dialLeg, TrunkSlots, type Dialing } from '../inbound/legs.ts';
 import type { LegMetrics, MediaHost, MediaLeg } from '../media/leg.ts';
-import type { Codec } from '../media/audio.ts';
+import type { SipCodec as Codec } from '../media/audio.ts';
 import type { ToolCall, VoiceEngine } from '../engine/types.ts';
 import type { LocatedTrunk, PlaceCall, Trunk } from '../schemas.ts';
 import type { AnsweredEndpoint, RingRequest } from '../inbound/endpoints.ts';
@@ -147,7 +147,14 @@ export class OutboundCall {
       this.deps.emit('dialing', this.callId, { trunkId: id });
     }
     const codecs: Codec[] = trunk.codecs.length ? trunk.codecs : ['PCMU', 'PCMA'];
-    const offer = buildOffer({ host: this.deps.sipHost, port: this.media!.port, codecs, sessionId: Date.now() });
+    const srtp = srtpOffer(trunk.srtp);
+    const offer = buildOffer({
+      host: this.deps.sipHost,
+      port: this.media!.port,
+      codecs,
+      sessionId: Date.now(),
+      srtp: { savp: srtp.policy === 'required', crypto: srtp.crypto },
+    });
     const invitedAt = process.hrtime.bigint();
     const leg = this.deps.ua.invite(trunk, this.req.phone, this.req.displayName, offer, trunk.addrs?.[target]);
     this.leg = leg;
@@ -157,7 +164,7 @@ export class OutboundCall {
     });
     leg.on('answered', (res) => {
       if (leg !== this.leg) return;
-      this.onAnswered(leg, trunk, codecs, res.body.toString('utf8'), invitedAt);
+      this.onAnswered(leg, trunk, codecs, srtp, res.body.toString('utf8'), invitedAt);
     });
     leg.dialog.on('reoffer', (sdp) => {
       if (leg === this.leg) this.onReoffer(sdp);
@@ -216,7 +223,7 @@ export class OutboundCall {
     setTimeout(() => this.end('no-answer', {}), 5000).unref();
   }
 
-  private onAnswered(leg: OutgoingInvite, trunk: Trunk, codecs: Codec[], sdp: string, invitedAt: bigint): void {
+  private onAnswered(leg: OutgoingInvite, trunk: Trunk, codecs: Codec[], srtp: SrtpOffer, sdp: string, invitedAt: bigint): void {
     if (this.ended) {
       void leg.bye();
       return;
@@ -227,7 +234,7 @@ export class OutboundCall {
     this.state = 'answered';
     let neg;
     try {
-      neg = parseAnswer(sdp, codecs);
+      neg = parseAnswer(sdp, codecs, srtp);
     } catch (err) {
       const msg = err instanceof SdpError ? err.message : 'bad SDP answer';
       this.sipStatus = 200;

@@ -6,7 +6,7 @@
  * shared contract, like control.ts.
  */
 import { z } from 'zod';
-import { PlaceCallSchema, headerSafe } from '../../control.ts';
+import { PlaceCallSchema, SRTP_POLICIES, headerSafe } from '../../control.ts';
 
 /** One desk phone account (an office user's SIP login at the registrar); plaintext only on loopback. */
 export const PhoneAccountSchema = z.object({
@@ -14,6 +14,8 @@ export const PhoneAccountSchema = z.object({
   user: z.string().min(1).max(200),
   username: headerSafe(100).min(1),
   password: z.string().min(1).max(500),
+  /** SRTP on the calls to this user's phones (control.ts SRTP_POLICIES); absent = off. */
+  srtp: z.enum(SRTP_POLICIES).optional(),
 });
 export type PhoneAccount = z.infer<typeof PhoneAccountSchema>;
 export const PhonesBodySchema = z.object({ phones: z.array(PhoneAccountSchema).max(10_000) });

@@ -39,6 +39,9 @@ export class DeskPhones implements EndpointProvider {
           transport: b.peer.transport,
           fromDomain: this.deps.sipHost,
           callerId: req.callerNumber || 'anonymous',
+          // Wideband when the phone has it (media/sdp.ts offers G.722 first); SRTP as its account says.
+          codecs: ['G722', 'PCMU', 'PCMA'],
+          srtp: b.srtp,
         },
         user,
         req.callerName || req.callerNumber || 'Anonymous',

@@ -6,9 +6,9 @@
  */
 import type { SipUserAgent } from '../sip/ua.ts';
 import type { OutgoingInvite } from '../sip/uac.ts';
-import { buildOffer, parseAnswer, SdpError, legStart } from '../media/sdp.ts';
+import { buildOffer, parseAnswer, SdpError, legStart, srtpOffer } from '../media/sdp.ts';
 import type { MediaHost, MediaLeg } from '../media/leg.ts';
-import type { Codec } from '../media/audio.ts';
+import type { SipCodec } from '../media/audio.ts';
 import type { LocatedTrunk, SipTarget } from '../schemas.ts';
 import type { Target } from './control.ts';
 import type { AnsweredEndpoint } from './endpoints.ts';
@@ -50,8 +50,9 @@ export function dialLeg(d: DialDeps, target: SipTarget, number: string, displayN
       return 'cancelled';
     }
     const m = media;
-    const codecs: Codec[] = target.codecs?.length ? target.codecs : ['PCMU', 'PCMA'];
-    const offer = buildOffer({ host: d.sipHost, port: m.port, codecs, sessionId: Date.now() });
+    const codecs: SipCodec[] = target.codecs?.length ? target.codecs : ['PCMU', 'PCMA'];
+    const srtp = srtpOffer(target.srtp);
+    const offer = buildOffer({ host: d.sipHost, port: m.port, codecs, sessionId: Date.now(), srtp: { savp: srtp.policy === 'required', crypto: srtp.crypto } });
     const l = d.ua.invite(target, number, displayName, offer);
     leg = l;
     return new Promise<DialedLeg | string>((resolve) => {
@@ -68,7 +69,7 @@ export function dialLeg(d: DialDeps, target: SipTarget, number: string, displayN
         }
         let neg;
         try {
-          neg = parseAnswer(res.body.toString('utf8'), codecs);
+          neg = parseAnswer(res.body.toString('utf8'), codecs, srtp);
         } catch (err) {
           void l.bye();
           void m.stop();

@@ -33,13 +33,13 @@ export class Registrar {
     for (const u of [...this.bindings.keys()]) if (!this.accounts.has(u)) this.bindings.delete(u);
   }
 
-  /** Live bindings of an office user's phones. */
-  bindingsOf(tenantId: string, user: string): Binding[] {
+  /** Live bindings of an office user's phones, each with its account's SRTP policy. */
+  bindingsOf(tenantId: string, user: string): (Binding & Pick<PhoneAccount, 'srtp'>)[] {
     const now = Date.now();
-    const out: Binding[] = [];
+    const out: (Binding & Pick<PhoneAccount, 'srtp'>)[] = [];
     for (const a of this.accounts.values()) {
       if (a.tenantId !== tenantId || a.user !== user) continue;
-      out.push(...(this.bindings.get(a.username) ?? []).filter((b) => b.expiresAt > now));
+      out.push(...(this.bindings.get(a.username) ?? []).filter((b) => b.expiresAt > now).map((b) => ({ ...b, srtp: a.srtp })));
     }
     return out;
   }

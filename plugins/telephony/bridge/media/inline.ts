@@ -26,6 +26,7 @@ export class InlineLeg implements MediaLeg {
       ...o,
       rtcp,
       onAudio: (pcm) => batcher.push(pcm),
+      onAudio16k: (pcm) => batcher.push16k(pcm),
       onDtmf: h.onDtmf,
       onMediaTimeout: h.onMediaTimeout,
     });

@@ -2,11 +2,14 @@
  * A call's media as the call logic sees it, wherever it runs: inline (same event loop) or on the
  * media thread (media/thread.ts). Far-end audio arrives already at 16 kHz in 80 ms batches.
  */
-import type { Codec } from './audio.ts';
+import type { SipCodec } from './audio.ts';
 import type { RtcpMetrics } from './rtcp.ts';
+import type { SdesKeys } from './sdes.ts';
 
 export interface LegStart {
-  codec: Codec;
+  codec: SipCodec;
+  /** SRTP keyed by SDES (RFC 4568) when the leg negotiated it: secrets, never logged. */
+  srtp?: SdesKeys;
   payloadType: number;
   dtmfPayloadType: number | null;
   remoteHost: string;
@@ -113,14 +116,28 @@ export class InputBatcher {
     this.acc = new Int16Array(batch + 640);
   }
   push(pcm8k: Int16Array): void {
-    const need = this.size + pcm8k.length * 2;
+    const need = this.grow(pcm8k.length * 2);
+    this.last = this.upInto(pcm8k, this.last, this.acc, this.size);
+    this.size = need;
+    this.flushIfFull();
+  }
+  /** A wideband (G.722) leg's frame, already at 16 kHz: copied as it is. */
+  push16k(pcm16k: Int16Array): void {
+    const need = this.grow(pcm16k.length);
+    this.acc.set(pcm16k, this.size);
+    this.size = need;
+    this.flushIfFull();
+  }
+  private grow(n: number): number {
+    const need = this.size + n;
     if (need > this.acc.length) {
       const bigger = new Int16Array(need * 2);
       bigger.set(this.acc.subarray(0, this.size));
       this.acc = bigger;
     }
-    this.last = this.upInto(pcm8k, this.last, this.acc, this.size);
-    this.size = need;
+    return need;
+  }
+  private flushIfFull(): void {
     if (this.size < this.batch) return;
     const all = this.acc.slice(0, this.size);
     this.size = 0;

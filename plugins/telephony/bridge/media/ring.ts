@@ -8,7 +8,7 @@
  * about six days of audio; differences are taken modulo 2^32), then `capacity` Int16 samples.
  * Only the writer stores `written` and `flushedAt`, only the reader stores `read`.
  */
-import { encodeG711Into, type Codec } from './audio.ts';
+import { encoderOf, type Codec, type FrameEncoder } from './audio.ts';
 
 const WRITTEN = 0;
 const READ = 1;
@@ -132,15 +132,16 @@ export class RingReader extends RingSide {
    * Encodes up to `n` queued samples into `out` at `at` and returns how many it took (0 when the
    * ring is empty).
    */
-  encodeInto(codec: Codec, out: Uint8Array, at: number, n: number): number {
+  encodeInto(e: FrameEncoder | Codec, out: Uint8Array, at: number, n: number): number {
+    const enc = encoderOf(e);
     this.catchUp();
     const take = Math.min(n, this.inRing());
     if (take === 0) return 0;
     const r = Atomics.load(this.head, READ) >>> 0;
     const from = r & this.mask;
     const first = Math.min(take, this.data.length - from);
-    encodeG711Into(codec, this.data, from, first, out, at);
-    if (take > first) encodeG711Into(codec, this.data, 0, take - first, out, at + first);
+    enc(this.data, from, first, out, at);
+    if (take > first) enc(this.data, 0, take - first, out, at + first);
     Atomics.store(this.head, READ, (r + take) | 0); // frees the space for the writer
     return take;
   }

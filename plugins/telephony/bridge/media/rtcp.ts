@@ -332,6 +332,8 @@ export interface RtcpOptions {
   clockRate?: number;
   /** A valid RTCP packet came from the far end (liveness). */
   onValid?: () => void;
+  /** SRTCP (RFC 3711 §3.4) on an SRTP leg: each compound packet protected out, checked and decrypted in. */
+  srtcp?: { protect: (rtcp: Buffer) => Buffer; unprotect: (srtcp: Buffer) => Buffer | null };
 }
 
 /** The RTCP side of one call: periodic SR/RR + SDES, BYE at the end, the far end's reports read. */
@@ -347,7 +349,9 @@ export class RtcpSession {
 
   constructor(private readonly o: RtcpOptions) {
     o.socket.on('message', (buf, rinfo) => {
-      if (rinfo.address === o.remoteHost) this.onPacket(buf);
+      if (rinfo.address !== o.remoteHost) return;
+      const plain = o.srtcp ? o.srtcp.unprotect(buf) : buf;
+      if (plain) this.onPacket(plain);
     });
   }
 
@@ -388,9 +392,10 @@ export class RtcpSession {
   }
 
   private send(bye: boolean): void {
-    const pkt = this.compound(bye);
-    if (!pkt) return;
+    const plain = this.compound(bye);
+    if (!plain) return;
     try {
+      const pkt = this.o.srtcp ? this.o.srtcp.protect(plain) : plain;
       this.o.socket.send(pkt, this.o.remotePort, this.o.remoteHost);
       this.sent++;
     } catch {

@@ -9,12 +9,16 @@ import dns from 'node:dns';
 import { isIP } from 'node:net';
 import { randomInt } from 'node:crypto';
 import { DtmfReceiver, JitterBuffer, parseRtp } from './rtp.ts';
-import { decodeG711Into, encodeG711Into, silenceFrame, type Codec } from './audio.ts';
+import { decodeG711Into, Decimator16to8, encoderOf, frameEncoder, isWideband, silenceFrame, type Codec, type FrameEncoder, type SipCodec } from './audio.ts';
+import { G722Decoder } from './g722.ts';
+import { SdesSrtp, type SdesKeys } from './sdes.ts';
 import type { LegMetrics, LegTarget } from './leg.ts';
 import { ReceptionStats, RtcpSession, SenderInfo, type RtcpMetrics } from './rtcp.ts';
 
 const FRAME_NS = 20_000_000n;
 const FRAME_SAMPLES = 160;
+/** 8 kHz silence a G.722 sender encodes when nothing is queued (never written). */
+const SILENT_8K = new Int16Array(FRAME_SAMPLES);
 
 /** Histogram of send-interval deviation from 20 ms, 0.1 ms bins up to 200 ms. */
 export class IntervalStats {
@@ -127,8 +131,8 @@ export const pacer = new Pacer();
 export interface FrameSource {
   /** Samples queued. */
   readonly queued: number;
-  /** Encodes up to `n` queued samples into `out` at `at`; returns how many it took. */
-  encodeInto(codec: Codec, out: Uint8Array, at: number, n: number): number;
+  /** Encodes up to `n` queued samples into `out` at `at` (one octet a sample); returns how many it took. */
+  encodeInto(enc: FrameEncoder | Codec, out: Uint8Array, at: number, n: number): number;
 }
 
 /** The playback queue in the sender's own thread: a list of the arrays play() was given. */
@@ -145,12 +149,13 @@ export class ArrayQueue implements FrameSource {
     this.offset = 0;
     this.queued = 0;
   }
-  encodeInto(codec: Codec, out: Uint8Array, at: number, n: number): number {
+  encodeInto(e: FrameEncoder | Codec, out: Uint8Array, at: number, n: number): number {
+    const enc = encoderOf(e);
     let done = 0;
     while (done < n && this.chunks.length) {
       const head = this.chunks[0];
       const take = Math.min(n - done, head.length - this.offset);
-      encodeG711Into(codec, head, this.offset, take, out, at + done);
+      enc(head, this.offset, take, out, at + done);
       done += take;
       this.offset += take;
       if (this.offset >= head.length) {
@@ -165,7 +170,9 @@ export class ArrayQueue implements FrameSource {
 
 export interface SenderOptions {
   socket: dgram.Socket;
-  codec: Codec;
+  codec: SipCodec;
+  /** SDES-keyed SRTP (media/sdes.ts); plain RTP without it. */
+  srtp?: SdesKeys;
   payloadType: number;
   remoteHost: string;
   remotePort: number;
@@ -175,7 +182,11 @@ export interface SenderOptions {
   info?: SenderInfo;
 }
 
-/** The sending half of a call's media: paced RTP from a playback queue, G.711 encoded. */
+/**
+ * The sending half of a call's media: paced RTP from a playback queue, G.711 or G.722 encoded (a
+ * G.722 frame is 160 octets for 160 queued 8 kHz samples, and 160 RTP clock ticks: RFC 3551 §4.5.2),
+ * protected with SRTP when the leg negotiated it.
+ */
 export class RtpSender implements Clocked {
   readonly stats = new IntervalStats();
   nextDue = 0n;
@@ -189,7 +200,11 @@ export class RtpSender implements Clocked {
   /** The grid was moved for the first AI audio: that one interval is not a jitter sample. */
   private rephased = false;
   private running = false;
-  private readonly silence: Uint8Array;
+  private readonly silence: Uint8Array | null;
+  private readonly enc: FrameEncoder;
+  private readonly srtp: SdesSrtp | null;
+  /** The frame before SRTP protects it into a packet of its own. */
+  private readonly payload = Buffer.alloc(FRAME_SAMPLES);
   packetsSent = 0;
   /** hrtime of the first packet that carried AI audio (not silence). */
   firstAudioSentAt: bigint | null = null;
@@ -199,7 +214,10 @@ export class RtpSender implements Clocked {
   skippedSlots = 0;
 
   constructor(private readonly o: SenderOptions) {
-    this.silence = silenceFrame(o.codec);
+    this.enc = frameEncoder(o.codec);
+    // G.722 is adaptive: silence goes through the encoder, so the far end's decoder stays in step.
+    this.silence = o.codec === 'G722' ? null : silenceFrame(o.codec);
+    this.srtp = o.srtp ? new SdesSrtp(o.srtp) : null;
     this.own = o.source ? null : new ArrayQueue();
     this.source = o.source ?? this.own!;
   }
@@ -254,10 +272,15 @@ export class RtpSender implements Clocked {
    * exactly as a zero-filled 160-sample frame would be.
    */
   private writeFrame(out: Uint8Array, at: number): boolean {
-    const n = this.source.encodeInto(this.o.codec, out, at, FRAME_SAMPLES);
+    const n = this.source.encodeInto(this.enc, out, at, FRAME_SAMPLES);
     if (n === 0) return false;
-    if (n < FRAME_SAMPLES) out.set(this.silence.subarray(n), at + n);
+    if (n < FRAME_SAMPLES) this.writeSilence(out, at + n, FRAME_SAMPLES - n);
     return true;
+  }
+
+  private writeSilence(out: Uint8Array, at: number, n: number): void {
+    if (this.silence) out.set(this.silence.subarray(0, n), at);
+    else this.enc(SILENT_8K, 0, n, out, at);
   }
 
   skip(n: number): void {
@@ -272,29 +295,50 @@ export class RtpSender implements Clocked {
     if (now - this.nextDue > FRAME_NS) this.lateFrames++;
     // Header and payload written into one packet buffer (Buffer.allocUnsafe takes it from the
     // shared 8 KiB pool: no ArrayBuffer per packet). Not reused: an EAGAIN send may still hold it.
-    const pkt = Buffer.allocUnsafe(12 + FRAME_SAMPLES);
-    const hasAudio = this.writeFrame(pkt, 12);
-    if (!hasAudio) pkt.set(this.silence, 12);
+    // With SRTP the frame is encoded into a scratch buffer and protected into a packet of its own.
+    const pkt = this.srtp ? this.payload : Buffer.allocUnsafe(12 + FRAME_SAMPLES);
+    const at = this.srtp ? 0 : 12;
+    const hasAudio = this.writeFrame(pkt, at);
+    if (!hasAudio) this.writeSilence(pkt, at, FRAME_SAMPLES);
     const marker = hasAudio && !this.talking; // RFC 3551 §4.1: first packet of a talk spurt
     this.talking = hasAudio;
-    // RFC 3550 §5.1 fixed header, V=2, no padding/extension/CSRC.
-    pkt[0] = 0x80;
-    pkt[1] = (marker ? 0x80 : 0) | (this.o.payloadType & 0x7f);
-    pkt.writeUInt16BE(this.seq & 0xffff, 2);
-    pkt.writeUInt32BE(this.ts >>> 0, 4);
-    pkt.writeUInt32BE(this.ssrc >>> 0, 8);
+    const ts = this.ts >>> 0;
+    const sendAt = this.srtp ? this.sendSrtp(marker, ts) : this.sendRtp(pkt, marker, ts);
+    this.packetsSent++;
+    // Sender report figures (RFC 3550 §6.4.1: payload octets only). A few plain stores.
+    this.o.info?.update(this.ssrc, this.packetsSent, this.packetsSent * FRAME_SAMPLES, ts, Number(sendAt) / 1e6);
+    if (hasAudio && this.firstAudioSentAt === null) this.firstAudioSentAt = sendAt;
+    this.nextDue += FRAME_NS;
+  }
+
+  /** The frame in `this.payload` as SRTP; returns when it left. */
+  private sendSrtp(marker: boolean, ts: number): bigint {
+    const pkt = this.srtp!.protect(this.o.payloadType, marker, this.seq, ts, this.ssrc, this.payload);
     this.seq = (this.seq + 1) & 0xffff;
     this.ts = (this.ts + FRAME_SAMPLES) >>> 0;
+    return this.sent(pkt);
+  }
+
+  private sent(pkt: Buffer): bigint {
     const sendAt = process.hrtime.bigint();
     if (this.lastSent !== 0n && !this.rephased) this.stats.add(Number(sendAt - this.lastSent) / 1e6 - 20);
     this.rephased = false;
     this.lastSent = sendAt;
     this.o.socket.send(pkt, this.o.remotePort, this.o.remoteHost);
-    this.packetsSent++;
-    // Sender report figures (RFC 3550 §6.4.1: payload octets only). A few plain stores.
-    this.o.info?.update(this.ssrc, this.packetsSent, this.packetsSent * FRAME_SAMPLES, pkt.readUInt32BE(4), Number(sendAt) / 1e6);
-    if (hasAudio && this.firstAudioSentAt === null) this.firstAudioSentAt = sendAt;
-    this.nextDue += FRAME_NS;
+    return sendAt;
+  }
+
+  /** The RTP header written in front of the frame already in `pkt`; returns when it left. */
+  private sendRtp(pkt: Buffer, marker: boolean, ts: number): bigint {
+    // RFC 3550 §5.1 fixed header, V=2, no padding/extension/CSRC.
+    pkt[0] = 0x80;
+    pkt[1] = (marker ? 0x80 : 0) | (this.o.payloadType & 0x7f);
+    pkt.writeUInt16BE(this.seq & 0xffff, 2);
+    pkt.writeUInt32BE(ts, 4);
+    pkt.writeUInt32BE(this.ssrc >>> 0, 8);
+    this.seq = (this.seq + 1) & 0xffff;
+    this.ts = (this.ts + FRAME_SAMPLES) >>> 0;
+    return this.sent(pkt);
   }
 
   metrics(): SenderMetrics {
@@ -321,7 +365,9 @@ export type ReceiverMetrics = Pick<LegMetrics, 'packetsReceived' | 'rxLost' | 'r
 
 export interface ReceiverOptions {
   socket: dgram.Socket;
-  codec: Codec;
+  codec: SipCodec;
+  /** SDES-keyed SRTP and SRTCP (media/sdes.ts); plain RTP without it. */
+  srtp?: SdesKeys;
   payloadType: number;
   dtmfPayloadType: number | null;
   remoteHost: string;
@@ -334,10 +380,24 @@ export interface ReceiverOptions {
    * array is reused for the next frame: copy what you keep.
    */
   onAudio?: (pcm8k: Int16Array) => void;
+  /**
+   * A wideband (G.722) leg's far-end audio instead: 320 samples at 16 kHz per 20 ms, decoded
+   * straight to the engine's rate (no 8→16 kHz interpolation). Reused like onAudio's.
+   */
+  onAudio16k?: (pcm16k: Int16Array) => void;
   onDtmf?: (digit: string) => void;
   /** See LegStart.mediaTimeoutMs. */
   mediaTimeoutMs?: number;
   onMediaTimeout?: () => void;
+}
+
+/** A G.722 receiver's decoder, its 16 kHz frame, and the way down to 8 kHz for a bridged leg. */
+interface WideRx {
+  dec: G722Decoder;
+  pcm: Int16Array;
+  zero: Int16Array;
+  down: Decimator16to8;
+  pcm8k: Int16Array;
 }
 
 /**
@@ -353,6 +413,9 @@ export class RtpReceiver implements Clocked {
   /** Reused for every far-end frame handed to onAudio (decoded / concealed gap). */
   private decoded = new Int16Array(FRAME_SAMPLES);
   private readonly zero = new Int16Array(FRAME_SAMPLES);
+  /** G.722: its decoder, the 16 kHz frame, and the way down to 8 kHz for a bridged leg. */
+  private readonly g722: WideRx | null;
+  private readonly srtp: SdesSrtp | null;
   packetsReceived = 0;
   private readonly reception = new ReceptionStats();
   private readonly rtcp: RtcpSession | null;
@@ -362,6 +425,17 @@ export class RtpReceiver implements Clocked {
   private expectMedia = true;
 
   constructor(private readonly o: ReceiverOptions) {
+    this.g722 = isWideband(o.codec)
+      ? {
+          dec: new G722Decoder(),
+          pcm: new Int16Array(2 * FRAME_SAMPLES),
+          zero: new Int16Array(2 * FRAME_SAMPLES),
+          down: new Decimator16to8(),
+          pcm8k: new Int16Array(FRAME_SAMPLES),
+        }
+      : null;
+    const srtp = o.srtp ? new SdesSrtp(o.srtp) : null;
+    this.srtp = srtp;
     o.socket.on('message', (buf, rinfo) => this.onPacket(buf, rinfo.address));
     this.rtcp = o.rtcp
       ? new RtcpSession({
@@ -372,6 +446,7 @@ export class RtpReceiver implements Clocked {
           reception: this.reception,
           intervalMs: o.rtcp.intervalMs,
           onValid: () => (this.heardAt = performance.now()),
+          srtcp: srtp ? { protect: (p) => srtp.protectRtcp(p), unprotect: (p) => srtp.unprotectRtcp(p) } : undefined,
         })
       : null;
     if (o.connectTo !== undefined) {
@@ -440,6 +515,7 @@ export class RtpReceiver implements Clocked {
   relayedFrames = 0;
 
   playoutOne(): void {
+    if (this.g722) return this.playoutWide(this.g722);
     const incoming = this.jitter.pop();
     const sink = this.forward ?? this.o.onAudio;
     if (incoming === undefined || !sink) return;
@@ -450,11 +526,34 @@ export class RtpReceiver implements Clocked {
       return;
     }
     if (incoming.length !== this.decoded.length) this.decoded = new Int16Array(incoming.length);
-    decodeG711Into(this.o.codec, incoming, this.decoded);
+    decodeG711Into(this.o.codec as Codec, incoming, this.decoded); // G.722 went to playoutWide
     sink(this.decoded);
   }
 
-  private onPacket(buf: Buffer, host: string): void {
+  /** playoutOne for G.722: 16 kHz to onAudio16k, or down to 8 kHz for a bridged leg's playback. */
+  private playoutWide(w: WideRx): void {
+    const incoming = this.jitter.pop();
+    if (incoming === undefined || (!this.forward && !this.o.onAudio16k)) return;
+    let pcm = w.zero;
+    if (incoming !== null) {
+      if (incoming.length * 2 !== w.pcm.length) w.pcm = new Int16Array(incoming.length * 2);
+      w.dec.decode(incoming, w.pcm, 0);
+      pcm = w.pcm;
+    } else w.zero.fill(0);
+    if (this.forward) {
+      this.relayedFrames++;
+      if (w.pcm8k.length * 2 !== pcm.length) w.pcm8k = new Int16Array(pcm.length >> 1);
+      w.down.process(pcm, w.pcm8k);
+      this.forward(w.pcm8k);
+      return;
+    }
+    this.o.onAudio16k!(pcm);
+  }
+
+  private onPacket(srtpOrRtp: Buffer, host: string): void {
+    // Before anything else: a packet that does not authenticate is not from the far end.
+    const buf = this.srtp ? this.srtp.unprotect(srtpOrRtp) : srtpOrRtp;
+    if (!buf) return;
     const p = parseRtp(buf);
     if (!p) return;
     // Accept media only from the negotiated peer address (RFC 3550 §8.2 spirit: ignore strays).

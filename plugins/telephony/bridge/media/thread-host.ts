@@ -7,7 +7,7 @@ import { Worker } from 'node:worker_threads';
 import { EMPTY_METRICS, type LegHandlers, type LegMetrics, type LegStart, type LegTarget, type MediaHost, type MediaLeg } from './leg.ts';
 import type { MediaRole, ThreadData, ToThread } from './thread.ts';
 import { RingWriter, createRing } from './ring.ts';
-import { backTo8k } from './audio.ts';
+import { backTo8k, Decimator16to8, isWideband } from './audio.ts';
 
 type FromThread =
   | { op: 'priority'; priority: string }
@@ -126,8 +126,11 @@ class ThreadLeg implements MediaLeg {
     readonly port: number,
   ) {}
 
+  /** A G.722 leg's far-end audio is real 16 kHz: a room it is bridged to gets it low-passed to 8 kHz. */
+  down: Decimator16to8 | null = null;
   start(o: LegStart, h: LegHandlers): void {
     this.handlers = h;
+    if (isWideband(o.codec)) this.down = new Decimator16to8();
     const info = new SharedArrayBuffer(32); // SenderInfo: tx writes, RTCP on rx reads
     this.tx.post({ op: 'start', id: this.id, o, ring: this.sab, info });
     this.rx?.post({ op: 'start', id: this.id, o, ring: this.sab, info });
@@ -153,6 +156,12 @@ class ThreadLeg implements MediaLeg {
   /** The ring this leg plays from (another leg's receiver writes into it once bridged). */
   get playbackRing(): SharedArrayBuffer {
     return this.sab;
+  }
+  to8k(pcm16k: Int16Array): Int16Array {
+    if (!this.down) return backTo8k(pcm16k);
+    const out = new Int16Array(pcm16k.length >> 1);
+    this.down.process(pcm16k, out);
+    return out;
   }
   private bridged = false;
   /** A leg of no media thread (a browser room's visitor) this leg's far-end audio goes to. */
@@ -225,7 +234,7 @@ export class ThreadMediaHost implements MediaHost {
     switch (m.op) {
       case 'audio': {
         const leg = this.legs.get(m.id);
-        if (leg?.forwardTo) leg.forwardTo.play(backTo8k(m.pcm));
+        if (leg?.forwardTo) leg.forwardTo.play(leg.to8k(m.pcm));
         else leg?.handlers?.onAudio16k(m.pcm);
         return;
       }

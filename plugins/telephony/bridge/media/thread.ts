@@ -226,10 +226,14 @@ function serve(port: MessagePort, d: ThreadData): void {
 }
 
 /** Far-end audio to the call logic in 80 ms batches at 16 kHz, DTMF digits, and a media timeout. */
-function handlers(port: MessagePort, id: number): { onAudio: (pcm: Int16Array) => void; onDtmf: (digit: string) => void; onMediaTimeout: () => void } {
+function handlers(
+  port: MessagePort,
+  id: number,
+): { onAudio: (pcm: Int16Array) => void; onAudio16k: (pcm: Int16Array) => void; onDtmf: (digit: string) => void; onMediaTimeout: () => void } {
   const batcher = new InputBatcher((pcm) => port.postMessage({ op: 'audio', id, pcm }, [pcm.buffer as ArrayBuffer]), 1280, upsample8to16Into);
   return {
     onAudio: (pcm) => batcher.push(pcm),
+    onAudio16k: (pcm) => batcher.push16k(pcm),
     onDtmf: (digit) => port.postMessage({ op: 'dtmf', id, digit }),
     onMediaTimeout: () => port.postMessage({ op: 'timeout', id }),
   };

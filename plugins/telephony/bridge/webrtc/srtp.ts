@@ -43,6 +43,9 @@ import { SrtpAuthenticationError, type RTCRtpSender } from 'werift';
 
 /** werift's SRTP profile numbers (RFC 5764 §4.1.2 and RFC 7714 §14.2). */
 export const AES_CM_128_HMAC_SHA1_80 = 0x0001;
+/** Its 32-bit-tag sibling (RFC 3711 §5.2, RFC 4568 §6.2.2): the SIP legs' SDES (media/sdes.ts), never a room. */
+export const AES_CM_128_HMAC_SHA1_32 = 0x0002;
+const CM32_TAG = 4;
 const AEAD_AES_128_GCM = 0x0007;
 const HEADER = 12;
 const CM_TAG = 10;
@@ -105,14 +108,14 @@ class AesCmSession {
     for (let i = 0; i < n; i++) dst[from + i] = src[from + i] ^ ks[i];
   }
 
-  /** HMAC-SHA1(auth key, pkt[0, len) ‖ ROC), its first 80 bits written to `out` at `at`. */
-  tag(pkt: Uint8Array, len: number, roc: number, out: Uint8Array, at: number): void {
+  /** HMAC-SHA1(auth key, pkt[0, len) ‖ ROC), its first `bytes` (80 bits, or 32) written to `out` at `at`. */
+  tag(pkt: Uint8Array, len: number, roc: number, out: Uint8Array, at: number, bytes = CM_TAG): void {
     this.inner.set(pkt.subarray(0, len), 64);
     this.inner.writeUInt32BE(roc, 64 + len);
     const h = crypto.hash('sha1', this.inner.subarray(0, 64 + len + 4), 'buffer');
     h.copy(this.outer, 64);
     const t = crypto.hash('sha1', this.outer, 'buffer');
-    out.set(t.subarray(0, CM_TAG), at);
+    out.set(t.subarray(0, bytes), at);
   }
 }
 
@@ -126,8 +129,8 @@ export class SrtpProtector {
   readonly tagLength: number;
 
   constructor(private readonly keys: SrtpKeys) {
-    if (keys.profile === AES_CM_128_HMAC_SHA1_80) {
-      this.tagLength = CM_TAG;
+    if (keys.profile === AES_CM_128_HMAC_SHA1_80 || keys.profile === AES_CM_128_HMAC_SHA1_32) {
+      this.tagLength = keys.profile === AES_CM_128_HMAC_SHA1_32 ? CM32_TAG : CM_TAG;
       this.cm = new AesCmSession(keys);
       this.gcmSalt = null;
     } else if (keys.profile === AEAD_AES_128_GCM) {
@@ -163,7 +166,7 @@ export class SrtpProtector {
     if (this.cm) {
       pkt.set(payload, HEADER);
       this.cm.crypt(pkt, pkt, HEADER, HEADER + n, ssrc >>> 0, roc, seq & 0xffff);
-      this.cm.tag(pkt, HEADER + n, roc, pkt, HEADER + n);
+      this.cm.tag(pkt, HEADER + n, roc, pkt, HEADER + n, this.tagLength);
       return pkt;
     }
     // RFC 7714 §8.1: IV = (00 00 ‖ SSRC ‖ ROC ‖ SEQ) XOR salt; AAD = the header.
@@ -188,15 +191,19 @@ interface RocState {
   seen: boolean;
 }
 
-/** Authenticates and decrypts SRTP packets (AES_CM_128_HMAC_SHA1_80) of any SSRC of one session. */
+/** Authenticates and decrypts SRTP packets (AES_CM_128_HMAC_SHA1_80, or _32) of any SSRC of one session. */
 export class SrtpUnprotector {
   private readonly cm: AesCmSession;
   private readonly states = new Map<number, RocState>();
-  private readonly expected = Buffer.alloc(CM_TAG);
+  private readonly tagLength: number;
+  private readonly expected: Buffer;
 
   constructor(keys: SrtpKeys) {
-    if (keys.profile !== AES_CM_128_HMAC_SHA1_80) throw new Error(`SRTP profile ${keys.profile} is not supported here`);
+    if (keys.profile !== AES_CM_128_HMAC_SHA1_80 && keys.profile !== AES_CM_128_HMAC_SHA1_32)
+      throw new Error(`SRTP profile ${keys.profile} is not supported here`);
     this.cm = new AesCmSession(keys);
+    this.tagLength = keys.profile === AES_CM_128_HMAC_SHA1_32 ? CM32_TAG : CM_TAG;
+    this.expected = Buffer.alloc(this.tagLength);
   }
 
   /**
@@ -204,7 +211,7 @@ export class SrtpUnprotector {
    * SrtpAuthenticationError for anything that does not authenticate (werift drops those).
    */
   unprotect(srtp: Buffer): Buffer {
-    const len = srtp.length - CM_TAG;
+    const len = srtp.length - this.tagLength;
     if (len < HEADER || srtp[0] >> 6 !== 2) throw new SrtpAuthenticationError('Failed to authenticate SRTP packet');
     let offset = HEADER + 4 * (srtp[0] & 0x0f);
     if (srtp[0] & 0x10) {
@@ -216,7 +223,7 @@ export class SrtpUnprotector {
     const ssrc = srtp.readUInt32BE(8);
     const st = this.states.get(ssrc);
     const roc = st ? nextRoc(st, seq) : 0;
-    this.cm.tag(srtp, len, roc, this.expected, 0);
+    this.cm.tag(srtp, len, roc, this.expected, 0, this.tagLength);
     if (!crypto.timingSafeEqual(this.expected, srtp.subarray(len))) throw new SrtpAuthenticationError('Failed to authenticate SRTP packet');
     if (st) {
       st.roc = roc;
