@@ -14,6 +14,8 @@ import { coreRoutes } from './core-routes.ts';
 import { LiveHub } from './live.ts';
 import { StreamSlots } from './http/streams.ts';
 import { AppError, ConfigError } from './errors.ts';
+import { z } from 'zod';
+import { BACKUP_QUEUE } from './backup/service.ts';
 import type { Tenant } from './tenancy.ts';
 import type { Socket } from 'node:net';
 import type { Logger } from './log.ts';
@@ -216,6 +218,16 @@ export class Appliance {
   async start(): Promise<{ url: string; port: number }> {
     const c = this.core;
     await this.host.startAll();
+    c.jobs.define({
+      name: BACKUP_QUEUE,
+      schema: z.object({ due: z.number() }),
+      maxAttempts: 1,
+      concurrency: 1,
+      // A large store takes a while: the lease outlasts it, so no second runner starts a copy.
+      leaseMs: 6 * 3_600_000,
+      run: () => c.backups.runScheduled(),
+    });
+    c.backups.ensureNext();
     c.jobs.start();
     c.events.start();
     this.#stopCheckpoints = startCheckpoints(c.db, c.config.store.checkpointMs, (e) => c.log.warn({ err: e }, 'checkpoint failed'));
