@@ -16,6 +16,10 @@ import { StreamSlots } from './http/streams.ts';
 import { AppError, ConfigError } from './errors.ts';
 import { z } from 'zod';
 import { BACKUP_QUEUE } from './backup/service.ts';
+import { backupRoutes } from './backup/routes.ts';
+import { applyPendingRestore } from './backup/restore.ts';
+import { defaultDataDir } from './config.ts';
+import { systemClock } from './clock.ts';
 import type { Tenant } from './tenancy.ts';
 import type { Socket } from 'node:net';
 import type { Logger } from './log.ts';
@@ -67,7 +71,10 @@ export class Appliance {
 
   /** Opens the store, validates config and loads plugins; does not listen yet. */
   static async create(opts: ApplianceOptions = {}): Promise<Appliance> {
+    // A restore staged from the console takes the data dir's place before the store opens.
+    const restoredFrom = applyPendingRestore(path.resolve(opts.dataDir ?? defaultDataDir(opts.env)), (opts.clock ?? systemClock).now());
     const core = openCore(opts);
+    if (restoredFrom) core.log.warn({ previous: restoredFrom }, 'a restore staged from the console was applied; the previous data is kept');
     try {
       const first = await bootstrap(core);
       if (first) opts.onFirstRun?.(first);
@@ -82,7 +89,19 @@ export class Appliance {
       a.host.declareEvents();
       await a.host.setupAll();
       core.audit.target = a.host.provided(AUDIT_WRITER);
-      for (const def of coreRoutes(a.dispatcher, () => a.host)) a.dispatcher.add('core', def);
+      for (const def of coreRoutes(
+        a.dispatcher,
+        () => a.host,
+        () => core.backups.state(),
+      ))
+        a.dispatcher.add('core', def);
+      for (const def of backupRoutes(
+        core.backups,
+        core.config.dataDir,
+        () => plugins,
+        () => core.clock.now(),
+      ))
+        a.dispatcher.add('core', def);
       a.live = new LiveHub(core.db, core.events, () => a.host, core.keys.store, a.streams);
       a.dispatcher.add('core', a.live.route());
       a.host.registerRoutes(a.dispatcher, a.app, express.static);

@@ -136,3 +136,48 @@ export function applyStaged(staged: StagedRestore, target: string, now: number):
   syncDir(path.dirname(abs));
   return kept;
 }
+
+/** Where a restore staged from the console waits for the next start (inside the data dir, never archived). */
+export function pendingRestoreDir(dataDir: string): string {
+  return path.join(dataDir, 'restore', 'next');
+}
+
+/** Top-level names a pending restore leaves in place: its own folder and the archives. */
+const KEEP_ON_SWAP = new Set(['restore', 'backups']);
+
+/**
+ * Applies a restore the console staged, at start before the store opens: the data dir's entries
+ * move to `restore/previous-<time>/`, the staged ones into their place. A journal file
+ * (`restore/applying`, naming the phase and the folder) makes it resumable: a crash in the middle
+ * finishes the same moves at the following start. Returns the folder the old data went to.
+ */
+export function applyPendingRestore(dataDir: string, now: number): string | undefined {
+  const next = pendingRestoreDir(dataDir);
+  const journal = path.join(dataDir, 'restore', 'applying');
+  let phase: { phase: 1 | 2; previous: string };
+  if (fs.existsSync(journal)) phase = JSON.parse(fs.readFileSync(journal, 'utf8')) as { phase: 1 | 2; previous: string };
+  else if (fs.existsSync(next)) {
+    const previous = path.join(dataDir, 'restore', `previous-${new Date(now).toISOString().replace(/[-:]/g, '').slice(0, 15)}Z`);
+    phase = { phase: 1, previous };
+    writeJournal(journal, phase);
+  } else return undefined;
+  if (phase.phase === 1) {
+    fs.mkdirSync(phase.previous, { recursive: true, mode: 0o700 });
+    for (const n of fs.readdirSync(dataDir)) if (!KEEP_ON_SWAP.has(n)) fs.renameSync(path.join(dataDir, n), path.join(phase.previous, n));
+    phase = { ...phase, phase: 2 };
+    writeJournal(journal, phase);
+  }
+  if (fs.existsSync(next)) {
+    for (const n of fs.readdirSync(next)) if (!KEEP_ON_SWAP.has(n)) fs.renameSync(path.join(next, n), path.join(dataDir, n));
+    fs.rmSync(next, { recursive: true, force: true });
+  }
+  syncDir(dataDir);
+  fs.rmSync(journal, { force: true });
+  return phase.previous;
+}
+
+function writeJournal(file: string, v: unknown): void {
+  fs.writeFileSync(`${file}.tmp`, JSON.stringify(v), { mode: 0o600 });
+  fs.renameSync(`${file}.tmp`, file);
+  syncDir(path.dirname(file));
+}

@@ -73,6 +73,8 @@ export function parseEvery(text: string): number {
 }
 
 export function formatEvery(ms: number): string {
+  // Hours up to two days (the operator's "24h" stays "24h"), days beyond.
+  if (ms % 3_600_000 === 0 && ms < 2 * 86_400_000) return `${ms / 3_600_000}h`;
   for (const [u, n] of [
     ['d', 86_400_000],
     ['h', 3_600_000],
