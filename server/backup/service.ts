@@ -252,7 +252,8 @@ export class BackupService {
     const s = readSchedule(this.d.db);
     if (!s) return;
     const due = nextRunAt(this.d.db, s);
-    this.d.jobs.enqueue(BACKUP_QUEUE, { due }, { runAt: due, dedupeKey: `backup-${due}`, maxAttempts: 1 });
+    // The schedule's own time in the key: a schedule set again gets new jobs, not its cancelled ones.
+    this.d.jobs.enqueue(BACKUP_QUEUE, { due }, { runAt: due, dedupeKey: `backup-${s.createdAt}-${due}`, maxAttempts: 1 });
   }
 
   /** The key scheduled archives (and console backups without a passphrase) are made with. */

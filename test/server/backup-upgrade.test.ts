@@ -50,7 +50,16 @@ describe("an archive of the previous release's schema", () => {
     fs.writeFileSync(path.join(old, 'tenants', tenant.id, 'transcripts', 'call-1.json'), '{"lines":[]}');
     const keys = KeyService.load(old);
     const rk = newRecoveryKey();
-    const made = await createArchive({ db, dataDir: old, keys, key: keyFromRecoveryKey(rk), toDir: path.join(dir(), 'out'), now: Date.parse('2026-11-01T00:00:00Z'), build: 'previous', stepPages: 'all' });
+    const made = await createArchive({
+      db,
+      dataDir: old,
+      keys,
+      key: keyFromRecoveryKey(rk),
+      toDir: path.join(dir(), 'out'),
+      now: Date.parse('2026-11-01T00:00:00Z'),
+      build: 'previous',
+      stepPages: 'all',
+    });
     db.close();
     const target = path.join(dir(), 'restored');
     const r = await runCli(['backup', 'restore', made.file, '--recovery-key-stdin'], { dataDir: target, stdin: rk, timeoutMs: 120_000 });

@@ -311,3 +311,46 @@ describe('the CLI: passphrase, list, schedule; secrets printed once', { timeout:
     expect((await runCli(['backup', 'schedule', '--every', '10s', '--keep', '1'], { dataDir: d })).code).toBe(2);
   });
 });
+
+describe('a restore from the console is staged and applied at the next start', { timeout: 240_000 }, () => {
+  it('upload, refused with a wrong key (nothing staged), staged with the right one, applied on restart', async () => {
+    const bytes = fs.readFileSync(archive);
+    const up = await j(
+      s.fetch(`${V1}/backups/upload`, { method: 'POST', host, key: token, headers: { 'content-type': 'application/octet-stream' }, body: bytes }),
+    );
+    expect(up.status, JSON.stringify(up.body)).toBe(201);
+    expect(up.body).toMatchObject({ name: expect.stringMatching(/^upload-/), bytes: bytes.length });
+    const wrong = await j(
+      s.fetch(`${V1}/backups/${up.body.name}/restore`, {
+        method: 'POST',
+        host,
+        key: token,
+        json: { recoveryKey: 'AAAA-BBBB-CCCC-DDDD-EEEE-FFFF-GGGG-HHHH-IIII-JJJJ-KKKK-LLLL-MMMM' },
+      }),
+    );
+    expect(wrong.status).toBe(400);
+    expect(wrong.body).toMatchObject({ error: 'invalid_archive', error_description: expect.stringContaining('wrong passphrase or recovery key') });
+    expect(fs.existsSync(path.join(s.dataDir, 'restore', 'next'))).toBe(false);
+    const staged = await j(s.fetch(`${V1}/backups/${up.body.name}/restore`, { method: 'POST', host, key: token, json: { recoveryKey } }));
+    expect(staged.status, JSON.stringify(staged.body)).toBe(200);
+    expect(staged.body).toMatchObject({ staged: true, applyAt: 'next start' });
+    expect((await j(s.fetch(`${V1}/backups`, { host, key: token }))).body.pendingRestore).toBe(true);
+    // Written after the backup: gone once the restore is applied, kept with the previous data.
+    expect(await addUser('afterbackup')).toBe(true);
+    const dataDir = s.dataDir;
+    await s.stop();
+    s = await startTestServer({ dataDir });
+    const names = (s.appliance.core.db.prepare('SELECT name FROM users').all() as { name: string }[]).map((u) => u.name);
+    expect(names).not.toContain('afterbackup');
+    for (const u of ackedBefore.users) expect(names).toContain(u);
+    expect(s.appliance.core.db.pragma('integrity_check', { simple: true })).toBe('ok');
+    const previous = fs.readdirSync(path.join(dataDir, 'restore')).filter((n) => n.startsWith('previous-'));
+    expect(previous).toHaveLength(1);
+    readDataDirDb(path.join(dataDir, 'restore', previous[0]!), (db) =>
+      expect(db.prepare("SELECT COUNT(*) AS n FROM users WHERE name = 'afterbackup'").get()).toEqual({ n: 1 }),
+    );
+    expect(fs.existsSync(path.join(dataDir, 'restore', 'next'))).toBe(false);
+    // The archives stayed where they were.
+    expect(fs.existsSync(archive)).toBe(true);
+  });
+});
