@@ -55,7 +55,8 @@ async function addFile(i: number): Promise<string | undefined> {
 }
 
 beforeAll(async () => {
-  s = await startTestServer();
+  // Its own scratch dir (not the harness's): the restart below needs the data dir to outlive stop().
+  s = await startTestServer({ dataDir: dir() });
   host = `localhost:${s.port}`;
   token = await adminToken(s, host, 'admin', s.adminPassword);
   await s.appliance.core.users.add(s.primary, { name: 'bob', role: 'user', password: 'bobs long password 1' });
