@@ -74,10 +74,15 @@ async function readsDuring(url: string, key: string, until: Promise<unknown>): P
     Array.from({ length: READERS }, async () => {
       while (!done) {
         const t = performance.now();
-        const r = await fetch(url, { headers: { authorization: `Bearer ${key}` } });
-        await r.arrayBuffer();
-        lat.push(performance.now() - t);
-        if (r.status !== 200) bad++;
+        try {
+          const r = await fetch(url, { headers: { authorization: `Bearer ${key}` } });
+          await r.arrayBuffer();
+          lat.push(performance.now() - t);
+          if (r.status !== 200) bad++;
+        } catch {
+          // A keep-alive socket the server closed as the next request went out: counted, not fatal.
+          bad++;
+        }
       }
     }),
   );
@@ -115,7 +120,11 @@ export default async function run(): Promise<BenchResult[]> {
     console.log(`seeded ${Math.round(dbBytes / 2 ** 20)} MiB database + ${Math.floor(MB * 0.1)} MiB files in ${Math.round(performance.now() - t0)} ms`);
     fs.writeFileSync(
       path.join(dataDir, 'config.json'),
-      JSON.stringify({ log: { level: 'warn' }, rateLimit: { publicPerMinute: 100_000_000, authenticatedPerMinute: 100_000_000, sensitivePerMinute: 100_000 } }),
+      JSON.stringify({
+        log: { level: 'warn' },
+        plugins: { telephony: { bridge: { mode: 'off' } }, lotl: { autoRefresh: false } },
+        rateLimit: { publicPerMinute: 100_000_000, authenticatedPerMinute: 100_000_000, sensitivePerMinute: 100_000 },
+      }),
     );
     const port = await freePort();
     app = await spawnServer({
@@ -187,7 +196,7 @@ export default async function run(): Promise<BenchResult[]> {
         peerValue: p(peerLat, 99),
         ratio: p(ourLat, 99) / p(peerLat, 99),
         target: '< 50 ms',
-        note: `${PATH} with an ak_ key, ${READERS} clients; p50 ${p(ourLat, 50).toFixed(1)} ms (during sqlite3 ${p(peerLat, 50).toFixed(1)} ms, quiet p99 ${p(quiet.lat, 99).toFixed(1)} ms); ${ourLat.length} reads during the appliance's backups, non-200: ${bad}`,
+        note: `${PATH} with an ak_ key, ${READERS} clients; p50 ${p(ourLat, 50).toFixed(1)} ms (during sqlite3 ${p(peerLat, 50).toFixed(1)} ms, quiet p99 ${p(quiet.lat, 99).toFixed(1)} ms); ${ourLat.length} reads during the appliance's backups, non-200 or failed: ${bad}`,
       },
     ];
   } finally {
