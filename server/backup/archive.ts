@@ -1,4 +1,5 @@
 import crypto from 'node:crypto';
+import fs from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { z } from 'zod';
 
@@ -196,7 +197,7 @@ function nonce(prefix: Buffer, counter: number, final: boolean): Buffer {
  * chunk is held back until `finish`, so it, and only it, carries the final flag.
  */
 export class ArchiveWriter {
-  readonly #fh: FileHandle;
+  readonly #fd: number;
   readonly #key: Buffer;
   readonly #prefix: Buffer;
   readonly #aad: Buffer;
@@ -205,20 +206,20 @@ export class ArchiveWriter {
   #counter = 0;
   bytes = 0;
 
-  private constructor(fh: FileHandle, key: Buffer, prefix: Buffer, aad: Buffer) {
-    this.#fh = fh;
+  private constructor(fd: number, key: Buffer, prefix: Buffer, aad: Buffer) {
+    this.#fd = fd;
     this.#key = key;
     this.#prefix = prefix;
     this.#aad = aad;
   }
 
   /** Writes the header (with the master key wrapped under `key`) and returns the writer of the body. */
-  static async open(
-    fh: FileHandle,
+  static open(
+    fd: number,
     key: BackupKey,
     meta: { created: string; build: string; schema: Record<string, number> },
     wrapMasterKey: (wrapKey: Buffer) => WrappedKey,
-  ): Promise<ArchiveWriter> {
+  ): ArchiveWriter {
     const salt = crypto.randomBytes(16);
     const prefix = crypto.randomBytes(7);
     const k = subkeys(key.key, salt);
@@ -238,16 +239,21 @@ export class ArchiveWriter {
     const len = Buffer.alloc(4);
     len.writeUInt32BE(json.length);
     const head = Buffer.concat([MAGIC, len, json]);
-    await writeAll(fh, head);
-    const w = new ArchiveWriter(fh, k.stream, prefix, crypto.createHash('sha256').update(head).digest());
+    writeAll(fd, head);
+    const w = new ArchiveWriter(fd, k.stream, prefix, crypto.createHash('sha256').update(head).digest());
     w.bytes = head.length;
     return w;
   }
 
-  async write(data: Buffer): Promise<void> {
+  /**
+   * Synchronous on purpose: in the server, an awaited write per chunk queued behind every request
+   * in flight (one turn of the loop each), and a 1 GB archive took minutes under read load; the
+   * caller yields between a few chunks instead (createArchive), each turn a few milliseconds.
+   */
+  write(data: Buffer): void {
     let off = 0;
     while (off < data.length) {
-      if (this.#fill === CHUNK_BYTES) await this.flush(false);
+      if (this.#fill === CHUNK_BYTES) this.flush(false);
       const n = Math.min(CHUNK_BYTES - this.#fill, data.length - off);
       data.copy(this.#buf, this.#fill, off, off + n);
       this.#fill += n;
@@ -255,27 +261,27 @@ export class ArchiveWriter {
     }
   }
 
-  private async flush(final: boolean): Promise<void> {
+  private flush(final: boolean): void {
     const c = crypto.createCipheriv('aes-256-gcm', this.#key, nonce(this.#prefix, this.#counter, final));
     c.setAAD(this.#aad);
     const ct = Buffer.concat([c.update(this.#buf.subarray(0, this.#fill)), c.final()]);
     const len = Buffer.alloc(4);
     len.writeUInt32BE((this.#fill | (final ? FINAL : 0)) >>> 0);
-    await writeAll(this.#fh, Buffer.concat([len, ct, c.getAuthTag()]));
+    writeAll(this.#fd, Buffer.concat([len, ct, c.getAuthTag()]));
     this.bytes += 4 + ct.length + TAG_BYTES;
     this.#counter++;
     if (this.#counter >= 0xffff_ffff) throw new Error('archive too large for one nonce prefix');
     this.#fill = 0;
   }
 
-  async finish(): Promise<void> {
-    await this.flush(true);
+  finish(): void {
+    this.flush(true);
   }
 }
 
-async function writeAll(fh: FileHandle, b: Buffer): Promise<void> {
+function writeAll(fd: number, b: Buffer): void {
   let off = 0;
-  while (off < b.length) off += (await fh.write(b, off, b.length - off)).bytesWritten;
+  while (off < b.length) off += fs.writeSync(fd, b, off, b.length - off);
 }
 
 async function readExactly(fh: FileHandle, pos: number, n: number): Promise<Buffer | 'eof'> {

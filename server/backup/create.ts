@@ -1,6 +1,5 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import fsp from 'node:fs/promises';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import type { DB } from '../store/db.ts';
@@ -65,7 +64,7 @@ export async function createArchive(input: CreateInput): Promise<CreatedArchive>
   const part = `${final}.part`;
   // The copy holds every secret the store holds (sealed) and every hash: owner only, from birth.
   fs.closeSync(fs.openSync(snapshot, 'wx', 0o600));
-  let out: fsp.FileHandle | undefined;
+  let out: number | undefined;
   try {
     const step = input.stepPages === 'all' ? 0x7fffffff : input.stepPages;
     await input.db.backup(snapshot, { progress: () => step });
@@ -76,24 +75,22 @@ export async function createArchive(input: CreateInput): Promise<CreatedArchive>
     } finally {
       snap.close();
     }
-    out = await fsp.open(part, 'wx', 0o600);
-    const w = await ArchiveWriter.open(out, input.key, { created: new Date(input.now).toISOString(), build: input.build, schema }, (k) =>
-      input.keys.wrapFor(k),
-    );
+    out = fs.openSync(part, 'wx', 0o600);
+    const w = ArchiveWriter.open(out, input.key, { created: new Date(input.now).toISOString(), build: input.build, schema }, (k) => input.keys.wrapFor(k));
     await copyFile(w, snapshot, DB_ENTRY);
     const files = filesToArchive(input.dataDir, [input.toDir]);
     let count = 1;
     for (const rel of files) if (await copyFile(w, path.join(input.dataDir, ...rel.split('/')), rel)) count++;
-    await w.write(Buffer.from([KIND_END]));
-    await w.finish();
-    await out.sync();
-    await out.close();
+    w.write(Buffer.from([KIND_END]));
+    w.finish();
+    fs.fsyncSync(out);
+    fs.closeSync(out);
     out = undefined;
     fs.renameSync(part, final);
     syncDir(input.toDir);
     return { file: final, name, bytes: w.bytes, files: count, ms: performance.now() - started };
   } catch (e) {
-    await out?.close().catch(() => undefined);
+    if (out !== undefined) fs.closeSync(out);
     fs.rmSync(part, { force: true });
     throw e;
   } finally {
@@ -106,28 +103,42 @@ export async function createArchive(input: CreateInput): Promise<CreatedArchive>
  * (a file replaced meanwhile is read whole from the old inode). Gone since the listing: skipped.
  */
 async function copyFile(w: ArchiveWriter, abs: string, rel: string): Promise<boolean> {
-  let fh: fsp.FileHandle;
+  let fd: number;
   try {
-    fh = await fsp.open(abs, 'r');
+    fd = fs.openSync(abs, 'r');
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return false;
     throw e;
   }
   try {
-    const size = (await fh.stat()).size;
-    await w.write(entryHead(rel, size));
+    const size = fs.fstatSync(fd).size;
+    w.write(entryHead(rel, size));
     const buf = Buffer.allocUnsafe(Math.min(CHUNK_BYTES, Math.max(size, 1)));
     let done = 0;
     while (done < size) {
-      const { bytesRead } = await fh.read(buf, 0, Math.min(buf.length, size - done), done);
-      if (bytesRead === 0) throw new Error(`${rel} shrank while it was archived`);
-      await w.write(buf.subarray(0, bytesRead));
-      done += bytesRead;
+      const n = fs.readSync(fd, buf, 0, Math.min(buf.length, size - done), done);
+      if (n === 0) throw new Error(`${rel} shrank while it was archived`);
+      w.write(buf.subarray(0, n));
+      done += n;
+      await maybeYield(n);
     }
+    await maybeYield(256);
     return true;
   } finally {
-    await fh.close();
+    fs.closeSync(fd);
   }
+}
+
+/** Bytes copied and encrypted between two turns of the event loop (many small files count too). */
+const YIELD_BYTES = 4 * CHUNK_BYTES;
+let sinceYield = 0;
+
+/** A few megabytes (a few milliseconds) per turn of the loop, then requests run. */
+async function maybeYield(bytes: number): Promise<void> {
+  sinceYield += bytes;
+  if (sinceYield < YIELD_BYTES) return;
+  sinceYield = 0;
+  await new Promise<void>((r) => setImmediate(r));
 }
 
 /** Makes a rename durable (POSIX: the directory entry is data of the directory). */
