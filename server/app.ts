@@ -14,6 +14,12 @@ import { coreRoutes } from './core-routes.ts';
 import { LiveHub } from './live.ts';
 import { StreamSlots } from './http/streams.ts';
 import { AppError, ConfigError } from './errors.ts';
+import { z } from 'zod';
+import { BACKUP_QUEUE } from './backup/service.ts';
+import { backupRoutes } from './backup/routes.ts';
+import { applyPendingRestore } from './backup/restore.ts';
+import { defaultDataDir } from './config.ts';
+import { systemClock } from './clock.ts';
 import type { Tenant } from './tenancy.ts';
 import type { Socket } from 'node:net';
 import type { Logger } from './log.ts';
@@ -66,7 +72,10 @@ export class Appliance {
 
   /** Opens the store, validates config and loads plugins; does not listen yet. */
   static async create(opts: ApplianceOptions = {}): Promise<Appliance> {
+    // A restore staged from the console takes the data dir's place before the store opens.
+    const restoredFrom = applyPendingRestore(path.resolve(opts.dataDir ?? defaultDataDir(opts.env)), (opts.clock ?? systemClock).now());
     const core = openCore(opts);
+    if (restoredFrom) core.log.warn({ previous: restoredFrom }, 'a restore staged from the console was applied; the previous data is kept');
     try {
       const first = await bootstrap(core);
       if (first) opts.onFirstRun?.(first);
@@ -85,6 +94,14 @@ export class Appliance {
         a.dispatcher,
         () => a.host,
         () => core.events.catalog(),
+        () => core.backups.state(),
+      ))
+        a.dispatcher.add('core', def);
+      for (const def of backupRoutes(
+        core.backups,
+        core.config.dataDir,
+        () => plugins,
+        () => core.clock.now(),
       ))
         a.dispatcher.add('core', def);
       a.live = new LiveHub(core.db, core.events, () => a.host, core.keys.store, a.streams);
@@ -222,6 +239,16 @@ export class Appliance {
   async start(): Promise<{ url: string; port: number }> {
     const c = this.core;
     await this.host.startAll();
+    c.jobs.define({
+      name: BACKUP_QUEUE,
+      schema: z.object({ due: z.number() }),
+      maxAttempts: 1,
+      concurrency: 1,
+      // A large store takes a while: the lease outlasts it, so no second runner starts a copy.
+      leaseMs: 6 * 3_600_000,
+      run: () => c.backups.runScheduled(),
+    });
+    c.backups.ensureNext();
     c.jobs.start();
     c.events.start();
     this.#stopCheckpoints = startCheckpoints(c.db, c.config.store.checkpointMs, (e) => c.log.warn({ err: e }, 'checkpoint failed'));

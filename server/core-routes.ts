@@ -7,9 +7,15 @@ import type { PluginHost } from './plugin-host.ts';
 import type { DeclaredEvent } from './events.ts';
 import { BUILD, PRODUCT_NAME } from './build-info.ts';
 import { PAGE_DEFAULT, PAGE_MAX } from './http/envelope.ts';
+import type { BackupState } from './backup/service.ts';
 
 /** Routes the core itself serves: health, readiness, the API description and the v1 root. */
-export function coreRoutes(dispatcher: Dispatcher, host: () => PluginHost | undefined, events?: () => readonly DeclaredEvent[]): RouteDef[] {
+export function coreRoutes(
+  dispatcher: Dispatcher,
+  host: () => PluginHost | undefined,
+  events?: () => readonly DeclaredEvent[],
+  backup?: () => BackupState,
+): RouteDef[] {
   let cached: { at: number; doc: unknown } | undefined;
   const openapi = () => {
     // Routes are sealed at start, so the description is built once.
@@ -39,10 +45,24 @@ export function coreRoutes(dispatcher: Dispatcher, host: () => PluginHost | unde
         const h = host();
         const plugins = h?.status() ?? [];
         const ready = !!h && plugins.every((p) => !p.required || p.state === 'started');
-        const degraded = plugins.some((p) => p.health?.status === 'degraded' || (!p.required && p.state === 'failed'));
+        const b = backup?.();
+        // A failing or overdue backup schedule degrades readiness without making it unready: the
+        // appliance serves, but the operator must look (the dashboard says the same).
+        const backupDegraded = b?.health === 'failing' || b?.health === 'overdue';
+        const degraded = backupDegraded || plugins.some((p) => p.health?.status === 'degraded' || (!p.required && p.state === 'failed'));
         const body = {
           status: ready ? (degraded ? 'degraded' : 'ready') : 'starting',
           build: BUILD,
+          ...(b
+            ? {
+                backup: {
+                  health: b.health,
+                  lastSuccess: b.lastSuccess?.at ?? null,
+                  lastFailure: b.lastFailure ? { at: b.lastFailure.at, reason: b.lastFailure.reason } : null,
+                  nextRun: b.nextRun,
+                },
+              }
+            : {}),
           plugins: Object.fromEntries(
             plugins.map((p) => [
               p.name,

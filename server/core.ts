@@ -14,6 +14,7 @@ import { systemClock, type Clock } from './clock.ts';
 import type { AnyPlugin, AuditInput, AuditWriter } from './plugin.ts';
 import type { Tenant } from './tenancy.ts';
 import type { DestinationStream } from 'pino';
+import { BACKUP_FAILED, BackupService, backupFailedSchema } from './backup/service.ts';
 
 /*
  * The core without HTTP: the store, keys and services that the server and every CLI command open
@@ -53,6 +54,8 @@ export interface CoreServices {
   clock: Clock;
   log: Logger;
   audit: DelegatingAudit;
+  /** Backups: on demand, scheduled, their state (server/backup). */
+  backups: BackupService;
 }
 
 /** ctx.audit: forwards to the writer the audit plugin provides; logs when there is none. */
@@ -84,7 +87,11 @@ export function openCore(opts: ApplianceOptions): CoreServices {
   const nodeId = secrets.getOrCreate('node-id', () => crypto.randomBytes(6).toString('hex'));
   const jobs = new JobQueue(db, clock, log.child({ part: 'jobs' }), { pollMs: config.jobs.pollMs, leaseMs: config.jobs.leaseMs, nodeId });
   const events = new EventBus(db, clock, log.child({ part: 'events' }));
-  return { config, db, keys, secrets, tenants, users, auth, jobs, events, limiter: new RateLimiter(), clock, log, audit: new DelegatingAudit(log) };
+  // The core's own event: a failed backup reaches the primary tenant's webhooks like any plugin's.
+  events.declare('core', BACKUP_FAILED, backupFailedSchema);
+  const audit = new DelegatingAudit(log);
+  const backups = new BackupService({ db, dataDir: config.dataDir, keys, secrets, clock, log: log.child({ part: 'backup' }), events, jobs, tenants, audit });
+  return { config, db, keys, secrets, tenants, users, auth, jobs, events, limiter: new RateLimiter(), clock, log, audit, backups };
 }
 
 /** First start: primary tenant, first admin with a generated password, admin HMAC secret. */

@@ -70,6 +70,13 @@ export const ERROR_CODES = [
   'invalid_phone',
   'schedule_in_past',
   'trunk_in_use',
+  // backups (server/backup)
+  /** 400: an archive refused: wrong passphrase or recovery key, damaged, altered or truncated. */
+  'invalid_archive',
+  /** 409: a backup is already being made. */
+  'backup_in_progress',
+  /** 500-free failure of making a backup (disk full, target not writable): 503 with the reason. */
+  'backup_failed',
   // webhooks
   'invalid_url',
   'address_refused',

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { DB } from './store/db.ts';
 import { ENV } from './config.ts';
+import { wrapWith, type WrappedKey } from './backup/archive.ts';
 
 /**
  * The appliance master key and secrets sealed with it. Secrets that must be used later (webhook
@@ -51,6 +52,11 @@ export class KeyService {
   /** Derives a purpose-bound subkey, so one master key never signs two kinds of thing. */
   subkey(purpose: string): Buffer {
     return Buffer.from(crypto.hkdfSync('sha256', this.#key, Buffer.alloc(0), `sovcomms:${purpose}`, 32));
+  }
+
+  /** The master key sealed under a backup archive's wrap key: it leaves this class only so. */
+  wrapFor(wrapKey: Buffer): WrappedKey {
+    return wrapWith(wrapKey, this.#key);
   }
 
   seal(plain: string | Buffer, aad = ''): string {

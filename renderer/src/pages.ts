@@ -29,6 +29,7 @@ const Trust = lazy(() => import('./pages/Trust.tsx'));
 const Certificates = lazy(() => import('./pages/Certificates.tsx'));
 const Tenants = lazy(() => import('./pages/Tenants.tsx'));
 const Chat = lazy(() => import('./pages/Chat.tsx'));
+const Backups = lazy(() => import('./pages/Backups.tsx'));
 
 /** Every page of the console, in menu order. The shell builds the menu and the routes from this. */
 export const PAGES: readonly ConsolePage[] = [
@@ -45,6 +46,7 @@ export const PAGES: readonly ConsolePage[] = [
   { path: '/trust', key: 'trust', page: Trust, roles: ['admin'] },
   { path: '/certificates', key: 'certificates', page: Certificates, roles: ['admin'] },
   { path: '/tenants', key: 'tenants', page: Tenants, roles: ['admin'] },
+  { path: '/backups', key: 'backups', page: Backups, roles: ['admin'] },
 ];
 
 /** The role the console offers pages by: anything but an admin sees what a user sees. */

@@ -40,6 +40,8 @@ const COMMANDS: { argv: string[]; code: number }[] = [
   { argv: ['admin-secret', 'sign', 'whitelist-add'], code: 0 },
   { argv: ['migrate'], code: 0 },
   { argv: ['doctor'], code: 0 },
+  { argv: ['backup', 'create'], code: 0 },
+  { argv: ['backup', 'list'], code: 0 },
   { argv: ['ca', 'status'], code: 0 },
   { argv: ['client', 'list'], code: 0 },
   { argv: ['webhook', 'list'], code: 0 },

@@ -44,6 +44,8 @@ export function Dashboard() {
   });
   const lotl = useQuery({ queryKey: ['status', 'lotl'], queryFn: () => call(api.GET('/lotl.ashx?status', { params: { query: { status: '' } } })) });
   const ca = useQuery({ queryKey: ['status', 'ca'], queryFn: () => call(api.GET('/rp-cert.ashx?status', { params: { query: { status: '' } } })) });
+  // Super-admins only (others are answered 403): the card is left out for them, not an error.
+  const backup = useQuery({ queryKey: ['backups', 'status'], queryFn: () => call(api.GET('/api.ashx/v1/backups/status')), retry: false });
   const stale = (lotl.data?.lists ?? []).filter((l) => l.stale);
   const s = stats.data;
   const chart = (s?.hours ?? []).map((h) => ({
@@ -146,6 +148,35 @@ export function Dashboard() {
             </Text>
           </Stack>
         </Card>
+        {backup.data && (
+          <Card withBorder>
+            <Title order={2} size="h4" mb="sm">
+              {t('dashboard.backup')}
+            </Title>
+            <Stack gap={4}>
+              <Text size="sm">
+                {t('backups.health')}:{' '}
+                <Badge
+                  data-testid="dashboard-backup-health"
+                  color={backup.data.health === 'ok' ? 'green' : backup.data.health === 'unconfigured' ? 'gray' : 'red'}
+                >
+                  {t(`backups.healthStates.${backup.data.health}`)}
+                </Badge>
+              </Text>
+              <Text size="sm">
+                {t('backups.lastSuccess')}: {backup.data.lastSuccess ? when(backup.data.lastSuccess.at) : t('backups.never')}
+              </Text>
+              {backup.data.lastFailure && (
+                <Text size="sm" c="red">
+                  {t('backups.lastFailure')}: {when(backup.data.lastFailure.at)}: {backup.data.lastFailure.reason}
+                </Text>
+              )}
+              <Text size="sm">
+                {t('backups.nextRun')}: {backup.data.nextRun ? when(backup.data.nextRun) : '–'}
+              </Text>
+            </Stack>
+          </Card>
+        )}
       </SimpleGrid>
       <Card withBorder>
         <Title order={2} size="h4" mb="sm">
