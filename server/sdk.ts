@@ -75,3 +75,6 @@ export function resourcePath(...segments: string[]): string {
   if (p !== RESOURCES && !p.startsWith(RESOURCES + path.sep)) throw new Error(`resource path escapes resources/: ${segments.join('/')}`);
   return p;
 }
+
+/** The appliance's backup state (schedule, target, last runs): for a plugin that shows it, e.g. a setup checklist. */
+export { readBackupState, type BackupState } from './backup/service.ts';

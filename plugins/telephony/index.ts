@@ -1,4 +1,4 @@
-import { bearerToken, definePlugin, sqlMigrations } from '../../server/sdk.ts';
+import { bearerToken, definePlugin, readBackupState, sqlMigrations } from '../../server/sdk.ts';
 import { TelephonyAdmin } from './trunks/admin.ts';
 import { BridgeLink } from './bridge-link/link.ts';
 import { CallKinds } from './calls/kinds.ts';
@@ -170,7 +170,16 @@ export default definePlugin({
     bridgeHttp(r, s);
     officeTabRoutes(r, s.officeTabs);
     promptHttp(r, s);
-    setupHttp(r, s, setupItems({ admin: s.admin, config: ctx.config }));
+    setupHttp(
+      r,
+      s,
+      setupItems({
+        admin: s.admin,
+        config: ctx.config,
+        // The appliance's backup schedule (core, `sovcomms backup schedule`): its target once set.
+        backup: () => ({ target: readBackupState(ctx.db, ctx.paths.dataDir, ctx.clock.now()).schedule?.target ?? null }),
+      }),
+    );
     roomRoutes(r, s.rooms, s.roomSignIn, ctx.auth, ctx.audit, {
       joinsPerMinute: ctx.config.rooms.joinsPerMinutePerIp,
       viewsPerMinute: ctx.config.shares.viewsPerMinutePerIp,

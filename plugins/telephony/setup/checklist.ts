@@ -106,10 +106,11 @@ export function setupItems(d: SetupDeps): SetupItem[] {
     },
     {
       id: 'backup-target',
+      form: '/backups',
       check: () => {
         const b = d.backup?.();
         if (!b) return { state: 'not-available', detail: 'backups are not available on this appliance yet' };
-        return done(!!b.target, `backups to ${b.target ?? ''}`, 'no backup target');
+        return done(!!b.target, `backups to ${b.target ?? ''}`, 'no scheduled backup (sovcomms backup schedule, or the Backups page)');
       },
     },
   ];

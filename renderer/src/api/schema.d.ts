@@ -221,6 +221,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api.ashx/v1/auditlog/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The audit entries of a filter (as GET /auditlog: event, user, since) as CSV, newest first, at most 50000 rows
+         * @description RFC 4180 with a UTF-8 BOM; a cell starting with = + - @ gets a leading ' (no formula runs when it is opened in a spreadsheet).
+         */
+        get: operations["get_api_ashx_v1_auditlog_export"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api.ashx/v1/backups": {
         parameters: {
             query?: never;
@@ -377,6 +397,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api.ashx/v1/calls/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The calls of a filter (as GET /calls: status, phone, since, until) as CSV, newest first, at most 50000 rows
+         * @description RFC 4180 with a UTF-8 BOM; a cell starting with = + - @ gets a leading ' (no formula runs when it is opened in a spreadsheet).
+         */
+        get: operations["get_api_ashx_v1_calls_export"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api.ashx/v1/calls/stats": {
         parameters: {
             query?: never;
@@ -403,7 +443,7 @@ export interface paths {
         };
         /**
          * Live feed of the tenant's events and the appliance's status (text/event-stream; resumable with Last-Event-ID)
-         * @description Frames: `event: <event name>` + `id: <n>` + `data: {"id","name","data","ts"}` for durable events (resume with the `Last-Event-ID` header or `?since=`; nothing missed is lost), `event: status` + `data: {plugins}` on connect and on every change, `event: notice` + `data: {"name","data"}` for passing changes that are not stored events (`webhook.delivery`: `{subscriptionId, deliveryId?, state?}`; not replayed, reload the view after a reconnect), `event: hello` + `data: {"lastId"}` first, `event: reset` when more than 5000 events were missed, and a `: ping` comment every 15 s.
+         * @description Frames: `event: <event name>` + `id: <n>` + `data: {"id","name","data","ts"}` for durable events (resume with the `Last-Event-ID` header or `?since=`; nothing missed is lost), `event: status` + `data: {plugins}` on connect and on every change, `event: notice` + `data: {"name","data"}` for passing changes that are not stored events (`webhook.delivery`: `{subscriptionId, deliveryId?, state?}`; `call.state`: `{callId, status}` on every change of an outbound call, scheduled, dispatched, cancelled or ended; `<collection>.changed`: `{}` after each admin change over the API, by whoever made it, e.g. `trunks.changed`, `outbound-routes.changed`, `numbers.changed`, `users.changed`, `apikeys.changed`, `webhooks.changed`, `calls.changed`; not replayed, reload the view after a reconnect), `event: hello` + `data: {"lastId"}` first, `event: reset` when more than 5000 events were missed, and a `: ping` comment every 15 s.
          */
         get: operations["get_api_ashx_v1_events"];
         put?: never;
@@ -585,6 +625,43 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api.ashx/v1/prompts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The tenant's prompts, by slug: a call's systemPrompt may name one */
+        get: operations["get_api_ashx_v1_prompts"];
+        put?: never;
+        /** Add a prompt (slug: 1-64 of a-z, 0-9, - and _, starting and ending with a letter or digit) */
+        post: operations["post_api_ashx_v1_prompts"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api.ashx/v1/prompts/{slug}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One prompt */
+        get: operations["get_api_ashx_v1_prompts_slug_"];
+        /** Replace a prompt's text, or add it */
+        put: operations["put_api_ashx_v1_prompts_slug_"];
+        post?: never;
+        /** Remove a prompt (calls created with it keep its text) */
+        delete: operations["delete_api_ashx_v1_prompts_slug_"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api.ashx/v1/rooms/join": {
         parameters: {
             query?: never;
@@ -636,6 +713,23 @@ export interface paths {
         put?: never;
         /** Ends the room session of this browser (removes its cookie); idempotent */
         post: operations["post_api_ashx_v1_rooms_sign_out"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api.ashx/v1/setup/checklist": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The setup checklist: AI engine key, a registered trunk, an outbound route, a default trunk, SIP on the LAN, mail relay, backup target; each item's state and its console form */
+        get: operations["get_api_ashx_v1_setup_checklist"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -823,6 +917,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api.ashx/v1/transcripts/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The transcript summaries of a filter (as GET /transcripts: source, q, since) as CSV, newest first, at most 50000 rows
+         * @description RFC 4180 with a UTF-8 BOM; a cell starting with = + - @ gets a leading ' (no formula runs when it is opened in a spreadsheet).
+         */
+        get: operations["get_api_ashx_v1_transcripts_export"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api.ashx/v1/users": {
         parameters: {
             query?: never;
@@ -919,6 +1033,23 @@ export interface paths {
         };
         /** Webhook subscriptions of the tenant (never the secret) */
         get: operations["get_api_ashx_v1_webhooks"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api.ashx/v1/webhooks/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The events a webhook subscription may name: every declared event with its plugin and description (payloads: /openapi.json webhooks) */
+        get: operations["get_api_ashx_v1_webhooks_events"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2455,6 +2586,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/rp-cert.ashx?cert": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One issued certificate (PEM, as a download), by serial */
+        get: operations["get_rp_cert_ashx_cert"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/rp-cert.ashx?cps": {
         parameters: {
             query?: never;
@@ -2901,7 +3049,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Remove a SIP trunk */
+        /**
+         * Remove a SIP trunk; one the outbound routes list is refused (409 trunk_in_use naming them) unless force
+         * @description With `force: true` the trunk is taken out of every outbound route that lists it, and a route left without a trunk is deleted, in one transaction with the removal (`routesChanged`, `routesRemoved` in the answer).
+         */
         post: operations["post_signal_ashx_trunks_remove"];
         delete?: never;
         options?: never;
@@ -3167,6 +3318,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/signal.ashx?webhooks=update": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Edit a webhook subscription: its receiver URL (checked as on add) and events; the secret and the delivery log stay */
+        post: operations["post_signal_ashx_webhooks_update"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/signal.ashx?whitelist=add": {
         parameters: {
             query?: never;
@@ -3176,7 +3344,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Add a number to the PSTN whitelist (HMAC bucket whitelist-add|Host|bodyLen) */
+        /** Add a number to the PSTN whitelist (HMAC bucket whitelist-add|Host|bodyLen); a listed number takes the new comment */
         post: operations["post_signal_ashx_whitelist_add"];
         delete?: never;
         options?: never;
@@ -3195,6 +3363,23 @@ export interface paths {
         get: operations["get_signal_ashx_whitelist_list"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/signal.ashx?whitelist=remove": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Remove a number from the PSTN whitelist (HMAC bucket whitelist-remove|Host|bodyLen) */
+        post: operations["post_signal_ashx_whitelist_remove"];
         delete?: never;
         options?: never;
         head?: never;
@@ -3526,7 +3711,248 @@ export interface paths {
         trace?: never;
     };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "backup.failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * backup.failed (declared by core)
+         * @description Declared by the core plugin. Delivered to subscriptions naming `backup.failed` or `*`, signed (X-Service-Signature, webhook-signature).
+         */
+        post: operations["event_backup_failed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "call.answered": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * An outbound AI or SIP-inbound AI call was answered (200 OK); arrives just before call.started (not for browser calls)
+         * @description Declared by the telephony plugin. Delivered to subscriptions naming `call.answered` or `*`, signed (X-Service-Signature, webhook-signature).
+         */
+        post: operations["event_call_answered"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "call.ended": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A SIP-inbound or virtual-number call ended
+         * @description Declared by the telephony plugin. Delivered to subscriptions naming `call.ended` or `*`, signed (X-Service-Signature, webhook-signature).
+         */
+        post: operations["event_call_ended"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "call.started": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The AI conversation of a call started: outbound AI, SIP inbound or a virtual-number room
+         * @description Declared by the telephony plugin. Delivered to subscriptions naming `call.started` or `*`, signed (X-Service-Signature, webhook-signature).
+         */
+        post: operations["event_call_started"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "call.transferred": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The AI handed the call over to a person or a number (the transfer_to_user tool)
+         * @description Declared by the telephony plugin. Delivered to subscriptions naming `call.transferred` or `*`, signed (X-Service-Signature, webhook-signature).
+         */
+        post: operations["event_call_transferred"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "outbound-ai.finished": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * An outbound AI call attempt finished, answered or not (errorDetail on a technical failure)
+         * @description Declared by the telephony plugin. Delivered to subscriptions naming `outbound-ai.finished` or `*`, signed (X-Service-Signature, webhook-signature).
+         */
+        post: operations["event_outbound_ai_finished"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "presentation.verified": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A wallet presentation was verified: which session, client and credential format, and the names of the claims disclosed
+         * @description Declared by the wallet-verifier plugin. Delivered to subscriptions naming `presentation.verified` or `*`, signed (X-Service-Signature, webhook-signature).
+         */
+        post: operations["event_presentation_verified"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "transcript.saved": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A call transcript was saved (GET /api.ashx/v1/transcripts/{callId} has it)
+         * @description Declared by the telephony plugin. Delivered to subscriptions naming `transcript.saved` or `*`, signed (X-Service-Signature, webhook-signature).
+         */
+        post: operations["event_transcript_saved"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "transcript.share.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A transcript share link was created (token: its last 8 characters only)
+         * @description Declared by the telephony plugin. Delivered to subscriptions naming `transcript.share.created` or `*`, signed (X-Service-Signature, webhook-signature).
+         */
+        post: operations["event_transcript_share_created"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "transcript.share.revoked": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A transcript share link was revoked
+         * @description Declared by the telephony plugin. Delivered to subscriptions naming `transcript.share.revoked` or `*`, signed (X-Service-Signature, webhook-signature).
+         */
+        post: operations["event_transcript_share_revoked"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "transcript.share.viewed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A transcript share link was opened
+         * @description Declared by the telephony plugin. Delivered to subscriptions naming `transcript.share.viewed` or `*`, signed (X-Service-Signature, webhook-signature).
+         */
+        post: operations["event_transcript_share_viewed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "webhook.test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A test delivery requested from the console or the API (sent only to the named subscription)
+         * @description Declared by the webhooks plugin. Delivered to subscriptions naming `webhook.test` or `*`, signed (X-Service-Signature, webhook-signature).
+         */
+        post: operations["event_webhook_test"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         Error: {
@@ -3534,7 +3960,7 @@ export interface components {
              * @description stable error code (server/errors.ts ERROR_CODES)
              * @enum {string}
              */
-            error: "invalid_request" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "server_error" | "plugin_unavailable" | "login_required" | "invalid_csrf" | "conflict" | "tenant_limit" | "invalid_token" | "insufficient_scope" | "invalid_signature" | "stale_signature" | "replayed_signature" | "invalid_grant" | "invalid_client" | "unauthorized_client" | "unsupported_grant_type" | "invalid_scope" | "access_denied" | "invalid_client_metadata" | "invalid_redirect_uri" | "interaction_required" | "consent_required" | "account_selection_required" | "unsupported_response_type" | "invalid_request_object" | "request_not_supported" | "request_uri_not_supported" | "temporarily_unavailable" | "weak_password" | "duplicate_user" | "duplicate_tenant" | "cannot_remove_primary" | "confirm_mismatch" | "tenant_switch_not_allowed" | "storage_full" | "cannot_disable_self" | "last_admin" | "already_claimed" | "already_revoked" | "passkey_rejected" | "invalid_key" | "duplicate_route" | "cannot_delete_catchall" | "bridge_not_configured" | "bridge_unreachable" | "bridge_protocol" | "bridge_error" | "no_capacity" | "room_unavailable" | "duplicate_call" | "not_whitelisted" | "no_route" | "no_trunk" | "invalid_phone" | "invalid_archive" | "backup_in_progress" | "backup_failed" | "invalid_url" | "address_refused" | "invalid_origin" | "too_many_subscriptions" | "subscription_paused" | "delivery_in_progress" | "ca_unavailable" | "ca_exists" | "invalid_csr" | "invalid_client_id" | "hsm_error" | "invalid_list" | "import_failed" | "range_not_satisfiable" | "upgrade_required" | "invalid_proof" | "invalid_nonce" | "unsupported_credential_type" | "unsupported_proof_type" | "unsupported_credential_format" | "unknown_credential_configuration" | "invalid_credential_request" | "credential_request_denied" | "mdoc_verify_not_configured" | "invalid_presentation" | "session_expired" | "session_finished" | "replayed_presentation" | "duplicate_anchor";
+            error: "invalid_request" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "server_error" | "plugin_unavailable" | "login_required" | "invalid_csrf" | "conflict" | "tenant_limit" | "invalid_token" | "insufficient_scope" | "invalid_signature" | "stale_signature" | "replayed_signature" | "invalid_grant" | "invalid_client" | "unauthorized_client" | "unsupported_grant_type" | "invalid_scope" | "access_denied" | "invalid_client_metadata" | "invalid_redirect_uri" | "interaction_required" | "consent_required" | "account_selection_required" | "unsupported_response_type" | "invalid_request_object" | "request_not_supported" | "request_uri_not_supported" | "temporarily_unavailable" | "weak_password" | "duplicate_user" | "duplicate_tenant" | "cannot_remove_primary" | "confirm_mismatch" | "tenant_switch_not_allowed" | "storage_full" | "cannot_disable_self" | "last_admin" | "already_claimed" | "already_revoked" | "passkey_rejected" | "invalid_key" | "duplicate_route" | "cannot_delete_catchall" | "bridge_not_configured" | "bridge_unreachable" | "bridge_protocol" | "bridge_error" | "no_capacity" | "room_unavailable" | "duplicate_call" | "not_whitelisted" | "no_route" | "no_trunk" | "invalid_phone" | "schedule_in_past" | "trunk_in_use" | "invalid_archive" | "backup_in_progress" | "backup_failed" | "invalid_url" | "address_refused" | "invalid_origin" | "too_many_subscriptions" | "subscription_paused" | "delivery_in_progress" | "unknown_event" | "ca_unavailable" | "ca_exists" | "invalid_csr" | "invalid_client_id" | "hsm_error" | "invalid_list" | "import_failed" | "range_not_satisfiable" | "upgrade_required" | "invalid_proof" | "invalid_nonce" | "unsupported_credential_type" | "unsupported_proof_type" | "unsupported_credential_format" | "unknown_credential_configuration" | "invalid_credential_request" | "credential_request_denied" | "mdoc_verify_not_configured" | "invalid_presentation" | "session_expired" | "session_finished" | "replayed_presentation" | "duplicate_anchor";
             error_description?: string;
             /** Format: uri */
             error_uri?: string;
@@ -4091,6 +4517,72 @@ export interface operations {
                         offset: number;
                         total: number;
                     };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_api_ashx_v1_auditlog_export: {
+        parameters: {
+            query?: {
+                /** @description case-insensitive substring of the event name */
+                event?: string;
+                /** @description ISO 8601, parsed as UTC; only newer events */
+                since?: string;
+                /** @description case-insensitive substring of the subject or e-mail */
+                user?: string;
+            };
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description CSV */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/csv": unknown;
                 };
             };
             /** @description bad input */
@@ -4701,12 +5193,22 @@ export interface operations {
                      * @description ISO 8601 date-time, Z or an offset such as +00:00; stored as UTC
                      */
                     scheduleAtUtc?: string;
+                    /** @description the prompt text, or the slug of one of the tenant's prompts (GET /prompts): 1-64 of a-z, 0-9, - and _ */
                     systemPrompt: string;
                     /**
                      * @default Aoede
                      * @enum {string}
                      */
                     voice?: "Achird" | "Aoede" | "Autonoe" | "Charon" | "Erinome" | "Fenrir" | "Kore" | "Laomedeia" | "Orus" | "Puck" | "Sadachbia" | "Schedar" | "Umbriel" | "Zephyr";
+                    /** @description what the AI does at a voicemail box: hang up (the default), or leave the message `text` and then hang up */
+                    voicemail?: {
+                        /** @constant */
+                        action: "hangup";
+                    } | {
+                        /** @constant */
+                        action: "message";
+                        text: string;
+                    };
                 };
             };
         };
@@ -4729,7 +5231,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description bad input, naming the field */
+            /** @description bad input, naming the field; schedule_in_past: scheduleAtUtc more than 60 s before now */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4952,6 +5454,72 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+        };
+    };
+    get_api_ashx_v1_calls_export: {
+        parameters: {
+            query?: {
+                /** @description calls to numbers starting with these digits */
+                phone?: string;
+                /** @description ISO 8601; only calls created at or after it */
+                since?: string;
+                /** @description comma-separated call states */
+                status?: string;
+                /** @description ISO 8601; only calls created before it */
+                until?: string;
+            };
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description CSV */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/csv": unknown;
+                };
+            };
+            /** @description bad filter */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
             };
         };
     };
@@ -5946,7 +6514,7 @@ export interface operations {
                         callId: string;
                         codec: string;
                         ringId: string;
-                        /** @description the appliance's SDP answer (ICE host candidates, DTLS-SRTP, PCMU or PCMA) */
+                        /** @description the appliance's SDP answer (ICE host candidates, DTLS-SRTP, Opus when the browser offers it, else PCMU or PCMA) */
                         sdp: string;
                     };
                 };
@@ -6184,6 +6752,387 @@ export interface operations {
             };
         };
     };
+    get_api_ashx_v1_prompts: {
+        parameters: {
+            query?: {
+                /** @description page size (default 50, capped at 500) */
+                limit?: number;
+                /** @description items to skip (default 0) */
+                offset?: number;
+            };
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description list envelope of prompts */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            createdAtUtc: string;
+                            createdBy: string;
+                            slug: string;
+                            text: string;
+                            updatedAtUtc: string;
+                        }[];
+                        limit: number;
+                        next: string | null;
+                        offset: number;
+                        total: number;
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_api_ashx_v1_prompts: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    slug: string;
+                    text: string;
+                };
+            };
+        };
+        responses: {
+            /** @description created prompt */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        createdAtUtc: string;
+                        createdBy: string;
+                        slug: string;
+                        text: string;
+                        updatedAtUtc: string;
+                    };
+                };
+            };
+            /** @description invalid_request naming slug or text */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description conflict (the slug exists); tenant_limit (limits.prompts) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_api_ashx_v1_prompts_slug_: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
+            path: {
+                slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description prompt */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        createdAtUtc: string;
+                        createdBy: string;
+                        slug: string;
+                        text: string;
+                        updatedAtUtc: string;
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    put_api_ashx_v1_prompts_slug_: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
+            path: {
+                slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    text: string;
+                };
+            };
+        };
+        responses: {
+            /** @description prompt */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        createdAtUtc: string;
+                        createdBy: string;
+                        slug: string;
+                        text: string;
+                        updatedAtUtc: string;
+                    };
+                };
+            };
+            /** @description invalid_request naming slug or text */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description tenant_limit (limits.prompts) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    delete_api_ashx_v1_prompts_slug_: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
+            path: {
+                slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description {deleted: prompt} */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        deleted: {
+                            createdAtUtc: string;
+                            createdBy: string;
+                            slug: string;
+                            text: string;
+                            updatedAtUtc: string;
+                        };
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     post_api_ashx_v1_rooms_join: {
         parameters: {
             query?: never;
@@ -6215,7 +7164,7 @@ export interface operations {
                         /** @description proves the leave request comes from this visitor; shown once */
                         leaveToken: string;
                         maxDurationSec: number;
-                        /** @description the appliance's SDP answer (ICE host candidates, DTLS-SRTP, PCMU or PCMA) */
+                        /** @description the appliance's SDP answer (ICE host candidates, DTLS-SRTP, Opus when the browser offers it, else PCMU or PCMA) */
                         sdp: string;
                     };
                 };
@@ -6341,6 +7290,74 @@ export interface operations {
             };
             /** @description bad input */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_api_ashx_v1_setup_checklist: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description checklist */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description every item that is available is done: the console stops showing the list */
+                        done: boolean;
+                        items: {
+                            detail: string;
+                            /** @description the console page (and tab) that does it */
+                            form?: string;
+                            id: string;
+                            /** @enum {string} */
+                            state: "done" | "todo" | "not-available";
+                        }[];
+                        /** @description where SIP listens (embedded bridge); null for a remote or no bridge */
+                        sip: {
+                            host: string;
+                            lan: boolean;
+                            port: number;
+                            transports: string[];
+                        } | null;
+                    };
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7401,6 +8418,71 @@ export interface operations {
             };
         };
     };
+    get_api_ashx_v1_transcripts_export: {
+        parameters: {
+            query?: {
+                q?: string;
+                /** @description ISO 8601 UTC; only startedUtc >= since */
+                since?: string;
+                /** @description vnum, outbound-ai, or both (the default) */
+                source?: "vnum" | "outbound-ai" | "both";
+            };
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description CSV */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/csv": unknown;
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     get_api_ashx_v1_users: {
         parameters: {
             query?: {
@@ -8076,6 +9158,82 @@ export interface operations {
                             /** @description last successful delivery */
                             lastFiredUtc: string | null;
                             url: string;
+                        }[];
+                        limit: number;
+                        next: string | null;
+                        offset: number;
+                        total: number;
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_api_ashx_v1_webhooks_events: {
+        parameters: {
+            query?: {
+                /** @description page size (default 50, capped at 500) */
+                limit?: number;
+                /** @description items to skip (default 0) */
+                offset?: number;
+            };
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description list envelope of event names, sorted by name */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            description: string;
+                            /** @description the event name a subscription lists (X-Service-Event) */
+                            name: string;
+                            /** @description the plugin that declares and emits it */
+                            plugin: string;
                         }[];
                         limit: number;
                         next: string | null;
@@ -9983,6 +11141,7 @@ export interface operations {
                                 /** Format: uri */
                                 url?: string;
                                 voice: string;
+                                voicemailMessage?: string;
                             };
                             /** @constant */
                             kind: "vnum";
@@ -10142,6 +11301,7 @@ export interface operations {
                                 /** Format: uri */
                                 url?: string;
                                 voice: string;
+                                voicemailMessage?: string;
                             };
                             /** @constant */
                             kind: "vnum";
@@ -13608,6 +14768,77 @@ export interface operations {
             };
         };
     };
+    get_rp_cert_ashx_cert: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                cert: string;
+                /** @description hex, colons and case ignored */
+                serial: string;
+            };
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the certificate */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-pem-file": unknown;
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     get_rp_cert_ashx_cps: {
         parameters: {
             query: {
@@ -13747,14 +14978,12 @@ export interface operations {
                     };
                 };
             };
-            /** @description bad input */
+            /** @description invalid_client_id: not a host name, or not a registered OIDC client of the tenant */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
+                content?: never;
             };
             /** @description missing or invalid credentials */
             401: {
@@ -14985,6 +16214,12 @@ export interface operations {
             content: {
                 "application/json": {
                     password?: string;
+                    /**
+                     * @description SRTP keyed by SDES (RFC 4568) on calls to the user's phones: required (RTP/SAVP, no call without), optional (used when the phone takes it), off
+                     * @default off
+                     * @enum {string}
+                     */
+                    srtp?: "required" | "optional" | "off";
                     user: string;
                 };
             };
@@ -15075,6 +16310,8 @@ export interface operations {
                             createdAtUtc: string;
                             /** @description phones registered now (from the bridge); null when unknown */
                             registered: number | null;
+                            /** @enum {string} */
+                            srtp: "required" | "optional" | "off";
                             user: string;
                             username: string;
                         }[];
@@ -15360,6 +16597,8 @@ export interface operations {
                             /** @description from the bridge /health; null when unknown or not registering */
                             registered: boolean | null;
                             /** @enum {string} */
+                            srtp: "required" | "optional" | "off";
+                            /** @enum {string} */
                             transport: "udp" | "tcp";
                             username: string;
                         }[];
@@ -15411,12 +16650,17 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /**
+                     * @description take the trunk out of the outbound routes that list it (a route left without a trunk is deleted)
+                     * @default false
+                     */
+                    force?: boolean;
                     id: string;
                 };
             };
         };
         responses: {
-            /** @description {ok, removed} */
+            /** @description {ok, removed, routesChanged, routesRemoved} */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -15463,6 +16707,13 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description trunk_in_use: outbound routes list the trunk (`routes` names them) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description rate limited (Retry-After) */
             429: {
                 headers: {
@@ -15494,11 +16745,12 @@ export interface operations {
                     callerId?: string;
                     /**
                      * @default [
+                     *       "G722",
                      *       "PCMU",
                      *       "PCMA"
                      *     ]
                      */
-                    codecs?: ("PCMU" | "PCMA")[];
+                    codecs?: ("G722" | "PCMU" | "PCMA")[];
                     /**
                      * @description locate the server by DNS SRV _sip._udp|_tcp.<host> (RFC 3263); port is the fallback
                      * @default false
@@ -15522,6 +16774,12 @@ export interface operations {
                     port?: number;
                     /** @default false */
                     register?: boolean;
+                    /**
+                     * @description SRTP keyed by SDES (RFC 4568) on its calls: required (RTP/SAVP, refused without), optional (used when the trunk takes it), off
+                     * @default off
+                     * @enum {string}
+                     */
+                    srtp?: "required" | "optional" | "off";
                     /**
                      * @default udp
                      * @enum {string}
@@ -15556,6 +16814,8 @@ export interface operations {
                         register: boolean;
                         /** @description from the bridge /health; null when unknown or not registering */
                         registered: boolean | null;
+                        /** @enum {string} */
+                        srtp: "required" | "optional" | "off";
                         /** @enum {string} */
                         transport: "udp" | "tcp";
                         username: string;
@@ -16025,7 +17285,7 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
-                    /** @description event names (array or comma-separated), or ["*"] */
+                    /** @description event names (array or comma-separated) from GET /api.ashx/v1/webhooks/events, or ["*"]; another name is 400 unknown_event */
                     events: string[] | string;
                     /** @description http(s) URL of the receiver */
                     url: string;
@@ -16058,14 +17318,12 @@ export interface operations {
                     };
                 };
             };
-            /** @description bad input */
+            /** @description invalid_url, address_refused, or unknown_event (an event no plugin declares; the body lists `known`) */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
+                content?: never;
             };
             /** @description missing or invalid credentials */
             401: {
@@ -16720,6 +17978,99 @@ export interface operations {
             };
         };
     };
+    post_signal_ashx_webhooks_update: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                webhooks: "update";
+            };
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description event names (array or comma-separated) from GET /api.ashx/v1/webhooks/events, or ["*"]; another name is 400 unknown_event */
+                    events?: string[] | string;
+                    id: string;
+                    /** @description http(s) URL of the receiver */
+                    url?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description the subscription */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description false after 20 consecutive failed deliveries, or a 410 from the receiver */
+                        active: boolean;
+                        createdAtUtc: string;
+                        createdBy: string;
+                        /** @description event names, or ["*"] for all */
+                        events: string[];
+                        /** @description consecutive failed deliveries */
+                        failures: number;
+                        /** @description 16 hex characters */
+                        id: string;
+                        /** @description last successful delivery */
+                        lastFiredUtc: string | null;
+                        url: string;
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     post_signal_ashx_whitelist_add: {
         parameters: {
             query: {
@@ -16743,7 +18094,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description {ok, number, added} */
+            /** @description {ok, number, added, updated}: updated when a listed number took a new comment */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -16840,6 +18191,89 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_signal_ashx_whitelist_remove: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                whitelist: "remove";
+            };
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    number: string;
+                };
+            };
+        };
+        responses: {
+            /** @description {ok, removed} */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        ok: boolean;
+                        removed: {
+                            addedAtUtc: string;
+                            addedBy: string;
+                            comment: string;
+                            number: string;
+                        };
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description rate limited (Retry-After) */
             429: {
@@ -17788,6 +19222,559 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
+            };
+        };
+    };
+    event_backup_failed: {
+        parameters: {
+            query?: never;
+            header: {
+                "X-Service-Attempt": "1" | "2" | "3" | "4";
+                /** @description stable across retries */
+                "X-Service-Delivery-Id": string;
+                "X-Service-Event": "backup.failed";
+                /** @description sha256=<hex HMAC-SHA256 of the raw body> */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    data: {
+                        at: string;
+                        reason: string;
+                        target: string;
+                        /** @enum {string} */
+                        trigger: "schedule" | "cli" | "api";
+                    };
+                    /** @constant */
+                    event: "backup.failed";
+                    /** @description the tenant's host name */
+                    tenant: string;
+                    /** Format: date-time */
+                    ts: string;
+                };
+            };
+        };
+        responses: {
+            /** @description received; anything else is retried (410 disables the subscription) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_call_answered: {
+        parameters: {
+            query?: never;
+            header: {
+                "X-Service-Attempt": "1" | "2" | "3" | "4";
+                /** @description stable across retries */
+                "X-Service-Delivery-Id": string;
+                "X-Service-Event": "call.answered";
+                /** @description sha256=<hex HMAC-SHA256 of the raw body> */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description An outbound AI or SIP-inbound AI call was answered (200 OK); arrives just before call.started (not for browser calls) */
+                    data: {
+                        answerMs: number;
+                        callId: string;
+                        did: string;
+                        /** @enum {string} */
+                        direction: "inbound" | "outbound";
+                        displayName: string;
+                        fromNumber: string;
+                        phone: string;
+                        source: string;
+                        trunkId: string;
+                    };
+                    /** @constant */
+                    event: "call.answered";
+                    /** @description the tenant's host name */
+                    tenant: string;
+                    /** Format: date-time */
+                    ts: string;
+                };
+            };
+        };
+        responses: {
+            /** @description received; anything else is retried (410 disables the subscription) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_call_ended: {
+        parameters: {
+            query?: never;
+            header: {
+                "X-Service-Attempt": "1" | "2" | "3" | "4";
+                /** @description stable across retries */
+                "X-Service-Delivery-Id": string;
+                "X-Service-Event": "call.ended";
+                /** @description sha256=<hex HMAC-SHA256 of the raw body> */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description A SIP-inbound or virtual-number call ended */
+                    data: {
+                        callId: string;
+                        durationSec: number;
+                        number: string;
+                        outcome: string;
+                        room: string;
+                        /** @enum {string} */
+                        source: "vnum" | "sip";
+                        tokens: number;
+                    };
+                    /** @constant */
+                    event: "call.ended";
+                    /** @description the tenant's host name */
+                    tenant: string;
+                    /** Format: date-time */
+                    ts: string;
+                };
+            };
+        };
+        responses: {
+            /** @description received; anything else is retried (410 disables the subscription) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_call_started: {
+        parameters: {
+            query?: never;
+            header: {
+                "X-Service-Attempt": "1" | "2" | "3" | "4";
+                /** @description stable across retries */
+                "X-Service-Delivery-Id": string;
+                "X-Service-Event": "call.started";
+                /** @description sha256=<hex HMAC-SHA256 of the raw body> */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The AI conversation of a call started: outbound AI, SIP inbound or a virtual-number room */
+                    data: {
+                        callId: string;
+                        did: string;
+                        /** @enum {string} */
+                        direction: "inbound" | "outbound";
+                        displayName: string;
+                        number: string;
+                        phone: string;
+                        room: string;
+                        source: string;
+                    };
+                    /** @constant */
+                    event: "call.started";
+                    /** @description the tenant's host name */
+                    tenant: string;
+                    /** Format: date-time */
+                    ts: string;
+                };
+            };
+        };
+        responses: {
+            /** @description received; anything else is retried (410 disables the subscription) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_call_transferred: {
+        parameters: {
+            query?: never;
+            header: {
+                "X-Service-Attempt": "1" | "2" | "3" | "4";
+                /** @description stable across retries */
+                "X-Service-Delivery-Id": string;
+                "X-Service-Event": "call.transferred";
+                /** @description sha256=<hex HMAC-SHA256 of the raw body> */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The AI handed the call over to a person or a number (the transfer_to_user tool) */
+                    data: {
+                        callId: string;
+                        fromOutbound: string;
+                        fromPhone: string;
+                        fromVnum: string;
+                        room: string;
+                        /** @enum {string} */
+                        source: "vnum" | "outbound-ai";
+                        toPhone: string;
+                        toUser: string;
+                        transferType: string;
+                        trunkId: string;
+                    };
+                    /** @constant */
+                    event: "call.transferred";
+                    /** @description the tenant's host name */
+                    tenant: string;
+                    /** Format: date-time */
+                    ts: string;
+                };
+            };
+        };
+        responses: {
+            /** @description received; anything else is retried (410 disables the subscription) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_outbound_ai_finished: {
+        parameters: {
+            query?: never;
+            header: {
+                "X-Service-Attempt": "1" | "2" | "3" | "4";
+                /** @description stable across retries */
+                "X-Service-Delivery-Id": string;
+                "X-Service-Event": "outbound-ai.finished";
+                /** @description sha256=<hex HMAC-SHA256 of the raw body> */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description An outbound AI call attempt finished, answered or not (errorDetail on a technical failure) */
+                    data: {
+                        answered: boolean;
+                        callId: string;
+                        displayName: string;
+                        errorDetail: string;
+                        inputTurns: number;
+                        outcome: string;
+                        outputTurns: number;
+                        phone: string;
+                        talkSec: number;
+                        trunk: string;
+                    };
+                    /** @constant */
+                    event: "outbound-ai.finished";
+                    /** @description the tenant's host name */
+                    tenant: string;
+                    /** Format: date-time */
+                    ts: string;
+                };
+            };
+        };
+        responses: {
+            /** @description received; anything else is retried (410 disables the subscription) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_presentation_verified: {
+        parameters: {
+            query?: never;
+            header: {
+                "X-Service-Attempt": "1" | "2" | "3" | "4";
+                /** @description stable across retries */
+                "X-Service-Delivery-Id": string;
+                "X-Service-Event": "presentation.verified";
+                /** @description sha256=<hex HMAC-SHA256 of the raw body> */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description A wallet presentation was verified: which session, client and credential format, and the names of the claims disclosed */
+                    data: {
+                        claimNames: string[];
+                        clientId: string;
+                        format: string;
+                        preset: string;
+                        sessionId: string;
+                    };
+                    /** @constant */
+                    event: "presentation.verified";
+                    /** @description the tenant's host name */
+                    tenant: string;
+                    /** Format: date-time */
+                    ts: string;
+                };
+            };
+        };
+        responses: {
+            /** @description received; anything else is retried (410 disables the subscription) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_transcript_saved: {
+        parameters: {
+            query?: never;
+            header: {
+                "X-Service-Attempt": "1" | "2" | "3" | "4";
+                /** @description stable across retries */
+                "X-Service-Delivery-Id": string;
+                "X-Service-Event": "transcript.saved";
+                /** @description sha256=<hex HMAC-SHA256 of the raw body> */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description A call transcript was saved (GET /api.ashx/v1/transcripts/{callId} has it) */
+                    data: {
+                        callId: string;
+                        displayName: string;
+                        file: string;
+                        number: string;
+                        outcome: string;
+                        phone: string;
+                        /** @enum {string} */
+                        source: "outbound-ai" | "vnum";
+                    };
+                    /** @constant */
+                    event: "transcript.saved";
+                    /** @description the tenant's host name */
+                    tenant: string;
+                    /** Format: date-time */
+                    ts: string;
+                };
+            };
+        };
+        responses: {
+            /** @description received; anything else is retried (410 disables the subscription) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_transcript_share_created: {
+        parameters: {
+            query?: never;
+            header: {
+                "X-Service-Attempt": "1" | "2" | "3" | "4";
+                /** @description stable across retries */
+                "X-Service-Delivery-Id": string;
+                "X-Service-Event": "transcript.share.created";
+                /** @description sha256=<hex HMAC-SHA256 of the raw body> */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description A transcript share link was created (token: its last 8 characters only) */
+                    data: {
+                        callId: string;
+                        createdBy: string;
+                        expiresUtc: string | null;
+                        file: string;
+                        shareId: string;
+                        token: string;
+                        ttlHours: number;
+                    };
+                    /** @constant */
+                    event: "transcript.share.created";
+                    /** @description the tenant's host name */
+                    tenant: string;
+                    /** Format: date-time */
+                    ts: string;
+                };
+            };
+        };
+        responses: {
+            /** @description received; anything else is retried (410 disables the subscription) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_transcript_share_revoked: {
+        parameters: {
+            query?: never;
+            header: {
+                "X-Service-Attempt": "1" | "2" | "3" | "4";
+                /** @description stable across retries */
+                "X-Service-Delivery-Id": string;
+                "X-Service-Event": "transcript.share.revoked";
+                /** @description sha256=<hex HMAC-SHA256 of the raw body> */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description A transcript share link was revoked */
+                    data: {
+                        callId: string;
+                        file: string;
+                        revokedBy: string;
+                        shareId: string;
+                        token: string;
+                    };
+                    /** @constant */
+                    event: "transcript.share.revoked";
+                    /** @description the tenant's host name */
+                    tenant: string;
+                    /** Format: date-time */
+                    ts: string;
+                };
+            };
+        };
+        responses: {
+            /** @description received; anything else is retried (410 disables the subscription) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_transcript_share_viewed: {
+        parameters: {
+            query?: never;
+            header: {
+                "X-Service-Attempt": "1" | "2" | "3" | "4";
+                /** @description stable across retries */
+                "X-Service-Delivery-Id": string;
+                "X-Service-Event": "transcript.share.viewed";
+                /** @description sha256=<hex HMAC-SHA256 of the raw body> */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description A transcript share link was opened */
+                    data: {
+                        callId: string;
+                        file: string;
+                        shareId: string;
+                        token: string;
+                        viewerIp: string;
+                    };
+                    /** @constant */
+                    event: "transcript.share.viewed";
+                    /** @description the tenant's host name */
+                    tenant: string;
+                    /** Format: date-time */
+                    ts: string;
+                };
+            };
+        };
+        responses: {
+            /** @description received; anything else is retried (410 disables the subscription) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_webhook_test: {
+        parameters: {
+            query?: never;
+            header: {
+                "X-Service-Attempt": "1" | "2" | "3" | "4";
+                /** @description stable across retries */
+                "X-Service-Delivery-Id": string;
+                "X-Service-Event": "webhook.test";
+                /** @description sha256=<hex HMAC-SHA256 of the raw body> */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description A test delivery requested from the console or the API (sent only to the named subscription) */
+                    data: {
+                        message: string;
+                        requestedBy: string;
+                        subscriptionId: string;
+                    };
+                    /** @constant */
+                    event: "webhook.test";
+                    /** @description the tenant's host name */
+                    tenant: string;
+                    /** Format: date-time */
+                    ts: string;
+                };
+            };
+        };
+        responses: {
+            /** @description received; anything else is retried (410 disables the subscription) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };

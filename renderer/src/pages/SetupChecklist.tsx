@@ -7,7 +7,7 @@ import { useLabel } from '../components/ui.tsx';
 
 const STATE_COLOR = { done: 'green', todo: 'orange', 'not-available': 'gray' } as const;
 /** What to do for the items no console form does (a setting of config.json, a part not built yet). */
-const HOW: Record<string, string> = { 'mail-relay': 'dashboard.setupHowMail', 'backup-target': 'dashboard.setupHowBackup' };
+const HOW: Record<string, string> = { 'mail-relay': 'dashboard.setupHowMail' };
 
 /** The server's checklist of what a first call needs (GET /api.ashx/v1/setup/checklist); shown until done. */
 export function useSetupChecklist() {

@@ -151,7 +151,7 @@ describe('console in Chromium', { timeout: 120_000 }, () => {
     await signInWithPassword(page);
     await page.getByTestId('setup-checklist').waitFor();
     await expect.poll(() => page.getByTestId('setup-engine-key').textContent()).toContain('to do');
-    expect(await page.getByTestId('setup-backup-target').textContent()).toContain('not available');
+    expect(await page.getByTestId('setup-backup-target').textContent()).toContain('to do');
     expect(await page.getByTestId('setup-sip-lan').textContent()).toContain('only this machine reaches it');
     expect(await page.getByTestId('sip-listens').textContent()).toMatch(/^SIP listens on: UDP\/TCP 127\.0\.0\.1:\d+ \(this machine only/);
     expect(await axe(page), 'axe on the dashboard with the checklist').toEqual([]);

@@ -31,7 +31,7 @@ const get = (key = s.adminKey, host?: string) => j(s.fetch(`${V1}/setup/checklis
 const states = (body: { items: { id: string; state: string }[] }) => Object.fromEntries(body.items.map((i) => [i.id, i.state]));
 
 describe('setup checklist (GET /api.ashx/v1/setup/checklist)', () => {
-  it('a new tenant: every item to do, in order, each with its console form; backup not available yet; SIP of a remote bridge not known', async () => {
+  it('a new tenant: every item to do, in order, each with its console form; no backup scheduled; SIP of a remote bridge not known', async () => {
     const r = await get();
     expect(r.status).toBe(200);
     expect(r.body.done).toBe(false);
@@ -42,7 +42,7 @@ describe('setup checklist (GET /api.ashx/v1/setup/checklist)', () => {
       ['default-trunk', '/telephony?tab=settings'],
       ['sip-lan', '/telephony?tab=settings'],
       ['mail-relay', undefined],
-      ['backup-target', undefined],
+      ['backup-target', '/backups'],
     ]);
     expect(states(r.body)).toEqual({
       'engine-key': 'todo',
@@ -51,7 +51,7 @@ describe('setup checklist (GET /api.ashx/v1/setup/checklist)', () => {
       'default-trunk': 'todo',
       'sip-lan': 'not-available',
       'mail-relay': 'done',
-      'backup-target': 'not-available',
+      'backup-target': 'todo',
     });
     expect(r.body.sip).toBeNull();
   });
