@@ -204,6 +204,11 @@ export default definePlugin({
     if (b.mode === 'off') return { status: 'ok', detail: { bridge: 'off' } };
     return b.state === 'ready'
       ? { status: 'ok', detail: { bridge: b.mode, state: b.state } }
-      : { status: 'degraded', reason: `bridge ${b.state}`, detail: { bridge: b.mode, lastExit: b.lastExit } };
+      : {
+          status: 'degraded',
+          // The bridge's own account of why it cannot start (the SIP port taken) is what the operator must act on.
+          reason: b.lastFailure ? `bridge ${b.state}: ${b.lastFailure.message}` : `bridge ${b.state}`,
+          detail: { bridge: b.mode, lastExit: b.lastExit, ...(b.lastFailure ? { failure: b.lastFailure.reason } : {}) },
+        };
   },
 });
