@@ -15,6 +15,7 @@ import { apikeyCommand } from './cli/apikey.ts';
 import { adminSecretCommand } from './cli/admin-secret.ts';
 import { migrateCommand } from './cli/migrate.ts';
 import { doctorCommand } from './cli/doctor.ts';
+import { metricsCommand } from './cli/metrics.ts';
 
 export type { CliIo } from './cli/io.ts';
 
@@ -27,6 +28,7 @@ const CORE_COMMANDS: Record<string, CoreCommand> = {
   'admin-secret': adminSecretCommand,
   migrate: migrateCommand,
   doctor: doctorCommand,
+  metrics: metricsCommand,
 };
 
 /** The plugin that every command loads beside its own: it writes the audit rows of changes. */
