@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import fs from 'node:fs';
 import net from 'node:net';
+import path from 'node:path';
 import { main, type CliIo } from '../../server/cli.ts';
 import { SCRAPE_TOKEN_SETTING } from '../../server/metrics.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
@@ -90,6 +92,10 @@ describe('GET /metrics', () => {
     expect(value(samples, 'sovcomms_issuer_credentials_issued_total')).toBe(0);
     expect(types.get('sovcomms_oidc_tokens_issued_total')).toBe('counter');
     expect(types.get('sovcomms_jobs')).toBe('gauge');
+    // Every series the Grafana dashboard under resources/ queries is one this server exposes.
+    const dash = fs.readFileSync(path.resolve(import.meta.dirname, '../../resources/grafana/sovcomms-dashboard.json'), 'utf8');
+    const used = new Set([...dash.matchAll(/sovcomms_[a-z0-9_]+/g)].map((m) => m[0]));
+    for (const name of used) expect(samples.some((x) => x.name === name) || types.has(name), `dashboard series ${name}`).toBe(true);
     // No label names a tenant or host.
     for (const x of samples) for (const k of Object.keys(x.labels)) expect(['tenant', 'host', 'user', 'call_id', 'trunk']).not.toContain(k);
   });
