@@ -24,6 +24,8 @@ import type { Tenant } from './tenancy.ts';
 import type { Socket } from 'node:net';
 import type { Logger } from './log.ts';
 import { bootstrap, loadBuiltinPlugins, openCore, type ApplianceOptions, type CoreServices } from './core.ts';
+import { Metrics, ScrapeTokens } from './metrics.ts';
+import { metricsRoute } from './metrics-route.ts';
 
 export { CORE_MIGRATIONS, DelegatingAudit, bootstrap, loadBuiltinPlugins, openCore, type ApplianceOptions, type CoreServices } from './core.ts';
 
@@ -33,6 +35,10 @@ export class Appliance {
   readonly dispatcher: Dispatcher;
   readonly app: express.Express;
   server: http.Server | https.Server | undefined;
+  /** `GET /metrics` (server/metrics.ts); undefined when `metrics.enabled` is false. */
+  readonly metrics: Metrics | undefined;
+  /** The separate metrics listener (`metrics.port`), when configured. */
+  metricsServer: http.Server | undefined;
   #stopCheckpoints: (() => void) | undefined;
   #housekeeping: NodeJS.Timeout | undefined;
   #sockets = new Set<Socket>();
@@ -67,6 +73,10 @@ export class Appliance {
         return a && typeof a === 'object' ? a.port : core.config.http.port;
       },
     });
+    const log = core.log.child({ part: 'metrics' });
+    this.metrics = core.config.metrics.enabled
+      ? new Metrics(core.db, log, () => this.host.metricFamilies((plugin, e) => log.warn({ plugin, err: (e as Error).message }, 'plugin metrics failed')))
+      : undefined;
     this.app = this.buildExpress();
   }
 
@@ -104,6 +114,11 @@ export class Appliance {
         () => core.clock.now(),
       ))
         a.dispatcher.add('core', def);
+      if (a.metrics) {
+        const route = metricsRoute(core, a.metrics, new ScrapeTokens(core.db));
+        // On its own listener (metrics.port) it is not served on the public one.
+        if (core.config.metrics.port === undefined) a.dispatcher.add('core', route);
+      }
       a.live = new LiveHub(core.db, core.events, () => a.host, core.keys.store, a.streams);
       a.dispatcher.add('core', a.live.route());
       a.host.registerRoutes(a.dispatcher, a.app, express.static);
@@ -150,6 +165,13 @@ export class Appliance {
       this.#inflight++;
       res.on('close', () => {
         this.#inflight--;
+        // The route's template (set by the dispatcher), never the raw path: bounded label values.
+        this.metrics?.observe(
+          (res.locals.route as string | undefined) ?? 'unmatched',
+          req.method,
+          res.statusCode,
+          Number(process.hrtime.bigint() - started) / 1e9,
+        );
         if (!this.core.log.isLevelEnabled('info')) return;
         // Path only: query strings can carry codes and tokens.
         getLog().info(
@@ -190,8 +212,10 @@ export class Appliance {
         if (this.host.isStarted(f.plugin) && f.handler(req, res)) {
           // Counted like Express requests, so shutdown drains the lean path too.
           this.#inflight++;
+          const started = process.hrtime.bigint();
           res.once('close', () => {
             this.#inflight--;
+            this.metrics?.observe(`pre-router:${f.plugin}`, req.method ?? 'GET', res.statusCode, Number(process.hrtime.bigint() - started) / 1e9);
           });
           return;
         }
@@ -298,12 +322,51 @@ export class Appliance {
       server.once('error', reject);
       server.listen(c.config.http.port, c.config.http.host, () => resolve());
     });
+    await this.listenMetrics();
     const port = (server.address() as AddressInfo).port;
     const hostPart = c.config.http.host.includes(':') ? `[${c.config.http.host}]` : c.config.http.host;
     const url = `${tls ? 'https' : 'http'}://${hostPart}:${port}`;
     c.log.info({ url, plugins: this.host.status().map((p) => `${p.name}:${p.state}`) }, 'appliance ready');
     this.#listeningResolve({ url, port });
     return { url, port };
+  }
+
+  /**
+   * `metrics.port`: /metrics alone on its own plain-HTTP listener (a scrape network, loopback by
+   * default), with the same credentials as on the public port; every other path is 404.
+   */
+  private async listenMetrics(): Promise<void> {
+    const m = this.core.config.metrics;
+    if (!this.metrics || m.port === undefined) return;
+    const route = metricsRoute(this.core, this.metrics, new ScrapeTokens(this.core.db));
+    const s = http.createServer((req, res) => {
+      void (async () => {
+        const requestId = newRequestId(req.headers['x-request-id']);
+        const send = (status: number, body: string, type: string, headers: Record<string, string> = {}) => {
+          res.writeHead(status, { 'Content-Type': type, 'Cache-Control': 'no-store', 'X-Request-Id': requestId, ...headers });
+          res.end(body);
+        };
+        try {
+          const url = new URL(req.url ?? '/', 'http://localhost');
+          if (url.pathname !== '/metrics') throw new AppError(404, 'not_found', `no endpoint at ${req.method} ${url.pathname}`);
+          if (req.method !== 'GET') throw new AppError(405, 'method_not_allowed', 'GET only', { headers: { Allow: 'GET' } });
+          const tenant = this.core.tenants.resolve(req.headers.host);
+          const ip = plainIp(req.socket.remoteAddress ?? '');
+          this.core.limiter.check('authenticated', ip, this.core.config.rateLimit.authenticatedPerMinute);
+          await this.core.auth.authenticate(route.auth, { headers: req.headers, tenant, rawHost: req.headers.host ?? '', bodyLen: 0 });
+          send(200, await this.metrics!.render(), this.metrics!.contentType);
+        } catch (e) {
+          const a = e instanceof AppError ? e : new AppError(500, 'server_error', `request ${requestId} failed`);
+          if (!(e instanceof AppError)) this.core.log.error({ err: e, requestId }, 'metrics request failed');
+          send(a.status, JSON.stringify({ error: a.code, error_description: a.message }), 'application/json', a.headers ?? {});
+        }
+      })();
+    });
+    this.metricsServer = s;
+    await new Promise<void>((resolve, reject) => {
+      s.once('error', reject);
+      s.listen(m.port, m.host, () => resolve());
+    });
   }
 
   /**
@@ -358,6 +421,13 @@ export class Appliance {
     const drainMs = c.config.http.drainMs;
     // Live streams never finish by themselves: end them first so the drain waits only for requests.
     this.live?.closeAll();
+    if (this.metricsServer) {
+      const ms = this.metricsServer;
+      await new Promise<void>((r) => {
+        ms.close(() => r());
+        ms.closeAllConnections();
+      });
+    }
     if (this.server) {
       const closed = new Promise<void>((r) => this.server!.close(() => r()));
       this.server.closeIdleConnections?.();

@@ -17,6 +17,8 @@ import { migrateCommand } from './cli/migrate.ts';
 import { doctorCommand } from './cli/doctor.ts';
 import { setupCommand } from './cli/setup.ts';
 import { backupCommand } from './cli/backup.ts';
+import { metricsCommand } from './cli/metrics.ts';
+import { serviceCommand } from './cli/service.ts';
 
 export type { CliIo } from './cli/io.ts';
 
@@ -31,6 +33,8 @@ const CORE_COMMANDS: Record<string, CoreCommand> = {
   migrate: migrateCommand,
   doctor: doctorCommand,
   backup: backupCommand,
+  metrics: metricsCommand,
+  service: serviceCommand,
 };
 
 /** The plugin that every command loads beside its own: it writes the audit rows of changes. */

@@ -90,6 +90,18 @@ export const coreConfigSchema = z
       .strict()
       .prefault({}),
     /**
+     * `GET /metrics` (Prometheus text format; server/metrics.ts). With `port` set it is served on
+     * that separate listener (`host`, default loopback) and not on the public one.
+     */
+    metrics: z
+      .object({
+        enabled: z.boolean().default(true),
+        host: z.string().min(1).default('127.0.0.1'),
+        port: z.number().int().min(0).max(65535).optional(),
+      })
+      .strict()
+      .prefault({}),
+    /**
      * LAN advertisement over mDNS (plugins/discovery): true, false, or unset: on when `http.host`
      * is not a loopback address.
      */

@@ -4,7 +4,7 @@ import type express from 'express';
 import { z } from 'zod';
 import { parseConfigSection } from './config.ts';
 import { migrate } from './store/migrate.ts';
-import type { AnyPlugin, PluginContext, PluginHealth, Paths, ServiceRef } from './plugin.ts';
+import type { AnyPlugin, PluginContext, PluginHealth, MetricFamily, Paths, ServiceRef } from './plugin.ts';
 import type { PreRouterHandler, RouteRegistrar, UpgradeHandler } from './http/route.ts';
 import { parseAddress, type Dispatcher, type ParsedAddress } from './http/dispatch.ts';
 import type { Tenant } from './tenancy.ts';
@@ -241,6 +241,20 @@ export class PluginHost {
       }
       return st;
     });
+  }
+
+  /** Every started plugin's metric families (a plugin whose report throws is left out and named). */
+  metricFamilies(onError: (plugin: string, e: unknown) => void): MetricFamily[] {
+    const out: MetricFamily[] = [];
+    for (const p of this.order) {
+      if (!p.metrics || this.#status.get(p.name)?.state !== 'started') continue;
+      try {
+        out.push(...p.metrics(this.#services.get(p.name), this.#ctx.get(p.name)!));
+      } catch (e) {
+        onError(p.name, e);
+      }
+    }
+    return out;
   }
 
   private makeContext(p: AnyPlugin, config: unknown): PluginContext {

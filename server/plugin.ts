@@ -149,6 +149,38 @@ export interface PluginHealth {
 }
 
 /**
+ * One metric family a plugin reports at scrape time (`GET /metrics`, server/metrics.ts). The host
+ * prefixes the name with `sovcomms_`. Labels take a bounded set of values (a call kind, an
+ * outcome, a state, a grant type): never a tenant, user, call, trunk or host name, whose count
+ * grows with the installation.
+ */
+/**
+ * Label values from the store (an outcome, a status) kept to a bounded set: names of the usual
+ * shape pass, at most `max` of them (the most frequent); the rest are summed as `other`.
+ */
+export function boundedCounts(rows: { label: string | null; n: number }[], max = 16): { label: string; n: number }[] {
+  const ok = (l: string | null): l is string => typeof l === 'string' && /^[A-Za-z][A-Za-z0-9_.-]{0,39}$/.test(l);
+  const sorted = [...rows].sort((a, b) => b.n - a.n);
+  const out: { label: string; n: number }[] = [];
+  let other = 0;
+  for (const r of sorted) {
+    if (ok(r.label) && out.length < max) out.push({ label: r.label, n: r.n });
+    else other += r.n;
+  }
+  if (other) out.push({ label: 'other', n: other });
+  return out;
+}
+
+export interface MetricFamily {
+  name: string;
+  help: string;
+  /** `counter`: a running total (read from the store or counted since start); `gauge`: a level now. */
+  type: 'counter' | 'gauge';
+  labelNames?: readonly string[];
+  samples: { labels?: Record<string, string>; value: number }[];
+}
+
+/**
  * A plugin's manifest (ARCHITECTURE.md "The plugin contract"). The order of things: the host
  * validates `config`, applies `migrations`, declares `events`, then calls `setup` once, in
  * dependency order, in the server and in the CLI alike; everything after receives what `setup`
@@ -179,6 +211,8 @@ export interface PluginManifest<C extends z.ZodType = z.ZodType, S = unknown> {
   stop?(services: NoInfer<S>): Promise<void> | void;
   /** Diagnostics for /readyz and `doctor`. */
   health?(services: NoInfer<S>): PluginHealth;
+  /** Its metric families for `GET /metrics`, read at each scrape (started plugins only). */
+  metrics?(services: NoInfer<S>, ctx: PluginContext<z.infer<C>>): MetricFamily[];
 }
 
 /** Defines a plugin; `C` comes from `config`, `S` from what `setup` returns (only there: the rest are NoInfer). */

@@ -7,8 +7,20 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 // The manifest, its context and the CLI contract.
-export { definePlugin, defineService } from './plugin.ts';
-export type { AnyPlugin, AuditInput, AuditWriter, CliCommand, CliContext, Paths, PluginContext, PluginHealth, PluginManifest, ServiceRef } from './plugin.ts';
+export { boundedCounts, definePlugin, defineService } from './plugin.ts';
+export type {
+  AnyPlugin,
+  AuditInput,
+  AuditWriter,
+  CliCommand,
+  CliContext,
+  Paths,
+  PluginContext,
+  MetricFamily,
+  PluginHealth,
+  PluginManifest,
+  ServiceRef,
+} from './plugin.ts';
 export { AUDIT_WRITER, TLS_AUTO, type TlsAutoProvider } from './core-services.ts';
 export { UsageError, parse, str, table, type CliOptions, type ParsedArgs } from './cli-args.ts';
 

@@ -48,4 +48,27 @@ export default definePlugin({
   // The list-check thread ends with the plugin (CLI runs and tests never wait for it: it is unref'd).
   stop: (s) => s.service.close(),
   health: (s) => s.service.health(),
+  metrics(_s, ctx) {
+    const now = ctx.clock.now();
+    const row = ctx.db
+      .prepare(
+        'SELECT (SELECT MIN(issued) FROM lotl_lists WHERE is_lotl = 1) AS lotl, (SELECT MIN(issued) FROM lotl_lists WHERE is_lotl = 0) AS national, (SELECT COUNT(*) FROM lotl_lists WHERE next_update IS NOT NULL AND next_update < ?) AS overdue, (SELECT COUNT(*) FROM lotl_anchors) AS anchors',
+      )
+      .get(new Date(now).toISOString()) as { lotl: string | null; national: string | null; overdue: number; anchors: number };
+    const age = (iso: string | null) => (iso ? Math.max(0, (now - Date.parse(iso)) / 1000) : -1);
+    return [
+      {
+        name: 'trusted_list_age_seconds',
+        help: 'Age of the imported trusted lists by their issue date: the LOTL, and the oldest national list (-1: none imported)',
+        type: 'gauge',
+        labelNames: ['list'],
+        samples: [
+          { labels: { list: 'lotl' }, value: age(row.lotl) },
+          { labels: { list: 'oldest_national' }, value: age(row.national) },
+        ],
+      },
+      { name: 'trusted_lists_overdue', help: 'Trusted lists past their NextUpdate', type: 'gauge', samples: [{ value: row.overdue }] },
+      { name: 'trust_anchors', help: 'Trust anchors taken from the trusted lists', type: 'gauge', samples: [{ value: row.anchors }] },
+    ];
+  },
 });

@@ -29,6 +29,17 @@ export default definePlugin({
     ctx.auth.setBearerVerifier((token, tenant) => s.provider.principal(token, tenant));
     return s;
   },
+  metrics(s) {
+    return [
+      {
+        name: 'oidc_tokens_issued_total',
+        help: 'Token endpoint answers that issued tokens, by grant type, since this process started',
+        type: 'counter',
+        labelNames: ['grant_type'],
+        samples: [...s.provider.issued].map(([grant, n]) => ({ labels: { grant_type: grant }, value: n })),
+      },
+    ];
+  },
   routes(r, s, ctx) {
     protocolRoutes(r, ctx, s);
     r.preRouter(tokenPreRouter(ctx, s.provider));

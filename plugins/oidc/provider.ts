@@ -168,8 +168,14 @@ export class OidcProvider implements GrantServices {
     const keys = this.keys.ready(tenant);
     if (keys !== true) await keys;
     const ctx: GrantContext = { tenant, issuer, form, client: auth?.client, req, provider: this };
-    return g.sync ? g.sync(ctx) : g.handler(ctx);
+    const out = g.sync ? g.sync(ctx) : await g.handler(ctx);
+    // Counted per grant type (a bounded set: the registered grants) for GET /metrics.
+    this.issued.set(form.grant_type, (this.issued.get(form.grant_type) ?? 0) + 1);
+    return out;
   }
+
+  /** Token responses issued since start, by grant type (GET /metrics). */
+  readonly issued = new Map<string, number>();
 
   /** Scopes asked for, limited to the known ones (RFC 6749 §3.3: unknown → invalid_scope). */
   parseScope(scope: string | undefined, fallback: string[]): string[] {

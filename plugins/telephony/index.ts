@@ -1,4 +1,4 @@
-import { bearerToken, definePlugin, readBackupState, sqlMigrations } from '../../server/sdk.ts';
+import { bearerToken, boundedCounts, definePlugin, readBackupState, sqlMigrations } from '../../server/sdk.ts';
 import { TelephonyAdmin } from './trunks/admin.ts';
 import { BridgeLink } from './bridge-link/link.ts';
 import { CallKinds } from './calls/kinds.ts';
@@ -221,6 +221,53 @@ export default definePlugin({
     s.mailer.close();
   },
 
+  metrics(s) {
+    const db = s.repo.db;
+    const n = (sql: string) => (db.prepare(sql).get() as { n: number }).n;
+    const ended = (kind: string, sql: string) =>
+      boundedCounts(db.prepare(sql).all() as { label: string; n: number }[]).map((r) => ({ labels: { kind, outcome: r.label }, value: r.n }));
+    const b = s.bridge;
+    return [
+      {
+        name: 'calls_in_flight',
+        help: 'Calls the bridge carries now, by kind (outbound AI calls, inbound SIP calls, browser rooms)',
+        type: 'gauge',
+        labelNames: ['kind'],
+        samples: [
+          { labels: { kind: 'outbound' }, value: n("SELECT COUNT(*) AS n FROM tel_calls WHERE status IN ('dispatching', 'in-flight')") },
+          { labels: { kind: 'inbound' }, value: n('SELECT COUNT(*) AS n FROM tel_inbound_calls WHERE ended_at IS NULL') },
+          { labels: { kind: 'room' }, value: n('SELECT COUNT(*) AS n FROM tel_room_calls WHERE ended_at IS NULL') },
+        ],
+      },
+      {
+        name: 'calls_ended_total',
+        help: 'Ended calls by kind and outcome (outbound: its final status), as stored',
+        type: 'counter',
+        labelNames: ['kind', 'outcome'],
+        samples: [
+          ...ended(
+            'outbound',
+            "SELECT status AS label, COUNT(*) AS n FROM tel_calls WHERE status IN ('ended-success', 'ended-failed-final', 'cancelled') GROUP BY status",
+          ),
+          ...ended('inbound', 'SELECT outcome AS label, COUNT(*) AS n FROM tel_inbound_calls WHERE ended_at IS NOT NULL GROUP BY outcome'),
+          ...ended('room', 'SELECT outcome AS label, COUNT(*) AS n FROM tel_room_calls WHERE ended_at IS NOT NULL GROUP BY outcome'),
+        ],
+      },
+      {
+        name: 'bridge_up',
+        help: 'The telephony bridge answers (1) or not (0; also when none is configured)',
+        type: 'gauge',
+        samples: [{ value: b.state === 'ready' ? 1 : 0 }],
+      },
+      {
+        name: 'bridge_restarts_total',
+        help: 'Restarts of the embedded telephony bridge since this core started',
+        type: 'counter',
+        samples: [{ value: b.restartCount }],
+      },
+    ];
+  },
+
   health(s) {
     const b = s.bridge;
     if (b.mode === 'off') return { status: 'ok', detail: { bridge: 'off' } };
@@ -228,6 +275,11 @@ export default definePlugin({
     const sip = s.sip;
     return b.state === 'ready'
       ? { status: 'ok', detail: { bridge: b.mode, state: b.state, ...(sip ? { sip } : {}) } }
-      : { status: 'degraded', reason: `bridge ${b.state}`, detail: { bridge: b.mode, lastExit: b.lastExit, ...(sip ? { sip } : {}) } };
+      : {
+          status: 'degraded',
+          // The bridge's own account of why it cannot start (the SIP port taken) is what the operator must act on.
+          reason: b.lastFailure ? `bridge ${b.state}: ${b.lastFailure.message}` : `bridge ${b.state}`,
+          detail: { bridge: b.mode, lastExit: b.lastExit, ...(b.lastFailure ? { failure: b.lastFailure.reason } : {}), ...(sip ? { sip } : {}) },
+        };
   },
 });

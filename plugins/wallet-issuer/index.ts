@@ -63,6 +63,18 @@ export default definePlugin({
     });
     return { service };
   },
+  metrics(_s, ctx) {
+    const c = ctx.db
+      .prepare(
+        'SELECT (SELECT COUNT(*) FROM wi_credential) AS issued, (SELECT COUNT(*) FROM wi_credential WHERE revoked_at IS NOT NULL) AS revoked, (SELECT COUNT(*) FROM wi_offer) AS offers',
+      )
+      .get() as { issued: number; revoked: number; offers: number };
+    return [
+      { name: 'issuer_credentials_issued_total', help: 'Credentials the wallet issuer issued (as stored)', type: 'counter', samples: [{ value: c.issued }] },
+      { name: 'issuer_credentials_revoked', help: 'Issued credentials now revoked', type: 'gauge', samples: [{ value: c.revoked }] },
+      { name: 'issuer_offers', help: 'Credential offers kept (open and redeemed)', type: 'gauge', samples: [{ value: c.offers }] },
+    ];
+  },
   routes(r, s, ctx) {
     issuerRoutes(r, s.service, ctx.audit, ctx.config);
   },

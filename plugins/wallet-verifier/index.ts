@@ -64,6 +64,18 @@ export default definePlugin({
     sso.onRedeemed = (tenant, sessionId, who) => service.markCompleted(tenant, sessionId, who, 'sso-assertion');
     return { service, anchors, identity, network, oidc };
   },
+  metrics(_s, ctx) {
+    const rows = ctx.db.prepare('SELECT status, COUNT(*) AS n FROM vp_session GROUP BY status').all() as { status: string; n: number }[];
+    return [
+      {
+        name: 'verifier_sessions',
+        help: 'Wallet presentation sessions kept, by status (pending, requested, verified, error)',
+        type: 'gauge',
+        labelNames: ['status'],
+        samples: ['pending', 'requested', 'verified', 'error'].map((status) => ({ labels: { status }, value: rows.find((r) => r.status === status)?.n ?? 0 })),
+      },
+    ];
+  },
   routes(r, s, ctx) {
     verifierRoutes(r, s.service, s.anchors, s.network, ctx, s.oidc);
   },

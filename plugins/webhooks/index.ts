@@ -80,6 +80,28 @@ export default definePlugin({
     if (s.timer) clearInterval(s.timer);
     s.service.close();
   },
+  metrics(_s, ctx) {
+    const states = ctx.db.prepare('SELECT state, COUNT(*) AS n FROM webhook_deliveries GROUP BY state').all() as { state: string; n: number }[];
+    const failed = ctx.db.prepare('SELECT COUNT(*) AS n FROM webhook_attempts WHERE status IS NULL OR status < 200 OR status > 299').get() as { n: number };
+    return [
+      {
+        name: 'webhook_deliveries',
+        help: 'Webhook deliveries by state (queued and pending are the backlog); finished ones are pruned after their retention',
+        type: 'gauge',
+        labelNames: ['state'],
+        samples: ['queued', 'pending', 'delivered', 'failed', 'skipped'].map((state) => ({
+          labels: { state },
+          value: states.find((r) => r.state === state)?.n ?? 0,
+        })),
+      },
+      {
+        name: 'webhook_attempt_failures_total',
+        help: 'Webhook delivery attempts without a 2xx answer (as stored)',
+        type: 'counter',
+        samples: [{ value: failed.n }],
+      },
+    ];
+  },
   health(s) {
     const { backlog, pausedSubscriptions } = s.service.repo.health();
     return { status: 'ok', detail: { ...backlog, pausedSubscriptions } };

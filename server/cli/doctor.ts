@@ -1,9 +1,17 @@
 import fs from 'node:fs';
+import { readBackupState } from '../backup/service.ts';
 import net from 'node:net';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
+import { X509Certificate } from 'node:crypto';
 import { parse } from '../cli-args.ts';
+import { appliedVersion } from '../store/migrate.ts';
+import { CORE_MIGRATIONS } from '../core.ts';
 import type { CoreCommand } from './command.ts';
+
+
+/** The Node majors the appliance supports (package.json `engines`). */
+export const SUPPORTED_NODE_MAJORS = [20, 22, 24];
 
 export const doctorCommand: CoreCommand = {
   opens: 'all',
@@ -67,6 +75,57 @@ export const doctorCommand: CoreCommand = {
         warn(`${tool} not found: needed for ${why}`);
       }
     }
+    // Schema: each part's version, and any migration shipped but not applied.
+    for (const [name, migrations] of [['core', CORE_MIGRATIONS] as const, ...plugins.map((p) => [p.name, p.migrations ?? []] as const)]) {
+      const at = appliedVersion(ctx.db, name);
+      const pending = migrations.filter((m) => m.version > at);
+      if (pending.length) warn(`schema ${name} at ${at}: ${pending.length} migration(s) pending (${pending.map((m) => m.name).join(', ')})`);
+      else ok(`schema ${name} at version ${at}, none pending`);
+    }
+    const major = Number(process.versions.node.split('.')[0]);
+    if (SUPPORTED_NODE_MAJORS.includes(major))
+      ok(`runtime Node ${process.versions.node}${major === 20 ? ' (past its end of life in April 2026: move to 22 or 24)' : ''}`);
+    else warn(`runtime Node ${process.versions.node} is not one of the supported ${SUPPORTED_NODE_MAJORS.join(', ')}`);
+    try {
+      const st = fs.statfsSync(c.dataDir);
+      const free = st.bavail * st.bsize;
+      const msg = `disk: ${(free / 2 ** 30).toFixed(1)} GiB free of ${((st.blocks * st.bsize) / 2 ** 30).toFixed(1)} GiB under ${c.dataDir}`;
+      if (free < 1 * 2 ** 30) warn(`${msg} (less than 1 GiB)`);
+      else ok(msg);
+    } catch (e) {
+      warn(`disk space unknown: ${(e as Error).message}`);
+    }
+    const tls = c.http.tls;
+    if (tls && tls !== 'auto') {
+      try {
+        const cert = new X509Certificate(fs.readFileSync(path.resolve(c.dataDir, tls.cert)));
+        const days = Math.floor((Date.parse(cert.validTo) - ctx.clock.now()) / 86_400_000);
+        if (days < 0) fail(`TLS certificate ${tls.cert} expired ${-days} day(s) ago`);
+        else if (days < 30) warn(`TLS certificate ${tls.cert} expires in ${days} day(s)`);
+        else ok(`TLS certificate ${tls.cert} valid for ${days} more day(s)`);
+      } catch (e) {
+        fail(`TLS certificate ${tls.cert} unreadable: ${(e as Error).message}`);
+      }
+    } else ok(tls === 'auto' ? 'TLS certificate from the RP CA (renewed by it)' : 'no TLS configured (plain HTTP)');
+    // The backup schedule and its last runs (server/backup): unscheduled is a warning, failing or overdue a failure.
+    const backup = readBackupState(ctx.db, c.dataDir, ctx.clock.now());
+    const last = backup.lastSuccess ? `last success ${backup.lastSuccess.at} (${backup.lastSuccess.file})` : 'no success yet';
+    if (backup.health === 'unconfigured') warn(`backup: no schedule (sovcomms backup schedule --every 24h --keep 14 --to DIR); ${last}`);
+    else if (backup.health === 'ok') ok(`backup: every ${backup.schedule?.every ?? '?'} to ${backup.schedule?.target ?? '?'}, ${last}, next ${backup.nextRun ?? '-'}`);
+    else fail(`backup: ${backup.health}${backup.lastFailure ? ` (${backup.lastFailure.reason} at ${backup.lastFailure.at})` : ''}; ${last}`);
+    const tel = (c.plugins.telephony ?? {}) as { bridge?: { mode?: string; sipHost?: string; sipPort?: number } };
+    const mode = tel.bridge?.mode ?? 'embedded';
+    if (mode === 'embedded' && plugins.some((p) => p.name === 'telephony')) {
+      const host = tel.bridge?.sipHost ?? '127.0.0.1';
+      const port = tel.bridge?.sipPort ?? 5060;
+      const free = await new Promise<boolean>((resolve) => {
+        const s = net.createServer();
+        s.once('error', () => resolve(false));
+        s.listen(port, host, () => s.close(() => resolve(true)));
+      });
+      if (free) ok(`SIP listens on ${host}:${port} (UDP and TCP; free now)`);
+      else warn(`SIP address ${host}:${port} is in use (the appliance, or another PBX: plugins.telephony.bridge.sipPort)`);
+    } else ok(`SIP: bridge mode ${mode}`);
     for (const p of plugins) ok(`plugin ${p.name} loaded`);
     return failures ? 1 : 0;
   },

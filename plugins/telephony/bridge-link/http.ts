@@ -23,7 +23,16 @@ export function bridgeHttp(r: RouteRegistrar, svc: TelephonyServices): void {
           health = { error: (e as Error).message };
         }
       }
-      return { ok: b.state === 'ready', mode: b.mode, state: b.state, pid: b.pid ?? null, controlUrl: b.controlUrl ?? null, lastExit: b.lastExit, health };
+      return {
+        ok: b.state === 'ready',
+        mode: b.mode,
+        state: b.state,
+        pid: b.pid ?? null,
+        controlUrl: b.controlUrl ?? null,
+        lastExit: b.lastExit,
+        lastFailure: b.lastFailure?.message ?? null,
+        health,
+      };
     },
   });
 

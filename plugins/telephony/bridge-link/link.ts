@@ -26,6 +26,7 @@ import {
 } from '../control.ts';
 import type { TelephonyConfig } from '../schemas.ts';
 import { BRIDGE_NODE_FLAGS } from '../bridge/node-flags.ts';
+import { BridgeFailedSchema, describeFailure, type BridgeFailed } from '../bridge/start-failure.ts';
 import { PhonesAnswerSchema, PhonesStatusSchema, type PhoneAccount } from '../bridge/inbound/control.ts';
 import { OfficeTabAnswerAnswerSchema, OfficeTabOkSchema, OfficeTabsAnswerSchema, type OfficeTab } from '../bridge/inbound/officetab-control.ts';
 
@@ -77,10 +78,15 @@ export class BridgeLink {
   #child: ChildProcess | undefined;
   #restarts = 0;
   #restartTimer: NodeJS.Timeout | undefined;
+  /** When the running bridge reported ready; 0 while it has not (yet). */
   #upSince = 0;
   #stopping = false;
   #readyWaiters = new Set<() => void>();
   lastExit: string | null = null;
+  /** What the last bridge reported before it exited (the SIP port taken...), until one gets ready. */
+  lastFailure: { reason: string; message: string } | null = null;
+  /** Restarts of the embedded bridge since this core started (metrics). */
+  restartCount = 0;
 
   constructor(
     private readonly cfg: TelephonyConfig['bridge'],
@@ -169,6 +175,8 @@ export class BridgeLink {
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     });
     this.#child = child;
+    this.#upSince = 0;
+    let failed: BridgeFailed | undefined;
     const readyTimer = setTimeout(() => {
       if (this.#child === child && this.state === 'starting') {
         this.log.error({ pid: child.pid }, 'bridge did not report ready in time; killing it');
@@ -178,6 +186,11 @@ export class BridgeLink {
     readyTimer.unref();
     const onReadyMsg = (msg: unknown) => {
       const m = msg as { type?: string; controlUrl?: string } | null;
+      if (m?.type === 'bridge-failed') {
+        const f = BridgeFailedSchema.safeParse(m);
+        if (f.success && this.#child === child) failed = f.data;
+        return;
+      }
       if (!m || m.type !== 'bridge-ready' || typeof m.controlUrl !== 'string' || this.#child !== child || this.state === 'ready') return;
       clearTimeout(readyTimer);
       this.#url = m.controlUrl;
@@ -187,7 +200,7 @@ export class BridgeLink {
     };
     child.on('message', onReadyMsg);
     readline.createInterface({ input: child.stdout! }).on('line', (line) => {
-      if (line.startsWith('{') && line.includes('bridge-ready')) {
+      if (line.startsWith('{') && (line.includes('bridge-ready') || line.includes('bridge-failed'))) {
         try {
           onReadyMsg(JSON.parse(line));
           return;
@@ -223,12 +236,22 @@ export class BridgeLink {
         return;
       }
       this.state = 'down';
-      this.log.error({ code, signal }, 'bridge died; restarting');
-      this.hooks.onDied(reason);
-      // Backoff: doubles per quick death, resets after a minute of good health.
-      if (Date.now() - this.#upSince > 60_000) this.#restarts = 0;
+      // Backoff: doubles per death, capped; it resets only after a minute of good health, so a
+      // bridge that never gets ready (its SIP port taken) is retried ever more slowly.
+      if (this.#upSince && Date.now() - this.#upSince > 60_000) this.#restarts = 0;
       const delay = Math.min(this.cfg.restartMaxMs, this.cfg.restartMinMs * 2 ** this.#restarts);
       this.#restarts++;
+      this.restartCount++;
+      if (failed) {
+        // The bridge said why: that sentence is the one line (no stack trace, none per restart but this).
+        const message = describeFailure(failed, { port: 'plugins.telephony.bridge.sipPort', host: 'plugins.telephony.bridge.sipHost' });
+        this.lastFailure = { reason: failed.reason, message };
+        this.log.error(
+          { code, signal, reason: failed.reason, address: failed.address, port: failed.port, retryInMs: delay },
+          `telephony bridge could not start: ${message}; retrying in ${Math.round(delay / 100) / 10} s`,
+        );
+      } else this.log.error({ code, signal, retryInMs: delay }, 'bridge died; restarting');
+      this.hooks.onDied(reason);
       this.#restartTimer = setTimeout(() => this.spawnEmbedded(callbackUrl), delay);
       this.#restartTimer.unref();
     });
@@ -243,6 +266,7 @@ export class BridgeLink {
 
   private setReady(): void {
     this.state = 'ready';
+    this.lastFailure = null;
     this.#upSince = Date.now();
     for (const w of this.#readyWaiters) w();
     this.#readyWaiters.clear();

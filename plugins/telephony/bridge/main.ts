@@ -6,6 +6,20 @@
 import { Bridge, optionsFromEnv } from './bridge.ts';
 import { log } from './log.ts';
 import { BRIDGE_NODE_FLAGS, gcMode } from './node-flags.ts';
+import { describeFailure, EXIT_START_FAILED, startFailure } from './start-failure.ts';
+
+/**
+ * A start that failed (the SIP port taken...): started by the core (IPC), the report goes to it
+ * alone and it logs the one line; run on its own, the bridge logs that line itself. No stack trace
+ * either way: the reason is known.
+ */
+async function failStart(err: unknown): Promise<never> {
+  const f = startFailure(err);
+  process.stdout.write(JSON.stringify(f) + '\n');
+  if (process.send) await new Promise<void>((r) => process.send!(f, () => r()));
+  else log('error', describeFailure(f, { port: 'SOVCOMMS_BRIDGE_SIP_PORT', host: 'SOVCOMMS_BRIDGE_SIP_HOST' }), { reason: f.reason });
+  process.exit(EXIT_START_FAILED);
+}
 
 async function main(): Promise<void> {
   let bridge: Bridge;
@@ -15,7 +29,12 @@ async function main(): Promise<void> {
     process.stderr.write(`bridge: ${(err as Error).message}\n`);
     process.exit(2);
   }
-  const controlUrl = await bridge.start();
+  let controlUrl: string;
+  try {
+    controlUrl = await bridge.start();
+  } catch (err) {
+    return failStart(err);
+  }
   const ready = { type: 'bridge-ready', controlUrl, instanceId: bridge.instanceId, sipPort: bridge.sipPort };
   process.stdout.write(JSON.stringify(ready) + '\n');
   process.send?.(ready);

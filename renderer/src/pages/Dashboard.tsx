@@ -194,6 +194,14 @@ export function Dashboard() {
             </Badge>
           ))}
         </Group>
+        {/* A degraded plugin says why in words (the SIP port taken, and the setting to change), not only in a tooltip. */}
+        {Object.entries(live.status)
+          .filter(([, p]) => p.state === 'started' && p.health?.status === 'degraded' && p.health.reason)
+          .map(([name, p]) => (
+            <Text key={name} size="sm" c="orange.8" mt="xs" data-testid={`plugin-reason-${name}`}>
+              {name}: {p.health?.reason}
+            </Text>
+          ))}
       </Card>
     </Page>
   );

@@ -21,6 +21,28 @@ export interface TransportEvents {
   malformed: [err: Error, from: Peer];
 }
 
+/**
+ * The SIP port could not be bound (another PBX or appliance holds it, a port below 1024 without
+ * the privilege, an address that is not this machine's). Carries what an operator needs to fix it.
+ */
+export class SipBindError extends Error {
+  constructor(
+    readonly address: string,
+    readonly port: number,
+    readonly transport: TransportName,
+    /** The system's error code (EADDRINUSE, EACCES, EADDRNOTAVAIL...). */
+    readonly errno: string,
+  ) {
+    super(`SIP ${transport.toUpperCase()} ${address}:${port}: ${errno}`);
+    this.name = 'SipBindError';
+  }
+}
+
+function bindError(err: unknown, host: string, port: number, transport: TransportName): Error {
+  const code = (err as NodeJS.ErrnoException | null)?.code;
+  return typeof code === 'string' ? new SipBindError(host, port, transport, code) : (err as Error);
+}
+
 export class SipTransport extends EventEmitter<TransportEvents> {
   private udp: dgram.Socket | null = null;
   private tcpServer: net.Server | null = null;
@@ -35,9 +57,12 @@ export class SipTransport extends EventEmitter<TransportEvents> {
     for (let attempt = 0; attempt < 10; attempt++) {
       const udp = dgram.createSocket({ type: host.includes(':') ? 'udp6' : 'udp4' });
       await new Promise<void>((res, rej) => {
-        udp.once('error', rej);
+        udp.once('error', (e) => {
+          udp.close();
+          rej(bindError(e, host, port, 'udp'));
+        });
         udp.bind(port, host, () => {
-          udp.off('error', rej);
+          udp.removeAllListeners('error');
           res();
         });
       });
@@ -53,7 +78,7 @@ export class SipTransport extends EventEmitter<TransportEvents> {
         });
       } catch (err) {
         udp.close();
-        if (port !== 0) throw err;
+        if (port !== 0) throw bindError(err, host, bound, 'tcp');
         continue;
       }
       this.udp = udp;

@@ -1,0 +1,163 @@
+import crypto from 'node:crypto';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+import type { DB } from './store/db.ts';
+import type { Logger } from './log.ts';
+import type { MetricFamily } from './plugin.ts';
+import { sha256Hex } from './keys.ts';
+
+/**
+ * `GET /metrics` in the Prometheus text format, through prom-client: the process (RSS, event loop
+ * lag, GC, from prom-client's default collectors), HTTP requests by route template and status with
+ * latency, the job queue and event backlog from the store, and each plugin's families
+ * (PluginManifest.metrics) read at scrape time. Every label takes a bounded set of values: the
+ * route template (never the raw path), a status class... never a tenant, user or call id.
+ */
+export const METRICS_PREFIX = 'sovcomms_';
+
+const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+
+export class Metrics {
+  readonly registry = new Registry();
+  readonly #requests: Counter<'route' | 'method' | 'status'>;
+  readonly #latency: Histogram<'route' | 'method'>;
+  readonly #plugin = new Map<string, Gauge | Counter>();
+  readonly #broken = new Set<string>();
+
+  constructor(
+    private readonly db: DB,
+    private readonly log: Logger,
+    private readonly pluginFamilies: () => MetricFamily[],
+  ) {
+    const r = this.registry;
+    collectDefaultMetrics({ register: r, prefix: METRICS_PREFIX, eventLoopMonitoringPrecision: 20 });
+    this.#requests = new Counter({
+      name: `${METRICS_PREFIX}http_requests_total`,
+      help: 'HTTP requests by route template, method and status',
+      labelNames: ['route', 'method', 'status'],
+      registers: [r],
+    });
+    this.#latency = new Histogram({
+      name: `${METRICS_PREFIX}http_request_duration_seconds`,
+      help: 'HTTP request latency by route template and method (until the response is closed)',
+      labelNames: ['route', 'method'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers: [r],
+    });
+    const db2 = db;
+    new Gauge({
+      name: `${METRICS_PREFIX}jobs`,
+      help: 'Jobs in the durable queue by queue and state (queued, running, failed...)',
+      labelNames: ['queue', 'state'],
+      registers: [r],
+      collect() {
+        this.reset();
+        const rows = db2.prepare('SELECT queue, state, COUNT(*) AS n FROM jobs GROUP BY queue, state').all() as { queue: string; state: string; n: number }[];
+        for (const row of rows) this.set({ queue: row.queue, state: row.state }, row.n);
+      },
+    });
+    new Gauge({
+      name: `${METRICS_PREFIX}events_stored`,
+      help: 'Events in the outbox (kept a week after every consumer passed them)',
+      registers: [r],
+      collect() {
+        this.set((db2.prepare('SELECT COUNT(*) AS n FROM events').get() as { n: number }).n);
+      },
+    });
+  }
+
+  /** One finished request. `route` is the matched route's template, or a fixed word (`unmatched`). */
+  observe(route: string, method: string, status: number, seconds: number): void {
+    const m = METHODS.has(method) ? method : 'OTHER';
+    this.#requests.inc({ route, method: m, status: String(status) });
+    this.#latency.observe({ route, method: m }, seconds);
+  }
+
+  /** The text exposition, plugin families read now. */
+  async render(): Promise<string> {
+    this.refreshPlugins();
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  private refreshPlugins(): void {
+    let families: MetricFamily[];
+    try {
+      families = this.pluginFamilies();
+    } catch (e) {
+      this.log.warn({ err: (e as Error).message }, 'plugin metrics failed');
+      return;
+    }
+    for (const f of families) {
+      const name = METRICS_PREFIX + f.name;
+      if (this.#broken.has(name)) continue;
+      try {
+        let m = this.#plugin.get(name);
+        if (!m) {
+          const opts = { name, help: f.help, labelNames: [...(f.labelNames ?? [])], registers: [this.registry] };
+          m = f.type === 'counter' ? new Counter(opts) : new Gauge(opts);
+          this.#plugin.set(name, m);
+        }
+        m.reset();
+        for (const s of f.samples) {
+          const v = Number.isFinite(s.value) ? s.value : 0;
+          // A counter read from the store is a running total: set by incrementing from zero.
+          if (m instanceof Counter) m.inc(s.labels ?? {}, Math.max(0, v));
+          else m.set(s.labels ?? {}, v);
+        }
+      } catch (e) {
+        // A family whose shape changed (another label set) would throw at every scrape: say it once.
+        this.#broken.add(name);
+        this.log.warn({ metric: name, err: (e as Error).message }, 'metric family left out');
+      }
+    }
+  }
+
+  /** The registry's metric objects (tests). */
+  get(name: string): Metric | undefined {
+    return this.registry.getSingleMetric(name);
+  }
+}
+
+/**
+ * The scrape token (for a Prometheus that holds no admin credential): only its SHA-256 is stored, in
+ * the core's settings (shown once, like API keys); a presented token is hashed and compared in
+ * constant time.
+ */
+export const SCRAPE_TOKEN_SETTING = 'metrics:scrape-token-sha256';
+
+export class ScrapeTokens {
+  constructor(private readonly db: DB) {}
+
+  /** A new token (the previous one stops working at once); returned once, never stored. */
+  rotate(): string {
+    const token = `ms_${crypto.randomBytes(32).toString('base64url')}`;
+    this.db
+      .prepare('INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value')
+      .run(SCRAPE_TOKEN_SETTING, sha256Hex(token));
+    return token;
+  }
+
+  /** True when there was one. */
+  revoke(): boolean {
+    return this.db.prepare('DELETE FROM settings WHERE key = ?').run(SCRAPE_TOKEN_SETTING).changes > 0;
+  }
+
+  configured(): boolean {
+    return this.stored() !== undefined;
+  }
+
+  check(presented: string): boolean {
+    const want = this.stored();
+    if (!want) return false;
+    const got = crypto.createHash('sha256').update(presented).digest();
+    const exp = Buffer.from(want, 'hex');
+    return exp.length === got.length && crypto.timingSafeEqual(got, exp);
+  }
+
+  private stored(): string | undefined {
+    return (this.db.prepare('SELECT value FROM settings WHERE key = ?').get(SCRAPE_TOKEN_SETTING) as { value: string } | undefined)?.value;
+  }
+}
