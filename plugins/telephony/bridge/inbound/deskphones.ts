@@ -39,6 +39,7 @@ export class DeskPhones implements EndpointProvider {
           transport: b.peer.transport,
           fromDomain: this.deps.sipHost,
           callerId: req.callerNumber || 'anonymous',
+          phone: true,
         },
         user,
         req.callerName || req.callerNumber || 'Anonymous',
