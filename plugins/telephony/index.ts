@@ -1,4 +1,5 @@
-import { bearerToken, definePlugin, sqlMigrations } from '../../server/sdk.ts';
+import { bearerToken, definePlugin, sqlMigrations, TLS_AUTO } from '../../server/sdk.ts';
+import { SipTls } from './inbound/sip-tls.ts';
 import { TelephonyAdmin } from './trunks/admin.ts';
 import { BridgeLink } from './bridge-link/link.ts';
 import { CallKinds } from './calls/kinds.ts';
@@ -55,7 +56,7 @@ export default definePlugin({
     const shares = new TranscriptShares(repo, transcripts, ctx.events, ctx.clock);
     const mailer = new OutcomeMailer(ctx.config.mail);
     const bridge = new BridgeLink(ctx.config.bridge, ctx.log.child({ part: 'bridge' }), {
-      onReady: () => supervisor.pushTrunks(),
+      onReady: () => supervisor.bridgeStarted(),
       onDied: () => callKinds.bridgeRestarted(),
     });
     const calls: CallService = new CallService({
@@ -119,7 +120,8 @@ export default definePlugin({
       log: ctx.log.child({ part: 'rooms' }),
       sessionTtlSec: ctx.config.rooms.sessionTtlSec,
     });
-    supervisor.attach({ admin, bridge, callKinds, phones, officeTabs });
+    const sipTls = new SipTls(ctx.config.bridge, () => ctx.tryUse(TLS_AUTO), bridge, ctx.log.child({ part: 'sip-tls' }));
+    supervisor.attach({ admin, bridge, callKinds, phones, officeTabs, sipTls });
     // The bridge's callbacks carry the token it was started with (CONTROL-API.md "Authentication").
     ctx.auth.registerVerifier(BRIDGE_VERIFIER, async ({ headers, tenant }) => {
       const token = bearerToken(headers.authorization);
@@ -135,6 +137,7 @@ export default definePlugin({
       inboundRoutes,
       phones,
       officeTabs,
+      sipTls,
       rooms,
       roomSignIn,
       transcripts,
@@ -194,6 +197,7 @@ export default definePlugin({
 
   async stop(s) {
     s.supervisor.stop();
+    s.sipTls.stop();
     s.officeTabs.closeAll();
     await s.bridge.stop();
     s.mailer.close();

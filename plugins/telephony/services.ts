@@ -6,6 +6,7 @@ import type { CallService } from './calls/outbound.ts';
 import type { InboundCalls } from './inbound/calls.ts';
 import type { InboundRoutes } from './inbound/routes.ts';
 import type { PhoneAccounts } from './inbound/phones.ts';
+import type { SipTls } from './inbound/sip-tls.ts';
 import type { OfficeTabService } from './officetab/service.ts';
 import type { RoomService } from './rooms/calls.ts';
 import type { RoomSignIn } from './rooms/sign-in.ts';
@@ -30,6 +31,8 @@ export interface TelephonyServices {
   phones: PhoneAccounts;
   /** The users' console tabs registered as their phones (officetab.ts). */
   officeTabs: OfficeTabService;
+  /** SIP over TLS for desk phones: the certificate pushed to the bridge, what a phone must trust. */
+  sipTls: SipTls;
   rooms: RoomService;
   /** Sign-in for signed-in rooms through the tenant's OpenID Provider (room-sign-in.ts). */
   roomSignIn: RoomSignIn;

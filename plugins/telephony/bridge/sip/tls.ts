@@ -52,7 +52,8 @@ export function connectTls(host: string, port: number, opts: TlsClientOptions): 
 
 function describe(err: Error & { code?: string }, opts: TlsClientOptions): Error {
   const code = err.code ?? '';
-  if (code === 'ERR_TLS_CERT_ALTNAME_INVALID') return new TlsVerifyError(`TLS: the server certificate does not name ${opts.servername} (${err.message})`, { cause: err });
+  if (code === 'ERR_TLS_CERT_ALTNAME_INVALID')
+    return new TlsVerifyError(`TLS: the server certificate does not name ${opts.servername} (${err.message})`, { cause: err });
   if (/CERT|SELF_SIGNED|UNABLE_TO|ISSUER/.test(code)) {
     const anchor = opts.ca ? "the trunk's CA" : 'the system CA store';
     return new TlsVerifyError(`TLS: the server certificate of ${opts.servername} does not chain to ${anchor} (${code})`, { cause: err });

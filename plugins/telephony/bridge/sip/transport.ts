@@ -190,8 +190,10 @@ export class SipTransport extends EventEmitter<TransportEvents> {
   private async streamTo(to: Peer): Promise<Flow> {
     const key = flowKey(to);
     const existing = this.flows.get(key);
-    if (existing && !existing.socket.destroyed && (!to.tls || existing.verifiedName === undefined || existing.verifiedName === to.tls.servername)) return existing;
-    if (to.transport === 'tls' && !to.tls) throw new Error(`no TLS connection from ${to.host}:${to.port} (a TLS client is reached on the connection it opened)`);
+    if (existing && !existing.socket.destroyed && (!to.tls || existing.verifiedName === undefined || existing.verifiedName === to.tls.servername))
+      return existing;
+    if (to.transport === 'tls' && !to.tls)
+      throw new Error(`no TLS connection from ${to.host}:${to.port} (a TLS client is reached on the connection it opened)`);
     const inflight = this.pending.get(key);
     if (inflight) return inflight;
     const p = (async () => {
