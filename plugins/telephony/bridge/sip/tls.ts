@@ -7,7 +7,7 @@
  */
 import net from 'node:net';
 import tls from 'node:tls';
-import { X509Certificate, createHash } from 'node:crypto';
+import { X509Certificate } from 'node:crypto';
 
 export interface TlsClientOptions {
   /** The name the certificate must carry (DNS name or IP address); SNI when it is a name. */
@@ -69,9 +69,4 @@ export function fingerprint256(pem: string): string {
 /** The certificates of a PEM chain, leaf first. */
 export function pemChain(pem: string): string[] {
   return pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
-}
-
-/** A digest of key material for comparisons, never logged or shown. */
-export function keyDigest(pem: string): string {
-  return createHash('sha256').update(pem).digest('hex');
 }

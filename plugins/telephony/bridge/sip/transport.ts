@@ -8,6 +8,7 @@
 import dgram from 'node:dgram';
 import net from 'node:net';
 import tls from 'node:tls';
+import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { parseDatagram, serialize, SipParseError, StreamFramer, type SipMessage } from './message.ts';
 import { connectTls, type TlsClientOptions } from './tls.ts';
@@ -34,8 +35,6 @@ const PONG_WAIT_MS = 10_000;
 
 interface Flow {
   socket: net.Socket;
-  /** The name an outgoing TLS connection was verified for. */
-  verifiedName?: string;
   keepalive?: { timer: NodeJS.Timeout; waiting: NodeJS.Timeout | null };
 }
 
@@ -143,10 +142,10 @@ export class SipTransport extends EventEmitter<TransportEvents> {
   }
 
   /** `alias`: the key it was asked for by (a host name), besides the far end's address. */
-  private adoptSocket(s: net.Socket, transport: 'tcp' | 'tls', verifiedName?: string, alias?: string): Flow {
+  private adoptSocket(s: net.Socket, transport: 'tcp' | 'tls', alias?: string): Flow {
     const from: Peer = { host: s.remoteAddress ?? '', port: s.remotePort ?? 0, transport };
     const keys = [flowKey(from), ...(alias ? [alias] : [])];
-    const flow: Flow = { socket: s, verifiedName };
+    const flow: Flow = { socket: s };
     for (const key of keys) this.flows.set(key, flow);
     s.setNoDelay(true);
     const framer = new StreamFramer((kind) => {
@@ -188,17 +187,18 @@ export class SipTransport extends EventEmitter<TransportEvents> {
    * its own connection; when that is gone, so is the peer (RFC 5626 §5.3).
    */
   private async streamTo(to: Peer): Promise<Flow> {
-    const key = flowKey(to);
+    // A verified TLS flow is reused only for the same name and CA: a trunk with another CA or
+    // name at the same address gets a connection of its own, checked against its own.
+    const key = streamKey(to);
     const existing = this.flows.get(key);
-    if (existing && !existing.socket.destroyed && (!to.tls || existing.verifiedName === undefined || existing.verifiedName === to.tls.servername))
-      return existing;
+    if (existing && !existing.socket.destroyed) return existing;
     if (to.transport === 'tls' && !to.tls)
       throw new Error(`no TLS connection from ${to.host}:${to.port} (a TLS client is reached on the connection it opened)`);
     const inflight = this.pending.get(key);
     if (inflight) return inflight;
     const p = (async () => {
       const s = to.tls ? await connectTls(to.host, to.port, to.tls) : await connectTcp(to.host, to.port);
-      return this.adoptSocket(s, to.transport === 'tls' ? 'tls' : 'tcp', to.tls?.servername, key);
+      return this.adoptSocket(s, to.transport === 'tls' ? 'tls' : 'tcp', key);
     })().finally(() => this.pending.delete(key));
     this.pending.set(key, p);
     return p;
@@ -210,7 +210,7 @@ export class SipTransport extends EventEmitter<TransportEvents> {
    * when no single-CRLF pong came back within 10 s. Replaces an earlier keepalive of the flow.
    */
   keepFlowAlive(to: Peer, everyMs: number): boolean {
-    const flow = this.flows.get(flowKey(to));
+    const flow = this.flows.get(streamKey(to));
     if (!flow || !isStream(to.transport)) return false;
     if (flow.keepalive) {
       clearInterval(flow.keepalive.timer);
@@ -263,6 +263,16 @@ export class SipTransport extends EventEmitter<TransportEvents> {
 
 function flowKey(p: Peer): string {
   return `${p.transport}:${p.host}:${p.port}`;
+}
+
+/** The flow `to` is sent on: a verified TLS flow also by what it was verified for. */
+function streamKey(to: Peer): string {
+  return to.tls ? `${flowKey(to)}#${tlsIdentity(to.tls)}` : flowKey(to);
+}
+
+/** What an outgoing TLS connection was verified for: the name and the CA (a digest of it). */
+function tlsIdentity(o: TlsClientOptions): string {
+  return `${o.servername}#${o.ca ? createHash('sha256').update(o.ca).digest('hex').slice(0, 16) : 'system'}`;
 }
 
 function connectTcp(host: string, port: number): Promise<net.Socket> {
