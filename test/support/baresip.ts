@@ -47,6 +47,8 @@ export class Baresip {
     const [sipPort, ctrlPort] = [await freePort(), await freePort()];
     const config = [
       'poll_method\t\tepoll',
+      // Its SDP names loopback, where it sends from (the bridge takes symmetric RTP only).
+      'net_interface\t\t127.0.0.1',
       `sip_listen\t\t127.0.0.1:${sipPort}`,
       ...(o.caFile ? [`sip_cafile\t\t${o.caFile}`] : []),
       'audio_player\t\taubridge,nowhere',
@@ -59,6 +61,7 @@ export class Baresip {
       'module\t\t\tausine.so',
       'module\t\t\taubridge.so',
       'module\t\t\tsndfile.so',
+      'module_app\t\tmenu.so',
       'module_app\t\taccount.so',
       'module_app\t\tctrl_tcp.so',
       `ctrl_tcp_listen\t\t127.0.0.1:${ctrlPort}`,
@@ -111,7 +114,11 @@ export class Baresip {
 
   /** The first event of `type` (from `since`, an index into `events`). */
   waitEvent(type: string, ms = 10_000, since = 0): Promise<BaresipEvent> {
-    return pollUntil(() => this.events.slice(since).find((e) => e.type === type) ?? null, ms, `baresip ${type} (saw ${this.events.map((e) => e.type).join(',')})`);
+    return pollUntil(
+      () => this.events.slice(since).find((e) => e.type === type) ?? null,
+      ms,
+      `baresip ${type} (saw ${this.events.map((e) => e.type).join(',')})`,
+    );
   }
 
   /** Samples of what the phone heard in its last call (sndfile's decoded stream) and their rate. */
@@ -125,10 +132,13 @@ export class Baresip {
     const last = files.at(-1);
     if (!last) return { rate: 0, samples: new Int16Array(0) };
     const wav = fs.readFileSync(last);
+    const channels = wav.readUInt16LE(22);
     const rate = wav.readUInt32LE(24);
     const data = wav.indexOf('data', 12);
     const bytes = wav.subarray(data + 8);
-    return { rate, samples: new Int16Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + (bytes.length & ~1))) };
+    const all = new Int16Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + (bytes.length & ~1)));
+    // The first channel of interleaved frames.
+    return { rate, samples: channels > 1 ? all.filter((_, i) => i % channels === 0) : all };
   }
 
   async stop(): Promise<void> {
