@@ -7,7 +7,7 @@
  * and every request as received.
  */
 import dgram from 'node:dgram';
-import net from 'node:net';
+import type net from 'node:net';
 import tls from 'node:tls';
 import { decodeG711, encodeG711 } from '../../plugins/telephony/bridge/media/audio.ts';
 import { parseRtp } from '../../plugins/telephony/bridge/media/rtp.ts';
