@@ -12,6 +12,7 @@ import { z } from 'zod';
 import type { Logger, TlsAutoProvider } from '../../../server/sdk.ts';
 import type { BridgeLink } from '../bridge-link/link.ts';
 import type { TelephonyConfig } from '../schemas.ts';
+import { pemChain } from '../bridge/sip/tls.ts';
 
 export const sipTlsView = z.object({
   enabled: z.boolean().describe('the bridge listens for SIP over TLS (desk phones)'),
@@ -27,10 +28,6 @@ export type SipTlsView = z.infer<typeof sipTlsView>;
 
 /** How often the certificate is checked for renewal when HTTPS is not on "auto" (which has its own job). */
 const CHECK_MS = 3_600_000;
-
-function chain(pem: string): string[] {
-  return pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
-}
 
 export class SipTls {
   #reason = '';
@@ -112,7 +109,7 @@ export class SipTls {
     const p = this.provider();
     let certs: string[] = [];
     try {
-      certs = p ? chain(p.getCredentials().cert) : [];
+      certs = p ? pemChain(p.getCredentials().cert) : [];
     } catch {
       // not issued yet: the bridge has not started, or there is no CA
     }
