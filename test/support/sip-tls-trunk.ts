@@ -33,7 +33,8 @@ export class SipTlsTrunk {
 
   constructor(
     private readonly creds: { cert: string; key: string },
-    private readonly o: { flowTimerSec: number; toneHz: number },
+    /** `pong: false`: a server whose flow died (RFC 5626 §4.4.1: no pong to a ping). */
+    private readonly o: { flowTimerSec: number; toneHz: number; pong?: boolean },
   ) {}
 
   async start(): Promise<void> {
@@ -60,7 +61,7 @@ export class SipTlsTrunk {
     const framer = new StreamFramer((kind) => {
       if (kind !== 'ping') return;
       conn.pings++;
-      s.write('\r\n');
+      if (this.o.pong !== false) s.write('\r\n');
     });
     s.on('data', (d: Buffer) => {
       for (const m of framer.push(d)) if (m.kind === 'request') this.onRequest(s, conn, m);

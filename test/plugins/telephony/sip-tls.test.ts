@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { execFileSync } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import dgram from 'node:dgram';
 import fs from 'node:fs';
@@ -12,6 +11,7 @@ import { GeminiLiveFake } from '../../support/gemini-live-fake.ts';
 import { DnsServer } from '../../support/dns-server.ts';
 import { Baresip } from '../../support/baresip.ts';
 import { SipTlsTrunk } from '../../support/sip-tls-trunk.ts';
+import { makeCa } from '../../support/test-ca.ts';
 import { decodeG711, encodeG711 } from '../../../plugins/telephony/bridge/media/audio.ts';
 import { parseRtp } from '../../../plugins/telephony/bridge/media/rtp.ts';
 import { adm, call, j, until, type Json } from './helpers.ts';
@@ -41,46 +41,10 @@ let tlsPort = 0;
 let testCa = '';
 let otherCa = '';
 
-/** A CA and a leaf naming `names` (openssl, P-256), in `dir`. */
-function makeCa(name: string): { ca: string; issue: (leaf: string, san: string) => { cert: string; key: string } } {
-  const ssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
-  ssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.pem`);
-  return {
-    ca: fs.readFileSync(path.join(dir, `${name}.pem`), 'utf8'),
-    issue: (leaf, san) => {
-      ssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', `${leaf}.key`, '-out', `${leaf}.csr`, '-subj', `/CN=${leaf}`);
-      fs.writeFileSync(path.join(dir, `${leaf}.ext`), `subjectAltName=${san}\nextendedKeyUsage=serverAuth\n`);
-      ssl(
-        'x509',
-        '-req',
-        '-in',
-        `${leaf}.csr`,
-        '-CA',
-        `${name}.pem`,
-        '-CAkey',
-        `${name}.key`,
-        '-CAcreateserial',
-        '-out',
-        `${leaf}.pem`,
-        '-days',
-        '2',
-        '-extfile',
-        `${leaf}.ext`,
-      );
-      return { cert: fs.readFileSync(path.join(dir, `${leaf}.pem`), 'utf8'), key: fs.readFileSync(path.join(dir, `${leaf}.key`), 'utf8') };
-    },
-  };
-}
-
 beforeAll(async () => {
-  fs.writeFileSync(
-    path.join(dir, 'openssl.cnf'),
-    '[req]\ndistinguished_name=dn\nx509_extensions=v3\nprompt=no\n[dn]\nCN=Test Trunk CA\n[v3]\nbasicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign\n',
-  );
-  process.env.OPENSSL_CONF = path.join(dir, 'openssl.cnf');
-  const ca = makeCa('trunkca');
+  const ca = makeCa(dir, 'trunkca');
   testCa = ca.ca;
-  otherCa = makeCa('otherca').ca;
+  otherCa = makeCa(dir, 'otherca').ca;
   trunk = new SipTlsTrunk(ca.issue('edge', 'DNS:trunk.test'), { flowTimerSec: 2, toneHz: 700 });
   await trunk.start();
   await dns.start();
@@ -140,7 +104,6 @@ afterAll(async () => {
   await dns.stop();
   delete process.env.SOVCOMMS_BRIDGE_DNS_SERVERS;
   delete process.env.SOVCOMMS_BRIDGE_KEEPALIVE_SEC;
-  delete process.env.OPENSSL_CONF;
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
