@@ -13,6 +13,12 @@ export interface TlsAutoProvider {
   getCredentials(): { cert: string; key: string };
   /** Tells the server to swap its secure context after a renewal. */
   onRenew?(listener: () => void): void;
+  /**
+   * For another listener on the same certificate (SIP over TLS): the certificate must also name
+   * `names`; issued (or re-issued) now when there is none or it lacks them, even when the HTTP
+   * server itself is not on `tls: 'auto'`. Renewals then follow as for HTTPS.
+   */
+  require?(names: readonly string[]): Promise<void>;
 }
 
 export const TLS_AUTO = defineService<TlsAutoProvider>('tls-auto');

@@ -31,6 +31,11 @@ export default definePlugin({
     const tlsAuto = new TlsAutoService();
     ctx.provide(TLS_AUTO, tlsAuto);
     const ca = lazyCaService({ db: ctx.db, keys: ctx.keys, clock: ctx.clock, log: ctx.log, config: ctx.config });
+    // Another listener (SIP over TLS) may want the certificate without HTTPS on "auto".
+    tlsAuto.make = async () => {
+      const { TlsAuto } = await import('./tls.ts');
+      return new TlsAuto(await ca.get(), ctx.tenants, ctx.keys, ctx.clock, ctx.log, ctx.config.tls);
+    };
     ctx.provide(RP_CA, {
       async issueFor(tenant, r) {
         const {
@@ -63,12 +68,12 @@ export default definePlugin({
     });
   },
   async start(s, ctx) {
+    // Without HTTPS on "auto" the certificate exists once a listener requires it (SIP over TLS),
+    // which then asks again (`require`) to have it renewed.
     if (ctx.core.http.tls !== 'auto') return;
-    const { TlsAuto } = await import('./tls.ts');
-    const t = new TlsAuto(await s.ca.get(), ctx.tenants, ctx.keys, ctx.clock, ctx.log, ctx.config.tls);
+    const t = (s.tlsAuto.impl ??= await s.tlsAuto.make!());
     // The listener needs a certificate before it opens: issue (or load) it now.
     await t.ensure();
-    s.tlsAuto.impl = t;
     const everyMs = ctx.config.tls.checkIntervalMinutes * 60_000;
     const scheduleNext = () => {
       const at = ctx.clock.now() + everyMs;

@@ -23,6 +23,10 @@ export function lazyCaService(deps: CaDeps): { get(): Promise<CaService>; loaded
  */
 export class TlsAutoService {
   impl: TlsAuto | undefined;
+  /** Builds the TlsAuto for `require` when the HTTP server is not on tls "auto" (set in setup). */
+  make: (() => Promise<TlsAuto>) | undefined;
+  readonly #required = new Set<string>();
+  #making: Promise<TlsAuto> | undefined;
 
   private need(): TlsAuto {
     if (!this.impl) throw new Error('tls-auto: the rp-ca plugin has not started with http.tls "auto"');
@@ -35,6 +39,18 @@ export class TlsAutoService {
 
   onRenew(listener: () => void): void {
     this.need().onRenew(listener);
+  }
+
+  /** The certificate must name `names` too (SIP over TLS): issued or re-issued now when needed. */
+  async require(names: readonly string[]): Promise<void> {
+    for (const n of names) this.#required.add(n);
+    if (!this.impl) {
+      if (!this.make) throw new Error('tls-auto: the rp-ca plugin is not set up');
+      this.#making ??= this.make();
+      this.impl ??= await this.#making;
+    }
+    this.impl.extraNames = [...this.#required];
+    await this.impl.ensure();
   }
 
   /** Issues or renews now when needed (what the renewal job runs); true when the certificate changed. */

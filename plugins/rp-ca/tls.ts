@@ -56,6 +56,8 @@ export class TlsAuto {
   #serial: string | undefined;
   readonly #listeners: (() => void)[] = [];
   #checking: Promise<boolean> | undefined;
+  /** Names other listeners asked for (TlsAutoService.require), besides `tls.extraNames`. */
+  extraNames: readonly string[] = [];
 
   constructor(
     private readonly ca: CaService,
@@ -92,7 +94,7 @@ export class TlsAuto {
   private async check(): Promise<boolean> {
     const primary = this.tenants.primary();
     if (!primary) throw new Error('no primary tenant');
-    const names = applianceNames(this.tenants.list(), this.config.extraNames);
+    const names = applianceNames(this.tenants.list(), [...this.config.extraNames, ...this.extraNames]);
     const namesKey = JSON.stringify(names);
     const stored = this.ca.repo.tls();
     const ca = await this.ca.ca(primary);

@@ -1,9 +1,20 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import { type CliCommand, type CliContext, parse, type Tenant, UsageError, zodMessage } from '../../server/sdk.ts';
 import { numberView } from './trunks/admin.ts';
 import { trunkInput, trunkView } from './trunks/trunk.ts';
 import { numberInput } from './schemas.ts';
 import type { TelephonyServices } from './services.ts';
 import { phoneAdd } from './inbound/phones.ts';
+
+/** `--tls-ca FILE`: the PEM of the CA a TLS trunk's certificate must chain to. */
+function readCaFile(file: string): string {
+  try {
+    return fs.readFileSync(path.resolve(file), 'utf8');
+  } catch (e) {
+    throw new UsageError(`trunk add: --tls-ca ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
+}
 
 export function tenantOf(ctx: CliContext, host: unknown): Tenant {
   return typeof host === 'string' ? ctx.tenants.require(host) : ctx.tenants.require();
@@ -13,7 +24,7 @@ export function tenantOf(ctx: CliContext, host: unknown): Tenant {
 export const trunkCommand: CliCommand<TelephonyServices> = {
   summary: 'SIP trunks',
   usage: [
-    'trunk add --name NAME --host HOST [--id ID] [--port 5060] [--transport udp|tcp] [--username U] [--password-stdin] [--register] [--from-domain D] [--caller-id N] [--max-calls 10] [--codecs PCMU,PCMA] [--srv] [--inbound-auth address|digest] [--srtp required|optional|off] [--default] [--tenant HOST]',
+    'trunk add --name NAME --host HOST [--id ID] [--port 5060|5061] [--transport udp|tcp|tls] [--tls-ca FILE] [--username U] [--password-stdin] [--register] [--from-domain D] [--caller-id N] [--max-calls 10] [--codecs G722,PCMU,PCMA] [--srv] [--inbound-auth address|digest] [--srtp required|optional|off] [--default] [--tenant HOST]',
     'trunk list [--tenant HOST]',
     'trunk remove ID [--force] [--tenant HOST]',
   ],
@@ -40,6 +51,7 @@ export const trunkCommand: CliCommand<TelephonyServices> = {
       'inbound-auth': { type: 'string' },
       force: { type: 'boolean' },
       srtp: { type: 'string' },
+      'tls-ca': { type: 'string' },
     });
     const t = tenantOf(ctx, values.tenant);
     switch (sub) {
@@ -61,6 +73,7 @@ export const trunkCommand: CliCommand<TelephonyServices> = {
           dnsSrv: values.srv ?? false,
           inboundAuth: values['inbound-auth'],
           srtp: values.srtp,
+          tlsCaPem: typeof values['tls-ca'] === 'string' ? readCaFile(values['tls-ca']) : undefined,
         });
         if (!parsed.success) throw new UsageError(`trunk add: ${zodMessage(parsed.error)}`);
         const row = a.saveTrunk(t, parsed.data);

@@ -60,12 +60,23 @@ export type Codec = (typeof CODECS)[number];
  */
 export const SRTP_POLICIES = ['required', 'optional', 'off'] as const;
 export type SrtpPolicy = (typeof SRTP_POLICIES)[number];
+/** SIP transports of a trunk: `tls` is SIP over TLS (RFC 3261 §26, port 5061 by default). */
+export const TRANSPORTS = ['udp', 'tcp', 'tls'] as const;
+
+/**
+ * The CA (PEM, one or more certificates) a TLS trunk's server certificate must chain to, instead
+ * of the system store. Public data, not a secret; bounded so a full trunk set stays one request.
+ */
+export const TlsCaPemSchema = z
+  .string()
+  .max(16_000)
+  .regex(/^\s*(-----BEGIN CERTIFICATE-----[A-Za-z0-9+/=\s]+-----END CERTIFICATE-----\s*)+$/, 'a PEM certificate (or several)');
 
 export const TrunkSchema = z.object({
   id: z.string().min(1).max(100),
   host: z.string().min(1).max(253),
   port: z.number().int().min(1).max(65535),
-  transport: z.enum(['udp', 'tcp']),
+  transport: z.enum(TRANSPORTS),
   username: headerSafe(200).optional(),
   password: z.string().max(500).optional(),
   register: z.boolean(),
@@ -87,6 +98,8 @@ export const TrunkSchema = z.object({
   inboundAuth: z.enum(['address', 'digest']).optional(),
   /** SRTP on the trunk's calls, both ways (SRTP_POLICIES); absent = off. */
   srtp: z.enum(SRTP_POLICIES).optional(),
+  /** TLS: the CA its server certificate must chain to; absent, the system store (bridge/sip/tls.ts). */
+  tlsCaPem: TlsCaPemSchema.optional(),
 });
 export type Trunk = z.infer<typeof TrunkSchema>;
 
@@ -152,6 +165,20 @@ export const OpenRoomSchema = z.object({
 export type OpenRoom = z.infer<typeof OpenRoomSchema>;
 
 /** POST /calls/:callId/hangup. */
+/**
+ * PUT /tls: the certificate the bridge serves SIP over TLS with (desk phones), the appliance's own
+ * (`serve --tls auto`'s, naming the SIP host) and its key, in plaintext only on this loopback hop.
+ * Pushed at every bridge start and after each renewal; the bridge swaps it without a restart.
+ */
+export const TlsBodySchema = z.object({
+  cert: z.string().min(1).max(64_000),
+  key: z.string().min(1).max(16_000),
+});
+export type TlsBody = z.infer<typeof TlsBodySchema>;
+/** `port`: the TLS listener's (null: the bridge has TLS off); `fingerprint`: SHA-256 of the leaf. */
+export const TlsAnswerSchema = z.looseObject({ ok: z.literal(true), port: z.number().int().nullable(), fingerprint: z.string() });
+export type TlsAnswer = z.infer<typeof TlsAnswerSchema>;
+
 export const HangupSchema = z.object({ reason: z.string().max(200).optional() });
 
 // ---- bridge → core: answers -----------------------------------------------------------------------
@@ -164,7 +191,8 @@ export const TrunkHealthSchema = z.looseObject({ id: z.string(), registered: z.b
 export const HealthAnswerSchema = z.looseObject({
   status: z.string(),
   version: z.string().optional(),
-  sip: z.looseObject({ host: z.string(), port: z.number().int() }).optional(),
+  /** `tlsPort`: where desk phones reach SIP over TLS (null until the core pushed a certificate). */
+  sip: z.looseObject({ host: z.string(), port: z.number().int(), tlsPort: z.number().int().nullable().optional() }).optional(),
   activeCalls: z.number().int().min(0).optional(),
   trunks: z.array(TrunkHealthSchema).default([]),
 });

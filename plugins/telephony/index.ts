@@ -1,4 +1,5 @@
-import { bearerToken, boundedCounts, definePlugin, readBackupState, sqlMigrations } from '../../server/sdk.ts';
+import { bearerToken, boundedCounts, definePlugin, readBackupState, sqlMigrations, TLS_AUTO } from '../../server/sdk.ts';
+import { SipTls } from './inbound/sip-tls.ts';
 import { TelephonyAdmin } from './trunks/admin.ts';
 import { BridgeLink } from './bridge-link/link.ts';
 import { CallKinds } from './calls/kinds.ts';
@@ -62,7 +63,7 @@ export default definePlugin({
     const shares = new TranscriptShares(repo, transcripts, ctx.events, ctx.clock);
     const mailer = new OutcomeMailer(ctx.config.mail);
     const bridge = new BridgeLink(ctx.config.bridge, ctx.log.child({ part: 'bridge' }), {
-      onReady: () => supervisor.pushTrunks(),
+      onReady: () => supervisor.bridgeStarted(),
       onDied: () => callKinds.bridgeRestarted(),
     });
     const prompts = new Prompts(ctx.db, () => new Date(ctx.clock.now()).toISOString(), ctx.config.limits.prompts);
@@ -128,7 +129,8 @@ export default definePlugin({
       log: ctx.log.child({ part: 'rooms' }),
       sessionTtlSec: ctx.config.rooms.sessionTtlSec,
     });
-    supervisor.attach({ admin, bridge, callKinds, phones, officeTabs });
+    const sipTls = new SipTls(ctx.config.bridge, () => ctx.tryUse(TLS_AUTO), bridge, ctx.log.child({ part: 'sip-tls' }));
+    supervisor.attach({ admin, bridge, callKinds, phones, officeTabs, sipTls });
     // The bridge's callbacks carry the token it was started with (CONTROL-API.md "Authentication").
     ctx.auth.registerVerifier(BRIDGE_VERIFIER, async ({ headers, tenant }) => {
       const token = bearerToken(headers.authorization);
@@ -146,6 +148,7 @@ export default definePlugin({
       prompts,
       sip: sipListening(ctx.config.bridge),
       officeTabs,
+      sipTls,
       rooms,
       roomSignIn,
       transcripts,
@@ -216,6 +219,7 @@ export default definePlugin({
 
   async stop(s) {
     s.supervisor.stop();
+    s.sipTls.stop();
     s.officeTabs.closeAll();
     await s.bridge.stop();
     s.mailer.close();

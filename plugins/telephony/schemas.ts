@@ -55,6 +55,11 @@ export const telephonyConfig = z
         callbackCaFile: z.string().min(1).optional(),
         sipHost: z.string().default('127.0.0.1'),
         sipPort: z.number().int().min(0).max(65535).default(5060),
+        /**
+         * SIP over TLS for desk phones on `sipHost` (RFC 3261 §26.3.1: 5061), with the appliance's
+         * certificate (inbound/sip-tls.ts); 0 = ephemeral, false = no TLS listener.
+         */
+        sipTlsPort: z.union([z.number().int().min(0).max(65535), z.literal(false)]).default(5061),
         rtpPorts: z
           .string()
           .regex(/^\d+-\d+$/)

@@ -8,6 +8,7 @@ import type { InboundRoutes } from './inbound/routes.ts';
 import type { PhoneAccounts } from './inbound/phones.ts';
 import type { Prompts } from './prompts/prompts.ts';
 import type { SipListening } from './setup/checklist.ts';
+import type { SipTls } from './inbound/sip-tls.ts';
 import type { OfficeTabService } from './officetab/service.ts';
 import type { RoomService } from './rooms/calls.ts';
 import type { RoomSignIn } from './rooms/sign-in.ts';
@@ -36,6 +37,8 @@ export interface TelephonyServices {
   sip: SipListening | null;
   /** The users' console tabs registered as their phones (officetab.ts). */
   officeTabs: OfficeTabService;
+  /** SIP over TLS for desk phones: the certificate pushed to the bridge, what a phone must trust. */
+  sipTls: SipTls;
   rooms: RoomService;
   /** Sign-in for signed-in rooms through the tenant's OpenID Provider (room-sign-in.ts). */
   roomSignIn: RoomSignIn;

@@ -15,6 +15,9 @@ import {
   type OpenRoom,
   type OpenRoomAnswer,
   PutTrunksAnswerSchema,
+  TlsAnswerSchema,
+  type TlsAnswer,
+  type TlsBody,
   type ControlError,
   type HangupAnswer,
   type HealthAnswer,
@@ -158,6 +161,7 @@ export class BridgeLink {
       SOVCOMMS_BRIDGE_CALLBACK_URL: callbackUrl,
       SOVCOMMS_BRIDGE_SIP_PORT: String(this.cfg.sipPort),
       SOVCOMMS_BRIDGE_SIP_HOST: this.cfg.sipHost,
+      SOVCOMMS_BRIDGE_SIP_TLS_PORT: this.cfg.sipTlsPort === false ? 'off' : String(this.cfg.sipTlsPort),
       SOVCOMMS_BRIDGE_RTP_PORTS: this.cfg.rtpPorts,
     });
     if (this.cfg.aiEngineUrl) env.SOVCOMMS_AI_ENGINE_URL = this.cfg.aiEngineUrl;
@@ -336,6 +340,11 @@ export class BridgeLink {
   /** PUT /phones: the full set of desk-phone logins of the registrar (CONTROL-API.md "Inbound"). */
   async putPhones(phones: PhoneAccount[]): Promise<ControlAnswer<z.infer<typeof PhonesAnswerSchema>>> {
     return this.answer('PUT /phones', await this.request('PUT', '/phones', { phones }), PhonesAnswerSchema);
+  }
+
+  /** PUT /tls: the certificate and key of SIP over TLS (the key only on this hop, never logged). */
+  async putTls(body: TlsBody): Promise<ControlAnswer<TlsAnswer>> {
+    return this.answer('PUT /tls', await this.request('PUT', '/tls', body), TlsAnswerSchema);
   }
 
   /** GET /phones: how many phones are registered per account. */

@@ -19,6 +19,8 @@ export interface SupervisedParts {
   callKinds: CallKinds;
   phones?: PhoneAccounts;
   officeTabs?: { push(): Promise<void> };
+  /** The certificate of SIP over TLS (inbound/sip-tls.ts). */
+  sipTls?: { push(): Promise<void> };
 }
 
 export class BridgeSupervisor {
@@ -64,6 +66,19 @@ export class BridgeSupervisor {
         )
         .get(),
     );
+  }
+
+  /**
+   * A bridge (re)started: everything it holds, and the TLS certificate, which a new bridge needs
+   * once (it listens for SIP over TLS from then on, and gets each renewal from sip-tls.ts).
+   */
+  async bridgeStarted(): Promise<void> {
+    await this.pushTrunks();
+    try {
+      await this.parts.sipTls?.push();
+    } catch (e) {
+      this.log.warn({ err: (e as Error).message }, 'TLS certificate push to the bridge failed');
+    }
   }
 
   /** A trunk changed here: push soon (changes in one burst go out together). */
@@ -157,7 +172,7 @@ export class BridgeSupervisor {
     this.#lastInstance = instance;
     if (prev && prev !== instance) {
       this.log.warn({ instance }, 'new bridge instance');
-      void this.pushTrunks();
+      void this.bridgeStarted();
       void this.reconcile(instance);
     }
   }

@@ -3,7 +3,7 @@
  * plugin host: this runs in its own process so media timing never shares a loop with the API).
  */
 import http from 'node:http';
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, createPrivateKey, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { z } from 'zod';
 import { SipTransport } from './sip/transport.ts';
 import { SipUserAgent } from './sip/ua.ts';
@@ -22,7 +22,8 @@ import { OfficeTabs } from './inbound/officetab-provider.ts';
 import { RoomError, RoomHost, webrtcOptionsFromEnv } from './webrtc/host.ts';
 import type { WebRtcOptions } from './webrtc/leg.ts';
 import { HangupSchema, PlaceCallSchema, TrunkSchema, TrunksBodySchema, type LocatedTrunk, type PlaceCall, type Trunk } from './schemas.ts';
-import { OpenRoomSchema, trunkTenant } from '../control.ts';
+import { OpenRoomSchema, TlsBodySchema, trunkTenant, type TlsAnswer, type TlsBody } from '../control.ts';
+import { fingerprint256, pemChain } from './sip/tls.ts';
 import { gcMode } from './node-flags.ts';
 import { assertWerift } from './webrtc/werift-check.ts';
 import type { ControlError, HangupAnswer, HealthAnswer, ListCallsAnswer, PlaceCallAnswer, PutTrunksAnswer } from '../control.ts';
@@ -35,6 +36,8 @@ export interface BridgeOptions {
   callbackUrl?: string;
   sipHost: string;
   sipPort: number;
+  /** SIP over TLS for desk phones (0: ephemeral; null: off); it listens once the core pushed a certificate (PUT /tls). */
+  sipTlsPort?: number | null;
   rtpMin: number;
   rtpMax: number;
   engineUrl?: string;
@@ -70,6 +73,7 @@ export function optionsFromEnv(env: NodeJS.ProcessEnv): BridgeOptions {
     callbackUrl: env.SOVCOMMS_BRIDGE_CALLBACK_URL || undefined,
     sipHost: env.SOVCOMMS_BRIDGE_SIP_HOST || '127.0.0.1',
     sipPort: int(env.SOVCOMMS_BRIDGE_SIP_PORT, 5060),
+    sipTlsPort: env.SOVCOMMS_BRIDGE_SIP_TLS_PORT === 'off' ? null : int(env.SOVCOMMS_BRIDGE_SIP_TLS_PORT, 5061),
     rtpMin: Number(range[1]),
     rtpMax: Number(range[2]),
     engineUrl: env.SOVCOMMS_AI_ENGINE_URL || undefined,
@@ -258,7 +262,7 @@ export class Bridge {
       const method = req.method ?? 'GET';
       if (method === 'GET' && path === '/health') return send(200, this.health());
       if (method === 'PUT' && path === '/trunks') {
-        const { good, rejected } = checkTrunks(parse(TrunksBodySchema, await readJson(req)).trunks, null);
+        const { good, rejected } = checkTrunks(parse(TrunksBodySchema, await readJson(req, false, TRUNKS_BODY_MAX)).trunks, null);
         await this.serialTrunks(() => this.setTrunks(good));
         return send(200, { ok: true, count: good.length, rejected } satisfies PutTrunksAnswer);
       }
@@ -272,11 +276,12 @@ export class Bridge {
         } catch {
           throw new HttpError(400, 'invalid_request', 'bad tenant id in the path');
         }
-        const { good, rejected } = checkTrunks(parse(TrunksBodySchema, await readJson(req)).trunks, tenantId);
+        const { good, rejected } = checkTrunks(parse(TrunksBodySchema, await readJson(req, false, TRUNKS_BODY_MAX)).trunks, tenantId);
         // One change of the set at a time: a tenant's push reads the others' trunks as they are.
         await this.serialTrunks(() => this.setTrunks([...[...this.pushed.values()].filter((t) => trunkTenant(t.id) !== tenantId), ...good]));
         return send(200, { ok: true, count: good.length, rejected } satisfies PutTrunksAnswer);
       }
+      if (method === 'PUT' && path === '/tls') return send(200, await this.setTls(parse(TlsBodySchema, await readJson(req))));
       if (method === 'POST' && path === '/calls') {
         const body = parse(PlaceCallSchema, await readJson(req));
         this.placeCall(body);
@@ -328,11 +333,38 @@ export class Bridge {
     }
   }
 
+  /**
+   * PUT /tls: the appliance's certificate for SIP over TLS (desk phones): the listener opens with
+   * the first one and swaps to each later one (a renewal) without dropping registered phones.
+   */
+  private async setTls(body: TlsBody): Promise<TlsAnswer> {
+    const leaf = pemChain(body.cert)[0];
+    let fingerprint: string;
+    try {
+      if (!leaf) throw new Error('no certificate');
+      fingerprint = fingerprint256(leaf);
+      createPrivateKey(body.key);
+    } catch {
+      // Never echo the key or the parser's words about it.
+      throw new HttpError(400, 'invalid_request', 'cert/key: not a PEM certificate chain and private key');
+    }
+    if (this.o.sipTlsPort === null || this.o.sipTlsPort === undefined) return { ok: true, port: null, fingerprint };
+    try {
+      const port = await this.transport.listenTls(this.o.sipTlsPort, body);
+      log('info', 'SIP over TLS', { host: this.o.sipHost, port, fingerprint });
+      return { ok: true, port, fingerprint };
+    } catch (err) {
+      const e = err as Error & { code?: string };
+      if (e.code === 'EADDRINUSE' || e.code === 'EACCES') throw new HttpError(409, 'tls_unavailable', `SIP TLS port ${this.o.sipTlsPort}: ${e.code}`);
+      throw new HttpError(400, 'invalid_request', 'cert/key: the certificate and key do not match');
+    }
+  }
+
   health(): HealthAnswer {
     return {
       status: 'ok',
       version: BRIDGE_VERSION,
-      sip: { host: this.o.sipHost, port: this.transport.port },
+      sip: { host: this.o.sipHost, port: this.transport.port, tlsPort: this.transport.tlsPort },
       activeCalls: this.calls.size + (this.inbound?.calls.size ?? 0) + this.rooms.size,
       mediaThreads: this.media instanceof ThreadMediaHost ? this.media.priorities : {},
       trunks: [...this.trunks.values()].map((t) => {
@@ -504,12 +536,15 @@ function parse<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
   return r.data;
 }
 
-async function readJson(req: http.IncomingMessage, allowEmpty = false): Promise<unknown> {
+/** A trunk set: 1000 trunks, each with a TLS CA of up to 16000 characters (control.ts). */
+const TRUNKS_BODY_MAX = 20_000_000;
+
+async function readJson(req: http.IncomingMessage, allowEmpty = false, max = 1_000_000): Promise<unknown> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const c of req) {
     size += (c as Buffer).length;
-    if (size > 1_000_000) throw new HttpError(413, 'payload_too_large', 'body larger than 1 MB');
+    if (size > max) throw new HttpError(413, 'payload_too_large', `body larger than ${max / 1_000_000} MB`);
     chunks.push(c as Buffer);
   }
   const text = Buffer.concat(chunks).toString('utf8');

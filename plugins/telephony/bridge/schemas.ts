@@ -12,5 +12,8 @@ export type LocatedTrunk = Trunk & { addr?: { host: string; port: number }; addr
  * is a target without an account.
  */
 export type SipTarget = Pick<LocatedTrunk, 'id' | 'host' | 'port' | 'transport' | 'addr' | 'addrs'> &
-  Partial<Pick<Trunk, 'username' | 'password' | 'fromDomain' | 'callerId' | 'dnsSrv' | 'codecs'>> &
-  Partial<Pick<Trunk, 'srtp'>>;
+  Partial<Pick<Trunk, 'username' | 'password' | 'fromDomain' | 'callerId' | 'dnsSrv' | 'codecs' | 'tlsCaPem'>> &
+  Partial<Pick<Trunk, 'srtp'>> & {
+    /** A desk phone's address: over TLS it is reached on the connection it registered on. */
+    phone?: boolean;
+  };

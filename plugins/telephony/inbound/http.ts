@@ -10,6 +10,7 @@ import { audited, err, SIG, V1 } from '../http-common.ts';
 import * as S from '../schemas.ts';
 import type { TelephonyServices } from '../services.ts';
 import { phoneAdd, phoneUser, phoneView } from './phones.ts';
+import { sipTlsView } from './sip-tls.ts';
 
 /** How many phones are registered per (tenant, user) now; empty when the bridge does not answer. */
 async function registered(svc: TelephonyServices): Promise<Map<string, number>> {
@@ -60,6 +61,15 @@ export function inboundHttp(r: RouteRegistrar, svc: TelephonyServices): void {
       const st = await registered(svc);
       return { phones: svc.phones.list(req.tenant).map((p) => ({ ...p, registered: st.get(`${req.tenant.id}\u0000${p.user}`) ?? null })) };
     },
+  });
+  r.add({
+    method: 'GET',
+    path: `${SIG}?phones=tls`,
+    area: 'admin',
+    auth: policy.adminOrHmac('phones-tls'),
+    summary: 'SIP over TLS for desk phones: where it listens, and the CA (PEM and SHA-256 fingerprint) a phone must trust',
+    responses: { 200: { description: 'the TLS listener and its CA', schema: sipTlsView } },
+    handler: () => svc.sipTls.view(),
   });
   r.add({
     method: 'POST',

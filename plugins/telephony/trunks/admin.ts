@@ -2,7 +2,7 @@ import { AppError, ConflictError, InputError, type KeyService, NotFoundError, ty
 import { TrunkSchema, type Trunk } from '../control.ts';
 import type { NumberRow, TelephonyRepo } from '../repo.ts';
 import type { OutboundRouteRow } from '../routing.ts';
-import { fromRow, toContract, toRow, TRUNK_ID_RE, type TrunkInput, type TrunkRow, type TrunkSettings } from './trunk.ts';
+import { defaultPort, fromRow, toContract, toRow, TRUNK_ID_RE, type TrunkInput, type TrunkRow, type TrunkSettings } from './trunk.ts';
 import type { z } from 'zod';
 import { checkTenantLimit, DEFAULT_LIMITS, type numberInput, type TelephonyLimits } from '../schemas.ts';
 
@@ -37,7 +37,7 @@ export class TelephonyAdmin {
   saveTrunk(t: Tenant, input: TrunkInput): TrunkRow {
     const id = input.id ?? slug(input.name);
     if (!TRUNK_ID_RE.test(id)) throw new InputError('invalid field id: cannot derive a trunk id from the name; give one', 'invalid_request', { field: 'id' });
-    const settings: TrunkSettings = { ...input, id };
+    const settings: TrunkSettings = { ...input, id, port: input.port ?? defaultPort(input.transport) };
     // Checked with the bridge's own contract now, so a trunk the bridge would refuse (too many
     // codecs, control characters in a header value) is a 400 here, never a set the bridge refuses later.
     const contract = TrunkSchema.safeParse(toContract(t.id, settings, input.password));

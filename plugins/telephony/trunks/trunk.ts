@@ -5,7 +5,7 @@
  * (a migration), its use in the bridge, and the console form (README "A new trunk option").
  */
 import { z } from 'zod';
-import { CODECS, SRTP_POLICIES, type Codec, type Trunk } from '../control.ts';
+import { CODECS, SRTP_POLICIES, TlsCaPemSchema, TRANSPORTS, type Codec, type Trunk } from '../control.ts';
 
 export const TRUNK_ID_RE = /^[a-z0-9][a-z0-9_-]{0,39}$/;
 export const trunkInput = z.object({
@@ -16,8 +16,8 @@ export const trunkInput = z.object({
     .min(1)
     .max(253)
     .regex(/^[A-Za-z0-9.:[\]-]+$/, 'a host name or IP address'),
-  port: z.number().int().min(1).max(65535).default(5060),
-  transport: z.enum(['udp', 'tcp']).default('udp'),
+  port: z.number().int().min(1).max(65535).optional().describe('default 5060, 5061 for tls (RFC 3261 §19.1.2)'),
+  transport: z.enum(TRANSPORTS).default('udp'),
   username: z.string().max(200).default(''),
   /** Write-only: sealed at rest, never returned. Omitted on update = keep the stored one. */
   password: z.string().max(200).optional(),
@@ -41,6 +41,9 @@ export const trunkInput = z.object({
     .enum(SRTP_POLICIES)
     .default('off')
     .describe('SRTP keyed by SDES (RFC 4568) on its calls: required (RTP/SAVP, refused without), optional (used when the trunk takes it), off'),
+  tlsCaPem: TlsCaPemSchema.or(z.literal(''))
+    .default('')
+    .describe("tls: PEM of the CA the trunk's server certificate must chain to; empty: the system CA store"),
 });
 export type TrunkInput = z.infer<typeof trunkInput>;
 
@@ -50,7 +53,7 @@ export const trunkViewSchema = z.object({
   name: z.string(),
   host: z.string(),
   port: z.number().int(),
-  transport: z.enum(['udp', 'tcp']),
+  transport: z.enum(TRANSPORTS),
   username: z.string(),
   hasPassword: z.boolean(),
   register: z.boolean(),
@@ -61,21 +64,27 @@ export const trunkViewSchema = z.object({
   dnsSrv: z.boolean(),
   inboundAuth: z.enum(['address', 'digest']),
   srtp: z.enum(SRTP_POLICIES),
+  tlsCaPem: z.string(),
   registered: z.boolean().nullable().describe('from the bridge /health; null when unknown or not registering'),
   lastError: z.string().nullable(),
 });
 
 /** A trunk's settings as an admin gives and sees them (the password aside: it is write-only). */
-export type TrunkSettings = Omit<TrunkInput, 'id' | 'password'> & { id: string };
+export type TrunkSettings = Omit<TrunkInput, 'id' | 'password' | 'port'> & { id: string; port: number };
 
-/** tel_trunks (migrations 0001, 0002, 0004): booleans as 0/1, codecs as a JSON array. */
+/** RFC 3261 §19.1.2: 5060 for UDP and TCP, 5061 for TLS. */
+export function defaultPort(transport: TrunkInput['transport']): number {
+  return transport === 'tls' ? 5061 : 5060;
+}
+
+/** tel_trunks (migrations 0001, 0002, 0004, 0006): booleans as 0/1, codecs as a JSON array. */
 export interface TrunkRow {
   tenant_id: string;
   id: string;
   name: string;
   host: string;
   port: number;
-  transport: 'udp' | 'tcp';
+  transport: (typeof TRANSPORTS)[number];
   username: string;
   password_sealed: string;
   register: number;
@@ -87,6 +96,7 @@ export interface TrunkRow {
   inbound_auth: 'address' | 'digest';
   /** Migration 0007. */
   srtp: (typeof SRTP_POLICIES)[number];
+  tls_ca_pem: string;
   created_at: string;
   updated_at: string;
 }
@@ -111,6 +121,7 @@ export function toRow(s: TrunkSettings, passwordSealed: string): TrunkColumns {
     dns_srv: s.dnsSrv ? 1 : 0,
     inbound_auth: s.inboundAuth,
     srtp: s.srtp,
+    tls_ca_pem: s.tlsCaPem,
   };
 }
 
@@ -131,6 +142,7 @@ export function fromRow(r: TrunkRow): TrunkSettings {
     dnsSrv: r.dns_srv === 1,
     inboundAuth: r.inbound_auth ?? 'address',
     srtp: r.srtp ?? 'off',
+    tlsCaPem: r.tls_ca_pem ?? '',
   };
 }
 
@@ -156,6 +168,7 @@ export function toContract(tenantId: string, s: TrunkSettings, password: string 
     ...(s.dnsSrv ? { dnsSrv: true } : {}),
     ...(s.inboundAuth === 'digest' ? { inboundAuth: 'digest' as const } : {}),
     ...(s.srtp !== 'off' ? { srtp: s.srtp } : {}),
+    ...(s.transport === 'tls' && s.tlsCaPem ? { tlsCaPem: s.tlsCaPem } : {}),
   };
 }
 

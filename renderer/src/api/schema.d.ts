@@ -3006,6 +3006,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/signal.ashx?phones=tls": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** SIP over TLS for desk phones: where it listens, and the CA (PEM and SHA-256 fingerprint) a phone must trust */
+        get: operations["get_signal_ashx_phones_tls"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/signal.ashx?telephony=settings": {
         parameters: {
             query?: never;
@@ -16489,6 +16506,76 @@ export interface operations {
             };
         };
     };
+    get_signal_ashx_phones_tls: {
+        parameters: {
+            query: {
+                /** @description query verb selecting this operation */
+                phones: "tls";
+            };
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the TLS listener and its CA */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description PEM of the CA a phone must trust (empty when there is no certificate) */
+                        caPem: string;
+                        /** @description SHA-256 fingerprint of the CA's certificate, colon-separated hex */
+                        caSha256: string;
+                        /** @description SHA-256 fingerprint of the bridge's own certificate (for phones that pin the server) */
+                        certSha256: string;
+                        /** @description the bridge listens for SIP over TLS (desk phones) */
+                        enabled: boolean;
+                        /** @description the SIP host phones register to */
+                        host: string;
+                        /** @description the certificate's expiry (ISO 8601) */
+                        notAfter: string | null;
+                        /** @description the TLS port (null when off or not listening yet) */
+                        port: number | null;
+                        /** @description why TLS is off, or empty */
+                        reason: string;
+                    };
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     get_signal_ashx_telephony_settings: {
         parameters: {
             query: {
@@ -16662,8 +16749,9 @@ export interface operations {
                             registered: boolean | null;
                             /** @enum {string} */
                             srtp: "required" | "optional" | "off";
+                            tlsCaPem: string;
                             /** @enum {string} */
-                            transport: "udp" | "tcp";
+                            transport: "udp" | "tcp" | "tls";
                             username: string;
                         }[];
                     };
@@ -16834,7 +16922,7 @@ export interface operations {
                     maxConcurrentCalls?: number;
                     name: string;
                     password?: string;
-                    /** @default 5060 */
+                    /** @description default 5060, 5061 for tls (RFC 3261 §19.1.2) */
                     port?: number;
                     /** @default false */
                     register?: boolean;
@@ -16845,10 +16933,15 @@ export interface operations {
                      */
                     srtp?: "required" | "optional" | "off";
                     /**
+                     * @description tls: PEM of the CA the trunk's server certificate must chain to; empty: the system CA store
+                     * @default
+                     */
+                    tlsCaPem?: string | "";
+                    /**
                      * @default udp
                      * @enum {string}
                      */
-                    transport?: "udp" | "tcp";
+                    transport?: "udp" | "tcp" | "tls";
                     /** @default  */
                     username?: string;
                 };
@@ -16880,8 +16973,9 @@ export interface operations {
                         registered: boolean | null;
                         /** @enum {string} */
                         srtp: "required" | "optional" | "off";
+                        tlsCaPem: string;
                         /** @enum {string} */
-                        transport: "udp" | "tcp";
+                        transport: "udp" | "tcp" | "tls";
                         username: string;
                     };
                 };

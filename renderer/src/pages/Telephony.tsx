@@ -1,4 +1,22 @@
-import { ActionIcon, Badge, Button, Card, Checkbox, Group, MultiSelect, NativeSelect, NumberInput, Select, Stack, Tabs, Text, TextInput } from '@mantine/core';
+import {
+  ActionIcon,
+  Anchor,
+  Badge,
+  Button,
+  Card,
+  Checkbox,
+  Code,
+  Group,
+  MultiSelect,
+  NativeSelect,
+  NumberInput,
+  Select,
+  Stack,
+  Tabs,
+  Text,
+  Textarea,
+  TextInput,
+} from '@mantine/core';
 import { notifications } from '@mantine/notifications';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
@@ -49,6 +67,42 @@ function useTrunks() {
   return useQuery({ queryKey: ['status', 'trunks'], queryFn: () => call(api.GET('/signal.ashx?trunks=list', { params: { query: { trunks: 'list' } } })) });
 }
 
+const TRANSPORTS = ['udp', 'tcp', 'tls'] as const;
+type Transport = (typeof TRANSPORTS)[number];
+
+/** SIP over TLS for desk phones: where they register and the CA they must trust (`?phones=tls`). */
+function DeskPhoneTls() {
+  const { t } = useTranslation();
+  const q = useQuery({ queryKey: ['status', 'phones-tls'], queryFn: () => call(api.GET('/signal.ashx?phones=tls', { params: { query: { phones: 'tls' } } })) });
+  const v = q.data;
+  const href = v?.caPem ? `data:application/x-pem-file;charset=utf-8,${encodeURIComponent(v.caPem)}` : undefined;
+  return (
+    <Card withBorder>
+      <ErrorNote error={q.error} />
+      {v && (
+        <Stack gap="xs">
+          <Text fw={600}>{t('telephony.phoneTls')}</Text>
+          {v.enabled ? (
+            <Text>{t('telephony.phoneTlsAt', { host: v.host, port: v.port })}</Text>
+          ) : (
+            <Text c="dimmed">{t('telephony.phoneTlsOff', { reason: v.reason })}</Text>
+          )}
+          {href && (
+            <>
+              <Anchor href={href} download="sovcomms-ca.pem">
+                {t('telephony.phoneTlsCa')}
+              </Anchor>
+              <Text size="sm">
+                {t('telephony.phoneTlsFingerprint')} <Code>{v.caSha256}</Code>
+              </Text>
+            </>
+          )}
+        </Stack>
+      )}
+    </Card>
+  );
+}
+
 function Trunks() {
   const { t } = useTranslation();
   const qc = useQueryClient();
@@ -56,7 +110,7 @@ function Trunks() {
   const routes = useOutboundRoutes();
   const [ask, confirmation] = useConfirm();
   const label = useLabel();
-  const [f, setF] = useState({ name: '', host: '', port: 5060, transport: 'udp' as 'udp' | 'tcp', username: '', password: '', register: false });
+  const [f, setF] = useState({ name: '', host: '', port: 5060, transport: 'udp' as Transport, username: '', password: '', register: false, tlsCaPem: '' });
   const [blank] = useState(f);
   const [more, setMore] = useState(MORE_TRUNK);
   // The trunk being edited (its id is kept: saving under it updates that trunk, the password stays unless typed).
@@ -122,11 +176,30 @@ function Trunks() {
             />
             <Select
               label={t('telephony.transport')}
-              data={['udp', 'tcp'].map((x) => ({ value: x, label: label('telephony.transports', x) }))}
+              data={TRANSPORTS.map((x) => ({ value: x, label: label('telephony.transports', x) }))}
               value={f.transport}
-              onChange={(v) => setF({ ...f, transport: (v ?? 'udp') as 'udp' | 'tcp' })}
+              // RFC 3261 §19.1.2: TLS listens on 5061 unless the carrier says otherwise.
+              onChange={(v) =>
+                setF({
+                  ...f,
+                  transport: (v ?? 'udp') as Transport,
+                  port: f.port === 5060 && v === 'tls' ? 5061 : f.port === 5061 && v !== 'tls' ? 5060 : f.port,
+                })
+              }
               w={100}
             />
+            {f.transport === 'tls' && (
+              <Textarea
+                label={t('telephony.tlsCa')}
+                description={t('telephony.tlsCaHint')}
+                value={f.tlsCaPem}
+                onChange={(e) => setF({ ...f, tlsCaPem: e.currentTarget.value })}
+                error={fieldError(save.error, 'tlsCaPem')}
+                autosize
+                maxRows={4}
+                w={320}
+              />
+            )}
             <TextInput label={t('telephony.username')} value={f.username} onChange={(e) => setF({ ...f, username: e.currentTarget.value })} />
             <TextInput
               label={t('telephony.password')}
@@ -799,6 +872,7 @@ export default function Telephony() {
           <Tabs.Tab value="numbers">{t('telephony.numbers')}</Tabs.Tab>
           <Tabs.Tab value="whitelist">{t('telephony.whitelist')}</Tabs.Tab>
           <Tabs.Tab value="settings">{t('telephony.settings')}</Tabs.Tab>
+          <Tabs.Tab value="phones">{t('telephony.phones')}</Tabs.Tab>
         </Tabs.List>
         <Tabs.Panel value="trunks" pt="md">
           <Trunks />
@@ -817,6 +891,9 @@ export default function Telephony() {
         </Tabs.Panel>
         <Tabs.Panel value="settings" pt="md">
           <Settings />
+        </Tabs.Panel>
+        <Tabs.Panel value="phones" pt="md">
+          <DeskPhoneTls />
         </Tabs.Panel>
       </Tabs>
     </Page>

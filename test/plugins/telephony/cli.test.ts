@@ -1,4 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { main, type CliIo } from '../../../server/cli.ts';
 import telephony from '../../../plugins/telephony/index.ts';
 import type { AnyPlugin } from '../../../server/plugin.ts';
@@ -60,6 +64,45 @@ describe('sovcomms trunk', () => {
     const http = (await j(adm(s, '/signal.ashx?trunks=list', 'trunks-list'))).body;
     expect(http.trunks.find((t: { id: string }) => t.id === 'srv')).toMatchObject({ dnsSrv: true, host: 'provider.example' });
     expect((await cli(['trunk', 'remove', 'srv'])).code).toBe(0);
+  });
+  it('--transport tls: port 5061 unless given, --tls-ca FILE as the trunk CA; a file that is not a certificate is refused', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cli-tls-'));
+    // A self-signed certificate, made the way any carrier CA is (openssl), its PEM read by the CLI.
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:P-256',
+        '-nodes',
+        '-subj',
+        '/CN=Carrier CA',
+        '-keyout',
+        path.join(dir, 'k.pem'),
+        '-out',
+        path.join(dir, 'ca.pem'),
+      ],
+      { stdio: 'pipe' },
+    );
+    const ca = fs.readFileSync(path.join(dir, 'ca.pem'), 'utf8');
+    expect(
+      (await cli(['trunk', 'add', '--id', 'tls', '--name', 'TLS', '--host', 'sip.carrier.test', '--transport', 'tls', '--tls-ca', path.join(dir, 'ca.pem')]))
+        .code,
+    ).toBe(0);
+    expect((await cli(['trunk', 'list'])).out.find((l) => l.startsWith('tls'))).toContain('tls://sip.carrier.test:5061');
+    const http = (await j(adm(s, '/signal.ashx?trunks=list', 'trunks-list'))).body;
+    expect(http.trunks.find((t: { id: string }) => t.id === 'tls')).toMatchObject({ transport: 'tls', port: 5061, tlsCaPem: ca });
+    const bad = await cli(['trunk', 'add', '--id', 'tls2', '--name', 'TLS', '--host', 'h', '--transport', 'tls', '--tls-ca', path.join(dir, 'k.pem')]);
+    expect(bad.code).toBe(2);
+    expect(bad.err[0]).toContain('tlsCaPem');
+    expect(
+      (await cli(['trunk', 'add', '--id', 'tls3', '--name', 'TLS', '--host', 'h', '--transport', 'tls', '--tls-ca', path.join(dir, 'none.pem')])).err[0],
+    ).toContain('ENOENT');
+    expect((await cli(['trunk', 'remove', 'tls'])).code).toBe(0);
+    fs.rmSync(dir, { recursive: true, force: true });
   });
   it('bad input is a usage error (exit 2) naming the problem', async () => {
     const r = await cli(['trunk', 'add', '--name', 'X', '--host', 'h', '--transport', 'sctp']);

@@ -42,6 +42,7 @@ export class DeskPhones implements EndpointProvider {
           // Wideband when the phone has it (media/sdp.ts offers G.722 first); SRTP as its account says.
           codecs: ['G722', 'PCMU', 'PCMA'],
           srtp: b.srtp,
+          phone: true,
         },
         user,
         req.callerName || req.callerNumber || 'Anonymous',

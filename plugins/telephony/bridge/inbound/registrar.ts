@@ -18,6 +18,8 @@ export interface Binding {
 const MAX_BINDINGS = 5;
 const MIN_EXPIRES = 60;
 const MAX_EXPIRES = 3600;
+/** RFC 5626 §4.4.1: how often a phone's flow is pinged (its NAT and our connection stay open). */
+const FLOW_TIMER_SEC = 120;
 
 export class Registrar {
   private accounts = new Map<string, PhoneAccount>();
@@ -99,6 +101,13 @@ export class Registrar {
     else this.bindings.delete(username);
     const res = makeResponse(req, 200, 'OK', newTag());
     for (const b of list) res.headers.append('Contact', `<${b.contact}>;expires=${Math.round((b.expiresAt - now) / 1000)}`);
+    // RFC 5626 §6: a phone on a stream that registers a flow (reg-id) keeps it alive with CRLF
+    // pings (answered by the transport), so the connection it is rung on stays open.
+    const supported = req.headers.getAll('Supported').join(',');
+    if (ctx.from.transport !== 'udp' && /(^|,)\s*outbound\s*(,|$)/i.test(supported) && req.headers.getAll('Contact').some((c) => /;\s*reg-id=/i.test(c))) {
+      res.headers.append('Require', 'outbound');
+      res.headers.append('Flow-Timer', String(FLOW_TIMER_SEC));
+    }
     res.headers.append('Date', new Date(now).toUTCString());
     ctx.respond(res);
   }

@@ -21,7 +21,8 @@ export interface DialogHost {
   readonly layer: TransactionLayer;
   readonly transport: SipTransport;
   via(transport: TransportName): string;
-  contact(transport: TransportName, user?: string): string;
+  /** `secure`: a SIPS dialog, whose Contact must be a SIPS URI (RFC 3261 §8.1.1.8, §12.1.1). */
+  contact(transport: TransportName, user?: string, secure?: boolean): string;
   /** The dialogs requests are matched to, by Call-ID (then both tags). */
   readonly dialogs: Map<string, Dialog>;
 }
@@ -58,6 +59,8 @@ export interface DialogInit {
   credentials?: { username: string; password: string };
   /** Our SDP, which a re-INVITE is answered with. */
   localSdp: string;
+  /** The INVITE's Request-URI was a SIPS URI (RFC 3261 §26.2: TLS on every hop, our Contact `sips:`). */
+  secure?: boolean;
 }
 
 export type DialogState = 'early' | 'confirmed' | 'terminated';
@@ -73,6 +76,8 @@ export class Dialog extends EventEmitter<DialogEvents> {
   routeSet: string[];
   readonly peer: Peer;
   localSdp: string;
+  /** A SIPS dialog (DialogInit.secure). */
+  readonly secure: boolean;
   /** UAC: the ACK of the 2xx, sent again for each retransmitted 2xx (§13.2.2.4). */
   ack: SipRequest | null = null;
   /** Our party as the From of our requests. */
@@ -99,6 +104,7 @@ export class Dialog extends EventEmitter<DialogEvents> {
     this.peer = init.peer;
     this.credentials = init.credentials;
     this.localSdp = init.localSdp;
+    this.secure = init.secure ?? false;
     ua.dialogs.set(this.callId, this);
   }
 
@@ -182,7 +188,7 @@ export class Dialog extends EventEmitter<DialogEvents> {
     return this.send('REFER', [
       ['Refer-To', `<${target}>`],
       ['Referred-By', `<${this.localUri}>`],
-      ['Contact', this.ua.contact(this.peer.transport)],
+      ['Contact', this.ua.contact(this.peer.transport, undefined, this.secure)],
     ]);
   }
 
@@ -210,7 +216,7 @@ export class Dialog extends EventEmitter<DialogEvents> {
         // hold the call (the call logic follows it).
         if (req.body.length) this.emit('reoffer', req.body.toString('utf8'));
         const res = makeResponse(req, 200);
-        res.headers.append('Contact', this.ua.contact(this.peer.transport));
+        res.headers.append('Contact', this.ua.contact(this.peer.transport, undefined, this.secure));
         res.headers.append('Content-Type', 'application/sdp');
         res.body = Buffer.from(this.localSdp);
         ctx.respond(res);

@@ -278,14 +278,23 @@ export class StreamFramer {
   private buf: Buffer = Buffer.alloc(0);
   static readonly MAX_BUFFER = 256 * 1024;
 
+  /**
+   * `keepalive`: told of the RFC 5626 §3.5.1 keepalives between messages, a double CRLF (the
+   * client's ping, to be answered) or a single CRLF (the server's pong).
+   */
+  constructor(private readonly keepalive?: (kind: 'ping' | 'pong') => void) {}
+
   push(chunk: Buffer, refused?: (err: SipParseError) => void): SipMessage[] {
     this.buf = this.buf.length ? Buffer.concat([this.buf, chunk]) : chunk;
     const out: SipMessage[] = [];
     for (;;) {
-      // RFC 5626 §3.5.1 keepalive CRLFs between messages are skipped.
+      // RFC 5626 §3.5.1 keepalive CRLFs between messages are skipped (and reported).
       let start = 0;
       while (start < this.buf.length && (this.buf[start] === 0x0d || this.buf[start] === 0x0a)) start++;
-      if (start) this.buf = this.buf.subarray(start);
+      if (start) {
+        this.buf = this.buf.subarray(start);
+        this.keepalive?.(start >= 4 ? 'ping' : 'pong');
+      }
       const end = findHeaderEnd(this.buf);
       if (!end) break;
       const head = parseHead(this.buf.subarray(0, end[0]).toString('utf8'));

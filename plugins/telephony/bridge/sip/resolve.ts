@@ -1,6 +1,6 @@
 /**
  * Locating a trunk's SIP server by DNS (RFC 3263 §4.2, RFC 2782): SRV records
- * `_sip._udp.<host>` or `_sip._tcp.<host>`, the lowest priority first and, among equal
+ * `_sip._udp.<host>`, `_sip._tcp.<host>` or, for SIP over TLS, `_sips._tcp.<host>`, the lowest priority first and, among equal
  * priorities, a weighted random pick; then the target's A (or AAAA) record. Without SRV records
  * the host's own address and the configured port are used (§4.2, last paragraph).
  * `SOVCOMMS_BRIDGE_DNS_SERVERS` (comma-separated `ip[:port]`) points the lookups at given
@@ -36,6 +36,11 @@ export function orderSrv(records: SrvRecord[], random = Math.random): SrvRecord[
     }
   }
   return out;
+}
+
+/** RFC 3263 §4.1/§4.2: the SRV service name of a transport (TLS is `_sips._tcp`). */
+export function srvName(host: string, transport: TransportName): string {
+  return transport === 'tls' ? `_sips._tcp.${host}` : `_sip._${transport}.${host}`;
 }
 
 export class SipResolver {
@@ -75,11 +80,11 @@ export class SipResolver {
     if (isIP(host)) return [{ host, port: fallbackPort, via: 'address' }];
     let records: SrvRecord[] = [];
     try {
-      records = await this.dns.resolveSrv(`_sip._${transport}.${host}`);
+      records = await this.dns.resolveSrv(srvName(host, transport));
     } catch (err) {
       const code = (err as { code?: string }).code;
       if (code !== 'ENOTFOUND' && code !== 'ENODATA')
-        throw new Error(`DNS SRV lookup of _sip._${transport}.${host} failed (${code ?? (err as Error).message})`, { cause: err });
+        throw new Error(`DNS SRV lookup of ${srvName(host, transport)} failed (${code ?? (err as Error).message})`, { cause: err });
     }
     // A single "." target means the service is decidedly not offered there (RFC 2782).
     if (records.length && records.every((r) => !r.name || r.name === '.')) throw new Error(`${host} offers no SIP service over ${transport} (SRV target ".")`);

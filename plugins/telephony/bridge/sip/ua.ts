@@ -4,6 +4,7 @@
  * the desk-phone registrar live in ../inbound/: they take out-of-dialog requests through
  * `incoming` (answering an INVITE with uas.ts); without them an INVITE is answered 480.
  */
+import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { newBranch, newCallId, newTag, parseCSeq, parseNameAddr, SipHeaders, tagOf, makeResponse, type SipRequest, type SipResponse } from './message.ts';
 import { digestAuthorization, pickChallenge } from './digest.ts';
@@ -12,6 +13,12 @@ import type { Peer, SipTransport, TransportName } from './transport.ts';
 import { ALLOW, USER_AGENT, type Dialog, type DialogHost } from './dialog.ts';
 import { hostPort, OutgoingInvite, peerOf, uriHost } from './uac.ts';
 import type { SipTarget, Trunk } from '../schemas.ts';
+
+/** RFC 5626 §4.1: a stable instance id per trunk (a UUID, RFC 4122 layout, from the trunk id). */
+function instanceUuid(trunkId: string): string {
+  const h = createHash('sha256').update(`sovcomms-bridge:${trunkId}`).digest('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`;
+}
 
 /** A trunk as REGISTER needs it: a target that may ask for a binding. */
 type RegisterTarget = SipTarget & Pick<Trunk, 'register'>;
@@ -53,7 +60,12 @@ class Registration {
     h.append('To', `<${aor}>`);
     h.append('Call-ID', this.callId);
     h.append('CSeq', `${this.cseq} REGISTER`);
-    h.append('Contact', this.ua.contact(this.trunk.transport, this.trunk.username));
+    const contact = this.ua.contact(this.trunk.transport, this.trunk.username);
+    if (this.trunk.transport === 'tls') {
+      // RFC 5626 §4.2.1: one flow (reg-id) of one instance, so the registrar may ask for keepalives.
+      h.append('Contact', `${contact};reg-id=1;+sip.instance="<urn:uuid:${instanceUuid(this.trunk.id)}>"`);
+      h.append('Supported', 'path, outbound');
+    } else h.append('Contact', contact);
     h.append('Expires', String(expires));
     h.append('User-Agent', USER_AGENT);
     if (auth) h.append(auth[0], auth[1]);
@@ -79,6 +91,7 @@ class Registration {
           }
           if (!Number.isFinite(granted) || granted <= 0) granted = expires;
           this.status = { registered: true, lastError: null };
+          this.keepFlow(res);
           // Refresh well before expiry: at half the granted time, at most 60 s early.
           this.schedule(Math.max(1, Math.max(granted / 2, granted - 60)) * 1000);
         } else {
@@ -92,6 +105,32 @@ class Registration {
         this.schedule(30_000);
       },
     });
+  }
+
+  /**
+   * RFC 5626 §4.4.1: when the registrar asks (Flow-Timer, or Require: outbound), a CRLF keepalive
+   * on the flow, every 80 to 100 % of Flow-Timer (default 95 to 120 s for a stream); a flow that
+   * fails is registered again at once (§4.5), over a new connection.
+   */
+  private keepFlow(res: SipResponse): void {
+    const flowTimer = Number(res.headers.get('Flow-Timer') ?? NaN);
+    const outbound = /(^|,)\s*outbound\s*(,|$)/i.test(res.headers.getAll('Require').join(','));
+    if (!(flowTimer > 0) && !outbound) return;
+    const sec = flowTimer > 0 ? flowTimer * (0.8 + 0.2 * Math.random()) : 95 + 25 * Math.random();
+    const peer = peerOf(this.trunk);
+    if (!this.ua.transport.keepFlowAlive(peer, Math.max(1, sec) * 1000)) return;
+    this.flowPeer = peer;
+  }
+
+  /** The flow this registration keeps alive (RFC 5626), if the registrar asked. */
+  flowPeer: Peer | null = null;
+
+  /** Its flow failed: register again now. */
+  flowFailed(): void {
+    if (this.stopped) return;
+    this.status = { registered: false, lastError: 'RFC 5626 keepalive: no pong within 10 s' };
+    this.flowPeer = null;
+    this.schedule(0);
   }
 
   private schedule(ms: number): void {
@@ -145,17 +184,38 @@ export class SipUserAgent extends EventEmitter<UaEvents> implements DialogHost {
       }
     });
     transport.on('malformed', (err) => this.emit('malformed', err));
+    transport.on('flowFailed', (peer) => {
+      for (const r of this.registrations.values()) if (r.flowPeer && r.flowPeer.host === peer.host && r.flowPeer.port === peer.port) r.flowFailed();
+    });
   }
 
   get port(): number {
     return this.transport.port;
   }
 
+  /**
+   * Our Via. Over TLS (RFC 3261 §26, §18.2.1) with `alias` (RFC 5923): the server may send its own
+   * requests back over this connection; our certificate-less TLS listener, when there is one,
+   * is the sent-by port.
+   */
   via(transport: TransportName): string {
+    if (transport === 'tls') return `SIP/2.0/TLS ${hostPort(this.host, this.tlsPort)};branch=${newBranch()};rport;alias`;
     return `SIP/2.0/${transport.toUpperCase()} ${hostPort(this.host, this.port)};branch=${newBranch()};rport`;
   }
-  contact(transport: TransportName, user = 'sovcomms'): string {
+  /**
+   * Our Contact. Over TLS a SIPS URI when the dialog is SIPS (§8.1.1.8), else `sip:` with
+   * `transport=tls`: RFC 5630 §3.1.3 deprecates the parameter for SIPS, but a `sip:` target over
+   * TLS (a carrier's PSTN numbers, which cannot promise TLS to the end, §3.2) still needs it.
+   */
+  contact(transport: TransportName, user = 'sovcomms', secure = false): string {
+    if (transport === 'tls' && secure) return `<sips:${user}@${hostPort(this.host, this.tlsPort)}>`;
+    if (transport === 'tls') return `<sip:${user}@${hostPort(this.host, this.tlsPort)};transport=tls>`;
     return `<sip:${user}@${hostPort(this.host, this.port)};transport=${transport}>`;
+  }
+
+  /** The TLS listener's port, else 5061 (§26.3.1: where a TLS peer would look for us). */
+  get tlsPort(): number {
+    return this.transport.tlsPort ?? 5061;
   }
 
   /** An INVITE to `number` at `target` (a trunk, or a desk phone's address); `server`: one of its SRV servers. */

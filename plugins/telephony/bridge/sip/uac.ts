@@ -18,9 +18,16 @@ export interface OutgoingInviteEvents {
   failed: [status: number, reason: string];
 }
 
-/** Where a target's requests go: its resolved address (DNS SRV) or host:port. */
-export function peerOf(t: SipTarget): Peer {
-  return { host: t.addr?.host ?? t.host, port: t.addr?.port ?? t.port, transport: t.transport };
+/**
+ * Where a target's requests go: its resolved address (DNS SRV) or host:port (`server`: one SRV
+ * target of it). Over TLS the certificate must name the trunk's host (sip/tls.ts); a desk phone's
+ * address (no `id` of a trunk, no name to check) is reached on the phone's own connection.
+ */
+export function peerOf(t: SipTarget, server?: { host: string; port: number }): Peer {
+  const host = server?.host ?? t.addr?.host ?? t.host;
+  const port = server?.port ?? t.addr?.port ?? t.port;
+  if (t.transport !== 'tls' || t.phone) return { host, port, transport: t.transport };
+  return { host, port, transport: 'tls', tls: { servername: t.host.replace(/^\[(.*)\]$/, '$1'), ca: t.tlsCaPem } };
 }
 /** The target's host as URIs name it: no port when DNS SRV locates the server (RFC 3263 §4.2). */
 export function uriHost(t: SipTarget): string {
@@ -64,7 +71,7 @@ export class OutgoingInvite extends EventEmitter<OutgoingInviteEvents> {
     server?: { host: string; port: number },
   ) {
     super();
-    const peer = server ? { host: server.host, port: server.port, transport: target.transport } : peerOf(target);
+    const peer = peerOf(target, server);
     const domain = target.fromDomain || target.host;
     const user = target.callerId || target.username || 'sovcomms';
     const localUri = `sip:${encodeURIComponent(user).replace(/%2B/g, '+')}@${domain}`;
@@ -84,6 +91,7 @@ export class OutgoingInvite extends EventEmitter<OutgoingInviteEvents> {
       peer,
       credentials: target.username !== undefined && target.password !== undefined ? { username: target.username, password: target.password } : undefined,
       localSdp: sdpOffer,
+      secure: this.remoteUri.startsWith('sips:'),
     });
   }
 
@@ -110,7 +118,7 @@ export class OutgoingInvite extends EventEmitter<OutgoingInviteEvents> {
     h.append('To', `<${this.remoteUri}>`);
     h.append('Call-ID', d.callId);
     h.append('CSeq', `${d.cseq} INVITE`);
-    h.append('Contact', this.ua.contact(d.peer.transport));
+    h.append('Contact', this.ua.contact(d.peer.transport, undefined, d.secure));
     h.append('Allow', ALLOW);
     h.append('Supported', 'replaces');
     h.append('User-Agent', USER_AGENT);

@@ -49,6 +49,7 @@ export class IncomingInvite extends EventEmitter<IncomingInviteEvents> {
       cseq: Math.max(1, parseCSeq(req.headers.get('CSeq') as string).seq),
       peer: ctx.from,
       localSdp: '',
+      secure: /^sips:/i.test(req.uri),
     });
     this.dialog.on('ack', () => {
       if (this.state !== 'answered') return;
@@ -75,7 +76,7 @@ export class IncomingInvite extends EventEmitter<IncomingInviteEvents> {
   ringing(): void {
     if (this.state !== 'proceeding') return;
     const res = this.response(180, 'Ringing');
-    res.headers.append('Contact', this.ua.contact(this.dialog.peer.transport));
+    res.headers.append('Contact', this.ua.contact(this.dialog.peer.transport, undefined, this.dialog.secure));
     this.ctx.respond(res);
   }
 
@@ -87,7 +88,7 @@ export class IncomingInvite extends EventEmitter<IncomingInviteEvents> {
     this.dialog.state = 'confirmed';
     const peer = this.dialog.peer;
     const res = this.response(200, 'OK');
-    res.headers.append('Contact', this.ua.contact(peer.transport));
+    res.headers.append('Contact', this.ua.contact(peer.transport, undefined, this.dialog.secure));
     res.headers.append('Allow', 'INVITE, ACK, CANCEL, BYE, OPTIONS');
     res.headers.append('User-Agent', USER_AGENT);
     res.headers.append('Content-Type', 'application/sdp');
