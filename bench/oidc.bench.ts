@@ -107,7 +107,7 @@ async function seed(dataDir: string): Promise<{ secret: string; password: string
   const a = await Appliance.create({ dataDir, env: {}, overrides: { log: { level: 'silent' } } });
   try {
     const tenant = a.core.tenants.primary()!;
-    const repo = new ClientRepo(a.core.db);
+    const repo = new ClientRepo(a.core.db, a.core.clock);
     const { secret } = repo.upsert(tenant, {
       client_id: CLIENT_ID,
       redirect_uris: ['http://127.0.0.1/cb'],

@@ -328,8 +328,8 @@ export class Appliance {
     if (this.server) {
       const closed = new Promise<void>((r) => this.server!.close(() => r()));
       this.server.closeIdleConnections?.();
-      const deadline = Date.now() + drainMs;
-      while (this.#inflight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      const deadline = performance.now() + drainMs;
+      while (this.#inflight > 0 && performance.now() < deadline) await new Promise((r) => setTimeout(r, 20));
       for (const s of this.#sockets) s.destroy();
       await closed;
     }

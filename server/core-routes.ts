@@ -9,10 +9,10 @@ import { PAGE_DEFAULT, PAGE_MAX } from './http/envelope.ts';
 
 /** Routes the core itself serves: health, readiness, the API description and the v1 root. */
 export function coreRoutes(dispatcher: Dispatcher, host: () => PluginHost | undefined): RouteDef[] {
-  let cached: { at: number; doc: unknown } | undefined;
+  let cached: { doc: unknown } | undefined;
   const openapi = () => {
     // Routes are sealed at start, so the description is built once.
-    cached ??= { at: Date.now(), doc: buildOpenApi(dispatcher.routes, { build: BUILD }) };
+    cached ??= { doc: buildOpenApi(dispatcher.routes, { build: BUILD }) };
     return cached.doc;
   };
   return [

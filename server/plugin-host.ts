@@ -132,7 +132,7 @@ export class PluginHost {
   }
 
   migrateAll(): void {
-    for (const p of this.order) if (p.migrations?.length) migrate(this.core.db, p.name, p.migrations);
+    for (const p of this.order) if (p.migrations?.length) migrate(this.core.db, p.name, p.migrations, this.core.clock);
   }
 
   declareEvents(): void {

@@ -77,7 +77,7 @@ export class BridgeLink {
   #child: ChildProcess | undefined;
   #restarts = 0;
   #restartTimer: NodeJS.Timeout | undefined;
-  #upSince = 0;
+  #upSince = -Infinity;
   #stopping = false;
   #readyWaiters = new Set<() => void>();
   lastExit: string | null = null;
@@ -226,7 +226,7 @@ export class BridgeLink {
       this.log.error({ code, signal }, 'bridge died; restarting');
       this.hooks.onDied(reason);
       // Backoff: doubles per quick death, resets after a minute of good health.
-      if (Date.now() - this.#upSince > 60_000) this.#restarts = 0;
+      if (performance.now() - this.#upSince > 60_000) this.#restarts = 0;
       const delay = Math.min(this.cfg.restartMaxMs, this.cfg.restartMinMs * 2 ** this.#restarts);
       this.#restarts++;
       this.#restartTimer = setTimeout(() => this.spawnEmbedded(callbackUrl), delay);
@@ -243,7 +243,7 @@ export class BridgeLink {
 
   private setReady(): void {
     this.state = 'ready';
-    this.#upSince = Date.now();
+    this.#upSince = performance.now();
     for (const w of this.#readyWaiters) w();
     this.#readyWaiters.clear();
   }
