@@ -121,7 +121,8 @@ export class Appliance {
       try {
         res.locals.tenant = this.core.tenants.resolve(req.headers.host);
       } catch (e) {
-        return renderError(res, e, getLog(), requestId);
+        renderError(res, e, getLog(), requestId);
+        return;
       }
       const started = process.hrtime.bigint();
       this.#inflight++;
@@ -258,7 +259,7 @@ export class Appliance {
     server.keepAliveTimeout = 5_000;
     // TLS: the raw socket's bytes go to the TLS layer, not to 'data'; handshakeTimeout bounds a silent one.
     const plain = !(server instanceof https.Server);
-    server.on('connection', (s) => this.admit(s, plain));
+    server.on('connection', (s: Socket) => this.admit(s, plain));
     server.on('upgrade', (req: http.IncomingMessage, socket: Socket, head: Buffer) => this.upgrade(req, socket, head));
     this.server = server;
     await new Promise<void>((resolve, reject) => {

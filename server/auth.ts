@@ -143,7 +143,7 @@ export class AuthService {
   #bearer: BearerVerifier | undefined;
   #custom = new Map<string, CustomVerifier>();
   #lastUsedWrites = new Map<string, number>();
-  #keyByHash: Database.Statement<unknown[]> | undefined;
+  #keyByHash: Database.Statement | undefined;
 
   constructor(
     private readonly db: DB,

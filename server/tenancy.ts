@@ -93,6 +93,7 @@ export function validateHost(host: string): string {
  * port the appliance listens on. A Host header can therefore only name this appliance: never
  * another site, another port, or another address of the loopback network (127.0.0.77).
  */
+// eslint-disable-next-line @typescript-eslint/no-redundant-type-constituents -- names the two values callers pass, for the reader
 export function publicOriginOf(tenant: Tenant, proto: 'http' | 'https' | string, hostHeader: string | undefined, listeningPort: number): string {
   if (tenant.publicOrigin) return tenant.publicOrigin;
   let host = tenant.host;

@@ -116,7 +116,7 @@ export class UserService {
   async add(tenant: Tenant, input: { name: string; role?: Role; email?: string | null; password?: string | null }): Promise<User> {
     if (!NAME_RE.test(input.name)) throw new InputError(`invalid user name: ${JSON.stringify(input.name)} (letters, digits and . _ @ + -)`);
     const role = input.role ?? 'user';
-    if (role !== 'admin' && role !== 'user') throw new InputError(`invalid role: ${role} (admin or user)`);
+    if (role !== 'admin' && role !== 'user') throw new InputError(`invalid role: ${String(role)} (admin or user)`);
     if (input.email != null && !/^[^\s@]+@[^\s@]+$/.test(input.email)) throw new InputError(`invalid e-mail: ${input.email}`);
     if (input.password != null) checkPasswordPolicy(input.password);
     const hash = input.password ? await hashPassword(input.password) : null;
@@ -146,15 +146,19 @@ export class UserService {
   }
 
   setRole(tenant: Tenant, name: string, role: Role): User {
-    if (role !== 'admin' && role !== 'user') throw new InputError(`invalid role: ${role} (admin or user)`);
+    if (role !== 'admin' && role !== 'user') throw new InputError(`invalid role: ${String(role)} (admin or user)`);
     const u = this.byName(tenant, name);
     if (!u) throw new NotFoundError(`no user ${name}`);
-    this.db.prepare('UPDATE users SET role = ?, updated_at = ? WHERE tenant_id = ? AND id = ?').run(role, new Date(this.clock.now()).toISOString(), tenant.id, u.id);
+    this.db
+      .prepare('UPDATE users SET role = ?, updated_at = ? WHERE tenant_id = ? AND id = ?')
+      .run(role, new Date(this.clock.now()).toISOString(), tenant.id, u.id);
     return this.get(tenant, u.id)!;
   }
 
   setStatus(tenant: Tenant, userId: string, status: UserStatus): void {
-    this.db.prepare('UPDATE users SET status = ?, updated_at = ? WHERE tenant_id = ? AND id = ?').run(status, new Date(this.clock.now()).toISOString(), tenant.id, userId);
+    this.db
+      .prepare('UPDATE users SET status = ?, updated_at = ? WHERE tenant_id = ? AND id = ?')
+      .run(status, new Date(this.clock.now()).toISOString(), tenant.id, userId);
   }
 }
 

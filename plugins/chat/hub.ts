@@ -226,7 +226,7 @@ export class ChatHub implements EventSink {
 
   private register(c: Conn): void {
     let users = this.#conns.get(c.tenant.id);
-    if (!users) this.#conns.set(c.tenant.id, (users = new Map()));
+    if (!users) this.#conns.set(c.tenant.id, (users = new Map<string, Set<Conn>>()));
     let set = users.get(c.user.id);
     if (!set) users.set(c.user.id, (set = new Set()));
     set.add(c);

@@ -146,6 +146,7 @@ export function validateClient(c: ClientInput): void {
     // RFC 7517 §4: a JWK set published by a client must never carry private members.
     if (['d', 'p', 'q', 'dp', 'dq', 'qi', 'k'].some((m) => m in k))
       throw new InputError(`jwks.keys[${i}]: private or symmetric key material is not accepted`, 'invalid_client_metadata');
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-conversion -- kty comes from client-supplied JSON that only claims to be a JWK
     if (!['RSA', 'EC', 'OKP'].includes(String(k.kty))) throw new InputError(`jwks.keys[${i}]: kty must be RSA, EC or OKP`, 'invalid_client_metadata');
     try {
       crypto.createPublicKey({ key: k as crypto.JsonWebKey, format: 'jwk' });

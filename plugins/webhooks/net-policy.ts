@@ -197,7 +197,7 @@ const verdicts = new WeakMap<NetworkPolicy, Map<string, Verdict>>();
 
 function verdict(address: string, policy: NetworkPolicy): Verdict {
   let m = verdicts.get(policy);
-  if (!m) verdicts.set(policy, (m = new Map()));
+  if (!m) verdicts.set(policy, (m = new Map<string, Verdict>()));
   let v = m.get(address);
   if (!v) {
     const why = refusal(address, policy);

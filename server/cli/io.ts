@@ -1,8 +1,8 @@
 /** Where a CLI command writes and reads: the process's streams, or a test's arrays. */
 export interface CliIo {
-  out(line: string): void;
-  err(line: string): void;
-  stdin(): Promise<string>;
+  out: (line: string) => void;
+  err: (line: string) => void;
+  stdin: () => Promise<string>;
 }
 
 /**

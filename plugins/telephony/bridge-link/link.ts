@@ -183,7 +183,7 @@ export class BridgeLink {
       this.#url = m.controlUrl;
       this.setReady();
       this.log.info({ pid: child.pid, controlUrl: m.controlUrl }, 'bridge ready');
-      this.hooks.onReady().catch((e) => this.log.warn({ err: (e as Error).message }, 'bridge ready hook failed'));
+      this.hooks.onReady().catch((e: unknown) => this.log.warn({ err: (e as Error).message }, 'bridge ready hook failed'));
     };
     child.on('message', onReadyMsg);
     readline.createInterface({ input: child.stdout! }).on('line', (line) => {
@@ -209,6 +209,7 @@ export class BridgeLink {
       if (!rec) return this.log.warn({ bridge: line.slice(0, 500) }, 'bridge stderr');
       const { level, msg, time: _t, name: _n, ...fields } = rec;
       const lv = level === 'error' || level === 'warn' || level === 'debug' ? level : 'info';
+      // eslint-disable-next-line @typescript-eslint/no-base-to-string -- the bridge's log line: its msg is a string, anything else is logged as it prints
       this.log[lv]({ bridge: fields }, `bridge: ${String(msg ?? '').slice(0, 300)}`);
     });
     child.on('exit', (code, signal) => {

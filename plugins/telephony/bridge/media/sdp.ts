@@ -86,6 +86,7 @@ export function parseAnswer(sdp: string, offered: Codec[]): NegotiatedMedia {
   const { parsed, audio } = activeAudio(sdp, 'answer');
   const host = audio.connection?.ip ?? parsed.connection?.ip;
   if (!host) throw new SdpError('SDP answer has no connection address');
+  // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-conversion -- sdp-transform types payloads as a string but yields a number for a single payload type
   const pts = String(audio.payloads ?? '')
     .split(/\s+/)
     .filter(Boolean)
