@@ -101,7 +101,6 @@ describe('desktop appliance (fake Electron shell)', () => {
     expect(shell.children.length).toBe(2);
     await started();
     // Quit: before-quit is held until the server has stopped; the server is asked, not killed.
-    // eslint-disable-next-line @typescript-eslint/no-confusing-void-expression -- the fake's quit() reports whether the quit was prevented
     const prevented = shell.app.quit() as unknown as boolean;
     expect(prevented).toBe(true);
     expect(child().sent).toEqual([{ type: 'shutdown' }]);
@@ -109,7 +108,6 @@ describe('desktop appliance (fake Electron shell)', () => {
     await flush();
     expect(shell.tray!.icon).toBe('stopped');
     expect(shell.quitCalls).toBe(2); // the second quit goes through
-    // eslint-disable-next-line @typescript-eslint/no-confusing-void-expression -- the fake's quit() reports whether the quit was prevented
     expect(shell.app.quit() as unknown as boolean).toBe(false);
   });
 
