@@ -55,6 +55,7 @@ export class Appliance {
       log: core.log,
       pluginReady: (p) => p === 'core' || this.host.isStarted(p),
       tenantByHost: (host) => core.tenants.byHost(host),
+      changed: (tenantId, notice) => core.events.notify(tenantId, notice, {}),
       listeningPort: () => {
         const a = this.server?.address();
         return a && typeof a === 'object' ? a.port : core.config.http.port;
@@ -80,7 +81,12 @@ export class Appliance {
       a.host.declareEvents();
       await a.host.setupAll();
       core.audit.target = a.host.provided(AUDIT_WRITER);
-      for (const def of coreRoutes(a.dispatcher, () => a.host)) a.dispatcher.add('core', def);
+      for (const def of coreRoutes(
+        a.dispatcher,
+        () => a.host,
+        () => core.events.catalog(),
+      ))
+        a.dispatcher.add('core', def);
       a.live = new LiveHub(core.db, core.events, () => a.host, core.keys.store, a.streams);
       a.dispatcher.add('core', a.live.route());
       a.host.registerRoutes(a.dispatcher, a.app, express.static);

@@ -81,6 +81,10 @@ export async function main(argv: string[], io: CliIo = processIo, opts: { plugin
     }
     const o = await openForCli(dataDir, io, plugins);
     try {
+      if (command.allEvents) {
+        for (const p of await source.all())
+          if (!plugins.some((q) => q.name === p.name)) for (const [name, schema] of Object.entries(p.events ?? {})) o.core.events.declare(p.name, name, schema);
+      }
       const args = stripDataDir(rest);
       const { result: code, parses } = await withParses(() => run(args, o));
       if (code === 0) auditCliChange(o, cmd, command, args, parses);

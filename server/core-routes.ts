@@ -4,15 +4,16 @@ import { policy } from './auth.ts';
 import { reply, type RouteDef } from './http/route.ts';
 import type { Dispatcher } from './http/dispatch.ts';
 import type { PluginHost } from './plugin-host.ts';
+import type { DeclaredEvent } from './events.ts';
 import { BUILD, PRODUCT_NAME } from './build-info.ts';
 import { PAGE_DEFAULT, PAGE_MAX } from './http/envelope.ts';
 
 /** Routes the core itself serves: health, readiness, the API description and the v1 root. */
-export function coreRoutes(dispatcher: Dispatcher, host: () => PluginHost | undefined): RouteDef[] {
+export function coreRoutes(dispatcher: Dispatcher, host: () => PluginHost | undefined, events?: () => readonly DeclaredEvent[]): RouteDef[] {
   let cached: { doc: unknown } | undefined;
   const openapi = () => {
     // Routes are sealed at start, so the description is built once.
-    cached ??= { doc: buildOpenApi(dispatcher.routes, { build: BUILD }) };
+    cached ??= { doc: buildOpenApi(dispatcher.routes, { build: BUILD, events: events?.() }) };
     return cached.doc;
   };
   return [

@@ -75,6 +75,8 @@ export const ERROR_CODES = [
   'too_many_subscriptions',
   'subscription_paused',
   'delivery_in_progress',
+  /** 400: a webhook subscription names an event no plugin declares (the body lists `known`). */
+  'unknown_event',
   // certificate authority and trusted lists
   'ca_unavailable',
   'ca_exists',

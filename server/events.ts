@@ -25,6 +25,24 @@ export interface Notice {
   data: Record<string, unknown>;
 }
 
+/**
+ * A plugin's `events` with a one-line description each (the console's event picker and
+ * `/openapi.json` `webhooks` show it): `text` must name every event, so a new event without its
+ * line does not compile. Returns the same schemas, described.
+ */
+export function describeEvents<E extends Record<string, z.ZodType>>(text: { readonly [K in keyof E]: string }, events: E): E {
+  return Object.fromEntries(Object.entries(events).map(([name, schema]) => [name, schema.describe(text[name]!)])) as E;
+}
+
+/** A declared event (EventBus.catalog). */
+export interface DeclaredEvent {
+  name: string;
+  plugin: string;
+  /** The data schema `emit` validates against. */
+  schema: z.ZodType;
+  description: string;
+}
+
 const NOTICE_NAME = /^[a-z][a-z0-9]*(?:[._-][a-z0-9]+)*$/;
 
 /**
@@ -72,6 +90,18 @@ export class EventBus {
 
   declared(): string[] {
     return [...this.#schemas.keys()].sort();
+  }
+
+  /**
+   * Every declared event with its declaring plugin, data schema and description (the schema's
+   * `.describe()`), sorted by name: the source of `/openapi.json`'s `webhooks` and of the event
+   * names a webhook subscription may name.
+   */
+  catalog(): DeclaredEvent[] {
+    return this.declared().map((name) => {
+      const { plugin, schema } = this.#schemas.get(name)!;
+      return { name, plugin, schema, description: schema.description ?? '' };
+    });
   }
 
   /** Records an event. Validates against the declaring plugin's schema; unknown names are a bug. */

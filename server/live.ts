@@ -31,8 +31,10 @@ const liveQuery = z.object({
  *   (or `?since=`) gets every event it missed, in order, then the live ones: none lost, none twice.
  *   More than REPLAY_MAX missed: one `event: reset`, and the client reloads its views.
  * - `event: notice`: passing changes of the tenant's data that are not events of their own
- *   (`webhook.delivery`: a delivery queued, attempted, finished). Not replayed: a client that
- *   reconnects reloads the views they concern.
+ *   (`webhook.delivery`: a delivery queued, attempted, finished; `call.state`: a call scheduled,
+ *   dispatched, cancelled, ended; `<collection>.changed`: an admin change over the API, whoever
+ *   made it, see changeNotice in http/dispatch.ts). Not replayed: a client that reconnects
+ *   reloads the views they concern. Like events, a notice reaches only its own tenant's clients.
  * - `event: status`: the plugins' states and health details (bridge and trunk registration,
  *   webhook backlog and paused subscriptions, trusted-list freshness), sent on connect and
  *   whenever they change; a snapshot, so a reconnect needs nothing replayed.
@@ -67,7 +69,10 @@ export class LiveHub {
         'Frames: `event: <event name>` + `id: <n>` + `data: {"id","name","data","ts"}` for durable events (resume with the ' +
         '`Last-Event-ID` header or `?since=`; nothing missed is lost), `event: status` + `data: {plugins}` on connect and on ' +
         'every change, `event: notice` + `data: {"name","data"}` for passing changes that are not stored events (`webhook.delivery`: ' +
-        '`{subscriptionId, deliveryId?, state?}`; not replayed, reload the view after a reconnect), `event: hello` + `data: {"lastId"}` first, `event: reset` when more than 5000 events were missed, and ' +
+        '`{subscriptionId, deliveryId?, state?}`; `call.state`: `{callId, status}` on every change of an outbound call, scheduled, dispatched, ' +
+        'cancelled or ended; `<collection>.changed`: `{}` after each admin change over the API, by whoever made it, e.g. `trunks.changed`, ' +
+        '`outbound-routes.changed`, `numbers.changed`, `users.changed`, `apikeys.changed`, `webhooks.changed`, `calls.changed`; ' +
+        'not replayed, reload the view after a reconnect), `event: hello` + `data: {"lastId"}` first, `event: reset` when more than 5000 events were missed, and ' +
         'a `: ping` comment every 15 s.',
       area: 'console',
       auth: policy.v1Admin,

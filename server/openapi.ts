@@ -3,14 +3,15 @@ import { z } from 'zod';
 import type { RegisteredRoute } from './http/dispatch.ts';
 import { parseAddress } from './http/dispatch.ts';
 import type { AuthPolicy } from './auth.ts';
+import type { DeclaredEvent } from './events.ts';
 
 /** The API description's own version: a date plus a round label (spec "Versioning"). */
 export const API_DESCRIPTION_VERSION = '2026-11-22.r1';
 
 type Json = Record<string, unknown>;
 
-function jsonSchema(s: z.ZodType): Json {
-  const out = z.toJSONSchema(s, { target: 'draft-2020-12', io: 'input', unrepresentable: 'any' }) as Json;
+function jsonSchema(s: z.ZodType, io: 'input' | 'output' = 'input'): Json {
+  const out = z.toJSONSchema(s, { target: 'draft-2020-12', io, unrepresentable: 'any' }) as Json;
   delete out.$schema;
   return out;
 }
@@ -47,7 +48,51 @@ const errorSchema = {
   },
 };
 
-export function buildOpenApi(routes: RegisteredRoute[], meta: { build: string; serverUrl?: string }): Json {
+/**
+ * OpenAPI 3.1 `webhooks`: one POST per declared event, its body the delivery envelope (spec
+ * "Events: Delivery") around the data schema the emitting plugin declared, the very schema the
+ * event bus validates every emit against (the data as emitted, hence `io: 'output'`).
+ */
+export function webhooksOf(events: readonly DeclaredEvent[]): Record<string, Json> {
+  const out: Record<string, Json> = {};
+  for (const e of events) {
+    out[e.name] = {
+      post: {
+        operationId: `event_${e.name.replace(/[^A-Za-z0-9]+/g, '_')}`,
+        summary: e.description || `${e.name} (declared by ${e.plugin})`,
+        description: `Declared by the ${e.plugin} plugin. Delivered to subscriptions naming \`${e.name}\` or \`*\`, signed (X-Service-Signature, webhook-signature).`,
+        tags: [e.plugin],
+        parameters: [
+          { name: 'X-Service-Event', in: 'header', required: true, schema: { type: 'string', const: e.name } },
+          { name: 'X-Service-Signature', in: 'header', required: true, schema: { type: 'string' }, description: 'sha256=<hex HMAC-SHA256 of the raw body>' },
+          { name: 'X-Service-Delivery-Id', in: 'header', required: true, schema: { type: 'string' }, description: 'stable across retries' },
+          { name: 'X-Service-Attempt', in: 'header', required: true, schema: { type: 'string', enum: ['1', '2', '3', '4'] } },
+        ],
+        requestBody: {
+          required: true,
+          content: {
+            'application/json': {
+              schema: {
+                type: 'object',
+                required: ['event', 'tenant', 'ts', 'data'],
+                properties: {
+                  event: { type: 'string', const: e.name },
+                  tenant: { type: 'string', description: "the tenant's host name" },
+                  ts: { type: 'string', format: 'date-time' },
+                  data: jsonSchema(e.schema, 'output'),
+                },
+              },
+            },
+          },
+        },
+        responses: { '2XX': { description: 'received; anything else is retried (410 disables the subscription)' } },
+      },
+    };
+  }
+  return out;
+}
+
+export function buildOpenApi(routes: RegisteredRoute[], meta: { build: string; serverUrl?: string; events?: readonly DeclaredEvent[] }): Json {
   const paths: Record<string, Record<string, Json>> = {};
   const tags = new Set<string>();
   for (const r of routes) {
@@ -129,6 +174,7 @@ export function buildOpenApi(routes: RegisteredRoute[], meta: { build: string; s
     ...(meta.serverUrl ? { servers: [{ url: meta.serverUrl }] } : {}),
     tags: [...tags].sort().map((name) => ({ name })),
     paths,
+    ...(meta.events?.length ? { webhooks: webhooksOf(meta.events) } : {}),
     components: {
       schemas: { Error: errorSchema },
       parameters: {

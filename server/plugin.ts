@@ -116,6 +116,11 @@ export interface CliCommand<S = never> {
    * secrets); the positional arguments are recorded as `target`.
    */
   audited?: readonly string[];
+  /**
+   * The command checks names against every plugin's declared events (`webhook add`), so the CLI
+   * declares them all, loading each manifest (their setup still runs only for the command's own).
+   */
+  allEvents?: boolean;
   /** Returns the exit code: 0 ok, 1 failure, 2 usage. Throw UsageError for bad arguments. */
   run(args: string[], ctx: CliContext, services: S): Promise<number>;
 }

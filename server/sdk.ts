@@ -51,7 +51,8 @@ export { sqlMigrations, type Migration } from './store/migrate.ts';
 export type { DB } from './store/db.ts';
 export { PermanentFailure, RetryAt } from './jobs.ts';
 export type { JobDefinition, JobQueue, RunningJob } from './jobs.ts';
-export type { AppEvent, EventBus } from './events.ts';
+export type { AppEvent, DeclaredEvent, EventBus } from './events.ts';
+export { describeEvents } from './events.ts';
 
 // Tenancy, users, keys, time, logs, build.
 export type { Tenant, TenantService } from './tenancy.ts';

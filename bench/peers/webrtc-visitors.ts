@@ -1,7 +1,8 @@
 /**
  * The load client of bench/telephony-rooms.bench.ts, in a process of its own: N browser-room
  * visitors made of werift (test/support/webrtc-visitor.ts), each joining through the bridge's
- * control API (POST /rooms), sending a 20 ms G.711 tone stream and counting what it receives.
+ * control API (POST /rooms), sending a 20 ms tone stream (G.711, or Opus with `codec: 'opus'`)
+ * and counting what it receives.
  * IPC: {type:'open', …} → {type:'up', connected, ms}; {type:'report'} → {type:'report', visitors}.
  */
 import { randomBytes } from 'node:crypto';
@@ -15,6 +16,7 @@ interface Open {
   token: string;
   engineUrl: string;
   rooms: number;
+  codec?: 'PCMU' | 'opus';
 }
 
 const visitors: { callId: string; v: WebRtcVisitor }[] = [];
@@ -37,7 +39,7 @@ try {
 }
 
 async function openOne(o: Open, i: number): Promise<void> {
-  const v = new WebRtcVisitor({ toneHz: 300 + (i % 20) * 25 });
+  const v = new WebRtcVisitor({ toneHz: 300 + (i % 20) * 25, codec: o.codec });
   const t0 = Date.now();
   const callId = `vnum${randomBytes(6).toString('hex')}`;
   const r = await fetch(`${o.controlUrl}/rooms`, {

@@ -22,6 +22,11 @@ export interface AuditFilter {
   subjects?: string[];
 }
 
+/** The one style of audit event names: lower-case words joined by dashes (`webhook-pause`, `trunk-save`). */
+export function eventStyle(name: string): string {
+  return name.replace(/\./g, '-');
+}
+
 /** Escapes LIKE wildcards so a filter is a plain substring match. */
 function likeArg(s: string): string {
   return `%${s.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
@@ -60,8 +65,10 @@ export class AuditRepo {
     const args: unknown[] = [tenant.id];
     // LIKE is case-insensitive for ASCII in SQLite, which is what event names and e-mails are.
     if (f.event) {
-      where.push("event LIKE ? ESCAPE '\\'");
-      args.push(likeArg(f.event));
+      // Names are written with dashes; rows from before that (`webhook.pause`) keep their dots. A
+      // filter reads a dot as a dash on both sides, so an old name finds old and new rows alike.
+      where.push("replace(event, '.', '-') LIKE ? ESCAPE '\\'");
+      args.push(likeArg(eventStyle(f.event)));
     }
     if (f.user) {
       // The accounts' identifiers go in as one JSON array: one statement text whatever their

@@ -1,5 +1,5 @@
 import { type AuditInput, type AuditWriter, type Clock, InputError, type Tenant, type UserService } from '../../server/sdk.ts';
-import type { AuditRepo, AuditFilter } from './repo.ts';
+import { type AuditRepo, type AuditFilter, eventStyle } from './repo.ts';
 
 const EVENT_RE = /^[a-z0-9][a-z0-9.-]{0,63}$/;
 // Values that must never reach the log, whatever a caller passes in `extra`.
@@ -37,7 +37,9 @@ export class AuditService implements AuditWriter {
     const now = this.clock.now();
     const row = {
       ts: new Date(now).toISOString(),
-      event: e.event,
+      // One style for every name (the spec's `login-ok`, `trunk-save`): a dotted name from a
+      // writer not yet renamed is stored with dashes, so filters and the console see one name.
+      event: eventStyle(e.event),
       user: (e.user ?? '').slice(0, 320),
       ip: (e.ip ?? '').slice(0, 64),
       ua: (e.ua ?? '').slice(0, 512),

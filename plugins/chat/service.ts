@@ -314,7 +314,7 @@ export class ChatService {
       this.#members.delete(id);
       return [this.repo.insertEvent(tenant, { threadId: id, kind: 'thread', data: { by: ref(u) } }, now)];
     });
-    this.audit(tenant, meta, 'chat.group.create', { group: id, name, members: [u.name, ...peers.map((p) => p.name)].join(',') });
+    this.audit(tenant, meta, 'chat-group-create', { group: id, name, members: [u.name, ...peers.map((p) => p.name)].join(',') });
     this.emit(tenant, seqs);
     return this.threadInfo(tenant, this.repo.thread(tenant, id)!);
   }
@@ -328,7 +328,7 @@ export class ChatService {
       this.repo.renameThread(tenant, th.id, name);
       return this.repo.insertEvent(tenant, { threadId: th.id, kind: 'thread', data: { by: ref(u), renamedFrom: th.name } }, now);
     });
-    this.audit(tenant, meta, 'chat.group.rename', { group: th.id, from: th.name ?? '', to: name });
+    this.audit(tenant, meta, 'chat-group-rename', { group: th.id, from: th.name ?? '', to: name });
     this.emit(tenant, [seq]);
     return this.threadInfo(tenant, this.repo.thread(tenant, th.id)!);
   }
@@ -350,7 +350,7 @@ export class ChatService {
       return { seqs, added };
     });
     this.#members.delete(th.id);
-    if (added.length) this.audit(tenant, meta, 'chat.group.add', { group: th.id, members: added.map((p) => p.name).join(',') });
+    if (added.length) this.audit(tenant, meta, 'chat-group-add', { group: th.id, members: added.map((p) => p.name).join(',') });
     this.emit(tenant, seqs);
     return this.threadInfo(tenant, this.repo.thread(tenant, th.id)!);
   }
@@ -360,12 +360,12 @@ export class ChatService {
     const th = this.thread(tenant, u, { groupId });
     this.requireManager(tenant, u, th);
     const peers = this.uniquePeers(tenant, logins);
-    return this.removeMembers(tenant, u, th, peers, 'chat.group.remove', meta);
+    return this.removeMembers(tenant, u, th, peers, 'chat-group-remove', meta);
   }
 
   groupLeave(tenant: Tenant, u: User, groupId: string, meta: AuditMeta) {
     const th = this.thread(tenant, u, { groupId });
-    return this.removeMembers(tenant, u, th, [u], 'chat.group.leave', meta);
+    return this.removeMembers(tenant, u, th, [u], 'chat-group-leave', meta);
   }
 
   private removeMembers(tenant: Tenant, u: User, th: ThreadRow, peers: User[], event: string, meta: AuditMeta) {
@@ -459,7 +459,7 @@ export class ChatService {
   exportThread(tenant: Tenant, threadId: string, meta: AuditMeta) {
     const th = this.repo.thread(tenant, threadId);
     if (!th) throw new NotFoundError(`no thread ${threadId}`);
-    this.audit(tenant, meta, 'chat.export', { thread: th.id });
+    this.audit(tenant, meta, 'chat-export', { thread: th.id });
     return {
       format: 'sovcomms-chat-export/1' as const,
       exportedAt: new Date(this.d.clock.now()).toISOString(),
@@ -476,7 +476,7 @@ export class ChatService {
 
   setRetention(tenant: Tenant, days: number | null, meta: AuditMeta) {
     this.repo.setRetention(tenant, days, meta.user, this.d.clock.now());
-    this.audit(tenant, meta, 'chat.retention', { days: days === null ? 'forever' : String(days) });
+    this.audit(tenant, meta, 'chat-retention', { days: days === null ? 'forever' : String(days) });
     return this.retention(tenant);
   }
 

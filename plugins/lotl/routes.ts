@@ -80,7 +80,7 @@ export function lotlRoutes(r: RouteRegistrar, s: LotlServices, audit: AuditWrite
       const report = await service.refresh();
       req.log.info({ by: req.principal?.subject, accepted: report.accepted, rejected: report.rejected }, 'trusted-list refresh');
       audit.write(req.tenant, {
-        event: 'lotl.refresh',
+        event: 'lotl-refresh',
         user: req.principal?.userName,
         ip: req.ip,
         ua: req.ua,
@@ -133,7 +133,7 @@ export function lotlRoutes(r: RouteRegistrar, s: LotlServices, audit: AuditWrite
       const report = await service.import(files);
       req.log.info({ by: req.principal?.subject, files: files.length, accepted: report.accepted, rejected: report.rejected }, 'trusted-list import');
       audit.write(req.tenant, {
-        event: 'lotl.import',
+        event: 'lotl-import',
         user: req.principal?.userName,
         ip: req.ip,
         ua: req.ua,

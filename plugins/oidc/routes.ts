@@ -330,7 +330,13 @@ export function adminRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>, s
       const user = ctx.users.byName(req.tenant, name);
       if (!user) throw new NotFoundError(`no user ${name}`);
       const { key, info } = ctx.auth.createApiKey(req.tenant, user, { name: req.body.name, createdBy: pr.userName ?? pr.subject });
-      ctx.audit.write(req.tenant, { event: 'apikey-create', user: pr.userName ?? pr.subject, ip: req.ip, ua: req.ua, extra: { key: info.id, for: user.name } });
+      ctx.audit.write(req.tenant, {
+        event: 'apikey-create',
+        user: pr.userName ?? pr.subject,
+        ip: req.ip,
+        ua: req.ua,
+        extra: { id: info.id, name: info.name, for: user.name },
+      });
       return { key, id: info.id, prefix: info.prefix, user: user.name, name: info.name, createdAt: info.createdAt };
     },
   });

@@ -41,7 +41,7 @@ export function rpCaRoutes(r: RouteRegistrar, service: () => Promise<CaService>,
       const source = req.body.csr !== undefined ? 'csr' : req.body.public_key !== undefined ? 'public_key' : 'generated';
       const out = await (await service()).issue(req.tenant, req.body, who);
       audit.write(req.tenant, {
-        event: 'rp-cert.issue',
+        event: 'rp-cert-issue',
         user: who,
         ip: req.ip,
         ua: req.ua,
@@ -112,7 +112,7 @@ export function rpCaRoutes(r: RouteRegistrar, service: () => Promise<CaService>,
     handler: async (req) => {
       const who = req.principal?.userName ?? req.principal?.subject ?? '';
       const out = (await service()).revoke(req.tenant, req.body.serial, req.body.reason);
-      audit.write(req.tenant, { event: 'rp-cert.revoke', user: who, ip: req.ip, ua: req.ua, extra: { serial: out.serial, reason: out.revocation_reason } });
+      audit.write(req.tenant, { event: 'rp-cert-revoke', user: who, ip: req.ip, ua: req.ua, extra: { serial: out.serial, reason: out.revocation_reason } });
       return out;
     },
   });

@@ -42,7 +42,8 @@ export default definePlugin({
   cli: { trunk: trunkCommand, number: numberCommand, phone: phoneCommand },
 
   setup(ctx): TelephonyServices {
-    const repo = new TelephonyRepo(ctx.db);
+    // Every call's change reaches open consoles at once (a live notice, not a webhook event).
+    const repo = new TelephonyRepo(ctx.db, (tenantId, callId, status) => ctx.events.notify(tenantId, 'call.state', { callId, status }));
     const supervisor = new BridgeSupervisor(repo, ctx.log);
     const admin = new TelephonyAdmin(
       repo,

@@ -119,7 +119,11 @@ export class TelephonyRepo {
   // Prepared statements by SQL text: preparing is a large share of a callback's cost (profiled).
   readonly #stmts = new Map<string, Statement>();
 
-  constructor(readonly db: DB) {}
+  constructor(
+    readonly db: DB,
+    /** Told of every new call and every change of one (the console's live `call.state` notice). */
+    private readonly callChanged?: (tenantId: string, callId: string, status: string) => void,
+  ) {}
 
   private q(sql: string): Statement {
     let st = this.#stmts.get(sql);
@@ -266,6 +270,7 @@ export class TelephonyRepo {
   insertCall(r: CallRow): void {
     const cols = Object.keys(r);
     this.q(`INSERT INTO tel_calls (${cols.join(', ')}) VALUES (${cols.map((c) => '@' + c).join(', ')})`).run(r);
+    this.callChanged?.(r.tenant_id, r.call_id, r.status);
   }
 
   call(t: Tenant, callId: string): CallRow | undefined {
@@ -319,7 +324,13 @@ export class TelephonyRepo {
   updateCall(callId: string, patch: Partial<CallRow>): void {
     const cols = Object.keys(patch);
     if (!cols.length) return;
-    this.q(`UPDATE tel_calls SET ${cols.map((c) => `${c} = @${c}`).join(', ')} WHERE call_id = @call_id`).run({ ...patch, call_id: callId });
+    const sql = `UPDATE tel_calls SET ${cols.map((c) => `${c} = @${c}`).join(', ')} WHERE call_id = @call_id`;
+    if (!this.callChanged) {
+      this.q(sql).run({ ...patch, call_id: callId });
+      return;
+    }
+    const row = this.q(`${sql} RETURNING tenant_id, status`).get({ ...patch, call_id: callId }) as { tenant_id: string; status: string } | undefined;
+    if (row) this.callChanged(row.tenant_id, callId, row.status);
   }
 
   /** Records a bridge callback; false when this (instance, seq) was seen before. */

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AppError, pageQuery } from '../../server/sdk.ts';
+import { AppError, describeEvents, pageQuery } from '../../server/sdk.ts';
 import { headerSafe } from './control.ts';
 import { TRUNK_ID_RE } from './trunks/trunk.ts';
 /** E.164: `+`, a non-zero country code digit, at most 15 digits in all (ITU-T E.164 §6). */
@@ -415,7 +415,20 @@ export const settingsInput = z.object({
 
 // ---- events this plugin emits (spec "Event kinds and data payloads") -------------------------
 
-export const eventSchemas = {
+/** One line per event (the console's picker, /openapi.json `webhooks`): an event without one does not compile. */
+const eventText = {
+  'call.answered': 'An outbound AI or SIP-inbound AI call was answered (200 OK); arrives just before call.started (not for browser calls)',
+  'call.started': 'The AI conversation of a call started: outbound AI, SIP inbound or a virtual-number room',
+  'call.transferred': 'The AI handed the call over to a person or a number (the transfer_to_user tool)',
+  'call.ended': 'A SIP-inbound or virtual-number call ended',
+  'outbound-ai.finished': 'An outbound AI call attempt finished, answered or not (errorDetail on a technical failure)',
+  'transcript.saved': 'A call transcript was saved (GET /api.ashx/v1/transcripts/{callId} has it)',
+  'transcript.share.created': 'A transcript share link was created (token: its last 8 characters only)',
+  'transcript.share.viewed': 'A transcript share link was opened',
+  'transcript.share.revoked': 'A transcript share link was revoked',
+};
+
+export const eventSchemas = describeEvents(eventText, {
   'call.answered': z.object({
     callId: z.string(),
     phone: z.string(),
@@ -493,7 +506,7 @@ export const eventSchemas = {
   }),
   'transcript.share.viewed': z.object({ token: z.string().length(8), file: z.string(), viewerIp: z.string(), callId: z.string(), shareId: z.string() }),
   'transcript.share.revoked': z.object({ token: z.string().length(8), file: z.string(), revokedBy: z.string(), callId: z.string(), shareId: z.string() }),
-};
+});
 
 export type TelephonyLimits = z.infer<typeof telephonyConfig>['limits'];
 /** The defaults, for services built without the plugin's settings (tests, tools). */

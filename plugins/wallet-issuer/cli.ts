@@ -95,7 +95,7 @@ export const issuerCli: CliCommand<IssuerServices> = {
             who,
           );
           // The same event the API writes (the runner's generic cli-issuer-offer entry comes beside it).
-          ctx.audit.write(tenant, { event: 'vci.offer-create', user: who, extra: offerAuditExtra(out, user) });
+          ctx.audit.write(tenant, { event: 'vci-offer-create', user: who, extra: offerAuditExtra(out, user) });
           ctx.out(out.offer_uri);
           ctx.out(`offer:    ${out.offer_id} (expires ${out.expires_at})`);
           ctx.out(`qr page:  ${out.qr_page}`);

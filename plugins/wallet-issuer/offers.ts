@@ -6,7 +6,7 @@ import type { OfferRow } from './repo.ts';
 import { MDOC_CONFIG_ID, PRE_AUTH_GRANT, SD_JWT_CONFIG_ID, type ConfigId, type CreateOfferBody } from './schemas.ts';
 
 /**
- * What `vci.offer-create` records, the same from the API and the CLI: the offer, its
+ * What `vci-offer-create` records, the same from the API and the CLI: the offer, its
  * configurations, the grant, whether a tx_code was made (never the code) and the one account
  * bound to an authorization code offer, if any.
  */

@@ -85,7 +85,7 @@ export function issuerRoutes(r: RouteRegistrar, s: IssuerService, audit: AuditWr
       const who = who_(req);
       const out = await s.createOffer(req.tenant, req.publicOrigin, req.body, who);
       audit.write(req.tenant, {
-        event: 'vci.offer-create',
+        event: 'vci-offer-create',
         user: who,
         ip: req.ip,
         ua: req.ua,
@@ -144,7 +144,7 @@ export function issuerRoutes(r: RouteRegistrar, s: IssuerService, audit: AuditWr
     handler: async (req) => {
       const out = await s.token(req.tenant, req.body).catch((e: unknown) => {
         audit.write(req.tenant, {
-          event: 'vci.token-fail',
+          event: 'vci-token-fail',
           ip: req.ip,
           ua: req.ua,
           extra: { grant: req.body.grant_type, error: (e as AppError).code ?? 'error' },
@@ -196,7 +196,7 @@ export function issuerRoutes(r: RouteRegistrar, s: IssuerService, audit: AuditWr
       // another name is first sent there, so the callback sees the cookie it was given.
       if (req.origin !== req.publicOrigin) return reply.redirect(`${req.publicOrigin}${req.raw.originalUrl}`, 302, noStore);
       const out = s.authorize(req.tenant, req.publicOrigin, strings(req.query));
-      audit.write(req.tenant, { event: 'vci.authorize', ip: req.ip, ua: req.ua, extra: { client_id: strings(req.query).client_id } });
+      audit.write(req.tenant, { event: 'vci-authorize', ip: req.ip, ua: req.ua, extra: { client_id: strings(req.query).client_id } });
       return reply.redirect(out.location, 302, { ...noStore, 'Set-Cookie': signInCookie(out.browser, req.origin, config.signInTtlSec) });
     },
   });
@@ -220,7 +220,7 @@ export function issuerRoutes(r: RouteRegistrar, s: IssuerService, audit: AuditWr
         headers: req.headers,
       });
       audit.write(req.tenant, {
-        event: out.error ? 'vci.sign-in-fail' : 'vci.sign-in',
+        event: out.error ? 'vci-sign-in-fail' : 'vci-sign-in',
         user: out.user,
         ip: req.ip,
         ua: req.ua,
@@ -255,7 +255,7 @@ export function issuerRoutes(r: RouteRegistrar, s: IssuerService, audit: AuditWr
       const token = s.accessToken(req.tenant, req.principal!.subject);
       if (!token) throw new AppError(401, 'invalid_token', 'credential access token expired');
       const out = await s.credential(req.tenant, req.publicOrigin, token, req.body);
-      audit.write(req.tenant, { event: 'vci.credential-issue', ip: req.ip, ua: req.ua, extra: { offer: token.offer_id, format: String(out.format) } });
+      audit.write(req.tenant, { event: 'vci-credential-issue', ip: req.ip, ua: req.ua, extra: { offer: token.offer_id, format: String(out.format) } });
       return reply(200, out, noStore);
     },
   });
@@ -290,7 +290,7 @@ export function issuerRoutes(r: RouteRegistrar, s: IssuerService, audit: AuditWr
       const who = who_(req);
       const revoked = s.revoke(req.tenant, { credentialId: req.body.credential_id, offerId: req.body.offer_id }, who);
       audit.write(req.tenant, {
-        event: 'vci.revoke',
+        event: 'vci-revoke',
         user: who,
         ip: req.ip,
         ua: req.ua,

@@ -34,7 +34,7 @@ export const verifierCli: CliCommand<VerifierServices> = {
         const file = positionals[0];
         if (!file) throw new UsageError('verifier trust add PEM_FILE');
         const a = s.anchors.add(tenant, fs.readFileSync(file, 'utf8'), 'cli');
-        ctx.audit.write(tenant, { event: 'verifier.trust-add', user: 'cli', extra: { sha256: a.sha256 } });
+        ctx.audit.write(tenant, { event: 'verifier-trust-add', user: 'cli', extra: { sha256: a.sha256 } });
         ctx.out(`trusted ${a.sha256} ${a.subject}`);
         return 0;
       }
@@ -48,7 +48,7 @@ export const verifierCli: CliCommand<VerifierServices> = {
         const sha = positionals[0];
         if (!sha) throw new UsageError('verifier trust remove SHA256');
         s.anchors.remove(tenant, sha);
-        ctx.audit.write(tenant, { event: 'verifier.trust-remove', user: 'cli', extra: { sha256: sha } });
+        ctx.audit.write(tenant, { event: 'verifier-trust-remove', user: 'cli', extra: { sha256: sha } });
         ctx.out(`removed ${sha}`);
         return 0;
       }
@@ -88,7 +88,7 @@ async function profile(sub: string | undefined, rest: string[], ctx: CliContext,
         identityTemplate: str(values['identity-template']),
         ttlMinutes: ttl === undefined ? undefined : Number(ttl),
       });
-      ctx.audit.write(tenant, { event: 'verifier.profile-add', user: 'cli', extra: { name: p.name, type: p.network_type } });
+      ctx.audit.write(tenant, { event: 'verifier-profile-add', user: 'cli', extra: { name: p.name, type: p.network_type } });
       ctx.out(`added ${p.name} (${p.network_type})`);
       return 0;
     }
@@ -111,7 +111,7 @@ async function profile(sub: string | undefined, rest: string[], ctx: CliContext,
       const name = positionals[0];
       if (!name) throw new UsageError(USAGE[5]!);
       s.network.remove(tenant, name);
-      ctx.audit.write(tenant, { event: 'verifier.profile-remove', user: 'cli', extra: { name } });
+      ctx.audit.write(tenant, { event: 'verifier-profile-remove', user: 'cli', extra: { name } });
       ctx.out(`removed ${name}`);
       return 0;
     }

@@ -302,7 +302,7 @@ export function verifierRoutes(
         identityTemplate: b.identity_template,
         ttlMinutes: b.ttl_minutes,
       });
-      ctx.audit.write(req.tenant, { event: 'verifier.profile-add', user: who, ip: req.ip, ua: req.ua, extra: { name: p.name, type: p.network_type } });
+      ctx.audit.write(req.tenant, { event: 'verifier-profile-add', user: who, ip: req.ip, ua: req.ua, extra: { name: p.name, type: p.network_type } });
       return p;
     },
   });
@@ -321,7 +321,7 @@ export function verifierRoutes(
     handler: (req) => {
       const who = req.principal?.userName ?? req.principal?.subject ?? 'hmac';
       network.remove(req.tenant, req.body.name);
-      ctx.audit.write(req.tenant, { event: 'verifier.profile-remove', user: who, ip: req.ip, ua: req.ua, extra: { name: req.body.name } });
+      ctx.audit.write(req.tenant, { event: 'verifier-profile-remove', user: who, ip: req.ip, ua: req.ua, extra: { name: req.body.name } });
       return { removed: true };
     },
   });
@@ -361,7 +361,7 @@ export function verifierRoutes(
     handler: (req) => {
       const who = req.principal?.userName ?? req.principal?.subject ?? 'hmac';
       const a = anchors.add(req.tenant, req.body.pem, who);
-      ctx.audit.write(req.tenant, { event: 'verifier.trust-add', user: who, ip: req.ip, ua: req.ua, extra: { sha256: a.sha256 } });
+      ctx.audit.write(req.tenant, { event: 'verifier-trust-add', user: who, ip: req.ip, ua: req.ua, extra: { sha256: a.sha256 } });
       return a;
     },
   });
@@ -380,7 +380,7 @@ export function verifierRoutes(
     handler: (req) => {
       const who = req.principal?.userName ?? req.principal?.subject ?? 'hmac';
       anchors.remove(req.tenant, req.body.sha256);
-      ctx.audit.write(req.tenant, { event: 'verifier.trust-remove', user: who, ip: req.ip, ua: req.ua, extra: { sha256: req.body.sha256 } });
+      ctx.audit.write(req.tenant, { event: 'verifier-trust-remove', user: who, ip: req.ip, ua: req.ua, extra: { sha256: req.body.sha256 } });
       return { removed: true };
     },
   });

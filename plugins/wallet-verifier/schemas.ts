@@ -91,13 +91,15 @@ export const anchorAddBody = z.object({ pem: z.string().min(1).max(20_000) }).st
 export const anchorRemoveBody = z.object({ sha256: z.string().min(1).max(100) }).strict();
 
 /** Webhook event `presentation.verified`: which session and credential, never the person's claim values. */
-export const presentationVerified = z.object({
-  sessionId: z.string(),
-  preset: z.string(),
-  format: z.string(),
-  clientId: z.string(),
-  claimNames: z.array(z.string()),
-});
+export const presentationVerified = z
+  .object({
+    sessionId: z.string(),
+    preset: z.string(),
+    format: z.string(),
+    clientId: z.string(),
+    claimNames: z.array(z.string()),
+  })
+  .describe('A wallet presentation was verified: which session, client and credential format, and the names of the claims disclosed');
 
 export const vpEventsQuery = z.object({
   limit: z.coerce.number().int().min(1).max(500).default(50),

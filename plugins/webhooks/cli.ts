@@ -23,6 +23,7 @@ export const webhookCli: CliCommand<WebhookServices> = {
   ],
   changes: ['add', 'remove', 'resume', 'test'],
   audited: ['tenant', 'url', 'events'],
+  allEvents: true,
   async run(args, ctx, { service: svc }) {
     const [sub, ...rest] = args;
     switch (sub) {
@@ -34,7 +35,7 @@ export const webhookCli: CliCommand<WebhookServices> = {
         if (!events.success) throw new UsageError(zodMessage(events.error, '--events'));
         const tenant = ctx.tenants.require(typeof values.tenant === 'string' ? values.tenant : undefined);
         const { item, secret } = await svc.add(tenant, { url: values.url, events: events.data }, 'cli');
-        ctx.audit.write(tenant, { event: 'webhook.add', user: 'cli', extra: { id: item.id, url: item.url } });
+        ctx.audit.write(tenant, { event: 'webhook-add', user: 'cli', extra: { id: item.id, url: item.url } });
         ctx.out(`id      ${item.id}`);
         ctx.out(`secret  ${secret}`);
         ctx.err(`webhook ${item.id} for ${tenant.host} → ${item.url} (${item.events.join(',')}); the secret above is shown once.`);
@@ -76,11 +77,11 @@ export const webhookCli: CliCommand<WebhookServices> = {
         const tenant = tenantOfSubscription(ctx, svc, id, typeof values.tenant === 'string' ? values.tenant : undefined);
         if (sub === 'remove') {
           svc.remove(tenant, id);
-          ctx.audit.write(tenant, { event: 'webhook.remove', user: 'cli', extra: { id } });
+          ctx.audit.write(tenant, { event: 'webhook-remove', user: 'cli', extra: { id } });
           ctx.out(`webhook ${id} removed`);
         } else if (sub === 'resume') {
           svc.resume(tenant, id);
-          ctx.audit.write(tenant, { event: 'webhook.resume', user: 'cli', extra: { id } });
+          ctx.audit.write(tenant, { event: 'webhook-resume', user: 'cli', extra: { id } });
           ctx.out(`webhook ${id} resumed (failures reset to 0)`);
         } else {
           const { eventId } = svc.testFire(tenant, id, 'cli');

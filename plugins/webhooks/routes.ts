@@ -10,7 +10,7 @@ import {
   type RouteRegistrar,
   type RouteRequest,
 } from '../../server/sdk.ts';
-import { addBody, createdSubscription, deliveriesQuery, deliveryItem, idBody, listQuery, redeliverBody, subscriptionItem } from './schemas.ts';
+import { addBody, createdSubscription, eventInfo, deliveriesQuery, deliveryItem, idBody, listQuery, redeliverBody, subscriptionItem } from './schemas.ts';
 import type { WebhookService } from './service.ts';
 
 export function actorOf(p: Principal | null): string {
@@ -45,6 +45,21 @@ export function webhookRoutes(r: RouteRegistrar, service: WebhookService, ctx: P
 
   r.add({
     method: 'GET',
+    path: '/api.ashx/v1/webhooks/events',
+    summary: 'The events a webhook subscription may name: every declared event with its plugin and description (payloads: /openapi.json webhooks)',
+    area: 'webhooks',
+    auth: policy.v1Admin,
+    query: pageQuery,
+    responses: { 200: { description: 'list envelope of event names, sorted by name', schema: envelopeSchema(eventInfo) } },
+    handler: (req) => {
+      const page = pageOf(req.query);
+      const all = service.catalog();
+      return envelope(all.slice(page.offset, page.offset + page.limit), all.length, page, req.raw.originalUrl);
+    },
+  });
+
+  r.add({
+    method: 'GET',
     path: '/signal.ashx?webhooks=list',
     summary: 'Webhook subscriptions of the tenant (admin surface; never the secret)',
     area: 'webhooks',
@@ -64,10 +79,13 @@ export function webhookRoutes(r: RouteRegistrar, service: WebhookService, ctx: P
     area: 'webhooks',
     auth: policy.adminOrHmac('webhooks-add'),
     body: addBody,
-    responses: { 200: { description: 'the subscription and its secret (shown once)', schema: createdSubscription } },
+    responses: {
+      200: { description: 'the subscription and its secret (shown once)', schema: createdSubscription },
+      400: { description: 'invalid_url, address_refused, or unknown_event (an event no plugin declares; the body lists `known`)' },
+    },
     handler: async (req) => {
       const { item, secret } = await service.add(req.tenant, req.body, actorOf(req.principal));
-      audit(req, 'webhook.add', { id: item.id, url: item.url, events: item.events.join(',') });
+      audit(req, 'webhook-add', { id: item.id, url: item.url, events: item.events.join(',') });
       return { ...item, secret };
     },
   });
@@ -82,7 +100,7 @@ export function webhookRoutes(r: RouteRegistrar, service: WebhookService, ctx: P
     responses: { 200: { description: 'the removed subscription', schema: z.object({ deleted: subscriptionItem }) }, 404: { description: 'not_found' } },
     handler: (req) => {
       const deleted = service.remove(req.tenant, req.body.id);
-      audit(req, 'webhook.remove', { id: deleted.id });
+      audit(req, 'webhook-remove', { id: deleted.id });
       return { deleted };
     },
   });
@@ -97,7 +115,7 @@ export function webhookRoutes(r: RouteRegistrar, service: WebhookService, ctx: P
     responses: { 200: { description: 'the subscription', schema: subscriptionItem }, 404: { description: 'not_found' } },
     handler: (req) => {
       const item = service.pause(req.tenant, req.body.id);
-      audit(req, 'webhook.pause', { id: item.id });
+      audit(req, 'webhook-pause', { id: item.id });
       return item;
     },
   });
@@ -112,7 +130,7 @@ export function webhookRoutes(r: RouteRegistrar, service: WebhookService, ctx: P
     responses: { 200: { description: 'the subscription', schema: subscriptionItem }, 404: { description: 'not_found' } },
     handler: (req) => {
       const item = service.resume(req.tenant, req.body.id);
-      audit(req, 'webhook.resume', { id: item.id });
+      audit(req, 'webhook-resume', { id: item.id });
       return item;
     },
   });
@@ -168,7 +186,7 @@ export function webhookRoutes(r: RouteRegistrar, service: WebhookService, ctx: P
     },
     handler: (req) => {
       const r = service.redeliver(req.tenant, req.body.deliveryId);
-      audit(req, 'webhook.redeliver', { id: r.subscriptionId, delivery: r.id });
+      audit(req, 'webhook-redeliver', { id: r.subscriptionId, delivery: r.id });
       return { ok: true as const, ...r };
     },
   });

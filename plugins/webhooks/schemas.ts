@@ -76,9 +76,15 @@ export const eventsInput = z
   .pipe(z.array(z.string().max(100).regex(EVENT_NAME, 'event names are lower-case dotted words, or *')).min(1).max(100))
   .transform((list) => (list.includes('*') ? ['*'] : [...new Set(list)]));
 
+export const eventInfo = z.object({
+  name: z.string().describe('the event name a subscription lists (X-Service-Event)'),
+  plugin: z.string().describe('the plugin that declares and emits it'),
+  description: z.string(),
+});
+
 export const addBody = z.object({
   url: z.string().min(1).max(2048).describe('http(s) URL of the receiver'),
-  events: eventsInput.describe('event names (array or comma-separated), or ["*"]'),
+  events: eventsInput.describe('event names (array or comma-separated) from GET /api.ashx/v1/webhooks/events, or ["*"]; another name is 400 unknown_event'),
 });
 
 export const idBody = z.object({ id: z.string().regex(/^[0-9a-f]{16}$/, 'a subscription id is 16 hex characters') });
@@ -122,8 +128,10 @@ export const deliveryItem = z.object({
 export type DeliveryItem = z.infer<typeof deliveryItem>;
 
 /** `webhook.test`, the one event this plugin declares (spec "Events": the test-fire button). */
-export const webhookTestEvent = z.object({
-  subscriptionId: z.string(),
-  message: z.string(),
-  requestedBy: z.string(),
-});
+export const webhookTestEvent = z
+  .object({
+    subscriptionId: z.string(),
+    message: z.string(),
+    requestedBy: z.string(),
+  })
+  .describe('A test delivery requested from the console or the API (sent only to the named subscription)');

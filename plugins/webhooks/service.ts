@@ -36,6 +36,18 @@ export const TEST_EVENT = 'webhook.test';
 /** The live-feed notice of a changed delivery row (see `changed`). */
 export const DELIVERY_NOTICE = 'webhook.delivery';
 
+/** A declared event as a subscriber sees it (GET /api.ashx/v1/webhooks/events). */
+export interface EventInfo {
+  name: string;
+  plugin: string;
+  description: string;
+}
+
+/** Whether a subscription's entry (an event name, or `*` for every event) covers this event. */
+export function eventMatches(pattern: string, name: string): boolean {
+  return pattern === '*' || pattern === name;
+}
+
 export function backoffMs(failedAttempt: number): number {
   return BACKOFF_MS[Math.min(Math.max(failedAttempt, 1), BACKOFF_MS.length) - 1]!;
 }
@@ -256,7 +268,33 @@ export class WebhookService {
     return u.toString();
   }
 
+  /**
+   * The events a subscription may name: every event a plugin declares (name, plugin, one-line
+   * description), sorted by name. A subscription names some of these, or `*` for all.
+   */
+  catalog(): EventInfo[] {
+    return this.d.events.catalog().map(({ name, plugin, description }) => ({ name, plugin, description }));
+  }
+
+  /**
+   * Refuses (400 `unknown_event`, naming the known names) a subscription to an event no plugin
+   * declares: a typo would be accepted and never fire. `*` stays valid. Checked where a
+   * subscription's events are set (API, CLI, console); stored subscriptions are never re-checked,
+   * so one naming an event of a plugin since switched off keeps working.
+   */
+  checkEvents(names: readonly string[]): void {
+    const known = this.d.events.declared();
+    const unknown = names.filter((n) => !known.some((k) => eventMatches(n, k)));
+    if (!unknown.length) return;
+    throw new InputError(
+      `events: ${unknown.map((n) => JSON.stringify(n)).join(', ')} ${unknown.length === 1 ? 'is' : 'are'} not an event any plugin declares; known: *, ${known.join(', ')}`,
+      'unknown_event',
+      { field: 'events', unknown, known: ['*', ...known] },
+    );
+  }
+
   async add(tenant: Tenant, input: { url: string; events: string[] }, createdBy: string): Promise<{ item: SubscriptionItem; secret: string }> {
+    this.checkEvents(input.events);
     const url = await this.checkUrl(tenant, input.url);
     if (this.d.repo.count(tenant) >= this.d.config.maxSubscriptions) {
       throw new AppError(409, 'too_many_subscriptions', `a tenant has at most ${this.d.config.maxSubscriptions} webhook subscriptions`);
@@ -399,11 +437,7 @@ export class WebhookService {
     if (!tenant) return;
     let subs = this.d.repo.activeFor(ev.tenantId);
     if (ev.name === TEST_EVENT) subs = subs.filter((s) => s.id === (ev.data as { subscriptionId?: unknown }).subscriptionId);
-    else
-      subs = subs.filter((s) => {
-        const e = this.eventsOf(s.events);
-        return e.includes('*') || e.includes(ev.name);
-      });
+    else subs = subs.filter((s) => this.eventsOf(s.events).some((p) => eventMatches(p, ev.name)));
     if (!subs.length) return;
     const payload = JSON.stringify({ event: ev.name, tenant: tenant.host, ts: ev.ts, data: ev.data });
     const now = iso(this.d.clock.now());

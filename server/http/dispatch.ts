@@ -19,6 +19,30 @@ export interface RegisteredRoute {
   def: RouteDef;
   /** Primary address first, then aliases. */
   addresses: string[];
+  /** The live notice a success of this admin change sends (`changeNotice`), if it is one. */
+  notice?: string;
+}
+
+/**
+ * The live notice of an admin route that changes data: `<what>.changed`, where `what` is the
+ * collection its primary address names (`/api.ashx/v1/outbound-routes/:match` → `outbound-routes`,
+ * `/signal.ashx?trunks=save` → `trunks`, `/signal.ashx?oidc-invite=1` → `oidc-invite`,
+ * `/rp-cert.ashx?issue` → `rp-cert`, `/chat.ashx?op=settings` → `chat`). Reads (GET), public routes and the bridge's own callbacks
+ * (custom auth) send none.
+ */
+export function changeNotice(def: RouteDef): string | undefined {
+  if (def.method === 'GET' || def.auth.kind !== 'credentials' || def.auth.role !== 'admin') return undefined;
+  const a = parseAddress(def.path);
+  const file = (a.segments[a.segments.length - 1] ?? '').replace(/\.ashx$/, '');
+  let what: string | undefined;
+  // A generic verb key (`?op=`, `?action=`) names no collection: the file does (`chat`).
+  if (a.verbKey) what = a.verbValue === undefined || a.verbKey === 'op' || a.verbKey === 'action' ? file : a.verbKey;
+  else {
+    const literal = a.segments.filter((x) => !x.startsWith(':') && !x.endsWith('.ashx'));
+    what = literal[literal.indexOf('v1') + 1];
+  }
+  const name = `${what ?? ''}.changed`;
+  return /^[a-z][a-z0-9]*(?:[._-][a-z0-9]+)*$/.test(name) ? name : undefined;
 }
 
 interface Address {
@@ -71,6 +95,12 @@ export interface DispatchDeps {
   listeningPort(): number;
   /** A tenant by one of its host names (TenantService.byHost), for the tenant switch header. */
   tenantByHost(host: string): Tenant | undefined;
+  /**
+   * An admin change succeeded in this tenant (`changeNotice` names it): the console's live feed
+   * tells the tenant's open consoles, whichever client (a CRM's `ak_` key, a script, another
+   * console) made it.
+   */
+  changed?(tenantId: string, notice: string): void;
 }
 
 /**
@@ -103,7 +133,7 @@ export class Dispatcher {
   add(plugin: string, def: RouteDef): void {
     if (this.#sealed) throw new Error(`route ${def.method} ${def.path} added after start`);
     const addresses = [def.path, ...(def.aliases ?? [])];
-    const route: RegisteredRoute = { plugin, def, addresses };
+    const route: RegisteredRoute = { plugin, def, addresses, notice: changeNotice(def) };
     for (const address of addresses) {
       const a = parseAddress(address);
       for (const other of this.#index.get(indexKey(a.segments)) ?? []) {
@@ -254,6 +284,7 @@ export class Dispatcher {
       res.setHeader('Cache-Control', 'no-store');
       const out = await def.handler(rr, res);
       render(res, out);
+      if (route.notice && res.statusCode < 400) this.deps.changed?.(effective.id, route.notice);
     } catch (e) {
       if (bodyPending && !res.headersSent) res.setHeader('Connection', 'close');
       renderError(res, e, res.locals.log as Logger, requestId);

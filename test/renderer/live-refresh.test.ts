@@ -11,6 +11,16 @@ describe('console live refreshes', () => {
     expect(refreshesFor('webhook.test')).toEqual([['webhooks']]);
   });
 
+  it("a live notice of a call's state or of an admin change over the API refreshes the views that show it", () => {
+    expect(refreshesFor('call.state')).toEqual([['calls']]);
+    expect(refreshesFor('calls.changed')).toEqual([['calls']]);
+    expect(refreshesFor('trunks.changed')).toEqual([['status', 'trunks']]);
+    expect(refreshesFor('outbound-routes.changed')).toEqual([['routes', 'out']]);
+    expect(refreshesFor('users.changed')).toEqual([['users'], ['apikeys']]);
+    expect(refreshesFor('apikey-create.changed')).toEqual([['apikeys']]);
+    expect(refreshesFor('webhooks.changed')).toEqual([['webhooks']]);
+  });
+
   it('a name without a row falls back to its family row, and an unknown family refreshes nothing', () => {
     expect(refreshesFor('call.scheduled')).toEqual([['calls']]);
     expect(refreshesFor('transcript.deleted')).toEqual([['transcripts']]);

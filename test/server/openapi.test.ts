@@ -155,4 +155,28 @@ describe('GET /api.ashx/v1 (public root)', () => {
       expect(e.auth, e.path).toBeTruthy();
     }
   });
+
+  it('lists every declared event under `webhooks` (OpenAPI 3.1): the delivery envelope around the declared data schema, with a description', () => {
+    interface Body {
+      required: string[];
+      properties: { event: { const: string }; data: { properties: Record<string, unknown> } };
+    }
+    const webhooks = (doc as unknown as { webhooks: Record<string, { post: { summary: string; requestBody: { content: Record<string, { schema: Body }> } } }> })
+      .webhooks;
+    const declared = s.appliance.core.events.catalog();
+    // The built-in plugins' events are there: the check is not vacuous.
+    expect(declared.map((e) => e.name)).toEqual(expect.arrayContaining(['call.ended', 'transcript.share.viewed', 'presentation.verified', 'webhook.test']));
+    expect(Object.keys(webhooks).sort()).toEqual(declared.map((e) => e.name));
+    for (const e of declared) {
+      expect(e.description, `${e.name} has a description`).not.toBe('');
+      const op = webhooks[e.name]!.post;
+      expect(op.summary).toBe(e.description);
+      const body = op.requestBody.content['application/json']!.schema;
+      expect(body.required).toEqual(['event', 'tenant', 'ts', 'data']);
+      expect(body.properties.event.const).toBe(e.name);
+      // The data schema is the one the event bus validates every emit against.
+      const props = Object.keys((e.schema as unknown as { shape: Record<string, unknown> }).shape).sort();
+      expect(Object.keys(body.properties.data.properties).sort(), e.name).toEqual(props);
+    }
+  });
 });

@@ -10,8 +10,8 @@ import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
 
 export type ScriptStep =
-  /** Model speech: output transcription + `audioMs` of 24 kHz tone, then turnComplete + usage. */
-  | { say: string; audioMs?: number; chunkMs?: number }
+  /** Model speech: output transcription + `audioMs` of 24 kHz tone (`hz`, default 440), then turnComplete + usage. */
+  | { say: string; audioMs?: number; chunkMs?: number; hz?: number }
   /** Waits until the caller has sent `ms` of audio (16 kHz PCM), then transcribes it as `text`. */
   | { hear: string; ms: number; timeoutMs?: number }
   /** A function call; waits for the matching toolResponse. */
@@ -120,7 +120,7 @@ export class GeminiLiveFake {
           const total = Math.round(((s.audioMs ?? 600) * SAMPLE_RATE_OUT) / 1000);
           const chunk = Math.round(((s.chunkMs ?? 100) * SAMPLE_RATE_OUT) / 1000);
           for (let off = 0; off < total && !closed; off += chunk) {
-            const pcm = tone(off, Math.min(chunk, total - off));
+            const pcm = tone(off, Math.min(chunk, total - off), s.hz);
             send({ serverContent: { modelTurn: { parts: [{ inlineData: { mimeType: 'audio/pcm;rate=24000', data: pcm.toString('base64') } }] } } });
             // Faster than real time, as the real service: yield between chunks only.
             await new Promise((r) => setImmediate(r));
@@ -229,9 +229,9 @@ function validateSetup(setup: Record<string, unknown> | undefined): string | nul
   return null;
 }
 
-/** A 440 Hz tone (PCM16 LE) continuing at sample offset `from`, so chunks join smoothly. */
-function tone(from: number, n: number): Buffer {
+/** A tone (440 Hz unless told; PCM16 LE) continuing at sample offset `from`, so chunks join smoothly. */
+function tone(from: number, n: number, hz = 440): Buffer {
   const buf = Buffer.allocUnsafe(n * 2);
-  for (let i = 0; i < n; i++) buf.writeInt16LE(Math.round(8000 * Math.sin((2 * Math.PI * 440 * (from + i)) / SAMPLE_RATE_OUT)), 2 * i);
+  for (let i = 0; i < n; i++) buf.writeInt16LE(Math.round(8000 * Math.sin((2 * Math.PI * hz * (from + i)) / SAMPLE_RATE_OUT)), 2 * i);
   return buf;
 }

@@ -1,9 +1,11 @@
 /**
  * A browser-room visitor made of werift (the WebRTC stack the bridge uses, here as the other
- * party): offers PCMU with every candidate gathered, sends 20 ms frames of a tone (or silence)
- * once connected, and measures what it receives: packets, sequence gaps, and the energy of the
- * AI's 440 Hz tone. Tests use it where a browser adds nothing; the bench uses it as its load client.
+ * party): offers PCMU (or Opus, as a browser does, with `codec: 'opus'`) with every candidate
+ * gathered, sends 20 ms frames of a tone (or silence) once connected, and measures what it
+ * receives: packets, sequence gaps, and the energy of the AI's 440 Hz tone. Tests use it where a
+ * browser adds nothing; the bench uses it as its load client.
  */
+import OpusScript from 'opusscript';
 import { RTCPeerConnection, RTCRtpCodecParameters, RtpHeader, RtpPacket, type RTCRtpTransceiver } from 'werift';
 
 /** G.711 μ-law of one sample (ITU-T G.711). */
@@ -42,7 +44,12 @@ export interface VisitorOptions {
   amplitude?: number;
   /** Keep this many ms of received audio for analysis. */
   keepMs?: number;
+  /** What the visitor offers: PCMU alone (default) or Opus alone (a browser's first choice). */
+  codec?: 'PCMU' | 'opus';
 }
+
+/** An Opus visitor sends and decodes at 48 kHz, as a browser does. */
+const OPUS_RATE = 48_000;
 
 export class WebRtcVisitor {
   readonly pc: RTCPeerConnection;
@@ -56,13 +63,23 @@ export class WebRtcVisitor {
   /** Sequence numbers missing in what was received. */
   lost = 0;
   private lastSeq = -1;
-  /** Received audio decoded to 8 kHz PCM (the first keepMs). */
+  /** Received audio decoded (the first keepMs), at `receivedRate`. */
   readonly received: number[] = [];
+  readonly receivedRate: number;
   connected: Promise<void>;
+  private readonly opus: { enc: OpusScript; dec: OpusScript } | null;
 
   constructor(private readonly o: VisitorOptions = {}) {
+    const opus = o.codec === 'opus';
+    this.receivedRate = opus ? OPUS_RATE : 8000;
+    this.opus = opus
+      ? { enc: new OpusScript(OPUS_RATE, 1, OpusScript.Application.VOIP), dec: new OpusScript(OPUS_RATE, 1, OpusScript.Application.VOIP) }
+      : null;
+    const codec = opus
+      ? new RTCRtpCodecParameters({ mimeType: 'audio/opus', clockRate: 48000, channels: 2, payloadType: 111, parameters: 'minptime=10;useinbandfec=1' })
+      : new RTCRtpCodecParameters({ mimeType: 'audio/PCMU', clockRate: 8000, channels: 1, payloadType: 0 });
     this.pc = new RTCPeerConnection({
-      codecs: { audio: [new RTCRtpCodecParameters({ mimeType: 'audio/PCMU', clockRate: 8000, channels: 1, payloadType: 0 })], video: [] },
+      codecs: { audio: [codec], video: [] },
       iceUseIpv6: false,
       headerExtensions: { audio: [], video: [] },
     });
@@ -76,7 +93,11 @@ export class WebRtcVisitor {
           if (gap > 0 && gap < 1000) this.lost += gap;
         }
         this.lastSeq = seq;
-        if (this.received.length < ((this.o.keepMs ?? 0) * 8000) / 1000) for (const b of rtp.payload) this.received.push(unulaw(b));
+        if (this.received.length >= ((this.o.keepMs ?? 0) * this.receivedRate) / 1000) return;
+        if (this.opus) {
+          const pcm = this.opus.dec.decode(rtp.payload);
+          for (let i = 0; i + 1 < pcm.length; i += 2) this.received.push(pcm.readInt16LE(i));
+        } else for (const b of rtp.payload) this.received.push(unulaw(b));
       });
     });
     this.connected = new Promise((resolve) => {
@@ -107,14 +128,17 @@ export class WebRtcVisitor {
     const tick = () => {
       const due = Math.floor((performance.now() - started) / 20) + 1;
       while (sent < due) {
-        const payload = Buffer.alloc(160);
-        for (let i = 0; i < 160; i++) {
-          payload[i] = ulaw(hz ? Math.round(amp * Math.sin(this.phase)) : 0);
-          this.phase += (2 * Math.PI * hz) / 8000;
+        const rate = this.opus ? OPUS_RATE : 8000;
+        const n = rate / 50;
+        const pcm = new Int16Array(n);
+        for (let i = 0; i < n; i++) {
+          pcm[i] = hz ? Math.round(amp * Math.sin(this.phase)) : 0;
+          this.phase += (2 * Math.PI * hz) / rate;
         }
-        const header = new RtpHeader({ payloadType: 0, sequenceNumber: this.seq, timestamp: this.ts >>> 0, ssrc: 4242, marker: sent === 0 });
+        const payload = this.opus ? this.opus.enc.encode(Buffer.from(pcm.buffer), n) : Buffer.from(Uint8Array.from(pcm, (x) => ulaw(x)));
+        const header = new RtpHeader({ payloadType: this.opus ? 111 : 0, sequenceNumber: this.seq, timestamp: this.ts >>> 0, ssrc: 4242, marker: sent === 0 });
         this.seq = (this.seq + 1) & 0xffff;
-        this.ts += 160;
+        this.ts += n;
         void this.tr.sender.sendRtp(new RtpPacket(header, payload)).catch(() => undefined);
         this.packetsSent++;
         sent++;
@@ -123,14 +147,20 @@ export class WebRtcVisitor {
     this.timer = setInterval(tick, 20);
   }
 
-  /** Power of `hz` in what was received (8 kHz). */
+  /** Power of `hz` in what was received. */
   receivedTone(hz: number): number {
-    return tonePower(this.received, hz);
+    return tonePower(this.received, hz, this.receivedRate);
   }
 
   async close(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
     await this.pc.close().catch(() => undefined);
+    if (this.opus) {
+      this.opus.enc.delete();
+      this.opus.dec.delete();
+      // A packet still arriving after close decodes nothing.
+      this.o.keepMs = 0;
+    }
   }
 }

@@ -179,6 +179,7 @@ export class Bridge {
 
   async start(): Promise<string> {
     await this.transport.listen(this.o.sipHost, this.o.sipPort);
+    await this.events.warm();
     this.ua = new SipUserAgent(this.transport, this.o.sipHost, this.o.timers ?? DEFAULT_TIMERS);
     let malformed = 0;
     this.ua.on('malformed', (err) => {

@@ -22,7 +22,17 @@ export function callHttp(r: RouteRegistrar, svc: TelephonyServices): void {
       502: err('bridge_unreachable'),
       503: err('bridge_not_configured'),
     },
-    handler: async (req) => svc.calls.create(req.tenant, req.principal!, req.body),
+    handler: async (req) => {
+      const out = await svc.calls.create(req.tenant, req.principal!, req.body);
+      const scheduled = out.status === 'scheduled' && req.body.scheduleAtUtc;
+      return audited(
+        svc,
+        req,
+        scheduled ? 'call-schedule' : 'call-place',
+        { call: out.callId, phone: req.body.phone, ...(scheduled ? { at: scheduled } : {}) },
+        out,
+      );
+    },
   });
   r.add({
     method: 'GET',

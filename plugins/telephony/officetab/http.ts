@@ -15,7 +15,7 @@ const acceptBody = z.object({
 const acceptAnswer = z.object({
   ringId: z.string(),
   callId: z.string().describe('the call the tab now carries (vnum + 12 hex for inbound calls, oac-… for an outbound call transferred to the user)'),
-  sdp: z.string().describe("the appliance's SDP answer (ICE host candidates, DTLS-SRTP, PCMU or PCMA)"),
+  sdp: z.string().describe("the appliance's SDP answer (ICE host candidates, DTLS-SRTP, Opus when the browser offers it, else PCMU or PCMA)"),
   codec: z.string(),
 });
 const ringBody = z.object({ ringId });

@@ -25,7 +25,7 @@ const joinBody = z.object({
 });
 const joinAnswer = z.object({
   callId: z.string().describe('vnum + 12 hex'),
-  sdp: z.string().describe("the appliance's SDP answer (ICE host candidates, DTLS-SRTP, PCMU or PCMA)"),
+  sdp: z.string().describe("the appliance's SDP answer (ICE host candidates, DTLS-SRTP, Opus when the browser offers it, else PCMU or PCMA)"),
   codec: z.string(),
   leaveToken: z.string().describe('proves the leave request comes from this visitor; shown once'),
   maxDurationSec: z.number().int(),

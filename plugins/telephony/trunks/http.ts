@@ -71,7 +71,10 @@ export function outboundRouteHttp(r: RouteRegistrar, svc: TelephonyServices): vo
     summary: 'Append an outbound route at the end; 409 duplicate_route when the match exists',
     body: S.outboundCreate,
     responses: { 201: { description: 'created row', schema: S.outboundRoute }, 409: err('duplicate_route; tenant_limit (limits.routes)') },
-    handler: (req) => reply(201, svc.admin.addOutbound(req.tenant, req.body)),
+    handler: (req) => {
+      const row = svc.admin.addOutbound(req.tenant, req.body);
+      return audited(svc, req, 'outbound-route-add', { match: row.match, trunks: row.trunkIds.join(',') }, reply(201, row));
+    },
   });
   r.add({
     method: 'PUT',
@@ -82,7 +85,10 @@ export function outboundRouteHttp(r: RouteRegistrar, svc: TelephonyServices): vo
     params: S.matchParam,
     body: S.outboundUpdate,
     responses: { 200: { description: 'updated row', schema: S.outboundRoute }, 404: err('not_found') },
-    handler: (req) => svc.admin.updateOutbound(req.tenant, req.params.match, req.body.trunkIds),
+    handler: (req) => {
+      const row = svc.admin.updateOutbound(req.tenant, req.params.match, req.body.trunkIds);
+      return audited(svc, req, 'outbound-route-update', { match: row.match, trunks: row.trunkIds.join(',') }, row);
+    },
   });
   r.add({
     method: 'DELETE',
@@ -92,7 +98,10 @@ export function outboundRouteHttp(r: RouteRegistrar, svc: TelephonyServices): vo
     summary: 'Delete an outbound route (the default trunk is a setting, not a row)',
     params: S.matchParam,
     responses: { 200: { description: '{deleted: row}', schema: z.object({ deleted: S.outboundRoute }) }, 404: err('not_found') },
-    handler: (req) => ({ deleted: svc.admin.deleteOutbound(req.tenant, req.params.match) }),
+    handler: (req) => {
+      const deleted = svc.admin.deleteOutbound(req.tenant, req.params.match);
+      return audited(svc, req, 'outbound-route-remove', { match: deleted.match }, { deleted });
+    },
   });
 }
 

@@ -305,7 +305,7 @@ export interface paths {
         };
         /**
          * Live feed of the tenant's events and the appliance's status (text/event-stream; resumable with Last-Event-ID)
-         * @description Frames: `event: <event name>` + `id: <n>` + `data: {"id","name","data","ts"}` for durable events (resume with the `Last-Event-ID` header or `?since=`; nothing missed is lost), `event: status` + `data: {plugins}` on connect and on every change, `event: notice` + `data: {"name","data"}` for passing changes that are not stored events (`webhook.delivery`: `{subscriptionId, deliveryId?, state?}`; not replayed, reload the view after a reconnect), `event: hello` + `data: {"lastId"}` first, `event: reset` when more than 5000 events were missed, and a `: ping` comment every 15 s.
+         * @description Frames: `event: <event name>` + `id: <n>` + `data: {"id","name","data","ts"}` for durable events (resume with the `Last-Event-ID` header or `?since=`; nothing missed is lost), `event: status` + `data: {plugins}` on connect and on every change, `event: notice` + `data: {"name","data"}` for passing changes that are not stored events (`webhook.delivery`: `{subscriptionId, deliveryId?, state?}`; `call.state`: `{callId, status}` on every change of an outbound call, scheduled, dispatched, cancelled or ended; `<collection>.changed`: `{}` after each admin change over the API, by whoever made it, e.g. `trunks.changed`, `outbound-routes.changed`, `numbers.changed`, `users.changed`, `apikeys.changed`, `webhooks.changed`, `calls.changed`; not replayed, reload the view after a reconnect), `event: hello` + `data: {"lastId"}` first, `event: reset` when more than 5000 events were missed, and a `: ping` comment every 15 s.
          */
         get: operations["get_api_ashx_v1_events"];
         put?: never;
@@ -821,6 +821,23 @@ export interface paths {
         };
         /** Webhook subscriptions of the tenant (never the secret) */
         get: operations["get_api_ashx_v1_webhooks"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api.ashx/v1/webhooks/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The events a webhook subscription may name: every declared event with its plugin and description (payloads: /openapi.json webhooks) */
+        get: operations["get_api_ashx_v1_webhooks_events"];
         put?: never;
         post?: never;
         delete?: never;
@@ -3428,7 +3445,228 @@ export interface paths {
         trace?: never;
     };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "call.answered": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * An outbound AI or SIP-inbound AI call was answered (200 OK); arrives just before call.started (not for browser calls)
+         * @description Declared by the telephony plugin. Delivered to subscriptions naming `call.answered` or `*`, signed (X-Service-Signature, webhook-signature).
+         */
+        post: operations["event_call_answered"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "call.ended": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A SIP-inbound or virtual-number call ended
+         * @description Declared by the telephony plugin. Delivered to subscriptions naming `call.ended` or `*`, signed (X-Service-Signature, webhook-signature).
+         */
+        post: operations["event_call_ended"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "call.started": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The AI conversation of a call started: outbound AI, SIP inbound or a virtual-number room
+         * @description Declared by the telephony plugin. Delivered to subscriptions naming `call.started` or `*`, signed (X-Service-Signature, webhook-signature).
+         */
+        post: operations["event_call_started"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "call.transferred": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The AI handed the call over to a person or a number (the transfer_to_user tool)
+         * @description Declared by the telephony plugin. Delivered to subscriptions naming `call.transferred` or `*`, signed (X-Service-Signature, webhook-signature).
+         */
+        post: operations["event_call_transferred"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "outbound-ai.finished": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * An outbound AI call attempt finished, answered or not (errorDetail on a technical failure)
+         * @description Declared by the telephony plugin. Delivered to subscriptions naming `outbound-ai.finished` or `*`, signed (X-Service-Signature, webhook-signature).
+         */
+        post: operations["event_outbound_ai_finished"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "presentation.verified": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A wallet presentation was verified: which session, client and credential format, and the names of the claims disclosed
+         * @description Declared by the wallet-verifier plugin. Delivered to subscriptions naming `presentation.verified` or `*`, signed (X-Service-Signature, webhook-signature).
+         */
+        post: operations["event_presentation_verified"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "transcript.saved": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A call transcript was saved (GET /api.ashx/v1/transcripts/{callId} has it)
+         * @description Declared by the telephony plugin. Delivered to subscriptions naming `transcript.saved` or `*`, signed (X-Service-Signature, webhook-signature).
+         */
+        post: operations["event_transcript_saved"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "transcript.share.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A transcript share link was created (token: its last 8 characters only)
+         * @description Declared by the telephony plugin. Delivered to subscriptions naming `transcript.share.created` or `*`, signed (X-Service-Signature, webhook-signature).
+         */
+        post: operations["event_transcript_share_created"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "transcript.share.revoked": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A transcript share link was revoked
+         * @description Declared by the telephony plugin. Delivered to subscriptions naming `transcript.share.revoked` or `*`, signed (X-Service-Signature, webhook-signature).
+         */
+        post: operations["event_transcript_share_revoked"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "transcript.share.viewed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A transcript share link was opened
+         * @description Declared by the telephony plugin. Delivered to subscriptions naming `transcript.share.viewed` or `*`, signed (X-Service-Signature, webhook-signature).
+         */
+        post: operations["event_transcript_share_viewed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "webhook.test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A test delivery requested from the console or the API (sent only to the named subscription)
+         * @description Declared by the webhooks plugin. Delivered to subscriptions naming `webhook.test` or `*`, signed (X-Service-Signature, webhook-signature).
+         */
+        post: operations["event_webhook_test"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         Error: {
@@ -3436,7 +3674,7 @@ export interface components {
              * @description stable error code (server/errors.ts ERROR_CODES)
              * @enum {string}
              */
-            error: "invalid_request" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "server_error" | "plugin_unavailable" | "login_required" | "invalid_csrf" | "conflict" | "tenant_limit" | "invalid_token" | "insufficient_scope" | "invalid_signature" | "stale_signature" | "replayed_signature" | "invalid_grant" | "invalid_client" | "unauthorized_client" | "unsupported_grant_type" | "invalid_scope" | "access_denied" | "invalid_client_metadata" | "invalid_redirect_uri" | "interaction_required" | "consent_required" | "account_selection_required" | "unsupported_response_type" | "invalid_request_object" | "request_not_supported" | "request_uri_not_supported" | "temporarily_unavailable" | "weak_password" | "duplicate_user" | "duplicate_tenant" | "cannot_remove_primary" | "confirm_mismatch" | "tenant_switch_not_allowed" | "storage_full" | "cannot_disable_self" | "last_admin" | "already_claimed" | "already_revoked" | "passkey_rejected" | "invalid_key" | "duplicate_route" | "cannot_delete_catchall" | "bridge_not_configured" | "bridge_unreachable" | "bridge_protocol" | "bridge_error" | "no_capacity" | "room_unavailable" | "duplicate_call" | "not_whitelisted" | "no_route" | "no_trunk" | "invalid_phone" | "invalid_url" | "address_refused" | "invalid_origin" | "too_many_subscriptions" | "subscription_paused" | "delivery_in_progress" | "ca_unavailable" | "ca_exists" | "invalid_csr" | "invalid_client_id" | "hsm_error" | "invalid_list" | "import_failed" | "range_not_satisfiable" | "upgrade_required" | "invalid_proof" | "invalid_nonce" | "unsupported_credential_type" | "unsupported_proof_type" | "unsupported_credential_format" | "unknown_credential_configuration" | "invalid_credential_request" | "credential_request_denied" | "mdoc_verify_not_configured" | "invalid_presentation" | "session_expired" | "session_finished" | "replayed_presentation" | "duplicate_anchor";
+            error: "invalid_request" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "server_error" | "plugin_unavailable" | "login_required" | "invalid_csrf" | "conflict" | "tenant_limit" | "invalid_token" | "insufficient_scope" | "invalid_signature" | "stale_signature" | "replayed_signature" | "invalid_grant" | "invalid_client" | "unauthorized_client" | "unsupported_grant_type" | "invalid_scope" | "access_denied" | "invalid_client_metadata" | "invalid_redirect_uri" | "interaction_required" | "consent_required" | "account_selection_required" | "unsupported_response_type" | "invalid_request_object" | "request_not_supported" | "request_uri_not_supported" | "temporarily_unavailable" | "weak_password" | "duplicate_user" | "duplicate_tenant" | "cannot_remove_primary" | "confirm_mismatch" | "tenant_switch_not_allowed" | "storage_full" | "cannot_disable_self" | "last_admin" | "already_claimed" | "already_revoked" | "passkey_rejected" | "invalid_key" | "duplicate_route" | "cannot_delete_catchall" | "bridge_not_configured" | "bridge_unreachable" | "bridge_protocol" | "bridge_error" | "no_capacity" | "room_unavailable" | "duplicate_call" | "not_whitelisted" | "no_route" | "no_trunk" | "invalid_phone" | "invalid_url" | "address_refused" | "invalid_origin" | "too_many_subscriptions" | "subscription_paused" | "delivery_in_progress" | "unknown_event" | "ca_unavailable" | "ca_exists" | "invalid_csr" | "invalid_client_id" | "hsm_error" | "invalid_list" | "import_failed" | "range_not_satisfiable" | "upgrade_required" | "invalid_proof" | "invalid_nonce" | "unsupported_credential_type" | "unsupported_proof_type" | "unsupported_credential_format" | "unknown_credential_configuration" | "invalid_credential_request" | "credential_request_denied" | "mdoc_verify_not_configured" | "invalid_presentation" | "session_expired" | "session_finished" | "replayed_presentation" | "duplicate_anchor";
             error_description?: string;
             /** Format: uri */
             error_uri?: string;
@@ -7544,6 +7782,82 @@ export interface operations {
                             /** @description last successful delivery */
                             lastFiredUtc: string | null;
                             url: string;
+                        }[];
+                        limit: number;
+                        next: string | null;
+                        offset: number;
+                        total: number;
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_api_ashx_v1_webhooks_events: {
+        parameters: {
+            query?: {
+                /** @description page size (default 50, capped at 500) */
+                limit?: number;
+                /** @description items to skip (default 0) */
+                offset?: number;
+            };
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description list envelope of event names, sorted by name */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            description: string;
+                            /** @description the event name a subscription lists (X-Service-Event) */
+                            name: string;
+                            /** @description the plugin that declares and emits it */
+                            plugin: string;
                         }[];
                         limit: number;
                         next: string | null;
@@ -15493,7 +15807,7 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
-                    /** @description event names (array or comma-separated), or ["*"] */
+                    /** @description event names (array or comma-separated) from GET /api.ashx/v1/webhooks/events, or ["*"]; another name is 400 unknown_event */
                     events: string[] | string;
                     /** @description http(s) URL of the receiver */
                     url: string;
@@ -15526,14 +15840,12 @@ export interface operations {
                     };
                 };
             };
-            /** @description bad input */
+            /** @description invalid_url, address_refused, or unknown_event (an event no plugin declares; the body lists `known`) */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
+                content?: never;
             };
             /** @description missing or invalid credentials */
             401: {
@@ -17256,6 +17568,516 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
+            };
+        };
+    };
+    event_call_answered: {
+        parameters: {
+            query?: never;
+            header: {
+                "X-Service-Attempt": "1" | "2" | "3" | "4";
+                /** @description stable across retries */
+                "X-Service-Delivery-Id": string;
+                "X-Service-Event": "call.answered";
+                /** @description sha256=<hex HMAC-SHA256 of the raw body> */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description An outbound AI or SIP-inbound AI call was answered (200 OK); arrives just before call.started (not for browser calls) */
+                    data: {
+                        answerMs: number;
+                        callId: string;
+                        did: string;
+                        /** @enum {string} */
+                        direction: "inbound" | "outbound";
+                        displayName: string;
+                        fromNumber: string;
+                        phone: string;
+                        source: string;
+                        trunkId: string;
+                    };
+                    /** @constant */
+                    event: "call.answered";
+                    /** @description the tenant's host name */
+                    tenant: string;
+                    /** Format: date-time */
+                    ts: string;
+                };
+            };
+        };
+        responses: {
+            /** @description received; anything else is retried (410 disables the subscription) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_call_ended: {
+        parameters: {
+            query?: never;
+            header: {
+                "X-Service-Attempt": "1" | "2" | "3" | "4";
+                /** @description stable across retries */
+                "X-Service-Delivery-Id": string;
+                "X-Service-Event": "call.ended";
+                /** @description sha256=<hex HMAC-SHA256 of the raw body> */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description A SIP-inbound or virtual-number call ended */
+                    data: {
+                        callId: string;
+                        durationSec: number;
+                        number: string;
+                        outcome: string;
+                        room: string;
+                        /** @enum {string} */
+                        source: "vnum" | "sip";
+                        tokens: number;
+                    };
+                    /** @constant */
+                    event: "call.ended";
+                    /** @description the tenant's host name */
+                    tenant: string;
+                    /** Format: date-time */
+                    ts: string;
+                };
+            };
+        };
+        responses: {
+            /** @description received; anything else is retried (410 disables the subscription) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_call_started: {
+        parameters: {
+            query?: never;
+            header: {
+                "X-Service-Attempt": "1" | "2" | "3" | "4";
+                /** @description stable across retries */
+                "X-Service-Delivery-Id": string;
+                "X-Service-Event": "call.started";
+                /** @description sha256=<hex HMAC-SHA256 of the raw body> */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The AI conversation of a call started: outbound AI, SIP inbound or a virtual-number room */
+                    data: {
+                        callId: string;
+                        did: string;
+                        /** @enum {string} */
+                        direction: "inbound" | "outbound";
+                        displayName: string;
+                        number: string;
+                        phone: string;
+                        room: string;
+                        source: string;
+                    };
+                    /** @constant */
+                    event: "call.started";
+                    /** @description the tenant's host name */
+                    tenant: string;
+                    /** Format: date-time */
+                    ts: string;
+                };
+            };
+        };
+        responses: {
+            /** @description received; anything else is retried (410 disables the subscription) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_call_transferred: {
+        parameters: {
+            query?: never;
+            header: {
+                "X-Service-Attempt": "1" | "2" | "3" | "4";
+                /** @description stable across retries */
+                "X-Service-Delivery-Id": string;
+                "X-Service-Event": "call.transferred";
+                /** @description sha256=<hex HMAC-SHA256 of the raw body> */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The AI handed the call over to a person or a number (the transfer_to_user tool) */
+                    data: {
+                        callId: string;
+                        fromOutbound: string;
+                        fromPhone: string;
+                        fromVnum: string;
+                        room: string;
+                        /** @enum {string} */
+                        source: "vnum" | "outbound-ai";
+                        toPhone: string;
+                        toUser: string;
+                        transferType: string;
+                        trunkId: string;
+                    };
+                    /** @constant */
+                    event: "call.transferred";
+                    /** @description the tenant's host name */
+                    tenant: string;
+                    /** Format: date-time */
+                    ts: string;
+                };
+            };
+        };
+        responses: {
+            /** @description received; anything else is retried (410 disables the subscription) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_outbound_ai_finished: {
+        parameters: {
+            query?: never;
+            header: {
+                "X-Service-Attempt": "1" | "2" | "3" | "4";
+                /** @description stable across retries */
+                "X-Service-Delivery-Id": string;
+                "X-Service-Event": "outbound-ai.finished";
+                /** @description sha256=<hex HMAC-SHA256 of the raw body> */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description An outbound AI call attempt finished, answered or not (errorDetail on a technical failure) */
+                    data: {
+                        answered: boolean;
+                        callId: string;
+                        displayName: string;
+                        errorDetail: string;
+                        inputTurns: number;
+                        outcome: string;
+                        outputTurns: number;
+                        phone: string;
+                        talkSec: number;
+                        trunk: string;
+                    };
+                    /** @constant */
+                    event: "outbound-ai.finished";
+                    /** @description the tenant's host name */
+                    tenant: string;
+                    /** Format: date-time */
+                    ts: string;
+                };
+            };
+        };
+        responses: {
+            /** @description received; anything else is retried (410 disables the subscription) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_presentation_verified: {
+        parameters: {
+            query?: never;
+            header: {
+                "X-Service-Attempt": "1" | "2" | "3" | "4";
+                /** @description stable across retries */
+                "X-Service-Delivery-Id": string;
+                "X-Service-Event": "presentation.verified";
+                /** @description sha256=<hex HMAC-SHA256 of the raw body> */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description A wallet presentation was verified: which session, client and credential format, and the names of the claims disclosed */
+                    data: {
+                        claimNames: string[];
+                        clientId: string;
+                        format: string;
+                        preset: string;
+                        sessionId: string;
+                    };
+                    /** @constant */
+                    event: "presentation.verified";
+                    /** @description the tenant's host name */
+                    tenant: string;
+                    /** Format: date-time */
+                    ts: string;
+                };
+            };
+        };
+        responses: {
+            /** @description received; anything else is retried (410 disables the subscription) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_transcript_saved: {
+        parameters: {
+            query?: never;
+            header: {
+                "X-Service-Attempt": "1" | "2" | "3" | "4";
+                /** @description stable across retries */
+                "X-Service-Delivery-Id": string;
+                "X-Service-Event": "transcript.saved";
+                /** @description sha256=<hex HMAC-SHA256 of the raw body> */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description A call transcript was saved (GET /api.ashx/v1/transcripts/{callId} has it) */
+                    data: {
+                        callId: string;
+                        displayName: string;
+                        file: string;
+                        number: string;
+                        outcome: string;
+                        phone: string;
+                        /** @enum {string} */
+                        source: "outbound-ai" | "vnum";
+                    };
+                    /** @constant */
+                    event: "transcript.saved";
+                    /** @description the tenant's host name */
+                    tenant: string;
+                    /** Format: date-time */
+                    ts: string;
+                };
+            };
+        };
+        responses: {
+            /** @description received; anything else is retried (410 disables the subscription) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_transcript_share_created: {
+        parameters: {
+            query?: never;
+            header: {
+                "X-Service-Attempt": "1" | "2" | "3" | "4";
+                /** @description stable across retries */
+                "X-Service-Delivery-Id": string;
+                "X-Service-Event": "transcript.share.created";
+                /** @description sha256=<hex HMAC-SHA256 of the raw body> */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description A transcript share link was created (token: its last 8 characters only) */
+                    data: {
+                        callId: string;
+                        createdBy: string;
+                        expiresUtc: string | null;
+                        file: string;
+                        shareId: string;
+                        token: string;
+                        ttlHours: number;
+                    };
+                    /** @constant */
+                    event: "transcript.share.created";
+                    /** @description the tenant's host name */
+                    tenant: string;
+                    /** Format: date-time */
+                    ts: string;
+                };
+            };
+        };
+        responses: {
+            /** @description received; anything else is retried (410 disables the subscription) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_transcript_share_revoked: {
+        parameters: {
+            query?: never;
+            header: {
+                "X-Service-Attempt": "1" | "2" | "3" | "4";
+                /** @description stable across retries */
+                "X-Service-Delivery-Id": string;
+                "X-Service-Event": "transcript.share.revoked";
+                /** @description sha256=<hex HMAC-SHA256 of the raw body> */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description A transcript share link was revoked */
+                    data: {
+                        callId: string;
+                        file: string;
+                        revokedBy: string;
+                        shareId: string;
+                        token: string;
+                    };
+                    /** @constant */
+                    event: "transcript.share.revoked";
+                    /** @description the tenant's host name */
+                    tenant: string;
+                    /** Format: date-time */
+                    ts: string;
+                };
+            };
+        };
+        responses: {
+            /** @description received; anything else is retried (410 disables the subscription) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_transcript_share_viewed: {
+        parameters: {
+            query?: never;
+            header: {
+                "X-Service-Attempt": "1" | "2" | "3" | "4";
+                /** @description stable across retries */
+                "X-Service-Delivery-Id": string;
+                "X-Service-Event": "transcript.share.viewed";
+                /** @description sha256=<hex HMAC-SHA256 of the raw body> */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description A transcript share link was opened */
+                    data: {
+                        callId: string;
+                        file: string;
+                        shareId: string;
+                        token: string;
+                        viewerIp: string;
+                    };
+                    /** @constant */
+                    event: "transcript.share.viewed";
+                    /** @description the tenant's host name */
+                    tenant: string;
+                    /** Format: date-time */
+                    ts: string;
+                };
+            };
+        };
+        responses: {
+            /** @description received; anything else is retried (410 disables the subscription) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    event_webhook_test: {
+        parameters: {
+            query?: never;
+            header: {
+                "X-Service-Attempt": "1" | "2" | "3" | "4";
+                /** @description stable across retries */
+                "X-Service-Delivery-Id": string;
+                "X-Service-Event": "webhook.test";
+                /** @description sha256=<hex HMAC-SHA256 of the raw body> */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description A test delivery requested from the console or the API (sent only to the named subscription) */
+                    data: {
+                        message: string;
+                        requestedBy: string;
+                        subscriptionId: string;
+                    };
+                    /** @constant */
+                    event: "webhook.test";
+                    /** @description the tenant's host name */
+                    tenant: string;
+                    /** Format: date-time */
+                    ts: string;
+                };
+            };
+        };
+        responses: {
+            /** @description received; anything else is retried (410 disables the subscription) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };

@@ -23,6 +23,29 @@ export const REFRESHES: Readonly<Record<string, readonly QueryKey[]>> = {
   'webhook.test': [['webhooks']],
   'webhook.*': [['webhooks']],
   'presentation.verified': [],
+  // Live notices (server/live.ts): a call's every state change, and each admin change made over
+  // the API by anyone (`<collection>.changed`, server/http/dispatch.ts changeNotice).
+  'call.state': [['calls']],
+  'calls.changed': [['calls']],
+  'trunks.changed': [['status', 'trunks']],
+  'outbound-routes.changed': [['routes', 'out']],
+  'inbound-routes.changed': [['routes', 'in']],
+  'numbers.changed': [['numbers']],
+  'whitelist.changed': [['whitelist']],
+  'telephony.changed': [
+    ['telephony', 'settings'],
+    ['status', 'trunks'],
+  ],
+  'users.changed': [['users'], ['apikeys']],
+  'apikeys.changed': [['apikeys']],
+  'apikey-create.changed': [['apikeys']],
+  'webhooks.changed': [['webhooks']],
+  'oidc-clients-save.changed': [['clients']],
+  'oidc-clients-genkey.changed': [['clients']],
+  'transcripts.changed': [['transcripts']],
+  'tenants.changed': [['tenants'], ['tenant-switcher']],
+  'rp-cert.changed': [['certs'], ['status', 'ca']],
+  'lotl.changed': [['status', 'lotl']],
 };
 
 /** The query keys an event of this name refreshes (none for a name without a row or family row). */

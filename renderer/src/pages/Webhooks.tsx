@@ -1,4 +1,4 @@
-import { Badge, Button, Card, Group, Table, TextInput, Title } from '@mantine/core';
+import { Badge, Button, Card, Group, MultiSelect, Table, Text, TextInput, Title } from '@mantine/core';
 import { notifications } from '@mantine/notifications';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
@@ -68,7 +68,7 @@ export default function Webhooks() {
   const { t } = useTranslation();
   const qc = useQueryClient();
   const [url, setUrl] = useState('');
-  const [events, setEvents] = useState('*');
+  const [events, setEvents] = useState<string[]>(['*']);
   const [secret, setSecret] = useState<string>();
   const [open, setOpen] = useState<string>();
   const [ask, confirmation] = useConfirm();
@@ -76,6 +76,19 @@ export default function Webhooks() {
     queryKey: ['webhooks', 'list'],
     queryFn: () => call(api.GET('/signal.ashx?webhooks=list', { params: { query: { webhooks: 'list' } } })),
   });
+  // The names a subscription may list: the plugins' declared events (a typo cannot be picked).
+  const declared = useQuery({
+    queryKey: ['webhooks', 'events'],
+    queryFn: () => call(api.GET('/api.ashx/v1/webhooks/events', { params: { query: { limit: 500 } } })),
+    staleTime: Infinity,
+  });
+  const about = new Map((declared.data?.data ?? []).map((e) => [e.name, e.description]));
+  const choices = [{ value: '*', label: t('webhooks.allEvents') }, ...(declared.data?.data ?? []).map((e) => ({ value: e.name, label: e.name }))];
+  // `*` covers every event: picking it alone, or an event after it, keeps the list meaningful.
+  const pick = (next: string[]) => {
+    const added = next.find((v) => !events.includes(v));
+    setEvents(added === '*' ? ['*'] : next.length > 1 ? next.filter((v) => v !== '*') : next);
+  };
   const refresh = () => qc.invalidateQueries({ queryKey: ['webhooks'] });
   const add = useMutation({
     mutationFn: () => call(api.POST('/signal.ashx?webhooks=add', { params: { query: { webhooks: 'add' } }, body: { url, events } })),
@@ -112,12 +125,28 @@ export default function Webhooks() {
               error={fieldError(add.error, 'url')}
               w={380}
             />
-            <TextInput
+            <MultiSelect
               label={t('webhooks.events')}
               description={t('webhooks.eventsHelp')}
+              data={choices}
               value={events}
-              onChange={(e) => setEvents(e.currentTarget.value)}
-              error={fieldError(add.error, 'events')}
+              onChange={pick}
+              required
+              searchable
+              nothingFoundMessage={t('webhooks.noSuchEvent')}
+              renderOption={({ option }) => (
+                <div>
+                  <Text size="sm">{option.label}</Text>
+                  {about.get(option.value) && (
+                    <Text size="xs" c="dimmed">
+                      {about.get(option.value)}
+                    </Text>
+                  )}
+                </div>
+              )}
+              error={fieldError(add.error, 'events') ?? fieldError(declared.error, 'events')}
+              w={380}
+              data-testid="webhook-events"
             />
             <Button type="submit" loading={add.isPending}>
               {t('webhooks.add')}

@@ -41,7 +41,7 @@ beforeAll(async () => {
     for (let i = 0; i < ROWS; i++) {
       clock.set(T0 + i * 1000);
       writer.write(s.primary, {
-        event: i % 3 === 0 ? 'login.failure' : 'login.success',
+        event: i % 3 === 0 ? 'login-failure' : 'login-success',
         user: i % 10 === 0 ? `Carol.${i}@Example.com` : `user${i}@example.com`,
         ip: '192.0.2.1',
         ua: 'test-agent',
@@ -50,7 +50,7 @@ beforeAll(async () => {
     }
   })();
   clock.set(T0);
-  writer.write(other.tenant, { event: 'login.success', user: 'someone@other.example' });
+  writer.write(other.tenant, { event: 'login-success', user: 'someone@other.example' });
 }, 60_000);
 afterAll(async () => {
   await s?.stop();
@@ -120,7 +120,7 @@ describe('filters', () => {
   it('event: case-insensitive substring', async () => {
     const e = await list('?event=FAILURE&limit=500');
     expect(e.total).toBe(Math.ceil(ROWS / 3));
-    expect(e.data.every((d) => d.event === 'login.failure')).toBe(true);
+    expect(e.data.every((d) => d.event === 'login-failure')).toBe(true);
   });
 
   it('user: case-insensitive substring; LIKE wildcards are literal', async () => {
@@ -181,7 +181,7 @@ describe('filters', () => {
     const plusTwo = await list(`?since=${encodeURIComponent(new Date(cut.getTime() + 2 * 3600_000).toISOString().replace('.000Z', '+02:00'))}`);
     expect(plusTwo.total).toBe(10);
     const combined = await list(`?since=${encodeURIComponent(cut.toISOString())}&event=failure`);
-    expect(combined.data.every((d) => d.event === 'login.failure')).toBe(true);
+    expect(combined.data.every((d) => d.event === 'login-failure')).toBe(true);
   });
 });
 

@@ -171,17 +171,17 @@ describe('chat: groups', () => {
     const dm = await call(s, alice, 'POST', '/chat.ashx?op=send&with=bob', { text: 'dm' });
     expect((await call(s, alice, 'POST', `/chat.ashx?op=leave&groupId=${dm.body.threadId}`)).status).toBe(400);
 
-    const audit = s.appliance.core.db.prepare("SELECT event, extra FROM audit_log WHERE event LIKE 'chat.group.%' ORDER BY rowid").all() as {
+    const audit = s.appliance.core.db.prepare("SELECT event, extra FROM audit_log WHERE event LIKE 'chat-group-%' ORDER BY rowid").all() as {
       event: string;
       extra: string;
     }[];
     expect(audit.map((a) => a.event)).toEqual([
-      'chat.group.create',
-      'chat.group.rename',
-      'chat.group.add',
-      'chat.group.remove',
-      'chat.group.leave',
-      'chat.group.rename',
+      'chat-group-create',
+      'chat-group-rename',
+      'chat-group-add',
+      'chat-group-remove',
+      'chat-group-leave',
+      'chat-group-rename',
     ]);
     expect(audit[2]!.extra).toContain('carol');
   });
@@ -199,7 +199,7 @@ describe('chat: tenant admin', () => {
     const otherAdmin = await s.addTenant('third.test');
     const res = await s.fetch(`/chat.ashx?op=export&threadId=${m.body.threadId}`, { key: otherAdmin.adminKey, host: `third.test:${s.port}` });
     expect(res.status).toBe(404);
-    const audit = s.appliance.core.db.prepare("SELECT COUNT(*) AS n FROM audit_log WHERE event = 'chat.export'").get() as { n: number };
+    const audit = s.appliance.core.db.prepare("SELECT COUNT(*) AS n FROM audit_log WHERE event = 'chat-export'").get() as { n: number };
     expect(audit.n).toBe(1);
   });
 

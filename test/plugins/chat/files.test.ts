@@ -307,7 +307,7 @@ describe('chat retention', () => {
     const h = await call(s, bob, 'GET', `/chat.ashx?op=history&threadId=${fresh.body.threadId}&after=${old.body.id - 1}`);
     expect(h.body.messages.map((m: { text: string }) => m.text)).toEqual(['fresh text']);
     expect((await download(s, bob, sha256(bytes))).status).toBe(404);
-    const audit = db.prepare("SELECT extra FROM audit_log WHERE event = 'chat.retention'").all() as { extra: string }[];
+    const audit = db.prepare("SELECT extra FROM audit_log WHERE event = 'chat-retention'").all() as { extra: string }[];
     expect(audit.map((a) => a.extra).join()).toContain('1');
     expect((await call(s, admin, 'POST', '/chat.ashx?op=settings', { retentionDays: null })).body.retentionDays).toBeNull();
     expect((await call(s, admin, 'POST', '/chat.ashx?op=settings', { retentionDays: 0 })).status).toBe(400);

@@ -135,7 +135,7 @@ describe('trusted-list cache over HTTP', { timeout: 90_000 }, () => {
     expect(rep.accepted).toBe(27); // LOTL + 26 national lists (not HR, SE, FI; DE and LI are not in the snapshot)
     expect(rep.anchor_count).toBeGreaterThan(2500);
     const log = await json('/api.ashx/v1/auditlog?event=lotl.refresh', { key: s.adminKey });
-    expect(log.body.data[0]).toMatchObject({ event: 'lotl.refresh', user: 'admin-hmac' });
+    expect(log.body.data[0]).toMatchObject({ event: 'lotl-refresh', user: 'admin-hmac' });
   });
 
   it('sovcomms lotl import PATH imports the whole snapshot with progress lines', async () => {

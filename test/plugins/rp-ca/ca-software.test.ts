@@ -360,9 +360,9 @@ describe('RP certificate authority with a software key', { timeout: 120_000 }, (
     const r = await s.fetch('/api.ashx/v1/auditlog?event=rp-cert&limit=500', { key: s.adminKey });
     const audit = await body(r);
     const events = audit.data.map((e: { event: string }) => e.event);
-    expect(events).toContain('rp-cert.issue');
-    expect(events).toContain('rp-cert.revoke');
-    const rev = audit.data.find((e: { event: string }) => e.event === 'rp-cert.revoke');
+    expect(events).toContain('rp-cert-issue');
+    expect(events).toContain('rp-cert-revoke');
+    const rev = audit.data.find((e: { event: string }) => e.event === 'rp-cert-revoke');
     expect(rev.extra).toMatch(/serial=[0-9a-f]+ reason=keyCompromise/);
     expect(rev.user).toBe('admin-hmac');
   });

@@ -89,6 +89,8 @@ beforeAll(async () => {
       'key-room-billing': [{ say: 'Billing here. Goodbye.', audioMs: 1500 }, { tool: 'end_call' }],
       'key-room-to-user': [{ say: 'Let me get a colleague.', audioMs: 400 }, { tool: 'transfer_to_user', args: { user: 'admin' } }, { wait: 60_000 }],
       'key-room-to-bob': [{ say: 'Let me get Bob.', audioMs: 400 }, { tool: 'transfer_to_user', args: { user: 'bob' } }, { wait: 60_000 }],
+      // Wideband speech: a 6 kHz tone, which only a wideband codec carries (G.711 stops at 4 kHz).
+      'key-room-wide': [{ say: 'Wideband.', audioMs: 4000, hz: 6000 }, { wait: 60_000 }],
       'key-room-to-pstn': [
         { say: 'Putting you through to the duty phone.', audioMs: 400 },
         { tool: 'transfer_to_user', args: { phone: '+4915112345678' } },
@@ -125,6 +127,7 @@ beforeAll(async () => {
   expect((await save({ number: '+4930560', name: 'Help', visibility: 'public', geminiApiKey: 'key-room-to-user', maxDurationSec: 10 })).status).toBe(200);
   expect((await save({ number: '+4930561', name: 'Desk', visibility: 'public', geminiApiKey: 'key-room-to-bob', maxDurationSec: 60 })).status).toBe(200);
   expect((await save({ number: '+4930562', name: 'Duty', visibility: 'public', geminiApiKey: 'key-room-to-pstn', maxDurationSec: 60 })).status).toBe(200);
+  expect((await save({ number: '+4930563', name: 'Wide', visibility: 'public', geminiApiKey: 'key-room-wide', maxDurationSec: 60 })).status).toBe(200);
   wav = path.join(tempDir('sovcomms-wav-'), 'visitor.wav');
   writeWav(wav, VISITOR_HZ, 4);
   browser = await chromium.launch({
@@ -324,6 +327,46 @@ describe('virtual-number rooms in the browser (WebRTC in the appliance)', () => 
     expect(noLogin.status).toBe(400);
     expect(noLogin.headers.get('set-cookie')).toBeNull();
   }, 120_000);
+
+  it('Opus in Chromium: the room agrees Opus and carries wideband both ways (the AI’s 6 kHz, the visitor’s 5.2 kHz: neither fits G.711)', async () => {
+    const page = await browser.newPage();
+    // The visitor's microphone: a 5.2 kHz oscillator instead of the wav (an init script runs
+    // before the page's own, outside its CSP).
+    await page.addInitScript(`navigator.mediaDevices.getUserMedia = async () => {
+      const ctx = new AudioContext({ sampleRate: 48000 });
+      const o = ctx.createOscillator();
+      o.frequency.value = 5200;
+      const g = ctx.createGain();
+      g.gain.value = 0.4;
+      const d = ctx.createMediaStreamDestination();
+      o.connect(g).connect(d);
+      o.start();
+      return d.stream;
+    };`);
+    const sessionsBefore = engine.sessions.length;
+    await page.goto(`${s.url}/room.ashx?number=%2B4930563`);
+    await page.click('#join');
+    await until(async () => (await page.evaluate('window.sovRoom.phase')) === 'connected', 20_000, 'page connected');
+    const codecs = (await page.evaluate(
+      "window.sovRoom.pc.getStats().then((r) => [...r.values()].filter((x) => x.type === 'codec').map((x) => x.mimeType))",
+    )) as string[];
+    expect(codecs.length).toBeGreaterThan(0);
+    expect(new Set(codecs)).toEqual(new Set(['audio/opus']));
+    const heard = (await page.evaluate(MEASURE_REMOTE)) as { rms: number; peakHz: number };
+    expect(heard.rms).toBeGreaterThan(0.02);
+    expect(Math.abs(heard.peakHz - 6000)).toBeLessThan(60);
+    const session = engine.sessions[sessionsBefore]!;
+    await until(() => session.audioBytesIn >= 16000 * 2 * 2, 15_000, 'visitor audio at the engine');
+    const pcm16 = Buffer.concat(session.audioIn);
+    const samples = Array.from({ length: pcm16.length / 2 }, (_, i) => pcm16.readInt16LE(i * 2)).slice(-16000);
+    expect(tonePower(samples, 5200, 16000)).toBeGreaterThan(1e4);
+    // Through G.711 the tone would have folded to 2.8 kHz.
+    expect(tonePower(samples, 5200, 16000)).toBeGreaterThan(20 * tonePower(samples, 2800, 16000));
+    const callId = (await page.evaluate('window.sovRoom.callId')) as string;
+    await page.click('#leave');
+    await ended(callId);
+    await page.close();
+  }, 90_000);
 
   it('maxDurationSec ends the call with max-duration', async () => {
     const v = new WebRtcVisitor({ toneHz: 600, keepMs: 3000 });

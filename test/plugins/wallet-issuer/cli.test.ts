@@ -10,7 +10,7 @@ import { CLAIMS } from './support.ts';
 /**
  * `sovcomms issuer offer create --user NAME`: the CLI binds an authorization code offer to one
  * account as create-offer's `user` does, with the same refusals (an account that is not active in
- * that tenant; a pre-authorized offer) and the same `vci.offer-create` audit entry. Most runs go
+ * that tenant; a pre-authorized offer) and the same `vci-offer-create` audit entry. Most runs go
  * through the bin's `main()` in this process (fast); one through the real bin in a child process.
  */
 let dataDir: string;
@@ -60,7 +60,7 @@ describe('sovcomms issuer offer create --user', { timeout: 120_000 }, () => {
     // An authorization code offer (issuer_state, no pre-authorized code) for bob alone.
     expect(row).toMatchObject({ subject_user: 'bob', pre_auth_hash: null });
     expect(row.issuer_state_hash).toMatch(/^[0-9a-f]{64}$/);
-    const audit = readDb((db) => db.prepare("SELECT user, extra FROM audit_log WHERE event = 'vci.offer-create'").all()) as { user: string; extra: string }[];
+    const audit = readDb((db) => db.prepare("SELECT user, extra FROM audit_log WHERE event = 'vci-offer-create'").all()) as { user: string; extra: string }[];
     expect(audit).toHaveLength(1);
     expect(audit[0]!.user).toMatch(/^cli:/);
     expect(audit[0]!.extra).toContain(`offer=${id}`);

@@ -177,7 +177,7 @@ describe('webhook retries (controlled clock)', () => {
     await sleep(50);
     await settle();
     expect(at('/paused').length).toBeGreaterThanOrEqual(1);
-    expect(db().prepare("SELECT COUNT(*) AS n FROM audit_log WHERE event = 'webhook.pause'").get()).toEqual({ n: 1 });
+    expect(db().prepare("SELECT COUNT(*) AS n FROM audit_log WHERE event = 'webhook-pause'").get()).toEqual({ n: 1 });
     await admin(s, 'remove', { body: { id } });
   });
 

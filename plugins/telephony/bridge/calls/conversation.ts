@@ -29,6 +29,8 @@ export interface ConversationHost {
   audible(): boolean;
   /** The AI's speech at 8 kHz into the call's playback. */
   play(pcm8k: Int16Array): void;
+  /** The AI's speech as the engine sends it (24 kHz), for a leg that keeps it wideband (a browser's). */
+  play24?(pcm24: Int16Array): void;
   /** Barge-in: drop what is queued. */
   flush(): void;
   /** Milliseconds of the AI's speech still queued towards the other party. */
@@ -76,7 +78,8 @@ export class Conversation {
       if (this.engine !== engine || !this.host.audible()) return;
       if (this.firstAudioHr === null) this.firstAudioHr = process.hrtime.bigint();
       this.lastAudioAt = Date.now();
-      this.host.play(this.decimator.process(pcm24));
+      if (this.host.play24) this.host.play24(pcm24);
+      else this.host.play(this.decimator.process(pcm24));
     });
     engine.on('interrupted', () => {
       if (this.engine === engine && this.host.audible()) this.host.flush();

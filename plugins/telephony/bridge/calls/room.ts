@@ -73,6 +73,7 @@ export class RoomCall {
       {
         audible: () => !this.ended && this.connectedAt !== null,
         play: (pcm8k) => this.leg.play(pcm8k),
+        play24: (pcm24) => this.leg.play(pcm24, 24000),
         flush: () => this.leg.flush(),
         queuedMs: () => this.leg.queuedMs,
         toolCall: (engine, c) => this.onTool(engine, c),

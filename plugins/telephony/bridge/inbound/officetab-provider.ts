@@ -13,6 +13,7 @@ import { randomBytes } from 'node:crypto';
 import type { z } from 'zod';
 import type { MediaLeg } from '../media/leg.ts';
 import { backTo8k } from '../media/audio.ts';
+import { Decimator16to8 } from '../media/resample.ts';
 import type { RoomLeg, WebRtcHandlers } from '../webrtc/leg.ts';
 import { log } from '../log.ts';
 import type { AnsweredEndpoint, EndpointProvider, RingingEndpoint, RingRequest } from './endpoints.ts';
@@ -55,6 +56,8 @@ class TabEndpoint implements AnsweredEndpoint {
   readonly kind = 'office-tab';
   readonly leg: RoomLeg;
   private caller: MediaLeg | null = null;
+  /** An Opus tab's 16 kHz is wideband: low-passed before it goes to the caller's 8 kHz leg. */
+  private readonly narrow = new Decimator16to8();
   private connected = false;
   private over = false;
   private readonly ended: (() => void)[] = [];
@@ -71,7 +74,7 @@ class TabEndpoint implements AnsweredEndpoint {
     this.leg = openLeg(
       {
         onAudio16k: (pcm) => {
-          if (this.caller && !this.over) this.caller.play(backTo8k(pcm));
+          if (this.caller && !this.over) this.caller.play(this.leg.codec === 'opus' ? this.narrow.process(pcm) : backTo8k(pcm));
         },
         onConnected: () => {
           this.connected = true;
@@ -90,7 +93,7 @@ class TabEndpoint implements AnsweredEndpoint {
   }
 
   hear(pcm16k: Int16Array): void {
-    if (this.connected && !this.over) this.leg.play(backTo8k(pcm16k));
+    if (this.connected && !this.over) this.leg.play(pcm16k, 16000);
   }
 
   /** Our side ends it (the caller hung up, the call's end): the tab is told, its leg closed. */

@@ -1,8 +1,10 @@
 /**
  * One browser visitor's media: a werift RTCPeerConnection terminated in the bridge (ICE host
- * candidates, DTLS-SRTP), G.711 audio both ways. werift carries RTP but encodes no codec, and no
- * Opus library is installed: the answer offers PCMU and PCMA only (every browser has both), the
- * same 8 kHz audio the SIP legs carry, so the engine path (16 kHz up, 24 → 8 kHz down) is shared.
+ * candidates, DTLS-SRTP). werift carries RTP but encodes no codec: the audio is Opus (opus.ts,
+ * libopus as WebAssembly) when the browser offers it, as every browser does, and G.711 (PCMU,
+ * PCMA) otherwise. Opus is wideband both ways: the visitor's voice reaches the engine at 16 kHz
+ * as decoded, and the engine's 24 kHz speech is encoded as it comes. A G.711 leg carries the SIP
+ * legs' 8 kHz audio (16 kHz up for the engine, 24 → 8 kHz down for the visitor).
  *
  * Sending uses the outbound legs' pacer and send-jitter measure (media/session.ts): one timer for
  * every room of the thread, a frame every 20 ms from the playback queue, silence when it is empty.
@@ -13,13 +15,22 @@
 import { randomInt } from 'node:crypto';
 import { RTCPeerConnection, RTCRtpCodecParameters, RtpHeader, RtpPacket, type RTCRtpTransceiver } from 'werift';
 import { ArrayQueue, IntervalStats, pacer, type Clocked } from '../media/session.ts';
-import { decodeG711Into, silenceFrame, upsample8to16Into, type Codec } from '../media/audio.ts';
+import { backTo8k, Decimator24to8, decodeG711Into, silenceFrame, upsample8to16Into, type Codec } from '../media/audio.ts';
 import { InputBatcher } from '../media/leg.ts';
+import { UpsamplerTo24 } from '../media/resample.ts';
+import { OPUS_ENC_FRAME, OPUS_MAX_DEC_SAMPLES, OPUS_TICKS_PER_FRAME, OpusDecoder, OpusEncoder, PcmQueue } from './opus.ts';
 import { dropSendHistory } from './send-history.ts';
 import { SrtpOut, offerAesCmOnly } from './srtp.ts';
 
 const FRAME_NS = 20_000_000n;
 const FRAME_SAMPLES = 160;
+/** The 16 kHz samples the engine gets at once from an Opus leg (80 ms, as InputBatcher sends). */
+const WIDE_BATCH = 1280;
+
+/** A browser leg's codec: Opus when the browser offers it, else G.711. */
+export type WebRtcCodec = Codec | 'opus';
+/** The rates a room leg plays: 8 kHz (SIP legs' audio), 16 kHz (wideband legs'), 24 kHz (the engine's). */
+export type PlayRate = 8000 | 16000 | 24000;
 /** Mean absolute sample value above which a 20 ms frame counts as voice (about -36 dBFS). */
 const VOICE_LEVEL = 500;
 /** Voiced frames (100 ms) before the visitor counts as having spoken. */
@@ -53,15 +64,16 @@ export interface WebRtcHandlers {
 /** A room's media as the room logic sees it, on this thread or on the WebRTC thread (thread-host.ts). */
 export interface RoomLeg {
   answer(offerSdp: string): Promise<string>;
-  readonly codec: Codec | null;
-  play(pcm8k: Int16Array): void;
+  readonly codec: WebRtcCodec | null;
+  /** Queues audio for the visitor at `rate` (default 8 kHz); the leg converts it for its codec. */
+  play(pcm: Int16Array, rate?: PlayRate): void;
   flush(): void;
   readonly queuedMs: number;
   stop(): Promise<WebRtcMetrics>;
 }
 
 export interface WebRtcMetrics {
-  codec: Codec | null;
+  codec: WebRtcCodec | null;
   sendJitterP99Ms: number;
   sendJitterMaxMs: number;
   intervals: number;
@@ -107,9 +119,24 @@ export class WebRtcLeg implements Clocked, RoomLeg {
   private transceiver: RTCRtpTransceiver | null = null;
   /** The bridge's own RTP/SRTP send path (srtp.ts); null → werift's sendRtp. */
   private out: SrtpOut | null = null;
-  codec: Codec | null = null;
+  codec: WebRtcCodec | null = null;
   private payloadType = 0;
+  /** G.711's playback queue (8 kHz). */
   private readonly queue = new ArrayQueue();
+  /** Opus's (24 kHz), its codec state, and the converters into it; made when Opus is agreed. */
+  private wide: {
+    queue: PcmQueue;
+    enc: OpusEncoder;
+    dec: OpusDecoder;
+    from8: UpsamplerTo24;
+    from16: UpsamplerTo24;
+    frame: Int16Array;
+    decoded: Int16Array;
+    batch: Int16Array;
+    batched: number;
+  } | null = null;
+  /** The engine's 24 kHz speech for a G.711 leg. */
+  private down24: Decimator24to8 | null = null;
   private readonly stats = new IntervalStats();
   nextDue = 0n;
   private lastSent = 0n;
@@ -144,6 +171,8 @@ export class WebRtcLeg implements Clocked, RoomLeg {
     this.pc = new RTCPeerConnection({
       codecs: {
         audio: [
+          // RFC 7587 §7: opus/48000/2 whatever is sent; the browser's offer decides the payload type.
+          new RTCRtpCodecParameters({ mimeType: 'audio/opus', clockRate: 48000, channels: 2, payloadType: 111, parameters: 'minptime=10;useinbandfec=1' }),
           new RTCRtpCodecParameters({ mimeType: 'audio/PCMU', clockRate: 8000, channels: 1, payloadType: 0 }),
           new RTCRtpCodecParameters({ mimeType: 'audio/PCMA', clockRate: 8000, channels: 1, payloadType: 8 }),
         ],
@@ -179,11 +208,23 @@ export class WebRtcLeg implements Clocked, RoomLeg {
     while (this.pc.iceGatheringState !== 'complete' && Date.now() < until) await new Promise((r) => setTimeout(r, 5));
     const sdp = this.pc.localDescription?.sdp;
     if (!sdp) throw new Error('no local description');
-    const m = /^a=rtpmap:(\d+) (PCMU|PCMA)\/8000/m.exec(sdp);
-    if (!m) throw new Error('the offer has neither PCMU nor PCMA');
-    this.payloadType = Number(m[1]);
-    this.codec = m[2] as Codec;
-    this.silence = silenceFrame(this.codec);
+    const chosen = answeredCodec(sdp);
+    if (!chosen) throw new Error('the offer has neither Opus nor PCMU nor PCMA');
+    this.payloadType = chosen.payloadType;
+    this.codec = chosen.codec;
+    if (chosen.codec === 'opus') {
+      this.wide = {
+        queue: new PcmQueue(),
+        enc: new OpusEncoder(),
+        dec: new OpusDecoder(),
+        from8: new UpsamplerTo24(8000),
+        from16: new UpsamplerTo24(16000),
+        frame: new Int16Array(OPUS_ENC_FRAME),
+        decoded: new Int16Array(OPUS_MAX_DEC_SAMPLES),
+        batch: new Int16Array(WIDE_BATCH + OPUS_MAX_DEC_SAMPLES),
+        batched: 0,
+      };
+    } else this.silence = silenceFrame(chosen.codec);
     return sdp;
   }
 
@@ -208,15 +249,12 @@ export class WebRtcLeg implements Clocked, RoomLeg {
   private onRtp(rtp: RtpPacket): void {
     if (this.gone || !this.codec) return;
     const pt = rtp.header.payloadType;
-    if (pt !== 0 && pt !== 8) return; // comfort noise, telephone-event: not audio
-    this.lastRxAt = Date.now();
-    this.packetsReceived++;
-    const seq = rtp.header.sequenceNumber;
-    if (this.lastSeq >= 0) {
-      const gap = (seq - this.lastSeq - 1) & 0xffff;
-      if (gap > 0 && gap < 1000) this.rxLost += gap;
+    if (this.wide) {
+      if (pt === this.payloadType) this.onOpus(rtp);
+      return;
     }
-    this.lastSeq = seq;
+    if (pt !== 0 && pt !== 8) return; // comfort noise, telephone-event: not audio
+    this.countRx(rtp.header.sequenceNumber);
     const payload = rtp.payload;
     const codec: Codec = pt === 8 ? 'PCMA' : 'PCMU';
     const n = Math.min(FRAME_SAMPLES, payload.length);
@@ -228,40 +266,96 @@ export class WebRtcLeg implements Clocked, RoomLeg {
     this.batcher.push(this.frame);
   }
 
-  /** Queues 8 kHz PCM for the visitor. */
-  play(pcm8k: Int16Array): void {
-    if (pcm8k.length === 0 || this.gone) return;
-    this.queue.push(pcm8k);
+  /** An Opus packet: decoded at 16 kHz, voice detected, batched for the engine as G.711's are. */
+  private onOpus(rtp: RtpPacket): void {
+    const w = this.wide!;
+    this.countRx(rtp.header.sequenceNumber);
+    const n = w.dec.decodeInto(rtp.payload, w.decoded);
+    if (n === 0) return;
+    let sum = 0;
+    for (let i = 0; i < n; i++) sum += Math.abs(w.decoded[i]!);
+    if (sum / n > VOICE_LEVEL && ++this.voicedFrames === VOICE_FRAMES) this.h.onVoice();
+    w.batch.set(w.decoded.subarray(0, n), w.batched);
+    w.batched += n;
+    if (w.batched < WIDE_BATCH) return;
+    const all = w.batch.slice(0, w.batched);
+    w.batched = 0;
+    this.h.onAudio16k(all);
+  }
+
+  private countRx(seq: number): void {
+    this.lastRxAt = Date.now();
+    this.packetsReceived++;
+    if (this.lastSeq >= 0) {
+      const gap = (seq - this.lastSeq - 1) & 0xffff;
+      if (gap > 0 && gap < 1000) this.rxLost += gap;
+    }
+    this.lastSeq = seq;
+  }
+
+  /**
+   * Queues PCM for the visitor. An Opus leg keeps 24 kHz (8 and 16 kHz are up-sampled); a G.711
+   * leg keeps 8 kHz (the engine's 24 kHz decimated as the SIP legs do; 16 kHz is a SIP leg's
+   * 8 kHz made wide for the engine, whose odd samples are the original).
+   */
+  play(pcm: Int16Array, rate: PlayRate = 8000): void {
+    if (pcm.length === 0 || this.gone) return;
+    const w = this.wide;
+    if (w) {
+      w.queue.push(rate === 24000 ? pcm : rate === 16000 ? w.from16.process(pcm) : w.from8.process(pcm));
+      return;
+    }
+    if (rate === 24000) this.queue.push((this.down24 ??= new Decimator24to8()).process(pcm));
+    else this.queue.push(rate === 16000 ? backTo8k(pcm) : pcm);
   }
 
   flush(): void {
     this.queue.flush();
+    this.wide?.queue.flush();
   }
 
   get queuedMs(): number {
-    return this.queue.queued / 8;
+    return this.wide ? this.wide.queue.queued / 24 : this.queue.queued / 8;
+  }
+
+  /** RTP clock ticks per 20 ms: 160 at G.711's 8 kHz, 960 at Opus's 48 kHz (RFC 7587 §4.1). */
+  private get ticksPerFrame(): number {
+    return this.wide ? OPUS_TICKS_PER_FRAME : FRAME_SAMPLES;
   }
 
   skip(n: number): void {
     this.nextDue += BigInt(n) * FRAME_NS;
-    this.ts = (this.ts + n * FRAME_SAMPLES) >>> 0;
+    this.ts = (this.ts + n * this.ticksPerFrame) >>> 0;
     this.skippedSlots += n;
     this.talking = false;
   }
 
+  /** The next 20 ms for the visitor (silence when nothing is queued) and whether it carries audio. */
+  private nextPayload(): { payload: Buffer; hasAudio: boolean; queued: number } {
+    const w = this.wide;
+    if (w) {
+      const n = w.queue.takeInto(w.frame, OPUS_ENC_FRAME);
+      if (n < OPUS_ENC_FRAME) w.frame.fill(0, n);
+      const pl = w.enc.encode(w.frame);
+      return { payload: pl, hasAudio: n > 0, queued: w.queue.queued };
+    }
+    const payload = Buffer.allocUnsafe(FRAME_SAMPLES);
+    const codec = this.codec === 'opus' ? null : this.codec;
+    const n = codec ? this.queue.encodeInto(codec, payload, 0, FRAME_SAMPLES) : 0;
+    if (n < FRAME_SAMPLES) payload.set(this.silence.subarray(n), n);
+    return { payload, hasAudio: n > 0, queued: this.queue.queued };
+  }
+
   tick(now: bigint): void {
     if (now - this.nextDue > FRAME_NS) this.lateFrames++;
-    const payload = Buffer.allocUnsafe(FRAME_SAMPLES);
-    const n = this.codec ? this.queue.encodeInto(this.codec, payload, 0, FRAME_SAMPLES) : 0;
-    if (n < FRAME_SAMPLES) payload.set(this.silence.subarray(n), n);
-    const hasAudio = n > 0;
-    if (hasAudio && this.queue.queued === 0) this.h.onDrained?.();
+    const { payload, hasAudio, queued } = this.nextPayload();
+    if (hasAudio && queued === 0) this.h.onDrained?.();
     const marker = hasAudio && !this.talking;
     this.talking = hasAudio;
     const seq = this.seq;
     const ts = this.ts >>> 0;
     this.seq = (this.seq + 1) & 0xffff;
-    this.ts = (this.ts + FRAME_SAMPLES) >>> 0;
+    this.ts = (this.ts + this.ticksPerFrame) >>> 0;
     const sendAt = process.hrtime.bigint();
     if (this.lastSent !== 0n) this.stats.add(Number(sendAt - this.lastSent) / 1e6 - 20);
     this.lastSent = sendAt;
@@ -314,6 +408,23 @@ export class WebRtcLeg implements Clocked, RoomLeg {
     this.stopSending();
     const m = this.metrics();
     await this.pc.close().catch(() => undefined);
+    this.wide?.enc.close();
+    this.wide?.dec.close();
     return m;
   }
+}
+
+/**
+ * The codec of an answer: the first payload type of its audio m-line (the one RTP will carry) and
+ * its rtpmap, when it is one the leg speaks.
+ */
+export function answeredCodec(sdp: string): { codec: WebRtcCodec; payloadType: number } | null {
+  const m = /^m=audio \d+ [A-Z/]+ ([\d ]+)$/m.exec(sdp.replace(/\r/g, ''));
+  if (!m) return null;
+  const first = Number(m[1]!.trim().split(' ')[0]);
+  const rtpmap = new RegExp(`^a=rtpmap:${first} ([A-Za-z0-9-]+)/(\\d+)`, 'm').exec(sdp);
+  const name = rtpmap ? rtpmap[1]!.toUpperCase() : first === 0 ? 'PCMU' : first === 8 ? 'PCMA' : '';
+  if (name === 'OPUS' && rtpmap?.[2] === '48000') return { codec: 'opus', payloadType: first };
+  if (name === 'PCMU' || name === 'PCMA') return { codec: name, payloadType: first };
+  return null;
 }

@@ -7,6 +7,7 @@
  * never starts or stops it.
  */
 import { backTo8k } from '../media/audio.ts';
+import { Decimator16to8 } from '../media/resample.ts';
 import { EMPTY_METRICS, type LegMetrics, type MediaLeg } from '../media/leg.ts';
 import type { RoomLeg } from './leg.ts';
 import type { AnsweredEndpoint } from '../inbound/endpoints.ts';
@@ -16,6 +17,8 @@ export class RoomAsCaller implements MediaLeg {
   readonly firstAudioSentAt = null;
   /** Where the visitor's audio goes for an endpoint that bridged to us. */
   private bridged: MediaLeg | null = null;
+  /** An Opus visitor's 16 kHz is wideband: low-passed before it goes to an 8 kHz leg. */
+  private readonly narrow = new Decimator16to8();
 
   constructor(
     private readonly leg: RoomLeg,
@@ -25,7 +28,7 @@ export class RoomAsCaller implements MediaLeg {
   /** The visitor's audio (16 kHz batches from the room's leg) towards the person. */
   visitorAudio(pcm16k: Int16Array): void {
     if (this.person.hear) this.person.hear(pcm16k);
-    else this.bridged?.play(backTo8k(pcm16k));
+    else this.bridged?.play(this.leg.codec === 'opus' ? this.narrow.process(pcm16k) : backTo8k(pcm16k));
   }
 
   start(): void {

@@ -4,15 +4,14 @@
  * only SIP calls never loads werift.
  */
 import { Worker } from 'node:worker_threads';
-import type { Codec } from '../media/audio.ts';
-import { EMPTY_WEBRTC_METRICS, type RoomLeg, type WebRtcHandlers, type WebRtcMetrics, type WebRtcOptions } from './leg.ts';
+import { EMPTY_WEBRTC_METRICS, type PlayRate, type RoomLeg, type WebRtcCodec, type WebRtcHandlers, type WebRtcMetrics, type WebRtcOptions } from './leg.ts';
 import type { ToWebRtcThread, WebRtcThreadData } from './thread.ts';
 import type { GcStats } from './gc-stats.ts';
 
 type FromThread =
   | { op: 'priority'; priority: string }
   | { op: 'gc'; stats: GcStats }
-  | { op: 'answer'; id: number; sdp: string; codec: Codec | null }
+  | { op: 'answer'; id: number; sdp: string; codec: WebRtcCodec | null }
   | { op: 'error'; id: number; message: string }
   | { op: 'audio'; id: number; pcm: Int16Array }
   | { op: 'connected'; id: number }
@@ -29,7 +28,8 @@ export interface WebRtcThreadOptions {
 }
 
 class ThreadLeg implements RoomLeg {
-  codec: Codec | null = null;
+  codec: WebRtcCodec | null = null;
+  /** Milliseconds of audio posted since the thread last reported the queue empty. */
   private queued = 0;
   private answered: { resolve: (sdp: string) => void; reject: (e: Error) => void } | null = null;
   private stopped: ((m: WebRtcMetrics) => void) | null = null;
@@ -48,10 +48,10 @@ class ThreadLeg implements RoomLeg {
       this.host.post({ op: 'open', id: this.id, offerSdp, mediaTimeoutMs: this.mediaTimeoutMs });
     });
   }
-  play(pcm8k: Int16Array): void {
-    if (pcm8k.length === 0 || this.stopping) return;
-    this.queued += pcm8k.length;
-    this.host.post({ op: 'play', id: this.id, pcm: pcm8k }, [pcm8k.buffer as ArrayBuffer]);
+  play(pcm: Int16Array, rate: PlayRate = 8000): void {
+    if (pcm.length === 0 || this.stopping) return;
+    this.queued += pcm.length / (rate / 1000);
+    this.host.post({ op: 'play', id: this.id, pcm, rate }, [pcm.buffer as ArrayBuffer]);
   }
   flush(): void {
     this.queued = 0;
@@ -59,7 +59,7 @@ class ThreadLeg implements RoomLeg {
   }
   /** What was queued since the thread last reported the queue empty (an upper bound). */
   get queuedMs(): number {
-    return this.queued / 8;
+    return this.queued;
   }
   stop(): Promise<WebRtcMetrics> {
     this.stopping ??= new Promise((resolve) => {

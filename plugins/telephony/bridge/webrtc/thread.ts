@@ -11,7 +11,7 @@ import { raisePriority } from '../media/thread.ts';
 import { pacer } from '../media/session.ts';
 import { Gaps, threadGapDeps } from './gaps.ts';
 import { AES_CM_128_HMAC_SHA1_80, SrtpProtector, SrtpUnprotector } from './srtp.ts';
-import { WebRtcLeg, type WebRtcOptions } from './leg.ts';
+import { WebRtcLeg, type PlayRate, type WebRtcOptions } from './leg.ts';
 import { installNativeX25519 } from './native-x25519.ts';
 import { watchGc } from './gc-stats.ts';
 
@@ -24,7 +24,7 @@ export interface WebRtcThreadData {
 
 export type ToWebRtcThread =
   | { op: 'open'; id: number; offerSdp: string; mediaTimeoutMs: number }
-  | { op: 'play'; id: number; pcm: Int16Array }
+  | { op: 'play'; id: number; pcm: Int16Array; rate: PlayRate }
   | { op: 'flush'; id: number }
   | { op: 'stop'; id: number };
 
@@ -91,7 +91,7 @@ function serve(port: MessagePort, d: WebRtcThreadData): void {
         gaps.run(() => open(m));
         return;
       case 'play':
-        legs.get(m.id)?.play(m.pcm);
+        legs.get(m.id)?.play(m.pcm, m.rate);
         return;
       case 'flush':
         legs.get(m.id)?.flush();
