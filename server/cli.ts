@@ -15,12 +15,14 @@ import { apikeyCommand } from './cli/apikey.ts';
 import { adminSecretCommand } from './cli/admin-secret.ts';
 import { migrateCommand } from './cli/migrate.ts';
 import { doctorCommand } from './cli/doctor.ts';
+import { setupCommand } from './cli/setup.ts';
 
 export type { CliIo } from './cli/io.ts';
 
 /** The core's commands, in the order `sovcomms help` lists them (the plugins' follow). */
 const CORE_COMMANDS: Record<string, CoreCommand> = {
   serve: serveCommand,
+  setup: setupCommand,
   tenant: tenantCommand,
   user: userCommand,
   apikey: apikeyCommand,

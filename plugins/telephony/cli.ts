@@ -5,7 +5,7 @@ import { numberInput } from './schemas.ts';
 import type { TelephonyServices } from './services.ts';
 import { phoneAdd } from './inbound/phones.ts';
 
-function tenantOf(ctx: CliContext, host: unknown): Tenant {
+export function tenantOf(ctx: CliContext, host: unknown): Tenant {
   return typeof host === 'string' ? ctx.tenants.require(host) : ctx.tenants.require();
 }
 

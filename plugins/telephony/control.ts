@@ -114,6 +114,8 @@ export const PlaceCallSchema = z.object({
     language: z.string().min(1).max(35),
     systemPrompt: z.string().max(100_000),
     leaveVoicemailMessage: z.boolean().optional(),
+    /** The message the AI leaves at a voicemail box (with leaveVoicemailMessage); without it, the AI's own words. */
+    voicemailMessage: z.string().max(1000).optional(),
   }),
 });
 export type PlaceCall = z.infer<typeof PlaceCallSchema>;

@@ -25,6 +25,12 @@ import type { TelephonyServices } from './services.ts';
 import { BridgeSupervisor } from './bridge-link/supervisor.ts';
 import { TranscriptShares } from './transcripts/shares.ts';
 import { TranscriptStore } from './transcripts/store.ts';
+import { Prompts } from './prompts/prompts.ts';
+import { promptHttp } from './prompts/http.ts';
+import { promptCommand } from './prompts/cli.ts';
+import { routeCommand } from './inbound/cli.ts';
+import { setupHttp } from './setup/http.ts';
+import { setupItems, sipListening } from './setup/checklist.ts';
 
 export const BRIDGE_VERIFIER = 'telephony-bridge';
 
@@ -39,7 +45,7 @@ export default definePlugin({
   migrations: sqlMigrations(import.meta.url),
   config: telephonyConfig,
   events: eventSchemas,
-  cli: { trunk: trunkCommand, number: numberCommand, phone: phoneCommand },
+  cli: { trunk: trunkCommand, number: numberCommand, phone: phoneCommand, prompt: promptCommand, route: routeCommand },
 
   setup(ctx): TelephonyServices {
     // Every call's change reaches open consoles at once (a live notice, not a webhook event).
@@ -59,8 +65,10 @@ export default definePlugin({
       onReady: () => supervisor.pushTrunks(),
       onDied: () => callKinds.bridgeRestarted(),
     });
+    const prompts = new Prompts(ctx.db, () => new Date(ctx.clock.now()).toISOString(), ctx.config.limits.prompts);
     const calls: CallService = new CallService({
       repo,
+      prompts,
       admin,
       bridge,
       jobs: ctx.jobs,
@@ -90,7 +98,7 @@ export default definePlugin({
       log: ctx.log,
       config: ctx.config,
     });
-    const inboundRoutes = new InboundRoutes(repo, ctx.config.limits.routes);
+    const inboundRoutes = new InboundRoutes(repo, ctx.config.limits.routes, (t, user) => inbound.unusable(t, user));
     const inbound: InboundCalls = new InboundCalls({
       repo,
       admin,
@@ -135,6 +143,8 @@ export default definePlugin({
       inbound,
       inboundRoutes,
       phones,
+      prompts,
+      sip: sipListening(ctx.config.bridge),
       officeTabs,
       rooms,
       roomSignIn,
@@ -159,6 +169,8 @@ export default definePlugin({
     trunkAdminHttp(r, s);
     bridgeHttp(r, s);
     officeTabRoutes(r, s.officeTabs);
+    promptHttp(r, s);
+    setupHttp(r, s, setupItems({ admin: s.admin, config: ctx.config }));
     roomRoutes(r, s.rooms, s.roomSignIn, ctx.auth, ctx.audit, {
       joinsPerMinute: ctx.config.rooms.joinsPerMinutePerIp,
       viewsPerMinute: ctx.config.shares.viewsPerMinutePerIp,
@@ -203,8 +215,10 @@ export default definePlugin({
   health(s) {
     const b = s.bridge;
     if (b.mode === 'off') return { status: 'ok', detail: { bridge: 'off' } };
+    // Where desk phones and carriers reach SIP (README "Settings"), for /readyz and the dashboard.
+    const sip = s.sip;
     return b.state === 'ready'
-      ? { status: 'ok', detail: { bridge: b.mode, state: b.state } }
-      : { status: 'degraded', reason: `bridge ${b.state}`, detail: { bridge: b.mode, lastExit: b.lastExit } };
+      ? { status: 'ok', detail: { bridge: b.mode, state: b.state, ...(sip ? { sip } : {}) } }
+      : { status: 'degraded', reason: `bridge ${b.state}`, detail: { bridge: b.mode, lastExit: b.lastExit, ...(sip ? { sip } : {}) } };
   },
 });

@@ -39,6 +39,8 @@ export interface CallRow {
   attempt: number;
   retries_left: number;
   retry_delay_minutes: number;
+  /** The voicemail policy: null hangs up at a voicemail box, else the message the AI leaves (migration 0008). */
+  voicemail_message: string | null;
 }
 
 export interface TranscriptRow {

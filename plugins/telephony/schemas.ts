@@ -85,6 +85,8 @@ export const telephonyConfig = z
         phones: z.number().int().min(1).default(200),
         /** Each of inbound and outbound routes (the inbound `*` catchall not counted). */
         routes: z.number().int().min(1).default(1000),
+        /** Prompts kept for calls' systemPrompt slugs (README "Prompts"). */
+        prompts: z.number().int().min(1).default(500),
       })
       .strict()
       .prefault({}),
@@ -186,7 +188,7 @@ export const callCreate = z.object({
   // Goes into the SIP From header (control.ts PlaceCall): no control characters.
   displayName: headerSafe(100).optional(),
   email: z.email().max(320).optional(),
-  systemPrompt: z.string().min(1).max(20_000),
+  systemPrompt: z.string().min(1).max(20_000).describe("the prompt text, or the slug of one of the tenant's prompts (GET /prompts): 1-64 of a-z, 0-9, - and _"),
   apiKey: z.string().min(1).max(500).optional(),
   model: z
     .string()
@@ -204,6 +206,10 @@ export const callCreate = z.object({
   maxSeconds: z.number().int().min(10).max(3600).default(300),
   retries: z.number().int().min(0).max(10).default(0),
   retryDelayMinutes: z.number().int().min(1).max(1440).default(5),
+  voicemail: z
+    .discriminatedUnion('action', [z.object({ action: z.literal('hangup') }), z.object({ action: z.literal('message'), text: z.string().min(1).max(1000) })])
+    .optional()
+    .describe('what the AI does at a voicemail box: hang up (the default), or leave the message `text` and then hang up'),
   // ISO 8601 with Z or an offset (Python's isoformat() writes +00:00); stored as UTC.
   scheduleAtUtc: z.iso
     .datetime({ offset: true, local: false })

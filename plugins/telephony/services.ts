@@ -6,6 +6,8 @@ import type { CallService } from './calls/outbound.ts';
 import type { InboundCalls } from './inbound/calls.ts';
 import type { InboundRoutes } from './inbound/routes.ts';
 import type { PhoneAccounts } from './inbound/phones.ts';
+import type { Prompts } from './prompts/prompts.ts';
+import type { SipListening } from './setup/checklist.ts';
 import type { OfficeTabService } from './officetab/service.ts';
 import type { RoomService } from './rooms/calls.ts';
 import type { RoomSignIn } from './rooms/sign-in.ts';
@@ -28,6 +30,10 @@ export interface TelephonyServices {
   inboundRoutes: InboundRoutes;
   /** Desk-phone logins of the bridge's registrar. */
   phones: PhoneAccounts;
+  /** The tenant's prompts, named by a call's systemPrompt slug. */
+  prompts: Prompts;
+  /** Where SIP listens (an embedded bridge's settings), or null: /readyz and the setup checklist. */
+  sip: SipListening | null;
   /** The users' console tabs registered as their phones (officetab.ts). */
   officeTabs: OfficeTabService;
   rooms: RoomService;

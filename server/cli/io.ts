@@ -1,8 +1,22 @@
+import readline from 'node:readline/promises';
+
+/** One question on the terminal, one answer line (the interface closes, so the process can end). */
+async function askOnTerminal(question: string): Promise<string> {
+  const rl = readline.createInterface({ input: process.stdin, output: process.stdout });
+  try {
+    return await rl.question(question);
+  } finally {
+    rl.close();
+  }
+}
+
 /** Where a CLI command writes and reads: the process's streams, or a test's arrays. */
 export interface CliIo {
   out: (line: string) => void;
   err: (line: string) => void;
   stdin: () => Promise<string>;
+  /** Asks one question and reads the answer line; absent when not on a terminal (scripted runs use flags). */
+  ask?: (question: string) => Promise<string>;
 }
 
 /**
@@ -33,6 +47,7 @@ export const processIo: CliIo = {
   err: (l) => {
     if (!pipeClosed) process.stderr.write(l + '\n');
   },
+  ask: process.stdin.isTTY ? askOnTerminal : undefined,
   stdin: async () => {
     const chunks: Buffer[] = [];
     for await (const c of process.stdin) chunks.push(c as Buffer);

@@ -24,6 +24,16 @@ import type { BridgeEvent } from '../control.ts';
 import type { CallCreate, CallRecord, CallStatus, FullTranscript, Outcome, TelephonyConfig } from '../schemas.ts';
 import { type CallAnswered, type CallEnd, type CallKind, type CallStarted, type CallTransferred, endCall, type Ending, isoOr } from './end.ts';
 import type { TranscriptStore } from '../transcripts/store.ts';
+import type { Prompts } from '../prompts/prompts.ts';
+
+/**
+ * The call's voicemail policy as the bridge takes it (control.ts PlaceCall `engine`): without a
+ * message the AI's report_voicemail hangs up at once; with one, the bridge hands the AI the
+ * message in the tool's answer and hangs up once it has been spoken.
+ */
+export function voicemailPolicy(message: string | null): { leaveVoicemailMessage?: true; voicemailMessage?: string } {
+  return message ? { leaveVoicemailMessage: true, voicemailMessage: message } : {};
+}
 
 export const DIAL_QUEUE = 'telephony.dial';
 export const MAIL_QUEUE = 'telephony.mail';
@@ -89,6 +99,7 @@ interface Deps {
   transcripts: TranscriptStore;
   mailer: OutcomeMailer;
   config: TelephonyConfig;
+  prompts: Prompts;
 }
 
 /**
@@ -140,7 +151,9 @@ export class CallService implements CallKind<CallRow> {
       phone: body.phone,
       display_name: body.displayName ?? body.phone,
       email: body.email ?? '',
-      system_prompt: body.systemPrompt,
+      // A slug is the prompt's text as it is now: a later change of the prompt leaves this call alone.
+      system_prompt: this.d.prompts.resolve(t, body.systemPrompt),
+      voicemail_message: body.voicemail?.action === 'message' ? body.voicemail.text : null,
       api_key_sealed: this.d.keys.seal(apiKey, this.keyAad(callId)),
       model: body.model ?? (settings.model || this.d.config.engine.model),
       voice: body.voice,
@@ -227,6 +240,7 @@ export class CallService implements CallKind<CallRow> {
         voice: claimed.voice,
         language: claimed.language,
         systemPrompt: claimed.system_prompt,
+        ...voicemailPolicy(claimed.voicemail_message),
       },
     };
     let ans;

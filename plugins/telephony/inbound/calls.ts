@@ -91,10 +91,8 @@ export class InboundCalls implements CallKind<InboundCallRow> {
     const key = n.engine_api_key_sealed
       ? this.d.keys.openString(n.engine_api_key_sealed, `telephony-number:${t.id}:${n.number}`)
       : this.d.admin.tenantEngineKey(t);
-    if (!key) {
-      this.d.log.warn({ number: n.number }, 'virtual number without an engine key (and none for the tenant): skipped');
-      return null;
-    }
+    // Without a key the number cannot answer: `decide` logs the route it skips, a save is refused.
+    if (!key) return null;
     const model = this.d.repo.settings(t).model || this.d.config.engine.model;
     return {
       kind: 'vnum',
@@ -128,6 +126,17 @@ export class InboundCalls implements CallKind<InboundCallRow> {
     return { kind: 'user', user: name, ringTimeoutSec: this.d.config.ringTimeoutSec };
   }
 
+  /**
+   * Why a route's User cannot take a call (a non-whitelisted E.164 number, a virtual number
+   * without an engine key, a number no outbound route reaches), or null: a route is refused when
+   * it is saved so, rather than found out by a caller.
+   */
+  unusable(t: Tenant, user: string): string | null {
+    if (!user) return null; // the catchall without a User: no route
+    const tg = this.targetOf(t, user);
+    return typeof tg === 'string' ? tg : null;
+  }
+
   decide(q: InboundQuery): InboundDecision {
     const tenant = this.trunkTenant(q.trunkId);
     if (!tenant) return { accept: false, status: 404, reason: 'Not Found' };
@@ -144,7 +153,13 @@ export class InboundCalls implements CallKind<InboundCallRow> {
       else targets.push(tg);
       if (targets.length === 10) break;
     }
-    if (!targets.length) return { accept: false, status: 404, reason: 'Not Found' };
+    // Routes matched, but none of their targets can take a call now (the whitelist or a key changed
+    // since they were saved): 480, as when nobody answers (README "Inbound SIP"), never a 404.
+    if (!targets.length && seen.size) return { accept: false, status: 480, reason: 'Temporarily Unavailable' };
+    if (!targets.length) {
+      this.d.log.info({ did: q.did }, 'inbound call without a route (no row with a User matches): 404');
+      return { accept: false, status: 404, reason: 'Not Found' };
+    }
     const first = targets[0]!;
     const callId = newInboundCallId();
     const number = first.kind === 'vnum' ? this.d.repo.number(tenant, first.number) : undefined;

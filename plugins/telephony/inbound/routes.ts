@@ -17,7 +17,15 @@ export class InboundRoutes {
     private readonly repo: TelephonyRepo,
     /** The plugin's `limits.routes`: rows per tenant, the `*` catchall not counted. */
     private readonly maxRoutes: number = DEFAULT_LIMITS.routes,
+    /** Why a User cannot take calls (calls.ts `unusable`), or null; a save naming one is 400. */
+    private readonly unusable: (t: Tenant, user: string) => string | null = () => null,
   ) {}
+
+  /** 400 naming `user` and the reason, for a target no call could reach. */
+  private checkTarget(t: Tenant, user: string): void {
+    const why = this.unusable(t, user);
+    if (why) throw new InputError(`invalid field user: ${why}`, 'invalid_request', { field: 'user' });
+  }
 
   /** The rows in evaluation order, with the `*` catchall auto-inserted when missing (rule 2). */
   rows(t: Tenant): (InboundRouteRow & { id: number; position: number })[] {
@@ -52,6 +60,7 @@ export class InboundRoutes {
 
   /** Rule 3: inserted just before the catchall; a duplicate pair answers 409 duplicate_route. */
   add(t: Tenant, r: InboundRouteRow): InboundRouteRow {
+    this.checkTarget(t, r.user);
     return this.repo.tx(() => {
       const rows = this.rows(t);
       if (rows.some((x) => x.did === r.did && x.fromNumber === r.fromNumber)) {
@@ -72,6 +81,7 @@ export class InboundRoutes {
 
   /** Only User is editable (rule 4). */
   update(t: Tenant, did: string, fromNumber: string | undefined, user: string): InboundRouteRow {
+    this.checkTarget(t, user);
     const r = this.findInbound(t, did, fromNumber);
     if (!r) throw new NotFoundError(`no inbound route for Did ${did}${fromNumber ? ` and FromNumber ${fromNumber}` : ''}`);
     this.repo.updateInboundUser(t, r.id, user);

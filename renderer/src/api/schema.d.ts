@@ -487,6 +487,43 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api.ashx/v1/prompts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The tenant's prompts, by slug: a call's systemPrompt may name one */
+        get: operations["get_api_ashx_v1_prompts"];
+        put?: never;
+        /** Add a prompt (slug: 1-64 of a-z, 0-9, - and _, starting and ending with a letter or digit) */
+        post: operations["post_api_ashx_v1_prompts"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api.ashx/v1/prompts/{slug}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One prompt */
+        get: operations["get_api_ashx_v1_prompts_slug_"];
+        /** Replace a prompt's text, or add it */
+        put: operations["put_api_ashx_v1_prompts_slug_"];
+        post?: never;
+        /** Remove a prompt (calls created with it keep its text) */
+        delete: operations["delete_api_ashx_v1_prompts_slug_"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api.ashx/v1/rooms/join": {
         parameters: {
             query?: never;
@@ -538,6 +575,23 @@ export interface paths {
         put?: never;
         /** Ends the room session of this browser (removes its cookie); idempotent */
         post: operations["post_api_ashx_v1_rooms_sign_out"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api.ashx/v1/setup/checklist": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The setup checklist: AI engine key, a registered trunk, an outbound route, a default trunk, SIP on the LAN, mail relay, backup target; each item's state and its console form */
+        get: operations["get_api_ashx_v1_setup_checklist"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -4407,12 +4461,22 @@ export interface operations {
                      * @description ISO 8601 date-time, Z or an offset such as +00:00; stored as UTC
                      */
                     scheduleAtUtc?: string;
+                    /** @description the prompt text, or the slug of one of the tenant's prompts (GET /prompts): 1-64 of a-z, 0-9, - and _ */
                     systemPrompt: string;
                     /**
                      * @default Aoede
                      * @enum {string}
                      */
                     voice?: "Achird" | "Aoede" | "Autonoe" | "Charon" | "Erinome" | "Fenrir" | "Kore" | "Laomedeia" | "Orus" | "Puck" | "Sadachbia" | "Schedar" | "Umbriel" | "Zephyr";
+                    /** @description what the AI does at a voicemail box: hang up (the default), or leave the message `text` and then hang up */
+                    voicemail?: {
+                        /** @constant */
+                        action: "hangup";
+                    } | {
+                        /** @constant */
+                        action: "message";
+                        text: string;
+                    };
                 };
             };
         };
@@ -5890,6 +5954,387 @@ export interface operations {
             };
         };
     };
+    get_api_ashx_v1_prompts: {
+        parameters: {
+            query?: {
+                /** @description page size (default 50, capped at 500) */
+                limit?: number;
+                /** @description items to skip (default 0) */
+                offset?: number;
+            };
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description list envelope of prompts */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            createdAtUtc: string;
+                            createdBy: string;
+                            slug: string;
+                            text: string;
+                            updatedAtUtc: string;
+                        }[];
+                        limit: number;
+                        next: string | null;
+                        offset: number;
+                        total: number;
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_api_ashx_v1_prompts: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    slug: string;
+                    text: string;
+                };
+            };
+        };
+        responses: {
+            /** @description created prompt */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        createdAtUtc: string;
+                        createdBy: string;
+                        slug: string;
+                        text: string;
+                        updatedAtUtc: string;
+                    };
+                };
+            };
+            /** @description invalid_request naming slug or text */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description conflict (the slug exists); tenant_limit (limits.prompts) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_api_ashx_v1_prompts_slug_: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
+            path: {
+                slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description prompt */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        createdAtUtc: string;
+                        createdBy: string;
+                        slug: string;
+                        text: string;
+                        updatedAtUtc: string;
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    put_api_ashx_v1_prompts_slug_: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
+            path: {
+                slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    text: string;
+                };
+            };
+        };
+        responses: {
+            /** @description prompt */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        createdAtUtc: string;
+                        createdBy: string;
+                        slug: string;
+                        text: string;
+                        updatedAtUtc: string;
+                    };
+                };
+            };
+            /** @description invalid_request naming slug or text */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description tenant_limit (limits.prompts) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    delete_api_ashx_v1_prompts_slug_: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
+            path: {
+                slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description {deleted: prompt} */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        deleted: {
+                            createdAtUtc: string;
+                            createdBy: string;
+                            slug: string;
+                            text: string;
+                            updatedAtUtc: string;
+                        };
+                    };
+                };
+            };
+            /** @description bad input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     post_api_ashx_v1_rooms_join: {
         parameters: {
             query?: never;
@@ -6047,6 +6492,74 @@ export interface operations {
             };
             /** @description bad input */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate limited (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_api_ashx_v1_setup_checklist: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A super-admin acts on another tenant: one of its host names. Only with a super-admin's own bearer (an admin of the primary tenant; not an ak_ key or the HMAC: 403), only on admin routes (others: 400 tenant_switch_not_allowed); an unknown host is 404. The target tenant's audit log names the caller as `name@primary-host`. */
+                "X-Sovcomms-Tenant"?: components["parameters"]["TenantSwitch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description checklist */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description every item that is available is done: the console stops showing the list */
+                        done: boolean;
+                        items: {
+                            detail: string;
+                            /** @description the console page (and tab) that does it */
+                            form?: string;
+                            id: string;
+                            /** @enum {string} */
+                            state: "done" | "todo" | "not-available";
+                        }[];
+                        /** @description where SIP listens (embedded bridge); null for a remote or no bridge */
+                        sip: {
+                            host: string;
+                            lan: boolean;
+                            port: number;
+                            transports: string[];
+                        } | null;
+                    };
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authenticated but not privileged */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -9765,6 +10278,7 @@ export interface operations {
                                 /** Format: uri */
                                 url?: string;
                                 voice: string;
+                                voicemailMessage?: string;
                             };
                             /** @constant */
                             kind: "vnum";
@@ -9924,6 +10438,7 @@ export interface operations {
                                 /** Format: uri */
                                 url?: string;
                                 voice: string;
+                                voicemailMessage?: string;
                             };
                             /** @constant */
                             kind: "vnum";

@@ -7,6 +7,7 @@ import { when } from '../i18n.ts';
 import { useLive } from '../lib/live-context.ts';
 import { ErrorNote, Page, useLabel } from '../components/ui.tsx';
 import { FINAL_STATES } from '../lib/calls.ts';
+import { SetupChecklist, SipListens } from './SetupChecklist.tsx';
 
 const OutcomesChart = lazy(() => import('./OutcomesChart.tsx'));
 
@@ -55,6 +56,7 @@ export function Dashboard() {
   return (
     <Page title={t('nav.dashboard')}>
       <ErrorNote error={stats.error ?? trunks.error ?? hooks.error ?? lotl.error ?? ca.error} />
+      <SetupChecklist />
       <SimpleGrid cols={{ base: 2, md: 4 }}>
         <Stat label={t('dashboard.callsToday')} value={s?.total ?? '…'} testId="calls-today" />
         <Stat label={t('dashboard.inFlight')} value={s?.inFlight ?? '…'} testId="calls-in-flight" />
@@ -90,6 +92,7 @@ export function Dashboard() {
             </Table.Tbody>
           </Table>
           {trunks.data && !trunks.data.trunks.length && <Text c="dimmed">{t('dashboard.noTrunks')}</Text>}
+          <SipListens />
         </Card>
         <Card withBorder>
           <Title order={2} size="h4" mb="sm">

@@ -2,6 +2,7 @@ import { ActionIcon, Badge, Button, Card, Checkbox, Group, MultiSelect, NumberIn
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
+import { useSearch } from 'wouter';
 import { api, call, type Body } from '../api/client.ts';
 import { when } from '../i18n.ts';
 import { useConfirm } from '../components/dialogs.tsx';
@@ -499,11 +500,15 @@ function Settings() {
   );
 }
 
+const TABS = ['trunks', 'outbound', 'inbound', 'numbers', 'whitelist', 'settings'];
+
 export default function Telephony() {
   const { t } = useTranslation();
+  // `?tab=` opens a tab: the dashboard's setup checklist links to each item's form.
+  const asked = new URLSearchParams(useSearch()).get('tab') ?? '';
   return (
     <Page title={t('nav.telephony')}>
-      <Tabs defaultValue="trunks" keepMounted={false}>
+      <Tabs key={asked} defaultValue={TABS.includes(asked) ? asked : 'trunks'} keepMounted={false}>
         <Tabs.List>
           <Tabs.Tab value="trunks">{t('telephony.trunks')}</Tabs.Tab>
           <Tabs.Tab value="outbound">{t('telephony.outbound')}</Tabs.Tab>

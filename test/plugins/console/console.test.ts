@@ -144,6 +144,33 @@ describe('console in Chromium', { timeout: 120_000 }, () => {
     await ctx.close();
   });
 
+  it("the dashboard shows the setup checklist until done: each item's state, a link to its form, and where SIP listens", async () => {
+    const ctx = await browser.newContext();
+    const { page, w } = await watched(ctx);
+    await signInWithPassword(page);
+    await page.getByTestId('setup-checklist').waitFor();
+    await expect.poll(() => page.getByTestId('setup-engine-key').textContent()).toContain('to do');
+    expect(await page.getByTestId('setup-backup-target').textContent()).toContain('not available');
+    expect(await page.getByTestId('setup-sip-lan').textContent()).toContain('only this machine reaches it');
+    expect(await page.getByTestId('sip-listens').textContent()).toMatch(/^SIP listens on: UDP\/TCP 127\.0\.0\.1:\d+ \(this machine only/);
+    expect(await axe(page), 'axe on the dashboard with the checklist').toEqual([]);
+    await page.getByTestId('setup-trunk-registered').getByRole('link', { name: 'Open the form' }).click();
+    await expect.poll(() => page.getByRole('tab', { selected: true }).textContent()).toBe('Trunks');
+    await go(page, '');
+    await page.getByTestId('setup-default-trunk').getByRole('link', { name: 'Open the form' }).click();
+    await expect.poll(() => page.getByRole('tab', { selected: true }).textContent()).toBe('Settings');
+    expect(w.errors).toEqual([]);
+    await ctx.close();
+    // The checklist in the dark theme reads as well (axe's contrast checks).
+    const dark = await browser.newContext({ colorScheme: 'dark' });
+    const d = await watched(dark);
+    await signInWithPassword(d.page);
+    await d.page.getByTestId('setup-checklist').waitFor();
+    await expect.poll(() => d.page.getByTestId('sip-listens').count()).toBe(1);
+    expect(await axe(d.page), 'axe on the dashboard with the checklist (dark)').toEqual([]);
+    await dark.close();
+  });
+
   it('mints an API key (shown once, copyable), which works until revoked in the console', async () => {
     const ctx = await browser.newContext();
     const { page, w } = await watched(ctx);

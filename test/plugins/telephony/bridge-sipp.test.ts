@@ -116,6 +116,8 @@ interface CallSetup {
   script: ScriptStep[];
   trunk?: Record<string, unknown>;
   call?: Record<string, unknown>;
+  /** Fields of PlaceCall's `engine` beside the defaults. */
+  engine?: Record<string, unknown>;
   apiKey?: string;
   fakeKey?: string;
 }
@@ -161,6 +163,7 @@ async function runCall(
   expect(put).toEqual({ status: 200, json: { ok: true, count: 1, rejected: [] } });
   const callId = `oac-${randomBytes(6).toString('hex')}`;
   const body = placeBody(callId, ['t1'], engine.url, c.call, c.apiKey);
+  if (c.engine) Object.assign(body.engine as Record<string, unknown>, c.engine);
   const res = await api('POST', '/calls', body);
   expect(res).toEqual({ status: 202, json: { accepted: true, callId } });
   const ended = await waitFor(() => eventsOf(callId).find((e) => e.type === 'ended'), 30_000);
@@ -415,6 +418,22 @@ describe('telephony bridge against SIPp', () => {
   ] as const)('the %s tool ends the call as %s', async (tool, outcome) => {
     const { ended, sippRun } = await runCall({ sipp: { scenario: 'answer' }, script: [{ say: 'Hallo.', audioMs: 300 }, { tool }] });
     expect(ended).toMatchObject({ outcome, answered: true });
+    expect((await sippRun.exited).code).toBe(0);
+  });
+
+  it("a call's voicemail message reaches the AI in report_voicemail's answer, and the call hangs up only once the AI has said it", async () => {
+    const message = 'Hier ist Acme, bitte rufen Sie uns zurück.';
+    const { ended, engine, sippRun } = await runCall({
+      sipp: { scenario: 'answer' },
+      // The model answers the tool after a moment (as Gemini does), then speaks the message.
+      script: [{ say: 'Hallo?', audioMs: 300 }, { tool: 'report_voicemail' }, { wait: 1500 }, { say: message, audioMs: 1000 }, { wait: 15_000 }],
+      engine: { leaveVoicemailMessage: true, voicemailMessage: message },
+    });
+    expect(ended).toMatchObject({ outcome: 'voicemail', answered: true });
+    expect(engine.sessions[0]!.toolResponses[0]).toMatchObject({ name: 'report_voicemail', response: { ok: true, leaveMessage: message } });
+    // The message was spoken before the hang-up: its turn is in the transcript.
+    const turns = (ended.transcript as { turns: { speaker: string; text: string }[] }).turns;
+    expect(turns.map((t) => t.text)).toContain(message);
     expect((await sippRun.exited).code).toBe(0);
   });
 

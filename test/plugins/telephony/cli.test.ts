@@ -128,3 +128,50 @@ describe('sovcomms phone (desk-phone logins)', () => {
     expect(other.host).toBe('branch.example');
   });
 });
+
+describe('sovcomms route inbound', () => {
+  const V1 = '/api.ashx/v1';
+  it('add, list, remove as the v1 /inbound-routes API has them; the catchall stays', async () => {
+    const a = await cli(['route', 'inbound', 'add', '+4930123', '--user', 'alice']);
+    expect(a).toMatchObject({ code: 0, out: ['inbound route +4930123 → alice saved for localhost'] });
+    expect((await cli(['route', 'inbound', 'add', '+4930123', '--user', 'bob', '--from-number', '+4917*'])).code).toBe(0);
+    // The same (Did, FromNumber) again: 409 duplicate_route, as the API answers.
+    const dup = await cli(['route', 'inbound', 'add', '+4930123', '--user', 'carol']);
+    expect(dup.code).toBe(1);
+    expect(dup.err.join('\n')).toContain('exists');
+    expect((await cli(['route', 'inbound', 'list'])).out).toEqual(['+4930123\tfrom=-\tuser=alice', '+4930123\tfrom=+4917*\tuser=bob', '*\tfrom=-\tuser=-']);
+    const api = (await j(s.fetch(`${V1}/inbound-routes`, { key: s.adminKey }))).body;
+    expect(api.data.map((r: { did: string; user: string }) => `${r.did}:${r.user}`)).toEqual(['+4930123:alice', '+4930123:bob', '*:']);
+    expect((await cli(['route', 'inbound', 'remove', '+4930123', '--from-number', '+4917*'])).out).toEqual([
+      'inbound route +4930123 from +4917* removed from localhost',
+    ]);
+    expect((await cli(['route', 'inbound', 'remove', '*'])).err.join('\n')).toContain('catchall');
+    expect((await cli(['route', 'inbound', 'add', '--user', 'x'])).code).toBe(2);
+    expect((await cli(['route', 'outbound', 'list'])).code).toBe(2);
+  });
+
+  it('a target no call could reach is refused naming why (CLI and API alike): a number off the whitelist, a virtual number without an engine key', async () => {
+    const off = await cli(['route', 'inbound', 'add', '+4930200', '--user', '+4930999777']);
+    expect(off.code).toBe(1);
+    expect(off.err.join('\n')).toContain('+4930999777 is not on the PSTN whitelist');
+    const api = await j(s.fetch(`${V1}/inbound-routes`, { method: 'POST', key: s.adminKey, json: { Did: '+4930200', User: '+4930999777' } }));
+    expect(api).toMatchObject({ status: 400, body: { error: 'invalid_request', field: 'user' } });
+    expect(api.body.error_description).toContain('not on the PSTN whitelist');
+    // Whitelisted, but no outbound route and no default trunk reach it.
+    await adm(s, '/signal.ashx?whitelist=add', 'whitelist-add', { number: '+4930999777' });
+    expect((await cli(['route', 'inbound', 'add', '+4930200', '--user', '+4930999777'])).err.join('\n')).toContain('no outbound route matches');
+    await adm(s, '/signal.ashx?trunks=save', 'trunks-save', { id: 'out', name: 'Out', host: '127.0.0.1' });
+    await adm(s, '/signal.ashx?telephony=settings-save', 'telephony-settings-save', { defaultTrunkId: 'out' });
+    expect((await cli(['route', 'inbound', 'add', '+4930200', '--user', '+4930999777'])).code).toBe(0);
+    // A virtual number without a key of its own, and none for the tenant.
+    await adm(s, '/signal.ashx?numbers=save', 'numbers-save', { number: '+4930555', name: 'Reception' });
+    const nokey = await j(s.fetch(`${V1}/inbound-routes`, { method: 'POST', key: s.adminKey, json: { Did: '+4930300', User: '+4930555' } }));
+    expect(nokey).toMatchObject({ status: 400, body: { field: 'user' } });
+    expect(nokey.body.error_description).toContain('virtual number +4930555 has no engine key');
+    // PUT is checked the same way.
+    const put = await j(s.fetch(`${V1}/inbound-routes/%2B4930200`, { method: 'PUT', key: s.adminKey, json: { User: '+4930555' } }));
+    expect(put).toMatchObject({ status: 400, body: { field: 'user' } });
+    await adm(s, '/signal.ashx?telephony=settings-save', 'telephony-settings-save', { engineApiKey: 'AIza-tenant-key' });
+    expect((await j(s.fetch(`${V1}/inbound-routes`, { method: 'POST', key: s.adminKey, json: { Did: '+4930300', User: '+4930555' } }))).status).toBe(201);
+  });
+});

@@ -637,6 +637,68 @@ describe('inbound SIP calls (real bridge, SIPp carrier and desk phones, Gemini L
     expect(engine.sessions.length).toBe(sessions);
   }, 60_000);
 
+  it('a caller number with RFC 3261 §19.1.2 escapes is decoded (%2B → +); call.started and transcript.saved name the caller and their display name', async () => {
+    const DID = '+4930710';
+    expect((await s.fetch(`${V1}/inbound-routes`, { method: 'POST', key: s.adminKey, json: { Did: DID, User: BILLING } })).status).toBe(201);
+    const sink = await rtpSink();
+    const run = await sipp({
+      scenario: 'inbound-uac-display',
+      remote: `127.0.0.1:${sipPort}`,
+      keys: { from: '%2B4917612%33%34%35%36', rtpport: String(sink.port), display: '"Anna Beispiel"' },
+      extraArgs: ['-s', DID],
+      timeoutSec: 45,
+    });
+    const exit = await run.exited;
+    sink.close();
+    expect(exit.code, exit.output).toBe(0);
+    const c = await ended(DID);
+    expect(c).toMatchObject({ from_number: '+49176123456', from_name: 'Anna Beispiel', target: BILLING });
+    const ev = eventsOf(s, c.call_id);
+    const byName = (n: string) => ev.find((e) => e.name === n)!.data;
+    expect(byName('call.answered')).toMatchObject({ fromNumber: '+49176123456', phone: '+49176123456', displayName: 'Anna Beispiel' });
+    expect(byName('call.started')).toMatchObject({ phone: '+49176123456', displayName: 'Anna Beispiel', number: BILLING, did: DID });
+    expect(byName('transcript.saved')).toMatchObject({ phone: '+49176123456', displayName: 'Anna Beispiel', number: BILLING });
+  }, 60_000);
+
+  it('a caller or dialled number that unescapes to a control character, or holds a malformed escape, is answered 400 and rings nobody', async () => {
+    const before = s.appliance.core.db.prepare('SELECT COUNT(*) AS n FROM tel_inbound_calls').get() as { n: number };
+    const sessions = engine.sessions.length;
+    for (const [from, did] of [
+      ['%2B4930%0D%0AINVITE', ALICE_DID],
+      ['%1B[2J%2B4930', ALICE_DID],
+      ['%7F', ALICE_DID],
+      ['%00', ALICE_DID],
+      ['%ZZ49', ALICE_DID],
+      ['%C3%28', ALICE_DID], // not UTF-8
+      ['+4917600000010', '%2B4930%0A1'],
+    ]) {
+      const run = await sipp({ scenario: 'inbound-uac-display-400', remote: `127.0.0.1:${sipPort}`, keys: { from, display: '"x"' }, extraArgs: ['-s', did] });
+      const exit = await run.exited;
+      expect(exit.code, `${from} → ${did}: ${exit.output}`).toBe(0);
+    }
+    expect(s.appliance.core.db.prepare('SELECT COUNT(*) AS n FROM tel_inbound_calls').get()).toEqual(before);
+    expect(engine.sessions.length).toBe(sessions);
+  }, 60_000);
+
+  it('a route whose target became unusable (its virtual number removed: an E.164 number not on the whitelist) is answered 480, not 404, and logged', async () => {
+    const DID = '+4930800';
+    const GONE = '+4930810';
+    expect((await adm(s, '/signal.ashx?numbers=save', 'numbers-save', { number: GONE, name: 'gone', geminiApiKey: 'key-gone' })).status).toBe(200);
+    expect((await s.fetch(`${V1}/inbound-routes`, { method: 'POST', key: s.adminKey, json: { Did: DID, User: GONE } })).status).toBe(201);
+    expect((await adm(s, '/signal.ashx?numbers=remove', 'numbers-remove', { number: GONE })).status).toBe(200);
+    const before = s.appliance.core.db.prepare('SELECT COUNT(*) AS n FROM tel_inbound_calls').get() as { n: number };
+    const run = await sipp({
+      scenario: 'inbound-uac-480',
+      remote: `127.0.0.1:${sipPort}`,
+      keys: { from: '+4917600000011', display: '"x"' },
+      extraArgs: ['-s', DID],
+    });
+    const exit = await run.exited;
+    expect(exit.code, exit.output).toBe(0);
+    expect(s.appliance.core.db.prepare('SELECT COUNT(*) AS n FROM tel_inbound_calls').get()).toEqual(before);
+    expect(s.logs.text()).toContain(`${GONE} is not on the PSTN whitelist`);
+  }, 60_000);
+
   it('3,000 wrong desk-phone REGISTERs: the right password waits (503, Retry-After) for the backoff, then a real phone registers', async () => {
     await addPhone('carol', 'carol-desk-phone-password-1');
     const guesser = await sipClient('127.0.0.3', 'carol');

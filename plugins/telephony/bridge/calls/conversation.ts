@@ -121,13 +121,17 @@ export class Conversation {
     return this.host.queuedMs() === 0 && Date.now() - this.lastAudioAt > SPOKEN_GAP_MS;
   }
 
-  /** Calls `then` once the AI's goodbye has played (idle), at the latest after `capMs`; never after end(). */
-  afterSpeech(capMs: number, then: () => void): void {
+  /**
+   * Calls `then` once the AI's goodbye has played (idle), at the latest after `capMs`; never after
+   * end(). With `spokenSince`, only once the AI has spoken after that instant (a message it is
+   * about to say, such as a voicemail message handed to it in a tool's answer).
+   */
+  afterSpeech(capMs: number, then: () => void, spokenSince?: number): void {
     const deadline = Date.now() + capMs;
     const check = () => {
       this.drainTimer = null;
       if (this.over) return;
-      if (this.idle() || Date.now() > deadline) then();
+      if ((this.idle() && (spokenSince === undefined || this.lastAudioAt >= spokenSince)) || Date.now() > deadline) then();
       else this.drainTimer = setTimeout(check, 50);
     };
     check();

@@ -288,12 +288,18 @@ export class OutboundCall {
         engine.sendToolResponse(c, { ok: true });
         this.hangupWhenDrained('not-now');
         return;
-      case 'report_voicemail':
-        engine.sendToolResponse(c, { ok: true });
-        // Issue 4: hang up without a message unless the caller configured one.
-        if (this.req.engine.leaveVoicemailMessage) this.hangupWhenDrained('voicemail', 20_000);
+      case 'report_voicemail': {
+        // The call's voicemail policy: hang up at once, or let the AI leave its message (the one
+        // the call gives, in the tool's answer, which the model speaks next) and hang up after it.
+        const message = this.req.engine.voicemailMessage;
+        engine.sendToolResponse(
+          c,
+          message ? { ok: true, leaveMessage: message, instruction: 'Say this message now, word for word, then stop.' } : { ok: true },
+        );
+        if (this.req.engine.leaveVoicemailMessage) this.hangupWhenDrained('voicemail', 20_000, message ? Date.now() : undefined);
         else this.hangup('voicemail', '');
         return;
+      }
       case 'transfer_to_user':
         await this.transfer(c);
         return;
@@ -409,10 +415,10 @@ export class OutboundCall {
   }
 
   /** Lets the AI finish its goodbye (queue empty, no new audio for 400 ms), then BYE. */
-  private hangupWhenDrained(outcome: Outcome, capMs = 10_000): void {
+  private hangupWhenDrained(outcome: Outcome, capMs = 10_000, spokenSince?: number): void {
     if (this.pendingOutcome || this.ended) return;
     this.pendingOutcome = outcome;
-    this.ai.afterSpeech(capMs, () => this.hangup(outcome, ''));
+    this.ai.afterSpeech(capMs, () => this.hangup(outcome, ''), spokenSince);
   }
 
   private onFarHangup(): void {

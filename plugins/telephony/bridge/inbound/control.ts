@@ -47,10 +47,10 @@ export type Target = z.infer<typeof TargetSchema>;
 export const InboundQuerySchema = z.object({
   trunkId: z.string().min(1).max(200),
   /** The dialled number (Request-URI user, else To user). */
-  did: z.string().max(64),
-  /** The caller (From user), '' or `anonymous` without caller ID. */
-  from: z.string().max(64),
-  fromName: z.string().max(200).default(''),
+  did: headerSafe(64),
+  /** The caller (From user, its RFC 3261 §19.1.2 escapes decoded), '' or `anonymous` without caller ID. */
+  from: headerSafe(64),
+  fromName: headerSafe(200).default(''),
 });
 export type InboundQuery = z.input<typeof InboundQuerySchema>;
 

@@ -133,14 +133,21 @@ export class InboundService {
     if (!trunk) return;
     this.bySipCallId.set(sipCallId, 'pending');
     const dialog = new IncomingInvite(this.d.ua, ctx);
-    dialog.trying();
     const forget = () => setTimeout(() => this.bySipCallId.delete(sipCallId), 32_000).unref();
+    const addressed = addressing(ctx);
+    if (!addressed) {
+      // RFC 3261 §21.4.1: a number that does not decode to text is a malformed request.
+      dialog.reject(400, 'Bad Request');
+      forget();
+      return;
+    }
+    dialog.trying();
     if (!this.d.hasCapacity()) {
       dialog.reject(503, 'Service Unavailable');
       forget();
       return;
     }
-    const { did, from, fromName } = addressing(ctx);
+    const { did, from, fromName } = addressed;
     let decision: InboundDecision;
     try {
       decision = await this.ask('inbound', { trunkId: trunk.id, did, from, fromName }, InboundDecisionSchema);
@@ -221,24 +228,46 @@ export class InboundService {
   }
 }
 
-/** The dialled number (Request-URI user, else To user) and the caller (From user and display name). */
-function addressing(ctx: ServerRequestContext): { did: string; from: string; fromName: string } {
-  const userOf = (uri: string) => {
+/**
+ * The user part of a SIP URI as text: RFC 3261 §19.1.2 lets it carry `%HH` escapes (`%2B` for a
+ * `+`), UTF-8 bytes once unescaped. Null for a malformed escape, bytes that are not UTF-8, or a
+ * control character (U+0000-U+001F, U+007F) after unescaping: the number reaches routing, logs,
+ * events and transcripts, where a line break or an escape sequence must never arrive.
+ */
+export function uriUserText(user: string): string | null {
+  let text: string;
+  try {
+    text = decodeURIComponent(user);
+  } catch {
+    return null;
+  }
+  // eslint-disable-next-line no-control-regex -- the control characters are exactly what is refused
+  return /[\u0000-\u001f\u007f]/.test(text) ? null : text.slice(0, 64);
+}
+
+/**
+ * The dialled number (Request-URI user, else To user) and the caller (From user and display
+ * name); null when either number holds what uriUserText refuses.
+ */
+function addressing(ctx: ServerRequestContext): { did: string; from: string; fromName: string } | null {
+  const userOf = (uri: string): string | null => {
+    let user: string;
     try {
-      return decodeURIComponent(parseUri(uri).user).slice(0, 64);
+      user = parseUri(uri).user;
     } catch {
       return '';
     }
+    return uriUserText(user);
   };
   let did = userOf(ctx.req.uri);
-  if (!did) {
+  if (did === '') {
     try {
       did = userOf(parseNameAddr(ctx.req.headers.get('To') ?? '').uri);
     } catch {
       did = '';
     }
   }
-  let from = '';
+  let from: string | null = '';
   let fromName = '';
   try {
     const na = parseNameAddr(ctx.req.headers.get('From') ?? '');
@@ -247,6 +276,7 @@ function addressing(ctx: ServerRequestContext): { did: string; from: string; fro
   } catch {
     // no usable From: anonymous
   }
+  if (did === null || from === null) return null;
   if (/^anonymous$/i.test(from)) from = '';
   return { did, from, fromName };
 }
