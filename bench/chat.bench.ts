@@ -151,6 +151,7 @@ async function startBare(): Promise<{ url: string; close(): Promise<void> }> {
   let seq = 0;
   wss.on('connection', (ws) => {
     ws.on('message', (d) => {
+      // eslint-disable-next-line @typescript-eslint/no-base-to-string -- a ws text frame arrives as one Buffer
       const m = JSON.parse(String(d)) as { text: string };
       // The chat's message frame, field for field, so both send the same bytes per delivery.
       const id = ++seq;

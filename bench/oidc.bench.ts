@@ -107,7 +107,7 @@ async function seed(dataDir: string): Promise<{ secret: string; password: string
   const a = await Appliance.create({ dataDir, env: {}, overrides: { log: { level: 'silent' } } });
   try {
     const tenant = a.core.tenants.primary()!;
-    const repo = new ClientRepo(a.core.db);
+    const repo = new ClientRepo(a.core.db, a.core.clock);
     const { secret } = repo.upsert(tenant, {
       client_id: CLIENT_ID,
       redirect_uris: ['http://127.0.0.1/cb'],
@@ -171,7 +171,7 @@ async function codeFlow(port: number, cookieHeader: string, secret: string): Pro
     code_challenge: challenge,
     code_challenge_method: 'S256',
   });
-  const a = await request(port, 'GET', `/oauth2/v1/authorize?${q}`, { cookie: cookieHeader, host: `127.0.0.1:${port}` });
+  const a = await request(port, 'GET', `/oauth2/v1/authorize?${q.toString()}`, { cookie: cookieHeader, host: `127.0.0.1:${port}` });
   const code = a.headers.location ? new URL(a.headers.location).searchParams.get('code') : null;
   if (a.status !== 302 || !code) throw new Error(`authorize answered ${a.status} ${a.headers.location ?? a.body.slice(0, 200)}`);
   const t = await request(
@@ -219,7 +219,7 @@ async function peerCodeFlow(port: number, jar: Map<string, string>, secret: stri
     code_challenge: challenge,
     code_challenge_method: 'S256',
   });
-  let r = await call('GET', `/auth?${q}`);
+  let r = await call('GET', `/auth?${q.toString()}`);
   for (let i = 0; i < 6 && r.headers.location && !r.headers.location.startsWith('http://127.0.0.1/cb'); i++) {
     const loc = new URL(r.headers.location, `http://127.0.0.1:${port}`);
     if (loc.pathname.startsWith('/interaction/')) {

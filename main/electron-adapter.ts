@@ -118,8 +118,11 @@ export function electronShell(iconsDir: string): ElectronShell {
       Menu.setApplicationMenu(Menu.buildFromTemplate(toTemplate(template, onAction)));
     },
     safeStorage: {
+      // eslint-disable-next-line @typescript-eslint/no-deprecated -- the synchronous safeStorage calls the ElectronShell port is built on (read once at start); moving to the async API is a change of the port
       isEncryptionAvailable: () => safeStorage.isEncryptionAvailable(),
+      // eslint-disable-next-line @typescript-eslint/no-deprecated -- the synchronous safeStorage calls the ElectronShell port is built on (read once at start); moving to the async API is a change of the port
       encryptString: (plain) => safeStorage.encryptString(plain),
+      // eslint-disable-next-line @typescript-eslint/no-deprecated -- the synchronous safeStorage calls the ElectronShell port is built on (read once at start); moving to the async API is a change of the port
       decryptString: (enc) => safeStorage.decryptString(enc),
     },
     forkUtility(modulePath, args, o) {
@@ -140,7 +143,7 @@ export function electronShell(iconsDir: string): ElectronShell {
     handleIpc: (channel, fn) => ipcMain.handle(channel, (event) => fn(event.senderFrame?.url ?? '')),
     openPath: (p) => shell.openPath(p),
     openExternal: (url) => shell.openExternal(url),
-    writeClipboard: (text) => clipboard.writeText(text),
+    writeClipboard: (text) => void clipboard.writeText(text).catch(() => undefined), // a refused clipboard write must not reject unhandled in the main process
     showAbout(info) {
       app.setAboutPanelOptions({
         applicationName: info.name,

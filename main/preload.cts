@@ -8,7 +8,9 @@
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- the sandboxed preload's only way to reach electron
 const { contextBridge, ipcRenderer } = require('electron') as typeof import('electron');
 
+// eslint-disable-next-line @typescript-eslint/no-unsafe-assignment -- a type-only import across module kinds; tsc resolves it, the lint's project service does not for .cts
 type DesktopApi = import('./ipc.ts', { with: { 'resolution-mode': 'import' } }).DesktopApi;
+// eslint-disable-next-line @typescript-eslint/no-unsafe-assignment -- a type-only import across module kinds; tsc resolves it, the lint's project service does not for .cts
 type DesktopInfo = import('./ipc.ts', { with: { 'resolution-mode': 'import' } }).DesktopInfo;
 
 // The channel names of ipc.ts, repeated: a sandboxed preload cannot load another module.

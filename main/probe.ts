@@ -24,6 +24,7 @@ export function pinnedProbe(pin: () => string | null, timeoutMs = 2000): Probe {
       const secure = u.protocol === 'https:';
       const req = (secure ? https : http).get(u, { timeout: timeoutMs, agent: false, ...(secure ? { rejectUnauthorized: false } : {}) }, (res) => {
         if (secure) {
+          // eslint-disable-next-line @typescript-eslint/no-unsafe-class-instance-assignment -- an https request's socket is the TLSSocket its agent made
           const fp = normaliseFingerprint((res.socket as TLSSocket).getPeerCertificate().fingerprint256 ?? '');
           if (!pin() || fp !== pin()) {
             res.destroy();

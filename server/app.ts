@@ -159,7 +159,8 @@ export class Appliance {
       try {
         res.locals.tenant = this.core.tenants.resolve(req.headers.host);
       } catch (e) {
-        return renderError(res, e, getLog(), requestId);
+        renderError(res, e, getLog(), requestId);
+        return;
       }
       const started = process.hrtime.bigint();
       this.#inflight++;
@@ -315,7 +316,7 @@ export class Appliance {
     server.keepAliveTimeout = 5_000;
     // TLS: the raw socket's bytes go to the TLS layer, not to 'data'; handshakeTimeout bounds a silent one.
     const plain = !(server instanceof https.Server);
-    server.on('connection', (s) => this.admit(s, plain));
+    server.on('connection', (s: Socket) => this.admit(s, plain));
     server.on('upgrade', (req: http.IncomingMessage, socket: Socket, head: Buffer) => this.upgrade(req, socket, head));
     this.server = server;
     await new Promise<void>((resolve, reject) => {
@@ -431,8 +432,8 @@ export class Appliance {
     if (this.server) {
       const closed = new Promise<void>((r) => this.server!.close(() => r()));
       this.server.closeIdleConnections?.();
-      const deadline = Date.now() + drainMs;
-      while (this.#inflight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      const deadline = performance.now() + drainMs;
+      while (this.#inflight > 0 && performance.now() < deadline) await new Promise((r) => setTimeout(r, 20));
       for (const s of this.#sockets) s.destroy();
       await closed;
     }

@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
 import type Database from 'better-sqlite3';
+import { systemClock, type Clock } from './clock.ts';
 import type { DB } from './store/db.ts';
 import type { Tenant } from './tenancy.ts';
 import type { Role } from './users.ts';
@@ -122,7 +123,7 @@ export function hmacV2TextOfDigest(bucket: string, host: string, t: number, dige
 const V2_VALUE = /^\s*t=(\d{1,12})\s*,\s*sig=([0-9a-fA-F]{64})\s*$/;
 
 /** The V2 header value for a request (the CLI's `admin-secret sign` prints it). */
-export function signAdminHmacV2(secret: string, bucket: string, host: string, body: Buffer | string, nowSec = Math.floor(Date.now() / 1000)): string {
+export function signAdminHmacV2(secret: string, bucket: string, host: string, body: Buffer | string, nowSec = Math.floor(systemClock.now() / 1000)): string {
   const sig = crypto
     .createHmac('sha256', secret)
     .update(hmacV2SigningText(bucket, host, nowSec, body))
@@ -142,15 +143,20 @@ export class AuthService {
   #bearer: BearerVerifier | undefined;
   #custom = new Map<string, CustomVerifier>();
   #lastUsedWrites = new Map<string, number>();
-  #keyByHash: Database.Statement<unknown[]> | undefined;
+  #keyByHash: Database.Statement | undefined;
 
   constructor(
     private readonly db: DB,
     private readonly secrets: SecretSettings,
     private readonly isPrimaryTenant: (tenantId: string) => boolean,
     readonly realm = 'sovcomms',
-    private readonly opts: { replayMax?: number } = {},
+    private readonly opts: { replayMax?: number; clock?: Clock } = {},
   ) {}
+
+  /** The appliance's clock (ctx.clock): signature freshness, key timestamps. */
+  private now(): number {
+    return (this.opts.clock ?? systemClock).now();
+  }
 
   setBearerVerifier(v: BearerVerifier): void {
     this.#bearer = v;
@@ -193,7 +199,7 @@ export class AuthService {
    * What the V2 header says before its body is read: its form and its time (the dispatcher calls
    * this first, so a malformed or stale header is refused without the body ever being read).
    */
-  precheckHmacV2(value: string, nowMs = Date.now()): void {
+  precheckHmacV2(value: string, nowMs = this.now()): void {
     const { t } = this.parseHmacV2(value);
     const nowSec = Math.floor(nowMs / 1000);
     if (Math.abs(nowSec - t) > HMAC_V2_WINDOW_SEC)
@@ -214,7 +220,7 @@ export class AuthService {
    * (outside ±5 minutes) or `replayed_signature` (seen before within the window), and 429 when
    * the replay memory is full (see HMAC_V2_REPLAY_MAX).
    */
-  verifyHmacV2(value: string, bucket: string, host: string, body: Buffer | { digest: string }, nowMs = Date.now()): void {
+  verifyHmacV2(value: string, bucket: string, host: string, body: Buffer | { digest: string }, nowMs = this.now()): void {
     const { t, sig } = this.parseHmacV2(value);
     const text = Buffer.isBuffer(body) ? hmacV2SigningText(bucket, host, t, body) : hmacV2TextOfDigest(bucket, host, t, body.digest);
     const expected = crypto.createHmac('sha256', this.adminSecret()).update(text).digest('hex');
@@ -251,7 +257,7 @@ export class AuthService {
     const name = (opts.name ?? '').slice(0, 100);
     this.db
       .prepare('INSERT INTO api_keys (id, tenant_id, user_id, name, hash, prefix, created_at, created_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?)')
-      .run(id, tenant.id, user.id, name, sha256Hex(key), key.slice(0, 10), new Date().toISOString(), opts.createdBy);
+      .run(id, tenant.id, user.id, name, sha256Hex(key), key.slice(0, 10), new Date(this.now()).toISOString(), opts.createdBy);
     return { key, info: this.getApiKey(tenant, id)! };
   }
 
@@ -277,7 +283,7 @@ export class AuthService {
         : this.db.prepare('SELECT tenant_id FROM api_keys WHERE id = ?').get(id)
     ) as { tenant_id: string } | undefined;
     if (!row) throw new NotFoundError(`no API key ${id}`);
-    this.db.prepare('UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?').run(new Date().toISOString(), id);
+    this.db.prepare('UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?').run(new Date(this.now()).toISOString(), id);
     const r = this.db.prepare('SELECT k.*, u.name AS user_name FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.id = ?').get(id) as ApiKeyRow;
     return toKeyInfo(r);
   }
@@ -322,7 +328,7 @@ export class AuthService {
 
   /** last_used_at, written at most once a minute per key so auth stays a read on the hot path. */
   private touchKey(id: string): void {
-    const now = Date.now();
+    const now = this.now();
     if ((this.#lastUsedWrites.get(id) ?? 0) > now - 60_000) return;
     this.#lastUsedWrites.set(id, now);
     try {

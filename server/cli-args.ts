@@ -47,11 +47,13 @@ export function str(v: unknown): string | undefined {
 
 /** Rows as an aligned text table: a header line, then one line per row, each a whole line. */
 export function table(rows: Record<string, unknown>[], cols: string[]): string[] {
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- table cells are strings and numbers; printed as they print
   const w = cols.map((c) => Math.max(c.length, ...rows.map((r) => String(r[c] ?? '').length)));
   const line = (vals: string[]) =>
     vals
       .map((v, i) => v.padEnd(w[i]!))
       .join('  ')
       .trimEnd();
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- table cells are strings and numbers; printed as they print
   return [line(cols.map((c) => c.toUpperCase())), ...rows.map((r) => line(cols.map((c) => String(r[c] ?? ''))))];
 }

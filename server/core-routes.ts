@@ -16,10 +16,10 @@ export function coreRoutes(
   events?: () => readonly DeclaredEvent[],
   backup?: () => BackupState,
 ): RouteDef[] {
-  let cached: { at: number; doc: unknown } | undefined;
+  let cached: { doc: unknown } | undefined;
   const openapi = () => {
     // Routes are sealed at start, so the description is built once.
-    cached ??= { at: Date.now(), doc: buildOpenApi(dispatcher.routes, { build: BUILD, events: events?.() }) };
+    cached ??= { doc: buildOpenApi(dispatcher.routes, { build: BUILD, events: events?.() }) };
     return cached.doc;
   };
   return [

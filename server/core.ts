@@ -73,7 +73,7 @@ export function openCore(opts: ApplianceOptions): CoreServices {
   const log = createLogger({ level: config.log.level, destination: opts.logDestination });
   const db = openStore(config.dataDir, { busyTimeoutMs: config.store.busyTimeoutMs });
   try {
-    migrate(db, 'core', CORE_MIGRATIONS);
+    migrate(db, 'core', CORE_MIGRATIONS, opts.clock);
   } catch (e) {
     db.close();
     throw e;
@@ -81,9 +81,9 @@ export function openCore(opts: ApplianceOptions): CoreServices {
   const clock = opts.clock ?? systemClock;
   const keys = KeyService.load(config.dataDir, { env: opts.env, provided: opts.masterKey });
   const secrets = new SecretSettings(db, keys);
-  const tenants = new TenantService(db, config.dataDir);
-  const users = new UserService(db);
-  const auth = new AuthService(db, secrets, (id) => tenants.byId(id)?.isPrimary ?? false);
+  const tenants = new TenantService(db, config.dataDir, clock);
+  const users = new UserService(db, clock);
+  const auth = new AuthService(db, secrets, (id) => tenants.byId(id)?.isPrimary ?? false, undefined, { clock });
   const nodeId = secrets.getOrCreate('node-id', () => crypto.randomBytes(6).toString('hex'));
   const jobs = new JobQueue(db, clock, log.child({ part: 'jobs' }), { pollMs: config.jobs.pollMs, leaseMs: config.jobs.leaseMs, nodeId });
   const events = new EventBus(db, clock, log.child({ part: 'events' }));

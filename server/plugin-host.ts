@@ -125,14 +125,16 @@ export class PluginHost {
   configure(): void {
     for (const p of this.order) {
       const raw = this.core.core.plugins[p.name] ?? {};
+      // eslint-disable-next-line @typescript-eslint/no-unsafe-assignment -- AnyPlugin's config schema is any by design (each plugin has its own); parseConfigSection validates against it
       const schema = p.config ?? z.object({}).loose();
+      // eslint-disable-next-line @typescript-eslint/no-unsafe-assignment -- the parsed settings of the plugin's own schema, typed by the plugin
       const config = parseConfigSection(schema, raw, `plugins.${p.name}`);
       this.#ctx.set(p.name, this.makeContext(p, config));
     }
   }
 
   migrateAll(): void {
-    for (const p of this.order) if (p.migrations?.length) migrate(this.core.db, p.name, p.migrations);
+    for (const p of this.order) if (p.migrations?.length) migrate(this.core.db, p.name, p.migrations, this.core.clock);
   }
 
   declareEvents(): void {

@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { systemClock, type Clock } from './clock.ts';
 import type { DB } from './store/db.ts';
 import { ConflictError, InputError, NotFoundError } from './errors.ts';
 
@@ -92,6 +93,7 @@ export function validateHost(host: string): string {
  * port the appliance listens on. A Host header can therefore only name this appliance: never
  * another site, another port, or another address of the loopback network (127.0.0.77).
  */
+// eslint-disable-next-line @typescript-eslint/no-redundant-type-constituents -- names the two values callers pass, for the reader
 export function publicOriginOf(tenant: Tenant, proto: 'http' | 'https' | string, hostHeader: string | undefined, listeningPort: number): string {
   if (tenant.publicOrigin) return tenant.publicOrigin;
   let host = tenant.host;
@@ -111,7 +113,7 @@ let own: { at: number; set: Set<string> } | undefined;
 
 /** This machine's interface addresses as a Host names them (IPv6 in brackets), read at most every 30 s. */
 function ownAddresses(): Set<string> {
-  const now = Date.now();
+  const now = performance.now();
   if (own && now - own.at < 30_000) return own.set;
   const set = new Set<string>();
   for (const list of Object.values(os.networkInterfaces())) {
@@ -149,10 +151,11 @@ export class TenantService {
   constructor(
     private readonly db: DB,
     private readonly dataDir?: string,
+    private readonly clock: Clock = systemClock,
   ) {}
 
   private refreshIfStale(): void {
-    const now = Date.now();
+    const now = performance.now();
     // data_version changes when another connection commits; cheap, but not free: check at most every 500 ms.
     if (now - this.#checkedAt < 500 && this.#dataVersion !== -1) return;
     this.#checkedAt = now;
@@ -241,7 +244,7 @@ export class TenantService {
         if (primary) this.db.prepare('UPDATE tenants SET is_primary = 0 WHERE is_primary = 1').run();
         this.db
           .prepare('INSERT INTO tenants (id, name, is_primary, created_at, hmac_v1) VALUES (?, ?, ?, ?, ?)')
-          .run(id, name || host, primary ? 1 : 0, new Date().toISOString(), opts.hmacV1 ? 1 : 0);
+          .run(id, name || host, primary ? 1 : 0, new Date(this.clock.now()).toISOString(), opts.hmacV1 ? 1 : 0);
         this.db.prepare('INSERT INTO tenant_hosts (host, tenant_id, position) VALUES (?, ?, 0)').run(host, id);
       })
       .immediate();

@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
 import { promisify } from 'node:util';
+import { systemClock, type Clock } from './clock.ts';
 import type { DB } from './store/db.ts';
 import type { Tenant } from './tenancy.ts';
 import { ConflictError, InputError, NotFoundError } from './errors.ts';
@@ -75,7 +76,10 @@ function toUser(r: UserRow): User {
 
 /** Accounts of a tenant. Every query takes the tenant first: no cross-tenant read by accident. */
 export class UserService {
-  constructor(private readonly db: DB) {}
+  constructor(
+    private readonly db: DB,
+    private readonly clock: Clock = systemClock,
+  ) {}
 
   get(tenant: Tenant, id: string): User | undefined {
     const r = this.db.prepare('SELECT * FROM users WHERE tenant_id = ? AND id = ?').get(tenant.id, id) as UserRow | undefined;
@@ -112,12 +116,12 @@ export class UserService {
   async add(tenant: Tenant, input: { name: string; role?: Role; email?: string | null; password?: string | null }): Promise<User> {
     if (!NAME_RE.test(input.name)) throw new InputError(`invalid user name: ${JSON.stringify(input.name)} (letters, digits and . _ @ + -)`);
     const role = input.role ?? 'user';
-    if (role !== 'admin' && role !== 'user') throw new InputError(`invalid role: ${role} (admin or user)`);
+    if (role !== 'admin' && role !== 'user') throw new InputError(`invalid role: ${String(role)} (admin or user)`);
     if (input.email != null && !/^[^\s@]+@[^\s@]+$/.test(input.email)) throw new InputError(`invalid e-mail: ${input.email}`);
     if (input.password != null) checkPasswordPolicy(input.password);
     const hash = input.password ? await hashPassword(input.password) : null;
     const id = 'u_' + crypto.randomBytes(8).toString('hex');
-    const now = new Date().toISOString();
+    const now = new Date(this.clock.now()).toISOString();
     try {
       this.db
         .prepare('INSERT INTO users (id, tenant_id, name, email, role, password_hash, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)')
@@ -137,20 +141,24 @@ export class UserService {
       .prepare(
         "UPDATE users SET password_hash = ?, status = CASE status WHEN 'invited' THEN 'active' ELSE status END, updated_at = ? WHERE tenant_id = ? AND id = ?",
       )
-      .run(await hashPassword(password), new Date().toISOString(), tenant.id, u.id);
+      .run(await hashPassword(password), new Date(this.clock.now()).toISOString(), tenant.id, u.id);
     return this.get(tenant, u.id)!;
   }
 
   setRole(tenant: Tenant, name: string, role: Role): User {
-    if (role !== 'admin' && role !== 'user') throw new InputError(`invalid role: ${role} (admin or user)`);
+    if (role !== 'admin' && role !== 'user') throw new InputError(`invalid role: ${String(role)} (admin or user)`);
     const u = this.byName(tenant, name);
     if (!u) throw new NotFoundError(`no user ${name}`);
-    this.db.prepare('UPDATE users SET role = ?, updated_at = ? WHERE tenant_id = ? AND id = ?').run(role, new Date().toISOString(), tenant.id, u.id);
+    this.db
+      .prepare('UPDATE users SET role = ?, updated_at = ? WHERE tenant_id = ? AND id = ?')
+      .run(role, new Date(this.clock.now()).toISOString(), tenant.id, u.id);
     return this.get(tenant, u.id)!;
   }
 
   setStatus(tenant: Tenant, userId: string, status: UserStatus): void {
-    this.db.prepare('UPDATE users SET status = ?, updated_at = ? WHERE tenant_id = ? AND id = ?').run(status, new Date().toISOString(), tenant.id, userId);
+    this.db
+      .prepare('UPDATE users SET status = ?, updated_at = ? WHERE tenant_id = ? AND id = ?')
+      .run(status, new Date(this.clock.now()).toISOString(), tenant.id, userId);
   }
 }
 

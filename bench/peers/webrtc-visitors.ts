@@ -101,6 +101,7 @@ process.on('message', (m: { type: string } & Partial<Open>) => {
       await Promise.all(visitors.map((x) => x.v.close()));
       process.exit(0);
     }
+    // eslint-disable-next-line @typescript-eslint/use-unknown-in-catch-callback-variable -- our own code rejects with Errors
   })().catch((e: Error) => {
     process.send!({ type: 'error', message: e.message });
   });

@@ -35,13 +35,13 @@ function likeArg(s: string): string {
 export class AuditRepo {
   readonly #insert;
   /** Prepared statements by SQL text: a listing is a hot path, preparing costs about as much as the page query. */
-  readonly #stmts = new Map<string, Database.Statement<unknown[]>>();
+  readonly #stmts = new Map<string, Database.Statement>();
 
   constructor(private readonly db: DB) {
     this.#insert = db.prepare('INSERT INTO audit_log (tenant_id, ts, event, user, ip, ua, extra) VALUES (?, ?, ?, ?, ?, ?, ?)');
   }
 
-  private stmt(sql: string): Database.Statement<unknown[]> {
+  private stmt(sql: string): Database.Statement {
     let s = this.#stmts.get(sql);
     if (!s) {
       s = this.db.prepare(sql);

@@ -6,7 +6,7 @@ import { pipeline } from 'node:stream/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import busboy from 'busboy';
 import { fileTypeFromBuffer } from 'file-type';
-import { AppError, InputError, type Logger, type Paths, type Tenant } from '../../server/sdk.ts';
+import { AppError, type Clock, InputError, type Logger, type Paths, type Tenant } from '../../server/sdk.ts';
 import type { FilePlacer, ReceivedFile } from './service.ts';
 import type { ChatRepo } from './repo.ts';
 
@@ -79,6 +79,7 @@ export class FileStore implements FilePlacer {
     private readonly paths: Paths,
     private readonly repo: ChatRepo,
     private readonly log: Logger,
+    private readonly clock: Clock,
   ) {}
 
   private tmpDir(t: Tenant): string {
@@ -234,7 +235,7 @@ export class FileStore implements FilePlacer {
         this.repo.fileInPlace(t, row.sha);
         finished++;
       } else {
-        this.repo.dropFile(t, row.sha, Date.now());
+        this.repo.dropFile(t, row.sha, this.clock.now());
         dropped++;
       }
     }

@@ -13,6 +13,7 @@ import {
   sha256Hex,
   type AuthPolicy,
   type AuthService,
+  type Clock,
   type Logger,
   type Principal,
   type RateLimiter,
@@ -76,7 +77,7 @@ export class ChatHub implements EventSink {
 
   constructor(
     private readonly chat: ChatService,
-    private readonly d: { auth: AuthService; policy: AuthPolicy; config: ChatConfig; log: Logger; limiter: RateLimiter },
+    private readonly d: { auth: AuthService; policy: AuthPolicy; config: ChatConfig; log: Logger; limiter: RateLimiter; clock: Clock },
   ) {}
 
   get sockets(): number {
@@ -120,7 +121,7 @@ export class ChatHub implements EventSink {
 
   /** A one-time ticket for the caller: 32 random bytes, kept only as a SHA-256, valid ticketTtlMs. */
   issueTicket(tenant: Tenant, user: User): { ticket: string; expiresIn: number } {
-    const now = Date.now();
+    const now = this.d.clock.now();
     for (const [k, v] of this.#tickets) if (v.expires <= now) this.#tickets.delete(k);
     if (this.#tickets.size >= 100_000) throw new AppError(429, 'rate_limited', 'too many socket tickets outstanding', { headers: { 'Retry-After': '5' } });
     const ticket = 'wst_' + crypto.randomBytes(32).toString('base64url');
@@ -134,7 +135,7 @@ export class ChatHub implements EventSink {
     const t = this.#tickets.get(k);
     if (!t) return null;
     this.#tickets.delete(k);
-    if (t.expires <= Date.now() || t.tenantId !== tenant.id) return null;
+    if (t.expires <= this.d.clock.now() || t.tenantId !== tenant.id) return null;
     return t.userId;
   }
 
@@ -225,7 +226,7 @@ export class ChatHub implements EventSink {
 
   private register(c: Conn): void {
     let users = this.#conns.get(c.tenant.id);
-    if (!users) this.#conns.set(c.tenant.id, (users = new Map()));
+    if (!users) this.#conns.set(c.tenant.id, (users = new Map<string, Set<Conn>>()));
     let set = users.get(c.user.id);
     if (!set) users.set(c.user.id, (set = new Set()));
     set.add(c);

@@ -31,7 +31,7 @@ export default definePlugin({
   config: chatConfig,
   setup(ctx): ChatServices {
     const repo = new ChatRepo(ctx.db);
-    const files = new FileStore(ctx.paths, repo, ctx.log);
+    const files = new FileStore(ctx.paths, repo, ctx.log, ctx.clock);
     const chat = new ChatService(repo, {
       users: ctx.users,
       tenants: ctx.tenants,
@@ -47,6 +47,7 @@ export default definePlugin({
       config: ctx.config,
       log: ctx.log,
       limiter: ctx.rateLimit,
+      clock: ctx.clock,
     });
     chat.sink = hub;
     return { chat, files, hub, config: ctx.config };

@@ -161,7 +161,7 @@ export class ConsoleAssets {
       res.end();
       return true;
     }
-    const gz = a.gzip && /\bgzip\b/.test(String(req.headers['accept-encoding'] ?? ''));
+    const gz = a.gzip && /\bgzip\b/.test(req.headers['accept-encoding'] ?? '');
     const body = gz ? a.gzip! : a.body;
     if (gz) res.setHeader('Content-Encoding', 'gzip');
     res.setHeader('Content-Length', String(body.length));

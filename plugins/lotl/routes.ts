@@ -105,10 +105,7 @@ export function lotlRoutes(r: RouteRegistrar, s: LotlServices, audit: AuditWrite
     handler: async (req) => {
       const body = req.body as Buffer;
       if (!body.length) throw new InputError('an XML document or a tar archive is required', 'invalid_request');
-      const type = String(req.headers['content-type'] ?? '')
-        .split(';')[0]!
-        .trim()
-        .toLowerCase();
+      const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
       let files: Candidate[];
       if (XML_TYPES.includes(type) || (!type && body.subarray(0, 5).toString() === '<?xml')) {
         const name = path.basename(req.query.name ?? 'upload.xml');

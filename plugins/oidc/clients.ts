@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import { z } from 'zod';
-import { AppError, type DB, InputError, NotFoundError, sha256Hex, type Tenant } from '../../server/sdk.ts';
+import { AppError, type Clock, type DB, InputError, NotFoundError, sha256Hex, type Tenant } from '../../server/sdk.ts';
 export const AUTH_METHODS = ['none', 'client_secret_basic', 'client_secret_post', 'private_key_jwt'] as const;
 export type AuthMethod = (typeof AUTH_METHODS)[number];
 
@@ -146,6 +146,7 @@ export function validateClient(c: ClientInput): void {
     // RFC 7517 §4: a JWK set published by a client must never carry private members.
     if (['d', 'p', 'q', 'dp', 'dq', 'qi', 'k'].some((m) => m in k))
       throw new InputError(`jwks.keys[${i}]: private or symmetric key material is not accepted`, 'invalid_client_metadata');
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-conversion -- kty comes from client-supplied JSON that only claims to be a JWK
     if (!['RSA', 'EC', 'OKP'].includes(String(k.kty))) throw new InputError(`jwks.keys[${i}]: kty must be RSA, EC or OKP`, 'invalid_client_metadata');
     try {
       crypto.createPublicKey({ key: k as crypto.JsonWebKey, format: 'jwk' });
@@ -187,13 +188,17 @@ export class ClientRepo {
   #versionAt = -1;
   static readonly CACHE_MS = 2000;
 
-  constructor(private readonly db: DB) {
+  constructor(
+    private readonly db: DB,
+    private readonly clock: Clock,
+  ) {
     this.#get = db.prepare('SELECT * FROM oidc_clients WHERE tenant_id = ? AND client_id = ?');
     this.#dataVersion = db.prepare('PRAGMA data_version').pluck();
   }
 
   #lookup(tenant: Tenant, clientId: string): CacheEntry {
-    const now = Date.now();
+    // Elapsed time on the monotonic clock (a cache's age, not the appliance's time), in whole ms.
+    const now = Math.floor(performance.now());
     if (now !== this.#versionAt) {
       this.#versionAt = now;
       const version = this.#dataVersion.get() as number;
@@ -261,7 +266,7 @@ export class ClientRepo {
     validateClient(c);
     this.#forget(tenant, c.client_id);
     if (c.client_id === CONSOLE_CLIENT_ID) throw new InputError(`${CONSOLE_CLIENT_ID} is built in and cannot be changed`, 'invalid_client_metadata');
-    const now = new Date().toISOString();
+    const now = new Date(this.clock.now()).toISOString();
     const existing = this.#get.get(tenant.id, c.client_id) as ClientRow | undefined;
     const needsSecret = c.token_endpoint_auth_method === 'client_secret_basic' || c.token_endpoint_auth_method === 'client_secret_post';
     let secret: string | undefined;
@@ -314,7 +319,7 @@ export class ClientRepo {
     this.#forget(tenant, clientId);
     this.db
       .prepare('UPDATE oidc_clients SET secret_hash = ?, updated_at = ? WHERE tenant_id = ? AND client_id = ?')
-      .run(sha256Hex(secret), new Date().toISOString(), tenant.id, clientId);
+      .run(sha256Hex(secret), new Date(this.clock.now()).toISOString(), tenant.id, clientId);
     return secret;
   }
 
@@ -331,7 +336,7 @@ export class ClientRepo {
    * by the appliance itself under whatever host the operator uses.
    */
   ensureBuiltin(tenant: Tenant): void {
-    const now = new Date().toISOString();
+    const now = new Date(this.clock.now()).toISOString();
     this.db
       .prepare(
         `INSERT OR IGNORE INTO oidc_clients (tenant_id, client_id, name, secret_hash, auth_method, redirect_uris, post_logout_redirect_uris, grant_types,

@@ -114,7 +114,7 @@ export function invitationRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfi
     rateLimit: 'sensitive',
     responses: { 302: { description: 'signed in (form)' }, 200: { description: '{user} (JSON)' } },
     handler: async (req, res) => {
-      const isForm = String(req.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded');
+      const isForm = (req.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded');
       if (isForm && !signIn.csrfOk(req, 'claim', req.body.csrf)) return page('message.html', { title: 'Form expired', message: 'Open the link again.' }, 403);
       if (claimLimited(req)) throw new AppError(429, 'rate_limited', 'too many attempts; try again later', { headers: { 'Retry-After': '60' } });
       checkPasswordPolicy(req.body.password);

@@ -51,6 +51,7 @@ export function relyingParty(provider: OidcProvider, issuerOf: (origin: string) 
         const client = provider.clients.get(tenant, c.clientId);
         if (client) await provider.revoke(tenant, client, t.access_token);
         if (!at?.sub || idt.nonce !== p.nonce) return { error: 'unconfirmed' as const };
+        // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-conversion -- sub comes from a token's claims, typed but not checked
         sub = String(at.sub);
       } catch (e) {
         return { error: 'unconfirmed' as const, detail: (e as Error).message };

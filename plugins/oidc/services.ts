@@ -25,7 +25,7 @@ export interface OidcServices {
 
 export function oidcServices(ctx: PluginContext<OidcConfig>): OidcServices {
   const keys = new SigningKeys(ctx.db, ctx.keys, ctx.clock);
-  const provider = new OidcProvider(ctx.db, keys, new ClientRepo(ctx.db), ctx.users, ctx.tenants, ctx.audit, ctx.clock, ctx.rateLimit, ctx.config);
+  const provider = new OidcProvider(ctx.db, keys, new ClientRepo(ctx.db, ctx.clock), ctx.users, ctx.tenants, ctx.audit, ctx.clock, ctx.rateLimit, ctx.config);
   const settings = new TenantSettings(ctx.db, ctx.config);
   const sessions = new Sessions(ctx.db, ctx.keys.subkey('oidc-csrf'), ctx.clock, ctx.config.sessionTtl);
   const signIn = new SignIn(provider, sessions, ctx.keys, ctx.config.sessionTtl);

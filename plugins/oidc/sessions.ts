@@ -99,6 +99,7 @@ export class Sessions {
     return safeEqual(this.csrf(browser, purpose), token);
   }
 
+  // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-parameters -- P names the caller's parameter type at the call site (read back typed by interaction())
   createInteraction<P>(tenant: Tenant, browser: string, params: P): string {
     const id = crypto.randomBytes(18).toString('base64url');
     const now = this.now();

@@ -94,10 +94,11 @@ async function handle(
     const raw = await readBounded(req, ctx.core.http.bodyLimitBytes);
     const parsed = tokenForm.safeParse(queryObject(new URLSearchParams(raw.toString('utf8'))));
     if (!parsed.success) throw new InputError(`invalid field ${zodMessage(parsed.error)}`);
+    // eslint-disable-next-line @typescript-eslint/no-unsafe-class-instance-assignment -- asks whether the server's socket is TLS; a plain socket answers undefined
     const proto = (req.socket as TLSSocket).encrypted ? 'https' : 'http';
     // The same issuer as discovery's (the tenant's public origin): the connection's local port is the listener's.
     const issuer = publicOriginOf(tenant, proto, req.headers.host, req.socket.localPort ?? ctx.core.http.port);
-    const out = await provider.token(tenant, issuer, parsed.data, { ip, ua: String(req.headers['user-agent'] ?? '').slice(0, 512), headers: req.headers });
+    const out = await provider.token(tenant, issuer, parsed.data, { ip, ua: (req.headers['user-agent'] ?? '').slice(0, 512), headers: req.headers });
     send(res, requestId, 200, out);
   } catch (e) {
     const a = errorAnswer(e, requestId);

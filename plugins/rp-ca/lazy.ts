@@ -7,7 +7,7 @@ import type { TlsAuto, TlsCredentials } from './tls.ts';
  * So the CA code is imported on first use: the first request that needs the CA, `ca init`/`status`,
  * or the start of `serve --tls auto`.
  */
-export function lazyCaService(deps: CaDeps): { get(): Promise<CaService>; loaded(): CaService | undefined } {
+export function lazyCaService(deps: CaDeps): { get: () => Promise<CaService>; loaded(): CaService | undefined } {
   let p: Promise<CaService> | undefined;
   let svc: CaService | undefined;
   return {

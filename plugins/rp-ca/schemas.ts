@@ -15,8 +15,10 @@ export const rpCaConfig = z
       .regex(/^[0-2](\.(0|[1-9]\d*))+$/, 'a dotted OID')
       .default(DEFAULT_POLICY_OID),
     /** CPS URI qualifier; default `<publicBaseUrl>/rp-cert.ashx?cps`. */
+    // eslint-disable-next-line @typescript-eslint/no-deprecated -- zod 4 keeps the chained form with the same check; moving to the top-level form is a schema change with its generated docs, not a lint fix
     cpsUrl: z.string().url().optional(),
     /** Base of the CPS and CRL addresses in certificates; default `https://<tenant host>`. */
+    // eslint-disable-next-line @typescript-eslint/no-deprecated -- zod 4 keeps the chained form with the same check; moving to the top-level form is a schema change with its generated docs, not a lint fix
     publicBaseUrl: z.string().url().optional(),
     /** Lifetime of a tenant's root. */
     caValidityYears: z.number().int().min(1).max(30).default(10),

@@ -157,6 +157,7 @@ export async function createCaCertificate(signer: Signer, p: CaCertParams): Prom
       notBefore: p.notBefore,
       notAfter: p.notAfter,
       publicKey,
+      // eslint-disable-next-line @typescript-eslint/no-unsafe-assignment -- @peculiar/x509 takes its own crypto types; LibCrypto is any on purpose (see its declaration)
       signingKey: key as LibCrypto,
       signingAlgorithm: SIGNING_ALG,
       extensions: [
@@ -211,6 +212,7 @@ export async function createLeafCertificate(signer: Signer, p: LeafParams): Prom
       notBefore: p.notBefore,
       notAfter: p.notAfter,
       publicKey,
+      // eslint-disable-next-line @typescript-eslint/no-unsafe-assignment -- @peculiar/x509 takes its own crypto types; LibCrypto is any on purpose (see its declaration)
       signingKey: key as LibCrypto,
       signingAlgorithm: SIGNING_ALG,
       extensions,
@@ -237,6 +239,7 @@ export async function createCrl(
       issuer: ca.subjectName,
       thisUpdate: p.thisUpdate,
       nextUpdate: p.nextUpdate,
+      // eslint-disable-next-line @typescript-eslint/no-unsafe-assignment -- @peculiar/x509 takes its own crypto types; LibCrypto is any on purpose (see its declaration)
       signingKey: key as LibCrypto,
       signingAlgorithm: SIGNING_ALG,
       extensions: [await x509.AuthorityKeyIdentifierExtension.create(ca, false, c as LibCrypto), crlNumberExtension(p.number)],

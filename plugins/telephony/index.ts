@@ -213,7 +213,7 @@ export default definePlugin({
       }
       if (s.supervisor.stopped) return;
       await s.bridge.start(cb);
-    })().catch((e) => ctx.log.error({ err: (e as Error).message }, 'bridge start failed'));
+    })().catch((e: unknown) => ctx.log.error({ err: (e as Error).message }, 'bridge start failed'));
     s.supervisor.start(ctx.config.bridge.healthPollMs);
   },
 

@@ -119,7 +119,7 @@ function likeArg(s: string): string {
 /** All SQL of the telephony plugin. Every method that reads tenant data takes the Tenant first. */
 export class TelephonyRepo {
   // Prepared statements by SQL text: preparing is a large share of a callback's cost (profiled).
-  readonly #stmts = new Map<string, Statement<unknown[]>>();
+  readonly #stmts = new Map<string, Statement>();
 
   constructor(
     readonly db: DB,
@@ -127,7 +127,7 @@ export class TelephonyRepo {
     private readonly callChanged?: (tenantId: string, callId: string, status: string) => void,
   ) {}
 
-  private q(sql: string): Statement<unknown[]> {
+  private q(sql: string): Statement {
     let st = this.#stmts.get(sql);
     if (!st) {
       if (this.#stmts.size > 500) this.#stmts.clear();

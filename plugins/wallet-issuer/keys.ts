@@ -55,7 +55,7 @@ export class IssuerKeys {
   readonly #making = new Map<string, Promise<void>>();
   /** Loaded keys by tenant and kid (the active row is still read per call: a CLI rotation shows at once). */
   readonly #loaded = new Map<string, IssuerKey>();
-  #activeStmt: Database.Statement<unknown[]> | undefined;
+  #activeStmt: Database.Statement | undefined;
   /**
    * The active signing key per tenant, kept while SQLite's `data_version` stays the same: it
    * changes when another connection (the CLI's `issuer rotate` or `init`) commits, so a rotation
@@ -64,7 +64,7 @@ export class IssuerKeys {
    * signature), so another process's rotation shows within that. This process's rotations clear it.
    */
   readonly #active = new Map<string, { key: IssuerKey; version: number; checked: number }>();
-  #versionStmt: Database.Statement<unknown[]> | undefined;
+  #versionStmt: Database.Statement | undefined;
 
   constructor(
     private readonly db: DB,

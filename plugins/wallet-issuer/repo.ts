@@ -70,12 +70,12 @@ export interface CredentialRow {
 
 /** SQL of the wallet issuer; every statement is tenant-scoped (the tenant is the first argument). */
 export class IssuerRepo {
-  readonly #stmts = new Map<string, Database.Statement<unknown[]>>();
+  readonly #stmts = new Map<string, Database.Statement>();
 
   constructor(private readonly db: DB) {}
 
   /** Statements are prepared once: the credential endpoint runs several per request. */
-  private q(sql: string): Database.Statement<unknown[]> {
+  private q(sql: string): Database.Statement {
     let st = this.#stmts.get(sql);
     if (!st) {
       st = this.db.prepare(sql);

@@ -52,6 +52,7 @@ function serial(): string {
  * keyUsage keyCertSign + cRLSign, SKI. Its country comes from the issuer settings.
  */
 export async function createIaca(signer: Signer, p: { commonName: string; country: string; notBefore: Date; notAfter: Date }): Promise<Buffer> {
+  // eslint-disable-next-line @typescript-eslint/no-unsafe-assignment -- @peculiar/x509 takes its own crypto types; LibCrypto is any on purpose (see its declaration)
   const { crypto: c, key } = provider(signer);
   const publicKey = new x509.PublicKey(signer.spki);
   const name = `C=${p.country}, CN=${escapeDn(p.commonName)}`;
@@ -63,6 +64,7 @@ export async function createIaca(signer: Signer, p: { commonName: string; countr
       notBefore: p.notBefore,
       notAfter: p.notAfter,
       publicKey,
+      // eslint-disable-next-line @typescript-eslint/no-unsafe-assignment -- @peculiar/x509 takes its own crypto types; LibCrypto is any on purpose (see its declaration)
       signingKey: key,
       signingAlgorithm: SIGNING_ALG,
       extensions: [
@@ -85,6 +87,7 @@ export async function createSignerCertificate(
   iacaDer: Buffer,
   p: { spki: Buffer; commonName: string; country: string; notBefore: Date; notAfter: Date },
 ): Promise<Buffer> {
+  // eslint-disable-next-line @typescript-eslint/no-unsafe-assignment -- @peculiar/x509 takes its own crypto types; LibCrypto is any on purpose (see its declaration)
   const { crypto: c, key } = provider(iacaSigner);
   const ca = new x509.X509Certificate(iacaDer);
   const publicKey = new x509.PublicKey(p.spki);
@@ -96,6 +99,7 @@ export async function createSignerCertificate(
       notBefore: p.notBefore,
       notAfter: p.notAfter,
       publicKey,
+      // eslint-disable-next-line @typescript-eslint/no-unsafe-assignment -- @peculiar/x509 takes its own crypto types; LibCrypto is any on purpose (see its declaration)
       signingKey: key,
       signingAlgorithm: SIGNING_ALG,
       extensions: [

@@ -254,6 +254,7 @@ export function plain(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(plain);
   if (v && typeof v === 'object') {
     // DateOnly (tag 1004) and other value types of the codec print as their text form.
+    // eslint-disable-next-line @typescript-eslint/no-base-to-string -- probes the codec's value types for their text form; [object Object] is checked right below
     const s = String(v);
     if (s !== '[object Object]') return s;
     return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, plain(x)]));

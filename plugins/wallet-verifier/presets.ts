@@ -23,9 +23,9 @@ const presetFile = z.object({
             id: z.string().regex(/^[A-Za-z0-9_-]+$/),
             format: z.enum(['dc+sd-jwt', 'mso_mdoc']),
             meta: z.object({ vct_values: z.array(z.string()).optional(), doctype_value: z.string().optional() }),
-            claims: z.array(z.object({ path: z.array(z.union([z.string(), z.number(), z.null()])) }).passthrough()).optional(),
+            claims: z.array(z.object({ path: z.array(z.union([z.string(), z.number(), z.null()])) }).loose()).optional(),
           })
-          .passthrough(),
+          .loose(),
       )
       .min(1),
     credential_sets: z.array(z.unknown()).optional(),

@@ -77,7 +77,7 @@ export function verifierRoutes(
       501: { description: 'mdoc_verify_not_configured' },
     },
     handler: async (req) =>
-      reply(200, await svc.respond(req.tenant, req.publicOrigin, req.query.session_id, req.rawBody, String(req.headers['content-type'] ?? ''), req), NO_STORE),
+      reply(200, await svc.respond(req.tenant, req.publicOrigin, req.query.session_id, req.rawBody, req.headers['content-type'] ?? '', req), NO_STORE),
   });
 
   r.add({

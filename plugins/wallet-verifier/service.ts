@@ -122,6 +122,7 @@ export class VerifierService {
       who.ip,
       who.ua,
       Object.entries(full)
+        // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-conversion -- the values come from a parsed form that only claims to be strings
         .map(([k, v]) => `${k}=${String(v)}`)
         .join(' '),
     );

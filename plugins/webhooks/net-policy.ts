@@ -93,7 +93,7 @@ const PRIVATE = blockList(['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '100
  * its LAN address, which the private-network allowance would otherwise let through.
  */
 let own: { at: number; list: net.BlockList } | undefined;
-function ownAddresses(now = Date.now()): net.BlockList {
+function ownAddresses(now = performance.now()): net.BlockList {
   if (own && now - own.at < 60_000) return own.list;
   const list = new net.BlockList();
   for (const addrs of Object.values(os.networkInterfaces())) {
@@ -197,7 +197,7 @@ const verdicts = new WeakMap<NetworkPolicy, Map<string, Verdict>>();
 
 function verdict(address: string, policy: NetworkPolicy): Verdict {
   let m = verdicts.get(policy);
-  if (!m) verdicts.set(policy, (m = new Map()));
+  if (!m) verdicts.set(policy, (m = new Map<string, Verdict>()));
   let v = m.get(address);
   if (!v) {
     const why = refusal(address, policy);

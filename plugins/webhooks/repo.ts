@@ -47,7 +47,7 @@ export interface AttemptRow {
  * delivery job and the event fan-out work by id on rows they found through a tenant-scoped row.
  */
 // Positional parameters of any type: each call site binds its own columns.
-type Statement = Database.Statement<unknown[]>;
+type Statement = Database.Statement;
 
 export class WebhookRepo {
   readonly #stmts = new Map<string, Statement>();

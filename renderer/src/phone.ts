@@ -138,6 +138,7 @@ export class OfficePhone {
       const s = this.state;
       if ((s.kind === 'ringing' || s.kind === 'answering' || s.kind === 'in-call') && s.ring.ringId === body.ringId) {
         this.closeMedia();
+        // eslint-disable-next-line @typescript-eslint/no-base-to-string -- the server's reason is a string; shown as it prints
         this.set({ kind: 'ended', reason: String(body.reason ?? '') });
       }
     }

@@ -30,7 +30,7 @@ export const adminSecretCommand: CoreCommand = {
           throw new UsageError(`--body-file: cannot read ${file} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
         }
       }
-      ctx.out(`X-Service-Admin-Signature-V2: ${signAdminHmacV2(ctx.auth.adminSecret(), bucket, host, body)}`);
+      ctx.out(`X-Service-Admin-Signature-V2: ${signAdminHmacV2(ctx.auth.adminSecret(), bucket, host, body, Math.floor(ctx.clock.now() / 1000))}`);
       return 0;
     }
     parse(rest, {}, 0);

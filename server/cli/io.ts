@@ -12,11 +12,11 @@ async function askOnTerminal(question: string): Promise<string> {
 
 /** Where a CLI command writes and reads: the process's streams, or a test's arrays. */
 export interface CliIo {
-  out(line: string): void;
-  err(line: string): void;
-  stdin(): Promise<string>;
+  out: (line: string) => void;
+  err: (line: string) => void;
+  stdin: () => Promise<string>;
   /** Asks one question and reads the answer line; absent when not on a terminal (scripted runs use flags). */
-  ask?(question: string): Promise<string>;
+  ask?: (question: string) => Promise<string>;
 }
 
 /**

@@ -59,6 +59,7 @@ function consume(req: IncomingMessage, limit: number, sink: BodySink): Promise<v
       if (settled) return;
       settled = true;
       sink.drop();
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- passes on the socket's or the sink's error as it came
       reject(e);
     };
     const onData = (chunk: Buffer) => {

@@ -204,6 +204,7 @@ export class Dispatcher {
     try {
       const url = new URL(req.originalUrl, 'http://localhost');
       const m = this.match(req.method, url.pathname, url.searchParams);
+      // eslint-disable-next-line @typescript-eslint/no-confusing-void-expression -- hands the request on to the next handler and ends this one
       if (!m) return next();
       const { route, params } = m;
       const def = route.def;
@@ -268,7 +269,7 @@ export class Dispatcher {
         params: parsedParams,
         rawBody,
         ip,
-        ua: String(req.headers['user-agent'] ?? '').slice(0, 512),
+        ua: (req.headers['user-agent'] ?? '').slice(0, 512),
         requestId,
         hostHeader,
         origin: `${req.protocol}://${hostHeader || `${this.deps.config.http.host}:${this.deps.config.http.port}`}`,
@@ -437,10 +438,7 @@ function validate<S extends z.ZodType>(schema: S, input: unknown, what: string):
 }
 
 function mediaType(req: Request): string {
-  return String(req.headers['content-type'] ?? '')
-    .split(';')[0]!
-    .trim()
-    .toLowerCase();
+  return (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
 }
 
 /** A streamed body's media type must be one the route names (checked before the handler reads it). */

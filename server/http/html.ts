@@ -11,6 +11,7 @@ const ESC: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"
 
 /** Escapes text for HTML element content and quoted attribute values (HTML §13.1.2.3, §13.1.2.6). */
 export function escape(v: unknown): string {
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- escapes whatever a page passes; callers pass strings and numbers
   return String(v ?? '').replace(/[&<>"']/g, (c) => ESC[c]!);
 }
 

@@ -8,7 +8,7 @@ export class RateLimiter {
   readonly #buckets = new Map<string, { tokens: number; at: number }>();
   #sweepAt = 0;
 
-  constructor(private readonly now: () => number = Date.now) {}
+  constructor(private readonly now: () => number = () => performance.now()) {}
 
   /** Takes one token; returns 0 when allowed, else the seconds until one is available. */
   take(bucket: string, key: string, perMinute: number, cost = 1): number {

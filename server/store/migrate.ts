@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { systemClock, type Clock } from '../clock.ts';
 import { MigrationError } from '../errors.ts';
 import type { DB } from './db.ts';
 
@@ -48,7 +49,7 @@ export function appliedVersion(db: DB, plugin: string): number {
  * refused (it was written by a newer appliance), and a failing step rolls back every step of
  * this run and names itself.
  */
-export function migrate(db: DB, plugin: string, migrations: Migration[]): { applied: string[] } {
+export function migrate(db: DB, plugin: string, migrations: Migration[], clock: Clock = systemClock): { applied: string[] } {
   ensureTable(db);
   let prev = 0;
   for (const m of migrations) {
@@ -73,7 +74,7 @@ export function migrate(db: DB, plugin: string, migrations: Migration[]): { appl
       } catch (e) {
         throw new MigrationError(`${plugin}/${m.name}`, (e as Error).message, { cause: e });
       }
-      record.run(plugin, m.version, m.name, new Date().toISOString());
+      record.run(plugin, m.version, m.name, new Date(clock.now()).toISOString());
     }
   });
   run.immediate();

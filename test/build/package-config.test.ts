@@ -27,6 +27,7 @@ interface BuilderConfig {
   directories: { buildResources: string };
 }
 // electron-builder's own code (app-builder-lib), CommonJS without typings for these paths.
+// eslint-disable-next-line @typescript-eslint/unbound-method -- module functions of app-builder-lib, not methods
 const { getConfig, validateConfiguration } = require('app-builder-lib/out/util/config/config.js') as {
   getConfig(dir: string, file: string | null, extra: unknown): Promise<BuilderConfig>;
   validateConfiguration(c: unknown, logger: unknown): Promise<void>;

@@ -157,6 +157,7 @@ describe('server supervision of the real server (child_process.fork of the serve
     // A fresh data dir has no trusted lists yet: lotl reports degraded, which is up all the same.
     const up = () => sup.state.kind === 'ready' || sup.state.kind === 'degraded';
     await sup.start();
+    // eslint-disable-next-line @typescript-eslint/use-unknown-in-catch-callback-variable -- until() rejects with an Error
     await until(() => up(), 60_000, 'ready').catch((e: Error) => {
       throw new Error(`${e.message}: ${JSON.stringify(states)} ${output.join('\n')}`);
     });

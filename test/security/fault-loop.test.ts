@@ -228,6 +228,7 @@ describe('fault injection in a loop', () => {
               apiKey: 'engine-key-of-the-fault-loop',
               scheduleAtUtc: new Date(Date.now() + 86_400_000).toISOString(),
             });
+            // eslint-disable-next-line @typescript-eslint/no-base-to-string -- the callId of the server's JSON answer is a string
             if (r.status === 200 && r.json.callId) acked.calls.push(String(r.json.callId));
             else if (process.env.FAULT_LOOP_DEBUG) console.log('calls', r.status, r.json);
           }),

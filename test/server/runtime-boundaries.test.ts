@@ -53,6 +53,7 @@ function scan(file: string): { imports: ImportRef[]; domUses: number[] } {
       const c = n.importClause;
       const typeOnly =
         !!c &&
+        // eslint-disable-next-line @typescript-eslint/no-deprecated -- still what TypeScript 5.9 sets for `import type`; the test reads imports as the compiler does
         (c.isTypeOnly ||
           (!c.name &&
             !!c.namedBindings &&

@@ -214,6 +214,7 @@ export class FakeBridge {
       if (o) send(o.status, o.body);
       return o !== undefined;
     };
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-conversion -- a fake reads headers as text, whatever arrives
     const auth = String(req.headers.authorization ?? '');
     if (auth !== `Bearer ${this.token}`) return fail(401, 'invalid_token', 'bad control token');
     if (req.method === 'GET' && url.pathname === '/health') {
@@ -254,7 +255,9 @@ export class FakeBridge {
       return send(200, { calls: [...this.calls.values()].map(({ place: _p, ...c }) => c) } satisfies ListCallsAnswer);
     }
     if (req.method === 'POST' && url.pathname === '/calls') {
+      // eslint-disable-next-line @typescript-eslint/no-base-to-string -- the request's callId is a string
       this.placeRequests.push(String(body.callId ?? ''));
+      // eslint-disable-next-line @typescript-eslint/no-base-to-string -- the request's callId is a string
       this.onPlace?.(String(body.callId ?? ''));
       if (this.placeDelayMs) await new Promise((r) => setTimeout(r, this.placeDelayMs));
       if (this.placeOverride) return send(this.placeOverride.status, this.placeOverride.body);

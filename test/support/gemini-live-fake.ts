@@ -172,6 +172,7 @@ export class GeminiLiveFake {
         ws.close(1007, 'Request contains an invalid argument.');
         return;
       }
+      // eslint-disable-next-line @typescript-eslint/no-meaningless-void-operator -- the parameter is deliberately unused
       void isBinary;
       if (!conv) {
         const setup = (msg.setup ?? msg.config) as Record<string, unknown> | undefined;

@@ -11,7 +11,7 @@ export interface OldStore {
   db: DB;
   tenant: Tenant;
   /** Applies the plugin's remaining migrations with the real runner; returns their names. */
-  upgrade(): string[];
+  upgrade: () => string[];
 }
 
 /**

@@ -81,8 +81,8 @@ export class BridgeLink {
   #child: ChildProcess | undefined;
   #restarts = 0;
   #restartTimer: NodeJS.Timeout | undefined;
-  /** When the running bridge reported ready; 0 while it has not (yet). */
-  #upSince = 0;
+  /** When the running bridge reported ready (performance.now()); null while it has not (yet). */
+  #upSince: number | null = null;
   #stopping = false;
   #readyWaiters = new Set<() => void>();
   lastExit: string | null = null;
@@ -179,7 +179,7 @@ export class BridgeLink {
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     });
     this.#child = child;
-    this.#upSince = 0;
+    this.#upSince = null;
     let failed: BridgeFailed | undefined;
     const readyTimer = setTimeout(() => {
       if (this.#child === child && this.state === 'starting') {
@@ -200,7 +200,7 @@ export class BridgeLink {
       this.#url = m.controlUrl;
       this.setReady();
       this.log.info({ pid: child.pid, controlUrl: m.controlUrl }, 'bridge ready');
-      this.hooks.onReady().catch((e) => this.log.warn({ err: (e as Error).message }, 'bridge ready hook failed'));
+      this.hooks.onReady().catch((e: unknown) => this.log.warn({ err: (e as Error).message }, 'bridge ready hook failed'));
     };
     child.on('message', onReadyMsg);
     readline.createInterface({ input: child.stdout! }).on('line', (line) => {
@@ -226,6 +226,7 @@ export class BridgeLink {
       if (!rec) return this.log.warn({ bridge: line.slice(0, 500) }, 'bridge stderr');
       const { level, msg, time: _t, name: _n, ...fields } = rec;
       const lv = level === 'error' || level === 'warn' || level === 'debug' ? level : 'info';
+      // eslint-disable-next-line @typescript-eslint/no-base-to-string -- the bridge's log line: its msg is a string, anything else is logged as it prints
       this.log[lv]({ bridge: fields }, `bridge: ${String(msg ?? '').slice(0, 300)}`);
     });
     child.on('exit', (code, signal) => {
@@ -242,7 +243,7 @@ export class BridgeLink {
       this.state = 'down';
       // Backoff: doubles per death, capped; it resets only after a minute of good health, so a
       // bridge that never gets ready (its SIP port taken) is retried ever more slowly.
-      if (this.#upSince && Date.now() - this.#upSince > 60_000) this.#restarts = 0;
+      if (this.#upSince !== null && performance.now() - this.#upSince > 60_000) this.#restarts = 0;
       const delay = Math.min(this.cfg.restartMaxMs, this.cfg.restartMinMs * 2 ** this.#restarts);
       this.#restarts++;
       this.restartCount++;
@@ -271,7 +272,7 @@ export class BridgeLink {
   private setReady(): void {
     this.state = 'ready';
     this.lastFailure = null;
-    this.#upSince = Date.now();
+    this.#upSince = performance.now();
     for (const w of this.#readyWaiters) w();
     this.#readyWaiters.clear();
   }

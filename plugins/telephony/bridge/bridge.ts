@@ -260,10 +260,12 @@ export class Bridge {
       const url = new URL(req.url ?? '/', 'http://bridge');
       const path = url.pathname;
       const method = req.method ?? 'GET';
+      // eslint-disable-next-line @typescript-eslint/no-confusing-void-expression -- answers and ends the async handler in one step
       if (method === 'GET' && path === '/health') return send(200, this.health());
       if (method === 'PUT' && path === '/trunks') {
         const { good, rejected } = checkTrunks(parse(TrunksBodySchema, await readJson(req, false, TRUNKS_BODY_MAX)).trunks, null);
         await this.serialTrunks(() => this.setTrunks(good));
+        // eslint-disable-next-line @typescript-eslint/no-confusing-void-expression -- answers and ends the async handler in one step
         return send(200, { ok: true, count: good.length, rejected } satisfies PutTrunksAnswer);
       }
       const tenantTrunks = method === 'PUT' ? TENANT_TRUNKS_PATH.exec(path) : null;
@@ -279,20 +281,24 @@ export class Bridge {
         const { good, rejected } = checkTrunks(parse(TrunksBodySchema, await readJson(req, false, TRUNKS_BODY_MAX)).trunks, tenantId);
         // One change of the set at a time: a tenant's push reads the others' trunks as they are.
         await this.serialTrunks(() => this.setTrunks([...[...this.pushed.values()].filter((t) => trunkTenant(t.id) !== tenantId), ...good]));
+        // eslint-disable-next-line @typescript-eslint/no-confusing-void-expression -- answers and ends the async handler in one step
         return send(200, { ok: true, count: good.length, rejected } satisfies PutTrunksAnswer);
       }
       if (method === 'PUT' && path === '/tls') return send(200, await this.setTls(parse(TlsBodySchema, await readJson(req))));
       if (method === 'POST' && path === '/calls') {
         const body = parse(PlaceCallSchema, await readJson(req));
         this.placeCall(body);
+        // eslint-disable-next-line @typescript-eslint/no-confusing-void-expression -- answers and ends the async handler in one step
         return send(202, { accepted: true, callId: body.callId } satisfies PlaceCallAnswer);
       }
       if (method === 'POST' && path === '/rooms') {
         const body = parse(OpenRoomSchema, await readJson(req));
         if (this.calls.has(body.callId)) throw new HttpError(409, 'duplicate_call', `call ${body.callId} is already in progress`);
+        // eslint-disable-next-line @typescript-eslint/no-confusing-void-expression -- answers and ends the async handler in one step
         return send(200, await this.rooms.open(body, this.o.maxCalls - this.calls.size - this.rooms.size));
       }
       if (method === 'GET' && path === '/calls') {
+        // eslint-disable-next-line @typescript-eslint/no-confusing-void-expression -- answers and ends the async handler in one step
         return send(200, {
           calls: [
             ...[...this.calls.values()].map((c) => ({ callId: c.callId, state: c.state, trunkId: c.trunkId, startedAt: c.startedAt.toISOString() })),
@@ -303,10 +309,13 @@ export class Bridge {
         } satisfies ListCallsAnswer);
       }
       const inbound = await this.inbound.control(method, path, () => readJson(req));
+      // eslint-disable-next-line @typescript-eslint/no-confusing-void-expression -- answers and ends the async handler in one step
       if (inbound) return send(inbound.status, inbound.body);
       const tabs = await this.officeTabs.control(method, path, () => readJson(req));
+      // eslint-disable-next-line @typescript-eslint/no-confusing-void-expression -- answers and ends the async handler in one step
       if (tabs) return send(tabs.status, tabs.body);
       // Not in the v1 contract table: media measurements for the benchmark and diagnostics.
+      // eslint-disable-next-line @typescript-eslint/no-confusing-void-expression -- answers and ends the async handler in one step
       if (method === 'GET' && path === '/stats') return send(200, this.stats());
       const hang = /^\/calls\/([^/]+)\/hangup$/.exec(path);
       if (method === 'POST' && hang) {
@@ -316,17 +325,21 @@ export class Bridge {
         if (room) {
           const state = room.state;
           room.hangup(room.outcomeFor(body.reason), '');
+          // eslint-disable-next-line @typescript-eslint/no-confusing-void-expression -- answers and ends the async handler in one step
           return send(200, { ok: true, state } satisfies HangupAnswer);
         }
         const call = this.calls.get(id) ?? this.inbound.calls.get(id);
         if (!call) throw new HttpError(404, 'not_found', 'the bridge has no such call');
         const state = call.state;
         call.hangup(OutboundCall.outcomeFor(body.reason), '');
+        // eslint-disable-next-line @typescript-eslint/no-confusing-void-expression -- answers and ends the async handler in one step
         return send(200, { ok: true, state } satisfies HangupAnswer);
       }
       throw new HttpError(404, 'not_found', `no route ${method} ${path}`);
     } catch (err) {
+      // eslint-disable-next-line @typescript-eslint/no-confusing-void-expression -- answers and ends the async handler in one step
       if (err instanceof RoomError) return send(err.status, { error: err.code, error_description: err.message } satisfies ControlError);
+      // eslint-disable-next-line @typescript-eslint/no-confusing-void-expression -- answers and ends the async handler in one step
       if (err instanceof HttpError) return send(err.status, { error: err.code, error_description: err.message } satisfies ControlError);
       log('error', 'control request failed', { error: (err as Error).message });
       send(500, { error: 'server_error', error_description: 'internal bridge error' } satisfies ControlError);

@@ -15,7 +15,7 @@ export const BridgeFailedSchema = z.object({
   reason: z.string().max(40),
   address: z.string().max(100).optional(),
   port: z.number().int().min(0).max(65535).optional(),
-  transport: z.enum(['udp', 'tcp']).optional(),
+  transport: z.enum(['udp', 'tcp', 'tls']).optional(),
   detail: z.string().max(300),
 });
 export type BridgeFailed = z.infer<typeof BridgeFailedSchema>;

@@ -98,7 +98,7 @@ export function callHttp(r: RouteRegistrar, svc: TelephonyServices): void {
     summary: 'Call figures since an instant (default 24 hours): totals by state, at the bridge now, per-hour counts',
     query: S.callStatsQuery,
     responses: { 200: { description: 'figures', schema: S.callStats } },
-    handler: (req) => svc.calls.stats(req.tenant, req.query.since ?? new Date(Date.now() - 24 * 3600_000).toISOString()),
+    handler: (req) => svc.calls.stats(req.tenant, req.query.since),
   });
   r.add({
     method: 'GET',

@@ -528,7 +528,7 @@ export class CallService implements CallKind<CallRow> {
   }
 
   /** Today's figures for the console: totals by state, calls at the bridge, and per-hour counts by state. */
-  stats(t: Tenant, since: string) {
+  stats(t: Tenant, since = new Date(this.d.clock.now() - 24 * 3600_000).toISOString()) {
     const byStatus: Record<string, number> = {};
     const hours = new Map<string, Record<string, number>>();
     let total = 0;

@@ -13,7 +13,7 @@ export function PhoneControls() {
   const audio = useRef<HTMLAudioElement>(null);
   const phone = useRef<OfficePhone | undefined>(undefined);
   const [state, setState] = useState<PhoneState>({ kind: 'off' });
-  const [now, setNow] = useState(Date.now());
+  const [now, setNow] = useState(() => Date.now());
 
   useEffect(() => () => phone.current?.stop(), []);
   useEffect(() => {

@@ -39,6 +39,7 @@ export function Page({ title, actions, children }: { title: string; actions?: Re
 export function ErrorNote({ error }: { error: unknown }) {
   const { t } = useTranslation();
   if (!error) return null;
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- the last resort for a thrown non-Error: shown as it prints
   const msg = error instanceof ApiError ? `${error.message} (${error.code})` : error instanceof Error ? error.message : String(error);
   return (
     <Alert color="red" title={t('common.error')} role="alert">

@@ -38,9 +38,31 @@ export default function Audit() {
       }
     >
       <Group align="flex-end">
-        <TextInput label={t('audit.event')} value={event} onChange={(e) => (setEvent(e.currentTarget.value), setPage(1))} />
-        <TextInput label={t('audit.user')} value={user} onChange={(e) => (setUser(e.currentTarget.value), setPage(1))} />
-        <TextInput label={t('common.since')} type="date" value={since} onChange={(e) => (setSince(e.currentTarget.value), setPage(1))} />
+        <TextInput
+          label={t('audit.event')}
+          value={event}
+          onChange={(e) => {
+            setEvent(e.currentTarget.value);
+            setPage(1);
+          }}
+        />
+        <TextInput
+          label={t('audit.user')}
+          value={user}
+          onChange={(e) => {
+            setUser(e.currentTarget.value);
+            setPage(1);
+          }}
+        />
+        <TextInput
+          label={t('common.since')}
+          type="date"
+          value={since}
+          onChange={(e) => {
+            setSince(e.currentTarget.value);
+            setPage(1);
+          }}
+        />
       </Group>
       <ErrorNote error={list.error} />
       <DataTable

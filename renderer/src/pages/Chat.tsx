@@ -24,6 +24,7 @@ interface Frame {
 function useChatSocket(onFrame: (f: Frame) => void): boolean {
   const [up, setUp] = useState(false);
   const frameRef = useRef(onFrame);
+  // eslint-disable-next-line react-hooks/refs -- the latest-callback ref: the socket effect calls the current handler without reconnecting on each render
   frameRef.current = onFrame;
   useEffect(() => {
     let stopped = false;

@@ -316,6 +316,7 @@ function Clients() {
         rowKey={(c) => c.client_id}
         columns={[
           { key: 'id', label: 'client_id', render: (c) => c.client_id },
+          // eslint-disable-next-line @typescript-eslint/no-base-to-string -- client_name is a string in the API; shown as it prints
           { key: 'name', label: t('users.name'), render: (c) => String((c as Record<string, unknown>).client_name ?? '') },
           {
             key: 'redirect',

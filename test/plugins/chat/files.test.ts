@@ -120,7 +120,7 @@ describe('chat files: upload and download', () => {
   });
 
   it('the same bytes twice are one file; deleting the last message sharing it ends its download', async () => {
-    const bytes = Buffer.from('same bytes ' + Date.now());
+    const bytes = Buffer.from(`same bytes ${Date.now()}`);
     const a = await upload(s, alice, 'with=carol', 'a.txt', bytes);
     const b = await upload(s, carol, 'with=alice', 'b.txt', bytes);
     expect(a.body.file.sha).toBe(b.body.file.sha);
@@ -288,7 +288,7 @@ describe('chat retention', () => {
   it('admins set days or forever (audited); the job deletes older messages and their files', async () => {
     expect((await call(s, alice, 'POST', '/chat.ashx?op=settings', { retentionDays: 1 })).status).toBe(403);
     expect((await call(s, admin, 'GET', '/chat.ashx?op=settings')).body).toEqual({ retentionDays: null, inherited: true });
-    const bytes = Buffer.from('old file ' + Date.now());
+    const bytes = Buffer.from(`old file ${Date.now()}`);
     const old = await upload(s, alice, 'with=bob', 'old.txt', bytes);
     const oldText = await call(s, alice, 'POST', '/chat.ashx?op=send&with=bob', { text: 'old text' });
     const fresh = await call(s, alice, 'POST', '/chat.ashx?op=send&with=bob', { text: 'fresh text' });

@@ -106,7 +106,8 @@ export class Client {
     if (opts.ticket) q.set('ticket', opts.ticket);
     const headers: Record<string, string> = { Host: u.host };
     if (!opts.ticket && !opts.noAuth) headers.Authorization = `Bearer ${u.key}`;
-    c.ws = new WebSocket(`${s.url.replace('http', 'ws')}/chat.ashx?${q}`, { headers });
+    c.ws = new WebSocket(`${s.url.replace('http', 'ws')}/chat.ashx?${q.toString()}`, { headers });
+    // eslint-disable-next-line @typescript-eslint/no-base-to-string -- a ws text frame arrives as one Buffer
     c.ws.on('message', (d) => c.frames.push(JSON.parse(String(d))));
     c.closed = new Promise((r) => c.ws.on('close', (code, reason) => r({ code, reason: String(reason) })));
     await new Promise<void>((resolve, reject) => {

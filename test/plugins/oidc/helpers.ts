@@ -26,6 +26,7 @@ export async function rp(
 ): Promise<oidc.Configuration> {
   const f = loopbackFetch(s);
   const cf: oidc.CustomFetch = (url, options) => f(url, options as unknown as RequestInit);
+  // eslint-disable-next-line @typescript-eslint/no-deprecated -- marked deprecated only to stand out; the tests talk plain HTTP to loopback
   return oidc.discovery(new URL(`http://${host}`), clientId, metadata, auth, { execute: [oidc.allowInsecureRequests], [oidc.customFetch]: cf });
 }
 

@@ -32,6 +32,7 @@ function get(url: string, opts: { ca?: string; insecure?: boolean; host?: string
       url,
       { ca: opts.ca, rejectUnauthorized: !opts.insecure, agent: false, headers: opts.host ? { host: opts.host } : {}, timeout: 10_000 },
       (res) => {
+        // eslint-disable-next-line @typescript-eslint/no-unsafe-class-instance-assignment -- an https request's socket is the TLSSocket its agent made
         const cert = (res.socket as tls.TLSSocket).getPeerCertificate();
         let body = '';
         res.setEncoding('utf8');

@@ -357,6 +357,7 @@ describe('telephony bridge against SIPp', () => {
     [503, 'Service Unavailable', 'failed', 'SIP 503 Service Unavailable'],
   ] as const)('a %s final response gives %s', async (status, reason, outcome, errorDetail) => {
     const { ended, sippRun } = await runCall({ sipp: { scenario: `reject-${status}` }, script: GREET_AND_END });
+    // eslint-disable-next-line @typescript-eslint/no-meaningless-void-operator -- the parameter is deliberately unused
     void reason;
     expect(ended).toMatchObject({ outcome: outcome === 'busy' ? 'busy' : 'failed', sipStatus: status, errorDetail, answered: false });
     expect((await sippRun.exited).code).toBe(0);

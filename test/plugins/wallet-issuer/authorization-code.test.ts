@@ -93,6 +93,7 @@ describe('wallet issuer: authorization code flow (PAR + PKCE) for whitelisted wa
       redirectUri: REDIRECT,
       scope: 'eu.europa.ec.eudi.pid.1.sd-jwt',
     });
+    // eslint-disable-next-line @typescript-eslint/no-unsafe-enum-comparison -- the library's enum value, compared with its documented string
     if (init.authorizationFlow !== 'Oauth2Redirect') throw new Error('expected the redirect flow');
     // It used PAR: the authorization URL carries only client_id and request_uri.
     const authUrl = new URL(init.authorizationRequestUrl);

@@ -252,6 +252,7 @@ describe('wallet issuer: mdoc (eu.europa.ec.eudi.pid.1)', () => {
 
   it('another tenant’s IACA does not verify it (the x5chain leads to this tenant’s IACA only)', async () => {
     const { tenant } = await srv.addTenant('other.example');
+    // eslint-disable-next-line @typescript-eslint/no-meaningless-void-operator -- the value is deliberately unused
     void tenant;
     const otherIaca = new crypto.X509Certificate(await (await srv.fetch('/vci.ashx?iaca', { host: 'other.example' })).text());
     const t = await preAuthToken(srv, { claims: CLAIMS, format: 'mso_mdoc' });

@@ -29,6 +29,7 @@ const fetchLike = (async (input: string | URL | Request, init?: RequestInit) => 
   new Headers(init?.headers).forEach((v, k) => {
     headers[k] = v;
   });
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- fetch bodies in these tests are strings
   const body = init?.body === undefined || init.body === null ? undefined : init.body instanceof URLSearchParams ? init.body : String(init.body);
   return httpFetch(url, { method: init?.method ?? 'GET', headers, body });
 }) as typeof fetch;
@@ -42,6 +43,7 @@ export function walletClient(holder: Holder, clientId?: string): Openid4vciClien
       clientAuthentication: clientAuthenticationNone({ clientId: clientId ?? 'wallet-dev' }),
       signJwt: async (signer: JwtSigner, { header, payload }) => {
         const jwt = await new jose.SignJWT(payload as jose.JWTPayload).setProtectedHeader(header as jose.JWTHeaderParameters).sign(holder.privateKey);
+        // eslint-disable-next-line @typescript-eslint/no-meaningless-void-operator -- the value is deliberately unused
         void signer;
         return { jwt, signerJwk: holder.jwk };
       },

@@ -80,6 +80,7 @@ export async function issueMdocPid(
     certificates: [new Uint8Array(Buffer.from(ca.x5c[0]!, 'base64'))],
     algorithm: SignatureAlgorithm.ES256,
     digestAlgorithm: 'SHA-256',
+    // eslint-disable-next-line @typescript-eslint/no-unsafe-class-instance-assignment -- the mdoc library's own DeviceKey, from its own factory
     deviceKeyInfo: { deviceKey: DeviceKey.fromJwk(holder.publicJwk as Record<string, unknown>), keyAuthorizations: opts.keyAuthorizations },
     validityInfo: {
       signed: opts.signed ?? new Date(now - 60_000),

@@ -111,6 +111,7 @@ describe('webhook sender', () => {
       const cert = fs.readFileSync(path.join(dir, 'c.pem'), 'utf8');
       const seen: { host?: string; sni?: string }[] = [];
       const server = https.createServer({ cert, key: fs.readFileSync(path.join(dir, 'k.pem')) }, (req, res) => {
+        // eslint-disable-next-line @typescript-eslint/no-unsafe-class-instance-assignment -- the https server's socket is a TLSSocket
         seen.push({ host: req.headers.host, sni: (req.socket as TLSSocket).servername || undefined });
         req.resume();
         req.on('end', () => res.end('ok'));

@@ -108,6 +108,7 @@ export class OutboundCall {
       () => {
         this.engineReadyHr = process.hrtime.bigint();
       },
+      // eslint-disable-next-line @typescript-eslint/use-unknown-in-catch-callback-variable -- the engine's, the transport's and our own rejections are Errors
       (err: Error) => {
         this.engineError = err.message;
         this.hangup('failed', err.message);

@@ -105,6 +105,7 @@ export class RoomCall {
     this.ai.use(engine);
     this.engineReady = engine.connect().then(
       () => undefined,
+      // eslint-disable-next-line @typescript-eslint/use-unknown-in-catch-callback-variable -- the engine's, the transport's and our own rejections are Errors
       (err: Error) => this.hangup('failed', err.message),
     );
     let answerSdp: string;

@@ -62,6 +62,7 @@ export class InboundService {
         this.registrar.handle(ctx);
         return true;
       case 'INVITE':
+        // eslint-disable-next-line @typescript-eslint/use-unknown-in-catch-callback-variable -- the engine's, the transport's and our own rejections are Errors
         void this.onInvite(ctx).catch((err: Error) => {
           log('error', 'inbound INVITE failed', { error: err.message });
           ctx.respond(makeResponse(ctx.req, 500, 'Server Internal Error', newTag()));

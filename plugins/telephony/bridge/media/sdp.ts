@@ -140,6 +140,7 @@ const STATIC_NAMES: Record<number, SipCodec> = { 0: 'PCMU', 8: 'PCMA', 9: 'G722'
  * G.711 law we allow (the far end's order, RFC 3264 §6.1).
  */
 function pickCodec(audio: AudioMedia, allowed: SipCodec[]): { codec: SipCodec; pt: number } | null {
+  // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-conversion -- sdp-transform types payloads as a string but yields a number for a single payload type
   const pts = String(audio.payloads ?? '')
     .split(/\s+/)
     .filter(Boolean)

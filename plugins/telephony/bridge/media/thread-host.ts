@@ -249,6 +249,11 @@ export class ThreadMediaHost implements MediaHost {
         if (leg?.onStopped(m.metrics)) this.legs.delete(m.id);
         return;
       }
+      case 'priority':
+      case 'opened':
+      case 'reserved':
+      case 'error':
+        return; // answers to ask() and the thread's own reports: settled where they are asked
     }
   }
 

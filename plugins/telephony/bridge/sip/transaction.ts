@@ -67,6 +67,7 @@ export class ClientTransaction {
   }
 
   private transmit(): void {
+    // eslint-disable-next-line @typescript-eslint/use-unknown-in-catch-callback-variable -- the engine's, the transport's and our own rejections are Errors
     this.layer.transport.send(this.request, this.peer).catch((err: Error) => this.timeout(`SIP transport error: ${err.message}`));
   }
 

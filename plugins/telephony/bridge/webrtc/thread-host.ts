@@ -99,6 +99,9 @@ class ThreadLeg implements RoomLeg {
         this.host.forget(this.id);
         this.stopped?.(m.metrics ?? EMPTY_WEBRTC_METRICS);
         return;
+      case 'gc':
+      case 'priority':
+        return; // the thread's own reports, read by the host, never a leg's
     }
   }
 }

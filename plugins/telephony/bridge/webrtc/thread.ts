@@ -76,6 +76,7 @@ function serve(port: MessagePort, d: WebRtcThreadData): void {
     legs.set(id, leg);
     leg.answer(m.offerSdp).then(
       (sdp) => port.postMessage({ op: 'answer', id, sdp, codec: leg.codec }),
+      // eslint-disable-next-line @typescript-eslint/use-unknown-in-catch-callback-variable -- the engine's, the transport's and our own rejections are Errors
       (err: Error) => {
         legs.delete(id);
         void leg.stop();
