@@ -103,7 +103,7 @@ function sqliteBackup(db: string, out: string): Promise<number> {
   const t = performance.now();
   return new Promise((resolve, reject) =>
     execFile('/usr/bin/sqlite3', [db, `.backup '${out}'`], (e) => {
-      if (e) reject(e);
+      if (e) reject(new Error(e.message));
       else resolve(performance.now() - t);
     }),
   );

@@ -10,6 +10,10 @@ command -v sipp >/dev/null 2>&1 || need+=(sip-tester)
 command -v softhsm2-util >/dev/null 2>&1 || need+=(softhsm2)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
 command -v pkcs11-tool >/dev/null 2>&1 || need+=(opensc)
+# A real desk phone (SIP over TLS, SRTP, G.722; its libspandsp is the G.722 reference) and the
+# Python that loads that reference in the G.722 test.
+command -v baresip >/dev/null 2>&1 || need+=(baresip-core)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing Debian packages: ${need[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"

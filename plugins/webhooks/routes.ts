@@ -10,7 +10,18 @@ import {
   type RouteRegistrar,
   type RouteRequest,
 } from '../../server/sdk.ts';
-import { addBody, createdSubscription, eventInfo, deliveriesQuery, deliveryItem, idBody, listQuery, redeliverBody, subscriptionItem, updateBody } from './schemas.ts';
+import {
+  addBody,
+  createdSubscription,
+  eventInfo,
+  deliveriesQuery,
+  deliveryItem,
+  idBody,
+  listQuery,
+  redeliverBody,
+  subscriptionItem,
+  updateBody,
+} from './schemas.ts';
 import type { WebhookService } from './service.ts';
 
 export function actorOf(p: Principal | null): string {

@@ -9,7 +9,6 @@ import { appliedVersion } from '../store/migrate.ts';
 import { CORE_MIGRATIONS } from '../core.ts';
 import type { CoreCommand } from './command.ts';
 
-
 /** The Node majors the appliance supports (package.json `engines`). */
 export const SUPPORTED_NODE_MAJORS = [20, 22, 24];
 
@@ -111,7 +110,8 @@ export const doctorCommand: CoreCommand = {
     const backup = readBackupState(ctx.db, c.dataDir, ctx.clock.now());
     const last = backup.lastSuccess ? `last success ${backup.lastSuccess.at} (${backup.lastSuccess.file})` : 'no success yet';
     if (backup.health === 'unconfigured') warn(`backup: no schedule (sovcomms backup schedule --every 24h --keep 14 --to DIR); ${last}`);
-    else if (backup.health === 'ok') ok(`backup: every ${backup.schedule?.every ?? '?'} to ${backup.schedule?.target ?? '?'}, ${last}, next ${backup.nextRun ?? '-'}`);
+    else if (backup.health === 'ok')
+      ok(`backup: every ${backup.schedule?.every ?? '?'} to ${backup.schedule?.target ?? '?'}, ${last}, next ${backup.nextRun ?? '-'}`);
     else fail(`backup: ${backup.health}${backup.lastFailure ? ` (${backup.lastFailure.reason} at ${backup.lastFailure.at})` : ''}; ${last}`);
     const tel = (c.plugins.telephony ?? {}) as { bridge?: { mode?: string; sipHost?: string; sipPort?: number } };
     const mode = tel.bridge?.mode ?? 'embedded';

@@ -284,6 +284,7 @@ export class Bridge {
         // eslint-disable-next-line @typescript-eslint/no-confusing-void-expression -- answers and ends the async handler in one step
         return send(200, { ok: true, count: good.length, rejected } satisfies PutTrunksAnswer);
       }
+      // eslint-disable-next-line @typescript-eslint/no-confusing-void-expression -- send() ends the request; returning it keeps one exit per route, as the routes above
       if (method === 'PUT' && path === '/tls') return send(200, await this.setTls(parse(TlsBodySchema, await readJson(req))));
       if (method === 'POST' && path === '/calls') {
         const body = parse(PlaceCallSchema, await readJson(req));

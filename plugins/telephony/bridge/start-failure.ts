@@ -38,7 +38,8 @@ export function startFailure(err: unknown): BridgeFailed {
       detail: err.errno,
     };
   }
-  return { type: 'bridge-failed', reason: 'start_failed', detail: String((err as Error)?.message ?? err).slice(0, 300) };
+  const detail = err instanceof Error ? err.message : String(err);
+  return { type: 'bridge-failed', reason: 'start_failed', detail: detail.slice(0, 300) };
 }
 
 /**

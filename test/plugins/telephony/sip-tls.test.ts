@@ -236,8 +236,8 @@ describe('SIP over TLS (real bridge, baresip desk phone, a TLS trunk)', () => {
     });
     sipps.push(run);
     const since = phone.events.length;
-    await phone.waitEvent('CALL_ESTABLISHED', 15_000, since).catch((e: Error) => {
-      throw new Error(`${e.message}\n${phone.output.slice(-3000)}\n${s.logs.text().slice(-3000)}`);
+    await phone.waitEvent('CALL_ESTABLISHED', 15_000, since).catch((e: unknown) => {
+      throw new Error(`${e instanceof Error ? e.message : String(e)}\n${phone.output.slice(-3000)}\n${s.logs.text().slice(-3000)}`);
     });
     await new Promise((r) => setTimeout(r, 3000));
     phone.command('hangup');
