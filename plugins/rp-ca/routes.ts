@@ -110,7 +110,7 @@ export function rpCaRoutes(r: RouteRegistrar, service: () => Promise<CaService>,
     method: 'GET',
     path: '/rp-cert.ashx?cert',
     summary: 'One issued certificate (PEM, as a download), by serial',
-    auth: policy.adminOrHmac('rp-cert-get'),
+    auth: policy.adminOrHmac('rp-cert-cert'),
     query: certQuery,
     responses: { 200: { description: 'the certificate', contentType: 'application/x-pem-file' }, 404: { description: 'not_found' } },
     handler: async (req) => {

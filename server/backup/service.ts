@@ -18,12 +18,14 @@ import { createArchive, type CreatedArchive } from './create.ts';
 export const BACKUP_QUEUE = 'core.backup';
 /** The webhook event of a failed backup, emitted for the primary tenant (its super-admins). */
 export const BACKUP_FAILED = 'backup.failed';
-export const backupFailedSchema = z.object({
-  trigger: z.enum(['schedule', 'cli', 'api']),
-  target: z.string(),
-  reason: z.string(),
-  at: z.string(),
-});
+export const backupFailedSchema = z
+  .object({
+    trigger: z.enum(['schedule', 'cli', 'api']).describe('what started it: the schedule, the CLI or the API'),
+    target: z.string().describe('the folder the archive was to go to'),
+    reason: z.string().describe('why it failed (paths and causes, never a secret)'),
+    at: z.string().describe('when it failed (ISO 8601)'),
+  })
+  .describe('A backup of the appliance failed (scheduled, from the CLI or the API); sent to the primary tenant.');
 
 export type BackupTrigger = 'schedule' | 'cli' | 'api';
 

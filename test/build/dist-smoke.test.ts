@@ -212,7 +212,8 @@ describe('compiled output (npm run build)', () => {
   it('npm run build runs the console build after the server build, when the console has one', () => {
     const scripts = (JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
     expect(scripts.build).toBe('node bin/run-ts.mjs scripts/build.ts && npm run --if-present build:console');
-    expect(scripts.start).toBe('node bin/sovcomms.mjs serve');
+    // npm start runs the compiled dist/ when it is built and current, else the TypeScript entry (bin/start.mjs).
+    expect(scripts.start).toBe('node bin/start.mjs');
   });
 
   it('a build cleans what an older build left, never dist/console (the console build writes it)', () => {

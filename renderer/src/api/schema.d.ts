@@ -3756,7 +3756,7 @@ export interface webhooks {
         get?: never;
         put?: never;
         /**
-         * backup.failed (declared by core)
+         * A backup of the appliance failed (scheduled, from the CLI or the API); sent to the primary tenant.
          * @description Declared by the core plugin. Delivered to subscriptions naming `backup.failed` or `*`, signed (X-Service-Signature, webhook-signature).
          */
         post: operations["event_backup_failed"];
@@ -19400,11 +19400,18 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /** @description A backup of the appliance failed (scheduled, from the CLI or the API); sent to the primary tenant. */
                     data: {
+                        /** @description when it failed (ISO 8601) */
                         at: string;
+                        /** @description why it failed (paths and causes, never a secret) */
                         reason: string;
+                        /** @description the folder the archive was to go to */
                         target: string;
-                        /** @enum {string} */
+                        /**
+                         * @description what started it: the schedule, the CLI or the API
+                         * @enum {string}
+                         */
                         trigger: "schedule" | "cli" | "api";
                     };
                     /** @constant */

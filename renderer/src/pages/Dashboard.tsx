@@ -198,7 +198,7 @@ export function Dashboard() {
         {Object.entries(live.status)
           .filter(([, p]) => p.state === 'started' && p.health?.status === 'degraded' && p.health.reason)
           .map(([name, p]) => (
-            <Text key={name} size="sm" c="orange.8" mt="xs" data-testid={`plugin-reason-${name}`}>
+            <Text key={name} size="sm" fw={600} mt="xs" data-testid={`plugin-reason-${name}`}>
               {name}: {p.health?.reason}
             </Text>
           ))}

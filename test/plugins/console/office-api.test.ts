@@ -152,12 +152,12 @@ describe('RP certificates', () => {
       adminCall(s, 'POST', '/rp-cert.ashx?issue', 'rp-cert-issue', { json: { client_id: 'x509_san_dns:verifier.example', include_key: true } }),
     );
     expect(ok.status).toBe(200);
-    const pem = await adminCall(s, 'GET', `/rp-cert.ashx?cert&serial=${ok.body.serial as string}`, 'rp-cert-get');
+    const pem = await adminCall(s, 'GET', `/rp-cert.ashx?cert&serial=${ok.body.serial as string}`, 'rp-cert-cert');
     expect(pem.status).toBe(200);
     expect(pem.headers.get('content-type')).toContain('application/x-pem-file');
     expect(pem.headers.get('content-disposition')).toBe(`attachment; filename="rp-cert-${ok.body.serial as string}.pem"`);
     expect(await pem.text()).toBe(ok.body.certificate);
-    expect((await adminCall(s, 'GET', '/rp-cert.ashx?cert&serial=00ff', 'rp-cert-get')).status).toBe(404);
+    expect((await adminCall(s, 'GET', '/rp-cert.ashx?cert&serial=00ff', 'rp-cert-cert')).status).toBe(404);
   });
 });
 

@@ -32,6 +32,7 @@ describe('telephony migration 0006-trunk-tls', () => {
       dns_srv: 1,
       inbound_auth: 'digest',
       tls_ca_pem: '',
+      srtp: 'off', // migration 0007 (SDES SRTP), which upgrade() also applies
       created_at: now,
       updated_at: now,
     });

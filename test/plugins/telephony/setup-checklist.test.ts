@@ -71,8 +71,15 @@ describe('setup checklist (GET /api.ashx/v1/setup/checklist)', () => {
     await until(() => fake.trunks.some((t) => t.id.endsWith('.carrier')), 3000, 'trunk at the bridge');
     await s.fetch(`${V1}/outbound-routes`, { method: 'POST', key: s.adminKey, json: { match: 'global', trunkIds: ['carrier'] } });
     await adm(s, '/signal.ashx?telephony=settings-save', 'telephony-settings-save', { defaultTrunkId: 'carrier' });
+    // The appliance's backup schedule (`sovcomms backup schedule`) is the last item.
+    expect((await get()).body.done).toBe(false);
+    expect(states((await get()).body)['backup-target']).toBe('todo');
+    s.appliance.core.db
+      .prepare('INSERT INTO backup_schedule (id, every_ms, keep, target, created_at) VALUES (1, 86400000, 14, ?, ?)')
+      .run('/srv/sovcomms-backups', Date.now());
     const r = await get();
     expect(r.body.done).toBe(true);
+    expect(r.body.items.find((i: { id: string }) => i.id === 'backup-target')).toMatchObject({ state: 'done', detail: 'backups to /srv/sovcomms-backups' });
     expect(r.body.items.find((i: { id: string }) => i.id === 'trunk-registered')).toMatchObject({ state: 'done', detail: 'registered: carrier' });
     const other = await get(keyB, B);
     expect(states(other.body)['engine-key']).toBe('todo');

@@ -25,10 +25,11 @@ describe('declared events', () => {
     const r = await s.fetch('/api.ashx/v1/webhooks/events', { key: s.adminKey });
     expect(r.status).toBe(200);
     const env = (await r.json()) as { data: { name: string; plugin: string; description: string }[]; total: number };
-    expect(env.data.map((e) => e.name)).toEqual(['call.ended', 'webhook.test']);
-    expect(env.total).toBe(2);
-    expect(env.data[1]).toEqual({ name: 'webhook.test', plugin: 'webhooks', description: expect.stringMatching(/test delivery/i) });
-    expect(env.data[0]).toMatchObject({ name: 'call.ended', plugin: 'test-calls' });
+    expect(env.data.map((e) => e.name)).toEqual(['backup.failed', 'call.ended', 'webhook.test']);
+    expect(env.total).toBe(3);
+    expect(env.data[0]).toEqual({ name: 'backup.failed', plugin: 'core', description: expect.any(String) });
+    expect(env.data[2]).toEqual({ name: 'webhook.test', plugin: 'webhooks', description: expect.stringMatching(/test delivery/i) });
+    expect(env.data[1]).toMatchObject({ name: 'call.ended', plugin: 'test-calls' });
     expect((await s.fetch('/api.ashx/v1/webhooks/events')).status).toBe(401);
 
     const doc = (await (await s.fetch('/openapi.json')).json()) as {
@@ -36,7 +37,7 @@ describe('declared events', () => {
       webhooks: Record<string, { post: { requestBody: unknown } }>;
     };
     expect(doc.paths['/api.ashx/v1/webhooks/events']).toBeDefined();
-    expect(Object.keys(doc.webhooks).sort()).toEqual(['call.ended', 'webhook.test']);
+    expect(Object.keys(doc.webhooks).sort()).toEqual(['backup.failed', 'call.ended', 'webhook.test']);
     expect(JSON.stringify(doc.webhooks['webhook.test']!.post.requestBody)).toContain('subscriptionId');
   });
 
@@ -46,7 +47,7 @@ describe('declared events', () => {
     expect(bad.json.error).toBe('unknown_event');
     expect(bad.json.error_description).toContain('"not.an.event"');
     expect(bad.json.error_description).toContain('call.ended, webhook.test');
-    expect(bad.json.known).toEqual(['*', 'call.ended', 'webhook.test']);
+    expect(bad.json.known).toEqual(['*', 'backup.failed', 'call.ended', 'webhook.test']);
     expect((await admin(s, 'list')).json.some((x: { url: string }) => x.url.endsWith('/typo'))).toBe(false);
 
     const all = await admin(s, 'add', { body: { url: `${rx.url}/all`, events: ['*'] } });
@@ -69,7 +70,7 @@ describe('declared events', () => {
     };
     const bad = await run('webhook', 'add', '--url', 'http://10.9.9.9/cli-typo', '--events', 'call.endded');
     expect(bad.code).toBe(1);
-    expect(bad.err.join('\n')).toMatch(/"call\.endded" is not an event any plugin declares; known: \*, call\.ended, webhook\.test/);
+    expect(bad.err.join('\n')).toMatch(/"call\.endded" is not an event any plugin declares; known: \*, backup\.failed, call\.ended, webhook\.test/);
     // call.ended is declared by test-calls, which `webhook` neither depends on nor sets up.
     const ok = await run('webhook', 'add', '--url', 'http://10.9.9.9/cli-ok', '--events', 'call.ended');
     expect(ok.code).toBe(0);
