@@ -8,7 +8,7 @@ import { ROOT } from '../support/cli.ts';
  * `npm run build` into dist/.test-build (inside the project, so the compiled code finds
  * node_modules; never the dist/ a developer may be running), shared by the test files that need
  * it: the first process to take the lock builds, the others wait and reuse the result while the
- * sources are unchanged (a fingerprint of their paths, sizes and times). Two tsc runs side by
+ * sources are unchanged (a fingerprint of their paths, sizes and times). Two builds side by
  * side on a loaded two-core machine took over two minutes; one takes ten seconds.
  */
 export const OUT = path.join(ROOT, 'dist', '.test-build');
