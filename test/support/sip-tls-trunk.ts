@@ -10,8 +10,9 @@ import dgram from 'node:dgram';
 import type net from 'node:net';
 import tls from 'node:tls';
 import { decodeG711, encodeG711 } from '../../plugins/telephony/bridge/media/audio.ts';
-import { parseRtp } from '../../plugins/telephony/bridge/media/rtp.ts';
+import { buildRtp, parseRtp } from '../../plugins/telephony/bridge/media/rtp.ts';
 import { StreamFramer, type SipRequest } from '../../plugins/telephony/bridge/sip/message.ts';
+import { sine } from './tones.ts';
 
 export interface TrunkConnection {
   servername: string | false | null;
@@ -130,16 +131,13 @@ export class SipTlsTrunk {
     let n = 0;
     this.rtpTimer = setInterval(() => {
       if (!this.rtpPeer) return;
-      const pcm = new Int16Array(160);
-      for (let i = 0; i < 160; i++) pcm[i] = Math.round(8000 * Math.sin((2 * Math.PI * this.o.toneHz * n++) / 8000));
-      const payload = encodeG711('PCMA', pcm);
-      const hdr = Buffer.alloc(12);
-      hdr[0] = 0x80;
-      hdr[1] = 8;
-      hdr.writeUInt16BE(seq++ & 0xffff, 2);
-      hdr.writeUInt32BE((seq * 160) >>> 0, 4);
-      hdr.writeUInt32BE(0x1234abcd, 8);
-      this.rtp!.send(Buffer.concat([hdr, payload]), this.rtpPeer.port, this.rtpPeer.host);
+      const payload = encodeG711('PCMA', sine(this.o.toneHz, 160, n));
+      this.rtp!.send(
+        buildRtp({ marker: seq === 0, payloadType: 8, sequence: seq++, timestamp: n, ssrc: 0x1234abcd, payload }),
+        this.rtpPeer.port,
+        this.rtpPeer.host,
+      );
+      n += 160;
     }, 20);
   }
 

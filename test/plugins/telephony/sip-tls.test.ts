@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { X509Certificate } from 'node:crypto';
-import dgram from 'node:dgram';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -12,8 +11,7 @@ import { DnsServer } from '../../support/dns-server.ts';
 import { Baresip } from '../../support/baresip.ts';
 import { SipTlsTrunk } from '../../support/sip-tls-trunk.ts';
 import { makeCa } from '../../support/test-ca.ts';
-import { decodeG711, encodeG711 } from '../../../plugins/telephony/bridge/media/audio.ts';
-import { parseRtp } from '../../../plugins/telephony/bridge/media/rtp.ts';
+import { concat, frameShare, rms, rtpParty, toneShare } from '../../support/tones.ts';
 import { adm, call, j, until, type Json } from './helpers.ts';
 
 /**
@@ -107,78 +105,6 @@ afterAll(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-/** Power of `freq` (Goertzel) over the total power: near 1 for a pure tone. */
-function toneShare(x: Int16Array, freq: number, rate: number): number {
-  const k = 2 * Math.cos((2 * Math.PI * freq) / rate);
-  let s1 = 0;
-  let s2 = 0;
-  let total = 0;
-  for (const v of x) {
-    const s0 = v + k * s1 - s2;
-    s2 = s1;
-    s1 = s0;
-    total += v * v;
-  }
-  const power = s1 * s1 + s2 * s2 - k * s1 * s2;
-  return total ? (2 * power) / (x.length * total) : 0;
-}
-
-/** The median over its 20 ms frames louder than silence of `toneShare`: robust to the gaps and phase jumps of a jitter buffer. */
-function frameShare(x: Int16Array, freq: number, rate: number): number {
-  const n = rate / 50;
-  const shares: number[] = [];
-  for (let at = 0; at + n <= x.length; at += n) {
-    const f = x.subarray(at, at + n);
-    if (rms(f) > 300) shares.push(toneShare(f, freq, rate));
-  }
-  shares.sort((a, b) => a - b);
-  return shares.length ? shares[Math.floor(shares.length / 2)]! : 0;
-}
-
-function rms(x: Int16Array): number {
-  let t = 0;
-  for (const v of x) t += v * v;
-  return x.length ? Math.sqrt(t / x.length) : 0;
-}
-
-function concat(chunks: Int16Array[]): Int16Array {
-  const out = new Int16Array(chunks.reduce((n, c) => n + c.length, 0));
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.length;
-  }
-  return out;
-}
-
-/** The caller's media: sends a 440 Hz tone (PCMA) to where the bridge's RTP comes from, keeps what it hears. */
-async function toneCaller(): Promise<{ port: number; heard: Int16Array[]; close: () => void }> {
-  const sock = dgram.createSocket('udp4');
-  await new Promise<void>((r) => sock.bind(0, '127.0.0.1', r));
-  const heard: Int16Array[] = [];
-  let peer: { port: number; address: string } | null = null;
-  let n = 0;
-  let seq = 0;
-  sock.on('message', (buf, rinfo) => {
-    peer ??= rinfo;
-    const p = parseRtp(buf);
-    if (p && p.payloadType === 8) heard.push(decodeG711('PCMA', p.payload));
-  });
-  const timer = setInterval(() => {
-    if (!peer) return;
-    const pcm = new Int16Array(160);
-    for (let i = 0; i < 160; i++) pcm[i] = Math.round(8000 * Math.sin((2 * Math.PI * 440 * n++) / 8000));
-    const hdr = Buffer.alloc(12);
-    hdr[0] = 0x80;
-    hdr[1] = 8;
-    hdr.writeUInt16BE(seq++ & 0xffff, 2);
-    hdr.writeUInt32BE((seq * 160) >>> 0, 4);
-    hdr.writeUInt32BE(0x0badcafe, 8);
-    sock.send(Buffer.concat([hdr, encodeG711('PCMA', pcm)]), peer.port, peer.address);
-  }, 20);
-  return { port: sock.address().port, heard, close: () => (clearInterval(timer), sock.close()) };
-}
-
 const trunkRow = async (id: string): Promise<Json> => (await j(adm(s, '/signal.ashx?trunks=list', 'trunks-list'))).body.trunks.find((t: Json) => t.id === id);
 
 describe('SIP over TLS (real bridge, baresip desk phone, a TLS trunk)', () => {
@@ -226,7 +152,7 @@ describe('SIP over TLS (real bridge, baresip desk phone, a TLS trunk)', () => {
       5000,
       'alice registered',
     );
-    const caller = await toneCaller();
+    const caller = await rtpParty({ toneHz: 440 });
     const run = await startSipp({
       scenario: 'inbound-uac',
       remote: `127.0.0.1:${sipPort}`,
