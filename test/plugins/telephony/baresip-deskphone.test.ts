@@ -25,7 +25,7 @@ import { adm, j, until, type Json } from './helpers.ts';
  *   registrar's Flow-Timer, 120 s) registers a flow, pings with a double CRLF, gets the single
  *   CRLF pong, and is rung on that same connection afterwards.
  * A desk phone's own outgoing call (to an AI number or out) is not tested: the bridge takes
- * INVITEs from trunks only (inbound/service.ts), so a phone's call is refused 403 on a LAN where
+ * INVITEs from trunks only (inbound/service.ts), so a phone's call is refused (403, or 407 when a trunk authenticates by digest) where
  * it is not a trunk; the product offers no route for it yet.
  */
 const ALICE_DID = '+4930999001';

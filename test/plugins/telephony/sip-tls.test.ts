@@ -20,9 +20,14 @@ import { adm, call, j, until, type Json } from './helpers.ts';
  *   (`?phones=tls`); a carrier's call (SIPp over UDP, the caller's RTP the test's own socket) rings
  *   it over its own TLS connection (it has no certificate, so it could not take one of ours) and
  *   audio is checked both ways by tone (caller 440 Hz → phone, phone's 1000 Hz → caller).
- * - Trunk: Debian's SIPp has no TLS (`sipp -v`: v3.6.1-SCTP-PCAP-RTPSTREAM), so the TLS trunk is a
- *   Node `tls` server speaking SIP (test/support/sip-tls-trunk.ts), located by `_sips._tcp` SRV
- *   from a loopback DNS server, its certificate from a test CA given as the trunk's CA.
+ * - Trunk: Debian's SIPp has no TLS (`sipp -v`: v3.6.1-SCTP-PCAP-RTPSTREAM; `sipp -t l1` exits
+ *   with "To use a TLS transport you must compile SIPp with OpenSSL") and no SRTP of its own (its
+ *   man page names none), so the TLS trunk is a Node `tls` server speaking SIP
+ *   (test/support/sip-tls-trunk.ts), located by `_sips._tcp` SRV from a loopback DNS server, its
+ *   certificate from a test CA given as the trunk's CA. SRTP on a TLS trunk is checked against the
+ *   same server answering SDES and protecting its media with the bridge's own SDES code
+ *   (media/sdes.ts, itself checked against werift's SRTP in bridge-g722-srtp.test.ts); SRTP with
+ *   a real SRTP stack is the baresip desk phone in baresip-deskphone.test.ts.
  */
 const V1 = '/api.ashx/v1';
 const ALICE_DID = '+4930999';
@@ -37,11 +42,13 @@ const phones: Baresip[] = [];
 let sipPort = 0;
 let tlsPort = 0;
 let testCa = '';
+let trunkCa: ReturnType<typeof makeCa>;
 let otherCa = '';
 
 beforeAll(async () => {
   const ca = makeCa(dir, 'trunkca');
   testCa = ca.ca;
+  trunkCa = ca;
   otherCa = makeCa(dir, 'otherca').ca;
   trunk = new SipTlsTrunk(ca.issue('edge', 'DNS:trunk.test'), { flowTimerSec: 2, toneHz: 700 });
   await trunk.start();
@@ -55,7 +62,10 @@ beforeAll(async () => {
     script: [],
     usage: { prompt: 10, response: 5 },
     keepAudioMs: 3000,
-    scriptsByKey: { 'key-tls': [{ say: 'Hello over TLS.', audioMs: 1500 }, { wait: 1500 }, { say: 'Goodbye.', audioMs: 200 }, { tool: 'end_call' }] },
+    scriptsByKey: {
+      'key-tls': [{ say: 'Hello over TLS.', audioMs: 1500 }, { wait: 1500 }, { say: 'Goodbye.', audioMs: 200 }, { tool: 'end_call' }],
+      'key-srtp': [{ say: 'Hello over SRTP.', audioMs: 1500 }, { wait: 1500 }, { say: 'Goodbye.', audioMs: 200 }, { tool: 'end_call' }],
+    },
   });
   await engine.start();
   const base = 44000 + 2 * Math.floor(Math.random() * 4000);
@@ -245,6 +255,62 @@ describe('SIP over TLS (real bridge, baresip desk phone, a TLS trunk)', () => {
     expect(toneShare(in16.subarray(8000), 700, 16000)).toBeGreaterThan(0.5);
     expect(s.logs.text()).not.toContain('trunk-secret');
   }, 90_000);
+
+  it('an outbound AI call over a TLS trunk that requires SRTP: RTP/SAVP with SDES both ways, every packet authenticated, audio both ways, no key in the log', async () => {
+    const srtpTrunk = new SipTlsTrunk(trunkCa.issue('srtp-edge', 'IP:127.0.0.1'), { flowTimerSec: 30, toneHz: 700, srtp: true });
+    await srtpTrunk.start();
+    try {
+      expect(
+        (
+          await adm(s, '/signal.ashx?trunks=save', 'trunks-save', {
+            id: 'tlssrtp',
+            name: 'TLS and SRTP carrier',
+            host: '127.0.0.1',
+            port: srtpTrunk.port,
+            transport: 'tls',
+            codecs: ['PCMA'],
+            tlsCaPem: testCa,
+            srtp: 'required',
+          })
+        ).status,
+      ).toBe(200);
+      await adm(s, '/signal.ashx?telephony=settings-save', 'telephony-settings-save', { defaultTrunkId: 'tlssrtp' });
+      const id = (await j(s.fetch(`${V1}/calls`, { method: 'POST', key: s.adminKey, json: call({ apiKey: 'key-srtp', email: undefined }) }))).body
+        .callId as string;
+      const done = await until(
+        async () => {
+          const r = (await j(s.fetch(`${V1}/calls/${id}`, { key: s.adminKey }))).body;
+          return r.status.startsWith('ended') ? r : null;
+        },
+        40_000,
+        'call ended',
+      );
+      expect(done).toMatchObject({ status: 'ended-success', endedReason: 'finished', trunkId: 'tlssrtp' });
+      // RFC 4568: our offer is RTP/SAVP with a crypto line per suite; the answer took the first.
+      expect(srtpTrunk.lastOffer).toMatch(/m=audio \d+ RTP\/SAVP /);
+      expect(srtpTrunk.lastOffer).toMatch(/a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:/);
+      expect(srtpTrunk.lastOffer).toMatch(/a=crypto:2 AES_CM_128_HMAC_SHA1_32 inline:/);
+      expect(srtpTrunk.lastAnswer).toMatch(/RTP\/SAVP 8/);
+      // Every packet from the bridge authenticated under the key it offered.
+      expect(srtpTrunk.srtpStats.ok).toBeGreaterThan(50);
+      expect(srtpTrunk.srtpStats.failed).toBe(0);
+      // The AI's 440 Hz reached the callee; the callee's 700 Hz (protected with its key) reached the AI.
+      const speech = concat(srtpTrunk.heard.filter((f) => rms(f) > 500));
+      expect(speech.length).toBeGreaterThan(8000);
+      expect(toneShare(speech.subarray(0, 8000), 440)).toBeGreaterThan(0.5);
+      const session = engine.sessions.find((x) => x.key === 'key-srtp')!;
+      const pcm = Buffer.concat(session.audioIn);
+      const in16 = new Int16Array(pcm.buffer.slice(pcm.byteOffset, pcm.byteOffset + (pcm.length & ~1)));
+      expect(toneShare(in16.subarray(8000), 700, 16000)).toBeGreaterThan(0.5);
+      const keys = [...`${srtpTrunk.lastOffer}\n${srtpTrunk.lastAnswer}`.matchAll(/inline:([A-Za-z0-9+/=]+)/g)].map((m) => m[1]!);
+      const logs = s.logs.text();
+      expect(logs).not.toMatch(/a=crypto|inline:/);
+      for (const k of keys) expect(logs).not.toContain(k);
+    } finally {
+      await adm(s, '/signal.ashx?telephony=settings-save', 'telephony-settings-save', { defaultTrunkId: 'tls' });
+      await srtpTrunk.stop();
+    }
+  }, 60_000);
 
   it("a certificate that does not verify is refused with the trunk's error: another CA, another name, the system store", async () => {
     const base = { transport: 'tls', dnsSrv: true, register: true, username: 'acme', password: 'pw', codecs: ['PCMA'] };
