@@ -1,6 +1,6 @@
 /**
  * Debian's baresip (1.0.0, /usr/bin/baresip) as a real desk phone in tests: one account, auto
- * answer, a sine tone as its microphone (`ausine`), what it hears recorded as WAV (`sndfile`), no
+ * answer, G.711 (and G.722 and SDES SRTP when asked, `modules`), a sine tone as its microphone (`ausine`), what it hears recorded as WAV (`sndfile`), no
  * sound card (`aubridge` as the player), driven and watched through `ctrl_tcp` (netstring JSON:
  * commands in, events such as REGISTER_OK, CALL_INCOMING, CALL_ESTABLISHED, CALL_CLOSED out).
  */
@@ -21,6 +21,11 @@ export interface BaresipOptions {
   sineHz?: number;
   /** `-s`: every SIP message with its transport and addresses in `output`. */
   trace?: boolean;
+  /**
+   * More modules beside G.711: `g722.so` (wideband, spandsp's G.722), `srtp.so` (SDES SRTP, for an
+   * account's `mediaenc=srtp-mand`). Without them the phone offers G.711 and plain RTP only.
+   */
+  modules?: string[];
 }
 
 export interface BaresipEvent {
@@ -58,6 +63,7 @@ export class Baresip {
       'ausrc_channels\t\t2',
       'module_path\t\t/usr/lib/baresip/modules',
       'module\t\t\tg711.so',
+      ...(o.modules ?? []).map((m) => `module\t\t\t${m}`),
       'module\t\t\tausine.so',
       'module\t\t\taubridge.so',
       'module\t\t\tsndfile.so',
@@ -118,6 +124,18 @@ export class Baresip {
       () => this.events.slice(since).find((e) => e.type === type) ?? null,
       ms,
       `baresip ${type} (saw ${this.events.map((e) => e.type).join(',')})`,
+    );
+  }
+
+  /**
+   * Registered: its REGISTER_OK event, or (when the registration was done before the control
+   * connection was up, as over UDP it often is) the account line it prints for a 200.
+   */
+  waitRegistered(ms = 15_000): Promise<true> {
+    return pollUntil(
+      () => this.events.some((e) => e.type === 'REGISTER_OK') || /\} 200 OK \(.*\) \[\d+ bindings?\]/.test(this.output) || null,
+      ms,
+      `baresip registered (saw ${this.events.map((e) => e.type).join(',')})\n${this.output.slice(-2000)}`,
     );
   }
 

@@ -1,17 +1,23 @@
 /**
  * A SIP trunk over TLS for tests: a Node `tls` server that speaks real SIP (Debian's SIPp is built
- * without TLS: `sipp -v` says v3.6.1-SCTP-PCAP-RTPSTREAM). It answers REGISTER with a digest
+ * without TLS: `sipp -v` says v3.6.1-SCTP-PCAP-RTPSTREAM, and `sipp -t l1` exits with "To use a
+ * TLS transport you must compile SIPp with OpenSSL"; nor does it protect SRTP itself). With
+ * `srtp`, it answers an RTP/SAVP offer with SDES (RFC 4568: the offer's first crypto line's tag
+ * and suite, a key of its own) and protects and checks its media with the bridge's own SDES code. It answers REGISTER with a digest
  * challenge, then 200 with `Require: outbound` and `Flow-Timer` (RFC 5626 §4.4), pongs CRLF pings,
  * answers OPTIONS, and takes an INVITE (100, 180, 200 with its own RTP socket in the SDP, which
  * sends a tone and keeps what it receives), and answers BYE. It records every connection (its SNI)
  * and every request as received.
  */
+import { randomBytes } from 'node:crypto';
 import dgram from 'node:dgram';
 import type net from 'node:net';
 import tls from 'node:tls';
 import { decodeG711, encodeG711 } from '../../plugins/telephony/bridge/media/audio.ts';
-import { parseRtp } from '../../plugins/telephony/bridge/media/rtp.ts';
+import { buildRtp, parseRtp } from '../../plugins/telephony/bridge/media/rtp.ts';
+import { SdesSrtp, type SdesSuite } from '../../plugins/telephony/bridge/media/sdes.ts';
 import { StreamFramer, type SipRequest } from '../../plugins/telephony/bridge/sip/message.ts';
+import { sine } from './tones.ts';
 
 export interface TrunkConnection {
   servername: string | false | null;
@@ -30,11 +36,17 @@ export class SipTlsTrunk {
   private rtpTimer: NodeJS.Timeout | null = null;
   private rtpPeer: { host: string; port: number } | null = null;
   private readonly sockets: tls.TLSSocket[] = [];
+  private srtp: SdesSrtp | null = null;
+  /** With `srtp`: SRTP packets received that authenticated, and those that did not. */
+  readonly srtpStats = { ok: 0, failed: 0 };
+  /** The last INVITE's offer and our answer (SDP). */
+  lastOffer = '';
+  lastAnswer = '';
 
   constructor(
     private readonly creds: { cert: string; key: string },
     /** `pong: false`: a server whose flow died (RFC 5626 §4.4.1: no pong to a ping). */
-    private readonly o: { flowTimerSec: number; toneHz: number; pong?: boolean },
+    private readonly o: { flowTimerSec: number; toneHz: number; pong?: boolean; srtp?: boolean },
   ) {}
 
   async start(): Promise<void> {
@@ -42,7 +54,16 @@ export class SipTlsTrunk {
     await new Promise<void>((r) => this.rtp!.bind(0, '127.0.0.1', r));
     this.rtp.on('message', (buf, rinfo) => {
       this.rtpPeer ??= { host: rinfo.address, port: rinfo.port };
-      const p = parseRtp(buf);
+      let pkt: Buffer | null = buf;
+      if (this.srtp) {
+        pkt = this.srtp.unprotect(buf);
+        if (!pkt) {
+          this.srtpStats.failed++;
+          return;
+        }
+        this.srtpStats.ok++;
+      }
+      const p = parseRtp(pkt);
       if (p && p.payloadType === 8) this.heard.push(decodeG711('PCMA', p.payload));
     });
     this.server = tls.createServer({ ...this.creds, minVersion: 'TLSv1.2' }, (s) => this.adopt(s));
@@ -96,17 +117,32 @@ export class SipTlsTrunk {
       case 'INVITE': {
         reply('100 Trying');
         reply('180 Ringing', ['Contact: <sip:callee@127.0.0.1;transport=tls>']);
+        const offer = req.body.toString();
+        this.lastOffer = offer;
+        let media = 'RTP/AVP';
+        let crypto: string[] = [];
+        this.srtp = null;
+        if (this.o.srtp) {
+          // RFC 4568 §5.1.2: accept the first crypto line, same tag and suite, our own key.
+          const m = /a=crypto:(\d+) (AES_CM_128_HMAC_SHA1_(?:80|32)) inline:([A-Za-z0-9+/=]+)/.exec(offer);
+          if (!m) return reply('488 Not Acceptable Here');
+          const ours = randomBytes(30).toString('base64');
+          this.srtp = new SdesSrtp({ suite: m[2] as SdesSuite, local: ours, remote: m[3]! });
+          media = 'RTP/SAVP';
+          crypto = [`a=crypto:${m[1]} ${m[2]} inline:${ours}`];
+        }
         const sdp = [
           'v=0',
           'o=trunk 1 1 IN IP4 127.0.0.1',
           's=-',
           'c=IN IP4 127.0.0.1',
           't=0 0',
-          `m=audio ${(this.rtp!.address() as net.AddressInfo).port} RTP/AVP 8`,
+          `m=audio ${(this.rtp!.address() as net.AddressInfo).port} ${media} 8`,
           'a=rtpmap:8 PCMA/8000',
+          ...crypto,
           '',
         ].join('\r\n');
-        const offer = req.body.toString();
+        this.lastAnswer = sdp;
         const port = Number(/m=audio (\d+)/.exec(offer)?.[1] ?? 0);
         this.rtpPeer = { host: '127.0.0.1', port };
         reply('200 OK', ['Contact: <sip:callee@127.0.0.1;transport=tls>', 'Content-Type: application/sdp'], sdp);
@@ -130,16 +166,13 @@ export class SipTlsTrunk {
     let n = 0;
     this.rtpTimer = setInterval(() => {
       if (!this.rtpPeer) return;
-      const pcm = new Int16Array(160);
-      for (let i = 0; i < 160; i++) pcm[i] = Math.round(8000 * Math.sin((2 * Math.PI * this.o.toneHz * n++) / 8000));
-      const payload = encodeG711('PCMA', pcm);
-      const hdr = Buffer.alloc(12);
-      hdr[0] = 0x80;
-      hdr[1] = 8;
-      hdr.writeUInt16BE(seq++ & 0xffff, 2);
-      hdr.writeUInt32BE((seq * 160) >>> 0, 4);
-      hdr.writeUInt32BE(0x1234abcd, 8);
-      this.rtp!.send(Buffer.concat([hdr, payload]), this.rtpPeer.port, this.rtpPeer.host);
+      const payload = encodeG711('PCMA', sine(this.o.toneHz, 160, n));
+      const pkt = this.srtp
+        ? this.srtp.protect(8, seq === 0, seq, n, 0x1234abcd, payload)
+        : buildRtp({ marker: seq === 0, payloadType: 8, sequence: seq, timestamp: n, ssrc: 0x1234abcd, payload });
+      seq++;
+      this.rtp!.send(pkt, this.rtpPeer.port, this.rtpPeer.host);
+      n += 160;
     }, 20);
   }
 

@@ -126,4 +126,28 @@ describe('one AI conversation for every call kind (bridge/calls/conversation.ts)
       vi.useRealTimers();
     }
   });
+
+  it('with a mark, waits for speech after it even when the audio before the mark came in the same millisecond', () => {
+    vi.useFakeTimers();
+    try {
+      const { h } = host({ queuedMs: () => 0 });
+      const ai = new Conversation(h, NAMES);
+      const e = new FakeEngine();
+      ai.use(e);
+      // "Hallo?" and the tool call in one read of the socket: no clock tick between them.
+      e.emit('audio', new Int16Array(480));
+      const mark = ai.audioMark;
+      const done = vi.fn();
+      ai.afterSpeech(20_000, done, mark);
+      vi.advanceTimersByTime(1500);
+      expect(done).not.toHaveBeenCalled(); // "Hallo?" has played, the message has not come yet
+      e.emit('audio', new Int16Array(480));
+      vi.advanceTimersByTime(300);
+      expect(done).not.toHaveBeenCalled();
+      vi.advanceTimersByTime(200);
+      expect(done).toHaveBeenCalledTimes(1);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
 });

@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import dgram from 'node:dgram';
 import { startSipp, type SippOptions, type SippRun } from '../../support/sipp.ts';
+import { toneShare } from '../../support/tones.ts';
 import { DnsServer } from '../../support/dns-server.ts';
 import { buildRtp, parseRtp } from '../../../plugins/telephony/bridge/media/rtp.ts';
 import { GeminiLiveFake, type ScriptStep } from '../../support/gemini-live-fake.ts';
@@ -308,15 +309,8 @@ describe('telephony bridge against SIPp', () => {
     expect(m.packetsReceived).toBeGreaterThan(m.packetsSent * 0.5);
     const pcm = Buffer.concat(engine.sessions[0]!.audioIn);
     const samples = new Int16Array(pcm.buffer, pcm.byteOffset, pcm.length >> 1);
-    const power = (hz: number) => {
-      const k = 2 * Math.cos((2 * Math.PI * hz) / 16000);
-      let s1 = 0;
-      let s2 = 0;
-      for (const x of samples) [s2, s1] = [s1, x + k * s1 - s2];
-      return s1 * s1 + s2 * s2 - k * s1 * s2;
-    };
     expect(samples.length).toBeGreaterThan(16000);
-    expect(power(440)).toBeGreaterThan(50 * power(1000));
+    expect(toneShare(samples, 440, 16000)).toBeGreaterThan(50 * toneShare(samples, 1000, 16000));
     expect((await s.exited).code).toBe(0);
   });
 

@@ -4,8 +4,7 @@ import { ManualClock } from '../../../server/clock.ts';
 import { startTestServer, type TestServer } from '../../support/server.ts';
 import { freePort, startSipp, type SippRun } from '../../support/sipp.ts';
 import { GeminiLiveFake } from '../../support/gemini-live-fake.ts';
-import { parseRtp } from '../../../plugins/telephony/bridge/media/rtp.ts';
-import { decodeG711 } from '../../../plugins/telephony/bridge/media/audio.ts';
+import { rms, rtpParty, toneShare, type RtpParty } from '../../support/tones.ts';
 import { adm, call, eventsOf, j, until, type Json } from './helpers.ts';
 import { newBranch, parseDatagram, type SipResponse } from '../../../plugins/telephony/bridge/sip/message.ts';
 import { digestAuthorization, parseChallenge } from '../../../plugins/telephony/bridge/sip/digest.ts';
@@ -144,68 +143,15 @@ async function sipp(o: Parameters<typeof startSipp>[0]): Promise<SippRun> {
   return r;
 }
 
-/**
- * The caller's media: our own socket named in the carrier's SDP. It keeps what the appliance
- * sends and echoes each packet back (symmetric RTP, as a carrier's media gateway sends from the
- * port it offered): the caller "speaks" what it heard.
- */
-async function rtpSink(ip = '127.0.0.1'): Promise<{ port: number; samples: (minRms?: number) => Int16Array; packets: () => number; close: () => void }> {
-  const sock = dgram.createSocket('udp4');
-  await new Promise<void>((r) => sock.bind(0, ip, r));
-  const chunks: Int16Array[] = [];
-  sock.on('message', (buf, rinfo) => {
-    sock.send(buf, rinfo.port, rinfo.address);
-    const p = parseRtp(buf);
-    if (p && p.payloadType === 8) chunks.push(decodeG711('PCMA', p.payload));
-  });
-  return {
-    port: sock.address().port,
-    packets: () => chunks.length,
-    /** Every frame's samples, or only those of frames louder than `minRms` (speech, not silence). */
-    samples: (minRms = 0) => {
-      const loud = chunks.filter((c) => rms(c) >= minRms);
-      const out = new Int16Array(loud.reduce((n, c) => n + c.length, 0));
-      let at = 0;
-      for (const c of loud) {
-        out.set(c, at);
-        at += c.length;
-      }
-      return out;
-    },
-    close: () => sock.close(),
-  };
-}
-
-/** Power of `freq` (Goertzel) over the total power: near 1 for a pure tone. */
-function toneShare(x: Int16Array, freq: number, rate = 8000): number {
-  const k = 2 * Math.cos((2 * Math.PI * freq) / rate);
-  let s1 = 0;
-  let s2 = 0;
-  let total = 0;
-  for (const v of x) {
-    const s0 = v + k * s1 - s2;
-    s2 = s1;
-    s1 = s0;
-    total += v * v;
-  }
-  const power = s1 * s1 + s2 * s2 - k * s1 * s2;
-  return total ? (2 * power) / (x.length * total) : 0;
-}
-
-function rms(x: Int16Array): number {
-  let t = 0;
-  for (const v of x) t += v * v;
-  return x.length ? Math.sqrt(t / x.length) : 0;
-}
-
 interface Placed {
   run: SippRun;
-  sink: Awaited<ReturnType<typeof rtpSink>>;
+  /** The caller's media: it echoes what the appliance sends (symmetric RTP, as a carrier's media gateway). */
+  sink: RtpParty;
 }
 
 /** The carrier calls `did` from `from`; the appliance ends the call (SIPp waits for its BYE). */
 async function carrierCall(did: string, from = '+4917612345678'): Promise<Placed> {
-  const sink = await rtpSink();
+  const sink = await rtpParty({ echo: true });
   const run = await sipp({
     scenario: 'inbound-uac',
     remote: `127.0.0.1:${sipPort}`,
@@ -379,7 +325,7 @@ describe('inbound SIP calls (real bridge, SIPp carrier and desk phones, Gemini L
     });
     const badExit = await bad.exited;
     expect(badExit.code, badExit.output).toBe(0);
-    const sink = await rtpSink('127.0.0.2'); // SIPp names its own address (-mi) in the SDP
+    const sink = await rtpParty({ echo: true, ip: '127.0.0.2' }); // SIPp names its own address (-mi) in the SDP
     const ok = await sipp({
       ...common,
       scenario: 'inbound-uac-digest',
@@ -601,7 +547,7 @@ describe('inbound SIP calls (real bridge, SIPp carrier and desk phones, Gemini L
       { Did: DID, User: BILLING },
     ])
       expect((await s.fetch(`${V1}/inbound-routes`, { method: 'POST', key: s.adminKey, json })).status).toBe(201);
-    const sink = await rtpSink();
+    const sink = await rtpParty({ echo: true });
     const run = await sipp({
       scenario: 'inbound-uac-display',
       remote: `127.0.0.1:${sipPort}`,
@@ -640,7 +586,7 @@ describe('inbound SIP calls (real bridge, SIPp carrier and desk phones, Gemini L
   it('a caller number with RFC 3261 §19.1.2 escapes is decoded (%2B → +); call.started and transcript.saved name the caller and their display name', async () => {
     const DID = '+4930710';
     expect((await s.fetch(`${V1}/inbound-routes`, { method: 'POST', key: s.adminKey, json: { Did: DID, User: BILLING } })).status).toBe(201);
-    const sink = await rtpSink();
+    const sink = await rtpParty({ echo: true });
     const run = await sipp({
       scenario: 'inbound-uac-display',
       remote: `127.0.0.1:${sipPort}`,

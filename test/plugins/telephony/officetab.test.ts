@@ -1,4 +1,3 @@
-import dgram from 'node:dgram';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
@@ -8,8 +7,7 @@ import { startTestServer, tempDir, type TestServer } from '../../support/server.
 import { freePort, startSipp, type SippRun } from '../../support/sipp.ts';
 import { GeminiLiveFake } from '../../support/gemini-live-fake.ts';
 import { tokenForm } from '../oidc/helpers.ts';
-import { buildRtp, parseRtp } from '../../../plugins/telephony/bridge/media/rtp.ts';
-import { decodeG711, encodeG711 } from '../../../plugins/telephony/bridge/media/audio.ts';
+import { rms, rtpParty, toneShare } from '../../support/tones.ts';
 import { adm, call as callBody, eventsOf, j, until, type Json } from './helpers.ts';
 import { WebRtcVisitor } from '../../support/webrtc-visitor.ts';
 
@@ -210,75 +208,10 @@ async function sipp(o: Parameters<typeof startSipp>[0]): Promise<SippRun> {
   return r;
 }
 
-/**
- * The caller's media: our own socket named in the carrier's SDP. It keeps what the appliance sends
- * and, once the appliance's first packet shows where its media is, sends a `hz` tone there (PCMA).
- */
-async function rtpCaller(hz: number): Promise<{ port: number; samples: (minRms?: number) => Int16Array; close: () => void }> {
-  const sock = dgram.createSocket('udp4');
-  await new Promise<void>((r) => sock.bind(0, '127.0.0.1', r));
-  const chunks: Int16Array[] = [];
-  let peer: { address: string; port: number } | null = null;
-  sock.on('message', (buf, rinfo) => {
-    peer ??= { address: rinfo.address, port: rinfo.port };
-    const p = parseRtp(buf);
-    if (p && p.payloadType === 8) chunks.push(decodeG711('PCMA', p.payload));
-  });
-  let seq = 0;
-  let n = 0;
-  const timer = setInterval(() => {
-    if (!peer) return;
-    const pcm = new Int16Array(160);
-    for (let i = 0; i < 160; i++) pcm[i] = Math.round(8000 * Math.sin((2 * Math.PI * hz * (n + i)) / 8000));
-    const pkt = buildRtp({ marker: seq === 0, payloadType: 8, sequence: seq & 0xffff, timestamp: n, ssrc: 0x5eed, payload: encodeG711('PCMA', pcm) });
-    seq++;
-    n += 160;
-    sock.send(pkt, peer.port, peer.address);
-  }, 20);
-  return {
-    port: sock.address().port,
-    samples: (minRms = 0) => {
-      const loud = chunks.filter((c) => rms(c) >= minRms);
-      const out = new Int16Array(loud.reduce((k, c) => k + c.length, 0));
-      let at = 0;
-      for (const c of loud) {
-        out.set(c, at);
-        at += c.length;
-      }
-      return out;
-    },
-    close: () => {
-      clearInterval(timer);
-      sock.close();
-    },
-  };
-}
-
-/** Power of `freq` (Goertzel) over the total power: near 1 for a pure tone. */
-function toneShare(x: Int16Array, freq: number, rate = 8000): number {
-  const k = 2 * Math.cos((2 * Math.PI * freq) / rate);
-  let s1 = 0;
-  let s2 = 0;
-  let total = 0;
-  for (const v of x) {
-    const s0 = v + k * s1 - s2;
-    s2 = s1;
-    s1 = s0;
-    total += v * v;
-  }
-  const power = s1 * s1 + s2 * s2 - k * s1 * s2;
-  return total ? (2 * power) / (x.length * total) : 0;
-}
-
-function rms(x: Int16Array): number {
-  let t = 0;
-  for (const v of x) t += v * v;
-  return x.length ? Math.sqrt(t / x.length) : 0;
-}
-
 /** The carrier calls `did`; SIPp waits for the appliance's BYE. */
 async function carrierCall(did: string, from = '+4917612345678') {
-  const media = await rtpCaller(CALLER_HZ);
+  // The caller's media: it sends a tone to where the appliance's first packet came from (PCMA).
+  const media = await rtpParty({ toneHz: CALLER_HZ });
   const run = await sipp({
     scenario: 'inbound-uac',
     remote: `127.0.0.1:${sipPort}`,

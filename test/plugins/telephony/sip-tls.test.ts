@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { X509Certificate } from 'node:crypto';
-import dgram from 'node:dgram';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -12,8 +11,7 @@ import { DnsServer } from '../../support/dns-server.ts';
 import { Baresip } from '../../support/baresip.ts';
 import { SipTlsTrunk } from '../../support/sip-tls-trunk.ts';
 import { makeCa } from '../../support/test-ca.ts';
-import { decodeG711, encodeG711 } from '../../../plugins/telephony/bridge/media/audio.ts';
-import { parseRtp } from '../../../plugins/telephony/bridge/media/rtp.ts';
+import { concat, frameShare, rms, rtpParty, toneShare } from '../../support/tones.ts';
 import { adm, call, j, until, type Json } from './helpers.ts';
 
 /**
@@ -22,9 +20,14 @@ import { adm, call, j, until, type Json } from './helpers.ts';
  *   (`?phones=tls`); a carrier's call (SIPp over UDP, the caller's RTP the test's own socket) rings
  *   it over its own TLS connection (it has no certificate, so it could not take one of ours) and
  *   audio is checked both ways by tone (caller 440 Hz → phone, phone's 1000 Hz → caller).
- * - Trunk: Debian's SIPp has no TLS (`sipp -v`: v3.6.1-SCTP-PCAP-RTPSTREAM), so the TLS trunk is a
- *   Node `tls` server speaking SIP (test/support/sip-tls-trunk.ts), located by `_sips._tcp` SRV
- *   from a loopback DNS server, its certificate from a test CA given as the trunk's CA.
+ * - Trunk: Debian's SIPp has no TLS (`sipp -v`: v3.6.1-SCTP-PCAP-RTPSTREAM; `sipp -t l1` exits
+ *   with "To use a TLS transport you must compile SIPp with OpenSSL") and no SRTP of its own (its
+ *   man page names none), so the TLS trunk is a Node `tls` server speaking SIP
+ *   (test/support/sip-tls-trunk.ts), located by `_sips._tcp` SRV from a loopback DNS server, its
+ *   certificate from a test CA given as the trunk's CA. SRTP on a TLS trunk is checked against the
+ *   same server answering SDES and protecting its media with the bridge's own SDES code
+ *   (media/sdes.ts, itself checked against werift's SRTP in bridge-g722-srtp.test.ts); SRTP with
+ *   a real SRTP stack is the baresip desk phone in baresip-deskphone.test.ts.
  */
 const V1 = '/api.ashx/v1';
 const ALICE_DID = '+4930999';
@@ -39,11 +42,13 @@ const phones: Baresip[] = [];
 let sipPort = 0;
 let tlsPort = 0;
 let testCa = '';
+let trunkCa: ReturnType<typeof makeCa>;
 let otherCa = '';
 
 beforeAll(async () => {
   const ca = makeCa(dir, 'trunkca');
   testCa = ca.ca;
+  trunkCa = ca;
   otherCa = makeCa(dir, 'otherca').ca;
   trunk = new SipTlsTrunk(ca.issue('edge', 'DNS:trunk.test'), { flowTimerSec: 2, toneHz: 700 });
   await trunk.start();
@@ -57,7 +62,10 @@ beforeAll(async () => {
     script: [],
     usage: { prompt: 10, response: 5 },
     keepAudioMs: 3000,
-    scriptsByKey: { 'key-tls': [{ say: 'Hello over TLS.', audioMs: 1500 }, { wait: 1500 }, { say: 'Goodbye.', audioMs: 200 }, { tool: 'end_call' }] },
+    scriptsByKey: {
+      'key-tls': [{ say: 'Hello over TLS.', audioMs: 1500 }, { wait: 1500 }, { say: 'Goodbye.', audioMs: 200 }, { tool: 'end_call' }],
+      'key-srtp': [{ say: 'Hello over SRTP.', audioMs: 1500 }, { wait: 1500 }, { say: 'Goodbye.', audioMs: 200 }, { tool: 'end_call' }],
+    },
   });
   await engine.start();
   const base = 44000 + 2 * Math.floor(Math.random() * 4000);
@@ -107,78 +115,6 @@ afterAll(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-/** Power of `freq` (Goertzel) over the total power: near 1 for a pure tone. */
-function toneShare(x: Int16Array, freq: number, rate: number): number {
-  const k = 2 * Math.cos((2 * Math.PI * freq) / rate);
-  let s1 = 0;
-  let s2 = 0;
-  let total = 0;
-  for (const v of x) {
-    const s0 = v + k * s1 - s2;
-    s2 = s1;
-    s1 = s0;
-    total += v * v;
-  }
-  const power = s1 * s1 + s2 * s2 - k * s1 * s2;
-  return total ? (2 * power) / (x.length * total) : 0;
-}
-
-/** The median over its 20 ms frames louder than silence of `toneShare`: robust to the gaps and phase jumps of a jitter buffer. */
-function frameShare(x: Int16Array, freq: number, rate: number): number {
-  const n = rate / 50;
-  const shares: number[] = [];
-  for (let at = 0; at + n <= x.length; at += n) {
-    const f = x.subarray(at, at + n);
-    if (rms(f) > 300) shares.push(toneShare(f, freq, rate));
-  }
-  shares.sort((a, b) => a - b);
-  return shares.length ? shares[Math.floor(shares.length / 2)]! : 0;
-}
-
-function rms(x: Int16Array): number {
-  let t = 0;
-  for (const v of x) t += v * v;
-  return x.length ? Math.sqrt(t / x.length) : 0;
-}
-
-function concat(chunks: Int16Array[]): Int16Array {
-  const out = new Int16Array(chunks.reduce((n, c) => n + c.length, 0));
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.length;
-  }
-  return out;
-}
-
-/** The caller's media: sends a 440 Hz tone (PCMA) to where the bridge's RTP comes from, keeps what it hears. */
-async function toneCaller(): Promise<{ port: number; heard: Int16Array[]; close: () => void }> {
-  const sock = dgram.createSocket('udp4');
-  await new Promise<void>((r) => sock.bind(0, '127.0.0.1', r));
-  const heard: Int16Array[] = [];
-  let peer: { port: number; address: string } | null = null;
-  let n = 0;
-  let seq = 0;
-  sock.on('message', (buf, rinfo) => {
-    peer ??= rinfo;
-    const p = parseRtp(buf);
-    if (p && p.payloadType === 8) heard.push(decodeG711('PCMA', p.payload));
-  });
-  const timer = setInterval(() => {
-    if (!peer) return;
-    const pcm = new Int16Array(160);
-    for (let i = 0; i < 160; i++) pcm[i] = Math.round(8000 * Math.sin((2 * Math.PI * 440 * n++) / 8000));
-    const hdr = Buffer.alloc(12);
-    hdr[0] = 0x80;
-    hdr[1] = 8;
-    hdr.writeUInt16BE(seq++ & 0xffff, 2);
-    hdr.writeUInt32BE((seq * 160) >>> 0, 4);
-    hdr.writeUInt32BE(0x0badcafe, 8);
-    sock.send(Buffer.concat([hdr, encodeG711('PCMA', pcm)]), peer.port, peer.address);
-  }, 20);
-  return { port: sock.address().port, heard, close: () => (clearInterval(timer), sock.close()) };
-}
-
 const trunkRow = async (id: string): Promise<Json> => (await j(adm(s, '/signal.ashx?trunks=list', 'trunks-list'))).body.trunks.find((t: Json) => t.id === id);
 
 describe('SIP over TLS (real bridge, baresip desk phone, a TLS trunk)', () => {
@@ -226,7 +162,7 @@ describe('SIP over TLS (real bridge, baresip desk phone, a TLS trunk)', () => {
       5000,
       'alice registered',
     );
-    const caller = await toneCaller();
+    const caller = await rtpParty({ toneHz: 440 });
     const run = await startSipp({
       scenario: 'inbound-uac',
       remote: `127.0.0.1:${sipPort}`,
@@ -319,6 +255,62 @@ describe('SIP over TLS (real bridge, baresip desk phone, a TLS trunk)', () => {
     expect(toneShare(in16.subarray(8000), 700, 16000)).toBeGreaterThan(0.5);
     expect(s.logs.text()).not.toContain('trunk-secret');
   }, 90_000);
+
+  it('an outbound AI call over a TLS trunk that requires SRTP: RTP/SAVP with SDES both ways, every packet authenticated, audio both ways, no key in the log', async () => {
+    const srtpTrunk = new SipTlsTrunk(trunkCa.issue('srtp-edge', 'IP:127.0.0.1'), { flowTimerSec: 30, toneHz: 700, srtp: true });
+    await srtpTrunk.start();
+    try {
+      expect(
+        (
+          await adm(s, '/signal.ashx?trunks=save', 'trunks-save', {
+            id: 'tlssrtp',
+            name: 'TLS and SRTP carrier',
+            host: '127.0.0.1',
+            port: srtpTrunk.port,
+            transport: 'tls',
+            codecs: ['PCMA'],
+            tlsCaPem: testCa,
+            srtp: 'required',
+          })
+        ).status,
+      ).toBe(200);
+      await adm(s, '/signal.ashx?telephony=settings-save', 'telephony-settings-save', { defaultTrunkId: 'tlssrtp' });
+      const id = (await j(s.fetch(`${V1}/calls`, { method: 'POST', key: s.adminKey, json: call({ apiKey: 'key-srtp', email: undefined }) }))).body
+        .callId as string;
+      const done = await until(
+        async () => {
+          const r = (await j(s.fetch(`${V1}/calls/${id}`, { key: s.adminKey }))).body;
+          return r.status.startsWith('ended') ? r : null;
+        },
+        40_000,
+        'call ended',
+      );
+      expect(done).toMatchObject({ status: 'ended-success', endedReason: 'finished', trunkId: 'tlssrtp' });
+      // RFC 4568: our offer is RTP/SAVP with a crypto line per suite; the answer took the first.
+      expect(srtpTrunk.lastOffer).toMatch(/m=audio \d+ RTP\/SAVP /);
+      expect(srtpTrunk.lastOffer).toMatch(/a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:/);
+      expect(srtpTrunk.lastOffer).toMatch(/a=crypto:2 AES_CM_128_HMAC_SHA1_32 inline:/);
+      expect(srtpTrunk.lastAnswer).toMatch(/RTP\/SAVP 8/);
+      // Every packet from the bridge authenticated under the key it offered.
+      expect(srtpTrunk.srtpStats.ok).toBeGreaterThan(50);
+      expect(srtpTrunk.srtpStats.failed).toBe(0);
+      // The AI's 440 Hz reached the callee; the callee's 700 Hz (protected with its key) reached the AI.
+      const speech = concat(srtpTrunk.heard.filter((f) => rms(f) > 500));
+      expect(speech.length).toBeGreaterThan(8000);
+      expect(toneShare(speech.subarray(0, 8000), 440)).toBeGreaterThan(0.5);
+      const session = engine.sessions.find((x) => x.key === 'key-srtp')!;
+      const pcm = Buffer.concat(session.audioIn);
+      const in16 = new Int16Array(pcm.buffer.slice(pcm.byteOffset, pcm.byteOffset + (pcm.length & ~1)));
+      expect(toneShare(in16.subarray(8000), 700, 16000)).toBeGreaterThan(0.5);
+      const keys = [...`${srtpTrunk.lastOffer}\n${srtpTrunk.lastAnswer}`.matchAll(/inline:([A-Za-z0-9+/=]+)/g)].map((m) => m[1]!);
+      const logs = s.logs.text();
+      expect(logs).not.toMatch(/a=crypto|inline:/);
+      for (const k of keys) expect(logs).not.toContain(k);
+    } finally {
+      await adm(s, '/signal.ashx?telephony=settings-save', 'telephony-settings-save', { defaultTrunkId: 'tls' });
+      await srtpTrunk.stop();
+    }
+  }, 60_000);
 
   it("a certificate that does not verify is refused with the trunk's error: another CA, another name, the system store", async () => {
     const base = { transport: 'tls', dnsSrv: true, register: true, username: 'acme', password: 'pw', codecs: ['PCMA'] };

@@ -53,6 +53,8 @@ export class Conversation {
   private tokensTotal = 0;
   private tokensPrompt = 0;
   private lastAudioAt = 0;
+  /** AI audio chunks played so far, in the engine's order (see `audioMark`). */
+  private audioChunks = 0;
   /** When the first AI audio was played (the outbound call's first-packet figure). */
   firstAudioHr: bigint | null = null;
   private readonly decimator = new Decimator24to8();
@@ -78,6 +80,7 @@ export class Conversation {
       if (this.engine !== engine || !this.host.audible()) return;
       if (this.firstAudioHr === null) this.firstAudioHr = process.hrtime.bigint();
       this.lastAudioAt = Date.now();
+      this.audioChunks++;
       if (this.host.play24) this.host.play24(pcm24);
       else this.host.play(this.decimator.process(pcm24));
     });
@@ -116,6 +119,16 @@ export class Conversation {
     this.engine?.sendText(`The caller pressed the telephone key ${digit}.`);
   }
 
+  /**
+   * Where the AI's audio stands now, for `afterSpeech`: a count of chunks, not a time, because the
+   * audio before a tool call and the call itself often arrive in one read of the socket, within
+   * the same millisecond, and a timestamp cannot tell the speech before the call from the speech
+   * after it.
+   */
+  get audioMark(): number {
+    return this.audioChunks;
+  }
+
   /** The AI's speech has played: nothing queued, none arriving for a moment. */
   idle(): boolean {
     return this.host.queuedMs() === 0 && Date.now() - this.lastAudioAt > SPOKEN_GAP_MS;
@@ -123,15 +136,15 @@ export class Conversation {
 
   /**
    * Calls `then` once the AI's goodbye has played (idle), at the latest after `capMs`; never after
-   * end(). With `spokenSince`, only once the AI has spoken after that instant (a message it is
-   * about to say, such as a voicemail message handed to it in a tool's answer).
+   * end(). With `spokenAfter` (an `audioMark`), only once the AI has spoken after that mark (a
+   * message it is about to say, such as a voicemail message handed to it in a tool's answer).
    */
-  afterSpeech(capMs: number, then: () => void, spokenSince?: number): void {
+  afterSpeech(capMs: number, then: () => void, spokenAfter?: number): void {
     const deadline = Date.now() + capMs;
     const check = () => {
       this.drainTimer = null;
       if (this.over) return;
-      if ((this.idle() && (spokenSince === undefined || this.lastAudioAt >= spokenSince)) || Date.now() > deadline) then();
+      if ((this.idle() && (spokenAfter === undefined || this.audioChunks > spokenAfter)) || Date.now() > deadline) then();
       else this.drainTimer = setTimeout(check, 50);
     };
     check();

@@ -303,7 +303,7 @@ export class OutboundCall {
           c,
           message ? { ok: true, leaveMessage: message, instruction: 'Say this message now, word for word, then stop.' } : { ok: true },
         );
-        if (this.req.engine.leaveVoicemailMessage) this.hangupWhenDrained('voicemail', 20_000, message ? Date.now() : undefined);
+        if (this.req.engine.leaveVoicemailMessage) this.hangupWhenDrained('voicemail', 20_000, message ? this.ai.audioMark : undefined);
         else this.hangup('voicemail', '');
         return;
       }
@@ -422,10 +422,10 @@ export class OutboundCall {
   }
 
   /** Lets the AI finish its goodbye (queue empty, no new audio for 400 ms), then BYE. */
-  private hangupWhenDrained(outcome: Outcome, capMs = 10_000, spokenSince?: number): void {
+  private hangupWhenDrained(outcome: Outcome, capMs = 10_000, spokenAfter?: number): void {
     if (this.pendingOutcome || this.ended) return;
     this.pendingOutcome = outcome;
-    this.ai.afterSpeech(capMs, () => this.hangup(outcome, ''), spokenSince);
+    this.ai.afterSpeech(capMs, () => this.hangup(outcome, ''), spokenAfter);
   }
 
   private onFarHangup(): void {
