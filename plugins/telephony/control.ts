@@ -188,7 +188,26 @@ export const HangupSchema = z.object({ reason: z.string().max(200).optional() })
 export const ControlErrorSchema = z.looseObject({ error: z.string(), error_description: z.string().optional() });
 export type ControlError = z.infer<typeof ControlErrorSchema>;
 
-export const TrunkHealthSchema = z.looseObject({ id: z.string(), registered: z.boolean().nullable(), lastError: z.string().nullable() });
+/**
+ * RTP received on a trunk, over the calls that ended on it since the bridge started (RFC 3550
+ * A.3 loss from sequence gaps, A.8 interarrival jitter at each call's end). Absent until a call
+ * with media ended on the trunk.
+ */
+export const TrunkMediaSchema = z.looseObject({
+  calls: z.number().int().min(0),
+  packetsReceived: z.number().int().min(0),
+  packetsLost: z.number().int().min(0),
+  /** The last ended call's jitter (ms). */
+  jitterMs: z.number().min(0),
+  jitterMaxMs: z.number().min(0),
+});
+export type TrunkMedia = z.infer<typeof TrunkMediaSchema>;
+export const TrunkHealthSchema = z.looseObject({
+  id: z.string(),
+  registered: z.boolean().nullable(),
+  lastError: z.string().nullable(),
+  media: TrunkMediaSchema.optional(),
+});
 export const HealthAnswerSchema = z.looseObject({
   status: z.string(),
   version: z.string().optional(),

@@ -24,6 +24,7 @@ import { OIDC } from '../oidc/api.ts';
 import { eventSchemas, telephonyConfig } from './schemas.ts';
 import type { TelephonyServices } from './services.ts';
 import { BridgeSupervisor } from './bridge-link/supervisor.ts';
+import { TrunkMediaWatch } from './metrics-trunk-media.ts';
 import { TranscriptShares } from './transcripts/shares.ts';
 import { TranscriptStore } from './transcripts/store.ts';
 import { Prompts } from './prompts/prompts.ts';
@@ -156,6 +157,7 @@ export default definePlugin({
       bridge,
       mailer,
       supervisor,
+      trunkMedia: new TrunkMediaWatch(bridge),
       audit: ctx.audit,
       instanceSeen: (i) => supervisor.instanceSeen(i),
     };
@@ -215,10 +217,12 @@ export default definePlugin({
       await s.bridge.start(cb);
     })().catch((e: unknown) => ctx.log.error({ err: (e as Error).message }, 'bridge start failed'));
     s.supervisor.start(ctx.config.bridge.healthPollMs);
+    s.trunkMedia.start(ctx.config.bridge.healthPollMs);
   },
 
   async stop(s) {
     s.supervisor.stop();
+    s.trunkMedia.stop();
     s.sipTls.stop();
     s.officeTabs.closeAll();
     await s.bridge.stop();
@@ -269,6 +273,7 @@ export default definePlugin({
         type: 'counter',
         samples: [{ value: b.restartCount }],
       },
+      ...s.trunkMedia.families(),
     ];
   },
 

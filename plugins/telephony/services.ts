@@ -16,6 +16,7 @@ import type { OutcomeMailer } from './calls/mail.ts';
 import type { TelephonyRepo } from './repo.ts';
 import type { TranscriptShares } from './transcripts/shares.ts';
 import type { BridgeSupervisor } from './bridge-link/supervisor.ts';
+import type { TrunkMediaWatch } from './metrics-trunk-media.ts';
 import type { TranscriptStore } from './transcripts/store.ts';
 
 /** What setup builds; routes, jobs and the `trunk`/`number` commands share it. */
@@ -47,6 +48,8 @@ export interface TelephonyServices {
   bridge: BridgeLink;
   mailer: OutcomeMailer;
   supervisor: BridgeSupervisor;
+  /** The bridge's last per-trunk RTP figures, for /metrics. */
+  trunkMedia: TrunkMediaWatch;
   /** ctx.audit: who changed trunks, settings, numbers or the whitelist, and who hung up a call. */
   audit: AuditWriter;
   /** Told the X-Bridge-Instance of every callback (a new one means the bridge restarted). */

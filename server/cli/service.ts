@@ -16,6 +16,10 @@ export interface UnitOptions {
   /** The command systemd runs (absolute paths). */
   execStart: string;
   workingDirectory: string;
+  /** An optional `KEY=value` file of settings read before start (the Debian package's /etc/sovcomms/sovcomms.env). */
+  environmentFile?: string;
+  /** Where the Documentation= line points (default the README beside the working directory). */
+  documentation?: string;
 }
 
 /**
@@ -25,7 +29,7 @@ export interface UnitOptions {
 export function systemdUnit(o: UnitOptions): string {
   return `[Unit]
 Description=Sovereign Communications Appliance
-Documentation=file://${o.workingDirectory}/README.md
+Documentation=${o.documentation ?? `file://${o.workingDirectory}/README.md`}
 After=network-online.target
 Wants=network-online.target
 
@@ -35,7 +39,7 @@ User=${o.user}
 Group=${o.user}
 Environment=SOVCOMMS_DATA_DIR=${o.dataDir}
 Environment=NODE_ENV=production
-WorkingDirectory=${o.workingDirectory}
+${o.environmentFile ? `EnvironmentFile=-${o.environmentFile}\n` : ''}WorkingDirectory=${o.workingDirectory}
 ExecStart=${o.execStart}
 Restart=on-failure
 RestartSec=5s

@@ -26,6 +26,7 @@ import { OpenRoomSchema, TlsBodySchema, trunkTenant, type TlsAnswer, type TlsBod
 import { fingerprint256, pemChain } from './sip/tls.ts';
 import { gcMode } from './node-flags.ts';
 import { assertWerift } from './webrtc/werift-check.ts';
+import { TrunkMediaTotals } from './trunk-media.ts';
 import type { ControlError, HangupAnswer, HealthAnswer, ListCallsAnswer, PlaceCallAnswer, PutTrunksAnswer } from '../control.ts';
 
 export const BRIDGE_VERSION = '1.0.0';
@@ -138,6 +139,8 @@ export class Bridge {
   private readonly trunkLoad = new Map<string, number>();
   private readonly calls = new Map<string, OutboundCall>();
   private readonly recent: CallMetrics[] = [];
+  /** RTP received per trunk over ended calls, for /health's trunk entries (the core's /metrics). */
+  private readonly trunkMedia = new TrunkMediaTotals();
   readonly events: EventSender;
   private media!: MediaHost;
   private readonly tokenDigest: Buffer;
@@ -218,6 +221,7 @@ export class Bridge {
       emit: (type, callId, fields) => this.events.emit(type, callId, fields),
       trunks: this.trunks,
       trunkLoad: this.trunkLoad,
+      onCallEnded: (c) => this.trunkMedia.record(c.trunkId, c.metrics),
       callbackUrl: this.o.callbackUrl,
       token: this.o.token,
       instanceId: this.instanceId,
@@ -384,7 +388,8 @@ export class Bridge {
       trunks: [...this.trunks.values()].map((t) => {
         const st = this.ua.trunkStatus(t.id);
         const dns = this.dnsErrors.get(t.id);
-        return { id: t.id, ...st, lastError: dns ?? st.lastError };
+        const media = this.trunkMedia.get(t.id);
+        return { id: t.id, ...st, lastError: dns ?? st.lastError, ...(media ? { media } : {}) };
       }),
     };
   }
@@ -407,6 +412,7 @@ export class Bridge {
     for (const t of trunks) this.pushed.set(t.id, t);
     this.trunks.clear();
     for (const t of located) this.trunks.set(t.id, t);
+    this.trunkMedia.keepOnly(this.trunks.keys());
     await this.ua.setTrunks(located, this.o.keepaliveMs > 0 ? this.o.keepaliveMs : 0);
     if (this.srvTimer) clearInterval(this.srvTimer);
     this.srvTimer = null;
@@ -487,6 +493,7 @@ export class Bridge {
           sipStatus: c.lastSipStatus,
           errorDetail: c.errorDetail || undefined,
         });
+        this.trunkMedia.record(c.trunkId, c.metrics);
         if (c.metrics) {
           this.recent.push(c.metrics);
           if (this.recent.length > 2000) this.recent.shift();

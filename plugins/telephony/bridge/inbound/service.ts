@@ -34,6 +34,8 @@ export interface InboundDeps extends Omit<InboundCallDeps, 'endpoints' | 'askTra
   instanceId: string;
   /** Whether one more call fits (the bridge's maxCalls over outbound and inbound together). */
   hasCapacity: () => boolean;
+  /** An inbound call ended (its media figures set), for the bridge's per-trunk totals. */
+  onCallEnded?: (c: InboundCall) => void;
 }
 
 /** A control request the inbound part answers: the status and body, or null when it is not ours. */
@@ -177,6 +179,7 @@ export class InboundService {
           this.calls.delete(c.callId);
           forget();
           log('info', 'inbound call ended', { callId: c.callId, outcome: c.outcome, trunkId: c.trunkId });
+          this.d.onCallEnded?.(c);
         },
       },
     );
