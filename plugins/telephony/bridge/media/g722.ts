@@ -238,8 +238,9 @@ export class G722Encoder {
   private readonly low = new Band(32);
   private readonly high = new Band(8);
   private readonly qmf = new QmfLine();
-  /** The last 8 kHz sample, for encodeFrom8k's interpolation across calls. */
-  private last8k = 0;
+  /** A 16 kHz sample waiting for its partner (encodeWide of an odd count). */
+  private held = 0;
+  private holding = false;
 
   /** One octet from two 16 kHz samples. */
   encodePair(s0: number, s1: number): number {
@@ -284,18 +285,23 @@ export class G722Encoder {
   }
 
   /**
-   * Encodes `n` 8 kHz samples as 16 kHz (linear interpolation, as upsample8to16) into `n` octets:
-   * one 8 kHz sample becomes exactly one octet, so an 8 kHz frame of 160 samples is the 160-octet
-   * G.722 frame of 20 ms.
+   * Encodes `n` 16 kHz samples of `pcm` from `from` (any n: an odd sample waits here for the next
+   * call's first) into `out` at `at`; returns the octets written.
    */
-  encodeFrom8k(pcm: Int16Array, from: number, n: number, out: Uint8Array, at: number): void {
-    let last = this.last8k;
-    for (let k = 0; k < n; k++) {
-      const s = pcm[from + k]!;
-      out[at + k] = this.encodePair((last + s) >> 1, s);
-      last = s;
+  encodeWide(pcm: Int16Array, from: number, n: number, out: Uint8Array, at: number): number {
+    let k = 0;
+    let o = at;
+    if (this.holding && n > 0) {
+      out[o++] = this.encodePair(this.held, pcm[from]!);
+      this.holding = false;
+      k = 1;
     }
-    this.last8k = last;
+    for (; k + 1 < n; k += 2) out[o++] = this.encodePair(pcm[from + k]!, pcm[from + k + 1]!);
+    if (k < n) {
+      this.held = pcm[from + k]!;
+      this.holding = true;
+    }
+    return o - at;
   }
 }
 
