@@ -18,6 +18,7 @@ import type { MediaHost } from '../../../plugins/telephony/bridge/media/leg.ts';
 import { Conversation } from '../../../plugins/telephony/bridge/calls/conversation.ts';
 import { GeminiLiveEngine } from '../../../plugins/telephony/bridge/engine/gemini-live.ts';
 import { GeminiLiveFake } from '../../support/gemini-live-fake.ts';
+import { tonePower } from '../../support/webrtc-visitor.ts';
 import { until } from '../../support/until.ts';
 import { cleanupsAfterEach } from '../../support/cleanup.ts';
 
@@ -27,18 +28,8 @@ function tone(hz: number, n: number, rate: number, amp = 8000, from = 0): Int16A
   return Int16Array.from({ length: n }, (_v, i) => Math.round(amp * Math.sin((2 * Math.PI * hz * (from + i)) / rate)));
 }
 
-/** Power of `pcm` at `hz` (Goertzel), per sample. */
-function power(pcm: Int16Array, hz: number, rate: number): number {
-  const k = 2 * Math.cos((2 * Math.PI * hz) / rate);
-  let s1 = 0;
-  let s2 = 0;
-  for (const x of pcm) {
-    const s0 = x + k * s1 - s2;
-    s2 = s1;
-    s1 = s0;
-  }
-  return (s1 * s1 + s2 * s2 - k * s1 * s2) / pcm.length;
-}
+/** Power of `pcm` at `hz` (Goertzel, independent of the length). */
+const power = (pcm: Int16Array, hz: number, rate: number): number => tonePower(pcm, hz, rate);
 
 function concat(parts: Int16Array[]): Int16Array {
   const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
