@@ -123,11 +123,14 @@ class Band {
     if (ap2 > 12288) ap2 = 12288;
     else if (ap2 < -12288) ap2 = -12288;
     // UPPOL1
-    let ap1 = sat((sg0 === sg1 ? 192 : -192) + ((a1 * 32640) >> 15));
-    const lim = sat(15360 - ap2);
+    // No saturation needed (the Recommendation's SAT cannot act): |a1| ≤ 27648 (the limit below)
+    // keeps this within ±27733, and ap2 ∈ [-12288, 12288] keeps lim within [3072, 27648].
+    let ap1 = (sg0 === sg1 ? 192 : -192) + ((a1 * 32640) >> 15);
+    const lim = 15360 - ap2;
     if (ap1 > lim) ap1 = lim;
     else if (ap1 < -lim) ap1 = -lim;
-    // UPZERO (with the differences before the shift), then DELAYA
+    // UPZERO (with the differences before the shift), then DELAYA. A 16-bit b times 32640/32768
+    // plus or minus 128 stays within 16 bits: the Recommendation's saturation cannot act.
     const step = dx === 0 ? 0 : 128;
     const sgd = dx >> 15;
     const d1 = this.d1;
@@ -136,12 +139,12 @@ class Band {
     const d4 = this.d4;
     const d5 = this.d5;
     const d6 = this.d6;
-    const b1 = sat((d1 >> 15 === sgd ? step : -step) + ((this.b1 * 32640) >> 15));
-    const b2 = sat((d2 >> 15 === sgd ? step : -step) + ((this.b2 * 32640) >> 15));
-    const b3 = sat((d3 >> 15 === sgd ? step : -step) + ((this.b3 * 32640) >> 15));
-    const b4 = sat((d4 >> 15 === sgd ? step : -step) + ((this.b4 * 32640) >> 15));
-    const b5 = sat((d5 >> 15 === sgd ? step : -step) + ((this.b5 * 32640) >> 15));
-    const b6 = sat((d6 >> 15 === sgd ? step : -step) + ((this.b6 * 32640) >> 15));
+    const b1 = (d1 >> 15 === sgd ? step : -step) + ((this.b1 * 32640) >> 15);
+    const b2 = (d2 >> 15 === sgd ? step : -step) + ((this.b2 * 32640) >> 15);
+    const b3 = (d3 >> 15 === sgd ? step : -step) + ((this.b3 * 32640) >> 15);
+    const b4 = (d4 >> 15 === sgd ? step : -step) + ((this.b4 * 32640) >> 15);
+    const b5 = (d5 >> 15 === sgd ? step : -step) + ((this.b5 * 32640) >> 15);
+    const b6 = (d6 >> 15 === sgd ? step : -step) + ((this.b6 * 32640) >> 15);
     this.b1 = b1;
     this.b2 = b2;
     this.b3 = b3;
@@ -258,7 +261,7 @@ export class G722Encoder {
     // The smallest interval i (1 to 29) whose upper decision level exceeds |el|, 30 when none does:
     // wd < (Q6[i]·det) >> 12 ⟺ Q6[i] ≥ ⌈(wd + 1)·4096 / det⌉ (all integers), looked up instead of
     // searched (a binary search's five unpredictable branches cost more than the whole band).
-    const v = Math.floor(((wd + 1) * 4096 + lo.det - 1) / lo.det);
+    const v = (((wd + 1) * 4096 + lo.det - 1) / lo.det) | 0;
     const i = v > Q6_MAX ? 30 : Q6_INTERVAL[v]!;
     const ilow = el < 0 ? ILN[i]! : ILP[i]!;
     // 2L INVQAL (the 4-bit core), 3L, 4L
