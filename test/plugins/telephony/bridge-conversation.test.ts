@@ -23,11 +23,11 @@ class FakeEngine extends EventEmitter<EngineEvents> implements VoiceEngine {
 }
 
 function host(over: Partial<ConversationHost> = {}) {
-  const played: number[] = [];
+  const played: string[] = [];
   const seen: string[] = [];
   const h: ConversationHost = {
     audible: () => true,
-    play: (pcm) => played.push(pcm.length),
+    play: (pcm, rate) => played.push(`${pcm.length}@${rate}`),
     flush: () => seen.push('flush'),
     queuedMs: () => 0,
     toolCall: (_e: VoiceEngine, c: ToolCall) => {
@@ -70,7 +70,7 @@ describe('one AI conversation for every call kind (bridge/calls/conversation.ts)
     expect(r.transcript?.turns?.map((t) => `${t.speaker}: ${t.text}`)).toEqual(['AI: Hello, this is the clinic.', 'Caller: Hi', 'AI: Sales here.']);
   });
 
-  it('plays the AI at 8 kHz only while audible, flushes on barge-in, passes keys as text; a call without AI reports empty names', () => {
+  it('plays the AI at the engine’s rate only while audible, flushes on barge-in, passes keys as text; a call without AI reports empty names', () => {
     let audible = false;
     const { h, played, seen } = host({ audible: () => audible });
     const ai = new Conversation(h);
@@ -80,10 +80,10 @@ describe('one AI conversation for every call kind (bridge/calls/conversation.ts)
     expect(played).toEqual([]);
     expect(ai.firstAudioHr).toBeNull();
     audible = true;
-    e.emit('audio', new Int16Array(480)); // 20 ms at 24 kHz → 160 samples at 8 kHz
+    e.emit('audio', new Int16Array(480)); // 20 ms at 24 kHz, as the engine sent it: the leg brings it to its rate
     e.emit('interrupted');
     ai.pressed('5');
-    expect(played).toEqual([160]);
+    expect(played).toEqual(['480@24000']);
     expect(ai.firstAudioHr).not.toBeNull();
     expect(seen).toEqual(['flush']);
     expect(e.texts).toEqual(['The caller pressed the telephone key 5.']);

@@ -119,15 +119,25 @@ describe('G.722 (ITU-T G.722, 64 kbit/s)', () => {
     expect(tone(tail, 5000, 16000)).toBeGreaterThan(100 * tone(tail, 6500, 16000));
   });
 
-  it('encodeFrom8k: one octet per 8 kHz sample, so a 160-sample frame is the 20 ms G.722 frame', () => {
-    const pcm8k = new Int16Array(8000);
-    for (let i = 0; i < pcm8k.length; i++) pcm8k[i] = Math.round(10000 * Math.sin((2 * Math.PI * 440 * i) / 8000));
+  it('encodeWide: 16 kHz in chunks of any length (odd ones too) gives the octets of one pass, 320 samples a 20 ms frame', () => {
+    const pcm = speechLike(1);
+    const whole = encode(pcm);
     const enc = new G722Encoder();
-    const out = new Uint8Array(pcm8k.length);
-    for (let f = 0; f < 50; f++) enc.encodeFrom8k(pcm8k, f * 160, 160, out, f * 160);
-    const back = decode(out);
-    expect(back.length).toBe(16000);
-    expect(tone(back, 440, 16000)).toBeGreaterThan(1000 * tone(back, 1200, 16000));
+    const out = new Uint8Array(whole.length);
+    let octets = 0;
+    let from = 0;
+    for (const n of [1, 320, 7, 160, 33, 2, 319]) {
+      octets += enc.encodeWide(pcm, from, n, out, octets);
+      from += n;
+    }
+    while (from < pcm.length) {
+      const n = Math.min(321, pcm.length - from);
+      octets += enc.encodeWide(pcm, from, n, out, octets);
+      from += n;
+    }
+    expect(octets).toBe(pcm.length / 2);
+    expect(Buffer.from(out).equals(Buffer.from(whole))).toBe(true);
+    expect(new G722Encoder().encodeWide(pcm, 0, 320, new Uint8Array(160), 0)).toBe(160);
   });
 });
 

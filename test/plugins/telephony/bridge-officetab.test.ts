@@ -8,7 +8,8 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Bridge } from '../../../plugins/telephony/bridge/bridge.ts';
 import type { AnsweredEndpoint, RingRequest } from '../../../plugins/telephony/bridge/inbound/endpoints.ts';
-import type { MediaLeg } from '../../../plugins/telephony/bridge/media/leg.ts';
+import type { MediaLeg, PlayRate } from '../../../plugins/telephony/bridge/media/leg.ts';
+import { ToLegRate } from '../../../plugins/telephony/bridge/media/resample.ts';
 import type { OfficeTabNotice } from '../../../plugins/telephony/bridge/inbound/officetab-control.ts';
 import { tonePower, WebRtcVisitor } from '../../support/webrtc-visitor.ts';
 import { until, type Json } from './helpers.ts';
@@ -85,7 +86,9 @@ const ringsFor = (tabId: string, callId: string) => notices.filter((n) => n.op =
 /** A caller's media leg as far as a tab's endpoint uses it: it collects what the tab says. */
 function callerSink(): { leg: MediaLeg; heard: number[] } {
   const heard: number[] = [];
-  const leg = { play: (pcm: Int16Array) => heard.push(...pcm) } as unknown as MediaLeg;
+  // A G.711 caller's leg: what it is given is brought to its 8 kHz, as a real leg does.
+  const to8k = new ToLegRate(8000);
+  const leg = { play: (pcm: Int16Array, rate: PlayRate = 8000) => heard.push(...to8k.convert(pcm, rate)) } as unknown as MediaLeg;
   return { leg, heard };
 }
 

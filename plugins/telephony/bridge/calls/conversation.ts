@@ -6,7 +6,7 @@
  * (CONTROL-API.md). What the call does with a tool call or a closed session is its own: the
  * conversation hands those to the call, and only for the engine in charge.
  */
-import { Decimator24to8 } from '../media/audio.ts';
+import type { PlayRate } from '../media/leg.ts';
 import type { ToolCall, VoiceEngine } from '../engine/types.ts';
 import type { BridgeEventFields, Outcome } from '../../control.ts';
 
@@ -27,10 +27,12 @@ export interface EngineNames {
 export interface ConversationHost {
   /** True while the AI's voice reaches the other party (answered, not handed to a person). */
   audible(): boolean;
-  /** The AI's speech at 8 kHz into the call's playback. */
-  play(pcm8k: Int16Array): void;
-  /** The AI's speech as the engine sends it (24 kHz), for a leg that keeps it wideband (a browser's). */
-  play24?(pcm24: Int16Array): void;
+  /**
+   * The AI's speech as the engine sends it (`rate`: the engine's output rate, 24 kHz for Gemini
+   * Live) into the call's playback. The leg brings it to its own rate in one step: 8 kHz for
+   * G.711, 16 kHz for G.722 (never through 8 kHz), 24 kHz for Opus.
+   */
+  play(pcm: Int16Array, rate: PlayRate): void;
   /** Barge-in: drop what is queued. */
   flush(): void;
   /** Milliseconds of the AI's speech still queued towards the other party. */
@@ -57,7 +59,6 @@ export class Conversation {
   private audioChunks = 0;
   /** When the first AI audio was played (the outbound call's first-packet figure). */
   firstAudioHr: bigint | null = null;
-  private readonly decimator = new Decimator24to8();
   private drainTimer: NodeJS.Timeout | null = null;
   private over = false;
 
@@ -81,8 +82,7 @@ export class Conversation {
       if (this.firstAudioHr === null) this.firstAudioHr = process.hrtime.bigint();
       this.lastAudioAt = Date.now();
       this.audioChunks++;
-      if (this.host.play24) this.host.play24(pcm24);
-      else this.host.play(this.decimator.process(pcm24));
+      this.host.play(pcm24, engine.outputRate as PlayRate);
     });
     engine.on('interrupted', () => {
       if (this.engine === engine && this.host.audible()) this.host.flush();

@@ -51,7 +51,7 @@ export class InboundCall {
   private readonly abort = new AbortController();
   private readonly ai = new Conversation({
     audible: () => !this.person && this.media !== null && this.mediaStarted,
-    play: (pcm8k) => this.media!.play(pcm8k),
+    play: (pcm, rate) => this.media!.play(pcm, rate),
     flush: () => this.media?.flush(),
     queuedMs: () => this.media?.queuedMs ?? 0,
     toolCall: (engine, c) => this.onTool(engine, c),

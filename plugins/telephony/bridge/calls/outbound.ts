@@ -76,7 +76,7 @@ export class OutboundCall {
       {
         // The AI speaks once answered, and on through its goodbye; not after it left a bridged transfer.
         audible: () => !this.bridged && (this.state === 'answered' || this.pendingOutcome !== null) && this.media !== null && this.mediaStarted,
-        play: (pcm8k) => this.media!.play(pcm8k),
+        play: (pcm, rate) => this.media!.play(pcm, rate),
         flush: () => this.media?.flush(),
         queuedMs: () => this.media?.queuedMs ?? 0,
         toolCall: (_engine, c) => this.onTool(c),

@@ -72,8 +72,7 @@ export class RoomCall {
     this.ai = new Conversation(
       {
         audible: () => !this.ended && this.connectedAt !== null,
-        play: (pcm8k) => this.leg.play(pcm8k),
-        play24: (pcm24) => this.leg.play(pcm24, 24000),
+        play: (pcm, rate) => this.leg.play(pcm, rate),
         flush: () => this.leg.flush(),
         queuedMs: () => this.leg.queuedMs,
         toolCall: (engine, c) => this.onTool(engine, c),

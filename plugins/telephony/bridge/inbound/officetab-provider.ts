@@ -5,15 +5,14 @@
  * offer (POST /officetabs/answer), answered by a werift leg on the rooms' WebRTC thread, and that
  * accept is the tab's answer in the race of UserEndpoints.ring: the first to answer wins.
  *
- * Audio: the tab's leg carries 8 kHz G.711 like a room; the caller's leg hands us 16 kHz (80 ms
- * batches, `hear`) and takes 8 kHz (`play`). The 16 kHz batches are upsample8to16's output, whose
- * odd samples are the 8 kHz originals: taking them back is exact, no filter needed.
+ * Audio: the tab's leg carries Opus (else G.711) like a room; the caller's leg hands us 16 kHz (80 ms
+ * batches, `hear`: G.722 decoded, or G.711 interpolated) and takes the tab's 16 kHz (`play`), which
+ * a G.722 caller's leg keeps wideband and a G.711 one low-passes to 8 kHz. An Opus tab and a G.722
+ * desk phone or trunk talk at 16 kHz end to end.
  */
 import { randomBytes } from 'node:crypto';
 import type { z } from 'zod';
 import type { MediaLeg } from '../media/leg.ts';
-import { backTo8k } from '../media/audio.ts';
-import { Decimator16to8 } from '../media/resample.ts';
 import type { RoomLeg, WebRtcHandlers } from '../webrtc/leg.ts';
 import { log } from '../log.ts';
 import type { AnsweredEndpoint, EndpointProvider, RingingEndpoint, RingRequest } from './endpoints.ts';
@@ -56,8 +55,6 @@ class TabEndpoint implements AnsweredEndpoint {
   readonly kind = 'office-tab';
   readonly leg: RoomLeg;
   private caller: MediaLeg | null = null;
-  /** An Opus tab's 16 kHz is wideband: low-passed before it goes to the caller's 8 kHz leg. */
-  private readonly narrow = new Decimator16to8();
   private connected = false;
   private over = false;
   private readonly ended: (() => void)[] = [];
@@ -74,7 +71,8 @@ class TabEndpoint implements AnsweredEndpoint {
     this.leg = openLeg(
       {
         onAudio16k: (pcm) => {
-          if (this.caller && !this.over) this.caller.play(this.leg.codec === 'opus' ? this.narrow.process(pcm) : backTo8k(pcm));
+          // The caller's leg takes the tab's 16 kHz as it is (G.722) or low-passed to 8 kHz (G.711).
+          if (this.caller && !this.over) this.caller.play(pcm, 16000);
         },
         onConnected: () => {
           this.connected = true;

@@ -1,6 +1,7 @@
 /**
- * G.711 (ITU-T G.711 via `alawmulaw`) and the two resamplers the bridge needs:
- * 8 kHz → 16 kHz for the engine's input, 24 kHz → 8 kHz for its output. Pure functions.
+ * G.711 (ITU-T G.711 via `alawmulaw`), the per-stream frame encoders (G.711 tables, G.722), and
+ * the two resamplers a G.711 leg needs: 8 kHz → 16 kHz for the engine's input, 24 kHz → 8 kHz for
+ * its output (the wideband ones are in resample.ts).
  */
 import alawmulaw from 'alawmulaw';
 import { G722Encoder } from './g722.ts';
@@ -15,51 +16,35 @@ export const SIP_STATIC_PT: Record<SipCodec, number> = { ...STATIC_PT, G722: 9 }
 /** G.722's far-end audio is 16 kHz (one octet per two samples); G.711's 8 kHz. */
 export const isWideband = (c: SipCodec): c is 'G722' => c === 'G722';
 
+/** The rate a leg's audio runs at, both ways: G.722's 16 kHz, G.711's 8 kHz. */
+export const legRate = (c: SipCodec): 8000 | 16000 => (isWideband(c) ? 16000 : 8000);
+
 /**
- * Encodes `n` 8 kHz samples of `pcm` from `from` into exactly `n` octets of `out` at `at`: G.711
- * by table, G.722 through its (stateful) encoder after 8→16 kHz interpolation. One per stream.
+ * Encodes `n` samples of `pcm` from `from` into `out` at `at` and returns the octets written: G.711
+ * by table (one octet a sample, 8 kHz), G.722 through its (stateful) encoder from 16 kHz (one
+ * octet a pair; an odd sample waits in the encoder for its partner). One per stream.
  */
-export type FrameEncoder = (pcm: Int16Array, from: number, n: number, out: Uint8Array, at: number) => void;
+export type FrameEncoder = (pcm: Int16Array, from: number, n: number, out: Uint8Array, at: number) => number;
 export function frameEncoder(codec: SipCodec): FrameEncoder {
   if (codec === 'G722') {
     const enc = new G722Encoder();
-    return (pcm, from, n, out, at) => enc.encodeFrom8k(pcm, from, n, out, at);
+    return (pcm, from, n, out, at) => enc.encodeWide(pcm, from, n, out, at);
   }
   return G711_ENCODERS[codec];
 }
 /** The G.711 encoders (stateless: one each, shared). */
 const G711_ENCODERS: Record<Codec, FrameEncoder> = {
-  PCMU: (pcm, from, n, out, at) => encodeG711Into('PCMU', pcm, from, n, out, at),
-  PCMA: (pcm, from, n, out, at) => encodeG711Into('PCMA', pcm, from, n, out, at),
+  PCMU: (pcm, from, n, out, at) => {
+    encodeG711Into('PCMU', pcm, from, n, out, at);
+    return n;
+  },
+  PCMA: (pcm, from, n, out, at) => {
+    encodeG711Into('PCMA', pcm, from, n, out, at);
+    return n;
+  },
 };
 /** A frame encoder, or a G.711 law naming its shared one (the rooms pass the law). */
 export const encoderOf = (e: FrameEncoder | Codec): FrameEncoder => (typeof e === 'string' ? G711_ENCODERS[e] : e);
-
-/**
- * 16 kHz → 8 kHz for a G.722 leg's far-end audio going to an 8 kHz playback (a bridged second
- * leg): a 7-tap half-band low-pass (-1, 0, 9, 16, 9, 0, -1)/32, every other output. Stateful
- * across frames; `out` gets input.length / 2 samples.
- */
-export class Decimator16to8 {
-  private readonly h = new Int32Array(6);
-  process(input: Int16Array, out: Int16Array): void {
-    const h = this.h;
-    for (let i = 0, k = 0; i + 1 < input.length; i += 2, k++) {
-      // y[n] = Σ c[t]·x[n-t] at odd n: x[n] = input[i + 1], x[n-1] = input[i], x[n-2..n-6] = h[5..1].
-      const x5 = input[i]!;
-      const x6 = input[i + 1]!;
-      const acc = -x6 + 9 * h[5]! + 16 * h[4]! + 9 * h[3]! - h[1]!;
-      const v = acc >> 5;
-      out[k] = v > 32767 ? 32767 : v < -32768 ? -32768 : v;
-      h[0] = h[2]!;
-      h[1] = h[3]!;
-      h[2] = h[4]!;
-      h[3] = h[5]!;
-      h[4] = x5;
-      h[5] = x6;
-    }
-  }
-}
 
 export function encodeG711(codec: Codec, pcm: Int16Array): Uint8Array {
   return codec === 'PCMU' ? alawmulaw.mulaw.encode(pcm) : alawmulaw.alaw.encode(pcm);

@@ -16,12 +16,21 @@
  * No allocation per call of encode/decode: the state lives in typed arrays made once per stream.
  */
 
-/** QMF coefficients (G.722 Table 11, ×4096 scaling; symmetric 24 taps given as 12). */
-const QMF = [3, -11, 12, 32, -210, 951, 3876, -805, 362, -156, 53, -11];
 /** Decision levels of the 6-bit lower-band quantizer (Table 6, QUANTL). */
 const Q6 = [
   0, 35, 72, 110, 150, 190, 233, 276, 323, 370, 422, 473, 530, 587, 650, 714, 786, 858, 940, 1023, 1121, 1219, 1339, 1458, 1612, 1765, 1980, 2195, 2557, 2919,
 ];
+const Q6_MAX = Q6[Q6.length - 1]!;
+/** For a threshold v ≤ Q6_MAX: the smallest i ≥ 1 with Q6[i] ≥ v. */
+const Q6_INTERVAL = (() => {
+  const t = new Uint8Array(Q6_MAX + 1);
+  let i = 1;
+  for (let v = 0; v <= Q6_MAX; v++) {
+    while (Q6[i]! < v) i++;
+    t[v] = i;
+  }
+  return t;
+})();
 /** Lower-band codes for negative and positive differences per quantizer interval (Table 6). */
 const ILN = [0, 63, 62, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 0];
 const ILP = [0, 61, 60, 59, 58, 57, 56, 55, 54, 53, 52, 51, 50, 49, 48, 47, 46, 45, 44, 43, 42, 41, 40, 39, 38, 37, 36, 35, 34, 33, 32, 0];
@@ -51,7 +60,10 @@ const sat = (v: number): number => (v > 32767 ? 32767 : v < -32768 ? -32768 : v)
 
 /**
  * One sub-band's ADPCM state: the pole-zero predictor of block 4 (two poles, six zeros), the log
- * scale factor `nb` and the quantizer step `det`.
+ * scale factor `nb` and the quantizer step `det`. Every delay element is a field of its own, not
+ * an element of a small typed array: block 4 runs twice per octet, 16,000 times a second each way
+ * on a call, and plain number fields keep it in registers (the typed-array version cost 3 to 4
+ * times as much, which made a G.722 call cost several G.711 calls).
  */
 class Band {
   s = 0;
@@ -59,14 +71,26 @@ class Band {
   sz = 0;
   nb = 0;
   det: number;
-  readonly r = new Int32Array(3);
-  readonly p = new Int32Array(3);
-  readonly a = new Int32Array(3);
-  readonly ap = new Int32Array(3);
-  readonly d = new Int32Array(7);
-  readonly b = new Int32Array(7);
-  readonly bp = new Int32Array(7);
-  readonly sg = new Int32Array(7);
+  // Reconstructed signal r, partial reconstruction p, pole coefficients a (delays 1 and 2).
+  r1 = 0;
+  r2 = 0;
+  p1 = 0;
+  p2 = 0;
+  a1 = 0;
+  a2 = 0;
+  // Quantized differences d and zero coefficients b (delays 1 to 6).
+  d1 = 0;
+  d2 = 0;
+  d3 = 0;
+  d4 = 0;
+  d5 = 0;
+  d6 = 0;
+  b1 = 0;
+  b2 = 0;
+  b3 = 0;
+  b4 = 0;
+  b5 = 0;
+  b6 = 0;
 
   constructor(det: number) {
     this.det = det;
@@ -85,50 +109,73 @@ class Band {
 
   /** Block 4: reconstruction, pole and zero coefficient adaptation, and the next prediction. */
   block4(dx: number): void {
-    const { r, p, a, ap, d, b, bp, sg } = this;
-    d[0] = dx;
-    r[0] = sat(this.s + dx);
-    p[0] = sat(this.sz + dx);
+    const r0 = sat(this.s + dx);
+    const p0 = sat(this.sz + dx);
+    const sg0 = p0 >> 15;
+    const sg1 = this.p1 >> 15;
+    const sg2 = this.p2 >> 15;
+    const a1 = this.a1;
     // UPPOL2
-    for (let i = 0; i < 3; i++) sg[i] = p[i]! >> 15;
-    const w1 = sat(a[1]! << 2);
-    let w2 = sg[0] === sg[1] ? -w1 : w1;
+    const w1 = sat(a1 << 2);
+    let w2 = sg0 === sg1 ? -w1 : w1;
     if (w2 > 32767) w2 = 32767;
-    let w3 = (w2 >> 7) + (sg[0] === sg[2] ? 128 : -128);
-    w3 += (a[2]! * 32512) >> 15;
-    if (w3 > 12288) w3 = 12288;
-    else if (w3 < -12288) w3 = -12288;
-    ap[2] = w3;
+    let ap2 = (w2 >> 7) + (sg0 === sg2 ? 128 : -128) + ((this.a2 * 32512) >> 15);
+    if (ap2 > 12288) ap2 = 12288;
+    else if (ap2 < -12288) ap2 = -12288;
     // UPPOL1
-    sg[0] = p[0]! >> 15;
-    sg[1] = p[1]! >> 15;
-    let ap1 = sat((sg[0] === sg[1] ? 192 : -192) + ((a[1]! * 32640) >> 15));
-    const lim = sat(15360 - ap[2]);
+    // No saturation needed (the Recommendation's SAT cannot act): |a1| ≤ 27648 (the limit below)
+    // keeps this within ±27733, and ap2 ∈ [-12288, 12288] keeps lim within [3072, 27648].
+    let ap1 = (sg0 === sg1 ? 192 : -192) + ((a1 * 32640) >> 15);
+    const lim = 15360 - ap2;
     if (ap1 > lim) ap1 = lim;
     else if (ap1 < -lim) ap1 = -lim;
-    ap[1] = ap1;
-    // UPZERO
+    // UPZERO (with the differences before the shift), then DELAYA. A 16-bit b times 32640/32768
+    // plus or minus 128 stays within 16 bits: the Recommendation's saturation cannot act.
     const step = dx === 0 ? 0 : 128;
-    sg[0] = dx >> 15;
-    for (let i = 1; i < 7; i++) {
-      sg[i] = d[i]! >> 15;
-      bp[i] = sat((sg[i] === sg[0] ? step : -step) + ((b[i]! * 32640) >> 15));
-    }
-    // DELAYA
-    for (let i = 6; i > 0; i--) {
-      d[i] = d[i - 1]!;
-      b[i] = bp[i]!;
-    }
-    for (let i = 2; i > 0; i--) {
-      r[i] = r[i - 1]!;
-      p[i] = p[i - 1]!;
-      a[i] = ap[i]!;
-    }
+    const sgd = dx >> 15;
+    const d1 = this.d1;
+    const d2 = this.d2;
+    const d3 = this.d3;
+    const d4 = this.d4;
+    const d5 = this.d5;
+    const d6 = this.d6;
+    const b1 = (d1 >> 15 === sgd ? step : -step) + ((this.b1 * 32640) >> 15);
+    const b2 = (d2 >> 15 === sgd ? step : -step) + ((this.b2 * 32640) >> 15);
+    const b3 = (d3 >> 15 === sgd ? step : -step) + ((this.b3 * 32640) >> 15);
+    const b4 = (d4 >> 15 === sgd ? step : -step) + ((this.b4 * 32640) >> 15);
+    const b5 = (d5 >> 15 === sgd ? step : -step) + ((this.b5 * 32640) >> 15);
+    const b6 = (d6 >> 15 === sgd ? step : -step) + ((this.b6 * 32640) >> 15);
+    this.b1 = b1;
+    this.b2 = b2;
+    this.b3 = b3;
+    this.b4 = b4;
+    this.b5 = b5;
+    this.b6 = b6;
+    // The differences move one place: the new d1 is dx, the new d6 the old d5.
+    this.d1 = dx;
+    this.d2 = d1;
+    this.d3 = d2;
+    this.d4 = d3;
+    this.d5 = d4;
+    this.d6 = d5;
+    const r1 = r0;
+    const r2 = this.r1;
+    this.r2 = r2;
+    this.r1 = r1;
+    this.p2 = this.p1;
+    this.p1 = p0;
+    this.a2 = ap2;
+    this.a1 = ap1;
     // FILTEP
-    this.sp = sat(((a[1]! * sat(r[1]! + r[1]!)) >> 15) + ((a[2]! * sat(r[2]! + r[2]!)) >> 15));
+    this.sp = sat(((ap1 * sat(r1 + r1)) >> 15) + ((ap2 * sat(r2 + r2)) >> 15));
     // FILTEZ
-    let sz = 0;
-    for (let i = 6; i > 0; i--) sz += (b[i]! * sat(d[i]! + d[i]!)) >> 15;
+    const sz =
+      ((b1 * sat(dx + dx)) >> 15) +
+      ((b2 * sat(d1 + d1)) >> 15) +
+      ((b3 * sat(d2 + d2)) >> 15) +
+      ((b4 * sat(d3 + d3)) >> 15) +
+      ((b5 * sat(d4 + d4)) >> 15) +
+      ((b6 * sat(d5 + d5)) >> 15);
     this.sz = sat(sz);
     // PREDIC
     this.s = sat(this.sp + this.sz);
@@ -153,18 +200,40 @@ class QmfLine {
     this.x[this.at + 22] = a;
     this.x[this.at + 23] = b;
   }
-  /** The two polyphase sums: [Σ x[2i]·h[i], Σ x[2i+1]·h[11-i]]. */
-  sums(out: Int32Array): void {
+  /** Σ x[2i]·h[i] of the current taps (after sums()). */
+  even = 0;
+  /** Σ x[2i+1]·h[11-i] of the current taps (after sums()). */
+  odd = 0;
+  /** The two polyphase sums, unrolled with Table 11's coefficients as constants (QMF above). */
+  sums(): void {
     const x = this.x;
     const o = this.at;
-    let even = 0;
-    let odd = 0;
-    for (let i = 0; i < 12; i++) {
-      even += x[o + 2 * i]! * QMF[i]!;
-      odd += x[o + 2 * i + 1]! * QMF[11 - i]!;
-    }
-    out[0] = even;
-    out[1] = odd;
+    this.even =
+      x[o]! * 3 +
+      x[o + 2]! * -11 +
+      x[o + 4]! * 12 +
+      x[o + 6]! * 32 +
+      x[o + 8]! * -210 +
+      x[o + 10]! * 951 +
+      x[o + 12]! * 3876 +
+      x[o + 14]! * -805 +
+      x[o + 16]! * 362 +
+      x[o + 18]! * -156 +
+      x[o + 20]! * 53 +
+      x[o + 22]! * -11;
+    this.odd =
+      x[o + 1]! * -11 +
+      x[o + 3]! * 53 +
+      x[o + 5]! * -156 +
+      x[o + 7]! * 362 +
+      x[o + 9]! * -805 +
+      x[o + 11]! * 3876 +
+      x[o + 13]! * 951 +
+      x[o + 15]! * -210 +
+      x[o + 17]! * 32 +
+      x[o + 19]! * 12 +
+      x[o + 21]! * -11 +
+      x[o + 23]! * 3;
   }
 }
 
@@ -172,30 +241,28 @@ export class G722Encoder {
   private readonly low = new Band(32);
   private readonly high = new Band(8);
   private readonly qmf = new QmfLine();
-  private readonly sums = new Int32Array(2);
-  /** The last 8 kHz sample, for encodeFrom8k's interpolation across calls. */
-  private last8k = 0;
+  /** A 16 kHz sample waiting for its partner (encodeWide of an odd count). */
+  private held = 0;
+  private holding = false;
 
   /** One octet from two 16 kHz samples. */
   encodePair(s0: number, s1: number): number {
-    this.qmf.push(s0, s1);
-    this.qmf.sums(this.sums);
+    const q = this.qmf;
+    q.push(s0, s1);
+    q.sums();
     // Both sums carry the QMF's ×4096 gain: >> 13 removes it and the two-filter sum, >> 1 more
     // gives the 15-bit input of the sub-band coders.
-    const xlow = (this.sums[0]! + this.sums[1]!) >> 14;
-    const xhigh = (this.sums[1]! - this.sums[0]!) >> 14;
+    const xlow = (q.even + q.odd) >> 14;
+    const xhigh = (q.odd - q.even) >> 14;
     const lo = this.low;
     // 1L SUBTRA, QUANTL
     const el = sat(xlow - lo.s);
     const wd = el >= 0 ? el : -(el + 1);
-    let i = 1;
-    // The smallest interval i whose upper decision level exceeds |el| (levels rise with i).
-    let hi = 30;
-    while (i < hi) {
-      const mid = (i + hi) >> 1;
-      if (wd < (Q6[mid]! * lo.det) >> 12) hi = mid;
-      else i = mid + 1;
-    }
+    // The smallest interval i (1 to 29) whose upper decision level exceeds |el|, 30 when none does:
+    // wd < (Q6[i]·det) >> 12 ⟺ Q6[i] ≥ ⌈(wd + 1)·4096 / det⌉ (all integers), looked up instead of
+    // searched (a binary search's five unpredictable branches cost more than the whole band).
+    const v = (((wd + 1) * 4096 + lo.det - 1) / lo.det) | 0;
+    const i = v > Q6_MAX ? 30 : Q6_INTERVAL[v]!;
     const ilow = el < 0 ? ILN[i]! : ILP[i]!;
     // 2L INVQAL (the 4-bit core), 3L, 4L
     const ril = ilow >> 2;
@@ -221,18 +288,23 @@ export class G722Encoder {
   }
 
   /**
-   * Encodes `n` 8 kHz samples as 16 kHz (linear interpolation, as upsample8to16) into `n` octets:
-   * one 8 kHz sample becomes exactly one octet, so an 8 kHz frame of 160 samples is the 160-octet
-   * G.722 frame of 20 ms.
+   * Encodes `n` 16 kHz samples of `pcm` from `from` (any n: an odd sample waits here for the next
+   * call's first) into `out` at `at`; returns the octets written.
    */
-  encodeFrom8k(pcm: Int16Array, from: number, n: number, out: Uint8Array, at: number): void {
-    let last = this.last8k;
-    for (let k = 0; k < n; k++) {
-      const s = pcm[from + k]!;
-      out[at + k] = this.encodePair((last + s) >> 1, s);
-      last = s;
+  encodeWide(pcm: Int16Array, from: number, n: number, out: Uint8Array, at: number): number {
+    let k = 0;
+    let o = at;
+    if (this.holding && n > 0) {
+      out[o++] = this.encodePair(this.held, pcm[from]!);
+      this.holding = false;
+      k = 1;
     }
-    this.last8k = last;
+    for (; k + 1 < n; k += 2) out[o++] = this.encodePair(pcm[from + k]!, pcm[from + k + 1]!);
+    if (k < n) {
+      this.held = pcm[from + k]!;
+      this.holding = true;
+    }
+    return o - at;
   }
 }
 
@@ -240,12 +312,12 @@ export class G722Decoder {
   private readonly low = new Band(32);
   private readonly high = new Band(8);
   private readonly qmf = new QmfLine();
-  private readonly sums = new Int32Array(2);
 
   /** Decodes `data` into 2 × data.length 16 kHz samples of `out` from `at`. */
   decode(data: Uint8Array, out: Int16Array, at: number): void {
     const lo = this.low;
     const hb = this.high;
+    const q = this.qmf;
     for (let j = 0; j < data.length; j++) {
       const code = data[j]!;
       const ilow = code & 0x3f;
@@ -267,10 +339,10 @@ export class G722Decoder {
       hb.scale(WH[RH2[ihigh]!]!, 22528, 10);
       hb.block4(dhigh);
       // Receive QMF
-      this.qmf.push(rlow + rhigh, rlow - rhigh);
-      this.qmf.sums(this.sums);
-      out[at + 2 * j] = sat(this.sums[1]! >> 11);
-      out[at + 2 * j + 1] = sat(this.sums[0]! >> 11);
+      q.push(rlow + rhigh, rlow - rhigh);
+      q.sums();
+      out[at + 2 * j] = sat(q.odd >> 11);
+      out[at + 2 * j + 1] = sat(q.even >> 11);
     }
   }
 }

@@ -1,11 +1,24 @@
 /** Media in the calling thread: used on the media thread itself, and when the thread is off. */
 import type dgram from 'node:dgram';
 import { MediaSession, PortPool } from './session.ts';
-import { upsample8to16Into } from './audio.ts';
-import { EMPTY_METRICS, InputBatcher, type LegHandlers, type LegMetrics, type LegStart, type LegTarget, type MediaHost, type MediaLeg } from './leg.ts';
+import { legRate, upsample8to16Into } from './audio.ts';
+import { ToLegRate } from './resample.ts';
+import {
+  EMPTY_METRICS,
+  InputBatcher,
+  type LegHandlers,
+  type LegMetrics,
+  type LegStart,
+  type LegTarget,
+  type MediaHost,
+  type MediaLeg,
+  type PlayRate,
+} from './leg.ts';
 
 export class InlineLeg implements MediaLeg {
   private session: MediaSession | null = null;
+  /** Brings what play() gets to the leg's rate (made at start, with the codec). */
+  private to: ToLegRate | null = null;
   private stopped = false;
   readonly port: number;
 
@@ -19,6 +32,7 @@ export class InlineLeg implements MediaLeg {
 
   start(o: LegStart, h: LegHandlers): void {
     if (this.session || this.stopped) return;
+    this.to = new ToLegRate(legRate(o.codec));
     const batcher = new InputBatcher(h.onAudio16k, 1280, upsample8to16Into);
     const rtcp = { socket: this.rtcpSocket, remotePort: o.remoteRtcpPort ?? o.remotePort + 1, intervalMs: this.rtcpIntervalMs };
     this.session = new MediaSession({
@@ -32,8 +46,8 @@ export class InlineLeg implements MediaLeg {
     });
     this.session.start();
   }
-  play(pcm8k: Int16Array): void {
-    this.session?.play(pcm8k);
+  play(pcm: Int16Array, rate: PlayRate = 8000): void {
+    if (this.to) this.session?.play(this.to.convert(pcm, rate));
   }
   flush(): void {
     this.session?.flush();
@@ -43,7 +57,8 @@ export class InlineLeg implements MediaLeg {
   }
   bridgeTo(other: MediaLeg): void {
     this.session?.flush();
-    this.session?.forwardTo((pcm) => other.play(pcm.slice()));
+    const rate = this.to?.rate ?? 8000;
+    this.session?.forwardTo((pcm) => other.play(pcm.slice(), rate));
   }
   get queuedMs(): number {
     return this.session?.queuedMs ?? 0;

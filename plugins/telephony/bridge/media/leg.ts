@@ -1,10 +1,15 @@
 /**
  * A call's media as the call logic sees it, wherever it runs: inline (same event loop) or on the
- * media thread (media/thread.ts). Far-end audio arrives already at 16 kHz in 80 ms batches.
+ * media thread (media/thread.ts). Far-end audio arrives already at 16 kHz in 80 ms batches; audio
+ * to play goes in at the rate it has and is brought to the leg's own rate (8 kHz G.711, 16 kHz
+ * G.722) in one step (resample.ts `ToLegRate`).
  */
 import type { SipCodec } from './audio.ts';
 import type { RtcpMetrics } from './rtcp.ts';
 import type { SdesKeys } from './sdes.ts';
+
+/** The rates audio is handed to a leg at: G.711's, the engine's input and G.722's, the engine's output. */
+export type PlayRate = 8000 | 16000 | 24000;
 
 export interface LegStart {
   codec: SipCodec;
@@ -76,15 +81,16 @@ export interface MediaLeg {
   /** Local RTP port (for the SDP offer). */
   readonly port: number;
   start(o: LegStart, h: LegHandlers): void;
-  /** Queue 8 kHz PCM for playout. */
-  play(pcm8k: Int16Array): void;
+  /** Queue PCM at `rate` (default 8 kHz) for playout; the leg brings it to its own rate. */
+  play(pcm: Int16Array, rate?: PlayRate): void;
   /** Barge-in: drop what is queued. */
   flush(): void;
   /** The far end moved its media or put the call on/off hold (re-INVITE). */
   retarget(t: LegTarget): void;
   /**
    * Second-leg transfer: from now on this leg's far-end audio goes straight into `other`'s
-   * playback (8 kHz, no engine in between) instead of to onAudio16k. Call it on both legs.
+   * playback (at `other`'s rate: two G.722 legs stay wideband; no engine in between) instead of to
+   * onAudio16k. Call it on both legs.
    */
   bridgeTo(other: MediaLeg): void;
   /** Approximate ms of audio still queued (0 once the queue drained). */

@@ -1,5 +1,6 @@
 /**
- * A call's playback queue as a single-producer single-consumer ring of 8 kHz samples in a
+ * A call's playback queue as a single-producer single-consumer ring of samples at the leg's rate
+ * (8 kHz G.711, 16 kHz G.722) in a
  * SharedArrayBuffer: the call logic (main thread) writes the AI's audio, the sending media thread
  * reads one frame per 20 ms straight into the RTP packet. No message and no allocation per chunk
  * on the media thread, and the call logic reads the queue level directly.
@@ -17,6 +18,11 @@ const HEADER_BYTES = 16;
 
 /** Default capacity: 2^15 samples, 4.1 s at 8 kHz (64 KiB a call); the writer holds any excess. */
 export const RING_SAMPLES = 1 << 15;
+
+/** A ring of about 4 s at `rate` (2^15 samples at 8 kHz, 2^16 at 16 kHz). */
+export function ringFor(rate: 8000 | 16000): SharedArrayBuffer {
+  return createRing(rate === 16000 ? 2 * RING_SAMPLES : RING_SAMPLES);
+}
 
 export function createRing(capacity = RING_SAMPLES): SharedArrayBuffer {
   if (capacity & (capacity - 1)) throw new Error('ring capacity must be a power of two');
@@ -129,7 +135,7 @@ export class RingReader extends RingSide {
   }
 
   /**
-   * Encodes up to `n` queued samples into `out` at `at` and returns how many it took (0 when the
+   * Encodes up to `n` queued samples into `out` at `at` and returns the octets written (0 when the
    * ring is empty).
    */
   encodeInto(e: FrameEncoder | Codec, out: Uint8Array, at: number, n: number): number {
@@ -140,9 +146,9 @@ export class RingReader extends RingSide {
     const r = Atomics.load(this.head, READ) >>> 0;
     const from = r & this.mask;
     const first = Math.min(take, this.data.length - from);
-    enc(this.data, from, first, out, at);
-    if (take > first) enc(this.data, 0, take - first, out, at + first);
+    let octets = enc(this.data, from, first, out, at);
+    if (take > first) octets += enc(this.data, 0, take - first, out, at + octets);
     Atomics.store(this.head, READ, (r + take) | 0); // frees the space for the writer
-    return take;
+    return octets;
   }
 }

@@ -9,16 +9,18 @@ import dns from 'node:dns';
 import { isIP } from 'node:net';
 import { randomInt } from 'node:crypto';
 import { DtmfReceiver, JitterBuffer, parseRtp } from './rtp.ts';
-import { decodeG711Into, Decimator16to8, encoderOf, frameEncoder, isWideband, silenceFrame, type Codec, type FrameEncoder, type SipCodec } from './audio.ts';
+import { decodeG711Into, frameEncoder, isWideband, legRate, silenceFrame, type Codec, type FrameEncoder, type SipCodec } from './audio.ts';
+import { PcmQueue } from './pcm-queue.ts';
 import { G722Decoder } from './g722.ts';
 import { SdesSrtp, type SdesKeys } from './sdes.ts';
 import type { LegMetrics, LegTarget } from './leg.ts';
 import { ReceptionStats, RtcpSession, SenderInfo, type RtcpMetrics } from './rtcp.ts';
 
 const FRAME_NS = 20_000_000n;
+/** RTP clock ticks and payload octets per 20 ms, G.711 and G.722 alike (RFC 3551 §4.5.2). */
 const FRAME_SAMPLES = 160;
-/** 8 kHz silence a G.722 sender encodes when nothing is queued (never written). */
-const SILENT_8K = new Int16Array(FRAME_SAMPLES);
+/** 16 kHz silence a G.722 sender encodes when nothing is queued (never written). */
+const SILENT_16K = new Int16Array(2 * FRAME_SAMPLES);
 
 /** Histogram of send-interval deviation from 20 ms, 0.1 ms bins up to 200 ms. */
 export class IntervalStats {
@@ -127,45 +129,12 @@ export class Pacer {
 /** The pacer of this thread (each worker thread has its own module instance). */
 export const pacer = new Pacer();
 
-/** Where a sender takes its audio from: queued 8 kHz samples, encoded straight into a packet. */
+/** Where a sender takes its audio from: samples queued at the leg's rate, encoded straight into a packet. */
 export interface FrameSource {
   /** Samples queued. */
   readonly queued: number;
-  /** Encodes up to `n` queued samples into `out` at `at` (one octet a sample); returns how many it took. */
-  encodeInto(enc: FrameEncoder | Codec, out: Uint8Array, at: number, n: number): number;
-}
-
-/** The playback queue in the sender's own thread: a list of the arrays play() was given. */
-export class ArrayQueue implements FrameSource {
-  private chunks: Int16Array[] = [];
-  private offset = 0;
-  queued = 0;
-  push(pcm: Int16Array): void {
-    this.chunks.push(pcm);
-    this.queued += pcm.length;
-  }
-  flush(): void {
-    this.chunks = [];
-    this.offset = 0;
-    this.queued = 0;
-  }
-  encodeInto(e: FrameEncoder | Codec, out: Uint8Array, at: number, n: number): number {
-    const enc = encoderOf(e);
-    let done = 0;
-    while (done < n && this.chunks.length) {
-      const head = this.chunks[0];
-      const take = Math.min(n - done, head.length - this.offset);
-      enc(head, this.offset, take, out, at + done);
-      done += take;
-      this.offset += take;
-      if (this.offset >= head.length) {
-        this.chunks.shift();
-        this.offset = 0;
-      }
-    }
-    this.queued -= done;
-    return done;
-  }
+  /** Encodes up to `n` queued samples into `out` at `at`; returns the octets written. */
+  encodeInto(enc: FrameEncoder, out: Uint8Array, at: number, n: number): number;
 }
 
 export interface SenderOptions {
@@ -183,9 +152,9 @@ export interface SenderOptions {
 }
 
 /**
- * The sending half of a call's media: paced RTP from a playback queue, G.711 or G.722 encoded (a
- * G.722 frame is 160 octets for 160 queued 8 kHz samples, and 160 RTP clock ticks: RFC 3551 §4.5.2),
- * protected with SRTP when the leg negotiated it.
+ * The sending half of a call's media: paced RTP from a playback queue at the leg's rate, G.711
+ * (160 samples at 8 kHz a frame) or G.722 (320 samples at 16 kHz make its 160 octets, still 160
+ * RTP clock ticks: RFC 3551 §4.5.2), protected with SRTP when the leg negotiated it.
  */
 export class RtpSender implements Clocked {
   readonly stats = new IntervalStats();
@@ -194,7 +163,9 @@ export class RtpSender implements Clocked {
   private seq = randomInt(0, 0xffff);
   private ts = randomInt(0, 0x7fffffff);
   private readonly ssrc = randomInt(1, 0x7fffffff);
-  private readonly own: ArrayQueue | null;
+  private readonly own: PcmQueue | null;
+  /** Samples of the leg's rate per 20 ms frame (160 at 8 kHz, 320 at 16 kHz). */
+  private readonly frameSamples: number;
   private readonly source: FrameSource;
   private talking = false;
   /** The grid was moved for the first AI audio: that one interval is not a jitter sample. */
@@ -215,10 +186,11 @@ export class RtpSender implements Clocked {
 
   constructor(private readonly o: SenderOptions) {
     this.enc = frameEncoder(o.codec);
+    this.frameSamples = legRate(o.codec) / 50;
     // G.722 is adaptive: silence goes through the encoder, so the far end's decoder stays in step.
     this.silence = o.codec === 'G722' ? null : silenceFrame(o.codec);
     this.srtp = o.srtp ? new SdesSrtp(o.srtp) : null;
-    this.own = o.source ? null : new ArrayQueue();
+    this.own = o.source ? null : new PcmQueue();
     this.source = o.source ?? this.own!;
   }
 
@@ -229,10 +201,10 @@ export class RtpSender implements Clocked {
     pacer.add(this, true);
   }
 
-  /** Queues 8 kHz PCM for playout (own queue only; a shared source is filled by its writer). */
-  play(pcm8k: Int16Array): void {
-    if (pcm8k.length === 0 || !this.own) return;
-    this.own.push(pcm8k);
+  /** Queues PCM at the leg's rate for playout (own queue only; a shared source is filled by its writer). */
+  play(pcm: Int16Array): void {
+    if (pcm.length === 0 || !this.own) return;
+    this.own.push(pcm);
     this.audioQueued();
   }
 
@@ -263,7 +235,7 @@ export class RtpSender implements Clocked {
   }
 
   get queuedMs(): number {
-    return this.source.queued / 8;
+    return (this.source.queued * 20) / this.frameSamples;
   }
 
   /**
@@ -272,15 +244,16 @@ export class RtpSender implements Clocked {
    * exactly as a zero-filled 160-sample frame would be.
    */
   private writeFrame(out: Uint8Array, at: number): boolean {
-    const n = this.source.encodeInto(this.enc, out, at, FRAME_SAMPLES);
+    const n = this.source.encodeInto(this.enc, out, at, this.frameSamples);
     if (n === 0) return false;
     if (n < FRAME_SAMPLES) this.writeSilence(out, at + n, FRAME_SAMPLES - n);
     return true;
   }
 
+  /** `n` octets of silence (G.722: zeros through the encoder, two samples an octet). */
   private writeSilence(out: Uint8Array, at: number, n: number): void {
     if (this.silence) out.set(this.silence.subarray(0, n), at);
-    else this.enc(SILENT_8K, 0, n, out, at);
+    else this.enc(SILENT_16K, 0, 2 * n, out, at);
   }
 
   skip(n: number): void {
@@ -391,13 +364,11 @@ export interface ReceiverOptions {
   onMediaTimeout?: () => void;
 }
 
-/** A G.722 receiver's decoder, its 16 kHz frame, and the way down to 8 kHz for a bridged leg. */
+/** A G.722 receiver's decoder and its 16 kHz frame. */
 interface WideRx {
   dec: G722Decoder;
   pcm: Int16Array;
   zero: Int16Array;
-  down: Decimator16to8;
-  pcm8k: Int16Array;
 }
 
 /**
@@ -413,7 +384,7 @@ export class RtpReceiver implements Clocked {
   /** Reused for every far-end frame handed to onAudio (decoded / concealed gap). */
   private decoded = new Int16Array(FRAME_SAMPLES);
   private readonly zero = new Int16Array(FRAME_SAMPLES);
-  /** G.722: its decoder, the 16 kHz frame, and the way down to 8 kHz for a bridged leg. */
+  /** G.722: its decoder and the 16 kHz frame. */
   private readonly g722: WideRx | null;
   private readonly srtp: SdesSrtp | null;
   packetsReceived = 0;
@@ -430,8 +401,6 @@ export class RtpReceiver implements Clocked {
           dec: new G722Decoder(),
           pcm: new Int16Array(2 * FRAME_SAMPLES),
           zero: new Int16Array(2 * FRAME_SAMPLES),
-          down: new Decimator16to8(),
-          pcm8k: new Int16Array(FRAME_SAMPLES),
         }
       : null;
     const srtp = o.srtp ? new SdesSrtp(o.srtp) : null;
@@ -475,8 +444,11 @@ export class RtpReceiver implements Clocked {
     this.checkTimeout();
   }
 
-  /** Second-leg transfer: decoded far-end frames go here instead of to onAudio. */
-  forward: ((pcm8k: Int16Array) => void) | null = null;
+  /**
+   * Second-leg transfer: decoded far-end frames go here instead of to onAudio, at the leg's rate
+   * (16 kHz from G.722, 8 kHz from G.711; the sink brings them to its own). Reused like onAudio's.
+   */
+  forward: ((pcm: Int16Array) => void) | null = null;
 
   /** The far end's media moved, or it holds the call (no media expected, no timeout meanwhile). */
   retarget(t: LegTarget): void {
@@ -530,7 +502,7 @@ export class RtpReceiver implements Clocked {
     sink(this.decoded);
   }
 
-  /** playoutOne for G.722: 16 kHz to onAudio16k, or down to 8 kHz for a bridged leg's playback. */
+  /** playoutOne for G.722: 16 kHz to onAudio16k, or to a bridged leg's playback. */
   private playoutWide(w: WideRx): void {
     const incoming = this.jitter.pop();
     if (incoming === undefined || (!this.forward && !this.o.onAudio16k)) return;
@@ -542,9 +514,7 @@ export class RtpReceiver implements Clocked {
     } else w.zero.fill(0);
     if (this.forward) {
       this.relayedFrames++;
-      if (w.pcm8k.length * 2 !== pcm.length) w.pcm8k = new Int16Array(pcm.length >> 1);
-      w.down.process(pcm, w.pcm8k);
-      this.forward(w.pcm8k);
+      this.forward(pcm);
       return;
     }
     this.o.onAudio16k!(pcm);
@@ -646,8 +616,9 @@ export class MediaSession {
     this.tx.start();
     this.rx.start();
   }
-  play(pcm8k: Int16Array): void {
-    this.tx.play(pcm8k);
+  /** Queues PCM at the leg's rate. */
+  play(pcm: Int16Array): void {
+    this.tx.play(pcm);
   }
   audioQueued(): void {
     this.tx.audioQueued();
@@ -656,8 +627,8 @@ export class MediaSession {
     this.tx.retarget(t.remoteHost, t.remotePort);
     this.rx.retarget(t);
   }
-  /** Far-end audio goes to `sink` (another call's playback) instead of onAudio. */
-  forwardTo(sink: (pcm8k: Int16Array) => void): void {
+  /** Far-end audio (at the leg's rate) goes to `sink` (another call's playback) instead of onAudio. */
+  forwardTo(sink: (pcm: Int16Array) => void): void {
     this.rx.forward = sink;
   }
   flush(): void {

@@ -6,8 +6,10 @@
 import { Worker } from 'node:worker_threads';
 import { EMPTY_METRICS, type LegHandlers, type LegMetrics, type LegStart, type LegTarget, type MediaHost, type MediaLeg } from './leg.ts';
 import type { MediaRole, ThreadData, ToThread } from './thread.ts';
-import { RingWriter, createRing } from './ring.ts';
-import { backTo8k, Decimator16to8, isWideband } from './audio.ts';
+import { RingWriter, ringFor } from './ring.ts';
+import { legRate } from './audio.ts';
+import { ToLegRate } from './resample.ts';
+import type { PlayRate } from './leg.ts';
 
 type FromThread =
   | { op: 'priority'; priority: string }
@@ -108,8 +110,11 @@ class MediaThread {
 
 class ThreadLeg implements MediaLeg {
   handlers: LegHandlers | null = null;
-  private readonly sab = createRing();
-  private readonly ring = new RingWriter(this.sab);
+  /** The playback ring (at the leg's rate, made at start once the codec is known) and its writer. */
+  private sab: SharedArrayBuffer | null = null;
+  private ring: RingWriter | null = null;
+  /** Brings what play() gets to the ring's rate. */
+  private to: ToLegRate | null = null;
   private kicked = false;
   firstAudioSentAt: bigint | null = null;
   /** Halves still to report after a stop, and what they reported. */
@@ -126,19 +131,25 @@ class ThreadLeg implements MediaLeg {
     readonly port: number,
   ) {}
 
-  /** A G.722 leg's far-end audio is real 16 kHz: a room it is bridged to gets it low-passed to 8 kHz. */
-  down: Decimator16to8 | null = null;
   start(o: LegStart, h: LegHandlers): void {
+    if (this.sab) return;
     this.handlers = h;
-    if (isWideband(o.codec)) this.down = new Decimator16to8();
+    const rate = legRate(o.codec);
+    this.sab = ringFor(rate);
+    this.ring = new RingWriter(this.sab);
+    this.to = new ToLegRate(rate);
     const info = new SharedArrayBuffer(32); // SenderInfo: tx writes, RTCP on rx reads
     this.tx.post({ op: 'start', id: this.id, o, ring: this.sab, info });
     this.rx?.post({ op: 'start', id: this.id, o, ring: this.sab, info });
   }
-  play(pcm8k: Int16Array): void {
+  /** The rate of this leg's ring (8 kHz before start). */
+  get rate(): 8000 | 16000 {
+    return this.to?.rate ?? 8000;
+  }
+  play(pcm: Int16Array, rate: PlayRate = 8000): void {
     // Once bridged, another leg's receiver is the ring's only producer (single-producer ring).
-    if (pcm8k.length === 0 || this.stopping || this.bridged) return;
-    if (this.ring.write(pcm8k)) this.host.pumpLater(this);
+    if (pcm.length === 0 || this.stopping || this.bridged || !this.ring || !this.to) return;
+    if (this.ring.write(this.to.convert(pcm, rate))) this.host.pumpLater(this);
     if (!this.kicked) {
       // The sender re-phases its 20 ms grid for the first AI audio: tell it now rather than
       // letting it find the audio at its next tick.
@@ -148,42 +159,38 @@ class ThreadLeg implements MediaLeg {
   }
   /** Moves held-back audio into the ring; false once nothing is held. */
   pump(): boolean {
-    return !this.stopping && this.ring.pump();
+    return !this.stopping && !!this.ring?.pump();
   }
   flush(): void {
-    this.ring.flush();
+    this.ring?.flush();
   }
-  /** The ring this leg plays from (another leg's receiver writes into it once bridged). */
-  get playbackRing(): SharedArrayBuffer {
+  /** The ring this leg plays from (another leg's receiver writes into it once bridged), once started. */
+  get playbackRing(): SharedArrayBuffer | null {
     return this.sab;
-  }
-  to8k(pcm16k: Int16Array): Int16Array {
-    if (!this.down) return backTo8k(pcm16k);
-    const out = new Int16Array(pcm16k.length >> 1);
-    this.down.process(pcm16k, out);
-    return out;
   }
   private bridged = false;
   /** A leg of no media thread (a browser room's visitor) this leg's far-end audio goes to. */
   forwardTo: MediaLeg | null = null;
   bridgeTo(other: MediaLeg): void {
-    if (!(other instanceof ThreadLeg)) {
-      // Not on the media threads: the far end's audio comes to this thread as usual and is
-      // played into `other` here (8 kHz again); this leg's own playback stays ours to feed.
-      this.ring.flush();
+    const target = other instanceof ThreadLeg ? other : null;
+    const ring = target?.playbackRing;
+    if (!target || !ring) {
+      // Not on the media threads: the far end's audio comes to this thread as usual (16 kHz
+      // batches) and is played into `other` here; this leg's own playback stays ours to feed.
+      this.ring?.flush();
       this.forwardTo = other;
       return;
     }
     this.bridged = true;
-    this.ring.flush(); // the AI's queued words are not for the new party
-    (this.rx ?? this.tx).post({ op: 'forward', id: this.id, ring: other.playbackRing });
+    this.ring?.flush(); // the AI's queued words are not for the new party
+    (this.rx ?? this.tx).post({ op: 'forward', id: this.id, ring, rate: target.rate });
   }
   retarget(t: LegTarget): void {
     this.tx.post({ op: 'retarget', id: this.id, t });
     this.rx?.post({ op: 'retarget', id: this.id, t });
   }
   get queuedMs(): number {
-    return this.ring.queued / 8;
+    return this.ring ? this.ring.queued / (this.rate / 1000) : 0;
   }
   stop(): Promise<LegMetrics> {
     if (!this.stopping) {
@@ -234,7 +241,7 @@ export class ThreadMediaHost implements MediaHost {
     switch (m.op) {
       case 'audio': {
         const leg = this.legs.get(m.id);
-        if (leg?.forwardTo) leg.forwardTo.play(leg.to8k(m.pcm));
+        if (leg?.forwardTo) leg.forwardTo.play(m.pcm, 16000);
         else leg?.handlers?.onAudio16k(m.pcm);
         return;
       }

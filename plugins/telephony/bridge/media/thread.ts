@@ -5,7 +5,8 @@
  *    packet, so its garbage collections stay short, and it runs at real-time priority when the
  *    system allows it.
  *  - `rx`: the RTP receivers (one datagram object per packet, the source of most GC work), the
- *    jitter buffers, DTMF, G.711 decoding and 8→16 kHz resampling for the engine.
+ *    jitter buffers, DTMF, G.711 and G.722 decoding, 8→16 kHz resampling of G.711 for the engine,
+ *    and a bridged leg's audio into the other leg's ring at that ring's rate.
  *  - `both`: the two on one socket in one thread, where the two-socket split is unavailable
  *    (not Linux).
  * The call logic talks to them by messages (media/thread-host.ts); the AI's audio goes to the
@@ -19,7 +20,8 @@ import type dgram from 'node:dgram';
 import { PortPool, RtpReceiver, RtpSender, MediaSession, bindSocket } from './session.ts';
 import { RingReader, RingWriter } from './ring.ts';
 import { SenderInfo } from './rtcp.ts';
-import { upsample8to16Into } from './audio.ts';
+import { legRate, upsample8to16Into } from './audio.ts';
+import { Decimator16to8 } from './resample.ts';
 import { InputBatcher, type LegStart, type LegTarget } from './leg.ts';
 
 export type MediaRole = 'tx' | 'rx' | 'both';
@@ -31,7 +33,7 @@ export type ToThread =
   | { op: 'start'; id: number; o: LegStart; ring: SharedArrayBuffer; info: SharedArrayBuffer }
   | { op: 'kick'; id: number } // tx, both: the first AI audio was written to the ring
   | { op: 'retarget'; id: number; t: LegTarget }
-  | { op: 'forward'; id: number; ring: SharedArrayBuffer } // rx, both: far-end audio into that ring
+  | { op: 'forward'; id: number; ring: SharedArrayBuffer; rate: 8000 | 16000 } // rx, both: far-end audio into that ring, at its rate
   | { op: 'stop'; id: number };
 
 export interface ThreadData {
@@ -107,6 +109,8 @@ function serve(port: MessagePort, d: ThreadData): void {
   port.postMessage({ op: 'priority', priority });
   const pool = new PortPool(d.min, d.max, d.host);
   const legs = new Map<number, Entry>();
+  /** Each started leg's rate (its receiver's frames: 16 kHz G.722, 8 kHz G.711). */
+  const codecRates = new Map<number, 8000 | 16000>();
   /** RTCP sockets (RTP port + 1) of ports reserved but not bound yet (rx). */
   const reserved = new Map<number, dgram.Socket>();
   const fail = (id: number, err: unknown) => port.postMessage({ op: 'error', id, message: err instanceof Error ? err.message : String(err) });
@@ -158,6 +162,7 @@ function serve(port: MessagePort, d: ThreadData): void {
         return;
       case 'start':
         if (!l) return;
+        codecRates.set(m.id, legRate(m.o.codec));
         if (l.kind === 'tx' && !l.sender) {
           l.sender = new RtpSender({ socket: l.socket, ...m.o, source: new RingReader(m.ring), info: new SenderInfo(m.info) });
           l.sender.start();
@@ -185,8 +190,7 @@ function serve(port: MessagePort, d: ThreadData): void {
         return;
       case 'forward': {
         // The other call's ring gets a producer here; the call logic stopped writing to it.
-        const ring = new RingWriter(m.ring);
-        const sink = (pcm: Int16Array) => void ring.writeOrDrop(pcm);
+        const sink = relay(new RingWriter(m.ring), codecRates.get(m.id) ?? 8000, m.rate);
         if (l?.kind === 'rx' && l.receiver) l.receiver.forward = sink;
         else if (l?.kind === 'both') l.session?.forwardTo(sink);
         return;
@@ -197,6 +201,7 @@ function serve(port: MessagePort, d: ThreadData): void {
         return;
       case 'stop': {
         legs.delete(m.id);
+        codecRates.delete(m.id);
         let metrics: object | null = null;
         if (l?.kind === 'both' && l.session) {
           metrics = l.session.metrics();
@@ -223,6 +228,30 @@ function serve(port: MessagePort, d: ThreadData): void {
       }
     }
   });
+}
+
+/**
+ * A bridged leg's far-end frames (at `from`, reused by the receiver) into the other leg's ring at
+ * `to`: as they are when the rates agree (two G.722 legs stay wideband), low-passed to 8 kHz, or
+ * interpolated to 16 kHz. Live audio: what does not fit is dropped (RingWriter.writeOrDrop).
+ */
+function relay(ring: RingWriter, from: 8000 | 16000, to: 8000 | 16000): (pcm: Int16Array) => void {
+  if (from === to) return (pcm) => void ring.writeOrDrop(pcm);
+  if (from === 16000) {
+    const down = new Decimator16to8();
+    let out = new Int16Array(160);
+    return (pcm) => {
+      if (out.length * 2 < pcm.length + 1) out = new Int16Array((pcm.length >> 1) + 1);
+      void ring.writeOrDrop(out.subarray(0, down.processInto(pcm, out)));
+    };
+  }
+  let out = new Int16Array(320);
+  let last = 0;
+  return (pcm) => {
+    if (out.length !== pcm.length * 2) out = new Int16Array(pcm.length * 2);
+    last = upsample8to16Into(pcm, last, out, 0);
+    void ring.writeOrDrop(out);
+  };
 }
 
 /** Far-end audio to the call logic in 80 ms batches at 16 kHz, DTMF digits, and a media timeout. */

@@ -14,9 +14,9 @@
  */
 import { randomInt } from 'node:crypto';
 import { RTCPeerConnection, RTCRtpCodecParameters, RtpHeader, RtpPacket, type RTCRtpTransceiver } from 'werift';
-import { ArrayQueue, IntervalStats, pacer, type Clocked } from '../media/session.ts';
+import { IntervalStats, pacer, type Clocked } from '../media/session.ts';
 import { backTo8k, Decimator24to8, decodeG711Into, silenceFrame, upsample8to16Into, type Codec } from '../media/audio.ts';
-import { InputBatcher } from '../media/leg.ts';
+import { InputBatcher, type PlayRate } from '../media/leg.ts';
 import { UpsamplerTo24 } from '../media/resample.ts';
 import { OPUS_ENC_FRAME, OPUS_MAX_DEC_SAMPLES, OPUS_TICKS_PER_FRAME, OpusDecoder, OpusEncoder, PcmQueue } from './opus.ts';
 import { dropSendHistory } from './send-history.ts';
@@ -30,7 +30,7 @@ const WIDE_BATCH = 1280;
 /** A browser leg's codec: Opus when the browser offers it, else G.711. */
 export type WebRtcCodec = Codec | 'opus';
 /** The rates a room leg plays: 8 kHz (SIP legs' audio), 16 kHz (wideband legs'), 24 kHz (the engine's). */
-export type PlayRate = 8000 | 16000 | 24000;
+export type { PlayRate };
 /** Mean absolute sample value above which a 20 ms frame counts as voice (about -36 dBFS). */
 const VOICE_LEVEL = 500;
 /** Voiced frames (100 ms) before the visitor counts as having spoken. */
@@ -122,7 +122,7 @@ export class WebRtcLeg implements Clocked, RoomLeg {
   codec: WebRtcCodec | null = null;
   private payloadType = 0;
   /** G.711's playback queue (8 kHz). */
-  private readonly queue = new ArrayQueue();
+  private readonly queue = new PcmQueue();
   /** Opus's (24 kHz), its codec state, and the converters into it; made when Opus is agreed. */
   private wide: {
     queue: PcmQueue;

@@ -78,39 +78,5 @@ export class OpusDecoder {
 
 export const OPUS_MAX_DEC_SAMPLES = MAX_DEC_SAMPLES;
 
-/** Samples at one rate, queued in chunks and taken out a frame at a time (no copy on push). */
-export class PcmQueue {
-  private chunks: Int16Array[] = [];
-  private offset = 0;
-  queued = 0;
-
-  push(pcm: Int16Array): void {
-    if (pcm.length === 0) return;
-    this.chunks.push(pcm);
-    this.queued += pcm.length;
-  }
-
-  flush(): void {
-    this.chunks = [];
-    this.offset = 0;
-    this.queued = 0;
-  }
-
-  /** Moves up to `n` samples into `out` from its start; returns how many (the rest is left as it was). */
-  takeInto(out: Int16Array, n: number): number {
-    let done = 0;
-    while (done < n && this.chunks.length) {
-      const head = this.chunks[0]!;
-      const take = Math.min(n - done, head.length - this.offset);
-      out.set(head.subarray(this.offset, this.offset + take), done);
-      done += take;
-      this.offset += take;
-      if (this.offset >= head.length) {
-        this.chunks.shift();
-        this.offset = 0;
-      }
-    }
-    this.queued -= done;
-    return done;
-  }
-}
+/** The frame queue of an Opus leg (one class with the SIP legs' own playback queue). */
+export { PcmQueue } from '../media/pcm-queue.ts';

@@ -6,9 +6,7 @@
  * its `play()` and its far end's audio into ours. The room stays the owner of its leg: this
  * never starts or stops it.
  */
-import { backTo8k } from '../media/audio.ts';
-import { Decimator16to8 } from '../media/resample.ts';
-import { EMPTY_METRICS, type LegMetrics, type MediaLeg } from '../media/leg.ts';
+import { EMPTY_METRICS, type LegMetrics, type MediaLeg, type PlayRate } from '../media/leg.ts';
 import type { RoomLeg } from './leg.ts';
 import type { AnsweredEndpoint } from '../inbound/endpoints.ts';
 
@@ -17,8 +15,6 @@ export class RoomAsCaller implements MediaLeg {
   readonly firstAudioSentAt = null;
   /** Where the visitor's audio goes for an endpoint that bridged to us. */
   private bridged: MediaLeg | null = null;
-  /** An Opus visitor's 16 kHz is wideband: low-passed before it goes to an 8 kHz leg. */
-  private readonly narrow = new Decimator16to8();
 
   constructor(
     private readonly leg: RoomLeg,
@@ -28,14 +24,14 @@ export class RoomAsCaller implements MediaLeg {
   /** The visitor's audio (16 kHz batches from the room's leg) towards the person. */
   visitorAudio(pcm16k: Int16Array): void {
     if (this.person.hear) this.person.hear(pcm16k);
-    else this.bridged?.play(this.leg.codec === 'opus' ? this.narrow.process(pcm16k) : backTo8k(pcm16k));
+    else this.bridged?.play(pcm16k, 16000); // the RTP leg brings it to its rate (G.711: low-passed to 8 kHz)
   }
 
   start(): void {
     // The room's leg is up already (the visitor is connected).
   }
-  play(pcm8k: Int16Array): void {
-    this.leg.play(pcm8k);
+  play(pcm: Int16Array, rate: PlayRate = 8000): void {
+    this.leg.play(pcm, rate);
   }
   flush(): void {
     this.leg.flush();
