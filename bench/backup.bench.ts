@@ -16,36 +16,18 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { execFile } from 'node:child_process';
-import { Appliance } from '../server/app.ts';
-import { AuditRepo } from '../plugins/audit/repo.ts';
 import { envNumber, type BenchResult } from './lib/contract.ts';
 import { freePort, ROOT, sleep, spawnServer, type Spawned } from './lib/load.ts';
+import { seedAuditlog, type Seeded } from './lib/seed.ts';
 
 const MB = envNumber('BENCH_BACKUP_MB', 1024);
 const ROUNDS = envNumber('BENCH_ROUNDS', 2);
 const READERS = 8;
 const PATH = '/api.ashx/v1/auditlog?limit=50';
 
-async function seed(dataDir: string): Promise<{ key: string; password: string }> {
-  let password = '';
-  const a = await Appliance.create({ dataDir, env: {}, overrides: { log: { level: 'silent' } }, onFirstRun: (f) => (password = f.password) });
-  try {
-    const core = a.core;
-    const tenant = core.tenants.primary()!;
-    const key = core.auth.createApiKey(tenant, core.users.byName(tenant, 'admin')!, { name: 'bench', createdBy: 'bench' }).key;
-    const repo = new AuditRepo(core.db);
-    const start = Date.now() - 10_000 * 60_000;
-    core.db.transaction(() => {
-      for (let i = 0; i < 10_000; i++)
-        repo.insert(tenant, {
-          ts: new Date(start + i * 60_000).toISOString(),
-          event: 'bench',
-          user: `u${i % 50}`,
-          ip: '10.0.0.1',
-          ua: 'bench',
-          extra: `n=${i}`,
-        });
-    })();
+/** The audit rows the readers page through, a bulk table of random 8 KiB rows, and 1 MiB files. */
+function seed(dataDir: string): Promise<Seeded> {
+  return seedAuditlog(dataDir, 10_000, (core) => {
     core.db.exec('CREATE TABLE bench_bulk (id INTEGER PRIMARY KEY, v BLOB NOT NULL)');
     const ins = core.db.prepare('INSERT INTO bench_bulk (v) VALUES (?)');
     const rows = Math.floor((MB * 0.9 * 1024) / 8);
@@ -55,13 +37,10 @@ async function seed(dataDir: string): Promise<{ key: string; password: string }>
         for (let i = 0; i < 5000 && done < rows; i++, done++) ins.run(blob.subarray((i % 64) * 8192, (i % 64) * 8192 + 8192));
       })();
     }
-    const files = path.join(dataDir, 'tenants', tenant.id, 'transcripts');
+    const files = path.join(dataDir, 'tenants', core.tenants.primary()!.id, 'transcripts');
     fs.mkdirSync(files, { recursive: true });
     for (let i = 0; i < Math.floor(MB * 0.1); i++) fs.writeFileSync(path.join(files, `f${i}.json`), crypto.randomBytes(1024 * 1024));
-    return { key, password };
-  } finally {
-    await a.stop();
-  }
+  });
 }
 
 /** Reads from READERS clients until `until` settles; every latency in ms. */
