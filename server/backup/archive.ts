@@ -205,6 +205,8 @@ export class ArchiveWriter {
   #fill = 0;
   #counter = 0;
   bytes = 0;
+  /** Told the bytes of each chunk written (create-worker: early writeback). */
+  onWrite: ((bytes: number) => void) | undefined;
 
   /** The writer of an archive's body, after `head` (its `head` bytes already written to `fd`). */
   constructor(fd: number, body: ArchiveBodyKeys) {
@@ -285,6 +287,7 @@ export class ArchiveWriter {
     writeAll(this.#fd, ct);
     writeAll(this.#fd, c.getAuthTag());
     this.bytes += 4 + ct.length + TAG_BYTES;
+    this.onWrite?.(4 + ct.length + TAG_BYTES);
     this.#counter++;
     if (this.#counter >= 0xffff_ffff) throw new Error('archive too large for one nonce prefix');
     this.#fill = 0;

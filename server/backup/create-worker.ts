@@ -1,5 +1,5 @@
 /**
- * The backup's own thread (createArchive in create.ts): the online backup of the store through a
+ * The backup's own thread (createArchive in create.ts): a snapshot of the store through a
  * connection of its own, then the archive's body (the snapshot and the data dir's files, read in
  * chunks, encrypted and written) with blocking calls that hold up nothing but this thread. The
  * server's event loop only waits for the answer, so requests go on as before.
@@ -42,15 +42,20 @@ const data = workerData as CreateWorkerData;
 const buf = (u: Uint8Array) => Buffer.from(u.buffer, u.byteOffset, u.byteLength);
 
 /**
- * SQLite's online backup API on this thread's connection, all pages in one step: one read
- * snapshot of the store (WAL: the server's writes go on meanwhile, and every write acknowledged
- * before it began is in it), never restarted by those writes.
+ * The store's snapshot: `VACUUM INTO` on this thread's own connection, one read transaction (WAL:
+ * the server's writes go on meanwhile, and every write acknowledged before it began is in it),
+ * never restarted by those writes as a stepped online backup would be. It writes a compact,
+ * complete database (rowids kept, free pages left out); with synchronous=OFF on this connection
+ * the scratch copy is never forced to the disk: it lives in the page cache until the archive (the
+ * one file that is synced) is written, and is deleted before the kernel would write it back, so
+ * the disk sees the data once, as `sqlite3 .backup` writes it once.
  */
-async function snapshot(): Promise<Record<string, number>> {
+function snapshot(): Record<string, number> {
   const src = new Database(data.dbFile, { fileMustExist: true });
   try {
     src.pragma('busy_timeout = 5000');
-    await src.backup(data.snapshot, { progress: () => 0x7fffffff });
+    src.pragma('synchronous = OFF');
+    src.prepare('VACUUM INTO ?').run(data.snapshot);
   } finally {
     src.close();
   }
@@ -69,7 +74,10 @@ function write(m: Extract<ToCreateWorker, { op: 'write' }>): { bytes: number; fi
     const keys: ArchiveBodyKeys = { stream: buf(m.body.stream), prefix: buf(m.body.prefix), aad: buf(m.body.aad), headBytes: m.body.headBytes };
     const w = new ArchiveWriter(out, keys);
     const chunk = Buffer.allocUnsafe(CHUNK_BYTES);
-    copyFile(w, chunk, data.snapshot, DB_ENTRY);
+    const flusher = new EarlyWriteback(out);
+    w.onWrite = (bytes) => flusher.wrote(bytes);
+    // Unlinked once open: read through the descriptor, and gone with it even if this thread dies.
+    copyFile(w, chunk, data.snapshot, DB_ENTRY, () => fs.rmSync(data.snapshot, { force: true }));
     let files = 1;
     for (const rel of filesToArchive(m.dataDir, m.exclude)) if (copyFile(w, chunk, path.join(m.dataDir, ...rel.split('/')), rel)) files++;
     w.write(Buffer.from([KIND_END]));
@@ -86,7 +94,7 @@ function write(m: Extract<ToCreateWorker, { op: 'write' }>): { bytes: number; fi
  * (a file replaced meanwhile is read whole from the old inode), a chunk at a time. Gone since the
  * listing: skipped.
  */
-function copyFile(w: ArchiveWriter, chunk: Buffer, abs: string, rel: string): boolean {
+function copyFile(w: ArchiveWriter, chunk: Buffer, abs: string, rel: string, opened?: () => void): boolean {
   let fd: number;
   try {
     fd = fs.openSync(abs, 'r');
@@ -95,6 +103,7 @@ function copyFile(w: ArchiveWriter, chunk: Buffer, abs: string, rel: string): bo
     throw e;
   }
   try {
+    opened?.();
     const size = fs.fstatSync(fd).size;
     w.write(entryHead(rel, size));
     let done = 0;
@@ -110,6 +119,29 @@ function copyFile(w: ArchiveWriter, chunk: Buffer, abs: string, rel: string): bo
   }
 }
 
+/**
+ * Starts the disk on the archive while this thread goes on encrypting: every WRITEBACK_BYTES an
+ * fdatasync on the thread pool, not awaited (at most one at a time). Without it the kernel holds
+ * the whole archive in the page cache and the final fsync writes a gigabyte after the CPU work,
+ * instead of beside it.
+ */
+const WRITEBACK_BYTES = 64 * 1024 * 1024;
+class EarlyWriteback {
+  #since = 0;
+  #busy = false;
+
+  constructor(private readonly fd: number) {}
+
+  wrote(bytes: number): void {
+    this.#since += bytes;
+    if (this.#since < WRITEBACK_BYTES || this.#busy) return;
+    this.#since = 0;
+    this.#busy = true;
+    // Its outcome does not matter: the final fsyncSync reports any failure.
+    fs.fdatasync(this.fd, () => (this.#busy = false));
+  }
+}
+
 parentPort!.on('message', (m: ToCreateWorker) => {
   const reply = (r: FromCreateWorker) => parentPort!.postMessage(r);
   const fail = (e: unknown) => {
@@ -117,12 +149,9 @@ parentPort!.on('message', (m: ToCreateWorker) => {
     // The errno shape survives the thread boundary, so reasonOf() still names code, call and path.
     reply({ error: err?.code && err.syscall ? `${err.code}: ${err.syscall} ${err.path ?? ''}`.trim() : (err?.message ?? String(e)), code: err?.code });
   };
-  if (m.op === 'snapshot') snapshot().then((schema) => reply({ ok: 'snapshot', schema }), fail);
-  else {
-    try {
-      reply({ ok: 'written', ...write(m) });
-    } catch (e) {
-      fail(e);
-    }
+  try {
+    reply(m.op === 'snapshot' ? { ok: 'snapshot', schema: snapshot() } : { ok: 'written', ...write(m) });
+  } catch (e) {
+    fail(e);
   }
 });

@@ -39,8 +39,8 @@ export function schemaVersions(db: DB): Record<string, number> {
 }
 
 /**
- * One consistent archive of a running appliance: first a snapshot of the database through
- * SQLite's online backup API (into the data dir's tmp/, 0600), then the data dir's files. Files
+ * One consistent archive of a running appliance: first a snapshot of the database in one read
+ * transaction (`VACUUM INTO` the data dir's tmp/, 0600), then the data dir's files. Files
  * after the snapshot: a chat upload is renamed into place after its row commits, so every row in
  * the snapshot finds its file. Written to `<name>.part` and renamed when complete and synced: an
  * archive under its final name is always whole.
