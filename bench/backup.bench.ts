@@ -9,43 +9,27 @@
  * 10,000 audit rows) and 10 % files of 1 MiB under the tenant's folder. The appliance runs as
  * `sovcomms serve` in its own process; the backup is the console's `POST /api.ashx/v1/backups`
  * (the same code the schedule runs); reads come from 8 concurrent clients in this process.
- * Rounds alternate peer and appliance (BENCH_ROUNDS, 2 each) so a neighbour's burst hits both.
+ * Rounds alternate peer and appliance (BENCH_ROUNDS, 3 each: an odd count, so the median is one
+ * round's) so a neighbour's burst hits both; the note gives each round's ratio too. A quick run:
+ * BENCH_BACKUP_MB=256.
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { execFile } from 'node:child_process';
-import { Appliance } from '../server/app.ts';
-import { AuditRepo } from '../plugins/audit/repo.ts';
 import { envNumber, type BenchResult } from './lib/contract.ts';
 import { freePort, ROOT, sleep, spawnServer, type Spawned } from './lib/load.ts';
+import { seedAuditlog, type Seeded } from './lib/seed.ts';
 
 const MB = envNumber('BENCH_BACKUP_MB', 1024);
-const ROUNDS = envNumber('BENCH_ROUNDS', 2);
+const ROUNDS = envNumber('BENCH_ROUNDS', 3);
 const READERS = 8;
 const PATH = '/api.ashx/v1/auditlog?limit=50';
 
-async function seed(dataDir: string): Promise<{ key: string; password: string }> {
-  let password = '';
-  const a = await Appliance.create({ dataDir, env: {}, overrides: { log: { level: 'silent' } }, onFirstRun: (f) => (password = f.password) });
-  try {
-    const core = a.core;
-    const tenant = core.tenants.primary()!;
-    const key = core.auth.createApiKey(tenant, core.users.byName(tenant, 'admin')!, { name: 'bench', createdBy: 'bench' }).key;
-    const repo = new AuditRepo(core.db);
-    const start = Date.now() - 10_000 * 60_000;
-    core.db.transaction(() => {
-      for (let i = 0; i < 10_000; i++)
-        repo.insert(tenant, {
-          ts: new Date(start + i * 60_000).toISOString(),
-          event: 'bench',
-          user: `u${i % 50}`,
-          ip: '10.0.0.1',
-          ua: 'bench',
-          extra: `n=${i}`,
-        });
-    })();
+/** The audit rows the readers page through, a bulk table of random 8 KiB rows, and 1 MiB files. */
+function seed(dataDir: string): Promise<Seeded> {
+  return seedAuditlog(dataDir, 10_000, (core) => {
     core.db.exec('CREATE TABLE bench_bulk (id INTEGER PRIMARY KEY, v BLOB NOT NULL)');
     const ins = core.db.prepare('INSERT INTO bench_bulk (v) VALUES (?)');
     const rows = Math.floor((MB * 0.9 * 1024) / 8);
@@ -55,13 +39,10 @@ async function seed(dataDir: string): Promise<{ key: string; password: string }>
         for (let i = 0; i < 5000 && done < rows; i++, done++) ins.run(blob.subarray((i % 64) * 8192, (i % 64) * 8192 + 8192));
       })();
     }
-    const files = path.join(dataDir, 'tenants', tenant.id, 'transcripts');
+    const files = path.join(dataDir, 'tenants', core.tenants.primary()!.id, 'transcripts');
     fs.mkdirSync(files, { recursive: true });
     for (let i = 0; i < Math.floor(MB * 0.1); i++) fs.writeFileSync(path.join(files, `f${i}.json`), crypto.randomBytes(1024 * 1024));
-    return { key, password };
-  } finally {
-    await a.stop();
-  }
+  });
 }
 
 /** Reads from READERS clients until `until` settles; every latency in ms. */
@@ -186,7 +167,7 @@ export default async function run(): Promise<BenchResult[]> {
         peerValue: peer,
         ratio: ours / peer,
         target: '<= 1.2x',
-        note: `${size}; archive ${Math.round(archiveBytes / 2 ** 20)} MiB; median of ${ROUNDS} alternating rounds each (appliance ${ourMs.map(Math.round).join(', ')} ms; sqlite3 ${peerMs.map(Math.round).join(', ')} ms), both under ${READERS} concurrent v1 readers`,
+        note: `${size}; archive ${Math.round(archiveBytes / 2 ** 20)} MiB; median of ${ROUNDS} alternating rounds each (appliance ${ourMs.map(Math.round).join(', ')} ms; sqlite3 ${peerMs.map(Math.round).join(', ')} ms; per round ${ourMs.map((o, i) => (o / peerMs[i]!).toFixed(2)).join(', ')}x), both under ${READERS} concurrent v1 readers`,
       },
       {
         name: 'v1 read p99 during the backup',

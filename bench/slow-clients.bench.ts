@@ -16,9 +16,8 @@ import fs from 'node:fs';
 import { fork, type ChildProcess } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
-import { Appliance } from '../server/app.ts';
-import { AuditRepo } from '../plugins/audit/repo.ts';
 import { envNumber, type BenchResult } from './lib/contract.ts';
+import { seedAuditlog } from './lib/seed.ts';
 import { freePort, loadKnobs, loadRound, LoadStats, ROOT, RUN_TS, rssMiB, sleep, spawnServer, type Spawned } from './lib/load.ts';
 import type { CrowdReply } from './peers/slow-crowd.ts';
 
@@ -26,31 +25,6 @@ const SLOW = envNumber('BENCH_SLOW_CLIENTS', 500);
 const ROWS = 10_000;
 const { CONNECTIONS, SECONDS, ROUNDS, WARMUP } = loadKnobs({ connections: 10, seconds: 12, rounds: 4, warmup: 2 });
 const PATH = '/api.ashx/v1/auditlog?limit=50';
-
-async function seed(dataDir: string): Promise<string> {
-  const a = await Appliance.create({ dataDir, env: {}, overrides: { log: { level: 'silent' } } });
-  try {
-    const core = a.core;
-    const tenant = core.tenants.primary()!;
-    const key = core.auth.createApiKey(tenant, core.users.byName(tenant, 'admin')!, { name: 'bench', createdBy: 'bench' }).key;
-    const repo = new AuditRepo(core.db);
-    const start = Date.now() - ROWS * 60_000;
-    core.db.transaction(() => {
-      for (let i = 0; i < ROWS; i++)
-        repo.insert(tenant, {
-          ts: new Date(start + i * 60_000).toISOString(),
-          event: 'bench',
-          user: `u${i % 50}`,
-          ip: '10.0.0.1',
-          ua: 'bench',
-          extra: `n=${i}`,
-        });
-    })();
-    return key;
-  } finally {
-    await a.stop();
-  }
-}
 
 /** The crowd runs in a child process of its own, so it does not share the load generator's event loop. */
 class CrowdProcess {
@@ -89,7 +63,7 @@ export default async function run(): Promise<BenchResult[]> {
   let app: Spawned | undefined;
   let crowd: CrowdProcess | undefined;
   try {
-    const key = await seed(dataDir);
+    const { key } = await seedAuditlog(dataDir, ROWS);
     // One IP sends all the measured load: its request budget is raised; connection limits stay default.
     fs.writeFileSync(
       path.join(dataDir, 'config.json'),

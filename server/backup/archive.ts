@@ -205,21 +205,28 @@ export class ArchiveWriter {
   #fill = 0;
   #counter = 0;
   bytes = 0;
+  /** Told the bytes of each chunk written (create-worker: early writeback). */
+  onWrite: ((bytes: number) => void) | undefined;
 
-  private constructor(fd: number, key: Buffer, prefix: Buffer, aad: Buffer) {
+  /** The writer of an archive's body, after `head` (its `head` bytes already written to `fd`). */
+  constructor(fd: number, body: ArchiveBodyKeys) {
     this.#fd = fd;
-    this.#key = key;
-    this.#prefix = prefix;
-    this.#aad = aad;
+    this.#key = body.stream;
+    this.#prefix = body.prefix;
+    this.#aad = body.aad;
+    this.bytes = body.headBytes;
   }
 
-  /** Writes the header (with the master key wrapped under `key`) and returns the writer of the body. */
-  static open(
-    fd: number,
+  /**
+   * An archive's header: per-archive salt and nonce prefix, the master key wrapped under the wrap
+   * key (by `wrapMasterKey`, in the thread that holds the master key), and what the body's writer
+   * needs (the stream key, never the operator's K nor the master key).
+   */
+  static head(
     key: BackupKey,
     meta: { created: string; build: string; schema: Record<string, number> },
     wrapMasterKey: (wrapKey: Buffer) => WrappedKey,
-  ): ArchiveWriter {
+  ): { head: Buffer; body: ArchiveBodyKeys } {
     const salt = crypto.randomBytes(16);
     const prefix = crypto.randomBytes(7);
     const k = subkeys(key.key, salt);
@@ -239,16 +246,24 @@ export class ArchiveWriter {
     const len = Buffer.alloc(4);
     len.writeUInt32BE(json.length);
     const head = Buffer.concat([MAGIC, len, json]);
+    return { head, body: { stream: k.stream, prefix, aad: crypto.createHash('sha256').update(head).digest(), headBytes: head.length } };
+  }
+
+  /** Writes the header (with the master key wrapped under `key`) and returns the writer of the body. */
+  static open(
+    fd: number,
+    key: BackupKey,
+    meta: { created: string; build: string; schema: Record<string, number> },
+    wrapMasterKey: (wrapKey: Buffer) => WrappedKey,
+  ): ArchiveWriter {
+    const { head, body } = ArchiveWriter.head(key, meta, wrapMasterKey);
     writeAll(fd, head);
-    const w = new ArchiveWriter(fd, k.stream, prefix, crypto.createHash('sha256').update(head).digest());
-    w.bytes = head.length;
-    return w;
+    return new ArchiveWriter(fd, body);
   }
 
   /**
-   * Synchronous on purpose: in the server, an awaited write per chunk queued behind every request
-   * in flight (one turn of the loop each), and a 1 GB archive took minutes under read load; the
-   * caller yields between a few chunks instead (createArchive), each turn a few milliseconds.
+   * Synchronous on purpose: it runs on the backup's own thread (create-worker.ts), where a
+   * blocking write holds up nothing but the backup itself.
    */
   write(data: Buffer): void {
     let off = 0;
@@ -264,11 +279,15 @@ export class ArchiveWriter {
   private flush(final: boolean): void {
     const c = crypto.createCipheriv('aes-256-gcm', this.#key, nonce(this.#prefix, this.#counter, final));
     c.setAAD(this.#aad);
-    const ct = Buffer.concat([c.update(this.#buf.subarray(0, this.#fill)), c.final()]);
+    const ct = c.update(this.#buf.subarray(0, this.#fill));
+    c.final(); // GCM: no bytes held back
     const len = Buffer.alloc(4);
     len.writeUInt32BE((this.#fill | (final ? FINAL : 0)) >>> 0);
-    writeAll(this.#fd, Buffer.concat([len, ct, c.getAuthTag()]));
+    writeAll(this.#fd, len);
+    writeAll(this.#fd, ct);
+    writeAll(this.#fd, c.getAuthTag());
     this.bytes += 4 + ct.length + TAG_BYTES;
+    this.onWrite?.(4 + ct.length + TAG_BYTES);
     this.#counter++;
     if (this.#counter >= 0xffff_ffff) throw new Error('archive too large for one nonce prefix');
     this.#fill = 0;
@@ -279,7 +298,15 @@ export class ArchiveWriter {
   }
 }
 
-function writeAll(fd: number, b: Buffer): void {
+/** What the body's writer needs: the stream key, the nonce prefix, the header's digest, the header's length. */
+export interface ArchiveBodyKeys {
+  stream: Buffer;
+  prefix: Buffer;
+  aad: Buffer;
+  headBytes: number;
+}
+
+export function writeAll(fd: number, b: Buffer): void {
   let off = 0;
   while (off < b.length) off += fs.writeSync(fd, b, off, b.length - off);
 }

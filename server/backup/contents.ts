@@ -8,7 +8,7 @@ import { ArchiveError } from './archive.ts';
  *   entry := u8 kind (1 = file) | u16 BE path length | path (UTF-8, '/'-separated, relative) | u64 BE size | bytes
  *   end   := u8 0
  *
- * The first entry is the database (`appliance.db`, a snapshot from SQLite's online backup API);
+ * The first entry is the database (`appliance.db`, a consistent snapshot, create-worker.ts);
  * the rest are the data dir's files (config.json, tenants/<id>/..., issued certificates) as
  * found. The master key is not an entry: the header carries it wrapped.
  */
@@ -18,7 +18,7 @@ export const DB_ENTRY = 'appliance.db';
 
 /** Top-level names of a data dir that are never archived as files. */
 const SKIP_TOP = new Set([
-  'appliance.db', // archived from the online backup, never copied while it changes
+  'appliance.db', // archived from its snapshot, never copied while it changes
   'appliance.db-wal',
   'appliance.db-shm',
   'master.key', // wrapped in the header

@@ -1,11 +1,11 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import Database from 'better-sqlite3';
+import { Worker } from 'node:worker_threads';
 import type { DB } from '../store/db.ts';
 import type { KeyService } from '../keys.ts';
-import { ArchiveWriter, ARCHIVE_EXT, CHUNK_BYTES, type BackupKey } from './archive.ts';
-import { DB_ENTRY, entryHead, filesToArchive, KIND_END } from './contents.ts';
+import { ArchiveWriter, ARCHIVE_EXT, type BackupKey } from './archive.ts';
+import type { CreateWorkerData, FromCreateWorker, ToCreateWorker } from './create-worker.ts';
 
 export interface CreateInput {
   db: DB;
@@ -16,14 +16,6 @@ export interface CreateInput {
   toDir: string;
   now: number;
   build: string;
-  /**
-   * Pages per step of the online backup. In the server a few thousand (each step is a short
-   * synchronous copy, requests run between steps, and writes by the server's own connection
-   * reach the copy as they happen); 'all' in a CLI process, where one step holds one read
-   * snapshot (WAL: the server keeps writing) instead of restarting at each write of another
-   * connection.
-   */
-  stepPages: number | 'all';
 }
 
 export interface CreatedArchive {
@@ -47,11 +39,16 @@ export function schemaVersions(db: DB): Record<string, number> {
 }
 
 /**
- * One consistent archive of a running appliance: first a snapshot of the database through
- * SQLite's online backup API (into the data dir's tmp/, 0600), then the data dir's files. Files
+ * One consistent archive of a running appliance: first a snapshot of the database in one read
+ * transaction (`VACUUM INTO` the data dir's tmp/, 0600), then the data dir's files. Files
  * after the snapshot: a chat upload is renamed into place after its row commits, so every row in
  * the snapshot finds its file. Written to `<name>.part` and renamed when complete and synced: an
  * archive under its final name is always whole.
+ *
+ * The copying, encrypting and writing run on a thread of their own (create-worker.ts, with its
+ * own connection to the store); this thread only wraps the master key into the header (the key
+ * never leaves it) and renames the result. A backup of a gigabyte thus costs the server's
+ * requests no turn of the event loop.
  */
 export async function createArchive(input: CreateInput): Promise<CreatedArchive> {
   const started = performance.now();
@@ -64,81 +61,75 @@ export async function createArchive(input: CreateInput): Promise<CreatedArchive>
   const part = `${final}.part`;
   // The copy holds every secret the store holds (sealed) and every hash: owner only, from birth.
   fs.closeSync(fs.openSync(snapshot, 'wx', 0o600));
-  let out: number | undefined;
+  const thread = new CreateThread({ dbFile: input.db.name, snapshot });
   try {
-    const step = input.stepPages === 'all' ? 0x7fffffff : input.stepPages;
-    await input.db.backup(snapshot, { progress: () => step });
-    let schema: Record<string, number>;
-    const snap = new Database(snapshot, { readonly: true });
-    try {
-      schema = schemaVersions(snap);
-    } finally {
-      snap.close();
-    }
-    out = fs.openSync(part, 'wx', 0o600);
-    const w = ArchiveWriter.open(out, input.key, { created: new Date(input.now).toISOString(), build: input.build, schema }, (k) => input.keys.wrapFor(k));
-    await copyFile(w, snapshot, DB_ENTRY);
-    const files = filesToArchive(input.dataDir, [input.toDir]);
-    let count = 1;
-    for (const rel of files) if (await copyFile(w, path.join(input.dataDir, ...rel.split('/')), rel)) count++;
-    w.write(Buffer.from([KIND_END]));
-    w.finish();
-    fs.fsyncSync(out);
-    fs.closeSync(out);
-    out = undefined;
+    const { schema } = await thread.ask({ op: 'snapshot' }, 'snapshot');
+    const { head, body } = ArchiveWriter.head(input.key, { created: new Date(input.now).toISOString(), build: input.build, schema }, (k) =>
+      input.keys.wrapFor(k),
+    );
+    const made = await thread.ask({ op: 'write', part, head, body, dataDir: input.dataDir, exclude: [input.toDir] }, 'written');
     fs.renameSync(part, final);
     syncDir(input.toDir);
-    return { file: final, name, bytes: w.bytes, files: count, ms: performance.now() - started };
+    return { file: final, name, bytes: made.bytes, files: made.files, ms: performance.now() - started };
   } catch (e) {
-    if (out !== undefined) fs.closeSync(out);
     fs.rmSync(part, { force: true });
     throw e;
   } finally {
+    await thread.close();
     fs.rmSync(snapshot, { force: true });
   }
 }
 
-/**
- * Appends one file as an entry, read through one descriptor up to the size it had when opened
- * (a file replaced meanwhile is read whole from the old inode). Gone since the listing: skipped.
- */
-async function copyFile(w: ArchiveWriter, abs: string, rel: string): Promise<boolean> {
-  let fd: number;
-  try {
-    fd = fs.openSync(abs, 'r');
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return false;
-    throw e;
-  }
-  try {
-    const size = fs.fstatSync(fd).size;
-    w.write(entryHead(rel, size));
-    const buf = Buffer.allocUnsafe(Math.min(CHUNK_BYTES, Math.max(size, 1)));
-    let done = 0;
-    while (done < size) {
-      const n = fs.readSync(fd, buf, 0, Math.min(buf.length, size - done), done);
-      if (n === 0) throw new Error(`${rel} shrank while it was archived`);
-      w.write(buf.subarray(0, n));
-      done += n;
-      await maybeYield(n);
-    }
-    await maybeYield(256);
-    return true;
-  } finally {
-    fs.closeSync(fd);
+/** A failure on the backup's thread, with the errno code it had there (ENOSPC, EACCES: reasonOf). */
+class ThreadError extends Error {
+  constructor(
+    message: string,
+    readonly code?: string,
+  ) {
+    super(message);
   }
 }
 
-/** Bytes copied and encrypted between two turns of the event loop (many small files count too). */
-const YIELD_BYTES = 4 * CHUNK_BYTES;
-let sinceYield = 0;
+/** One backup's thread: a request, its answer, in turn. */
+class CreateThread {
+  readonly #w: Worker;
+  #waiting: { want: string; resolve: (m: FromCreateWorker) => void; reject: (e: Error) => void } | undefined;
+  #dead: Error | undefined;
 
-/** A few megabytes (a few milliseconds) per turn of the loop, then requests run. */
-async function maybeYield(bytes: number): Promise<void> {
-  sinceYield += bytes;
-  if (sinceYield < YIELD_BYTES) return;
-  sinceYield = 0;
-  await new Promise<void>((r) => setImmediate(r));
+  constructor(job: Omit<CreateWorkerData, 'entry'>) {
+    const boot = new URL('../worker-boot.mjs', import.meta.url);
+    const entry = new URL(`./create-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url).href;
+    const data: CreateWorkerData = { entry, ...job };
+    this.#w = new Worker(boot, { workerData: data, name: 'backup' });
+    this.#w.on('message', (m: FromCreateWorker) => {
+      const w = this.#waiting;
+      this.#waiting = undefined;
+      if (!w) return;
+      if ('error' in m) w.reject(new ThreadError(m.error, m.code));
+      else if (m.ok !== w.want) w.reject(new Error(`the backup thread answered ${m.ok}, not ${w.want}`));
+      else w.resolve(m);
+    });
+    const fail = (e: Error) => {
+      this.#dead ??= e;
+      this.#waiting?.reject(e);
+      this.#waiting = undefined;
+    };
+    this.#w.on('error', fail);
+    this.#w.on('exit', (code) => fail(new Error(`the backup thread exited (${code})`)));
+  }
+
+  ask<K extends 'snapshot' | 'written'>(m: ToCreateWorker, want: K): Promise<Extract<FromCreateWorker, { ok: K }>> {
+    if (this.#dead) return Promise.reject(this.#dead);
+    return new Promise((resolve, reject) => {
+      this.#waiting = { want, resolve: resolve as (m: FromCreateWorker) => void, reject };
+      this.#w.postMessage(m);
+    });
+  }
+
+  async close(): Promise<void> {
+    this.#dead ??= new Error('the backup thread was closed');
+    await this.#w.terminate();
+  }
 }
 
 /** Makes a rename durable (POSIX: the directory entry is data of the directory). */

@@ -9,7 +9,7 @@ import { AppError, InputError, NotFoundError } from '../errors.ts';
 import { reply, type RouteDef } from '../http/route.ts';
 import type { AnyPlugin } from '../plugin.ts';
 import { ArchiveError, ARCHIVE_EXT, keyFromPassphrase, keyFromRecoveryKey, newRecoveryKey } from './archive.ts';
-import { defaultTarget, listArchives, SERVER_STEP_PAGES, type BackupService } from './service.ts';
+import { defaultTarget, listArchives, type BackupService } from './service.ts';
 import { pendingRestoreDir, stageRestore, applyStaged } from './restore.ts';
 
 const V1 = '/api.ashx/v1/backups';
@@ -113,7 +113,7 @@ export function backupRoutes(backups: BackupService, dataDir: string, plugins: (
           key = keyFromRecoveryKey(recoveryKey);
         }
         try {
-          const made = await backups.create({ key, trigger: 'api', stepPages: SERVER_STEP_PAGES });
+          const made = await backups.create({ key, trigger: 'api' });
           return reply(201, { name: made.name, bytes: made.bytes, files: made.files, ...(recoveryKey ? { recoveryKey } : {}) });
         } catch (e) {
           if (e instanceof ArchiveError && e.code === 'unsupported') throw new AppError(409, 'backup_in_progress', e.message);

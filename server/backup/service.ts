@@ -270,7 +270,7 @@ export class BackupService {
    * Makes one archive and records the run. One at a time per process: a second request while one
    * runs waits for it and fails with a clear reason rather than copying the store twice at once.
    */
-  async create(o: { key: BackupKey; to?: string; trigger: BackupTrigger; stepPages: number | 'all' }): Promise<CreatedArchive> {
+  async create(o: { key: BackupKey; to?: string; trigger: BackupTrigger }): Promise<CreatedArchive> {
     if (this.#running) throw new ArchiveError('unsupported', 'a backup is already running in this process');
     const target = path.resolve(o.to ?? this.schedule()?.target ?? defaultTarget(this.d.dataDir));
     const started = this.d.clock.now();
@@ -282,7 +282,6 @@ export class BackupService {
       toDir: target,
       now: started,
       build: BUILD,
-      stepPages: o.stepPages,
     });
     this.#running = p;
     try {
@@ -338,7 +337,7 @@ export class BackupService {
         return;
       }
       try {
-        await this.create({ key, to: s.target, trigger: 'schedule', stepPages: SERVER_STEP_PAGES });
+        await this.create({ key, to: s.target, trigger: 'schedule' });
       } catch {
         return; // recorded by create
       }
@@ -367,9 +366,6 @@ export class BackupService {
     return removed;
   }
 }
-
-/** Pages per step of a backup inside the server: about 4 MB a step, a few ms, so requests run between. */
-export const SERVER_STEP_PAGES = 1024;
 
 /** A failure's reason for the operator: the cause, never a secret (archives hold none in clear). */
 export function reasonOf(e: unknown): string {

@@ -119,7 +119,7 @@ async function withStore(sub: 'create' | 'list' | 'schedule' | 'status', rest: s
         case 'create': {
           const { values } = parse(rest, { to: { type: 'string' }, 'passphrase-stdin': { type: 'boolean' } }, 0);
           const key = await newKey(io, values['passphrase-stdin'] === true);
-          const made = await b.create({ key, to: str(values.to), trigger: 'cli', stepPages: 'all' });
+          const made = await b.create({ key, to: str(values.to), trigger: 'cli' });
           ctx.out(`backup ${made.file} written: ${made.bytes} bytes, ${made.files} files, ${Math.round(made.ms)} ms`);
           return 0;
         }

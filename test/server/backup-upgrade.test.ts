@@ -58,7 +58,6 @@ describe("an archive of the previous release's schema", () => {
       toDir: path.join(dir(), 'out'),
       now: Date.parse('2026-11-01T00:00:00Z'),
       build: 'previous',
-      stepPages: 'all',
     });
     db.close();
     const target = path.join(dir(), 'restored');
