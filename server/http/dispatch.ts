@@ -261,6 +261,8 @@ export class Dispatcher {
       const parsedParams = def.params ? validate(def.params, params, 'path parameter') : params;
       const parsedQuery = def.query ? validate(def.query, queryObject(url.searchParams), 'query parameter') : queryObject(url.searchParams);
       const body = parseBody(def, req, rawBody);
+      let publicOrigin: string | undefined;
+      const deps = this.deps;
       const rr: RouteRequest = {
         tenant: effective,
         principal,
@@ -273,7 +275,11 @@ export class Dispatcher {
         requestId,
         hostHeader,
         origin: `${req.protocol}://${hostHeader || `${this.deps.config.http.host}:${this.deps.config.http.port}`}`,
-        publicOrigin: publicOriginOf(effective, req.protocol, hostHeader, this.deps.listeningPort()),
+        // Made when a handler reads it (links, issuers): most requests (v1 listings) never do, and
+        // it parses the Host header against the tenant's names and the machine's own addresses.
+        get publicOrigin() {
+          return (publicOrigin ??= publicOriginOf(effective, req.protocol, hostHeader, deps.listeningPort()));
+        },
         headers: req.headers,
         raw: req,
         // A getter: the request logger is made only when a handler logs (server/app.ts).
