@@ -21,6 +21,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { Appliance } from '../server/app.ts';
 import { AuditRepo, type AuditRow } from '../plugins/audit/repo.ts';
 import { envNumber, type BenchResult } from './lib/contract.ts';
+import { freshDistEntry } from './lib/compiled.ts';
 import { freePort, loadKnobs, loadRound, LoadStats, ROOT, rssMiB, sleep, spawnServer, type Spawned } from './lib/load.ts';
 
 const ROWS = envNumber('BENCH_ROWS', 100_000);
@@ -86,27 +87,6 @@ function cleanEnv(): NodeJS.ProcessEnv {
   return Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SOVCOMMS_')));
 }
 
-/**
- * The compiled entry of `npm run build` when it is there and no source is newer (the rule of
- * bin/start.mjs); undefined otherwise, and the compiled rows are left out.
- */
-function compiledEntry(): string | undefined {
-  const entry = path.join(ROOT, 'dist', 'bin', 'sovcomms.js');
-  if (!fs.existsSync(entry)) return undefined;
-  const built = fs.statSync(entry).mtimeMs;
-  let newest = 0;
-  const walk = (dir: string) => {
-    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
-      if (e.name === 'node_modules' || e.name.startsWith('.')) continue;
-      const p = path.join(dir, e.name);
-      if (e.isDirectory()) walk(p);
-      else if (e.name.endsWith('.ts') || e.name.endsWith('.sql')) newest = Math.max(newest, fs.statSync(p).mtimeMs);
-    }
-  };
-  for (const d of ['server', 'plugins']) walk(path.join(ROOT, d));
-  return newest <= built ? entry : undefined;
-}
-
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
 const r1 = (n: number) => Math.round(n * 10) / 10;
 
@@ -139,7 +119,7 @@ export default async function run(): Promise<BenchResult[]> {
     // Time to ready: spawn of `sovcomms serve` to its first /readyz 200, STARTS times per entry
     // (TypeScript and compiled alternating); the last start of the compiled entry (else of the
     // TypeScript one) stays up for the load.
-    const compiled = compiledEntry();
+    const compiled = freshDistEntry();
     if (!compiled) console.log('dist/ is missing or older than the sources (npm run build): no compiled rows');
     const entries = { ts: path.join(ROOT, 'bin', 'sovcomms.mjs'), ...(compiled ? { compiled } : {}) } as Record<'ts' | 'compiled', string>;
     const loaded: 'ts' | 'compiled' = compiled ? 'compiled' : 'ts';
