@@ -12,7 +12,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { build } from '../scripts/build.ts';
+import { compiledEntry } from './lib/compiled.ts';
 import { envNumber, type BenchResult } from './lib/contract.ts';
 import { ROOT } from './lib/load.ts';
 
@@ -34,17 +34,16 @@ function timed(cmd: string, args: string[], dataDir: string): number {
 }
 
 export default async function run(): Promise<BenchResult[]> {
-  const out = path.join(ROOT, 'dist', `.bench-${process.pid}`);
+  const c = compiledEntry();
   try {
-    build(() => undefined, out);
-    return measure(path.join(out, 'bin', 'sovcomms.js'));
+    return measure(c.entry, c.how);
   } finally {
-    fs.rmSync(out, { recursive: true, force: true });
+    c.done();
   }
 }
 
 /** The rows, for a compiled entry already built (`dist/bin/sovcomms.js` of `npm run build`). */
-export function measure(dist: string): BenchResult[] {
+export function measure(dist: string, how = 'dist/ of npm run build'): BenchResult[] {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sovcomms-bench-cli-'));
   try {
     const ts = path.join(ROOT, 'bin', 'sovcomms.mjs');
@@ -80,7 +79,7 @@ export function measure(dist: string): BenchResult[] {
         peerValue: m(peer),
         ratio: Math.round((m(k) / m(peer)) * 10) / 10,
         ...(target ? { target } : {}),
-        note: `spawn to exit, median of ${RUNS}: ${list(k)} ms; ${peer} ${list(peer)} ms; alternating on one data dir; ${load}`,
+        note: `spawn to exit, median of ${RUNS}: ${list(k)} ms; ${peer} ${list(peer)} ms; alternating on one data dir; compiled entry: ${how}; ${load}`,
       };
     };
     return [

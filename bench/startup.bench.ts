@@ -11,7 +11,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { build } from '../scripts/build.ts';
+import { compiledEntry } from './lib/compiled.ts';
 import { envNumber, type BenchResult } from './lib/contract.ts';
 import { freePort, ROOT, rssMiB, sleep, spawnServer } from './lib/load.ts';
 
@@ -53,13 +53,10 @@ async function start(entry: string, dataDir: string): Promise<Sample> {
 }
 
 export default async function run(): Promise<BenchResult[]> {
-  const out = path.join(ROOT, 'dist', `.bench-${process.pid}`);
+  const c = compiledEntry();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sovcomms-bench-startup-'));
   try {
-    const t0 = performance.now();
-    build(() => undefined, out);
-    const buildS = (performance.now() - t0) / 1000;
-    const entries = { dist: path.join(out, 'bin', 'sovcomms.js'), ts: path.join(ROOT, 'bin', 'sovcomms.mjs') };
+    const entries = { dist: c.entry, ts: path.join(ROOT, 'bin', 'sovcomms.mjs') };
     // First start creates the store, the tenant and the keys: not a cold start of either, so untimed.
     await start(entries.ts, dataDir);
     const samples: Record<'dist' | 'ts', Sample[]> = { dist: [], ts: [] };
@@ -86,7 +83,7 @@ export default async function run(): Promise<BenchResult[]> {
         peerValue: Math.round(ready.ts),
         ratio: r1((ready.dist / ready.ts) * 100) / 100,
         target: '<= 0.7x',
-        note: `spawn of \`node dist/bin/sovcomms.js serve\` to first /readyz 200, median of ${STARTS} (${list('dist', (s) => s.readyMs)} ms) vs the TypeScript entry (${list('ts', (s) => s.readyMs)} ms), alternating on one data dir; build took ${buildS.toFixed(1)} s; 1-min load ${os.loadavg()[0]!.toFixed(1)} on ${os.cpus().length} cores`,
+        note: `spawn of \`node dist/bin/sovcomms.js serve\` to first /readyz 200, median of ${STARTS} (${list('dist', (s) => s.readyMs)} ms) vs the TypeScript entry (${list('ts', (s) => s.readyMs)} ms), alternating on one data dir; compiled entry: ${c.how}; 1-min load ${os.loadavg()[0]!.toFixed(1)} on ${os.cpus().length} cores`,
       },
       {
         name: 'idle RSS after start, dist/ vs TypeScript entry',
@@ -110,7 +107,7 @@ export default async function run(): Promise<BenchResult[]> {
       });
     return results;
   } finally {
-    fs.rmSync(out, { recursive: true, force: true });
+    c.done();
     fs.rmSync(dataDir, { recursive: true, force: true });
   }
 }

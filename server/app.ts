@@ -40,6 +40,8 @@ export class Appliance {
   /** The separate metrics listener (`metrics.port`), when configured. */
   metricsServer: http.Server | undefined;
   #stopCheckpoints: (() => void) | undefined;
+  /** The public listener's port once bound (an ephemeral `--port 0` is known only then). */
+  #port: number | undefined;
   #housekeeping: NodeJS.Timeout | undefined;
   #sockets = new Set<Socket>();
   /** Open WebSockets and event streams, capped per address and in all (server/http/streams.ts). */
@@ -68,10 +70,8 @@ export class Appliance {
       pluginReady: (p) => p === 'core' || this.host.isStarted(p),
       tenantByHost: (host) => core.tenants.byHost(host),
       changed: (tenantId, notice) => core.events.notify(tenantId, notice, {}),
-      listeningPort: () => {
-        const a = this.server?.address();
-        return a && typeof a === 'object' ? a.port : core.config.http.port;
-      },
+      // The bound port, read from the socket once it listens (server.address() is a system call).
+      listeningPort: () => this.#port ?? this.boundPort() ?? core.config.http.port,
     });
     const log = core.log.child({ part: 'metrics' });
     this.metrics = core.config.metrics.enabled
@@ -223,6 +223,13 @@ export class Appliance {
       }
       this.app(req, res);
     };
+  }
+
+  /** The port the public listener is bound to, kept once it listens; undefined before. */
+  private boundPort(): number | undefined {
+    const a = this.server?.listening ? this.server.address() : undefined;
+    if (a && typeof a === 'object') this.#port = a.port;
+    return this.#port;
   }
 
   /** Open connections per client address (loopback peers are not counted). */

@@ -7,7 +7,7 @@ import { BUILD } from './build-info.ts';
 import type { CoreCommand } from './cli/command.ts';
 import { processIo, type CliIo } from './cli/io.ts';
 import { builtinPluginSource, givenPlugins, openForCli, withDependencies, type PluginSource } from './cli/open.ts';
-import { auditCliChange } from './cli/audit.ts';
+import { auditCliChange, subcommandIn } from './cli/audit.ts';
 import { serveCommand } from './cli/serve.ts';
 import { tenantCommand } from './cli/tenant.ts';
 import { userCommand } from './cli/user.ts';
@@ -89,11 +89,11 @@ export async function main(argv: string[], io: CliIo = processIo, opts: { plugin
     }
     const o = await openForCli(dataDir, io, plugins);
     try {
-      if (command.allEvents) {
+      const args = stripDataDir(rest);
+      if (subcommandIn(command.allEvents ?? false, args)) {
         for (const p of await source.all())
           if (!plugins.some((q) => q.name === p.name)) for (const [name, schema] of Object.entries(p.events ?? {})) o.core.events.declare(p.name, name, schema);
       }
-      const args = stripDataDir(rest);
       const { result: code, parses } = await withParses(() => run(args, o));
       if (code === 0) auditCliChange(o, cmd, command, args, parses);
       return code;

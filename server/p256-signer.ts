@@ -1,5 +1,13 @@
 import crypto from 'node:crypto';
-import pkcs11js from 'pkcs11js';
+import { createRequire } from 'node:module';
+import type pkcs11js from 'pkcs11js';
+
+/**
+ * pkcs11js, a native addon, is loaded on the first use of an HSM: the SDK re-exports this file, so
+ * a static import put it in every server start and every CLI command (~11 ms of CPU, ~4.6 MB).
+ */
+let pkcs11Module: typeof pkcs11js | undefined;
+const pkcs11 = (): typeof pkcs11js => (pkcs11Module ??= createRequire(import.meta.url)('pkcs11js') as typeof pkcs11js);
 
 /**
  * Where a P-256 signing key lives (the RP CA's key, the wallet issuer's keys) and how it signs.
@@ -83,7 +91,7 @@ function openModule(path: string): pkcs11js.PKCS11 {
     m.refs++;
     return m.lib;
   }
-  const lib = new pkcs11js.PKCS11();
+  const lib = new (pkcs11().PKCS11)();
   // Something outside this registry (a test's own handle) may have initialised the library
   // first: then it is used, never finalized here.
   let owned = true;
@@ -92,7 +100,7 @@ function openModule(path: string): pkcs11js.PKCS11 {
     try {
       lib.C_Initialize();
     } catch (e) {
-      if (!isPkcs11(e, pkcs11js.CKR_CRYPTOKI_ALREADY_INITIALIZED)) throw e;
+      if (!isPkcs11(e, pkcs11().CKR_CRYPTOKI_ALREADY_INITIALIZED)) throw e;
       owned = false;
     }
   } catch (e) {
@@ -158,40 +166,40 @@ export class Pkcs11Signer implements Signer {
     try {
       const slot = lib.C_GetSlotList(true).find((s) => lib.C_GetTokenInfo(s).label.trim() === cfg.tokenLabel);
       if (!slot) throw new HsmError(`no token labelled "${cfg.tokenLabel}" in ${cfg.module}`);
-      session = lib.C_OpenSession(slot, pkcs11js.CKF_SERIAL_SESSION | pkcs11js.CKF_RW_SESSION);
+      session = lib.C_OpenSession(slot, pkcs11().CKF_SERIAL_SESSION | pkcs11().CKF_RW_SESSION);
       try {
-        lib.C_Login(session, pkcs11js.CKU_USER, cfg.pin);
+        lib.C_Login(session, pkcs11().CKU_USER, cfg.pin);
       } catch (e) {
         // Another tenant (or an earlier open) of this process is logged in already: fine.
-        if (!isPkcs11(e, pkcs11js.CKR_USER_ALREADY_LOGGED_IN)) {
-          if (isPkcs11(e, pkcs11js.CKR_PIN_INCORRECT)) throw new HsmError(`wrong PIN for token "${cfg.tokenLabel}"`);
+        if (!isPkcs11(e, pkcs11().CKR_USER_ALREADY_LOGGED_IN)) {
+          if (isPkcs11(e, pkcs11().CKR_PIN_INCORRECT)) throw new HsmError(`wrong PIN for token "${cfg.tokenLabel}"`);
           throw new HsmError(`cannot log in to token "${cfg.tokenLabel}": ${(e as Error).message}`);
         }
       }
       let created = false;
-      let priv = findOne(lib, session, pkcs11js.CKO_PRIVATE_KEY, cfg.keyLabel);
-      let pub = findOne(lib, session, pkcs11js.CKO_PUBLIC_KEY, cfg.keyLabel);
+      let priv = findOne(lib, session, pkcs11().CKO_PRIVATE_KEY, cfg.keyLabel);
+      let pub = findOne(lib, session, pkcs11().CKO_PUBLIC_KEY, cfg.keyLabel);
       if (!priv) {
         if (!opts.create) throw new HsmError(`no private key labelled "${cfg.keyLabel}" on token "${cfg.tokenLabel}"`);
         const id = crypto.randomBytes(16);
         const pair = lib.C_GenerateKeyPair(
           session,
-          { mechanism: pkcs11js.CKM_EC_KEY_PAIR_GEN },
+          { mechanism: pkcs11().CKM_EC_KEY_PAIR_GEN },
           [
-            { type: pkcs11js.CKA_TOKEN, value: true },
-            { type: pkcs11js.CKA_LABEL, value: cfg.keyLabel },
-            { type: pkcs11js.CKA_ID, value: id },
-            { type: pkcs11js.CKA_EC_PARAMS, value: P256_PARAMS },
-            { type: pkcs11js.CKA_VERIFY, value: true },
+            { type: pkcs11().CKA_TOKEN, value: true },
+            { type: pkcs11().CKA_LABEL, value: cfg.keyLabel },
+            { type: pkcs11().CKA_ID, value: id },
+            { type: pkcs11().CKA_EC_PARAMS, value: P256_PARAMS },
+            { type: pkcs11().CKA_VERIFY, value: true },
           ],
           [
-            { type: pkcs11js.CKA_TOKEN, value: true },
-            { type: pkcs11js.CKA_LABEL, value: cfg.keyLabel },
-            { type: pkcs11js.CKA_ID, value: id },
-            { type: pkcs11js.CKA_PRIVATE, value: true },
-            { type: pkcs11js.CKA_SENSITIVE, value: true },
-            { type: pkcs11js.CKA_EXTRACTABLE, value: false },
-            { type: pkcs11js.CKA_SIGN, value: true },
+            { type: pkcs11().CKA_TOKEN, value: true },
+            { type: pkcs11().CKA_LABEL, value: cfg.keyLabel },
+            { type: pkcs11().CKA_ID, value: id },
+            { type: pkcs11().CKA_PRIVATE, value: true },
+            { type: pkcs11().CKA_SENSITIVE, value: true },
+            { type: pkcs11().CKA_EXTRACTABLE, value: false },
+            { type: pkcs11().CKA_SIGN, value: true },
           ],
         );
         priv = pair.privateKey;
@@ -219,7 +227,7 @@ export class Pkcs11Signer implements Signer {
     const digest = crypto.createHash('sha256').update(data).digest();
     try {
       // C_SignInit + C_Sign run synchronously, so no other signature can interleave on this session.
-      this.#lib.C_SignInit(this.#session, { mechanism: pkcs11js.CKM_ECDSA }, this.#key);
+      this.#lib.C_SignInit(this.#session, { mechanism: pkcs11().CKM_ECDSA }, this.#key);
       return Buffer.from(this.#lib.C_Sign(this.#session, digest, Buffer.alloc(64)));
     } catch (e) {
       // The session or the token is gone: the owner opens a fresh signer next time.
@@ -257,12 +265,12 @@ export function probeToken(cfg: Omit<HsmConfig, 'keyLabel'>): void {
   try {
     const slot = lib.C_GetSlotList(true).find((s) => lib.C_GetTokenInfo(s).label.trim() === cfg.tokenLabel);
     if (!slot) throw new HsmError(`no token labelled "${cfg.tokenLabel}" in ${cfg.module}`);
-    session = lib.C_OpenSession(slot, pkcs11js.CKF_SERIAL_SESSION);
+    session = lib.C_OpenSession(slot, pkcs11().CKF_SERIAL_SESSION);
     try {
-      lib.C_Login(session, pkcs11js.CKU_USER, cfg.pin);
+      lib.C_Login(session, pkcs11().CKU_USER, cfg.pin);
     } catch (e) {
-      if (isPkcs11(e, pkcs11js.CKR_PIN_INCORRECT)) throw new HsmError(`wrong PIN for token "${cfg.tokenLabel}"`);
-      if (!isPkcs11(e, pkcs11js.CKR_USER_ALREADY_LOGGED_IN)) throw new HsmError(`cannot log in to token "${cfg.tokenLabel}": ${(e as Error).message}`);
+      if (isPkcs11(e, pkcs11().CKR_PIN_INCORRECT)) throw new HsmError(`wrong PIN for token "${cfg.tokenLabel}"`);
+      if (!isPkcs11(e, pkcs11().CKR_USER_ALREADY_LOGGED_IN)) throw new HsmError(`cannot log in to token "${cfg.tokenLabel}": ${(e as Error).message}`);
     }
   } catch (e) {
     throw e instanceof HsmError ? e : new HsmError(`PKCS#11: ${(e as Error).message}`);
@@ -279,9 +287,9 @@ export function probeToken(cfg: Omit<HsmConfig, 'keyLabel'>): void {
 
 function findOne(lib: pkcs11js.PKCS11, session: Buffer, cls: number, label: string): Buffer | undefined {
   lib.C_FindObjectsInit(session, [
-    { type: pkcs11js.CKA_CLASS, value: cls },
-    { type: pkcs11js.CKA_KEY_TYPE, value: pkcs11js.CKK_EC },
-    { type: pkcs11js.CKA_LABEL, value: label },
+    { type: pkcs11().CKA_CLASS, value: cls },
+    { type: pkcs11().CKA_KEY_TYPE, value: pkcs11().CKK_EC },
+    { type: pkcs11().CKA_LABEL, value: label },
   ]);
   try {
     const found = lib.C_FindObjects(session, 2);
@@ -294,7 +302,7 @@ function findOne(lib: pkcs11js.PKCS11, session: Buffer, cls: number, label: stri
 
 /** CKA_EC_POINT is the DER OCTET STRING of the uncompressed point (PKCS#11 v2.40 §2.3.3). */
 function spkiOf(lib: pkcs11js.PKCS11, session: Buffer, pub: Buffer): Buffer {
-  const [ecParams, ecPoint] = lib.C_GetAttributeValue(session, pub, [{ type: pkcs11js.CKA_EC_PARAMS }, { type: pkcs11js.CKA_EC_POINT }]);
+  const [ecParams, ecPoint] = lib.C_GetAttributeValue(session, pub, [{ type: pkcs11().CKA_EC_PARAMS }, { type: pkcs11().CKA_EC_POINT }]);
   if (!ecParams?.value || !Buffer.from(ecParams.value as Buffer).equals(P256_PARAMS)) throw new HsmError('the HSM key is not a P-256 key');
   let point = Buffer.from(ecPoint!.value as Buffer);
   // Some modules return the raw point, most the OCTET STRING (04 41 04 ...).

@@ -119,8 +119,10 @@ export interface CliCommand<S = never> {
   /**
    * The command checks names against every plugin's declared events (`webhook add`), so the CLI
    * declares them all, loading each manifest (their setup still runs only for the command's own).
+   * Like `changes`: `true` for every subcommand, or the subcommands that check (`['add']`), so a
+   * read (`webhook list`) does not load all twelve manifests.
    */
-  allEvents?: boolean;
+  allEvents?: boolean | readonly string[];
   /** Returns the exit code: 0 ok, 1 failure, 2 usage. Throw UsageError for bad arguments. */
   run(args: string[], ctx: CliContext, services: S): Promise<number>;
 }

@@ -18,12 +18,18 @@ import type { AnchorStore } from './anchors.ts';
 import type { IdentityStore } from './identity.ts';
 import type { Presets } from './presets.ts';
 import type { VerifierConfig } from './schemas.ts';
-import { verifyMdoc } from './mdoc.ts';
+import type * as MdocModule from './mdoc.ts';
 import { verifySdJwtVc } from './sd-jwt.ts';
 import type { StatusLists } from './status-list.ts';
 import type { NetworkProfiles } from './network.ts';
 import type { SsoAssertions } from './sso.ts';
 import { CheckFailed } from './x509.ts';
+
+/**
+ * mdoc verification (./mdoc.ts with @owf/mdoc and cbor-x, ~110 ms of CPU and ~28 MB to load) is
+ * loaded on the first mdoc presentation, not at every start: most appliances never see one.
+ */
+let mdocModule: Promise<typeof MdocModule> | undefined;
 
 export type ResultStatus = 'completed' | 'verified' | 'error';
 
@@ -358,6 +364,7 @@ export class VerifierService {
         if (!anchors.length) {
           throw new AppError(501, 'mdoc_verify_not_configured', 'no issuer trust anchors (IACA) are configured for mdoc verification');
         }
+        const { verifyMdoc } = await (mdocModule ??= import('./mdoc.ts'));
         const v = await verifyMdoc(bytes, {
           doctypes: preset.doctypes,
           clientId: s.client_id,

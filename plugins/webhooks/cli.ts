@@ -23,7 +23,7 @@ export const webhookCli: CliCommand<WebhookServices> = {
   ],
   changes: ['add', 'remove', 'resume', 'test'],
   audited: ['tenant', 'url', 'events'],
-  allEvents: true,
+  allEvents: ['add'],
   async run(args, ctx, { service: svc }) {
     const [sub, ...rest] = args;
     switch (sub) {

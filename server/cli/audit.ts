@@ -5,9 +5,13 @@ import type { Opened } from './open.ts';
 
 /** Whether these arguments are one of the invocations the command declares as changing data. */
 export function changesData(command: Pick<CliCommand, 'changes'>, args: string[]): boolean {
-  const { changes } = command;
-  if (typeof changes === 'boolean') return changes;
-  return changes.some((sub) => {
+  return subcommandIn(command.changes, args);
+}
+
+/** Whether the arguments start with one of the subcommands listed (`true`/`false`: any, none). */
+export function subcommandIn(list: boolean | readonly string[], args: string[]): boolean {
+  if (typeof list === 'boolean') return list;
+  return list.some((sub) => {
     const words = sub.split(' ');
     return words.every((w, i) => args[i] === w);
   });

@@ -1,4 +1,5 @@
 import readline from 'node:readline/promises';
+import tty from 'node:tty';
 
 /** One question on the terminal, one answer line (the interface closes, so the process can end). */
 async function askOnTerminal(question: string): Promise<string> {
@@ -47,7 +48,9 @@ export const processIo: CliIo = {
   err: (l) => {
     if (!pipeClosed) process.stderr.write(l + '\n');
   },
-  ask: process.stdin.isTTY ? askOnTerminal : undefined,
+  // Descriptor 0 asked directly: reading process.stdin.isTTY would build the stdin stream (a
+  // socket or a file stream) in every command and at every server start, read or not.
+  ask: tty.isatty(0) ? askOnTerminal : undefined,
   stdin: async () => {
     const chunks: Buffer[] = [];
     for await (const c of process.stdin) chunks.push(c as Buffer);

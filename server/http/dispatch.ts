@@ -261,6 +261,8 @@ export class Dispatcher {
       const parsedParams = def.params ? validate(def.params, params, 'path parameter') : params;
       const parsedQuery = def.query ? validate(def.query, queryObject(url.searchParams), 'query parameter') : queryObject(url.searchParams);
       const body = parseBody(def, req, rawBody);
+      let publicOrigin: string | undefined;
+      const deps = this.deps;
       const rr: RouteRequest = {
         tenant: effective,
         principal,
@@ -273,7 +275,11 @@ export class Dispatcher {
         requestId,
         hostHeader,
         origin: `${req.protocol}://${hostHeader || `${this.deps.config.http.host}:${this.deps.config.http.port}`}`,
-        publicOrigin: publicOriginOf(effective, req.protocol, hostHeader, this.deps.listeningPort()),
+        // Made when a handler reads it (links, issuers): most requests (v1 listings) never do, and
+        // it parses the Host header against the tenant's names and the machine's own addresses.
+        get publicOrigin() {
+          return (publicOrigin ??= publicOriginOf(effective, req.protocol, hostHeader, deps.listeningPort()));
+        },
         headers: req.headers,
         raw: req,
         // A getter: the request logger is made only when a handler logs (server/app.ts).
@@ -493,7 +499,7 @@ export function render(res: Response, out: unknown): void {
     res.status(out.status);
     switch (out.kind) {
       case 'json':
-        res.json(out.body);
+        sendJson(res, out.body);
         return;
       case 'text':
         res.send(String(out.body));
@@ -510,7 +516,29 @@ export function render(res: Response, out: unknown): void {
     res.status(204).end();
     return;
   }
-  res.status(200).json(out);
+  res.status(200);
+  sendJson(res, out);
+}
+
+/**
+ * Express's `res.json` without its general `send` (charset lookups through content-type parsing,
+ * freshness and ETag checks that never apply: ETags are off and the answers are no-store): the
+ * same bytes and headers (`application/json; charset=utf-8` unless a handler chose a type, a
+ * Content-Length, no body for HEAD). A v1 listing is small, so this is a visible share of its cost.
+ */
+function sendJson(res: Response, body: unknown): void {
+  const json = JSON.stringify(body);
+  const status = res.statusCode;
+  if (json === undefined || status === 204 || status === 304 || res.hasHeader('ETag') || res.hasHeader('Last-Modified')) {
+    // What JSON has no text for, the statuses without a body and conditional answers: Express's own rules.
+    res.json(body);
+    return;
+  }
+  const type = res.getHeader('Content-Type');
+  if (type === undefined) res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  else if (!/;\s*charset=/i.test(String(type))) res.setHeader('Content-Type', `${String(type)}; charset=utf-8`);
+  res.setHeader('Content-Length', Buffer.byteLength(json));
+  res.end(res.req.method === 'HEAD' ? undefined : json);
 }
 
 /** The one place an error becomes an Express response: `{error, error_description}`, never a stack. */

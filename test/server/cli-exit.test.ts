@@ -6,6 +6,7 @@ import { BIN, cleanEnv, readDataDirDb, ROOT, runCli } from '../support/cli.ts';
 import { tempDir } from '../support/server.ts';
 import { BUILTIN_PLUGINS } from '../../plugins/index.ts';
 import { SNAPSHOT } from '../plugins/lotl/support.ts';
+import { subcommandIn } from '../../server/cli/audit.ts';
 
 /**
  * Every `sovcomms` command exits once its work is done: each runs as a child process, the way a
@@ -117,6 +118,24 @@ describe('a command sets up only its plugin and what that plugin depends on', { 
     expect(r.code, r.stderr).toBe(0);
     const migrated = readDataDirDb(d, (db) => (db.prepare('SELECT DISTINCT plugin FROM schema_migrations').all() as { plugin: string }[]).map((x) => x.plugin));
     expect(migrated.sort()).toEqual(['audit', 'core', 'webhooks']);
+  });
+
+  it("`webhook add` still checks names against every plugin's events (they are declared for add only)", async () => {
+    const d = dir();
+    const r = await runCli(['webhook', 'add', '--url', 'https://hooks.example.org/x', '--events', 'no.such-event'], { dataDir: d, timeoutMs: DEADLINE_MS });
+    expect(r.code).toBe(1);
+    // The refusal lists the known names: call.ended is telephony's, loaded for `add` beside webhooks.
+    expect(r.stderr).toMatch(/not an event any plugin declares/);
+    expect(r.stderr).toContain('call.ended');
+  });
+
+  it('only the subcommands a command lists declare every event (`webhook list` loads no other manifest)', () => {
+    expect(subcommandIn(['add'], ['add', '--url', 'u'])).toBe(true);
+    expect(subcommandIn(['add'], ['list'])).toBe(false);
+    expect(subcommandIn(true, ['list'])).toBe(true);
+    expect(subcommandIn(false, ['add'])).toBe(false);
+    expect(subcommandIn(['trust add'], ['trust', 'add'])).toBe(true);
+    expect(subcommandIn(['trust add'], ['trust', 'list'])).toBe(false);
   });
 
   it('`verifier trust list` brings its dependencies (rp-ca, lotl, oidc, audit)', async () => {
