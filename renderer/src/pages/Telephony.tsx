@@ -23,6 +23,7 @@ import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { useSearch } from 'wouter';
 import { api, call, type Body } from '../api/client.ts';
+import { VOICES } from '../api/enums.ts';
 import { when } from '../i18n.ts';
 import { useConfirm } from '../components/dialogs.tsx';
 import { DataTable, ErrorNote, fieldError, Form, Page, useLabel } from '../components/ui.tsx';
@@ -37,22 +38,6 @@ const MORE_TRUNK = {
   dnsSrv: false,
   srtp: 'off' as 'required' | 'optional' | 'off',
 };
-const VOICES = [
-  'Achird',
-  'Aoede',
-  'Autonoe',
-  'Charon',
-  'Erinome',
-  'Fenrir',
-  'Kore',
-  'Laomedeia',
-  'Orus',
-  'Puck',
-  'Sadachbia',
-  'Schedar',
-  'Umbriel',
-  'Zephyr',
-] as const satisfies readonly NonNullable<Body<'/signal.ashx?numbers=save', 'post'>['voice']>[];
 
 /** The values of `row` under the keys `cur` has (an edit form takes the row's fields, whatever fields the form has). */
 function fromRow<T extends object>(cur: T, row: object): Partial<T> {
