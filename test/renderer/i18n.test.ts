@@ -56,6 +56,11 @@ describe('console texts', () => {
       }
     }
     expect(missing).toEqual([]);
+    // The error texts: lib/errors.ts asks for `errors.issue.<key>` by its short key.
+    const errorsSrc = fs.readFileSync(path.join(SRC, 'lib', 'errors.ts'), 'utf8');
+    const issueKeys = [...errorsSrc.matchAll(/\bt\('([a-zA-Z]+)'/g)].map((m) => `errors.issue.${m[1]}`);
+    expect(issueKeys.length).toBeGreaterThan(5);
+    expect(issueKeys.filter((k) => !known.has(k))).toEqual([]);
     // The states come from the API's union (lib/calls.ts): each has its words.
     for (const st of CALL_STATES) expect(known.has(`calls.status.${st}`), st).toBe(true);
   });
