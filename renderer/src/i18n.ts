@@ -23,6 +23,8 @@ void i18n.use(initReactI18next).init({
   interpolation: { escapeValue: false },
   returnNull: false,
 });
+// Screen readers pronounce the page in the language it is written in (WCAG 3.1.1).
+document.documentElement.lang = i18n.language;
 
 export function setLanguage(l: Language): void {
   rememberLanguage(l);

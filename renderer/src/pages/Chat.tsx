@@ -360,7 +360,9 @@ export default function Chat() {
           <Badge color={up ? 'green' : 'gray'} data-testid="chat-socket">
             {up ? t('app.live') : t('app.offline')}
           </Badge>
-          <Button onClick={newModal.open}>{t('chat.new')}</Button>
+          <Button onClick={newModal.open} data-testid="chat-new">
+            {t('chat.new')}
+          </Button>
         </>
       }
     >

@@ -86,7 +86,7 @@ export default function Tenants() {
                       <Button size="xs" variant="light" onClick={() => primary.mutate(x.id)}>
                         {t('tenants.makePrimary')}
                       </Button>
-                      <Button size="xs" variant="light" color="red" onClick={() => setRemoving(x)}>
+                      <Button size="xs" variant="light" color="red" onClick={() => setRemoving(x)} data-testid="tenant-remove">
                         {t('common.delete')}
                       </Button>
                     </>

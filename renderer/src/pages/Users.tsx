@@ -128,6 +128,7 @@ function UserList() {
                   size="xs"
                   variant="light"
                   color={u.status === 'disabled' ? 'teal' : 'red'}
+                  data-testid="user-toggle"
                   onClick={() =>
                     u.status === 'disabled'
                       ? toggle.mutate(u)

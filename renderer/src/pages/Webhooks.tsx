@@ -222,7 +222,7 @@ export default function Webhooks() {
                 <Button size="xs" variant="light" onClick={() => setOpen(open === w.id ? undefined : w.id)}>
                   {t('webhooks.deliveries')}
                 </Button>
-                <Button size="xs" variant="default" onClick={() => setEditing(w)} aria-label={t('office.editOf', { name: w.url })}>
+                <Button size="xs" variant="default" onClick={() => setEditing(w)} aria-label={t('office.editOf', { name: w.url })} data-testid="webhook-edit">
                   {t('office.edit')}
                 </Button>
                 {w.active ? (
@@ -230,6 +230,7 @@ export default function Webhooks() {
                     size="xs"
                     variant="light"
                     color="orange"
+                    data-testid="webhook-pause"
                     onClick={() =>
                       ask({
                         message: t('webhooks.confirmPause', { url: w.url }),

@@ -317,6 +317,8 @@ describe('users, webhooks and certificates', { timeout: 180_000 }, () => {
     await dialog.getByRole('button', { name: 'Save changes' }).click();
     await dialog.waitFor({ state: 'detached' });
     await expect.poll(() => page.getByRole('row').filter({ hasText: 'https://crm.example/hook2' }).count()).toBe(1);
+    // The row's orange Pause button reads at 4.5:1 or better on its tint (root.tsx LIGHT_TEXT).
+    expect(await axe(page), 'axe on the webhooks page with its Pause and edit buttons').toEqual([]);
     await ctx.close();
   });
 
