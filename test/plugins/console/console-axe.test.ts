@@ -6,7 +6,8 @@ import { axe, go, launchChromium, signInWithPassword } from './support.ts';
 
 /**
  * Accessibility of the whole console: axe-core finds no critical and no serious violation on any
- * page or dialog, in English and German, light and dark, on a desktop and on a 390x844 phone.
+ * page or dialog, in English and German, light and dark, on a desktop and on a 390x844 phone (where
+ * every page must also fit the screen, with whole badge labels and nothing sticking out of the header).
  * One browser; each combination signs in once, visits every page once and opens that page's
  * dialogs in place (then closes them with Escape). The appliance holds one row of everything a
  * page shows with buttons (a webhook with its Pause button, a scheduled call, a user, a
@@ -63,7 +64,22 @@ async function settled(page: Page): Promise<void> {
   await expect.poll(() => page.locator('.mantine-Loader-root').count(), { timeout: 10_000 }).toBe(0);
 }
 
-describe('axe on every page and dialog', { timeout: 300_000 }, () => {
+/** What a 390x844 page must not have: sideways scrolling, badges cut short, header controls sticking out of the header. */
+function phoneProblems(page: Page): Promise<string[]> {
+  return page.evaluate<string[]>(`(() => {
+    const out = [];
+    if (document.documentElement.scrollWidth > window.innerWidth) out.push('scrolls sideways: ' + document.documentElement.scrollWidth + 'px');
+    for (const e of document.querySelectorAll('main .mantine-Badge-label')) if (e.scrollWidth > e.clientWidth + 1) out.push('badge cut: ' + e.textContent);
+    const header = document.querySelector('header').getBoundingClientRect();
+    for (const e of document.querySelectorAll('header *')) {
+      const r = e.getBoundingClientRect();
+      if (r.width > 0 && (r.bottom > header.bottom + 1 || r.right > window.innerWidth + 1)) out.push('sticks out of the header: ' + e.tagName + ' ' + (e.textContent || '').slice(0, 30));
+    }
+    return out;
+  })()`);
+}
+
+describe('axe (and the phone layout) on every page and dialog', { timeout: 300_000 }, () => {
   for (const locale of ['en-US', 'de-DE'] as const) {
     for (const scheme of ['light', 'dark'] as const) {
       for (const [size, viewport] of [
@@ -81,6 +97,8 @@ describe('axe on every page and dialog', { timeout: 300_000 }, () => {
             await go(page, p);
             await settled(page);
             for (const v of await axe(page)) found.push(`/console/${p}: ${v}`);
+            // On a phone every page fits the screen: nothing scrolls sideways, no badge is cut to "S...".
+            if (phone) for (const x of await phoneProblems(page)) found.push(`/console/${p}: ${x}`);
             for (const id of DIALOGS[p] ?? []) {
               const opener = page.getByTestId(id).last();
               await opener.waitFor({ timeout: 10_000 });
