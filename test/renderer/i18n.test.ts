@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CALL_STATES } from '../../renderer/src/lib/calls.ts';
+import { OUTCOMES } from '../../plugins/telephony/control.ts';
 
 /**
  * The console's texts: English and German have the same keys (a missing German text fails here),
@@ -63,5 +64,7 @@ describe('console texts', () => {
     expect(issueKeys.filter((k) => !known.has(k))).toEqual([]);
     // The states come from the API's union (lib/calls.ts): each has its words.
     for (const st of CALL_STATES) expect(known.has(`calls.status.${st}`), st).toBe(true);
+    // So do the call outcomes the telephony plugin declares (the transcripts list shows them).
+    for (const o of OUTCOMES) expect(known.has(`transcripts.outcomes.${o}`), o).toBe(true);
   });
 });
