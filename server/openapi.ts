@@ -45,6 +45,21 @@ const errorSchema = {
     error: { type: 'string', enum: [...ERROR_CODES], description: 'stable error code (server/errors.ts ERROR_CODES)' },
     error_description: { type: 'string' },
     error_uri: { type: 'string', format: 'uri' },
+    field: { type: 'string', description: 'the refused field, as a dotted path of the request (e.g. `redirect_uris.0`)' },
+    issue: {
+      type: 'object',
+      description: 'why the field was refused, for a client to say it in its own language: the zod issue code and its bounds',
+      required: ['code'],
+      properties: {
+        code: { type: 'string', description: 'too_small, too_big, invalid_format, invalid_value, invalid_type, custom, ...' },
+        origin: { type: 'string', description: 'what was measured: string, number, array, ...' },
+        minimum: { type: 'number' },
+        maximum: { type: 'number' },
+        format: { type: 'string', description: 'the expected format (url, email, regex, ...)' },
+        expected: { type: 'string', description: 'the expected type' },
+        values: { type: 'array', items: { type: ['string', 'number'] }, description: 'the allowed values' },
+      },
+    },
   },
 };
 

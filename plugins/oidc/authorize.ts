@@ -3,8 +3,9 @@ import type * as jose from 'jose';
 import { z } from 'zod';
 import { AppError, html, type PluginContext, policy, reply, type Reply, type RouteRegistrar, type RouteRequest, type User } from '../../server/sdk.ts';
 import { redirectUriAllowed, type OidcClient } from './clients.ts';
-import { respond } from './flow.ts';
-import { asset, page } from './pages.ts';
+import { respond, type AuthzRequest } from './flow.ts';
+import { pageLang, text, type Lang, type TextKey } from './page-text.ts';
+import { asset, message, page } from './pages.ts';
 import { issuerOf, reqInfo } from './issuer.ts';
 import { authorizeParams, logoutParams, type OidcConfig } from './schemas.ts';
 import type { OidcServices } from './services.ts';
@@ -27,14 +28,6 @@ const logoutForm = z.object({
   client_id: z.string().max(128).optional(),
 });
 
-const SCOPE_TEXT: Record<string, string> = {
-  openid: 'Sign you in',
-  profile: 'Your name and role',
-  email: 'Your e-mail address',
-  offline_access: 'Stay connected when you are away (refresh tokens)',
-  network_access: 'Network access configuration',
-};
-
 /**
  * The authorization endpoint, its pages (login, consent, account choice) and RP-initiated logout.
  * The decisions are the flow's (flow.ts), the browser's cookies SignIn's (signin.ts).
@@ -42,7 +35,14 @@ const SCOPE_TEXT: Record<string, string> = {
 export function authorizeRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>, s: OidcServices): void {
   const { flow, signIn, provider } = s;
   const area = 'oidc';
-  const formExpired = (message: string) => page('message.html', { title: 'Form expired', message }, 403);
+  const formExpired = (lang: Lang, msg: TextKey) => message(lang, 'msg_formExpired', msg, 403);
+  /** The language of a page of an authorization request: its ui_locales first (OIDC Core §3.1.2.1). */
+  const langOf = (req: RouteRequest, i?: string): Lang =>
+    pageLang(req, i ? signIn.sessions.interaction<AuthzRequest>(req.tenant, i, signIn.browser(req))?.params.uiLocales : undefined);
+  const scopeText = (lang: Lang, scope: string): string => {
+    const key = `scope_${scope}`;
+    return key in { scope_openid: 1, scope_profile: 1, scope_email: 1, scope_offline_access: 1, scope_network_access: 1 } ? text(lang, key as TextKey) : scope;
+  };
   r.add({
     method: 'GET',
     path: '/oauth2/v1/authorize',
@@ -83,16 +83,23 @@ export function authorizeRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig
       const pend = req.query.i ? flow.pending(req, req.query.i) : undefined;
       if (pend && !('it' in pend)) return pend;
       const client = pend?.client;
-      const errorText = req.query.error === 'expired' ? 'That link has expired. Please sign in again.' : '';
-      return page('login.html', {
-        tenant: req.tenant.name,
-        i: req.query.i ?? '',
-        csrf: signIn.csrf(b, `login|${req.query.i ?? ''}`),
-        clientLine: client ? `to continue to ${client.name}` : '',
-        loginHint: pend?.it.params.loginHint ?? '',
-        error: errorText ? `<p class="error" role="alert">${html.escape(errorText)}</p>` : '',
-        loginOptions: signIn.loginOptionsHtml(req.tenant, req.query.i ?? ''),
-      });
+      const lang = pageLang(req, pend?.it.params.uiLocales);
+      const errorText = req.query.error === 'expired' ? text(lang, 'linkExpiredSignIn') : '';
+      return page(
+        'login.html',
+        {
+          tenant: req.tenant.name,
+          signInTo: text(lang, 'signInTo', { tenant: req.tenant.name }),
+          i: req.query.i ?? '',
+          csrf: signIn.csrf(b, `login|${req.query.i ?? ''}`),
+          clientLine: client ? text(lang, 'continueTo', { client: client.name }) : '',
+          loginHint: pend?.it.params.loginHint ?? '',
+          error: errorText ? `<p class="error" role="alert">${html.escape(errorText)}</p>` : '',
+          loginOptions: signIn.loginOptionsHtml(req.tenant, req.query.i ?? ''),
+        },
+        200,
+        lang,
+      );
     },
   });
   r.add({
@@ -107,32 +114,35 @@ export function authorizeRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig
     responses: { 302: { description: 'onward in the authorization flow' }, 400: { description: 'HTML with the error' } },
     handler: async (req, res) => {
       const i = req.body.i ?? '';
-      if (!signIn.csrfOk(req, `login|${i}`, req.body.csrf)) return formExpired('The form expired. Reload the sign-in page and try again.');
-      const again = (msg: string, status: number) =>
+      const lang = langOf(req, i);
+      if (!signIn.csrfOk(req, `login|${i}`, req.body.csrf)) return formExpired(lang, 'msg_formExpiredReload');
+      const again = (msg: TextKey, status: number) =>
         page(
           'login.html',
           {
             tenant: req.tenant.name,
+            signInTo: text(lang, 'signInTo', { tenant: req.tenant.name }),
             i,
             csrf: req.body.csrf,
             clientLine: '',
             loginHint: req.body.username,
-            error: `<p class="error" role="alert">${html.escape(msg)}</p>`,
+            error: `<p class="error" role="alert">${html.escape(text(lang, msg))}</p>`,
             loginOptions: signIn.loginOptionsHtml(req.tenant, i),
           },
           status,
+          lang,
         );
       let user: User | undefined;
       try {
         user = await provider.checkPassword(req.tenant, req.body.username, req.body.password, reqInfo(req), { via: 'login-page' });
       } catch (e) {
-        if (e instanceof AppError && e.status === 429) return again('Too many attempts. Wait a minute and try again.', 429);
+        if (e instanceof AppError && e.status === 429) return again('tooManyAttempts', 429);
         throw e;
       }
-      if (!user) return again('Wrong user name or password.', 400);
+      if (!user) return again('wrongPassword', 400);
       if (!i) {
         signIn.login(req, res, user, ['pwd']);
-        return page('message.html', { title: 'Signed in', message: `You are signed in as ${user.name}.` });
+        return message(lang, 'msg_signedIn', 'msg_signedInAs', 200, { user: user.name });
       }
       const pend = flow.pending(req, i);
       if (!('it' in pend)) return pend;
@@ -152,14 +162,21 @@ export function authorizeRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig
       if (!('it' in pend)) return pend;
       const uid = pend.it.state.userId ?? signIn.session(req)?.accounts[0]?.userId;
       const user = uid ? provider.activeUser(req.tenant, uid) : undefined;
-      return page('consent.html', {
-        tenant: req.tenant.name,
-        client: pend.client.name,
-        user: user?.name ?? '',
-        i: pend.it.id,
-        csrf: signIn.csrf(pend.browser, `consent|${pend.it.id}`),
-        scopes: pend.it.params.scope.map((x) => `<li>${html.escape(SCOPE_TEXT[x] ?? x)}</li>`).join(''),
-      });
+      const lang = pageLang(req, pend.it.params.uiLocales);
+      return page(
+        'consent.html',
+        {
+          tenant: req.tenant.name,
+          heading: text(lang, 'consentHeading', { client: pend.client.name }),
+          asks: text(lang, 'consentAsks', { client: pend.client.name }),
+          user: user?.name ?? '',
+          i: pend.it.id,
+          csrf: signIn.csrf(pend.browser, `consent|${pend.it.id}`),
+          scopes: pend.it.params.scope.map((x) => `<li>${html.escape(scopeText(lang, x))}</li>`).join(''),
+        },
+        200,
+        lang,
+      );
     },
   });
   r.add({
@@ -174,7 +191,7 @@ export function authorizeRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig
     handler: async (req) => {
       const pend = flow.pending(req, req.body.i);
       if (!('it' in pend)) return pend;
-      if (!signIn.csrfOk(req, `consent|${pend.it.id}`, req.body.csrf)) return formExpired('Reload and try again.');
+      if (!signIn.csrfOk(req, `consent|${pend.it.id}`, req.body.csrf)) return formExpired(pageLang(req, pend.it.params.uiLocales), 'msg_reloadRetry');
       const a = pend.it.params;
       if (req.body.decision === 'deny') {
         signIn.sessions.finishInteraction(pend.it.id);
@@ -200,18 +217,24 @@ export function authorizeRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig
       const pend = flow.pending(req, req.query.i);
       if (!('it' in pend)) return pend;
       const accounts = (signIn.session(req)?.accounts ?? []).map((x) => provider.activeUser(req.tenant, x.userId)).filter((u): u is User => !!u);
-      return page('select-account.html', {
-        tenant: req.tenant.name,
-        client: pend.client.name,
-        i: pend.it.id,
-        csrf: signIn.csrf(pend.browser, `select|${pend.it.id}`),
-        accounts: accounts
-          .map(
-            (u) =>
-              `<li><button type="submit" name="account" value="${html.escape(u.id)}">${html.escape(u.name)}${u.email ? ` (${html.escape(u.email)})` : ''}</button></li>`,
-          )
-          .join(''),
-      });
+      const lang = pageLang(req, pend.it.params.uiLocales);
+      return page(
+        'select-account.html',
+        {
+          tenant: req.tenant.name,
+          continueTo: text(lang, 'continueTo', { client: pend.client.name }),
+          i: pend.it.id,
+          csrf: signIn.csrf(pend.browser, `select|${pend.it.id}`),
+          accounts: accounts
+            .map(
+              (u) =>
+                `<li><button type="submit" name="account" value="${html.escape(u.id)}">${html.escape(u.name)}${u.email ? ` (${html.escape(u.email)})` : ''}</button></li>`,
+            )
+            .join(''),
+        },
+        200,
+        lang,
+      );
     },
   });
   r.add({
@@ -226,7 +249,8 @@ export function authorizeRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig
     handler: async (req) => {
       const pend = flow.pending(req, req.body.i);
       if (!('it' in pend)) return pend;
-      if (!signIn.csrfOk(req, `select|${pend.it.id}`, req.body.csrf)) return formExpired('Reload and try again.');
+      const lang = pageLang(req, pend.it.params.uiLocales);
+      if (!signIn.csrfOk(req, `select|${pend.it.id}`, req.body.csrf)) return formExpired(lang, 'msg_reloadRetry');
       if (req.body.account === 'other') {
         const params = { ...pend.it.params, prompt: [...pend.it.params.prompt.filter((x) => x !== 'select_account'), 'login'] };
         signIn.sessions.finishInteraction(pend.it.id);
@@ -234,8 +258,7 @@ export function authorizeRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig
         return reply.redirect(`/login.html?i=${encodeURIComponent(id)}`, 302);
       }
       const session = signIn.session(req);
-      if (!session?.accounts.some((x) => x.userId === req.body.account))
-        return page('message.html', { title: 'Unknown account', message: 'That account is not signed in here.' }, 400);
+      if (!session?.accounts.some((x) => x.userId === req.body.account)) return message(lang, 'msg_unknownAccount', 'msg_unknownAccountText', 400);
       pend.it.state = { ...pend.it.state, userId: req.body.account };
       signIn.sessions.updateInteraction(pend.it.id, pend.it.state);
       return flow.proceed(req, pend.it.params, pend.client, pend.it, pend.browser, session);
@@ -285,13 +308,20 @@ export function authorizeRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig
     const confirmed = hintClaims && (!session || session.accounts.some((x) => x.userId === hintClaims!.sub));
     if (session && !confirmed) {
       const b = signIn.ensureBrowser(req, res);
-      return page('logout.html', {
-        tenant: tenant.name,
-        csrf: signIn.csrf(b, 'logout'),
-        postLogoutRedirectUri: q.post_logout_redirect_uri ?? '',
-        state: q.state ?? '',
-        clientId: client?.clientId ?? '',
-      });
+      const lang = pageLang(req, q.ui_locales);
+      return page(
+        'logout.html',
+        {
+          tenant: tenant.name,
+          signOutOf: text(lang, 'signOutOf', { tenant: tenant.name }),
+          csrf: signIn.csrf(b, 'logout'),
+          postLogoutRedirectUri: q.post_logout_redirect_uri ?? '',
+          state: q.state ?? '',
+          clientId: client?.clientId ?? '',
+        },
+        200,
+        lang,
+      );
     }
     return finishLogout(req, res, session, client, q.post_logout_redirect_uri, q.state, hintClaims?.sub);
   };
@@ -317,7 +347,7 @@ export function authorizeRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig
       if (state !== undefined && state !== '') u.searchParams.set('state', state);
       return reply.redirect(u.href, 302);
     }
-    return page('message.html', { title: 'Signed out', message: 'You are signed out.' });
+    return message(pageLang(req), 'msg_signedOut', 'msg_signedOutText');
   };
   r.add({
     method: 'GET',
@@ -351,12 +381,13 @@ export function authorizeRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig
     body: logoutForm,
     responses: { 200: { description: 'HTML', contentType: 'text/html' }, 302: { description: 'to post_logout_redirect_uri' } },
     handler: (req, res) => {
-      if (!signIn.csrfOk(req, 'logout', req.body.csrf)) return formExpired('Reload and try again.');
+      const lang = pageLang(req);
+      if (!signIn.csrfOk(req, 'logout', req.body.csrf)) return formExpired(lang, 'msg_reloadRetry');
       const client = req.body.client_id ? provider.clients.get(req.tenant, req.body.client_id) : undefined;
       const uri = req.body.post_logout_redirect_uri || undefined;
       if (uri && (!client || !redirectUriAllowed(client.postLogoutRedirectUris, uri, issuerOf(req))))
         throw new AppError(400, 'invalid_request', 'post_logout_redirect_uri is not registered for the client');
-      if (req.body.confirm === 'no') return page('message.html', { title: 'Still signed in', message: 'You are still signed in.' });
+      if (req.body.confirm === 'no') return message(lang, 'msg_stillSignedIn', 'msg_stillSignedInText');
       const session = signIn.session(req);
       return finishLogout(req, res, session, client, uri, req.body.state, session?.accounts[0]?.userId);
     },

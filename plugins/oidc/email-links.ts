@@ -1,7 +1,8 @@
 import { z } from 'zod';
-import { checkPasswordPolicy, type PluginContext, policy, reply, type RouteRegistrar } from '../../server/sdk.ts';
+import { checkPasswordPolicy, html, type PluginContext, policy, reply, type RouteRegistrar } from '../../server/sdk.ts';
 import { EMAIL_TOKEN_TTL } from './one-time-links.ts';
-import { page } from './pages.ts';
+import { pageLang, text } from './page-text.ts';
+import { message, page } from './pages.ts';
 import type { OidcConfig } from './schemas.ts';
 import type { OidcServices } from './services.ts';
 
@@ -28,15 +29,15 @@ export function emailLinkRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig
     rateLimit: 'sensitive',
     responses: { 200: { description: 'HTML', contentType: 'text/html' } },
     handler: async (req) => {
-      if (!signIn.csrfOk(req, `login|${req.body.i ?? ''}`, req.body.csrf))
-        return page('message.html', { title: 'Form expired', message: 'Reload the sign-in page and try again.' }, 403);
+      const lang = pageLang(req);
+      if (!signIn.csrfOk(req, `login|${req.body.i ?? ''}`, req.body.csrf)) return message(lang, 'msg_formExpired', 'msg_formExpiredReload', 403);
       const purpose = req.body.purpose;
       const email = req.body.email.trim();
       const limited =
         ctx.rateLimit.take('oidc-maglink-ip', req.ip, 10) > 0 || ctx.rateLimit.take('oidc-maglink-account', `${req.tenant.id}|${email.toLowerCase()}`, 3) > 0;
       if (limited) {
         ctx.audit.write(req.tenant, { event: 'login-rate-limited', user: email, ip: req.ip, ua: req.ua, extra: { via: purpose } });
-        return page('message.html', { title: 'Too many requests', message: 'Too many e-mails were requested. Wait a few minutes.' }, 429);
+        return message(lang, 'msg_tooMany', 'msg_tooManyMails', 429);
       }
       const user = email.includes('@') ? ctx.users.byLogin(req.tenant, email) : undefined;
       ctx.audit.write(req.tenant, {
@@ -57,10 +58,7 @@ export function emailLinkRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig
           `${purpose === 'maglink' ? 'Sign in' : 'Choose a new password'} with this link (valid 15 minutes, once):\n\n${link}\n\nIf you did not ask for it, ignore this mail.`,
         );
       }
-      return page('message.html', {
-        title: 'Check your mail',
-        message: 'If an account with that address exists, we sent it a link. It is valid for 15 minutes.',
-      });
+      return message(lang, 'msg_checkMail', 'msg_checkMailText');
     },
   });
   // GET shows a button only: mail scanners that prefetch links must not consume them.
@@ -73,18 +71,23 @@ export function emailLinkRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig
     query: z.object({ t: z.string().max(100) }),
     responses: { 200: { description: 'HTML', contentType: 'text/html' } },
     handler: (req, res) => {
-      if (!links.peek(req.tenant, req.query.t, 'maglink'))
-        return page('message.html', { title: 'Link expired', message: 'This sign-in link has expired or was used. Request a new one.' }, 400);
+      const lang = pageLang(req);
+      if (!links.peek(req.tenant, req.query.t, 'maglink')) return message(lang, 'msg_linkExpired', 'msg_signInLinkExpired', 400);
       const b = signIn.ensureBrowser(req, res);
-      return page('email-link.html', {
-        tenant: req.tenant.name,
-        title: 'Finish signing in',
-        action: '/oidc.ashx/maglink-finish',
-        t: req.query.t,
-        csrf: signIn.csrf(b, 'maglink'),
-        password: '',
-        button: 'Sign in',
-      });
+      return page(
+        'email-link.html',
+        {
+          tenant: req.tenant.name,
+          title: text(lang, 'finishSignIn'),
+          action: '/oidc.ashx/maglink-finish',
+          t: req.query.t,
+          csrf: signIn.csrf(b, 'maglink'),
+          password: '',
+          button: text(lang, 'signIn'),
+        },
+        200,
+        lang,
+      );
     },
   });
   r.add({
@@ -98,10 +101,11 @@ export function emailLinkRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig
     rateLimit: 'sensitive',
     responses: { 302: { description: 'onward' } },
     handler: (req, res) => {
-      if (!signIn.csrfOk(req, 'maglink', req.body.csrf)) return page('message.html', { title: 'Form expired', message: 'Open the link again.' }, 403);
+      const lang = pageLang(req);
+      if (!signIn.csrfOk(req, 'maglink', req.body.csrf)) return message(lang, 'msg_formExpired', 'msg_openAgain', 403);
       const tok = links.consume(req.tenant, req.body.t, 'maglink');
       const user = tok && provider.activeUser(req.tenant, tok.user_id);
-      if (!tok || !user) return page('message.html', { title: 'Link expired', message: 'This sign-in link has expired or was used. Request a new one.' }, 400);
+      if (!tok || !user) return message(lang, 'msg_linkExpired', 'msg_signInLinkExpired', 400);
       ctx.audit.write(req.tenant, { event: 'maglink-finish', user: user.name, ip: req.ip, ua: req.ua });
       return reply.redirect(signIn.signIn(req, res, user, ['email'], tok.interaction_id), 302);
     },
@@ -115,19 +119,23 @@ export function emailLinkRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig
     query: z.object({ t: z.string().max(100) }),
     responses: { 200: { description: 'HTML', contentType: 'text/html' } },
     handler: (req, res) => {
-      if (!links.peek(req.tenant, req.query.t, 'recover'))
-        return page('message.html', { title: 'Link expired', message: 'This recovery link has expired or was used.' }, 400);
+      const lang = pageLang(req);
+      if (!links.peek(req.tenant, req.query.t, 'recover')) return message(lang, 'msg_linkExpired', 'msg_recoveryLinkExpired', 400);
       const b = signIn.ensureBrowser(req, res);
-      return page('email-link.html', {
-        tenant: req.tenant.name,
-        title: 'Choose a new password',
-        action: '/oidc.ashx/recover-finish',
-        t: req.query.t,
-        csrf: signIn.csrf(b, 'recover'),
-        button: 'Save and sign in',
-        password:
-          '<label for="password">New password (at least 10 characters)</label><input type="password" id="password" name="password" autocomplete="new-password" minlength="10" required>',
-      });
+      return page(
+        'email-link.html',
+        {
+          tenant: req.tenant.name,
+          title: text(lang, 'newPasswordTitle'),
+          action: '/oidc.ashx/recover-finish',
+          t: req.query.t,
+          csrf: signIn.csrf(b, 'recover'),
+          button: text(lang, 'saveAndSignIn'),
+          password: `<label for="password">${html.escape(text(lang, 'newPasswordLabel'))}</label><input type="password" id="password" name="password" autocomplete="new-password" minlength="10" required>`,
+        },
+        200,
+        lang,
+      );
     },
   });
   r.add({
@@ -141,15 +149,16 @@ export function emailLinkRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig
     rateLimit: 'sensitive',
     responses: { 302: { description: 'onward' } },
     handler: async (req, res) => {
-      if (!signIn.csrfOk(req, 'recover', req.body.csrf)) return page('message.html', { title: 'Form expired', message: 'Open the link again.' }, 403);
+      const lang = pageLang(req);
+      if (!signIn.csrfOk(req, 'recover', req.body.csrf)) return message(lang, 'msg_formExpired', 'msg_openAgain', 403);
       try {
         checkPasswordPolicy(req.body.password);
-      } catch (e) {
-        return page('message.html', { title: 'Password not accepted', message: (e as Error).message }, 400);
+      } catch {
+        return message(lang, 'msg_passwordRefused', 'msg_weakPassword', 400);
       }
       const tok = links.consume(req.tenant, req.body.t, 'recover');
       const user = tok && provider.activeUser(req.tenant, tok.user_id);
-      if (!tok || !user) return page('message.html', { title: 'Link expired', message: 'This recovery link has expired or was used.' }, 400);
+      if (!tok || !user) return message(lang, 'msg_linkExpired', 'msg_recoveryLinkExpired', 400);
       await ctx.users.setPassword(req.tenant, user.name, req.body.password);
       ctx.audit.write(req.tenant, { event: 'recover-finish', user: user.name, ip: req.ip, ua: req.ua });
       return reply.redirect(signIn.signIn(req, res, user, ['pwd', 'email'], tok.interaction_id), 302);

@@ -9,7 +9,8 @@ import type { AuthorizeParams } from './schemas.ts';
 import type { Interaction, Session, Sessions } from './sessions.ts';
 import type { TenantSettings } from './settings.ts';
 import type { SignIn } from './signin.ts';
-import { page } from './pages.ts';
+import { pageLang } from './page-text.ts';
+import { message, page } from './pages.ts';
 
 type ResponseType = 'code' | 'id_token' | 'code id_token';
 
@@ -28,6 +29,8 @@ export interface AuthzRequest {
   maxAge?: number;
   hintSub?: string;
   loginHint?: string;
+  /** ui_locales (OIDC Core §3.1.2.1): the languages the user prefers for the provider's pages. */
+  uiLocales?: string;
   issuer: string;
 }
 
@@ -194,6 +197,7 @@ export class AuthorizeFlow {
         maxAge,
         hintSub,
         loginHint: one(params.login_hint),
+        uiLocales: one(params.ui_locales),
         issuer,
       };
       const b = this.signIn.ensureBrowser(req, res);
@@ -296,12 +300,7 @@ export class AuthorizeFlow {
     const browser = this.signIn.browser(req);
     const it = this.s.interaction<AuthzRequest>(req.tenant, id, browser);
     const client = it && this.p.clients.get(req.tenant, it.params.clientId);
-    if (!it || !client || !browser)
-      return page(
-        'message.html',
-        { title: 'Sign-in expired', message: 'This sign-in request has expired or was started in another browser. Go back to the application and try again.' },
-        400,
-      );
+    if (!it || !client || !browser) return message(pageLang(req, it?.params.uiLocales), 'msg_signInExpired', 'msg_signInExpiredText', 400);
     return { it, client, browser };
   }
 

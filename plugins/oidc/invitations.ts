@@ -2,6 +2,7 @@ import { z } from 'zod';
 import {
   AppError,
   checkPasswordPolicy,
+  html,
   InputError,
   NotFoundError,
   policy,
@@ -12,7 +13,8 @@ import {
   type Tenant,
 } from '../../server/sdk.ts';
 import { CLAIM_TOKEN_TTL } from './one-time-links.ts';
-import { page } from './pages.ts';
+import { pageLang, text } from './page-text.ts';
+import { message, page } from './pages.ts';
 import type { OidcConfig } from './schemas.ts';
 import type { OidcServices } from './services.ts';
 
@@ -84,23 +86,23 @@ export function invitationRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfi
     handler: (req, res) => {
       const tok = links.peek(req.tenant, req.query.t, 'claim');
       const user = tok && claimable(req.tenant, tok.user_id);
-      if (!user)
-        return page(
-          'message.html',
-          { title: 'Invitation expired', message: 'This invitation has expired or was used. Ask your administrator for a new one.' },
-          400,
-        );
+      const lang = pageLang(req);
+      if (!user) return message(lang, 'msg_invitationExpired', 'msg_invitationExpiredText', 400);
       const b = signIn.ensureBrowser(req, res);
-      return page('email-link.html', {
-        tenant: req.tenant.name,
-        title: `Welcome, ${user.name}`,
-        action: '/oidc.ashx/claim',
-        t: req.query.t,
-        csrf: signIn.csrf(b, 'claim'),
-        button: 'Set password and sign in',
-        password:
-          '<label for="password">Choose a password (at least 10 characters)</label><input type="password" id="password" name="password" autocomplete="new-password" minlength="10" required>',
-      });
+      return page(
+        'email-link.html',
+        {
+          tenant: req.tenant.name,
+          title: text(lang, 'welcome', { user: user.name }),
+          action: '/oidc.ashx/claim',
+          t: req.query.t,
+          csrf: signIn.csrf(b, 'claim'),
+          button: text(lang, 'setPasswordSignIn'),
+          password: `<label for="password">${html.escape(text(lang, 'choosePasswordLabel'))}</label><input type="password" id="password" name="password" autocomplete="new-password" minlength="10" required>`,
+        },
+        200,
+        lang,
+      );
     },
   });
   r.add({
@@ -115,7 +117,7 @@ export function invitationRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfi
     responses: { 302: { description: 'signed in (form)' }, 200: { description: '{user} (JSON)' } },
     handler: async (req, res) => {
       const isForm = (req.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded');
-      if (isForm && !signIn.csrfOk(req, 'claim', req.body.csrf)) return page('message.html', { title: 'Form expired', message: 'Open the link again.' }, 403);
+      if (isForm && !signIn.csrfOk(req, 'claim', req.body.csrf)) return message(pageLang(req), 'msg_formExpired', 'msg_openAgain', 403);
       if (claimLimited(req)) throw new AppError(429, 'rate_limited', 'too many attempts; try again later', { headers: { 'Retry-After': '60' } });
       checkPasswordPolicy(req.body.password);
       const tok = links.consume(req.tenant, req.body.t, 'claim');

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { html, reply, resourcePath, type Reply } from '../../server/sdk.ts';
+import { templateTexts, text, type Lang, type TextKey } from './page-text.ts';
 /** The sign-in pages live in resources/login/ (shipped defaults an operator may restyle). */
 export const PAGES_DIR = resourcePath('login');
 
@@ -16,15 +17,22 @@ function template(name: string): string {
 }
 
 /**
- * Fills `{{name}}` (HTML-escaped) and `{{{name}}}` (already-safe HTML built here) placeholders.
+ * Fills `{{name}}` (HTML-escaped) and `{{{name}}}` (already-safe HTML built here) placeholders;
+ * `{{lang}}` and `{{t_<key>}}` are the page's language and its words in it (page-text.ts).
  * Pages get a strict CSP: scripts only from this origin, no framing.
  */
-export function page(name: string, vars: Record<string, unknown>, status = 200): Reply {
-  const text = template(name)
+export function page(name: string, vars: Record<string, unknown>, status = 200, lang: Lang = 'en'): Reply {
+  vars = { ...templateTexts(lang), lang, ...vars };
+  const body = template(name)
     // eslint-disable-next-line @typescript-eslint/no-base-to-string -- page variables are strings and numbers; an object here is a template bug that should show
     .replace(/\{\{\{(\w+)\}\}\}/g, (_, k: string) => String(vars[k] ?? ''))
     .replace(/\{\{(\w+)\}\}/g, (_, k: string) => html.escape(vars[k]));
-  return reply.text(status, text, 'text/html; charset=utf-8', PAGE_HEADERS);
+  return reply.text(status, body, 'text/html; charset=utf-8', { ...PAGE_HEADERS, 'Content-Language': lang, Vary: 'Accept-Language, Cookie' });
+}
+
+/** A page with one message: its title and text in the page's language. */
+export function message(lang: Lang, title: TextKey, msg: TextKey, status = 200, vars: Record<string, string> = {}): Reply {
+  return page('message.html', { title: text(lang, title, vars), message: text(lang, msg, vars) }, status, lang);
 }
 
 export const PAGE_HEADERS: Record<string, string> = {

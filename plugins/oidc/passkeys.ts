@@ -1,6 +1,7 @@
 import type { AuthenticationResponseJSON, RegistrationResponseJSON } from '@simplewebauthn/server';
 import { z } from 'zod';
 import { AppError, type PluginContext, policy, reply, type RouteRegistrar } from '../../server/sdk.ts';
+import { pageLang } from './page-text.ts';
 import { page } from './pages.ts';
 import type { OidcConfig } from './schemas.ts';
 import type { OidcServices } from './services.ts';
@@ -97,7 +98,7 @@ export function passkeyRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>,
       if (!user) return reply.redirect('/login.html', 302);
       const b = signIn.ensureBrowser(req, res);
       const n = provider.repo.passkeysOf(req.tenant, user.id).length;
-      return page('passkeys.html', { tenant: req.tenant.name, user: user.name, count: n, csrf: signIn.csrf(b, 'passkey-register') });
+      return page('passkeys.html', { tenant: req.tenant.name, user: user.name, count: n, csrf: signIn.csrf(b, 'passkey-register') }, 200, pageLang(req));
     },
   });
   r.add({

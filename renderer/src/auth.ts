@@ -4,6 +4,8 @@
  * (never in storage, never in a URL): a reload signs in again through the provider's session,
  * which takes one redirect and no typing. Refresh tokens rotate on every use.
  */
+import { LANG_KEY } from './lib/lang-key.ts';
+
 export const CLIENT_ID = 'sovcomms-console';
 const SCOPE = 'openid profile email offline_access';
 // Only the PKCE verifier and state cross the redirect, in sessionStorage (this tab only, gone
@@ -67,6 +69,9 @@ export async function signIn(returnTo = location.pathname + location.search): Pr
     code_challenge: challenge,
     code_challenge_method: 'S256',
   });
+  // The provider's sign-in pages speak the console's language (OIDC Core §3.1.2.1 ui_locales).
+  const lang = localStorage.getItem(LANG_KEY);
+  if (lang) q.set('ui_locales', lang);
   location.assign(`/oauth2/v1/authorize?${q}`);
   return new Promise<never>(() => undefined);
 }

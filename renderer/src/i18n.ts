@@ -2,13 +2,17 @@ import i18n from 'i18next';
 import { initReactI18next } from 'react-i18next';
 import de from './locales/de.json';
 import en from './locales/en.json';
+import { LANG_KEY, rememberLanguage } from './lib/lang-key.ts';
 
 export const LANGUAGES = { en: 'English', de: 'Deutsch' } as const;
 export type Language = keyof typeof LANGUAGES;
 
 function initial(): Language {
-  const saved = localStorage.getItem('sovcomms.lang');
-  if (saved === 'en' || saved === 'de') return saved;
+  const saved = localStorage.getItem(LANG_KEY);
+  if (saved === 'en' || saved === 'de') {
+    rememberLanguage(saved);
+    return saved;
+  }
   return navigator.language.toLowerCase().startsWith('de') ? 'de' : 'en';
 }
 
@@ -19,9 +23,11 @@ void i18n.use(initReactI18next).init({
   interpolation: { escapeValue: false },
   returnNull: false,
 });
+// Screen readers pronounce the page in the language it is written in (WCAG 3.1.1).
+document.documentElement.lang = i18n.language;
 
 export function setLanguage(l: Language): void {
-  localStorage.setItem('sovcomms.lang', l);
+  rememberLanguage(l);
   void i18n.changeLanguage(l);
   document.documentElement.lang = l;
 }

@@ -4,6 +4,8 @@
   'use strict';
   var status = document.getElementById('passkey-status');
   function say(t) { if (status) status.textContent = t; }
+  // The page's words in its language, from the status line's data attributes (English when absent).
+  function word(name, fallback) { return (status && status.getAttribute('data-' + name)) || fallback; }
   function b64uToBuf(s) {
     var b = atob(s.replace(/-/g, '+').replace(/_/g, '/') + '==='.slice((s.length + 3) % 4));
     var a = new Uint8Array(b.length);
@@ -24,7 +26,7 @@
     if (!window.PublicKeyCredential) { signin.hidden = true; return; }
     signin.addEventListener('click', function () {
       var i = signin.getAttribute('data-i') || undefined, csrf = signin.getAttribute('data-csrf');
-      say('Waiting for your passkey…');
+      say(word('waiting', 'Waiting for your passkey…'));
       post('/oidc.ashx/passkey/options', { i: i, csrf: csrf }).then(function (o) {
         return navigator.credentials.get({ publicKey: { challenge: b64uToBuf(o.challenge), rpId: o.rpId, timeout: o.timeout, userVerification: o.userVerification, allowCredentials: [] } });
       }).then(function (c) {
@@ -33,14 +35,14 @@
           id: c.id, rawId: bufToB64u(c.rawId), type: c.type, clientExtensionResults: c.getClientExtensionResults(),
           response: { clientDataJSON: bufToB64u(r.clientDataJSON), authenticatorData: bufToB64u(r.authenticatorData), signature: bufToB64u(r.signature), userHandle: r.userHandle ? bufToB64u(r.userHandle) : undefined },
         } });
-      }).then(function (j) { window.location.assign(j.redirect); }, function (e) { say('Passkey sign-in failed: ' + e.message); });
+      }).then(function (j) { window.location.assign(j.redirect); }, function (e) { say(word('signin-failed', 'Passkey sign-in failed:') + ' ' + e.message); });
     });
   }
   var reg = document.getElementById('passkey-register');
   if (reg) {
     reg.addEventListener('click', function () {
       var csrf = reg.getAttribute('data-csrf');
-      say('Follow your device to create the passkey…');
+      say(word('follow', 'Follow your device to create the passkey…'));
       post('/oidc.ashx/passkey/register-options', { csrf: csrf }).then(function (o) {
         return navigator.credentials.create({ publicKey: {
           challenge: b64uToBuf(o.challenge), rp: o.rp, user: { id: b64uToBuf(o.user.id), name: o.user.name, displayName: o.user.displayName },
@@ -56,8 +58,8 @@
       }).then(function () {
         var n = document.getElementById('passkey-count');
         if (n) n.textContent = String(Number(n.textContent) + 1);
-        say('Passkey registered.');
-      }, function (e) { say('Registration failed: ' + e.message); });
+        say(word('registered', 'Passkey registered.'));
+      }, function (e) { say(word('register-failed', 'Registration failed:') + ' ' + e.message); });
     });
   }
 })();

@@ -10,7 +10,7 @@ import type { CoreConfig } from '../config.ts';
 import { publicOriginOf, type Tenant } from '../tenancy.ts';
 import { camelizeKeys, MAX_JSON_DEPTH, nestsDeeperThan } from './key-case.ts';
 import { readBounded, readSigned } from './body.ts';
-import { errorAnswer, newRequestId, plainIp } from './respond.ts';
+import { errorAnswer, issueOf, newRequestId, plainIp } from './respond.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import { Reply, type Method, type RouteDef, type RouteRequest } from './route.ts';
 
@@ -439,7 +439,7 @@ function validate<S extends z.ZodType>(schema: S, input: unknown, what: string):
   throw new InputError(
     field ? `invalid ${what} ${field}: ${issue.message}` : `invalid ${what}: ${issue.message}`,
     'invalid_request',
-    field ? { field } : undefined,
+    field ? { field, issue: issueOf(issue) } : { issue: issueOf(issue) },
   );
 }
 

@@ -27,9 +27,15 @@ export function errorAnswer(e: unknown, requestId: string): ErrorAnswer {
   if (e instanceof AppError) return { status: e.status, body: { error: e.code, error_description: e.message, ...e.extra }, headers: e.headers, fault: false };
   if (e instanceof z.ZodError) {
     const issue = e.issues[0];
+    const field = issue?.path.map(String).join('.');
     return {
       status: 400,
-      body: { error: 'invalid_request', error_description: issue ? `${issue.path.join('.')}: ${issue.message}` : 'invalid input' },
+      body: {
+        error: 'invalid_request',
+        error_description: issue ? `${field}: ${issue.message}` : 'invalid input',
+        ...(field ? { field } : {}),
+        ...(issue ? { issue: issueOf(issue) } : {}),
+      },
       headers: {},
       fault: false,
     };
@@ -53,6 +59,23 @@ export function errorAnswer(e: unknown, requestId: string): ErrorAnswer {
     };
   }
   return { status: 500, body: { error: 'server_error', error_description: `internal error (request ${requestId})` }, headers: {}, fault: true };
+}
+
+/**
+ * What a client needs to say a refused value in its own words: the zod issue code (`too_small`,
+ * `invalid_format`, `invalid_value`, ... or a custom code) and its bounds, format or allowed values.
+ * The console maps these to translated texts; `error_description` stays the English fallback.
+ */
+export function issueOf(issue: z.core.$ZodIssue): Record<string, unknown> {
+  const out: Record<string, unknown> = { code: issue.code };
+  const i = issue as unknown as Record<string, unknown>;
+  for (const k of ['origin', 'minimum', 'maximum', 'format', 'expected']) {
+    const v = i[k];
+    if (typeof v === 'string' || typeof v === 'number') out[k] = v;
+    else if (typeof v === 'bigint') out[k] = Number(v);
+  }
+  if (Array.isArray(i.values)) out.values = (i.values as unknown[]).filter((v) => typeof v === 'string' || typeof v === 'number');
+  return out;
 }
 
 /** SQLITE_FULL (the database or its WAL could not grow) or ENOSPC from a file write. */

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { applySections, readmeSections } from '../../scripts/readme-sections.ts';
-import { API_TYPES_FILE, apiTypes } from '../../scripts/api-types.ts';
+import { API_ENUMS_FILE, API_TYPES_FILE, apiFiles } from '../../scripts/api-types.ts';
 
 describe('README', () => {
   it('lists every endpoint, HMAC bucket and CLI command the code registers (run `npm run docs` to update)', async () => {
@@ -10,7 +10,9 @@ describe('README', () => {
   });
 
   it("the console's API types are generated from the current description (run `npm run docs` to update)", async () => {
-    expect(fs.readFileSync(API_TYPES_FILE, 'utf8')).toBe(await apiTypes());
+    const { types, enums } = await apiFiles();
+    expect(fs.readFileSync(API_TYPES_FILE, 'utf8')).toBe(types);
+    expect(fs.readFileSync(API_ENUMS_FILE, 'utf8')).toBe(enums);
   });
 
   it('has the Quick start with the two commands', () => {

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CALL_STATES } from '../../renderer/src/lib/calls.ts';
+import { OUTCOMES } from '../../plugins/telephony/control.ts';
 
 /**
  * The console's texts: English and German have the same keys (a missing German text fails here),
@@ -56,7 +57,14 @@ describe('console texts', () => {
       }
     }
     expect(missing).toEqual([]);
+    // The error texts: lib/errors.ts asks for `errors.issue.<key>` by its short key.
+    const errorsSrc = fs.readFileSync(path.join(SRC, 'lib', 'errors.ts'), 'utf8');
+    const issueKeys = [...errorsSrc.matchAll(/\bt\('([a-zA-Z]+)'/g)].map((m) => `errors.issue.${m[1]}`);
+    expect(issueKeys.length).toBeGreaterThan(5);
+    expect(issueKeys.filter((k) => !known.has(k))).toEqual([]);
     // The states come from the API's union (lib/calls.ts): each has its words.
     for (const st of CALL_STATES) expect(known.has(`calls.status.${st}`), st).toBe(true);
+    // So do the call outcomes the telephony plugin declares (the transcripts list shows them).
+    for (const o of OUTCOMES) expect(known.has(`transcripts.outcomes.${o}`), o).toBe(true);
   });
 });

@@ -66,6 +66,14 @@ describe('400 bad input', () => {
     expect(b.error_description).toMatch(/limit/);
   });
 
+  it("says why a field was refused (the zod issue and its bounds), for a client to say it in the user's language", async () => {
+    const issue = async (r: Response) => ((await errorBody(r, 400, 'invalid_request')) as { issue?: Record<string, unknown> }).issue;
+    expect(await issue(await post(JSON.stringify({ name: '', count: 1 })))).toEqual({ code: 'too_small', origin: 'string', minimum: 1 });
+    expect(await issue(await post(JSON.stringify({ name: 'x'.repeat(41), count: 1 })))).toEqual({ code: 'too_big', origin: 'string', maximum: 40 });
+    expect(await issue(await post(JSON.stringify({ name: 'ok', count: 'seven' })))).toEqual({ code: 'invalid_type', expected: 'number' });
+    expect(await issue(await s.fetch('/api.ashx/v1/auditlog?limit=0', { key: s.adminKey }))).toMatchObject({ code: 'too_small', minimum: 1 });
+  });
+
   it('accepts camelCase and PascalCase keys in, answers camelCase out', async () => {
     const r = await post(JSON.stringify({ Name: 'pascal', Count: 2 }));
     expect(r.status).toBe(201);

@@ -1,20 +1,27 @@
 import createClient, { type Middleware } from 'openapi-fetch';
 import { accessToken, signIn } from '../auth.ts';
 import { tenantHeaders } from '../tenant.ts';
-import type { paths } from './schema';
+import type { components, paths } from './schema';
 
 /** The JSON request body of an operation, from the OpenAPI description. */
 export type Body<P extends keyof paths, M extends 'post' | 'put' | 'patch'> = paths[P][M] extends { requestBody?: { content: { 'application/json': infer B } } }
   ? B
   : never;
 
-/** An API error in words: the server's description, its code, and the field it names (when it names one). */
+/** Why the API refused a field: the zod issue code and its bounds (the error body's `issue`). */
+export type Issue = NonNullable<components['schemas']['Error']['issue']>;
+
+/**
+ * An API error: its code, the field it names (when it names one) and why, and the server's English
+ * description (`message`), which the console shows only when it has no words of its own for the code.
+ */
 export class ApiError extends Error {
   constructor(
     readonly status: number,
     readonly code: string,
     message: string,
     readonly field?: string,
+    readonly issue?: Issue,
   ) {
     super(message);
   }
@@ -64,11 +71,7 @@ const auth: Middleware = {
 export const api = createClient<paths>({ baseUrl: location.origin });
 api.use(auth);
 
-interface ErrorBody {
-  error?: string;
-  error_description?: string;
-  field?: string;
-}
+type ErrorBody = Partial<components['schemas']['Error']>;
 
 /** Unwraps an openapi-fetch answer: the data, or an ApiError (a 401 first tries a refresh, then signs in again). */
 export async function call<T>(p: Promise<{ data?: T; error?: unknown; response: Response }>): Promise<T> {
@@ -80,5 +83,5 @@ export async function call<T>(p: Promise<{ data?: T; error?: unknown; response: 
     if (!fresh) await signIn();
   }
   const field = e.field ?? /^(?:invalid (?:field|query parameter) )?([A-Za-z0-9_.[\]]+):/.exec(e.error_description ?? '')?.[1];
-  throw new ApiError(response.status, e.error ?? 'error', e.error_description ?? e.error ?? `HTTP ${response.status}`, field);
+  throw new ApiError(response.status, e.error ?? 'error', e.error_description ?? e.error ?? `HTTP ${response.status}`, field, e.issue);
 }

@@ -3998,6 +3998,23 @@ export interface components {
             error_description?: string;
             /** Format: uri */
             error_uri?: string;
+            /** @description the refused field, as a dotted path of the request (e.g. `redirect_uris.0`) */
+            field?: string;
+            /** @description why the field was refused, for a client to say it in its own language: the zod issue code and its bounds */
+            issue?: {
+                /** @description too_small, too_big, invalid_format, invalid_value, invalid_type, custom, ... */
+                code: string;
+                /** @description the expected type */
+                expected?: string;
+                /** @description the expected format (url, email, regex, ...) */
+                format?: string;
+                maximum?: number;
+                minimum?: number;
+                /** @description what was measured: string, number, array, ... */
+                origin?: string;
+                /** @description the allowed values */
+                values?: (string | number)[];
+            };
         };
     };
     responses: never;

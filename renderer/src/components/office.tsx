@@ -2,6 +2,7 @@ import { Button, Code, Stack, Text } from '@mantine/core';
 import { notifications } from '@mantine/notifications';
 import { useMutation } from '@tanstack/react-query';
 import { useTranslation } from 'react-i18next';
+import { errorText } from '../lib/errors.ts';
 import { download } from '../lib/download.ts';
 import { sipCode, sipProblemKey } from '../lib/sip.ts';
 
@@ -47,7 +48,7 @@ export function DownloadButton({
       notifications.show({
         color: 'red',
         title: t('office.exportFailed'),
-        message: (e as Error).message,
+        message: errorText(e),
         closeButtonProps: { 'aria-label': t('common.close') },
       }),
   });

@@ -3,6 +3,7 @@ import { useMediaQuery } from '@mantine/hooks';
 import { useEffect, useRef, type ReactNode } from 'react';
 import { useTranslation } from 'react-i18next';
 import { ApiError } from '../api/client.ts';
+import { errorText } from '../lib/errors.ts';
 
 /** Narrower than this (Mantine's `sm`), tables read as cards and the header's controls move into the menu. */
 const PHONE = '(max-width: 47.99em)';
@@ -39,11 +40,9 @@ export function Page({ title, actions, children }: { title: string; actions?: Re
 export function ErrorNote({ error }: { error: unknown }) {
   const { t } = useTranslation();
   if (!error) return null;
-  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- the last resort for a thrown non-Error: shown as it prints
-  const msg = error instanceof ApiError ? `${error.message} (${error.code})` : error instanceof Error ? error.message : String(error);
   return (
-    <Alert color="red" title={t('common.error')} role="alert">
-      {msg}
+    <Alert color="red" title={t('common.error')} role="alert" data-code={error instanceof ApiError ? error.code : undefined}>
+      {errorText(error)}
     </Alert>
   );
 }
@@ -168,10 +167,7 @@ export function OnceSecret({ label, value }: { label: string; value: string }) {
   );
 }
 
-/** The field an API error names, for a form input's `error` prop. */
-export function fieldError(error: unknown, field: string): string | undefined {
-  return error instanceof ApiError && error.field === field ? error.message : undefined;
-}
+export { atField, fieldError } from '../lib/errors.ts';
 
 /**
  * A form that Enter submits, whatever inputs it holds. While it is busy its submit button is

@@ -6,7 +6,7 @@ import { api, call } from '../api/client.ts';
 import { accessToken } from '../auth.ts';
 import { when } from '../i18n.ts';
 import { Dialog } from '../components/dialogs.tsx';
-import { DataTable, ErrorNote, Form, OnceSecret, Page } from '../components/ui.tsx';
+import { DataTable, ErrorNote, Form, OnceSecret, Page, useLabel } from '../components/ui.tsx';
 
 const V1 = '/api.ashx/v1/backups';
 
@@ -35,6 +35,7 @@ async function download(name: string): Promise<void> {
 /** Backups (super-admin): the state, make one now, download, and restore (applied at the next start). */
 export default function Backups() {
   const { t } = useTranslation();
+  const label = useLabel();
   const qc = useQueryClient();
   const status = useQuery({ queryKey: ['backups', 'status'], queryFn: () => call(api.GET('/api.ashx/v1/backups/status')) });
   const list = useQuery({ queryKey: ['backups', 'list'], queryFn: () => call(api.GET('/api.ashx/v1/backups')) });
@@ -136,7 +137,7 @@ export default function Backups() {
           { key: 'name', label: t('backups.name'), render: (x) => x.name },
           { key: 'created', label: t('backups.created'), render: (x) => when(x.created) },
           { key: 'bytes', label: t('backups.size'), render: (x) => `${(x.bytes / 2 ** 20).toFixed(1)} MiB` },
-          { key: 'state', label: t('backups.state'), render: (x) => x.state },
+          { key: 'state', label: t('backups.state'), render: (x) => label('backups.archiveStates', x.state) },
           {
             key: 'a',
             label: t('common.actions'),

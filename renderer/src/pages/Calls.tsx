@@ -5,13 +5,13 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { Link } from 'wouter';
-import { api, ApiError, call, type Body } from '../api/client.ts';
+import { api, call, type Body } from '../api/client.ts';
 import { dayAfter, dayStart, when } from '../i18n.ts';
 import { CallStatusBadge } from '../components/CallStatusBadge.tsx';
 import { Dialog, useConfirm } from '../components/dialogs.tsx';
 import { DownloadButton } from '../components/office.tsx';
 import { withQuery } from '../lib/download.ts';
-import { DataTable, ErrorNote, fieldError, Form, Page } from '../components/ui.tsx';
+import { DataTable, ErrorNote, atField, fieldError, Form, Page } from '../components/ui.tsx';
 import { CALL_STATES, callState } from '../lib/calls.ts';
 
 const PAGE = 50;
@@ -39,7 +39,7 @@ function PlaceCall({ onDone }: { onDone: () => void }) {
     },
   });
   // The API refuses a past time (schedule_in_past); the form says so in words, at the field.
-  const atError = m.error instanceof ApiError && m.error.code === 'schedule_in_past' ? t('office.scheduleInPast') : fieldError(m.error, 'scheduleAtUtc');
+  const atError = fieldError(m.error, 'scheduleAtUtc', at, ['schedule_in_past']);
   return (
     <Form onSubmit={() => m.mutate()} busy={m.isPending}>
       <TextInput
@@ -48,20 +48,20 @@ function PlaceCall({ onDone }: { onDone: () => void }) {
         required
         value={f.phone}
         onChange={(e) => setF({ ...f, phone: e.currentTarget.value })}
-        error={fieldError(m.error, 'phone')}
+        error={fieldError(m.error, 'phone', f.phone)}
       />
       <TextInput
         label={t('calls.displayName')}
         value={f.displayName ?? ''}
         onChange={(e) => setF({ ...f, displayName: e.currentTarget.value || undefined })}
-        error={fieldError(m.error, 'displayName')}
+        error={fieldError(m.error, 'displayName', f.displayName ?? '')}
       />
       <TextInput
         label={t('calls.email')}
         type="email"
         value={f.email ?? ''}
         onChange={(e) => setF({ ...f, email: e.currentTarget.value || undefined })}
-        error={fieldError(m.error, 'email')}
+        error={fieldError(m.error, 'email', f.email ?? '')}
       />
       <Textarea
         label={t('calls.prompt')}
@@ -70,7 +70,7 @@ function PlaceCall({ onDone }: { onDone: () => void }) {
         minRows={3}
         value={f.systemPrompt}
         onChange={(e) => setF({ ...f, systemPrompt: e.currentTarget.value })}
-        error={fieldError(m.error, 'systemPrompt')}
+        error={fieldError(m.error, 'systemPrompt', f.systemPrompt)}
       />
       <Group grow>
         <NumberInput
@@ -79,7 +79,7 @@ function PlaceCall({ onDone }: { onDone: () => void }) {
           max={3600}
           value={f.maxSeconds}
           onChange={(v) => setF({ ...f, maxSeconds: Number(v) })}
-          error={fieldError(m.error, 'maxSeconds')}
+          error={fieldError(m.error, 'maxSeconds', f.maxSeconds)}
         />
         <NumberInput
           label={t('calls.retries')}
@@ -87,14 +87,13 @@ function PlaceCall({ onDone }: { onDone: () => void }) {
           max={10}
           value={f.retries}
           onChange={(v) => setF({ ...f, retries: Number(v) })}
-          error={fieldError(m.error, 'retries')}
+          error={fieldError(m.error, 'retries', f.retries)}
         />
       </Group>
       <TextInput label={t('calls.scheduleAt')} type="datetime-local" value={at} onChange={(e) => setAt(e.currentTarget.value)} error={atError} />
-      {m.error &&
-        !['phone', 'displayName', 'email', 'systemPrompt', 'maxSeconds', 'retries', 'scheduleAtUtc'].includes((m.error as { field?: string }).field ?? '') && (
-          <ErrorNote error={m.error} />
-        )}
+      {m.error && !atField(m.error, ['phone', 'displayName', 'email', 'systemPrompt', 'maxSeconds', 'retries', 'scheduleAtUtc'], ['schedule_in_past']) && (
+        <ErrorNote error={m.error} />
+      )}
       <Group justify="flex-end" mt="md">
         <Button type="submit" loading={m.isPending}>
           {at ? t('calls.schedule') : t('calls.place')}

@@ -48,8 +48,20 @@ export default function Certificates() {
       <Card withBorder>
         <Form onSubmit={() => issue.mutate()} busy={issue.isPending}>
           <Group align="flex-end">
-            <TextInput label="client_id" value={clientId} onChange={(e) => setClientId(e.currentTarget.value)} error={fieldError(issue.error, 'client_id')} />
-            <NumberInput label={t('certs.days')} value={days} min={1} max={825} onChange={(v) => setDays(Number(v))} error={fieldError(issue.error, 'days')} />
+            <TextInput
+              label="client_id"
+              value={clientId}
+              onChange={(e) => setClientId(e.currentTarget.value)}
+              error={fieldError(issue.error, 'client_id', clientId)}
+            />
+            <NumberInput
+              label={t('certs.days')}
+              value={days}
+              min={1}
+              max={825}
+              onChange={(v) => setDays(Number(v))}
+              error={fieldError(issue.error, 'days', days)}
+            />
             <Button type="submit" loading={issue.isPending} data-testid="issue-cert">
               {t('certs.issue')}
             </Button>

@@ -7,7 +7,7 @@ import { accessToken } from '../auth.ts';
 import { api, ApiError, call } from '../api/client.ts';
 import { when } from '../i18n.ts';
 import { Dialog } from '../components/dialogs.tsx';
-import { ErrorNote, fieldError, Form, Page, usePhone } from '../components/ui.tsx';
+import { ErrorNote, atField, fieldError, Form, Page, usePhone } from '../components/ui.tsx';
 
 interface Frame {
   type: string;
@@ -187,7 +187,7 @@ function Thread({ threadId, me }: { threadId: string; me: string }) {
                 if (text.trim()) send.mutate();
               }
             }}
-            error={fieldError(send.error, 'text')}
+            error={fieldError(send.error, 'text', text)}
           />
           <Button type="submit" loading={send.isPending}>
             {t('chat.send')}
@@ -242,8 +242,13 @@ function NewConversation({ onOpened }: { onOpened: (threadId: string) => void })
     <Stack>
       <Form onSubmit={() => direct.mutate()} busy={direct.isPending}>
         <Group align="flex-end">
-          <TextInput label={t('chat.peer')} value={peer} onChange={(e) => setPeer(e.currentTarget.value)} error={fieldError(direct.error, 'with')} />
-          <TextInput label={t('chat.firstMessage')} value={first} onChange={(e) => setFirst(e.currentTarget.value)} error={fieldError(direct.error, 'text')} />
+          <TextInput label={t('chat.peer')} value={peer} onChange={(e) => setPeer(e.currentTarget.value)} error={fieldError(direct.error, 'with', peer)} />
+          <TextInput
+            label={t('chat.firstMessage')}
+            value={first}
+            onChange={(e) => setFirst(e.currentTarget.value)}
+            error={fieldError(direct.error, 'text', first)}
+          />
           <Button type="submit" loading={direct.isPending}>
             {t('chat.open')}
           </Button>
@@ -255,13 +260,13 @@ function NewConversation({ onOpened }: { onOpened: (threadId: string) => void })
             label={t('chat.groupName')}
             value={group.name}
             onChange={(e) => setGroup({ ...group, name: e.currentTarget.value })}
-            error={fieldError(create.error, 'name')}
+            error={fieldError(create.error, 'name', group.name)}
           />
           <TextInput
             label={t('chat.members')}
             value={group.members}
             onChange={(e) => setGroup({ ...group, members: e.currentTarget.value })}
-            error={fieldError(create.error, 'members')}
+            error={fieldError(create.error, 'members', group.members)}
           />
           <Button type="submit" loading={create.isPending}>
             {t('chat.createGroup')}
@@ -270,7 +275,7 @@ function NewConversation({ onOpened }: { onOpened: (threadId: string) => void })
       </Form>
       <ErrorNote
         error={
-          (direct.error && !fieldError(direct.error, 'with') ? direct.error : undefined) ??
+          (direct.error && !atField(direct.error, ['with']) ? direct.error : undefined) ??
           (create.error && !(create.error as { field?: string }).field ? create.error : undefined)
         }
       />
@@ -355,7 +360,9 @@ export default function Chat() {
           <Badge color={up ? 'green' : 'gray'} data-testid="chat-socket">
             {up ? t('app.live') : t('app.offline')}
           </Badge>
-          <Button onClick={newModal.open}>{t('chat.new')}</Button>
+          <Button onClick={newModal.open} data-testid="chat-new">
+            {t('chat.new')}
+          </Button>
         </>
       }
     >

@@ -23,6 +23,7 @@ import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { useSearch } from 'wouter';
 import { api, call, type Body } from '../api/client.ts';
+import { VOICES } from '../api/enums.ts';
 import { when } from '../i18n.ts';
 import { useConfirm } from '../components/dialogs.tsx';
 import { DataTable, ErrorNote, fieldError, Form, Page, useLabel } from '../components/ui.tsx';
@@ -37,22 +38,6 @@ const MORE_TRUNK = {
   dnsSrv: false,
   srtp: 'off' as 'required' | 'optional' | 'off',
 };
-const VOICES = [
-  'Achird',
-  'Aoede',
-  'Autonoe',
-  'Charon',
-  'Erinome',
-  'Fenrir',
-  'Kore',
-  'Laomedeia',
-  'Orus',
-  'Puck',
-  'Sadachbia',
-  'Schedar',
-  'Umbriel',
-  'Zephyr',
-] as const satisfies readonly NonNullable<Body<'/signal.ashx?numbers=save', 'post'>['voice']>[];
 
 /** The values of `row` under the keys `cur` has (an edit form takes the row's fields, whatever fields the form has). */
 function fromRow<T extends object>(cur: T, row: object): Partial<T> {
@@ -158,21 +143,21 @@ function Trunks() {
               required
               value={f.name}
               onChange={(e) => setF({ ...f, name: e.currentTarget.value })}
-              error={fieldError(save.error, 'name')}
+              error={fieldError(save.error, 'name', f.name)}
             />
             <TextInput
               label={t('telephony.host')}
               required
               value={f.host}
               onChange={(e) => setF({ ...f, host: e.currentTarget.value })}
-              error={fieldError(save.error, 'host')}
+              error={fieldError(save.error, 'host', f.host)}
             />
             <NumberInput
               label={t('telephony.port')}
               value={f.port}
               onChange={(v) => setF({ ...f, port: Number(v) })}
               w={100}
-              error={fieldError(save.error, 'port')}
+              error={fieldError(save.error, 'port', f.port)}
             />
             <Select
               label={t('telephony.transport')}
@@ -194,7 +179,7 @@ function Trunks() {
                 description={t('telephony.tlsCaHint')}
                 value={f.tlsCaPem}
                 onChange={(e) => setF({ ...f, tlsCaPem: e.currentTarget.value })}
-                error={fieldError(save.error, 'tlsCaPem')}
+                error={fieldError(save.error, 'tlsCaPem', f.tlsCaPem)}
                 autosize
                 maxRows={4}
                 w={320}
@@ -222,14 +207,14 @@ function Trunks() {
               label={t('office.callerId')}
               value={more.callerId}
               onChange={(e) => setMore({ ...more, callerId: e.currentTarget.value })}
-              error={fieldError(save.error, 'callerId')}
+              error={fieldError(save.error, 'callerId', more.callerId)}
             />
             <MultiSelect
               label={t('office.codecs')}
               data={['G722', 'PCMU', 'PCMA']}
               value={more.codecs}
               onChange={(v) => setMore({ ...more, codecs: v as ('G722' | 'PCMU' | 'PCMA')[] })}
-              error={fieldError(save.error, 'codecs')}
+              error={fieldError(save.error, 'codecs', more.codecs)}
               w={220}
             />
             <NumberInput
@@ -238,7 +223,7 @@ function Trunks() {
               max={1000}
               value={more.maxConcurrentCalls}
               onChange={(v) => setMore({ ...more, maxConcurrentCalls: Number(v) })}
-              error={fieldError(save.error, 'maxConcurrentCalls')}
+              error={fieldError(save.error, 'maxConcurrentCalls', more.maxConcurrentCalls)}
               w={180}
             />
             <Checkbox label={t('office.srv')} checked={more.dnsSrv} onChange={(e) => setMore({ ...more, dnsSrv: e.currentTarget.checked })} />
@@ -354,7 +339,7 @@ function Outbound() {
               description="+49*, global"
               value={match}
               onChange={(e) => setMatch(e.currentTarget.value)}
-              error={fieldError(create.error, 'match')}
+              error={fieldError(create.error, 'match', match)}
             />
             <MultiSelect
               label={t('telephony.trunks')}
@@ -362,7 +347,7 @@ function Outbound() {
               value={ids}
               onChange={setIds}
               w={300}
-              error={fieldError(create.error, 'trunkIds')}
+              error={fieldError(create.error, 'trunkIds', ids)}
             />
             <Button type="submit" loading={create.isPending} data-testid="add-route">
               {t('common.add')}
@@ -519,19 +504,19 @@ function Inbound() {
               description="+4930123*, anonymous, *"
               value={f.did}
               onChange={(e) => setF({ ...f, did: e.currentTarget.value })}
-              error={fieldError(create.error, 'did')}
+              error={fieldError(create.error, 'did', f.did)}
             />
             <TextInput
               label={t('telephony.fromNumber')}
               value={f.fromNumber}
               onChange={(e) => setF({ ...f, fromNumber: e.currentTarget.value })}
-              error={fieldError(create.error, 'fromNumber')}
+              error={fieldError(create.error, 'fromNumber', f.fromNumber)}
             />
             <TextInput
               label={t('telephony.target')}
               value={f.user}
               onChange={(e) => setF({ ...f, user: e.currentTarget.value })}
-              error={fieldError(create.error, 'user')}
+              error={fieldError(create.error, 'user', f.user)}
             />
             <Button type="submit" loading={create.isPending}>
               {t('common.add')}
@@ -626,7 +611,7 @@ function Numbers() {
               value={f.number}
               readOnly={!!editing}
               onChange={(e) => setF({ ...f, number: e.currentTarget.value })}
-              error={fieldError(save.error, 'number')}
+              error={fieldError(save.error, 'number', f.number)}
             />
             <TextInput label={t('telephony.name')} value={f.name} onChange={(e) => setF({ ...f, name: e.currentTarget.value })} />
             <TextInput label={t('calls.prompt')} value={f.systemPrompt} onChange={(e) => setF({ ...f, systemPrompt: e.currentTarget.value })} w={360} />
@@ -643,7 +628,7 @@ function Numbers() {
               description="de-DE, en-US"
               value={more.language}
               onChange={(e) => setMore({ ...more, language: e.currentTarget.value })}
-              error={fieldError(save.error, 'language')}
+              error={fieldError(save.error, 'language', more.language)}
               w={140}
             />
             <NativeSelect
@@ -658,7 +643,7 @@ function Numbers() {
               max={14400}
               value={more.maxDurationSec}
               onChange={(v) => setMore({ ...more, maxDurationSec: Number(v) })}
-              error={fieldError(save.error, 'maxDurationSec')}
+              error={fieldError(save.error, 'maxDurationSec', more.maxDurationSec)}
               w={180}
             />
             <Button type="submit" loading={save.isPending}>
@@ -754,7 +739,7 @@ function Whitelist() {
               label={t('telephony.number')}
               value={number}
               onChange={(e) => setNumber(e.currentTarget.value)}
-              error={fieldError(add.error, 'number')}
+              error={fieldError(add.error, 'number', number)}
             />
             <TextInput label={t('telephony.comment')} value={comment} onChange={(e) => setComment(e.currentTarget.value)} />
             <Button type="submit" loading={add.isPending}>
@@ -827,7 +812,7 @@ function Settings() {
             data={(trunks.data?.trunks ?? []).map((x) => x.id)}
             value={f.defaultTrunkId ?? c?.defaultTrunkId ?? null}
             onChange={(v) => setF({ ...f, defaultTrunkId: v ?? '' })}
-            error={fieldError(save.error, 'defaultTrunkId')}
+            error={fieldError(save.error, 'defaultTrunkId', f.defaultTrunkId ?? c?.defaultTrunkId ?? null)}
           />
           <TextInput
             label={t('telephony.engineKey')}
@@ -836,13 +821,13 @@ function Settings() {
             autoComplete="off"
             value={f.engineApiKey ?? ''}
             onChange={(e) => setF({ ...f, engineApiKey: e.currentTarget.value })}
-            error={fieldError(save.error, 'engineApiKey')}
+            error={fieldError(save.error, 'engineApiKey', f.engineApiKey ?? '')}
           />
           <TextInput
             label={t('telephony.model')}
             value={f.model ?? c?.model ?? ''}
             onChange={(e) => setF({ ...f, model: e.currentTarget.value })}
-            error={fieldError(save.error, 'model')}
+            error={fieldError(save.error, 'model', f.model ?? c?.model ?? '')}
           />
           <ErrorNote error={cur.error ?? (save.error && !(save.error as { field?: string }).field ? save.error : undefined)} />
           <Group>

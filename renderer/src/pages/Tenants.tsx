@@ -40,8 +40,8 @@ export default function Tenants() {
         <Card withBorder>
           <Form onSubmit={() => add.mutate()} busy={add.isPending}>
             <Group align="flex-end">
-              <TextInput label={t('tenants.host')} value={host} onChange={(e) => setHost(e.currentTarget.value)} error={fieldError(add.error, 'host')} />
-              <TextInput label={t('tenants.name')} value={name} onChange={(e) => setName(e.currentTarget.value)} error={fieldError(add.error, 'name')} />
+              <TextInput label={t('tenants.host')} value={host} onChange={(e) => setHost(e.currentTarget.value)} error={fieldError(add.error, 'host', host)} />
+              <TextInput label={t('tenants.name')} value={name} onChange={(e) => setName(e.currentTarget.value)} error={fieldError(add.error, 'name', name)} />
               <Button type="submit" loading={add.isPending}>
                 {t('common.add')}
               </Button>
@@ -86,7 +86,7 @@ export default function Tenants() {
                       <Button size="xs" variant="light" onClick={() => primary.mutate(x.id)}>
                         {t('tenants.makePrimary')}
                       </Button>
-                      <Button size="xs" variant="light" color="red" onClick={() => setRemoving(x)}>
+                      <Button size="xs" variant="light" color="red" onClick={() => setRemoving(x)} data-testid="tenant-remove">
                         {t('common.delete')}
                       </Button>
                     </>
@@ -110,7 +110,7 @@ export default function Tenants() {
             label={t('tenants.typeHost')}
             value={confirm}
             onChange={(e) => setConfirm(e.currentTarget.value)}
-            error={fieldError(remove.error, 'confirm')}
+            error={fieldError(remove.error, 'confirm', confirm)}
           />
           <Group justify="flex-end" mt="md">
             <Button type="submit" color="red" disabled={confirm !== removing?.host} loading={remove.isPending}>

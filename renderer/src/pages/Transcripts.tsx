@@ -4,7 +4,7 @@ import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { api, call } from '../api/client.ts';
 import { dayStart, when } from '../i18n.ts';
-import { DataTable, ErrorNote, Page } from '../components/ui.tsx';
+import { DataTable, ErrorNote, Page, useLabel } from '../components/ui.tsx';
 import { DownloadButton } from '../components/office.tsx';
 import { withQuery } from '../lib/download.ts';
 import { Shares, TranscriptView } from '../components/Transcript.tsx';
@@ -13,6 +13,7 @@ const PAGE = 50;
 
 export default function Transcripts() {
   const { t } = useTranslation();
+  const label = useLabel();
   const [q, setQ] = useState('');
   const [source, setSource] = useState<'both' | 'vnum' | 'outbound-ai'>('both');
   const [since, setSince] = useState('');
@@ -73,7 +74,7 @@ export default function Transcripts() {
           },
           { key: 'started', label: t('transcripts.started'), render: (r) => when(r.startedUtc) },
           { key: 'phone', label: t('calls.phone'), render: (r) => r.phone },
-          { key: 'outcome', label: t('transcripts.outcome'), render: (r) => r.outcome },
+          { key: 'outcome', label: t('transcripts.outcome'), render: (r) => label('transcripts.outcomes', r.outcome) },
         ]}
       />
       {open && (

@@ -56,14 +56,14 @@ function UserList() {
               label={t('users.name')}
               value={f.name}
               onChange={(e) => setF({ ...f, name: e.currentTarget.value })}
-              error={fieldError(add.error, 'name')}
+              error={fieldError(add.error, 'name', f.name)}
             />
             <TextInput
               label={t('users.email')}
               type="email"
               value={f.email}
               onChange={(e) => setF({ ...f, email: e.currentTarget.value })}
-              error={fieldError(add.error, 'email')}
+              error={fieldError(add.error, 'email', f.email)}
             />
             <Select
               label={t('users.role')}
@@ -128,6 +128,7 @@ function UserList() {
                   size="xs"
                   variant="light"
                   color={u.status === 'disabled' ? 'teal' : 'red'}
+                  data-testid="user-toggle"
                   onClick={() =>
                     u.status === 'disabled'
                       ? toggle.mutate(u)
@@ -183,13 +184,13 @@ function ApiKeys() {
       <Card withBorder>
         <Form onSubmit={() => mint.mutate()} busy={mint.isPending}>
           <Group align="flex-end">
-            <TextInput label={t('keys.name')} value={name} onChange={(e) => setName(e.currentTarget.value)} error={fieldError(mint.error, 'name')} />
+            <TextInput label={t('keys.name')} value={name} onChange={(e) => setName(e.currentTarget.value)} error={fieldError(mint.error, 'name', name)} />
             <NativeSelect
               label={t('office.keyFor')}
               value={user}
               onChange={(e) => setUser(e.currentTarget.value)}
               data={[{ value: '', label: '—' }, ...(users.data?.data ?? []).map((u) => ({ value: u.name, label: u.name }))]}
-              error={fieldError(mint.error, 'user')}
+              error={fieldError(mint.error, 'user', user)}
             />
             <Button type="submit" loading={mint.isPending} data-testid="mint-key">
               {t('keys.create')}
@@ -270,7 +271,7 @@ function Clients() {
     },
   });
   // The API names the URI it refused as redirect_uris[i]; the form has one redirect field.
-  const redirectError = fieldError(save.error, 'redirect_uris[0]') ?? fieldError(save.error, 'redirect_uris');
+  const redirectError = fieldError(save.error, 'redirect_uris[0]', f.redirect, ['invalid_redirect_uri']) ?? fieldError(save.error, 'redirect_uris', f.redirect);
   return (
     <Stack>
       <Card withBorder>
@@ -281,7 +282,7 @@ function Clients() {
               value={f.client_id}
               readOnly={!!editing}
               onChange={(e) => setF({ ...f, client_id: e.currentTarget.value })}
-              error={fieldError(save.error, 'client_id')}
+              error={fieldError(save.error, 'client_id', f.client_id)}
             />
             <TextInput
               label={t('clients.redirect')}

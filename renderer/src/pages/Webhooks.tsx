@@ -6,7 +6,7 @@ import { useTranslation } from 'react-i18next';
 import { api, call } from '../api/client.ts';
 import { when } from '../i18n.ts';
 import { Dialog, useConfirm } from '../components/dialogs.tsx';
-import { DataTable, ErrorNote, fieldError, Form, OnceSecret, Page, useLabel } from '../components/ui.tsx';
+import { DataTable, ErrorNote, atField, fieldError, Form, OnceSecret, Page, useLabel } from '../components/ui.tsx';
 
 function Deliveries({ id }: { id: string }) {
   const { t } = useTranslation();
@@ -86,8 +86,8 @@ function EditWebhook({ hook, onClose }: { hook: { id: string; url: string } | un
   return (
     <Dialog opened={!!hook} onClose={onClose} title={t('office.editWebhook')}>
       <Form onSubmit={() => save.mutate()} busy={save.isPending}>
-        <TextInput label={t('webhooks.url')} required value={url} onChange={(e) => setUrl(e.currentTarget.value)} error={fieldError(save.error, 'url')} />
-        {save.error && !fieldError(save.error, 'url') && <ErrorNote error={save.error} />}
+        <TextInput label={t('webhooks.url')} required value={url} onChange={(e) => setUrl(e.currentTarget.value)} error={fieldError(save.error, 'url', url)} />
+        {save.error && !atField(save.error, ['url']) && <ErrorNote error={save.error} />}
         <Group justify="flex-end" mt="md">
           <Button type="submit" loading={save.isPending}>
             {t('office.saveChanges')}
@@ -158,7 +158,7 @@ export default function Webhooks() {
               required
               value={url}
               onChange={(e) => setUrl(e.currentTarget.value)}
-              error={fieldError(add.error, 'url')}
+              error={fieldError(add.error, 'url', url)}
               w={380}
             />
             <MultiSelect
@@ -180,7 +180,7 @@ export default function Webhooks() {
                   )}
                 </div>
               )}
-              error={fieldError(add.error, 'events') ?? fieldError(declared.error, 'events')}
+              error={fieldError(add.error, 'events', events, ['unknown_event']) ?? fieldError(declared.error, 'events')}
               w={380}
               data-testid="webhook-events"
             />
@@ -189,7 +189,7 @@ export default function Webhooks() {
             </Button>
           </Group>
         </Form>
-        {add.error && !fieldError(add.error, 'url') && !fieldError(add.error, 'events') && <ErrorNote error={add.error} />}
+        {add.error && !atField(add.error, ['url', 'events'], ['unknown_event']) && <ErrorNote error={add.error} />}
         {secret && <OnceSecret label={t('webhooks.secret')} value={secret} />}
       </Card>
       <ErrorNote error={list.error ?? act.error} />
@@ -222,7 +222,7 @@ export default function Webhooks() {
                 <Button size="xs" variant="light" onClick={() => setOpen(open === w.id ? undefined : w.id)}>
                   {t('webhooks.deliveries')}
                 </Button>
-                <Button size="xs" variant="default" onClick={() => setEditing(w)} aria-label={t('office.editOf', { name: w.url })}>
+                <Button size="xs" variant="default" onClick={() => setEditing(w)} aria-label={t('office.editOf', { name: w.url })} data-testid="webhook-edit">
                   {t('office.edit')}
                 </Button>
                 {w.active ? (
@@ -230,6 +230,7 @@ export default function Webhooks() {
                     size="xs"
                     variant="light"
                     color="orange"
+                    data-testid="webhook-pause"
                     onClick={() =>
                       ask({
                         message: t('webhooks.confirmPause', { url: w.url }),

@@ -296,7 +296,7 @@ describe('console trusted lists', { timeout: 120_000 }, () => {
 });
 
 describe('console in German', { timeout: 120_000 }, () => {
-  it('roles, states, plugin states and audit names in words, "1 Zertifikat", the chart in German with whole counts', async () => {
+  it('roles, states, plugin states and audit names in words, "1 Zertifikat", the chart in German with whole counts, API errors in German at their field', async () => {
     // The browser speaks English; the UI is switched to German: the chart must follow the UI.
     const ctx = await browser.newContext({ locale: 'en-US' });
     const { page } = await watched(ctx);
@@ -318,6 +318,20 @@ describe('console in German', { timeout: 120_000 }, () => {
     await go(page, 'audit');
     await expect.poll(() => page.getByRole('cell', { name: 'Angemeldet', exact: true }).count()).toBeGreaterThan(0);
     expect(await page.getByRole('cell', { name: 'login-ok', exact: true }).count()).toBe(0);
+
+    // An API refusal in German at its field (from the error code, not the English description),
+    // gone as soon as the field is changed.
+    await go(page, 'webhooks');
+    const url = page.getByLabel('Empfänger-URL');
+    await url.fill('not a url');
+    await page.getByRole('button', { name: 'Webhook hinzufügen' }).click();
+    await expect.poll(() => url.getAttribute('aria-invalid')).toBe('true');
+    const message = page.locator(`#${await url.getAttribute('id')}-error`);
+    expect(await message.textContent()).toMatch(/^Keine gültige Adresse/);
+    expect(await page.getByText(/absolute URL|not an absolute/).count()).toBe(0);
+    await url.pressSequentially('x');
+    await expect.poll(() => url.getAttribute('aria-invalid')).not.toBe('true');
+    expect(await message.count()).toBe(0);
     await ctx.close();
   });
 });

@@ -41,9 +41,10 @@ export async function watched(ctx: BrowserContext): Promise<{ page: Page; w: Wat
 export async function signInWithPassword(page: Page, base: string, user: string, password: string, home: 'admin' | 'user' = 'admin'): Promise<void> {
   await page.goto(`${base}/`);
   await page.waitForURL(/\/login\.html/);
-  await page.getByLabel('User name or e-mail').fill(user);
-  await page.getByLabel('Password').fill(password);
-  await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+  // The page speaks the browser's language (German for a de-DE browser): its fields are found by their ids.
+  await page.locator('#username').fill(user);
+  await page.locator('#password').fill(password);
+  await page.locator('#password-form button[type="submit"]').click();
   await page.waitForURL(/\/console\/$/);
   if (home === 'admin') await page.getByTestId('calls-today').waitFor();
   else await page.getByRole('heading', { level: 1 }).waitFor();
@@ -69,10 +70,11 @@ export async function axe(page: Page): Promise<string[]> {
   const found = await page.evaluate(async () => {
     // @ts-expect-error axe is the global the injected script defines.
     const r = await window.axe.run(document, { resultTypes: ['violations'] });
-    return (r.violations as { id: string; impact: string; nodes: { target: string[] }[] }[]).map((v) => ({
+    return (r.violations as { id: string; impact: string; nodes: { target: string[]; any: { message: string }[] }[] }[]).map((v) => ({
       id: v.id,
       impact: v.impact,
-      where: v.nodes.map((n) => n.target.join(' ')).join(' | '),
+      // Where, and for a contrast failure the colours and ratio axe measured.
+      where: v.nodes.map((n) => n.target.join(' ') + (v.id === 'color-contrast' && n.any[0] ? ` [${n.any[0].message}]` : '')).join(' | '),
     }));
   });
   return found.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id} (${v.impact}) at ${v.where}`);
