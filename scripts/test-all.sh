@@ -26,11 +26,20 @@ if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.j
   npm ci --no-audit --no-fund
 fi
 
-echo "== type check"
-npx tsc --noEmit -p tsconfig.json
-npx tsc --noEmit -p renderer/tsconfig.json
 [ -f dist/console/index.html ] || npm run build:console
-echo "== lint (ESLint + Prettier)"
-npm run --silent lint
+# The type check and the lint side by side (two cores; each is one single-threaded process), each
+# printed whole when done, the first failure failing the run.
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+( npx tsc --noEmit -p tsconfig.json && npx tsc --noEmit -p renderer/tsconfig.json ) >"$out/types" 2>&1 &
+types=$!
+npm run --silent lint >"$out/lint" 2>&1 &
+lint=$!
+status=0
+wait $types || status=1
+echo "== type check"; cat "$out/types"
+wait $lint || status=1
+echo "== lint (ESLint + Prettier)"; cat "$out/lint"
+[ $status -eq 0 ] || { echo "type check or lint failed"; exit 1; }
 echo "== tests"
 npx vitest run "$@"
