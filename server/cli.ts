@@ -4,6 +4,7 @@ import { defaultDataDir } from './config.ts';
 import { ConfigError, MigrationError, AppError } from './errors.ts';
 import type { AnyPlugin, CliCommand } from './plugin.ts';
 import { BUILD } from './build-info.ts';
+import { schemaVersionsOnDisk } from './store/migrate.ts';
 import type { CoreCommand } from './cli/command.ts';
 import { processIo, type CliIo } from './cli/io.ts';
 import { builtinPluginSource, givenPlugins, openForCli, withDependencies, type PluginSource } from './cli/open.ts';
@@ -78,7 +79,9 @@ export async function main(argv: string[], io: CliIo = processIo, opts: { plugin
     if (core) {
       plugins = core.opens === 'all' ? await source.all() : await withDependencies(source, [AUDIT_PLUGIN]);
       command = core;
-      run = (args, o) => core.run(args, o.ctx(null, io), { plugins });
+      // Read before the store is opened: opening it applies what is pending (doctor reports that).
+      const schemaBefore = core.opens === 'all' ? schemaVersionsOnDisk(dataDir) : new Map<string, number>();
+      run = (args, o) => core.run(args, o.ctx(null, io), { plugins, schemaBefore });
     } else {
       const owner = await source.owner(cmd);
       const pluginCommand = owner?.cli?.[cmd];

@@ -4,6 +4,8 @@ import type { CliIo } from './io.ts';
 /** What a core command gets beside its CliContext: the plugins this run loaded. */
 export interface CoreCli {
   plugins: AnyPlugin[];
+  /** Each part's schema version before this run opened the store (opening applies pending migrations); read for `opens: 'all'` commands only. */
+  schemaBefore: Map<string, number>;
 }
 
 /**

@@ -17,7 +17,7 @@ export const doctorCommand: CoreCommand = {
   summary: 'Checks the data dir, the store, the port and the tools, one line per check',
   usage: ['doctor'],
   changes: false,
-  async run(args, ctx, { plugins }) {
+  async run(args, ctx, { plugins, schemaBefore }) {
     parse(args, {}, 0);
     let failures = 0;
     const ok = (m: string) => ctx.out(`ok    ${m}`);
@@ -78,7 +78,15 @@ export const doctorCommand: CoreCommand = {
     for (const [name, migrations] of [['core', CORE_MIGRATIONS] as const, ...plugins.map((p) => [p.name, p.migrations ?? []] as const)]) {
       const at = appliedVersion(ctx.db, name);
       const pending = migrations.filter((m) => m.version > at);
+      // Opening the store for this command applied what was pending: say what that was, from the
+      // versions read before (a part new to this data dir had nothing to be pending).
+      const before = schemaBefore.get(name);
+      const applied = before === undefined ? [] : migrations.filter((m) => m.version > before && m.version <= at);
       if (pending.length) warn(`schema ${name} at ${at}: ${pending.length} migration(s) pending (${pending.map((m) => m.name).join(', ')})`);
+      else if (applied.length)
+        warn(
+          `schema ${name} was at version ${before}: ${applied.length} migration(s) were pending and were applied now (${applied.map((m) => m.name).join(', ')}); at version ${at}`,
+        );
       else ok(`schema ${name} at version ${at}, none pending`);
     }
     const major = Number(process.versions.node.split('.')[0]);

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { systemClock, type Clock } from '../clock.ts';
 import { MigrationError } from '../errors.ts';
+import Database from 'better-sqlite3';
 import type { DB } from './db.ts';
 
 /** One numbered step of a plugin's schema. `sql` runs as a script; `up` for data migrations. */
@@ -35,6 +36,27 @@ function ensureTable(db: DB): void {
     applied_at TEXT NOT NULL,
     PRIMARY KEY (plugin, version)
   ) STRICT`);
+}
+
+/**
+ * Each part's schema version in a data dir's store as it is on disk, read without changing
+ * anything (the file opened read-only; none yet: an empty map). Read before a command opens the
+ * store, whose opening applies what is pending: `sovcomms doctor` reports from it what was pending.
+ */
+export function schemaVersionsOnDisk(dataDir: string): Map<string, number> {
+  const file = path.join(dataDir, 'appliance.db');
+  const out = new Map<string, number>();
+  if (!fs.existsSync(file)) return out;
+  const db = new Database(file, { readonly: true, fileMustExist: true });
+  try {
+    const table = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get();
+    if (!table) return out;
+    for (const r of db.prepare('SELECT plugin, MAX(version) AS v FROM schema_migrations GROUP BY plugin').all() as { plugin: string; v: number }[])
+      out.set(r.plugin, r.v);
+    return out;
+  } finally {
+    db.close();
+  }
 }
 
 export function appliedVersion(db: DB, plugin: string): number {

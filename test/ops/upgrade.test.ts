@@ -249,6 +249,26 @@ describe(`upgrade from release ${RELEASE}`, () => {
     expect(r.body.total ?? events.length).toBeGreaterThanOrEqual(m.audit.total);
   });
 
+  it('doctor on the old data dir (another copy, before any start) says which migrations were pending, and that its run applied them', async () => {
+    const other = tempDir('sovcomms-upgrade-doctor-');
+    try {
+      execFileSync('tar', ['-xzf', FIXTURE, '-C', other]);
+      const d = await runCli(['doctor'], { dataDir: path.join(other, 'data') });
+      const out = d.stdout + d.stderr;
+      expect(out).toContain('warn  schema core was at version 3: 1 migration(s) were pending and were applied now (0004-backup); at version 4');
+      expect(out).toMatch(
+        /warn {2}schema telephony was at version 5: 3 migration\(s\) were pending and were applied now \(0006-trunk-tls, 0007-srtp-g722, 0008-prompts-voicemail\); at version 8/,
+      );
+      expect(out).toMatch(/ok {4}schema oidc at version 2, none pending/);
+      // A second run finds nothing left.
+      const again = await runCli(['doctor'], { dataDir: path.join(other, 'data') });
+      expect(again.stdout).not.toContain('were pending');
+      expect(again.stdout).toMatch(/schema telephony at version 8, none pending/);
+    } finally {
+      fs.rmSync(other, { recursive: true, force: true });
+    }
+  });
+
   it('doctor after the start: every schema current, none pending', async () => {
     const d = await runCli(['doctor'], { dataDir });
     const out = d.stdout + d.stderr;
