@@ -147,7 +147,7 @@ export default function Backups() {
                   <Button size="xs" variant="light" onClick={() => dl.mutate(x.name)}>
                     {t('backups.download')}
                   </Button>
-                  <Button size="xs" variant="light" color="red" onClick={() => setRestoring(x.name)}>
+                  <Button size="xs" variant="light" color="red" onClick={() => setRestoring(x.name)} data-testid="backup-restore">
                     {t('backups.restore')}
                   </Button>
                 </Group>

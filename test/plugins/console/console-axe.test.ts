@@ -10,8 +10,9 @@ import { axe, go, launchChromium, signInWithPassword } from './support.ts';
  * every page must also fit the screen, with whole badge labels and nothing sticking out of the header).
  * One browser; each combination signs in once, visits every page once and opens that page's
  * dialogs in place (then closes them with Escape). The appliance holds one row of everything a
- * page shows with buttons (a webhook with its Pause button, a scheduled call, a user, a
- * certificate), so the rows' controls are checked too, not only empty pages.
+ * page shows with buttons (a webhook with its Pause button, a scheduled call and its detail page,
+ * a user, a certificate, a second tenant, a backup archive), so the rows' controls and their
+ * confirmations (remove the tenant, restore the archive) are checked too, not only empty pages.
  */
 let s: TestServer;
 let base: string;
@@ -24,6 +25,8 @@ const DIALOGS: Record<string, string[]> = {
   chat: ['chat-new'],
   users: ['user-toggle'],
   webhooks: ['webhook-pause', 'webhook-edit'],
+  tenants: ['tenant-remove'],
+  backups: ['backup-restore'],
 };
 
 beforeAll(async () => {
@@ -46,6 +49,11 @@ beforeAll(async () => {
     headers: { 'Content-Type': 'application/json' },
   });
   expect(call.status, await call.clone().text()).toBeLessThan(300);
+  // Its detail page is visited too.
+  PAGES.push(`calls/${((await call.json()) as { callId: string }).callId}`);
+  s.appliance.core.tenants.add('branch.axe.test', 'Branch office');
+  const backup = await s.fetch('/api.ashx/v1/backups', { method: 'POST', key: s.adminKey, body: '{}', headers: { 'Content-Type': 'application/json' } });
+  expect(backup.status, await backup.clone().text()).toBe(201);
   const hook = await adminCall(s, 'POST', '/signal.ashx?webhooks=add', 'webhooks-add', { json: { url: 'https://crm.example/hook', events: ['call.ended'] } });
   expect(hook.status, await hook.clone().text()).toBeLessThan(300);
   await registerClient(s, 'verifier.axe.test');
