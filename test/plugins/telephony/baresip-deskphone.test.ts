@@ -10,7 +10,7 @@ import { Baresip } from '../../support/baresip.ts';
 import { concat, frameShare, rtpParty, type RtpParty } from '../../support/tones.ts';
 import { newBranch, newTag, StreamFramer, type SipMessage, type SipRequest } from '../../../plugins/telephony/bridge/sip/message.ts';
 import { digestAuthorization, parseChallenge } from '../../../plugins/telephony/bridge/sip/digest.ts';
-import { adm, j, until, type Json } from './helpers.ts';
+import { adm, bridgeListening, j, until, type Json } from './helpers.ts';
 
 /**
  * Desk phones against the appliance with its embedded real bridge, as a new user sets them up:
@@ -53,14 +53,7 @@ beforeAll(async () => {
       },
     },
   });
-  const health = await until(
-    async () => {
-      const b = (await j(adm(s, '/signal.ashx?bridge=status', 'bridge-status'))).body;
-      return b.state === 'ready' && b.health?.sip?.tlsPort ? b.health : null;
-    },
-    30_000,
-    'bridge listening for TLS',
-  );
+  const health = await bridgeListening(s, { tls: true });
   sipPort = health.sip.port;
   tlsPort = health.sip.tlsPort;
   // What a new user does: the CA from the public download, saved for the phone.

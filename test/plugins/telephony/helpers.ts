@@ -73,3 +73,18 @@ export const call = (over: Record<string, unknown> = {}) => ({
   apiKey: 'AIza-test-engine-key-42',
   ...over,
 });
+
+/**
+ * Waits until the appliance's embedded bridge is ready and listening for SIP (over TLS too with
+ * `tls`), and returns its health (`sip.port`, `sip.tlsPort`, ...).
+ */
+export function bridgeListening(s: TestServer, opts: { tls?: boolean; ms?: number } = {}): Promise<Json> {
+  return until(
+    async () => {
+      const b = (await j(adm(s, '/signal.ashx?bridge=status', 'bridge-status'))).body;
+      return b.state === 'ready' && (opts.tls ? b.health?.sip?.tlsPort : b.health?.sip?.port) ? b.health : null;
+    },
+    opts.ms ?? 30_000,
+    opts.tls ? 'bridge listening for TLS' : 'bridge ready',
+  );
+}

@@ -5,7 +5,7 @@ import { startTestServer, type TestServer } from '../../support/server.ts';
 import { freePort, startSipp, type SippRun } from '../../support/sipp.ts';
 import { GeminiLiveFake } from '../../support/gemini-live-fake.ts';
 import { rms, rtpParty, toneShare, type RtpParty } from '../../support/tones.ts';
-import { adm, call, eventsOf, j, until, type Json } from './helpers.ts';
+import { adm, bridgeListening, call, eventsOf, j, until, type Json } from './helpers.ts';
 import { newBranch, parseDatagram, type SipResponse } from '../../../plugins/telephony/bridge/sip/message.ts';
 import { digestAuthorization, parseChallenge } from '../../../plugins/telephony/bridge/sip/digest.ts';
 import type { TelephonyServices } from '../../../plugins/telephony/services.ts';
@@ -81,14 +81,7 @@ beforeAll(async () => {
       },
     },
   });
-  const health = await until(
-    async () => {
-      const b = (await j(adm(s, '/signal.ashx?bridge=status', 'bridge-status'))).body;
-      return b.state === 'ready' && b.health?.sip?.port ? b.health : null;
-    },
-    20_000,
-    'bridge ready',
-  );
+  const health = await bridgeListening(s, { ms: 20_000 });
   sipPort = health.sip.port;
   // The carrier: known by its address (127.0.0.1). Its port is where we would send outbound calls.
   await adm(s, '/signal.ashx?trunks=save', 'trunks-save', {

@@ -12,7 +12,7 @@ import { Baresip } from '../../support/baresip.ts';
 import { SipTlsTrunk } from '../../support/sip-tls-trunk.ts';
 import { makeCa } from '../../support/test-ca.ts';
 import { concat, frameShare, rms, rtpParty, toneShare } from '../../support/tones.ts';
-import { adm, call, j, until, type Json } from './helpers.ts';
+import { adm, bridgeListening, call, j, until, type Json } from './helpers.ts';
 
 /**
  * SIP over TLS end to end (RFC 3261 §26): the appliance with its embedded real bridge.
@@ -81,14 +81,7 @@ beforeAll(async () => {
       },
     },
   });
-  const health = await until(
-    async () => {
-      const b = (await j(adm(s, '/signal.ashx?bridge=status', 'bridge-status'))).body;
-      return b.state === 'ready' && b.health?.sip?.tlsPort ? b.health : null;
-    },
-    30_000,
-    'bridge listening for TLS',
-  );
+  const health = await bridgeListening(s, { tls: true });
   sipPort = health.sip.port;
   tlsPort = health.sip.tlsPort;
   await adm(s, '/signal.ashx?trunks=save', 'trunks-save', {
