@@ -4,7 +4,7 @@ import { startTestServer, type TestServer } from '../../support/server.ts';
 import { until } from '../../support/until.ts';
 import { adminToken } from '../admin/helpers.ts';
 import { adminCall, registerClient } from '../rp-ca/helpers.ts';
-import { axe, confirmDialog, go, launchChromium, signInWithPassword, watched } from './support.ts';
+import { axe, confirmDialog, dialogShown, go, launchChromium, signInWithPassword, watched } from './support.ts';
 
 /**
  * The console as a new office administrator meets it (issue "every task safe, clear and live, on a
@@ -127,6 +127,7 @@ describe('console on a phone', { timeout: 180_000 }, () => {
       await page.getByTestId('place-call').tap();
       const dialog = page.getByRole('dialog');
       await dialog.waitFor();
+      await dialogShown(page);
       expect(await axe(page), `axe on the place-call dialog (${locale}, ${scheme})`).toEqual([]);
       await dialog.getByRole('button', { name: words.close }).tap();
       await dialog.waitFor({ state: 'detached' });

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { expect } from 'vitest';
 
 /** What the console's Chromium tests share: the browser, a watched page, sign-in, menu navigation, axe. */
 export const ARTEFACTS = path.resolve(import.meta.dirname, '../../../test-artifacts/console');
@@ -89,4 +90,15 @@ export async function confirmDialog(page: Page, names: string | RegExp, answer: 
   if (answer === 'cancel') await dialog.getByRole('button', { name: /^(Cancel|Abbrechen)$/ }).click();
   else await dialog.getByRole('button').last().click();
   await dialog.waitFor({ state: 'detached' });
+}
+
+/**
+ * Waits until an open dialog has faded in (Mantine's transition): measured mid-fade, every text
+ * in it has "low contrast" to axe.
+ */
+export async function dialogShown(page: Page): Promise<void> {
+  await expect
+    .poll(() => page.evaluate<boolean>(`[...document.querySelectorAll('.mantine-Modal-content')].every((e) => getComputedStyle(e).opacity === '1')`))
+    .toBe(true);
+  await page.waitForTimeout(250);
 }

@@ -268,6 +268,15 @@ describe('SIP over TLS (real bridge, baresip desk phone, a TLS trunk)', () => {
         ).status,
       ).toBe(200);
       await adm(s, '/signal.ashx?telephony=settings-save', 'telephony-settings-save', { defaultTrunkId: 'tlssrtp' });
+      // The trunk reaches the bridge by an asynchronous push: call once the bridge reports it.
+      await until(
+        async () => {
+          const b = (await j(adm(s, '/signal.ashx?bridge=status', 'bridge-status'))).body;
+          return ((b.health?.trunks ?? []) as Json[]).some((t) => String(t.id).endsWith('tlssrtp'));
+        },
+        15_000,
+        'the TLS + SRTP trunk at the bridge',
+      );
       const id = (await j(s.fetch(`${V1}/calls`, { method: 'POST', key: s.adminKey, json: call({ apiKey: 'key-srtp', email: undefined }) }))).body
         .callId as string;
       const done = await until(
