@@ -49,38 +49,47 @@ export class Baresip {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baresip-'));
     const rec = path.join(dir, 'rec');
     fs.mkdirSync(rec);
-    const [sipPort, ctrlPort] = [await freePort(), await freePort()];
-    const config = [
-      'poll_method\t\tepoll',
-      // Its SDP names loopback, where it sends from (the bridge takes symmetric RTP only).
-      'net_interface\t\t127.0.0.1',
-      `sip_listen\t\t127.0.0.1:${sipPort}`,
-      ...(o.caFile ? [`sip_cafile\t\t${o.caFile}`] : []),
-      'audio_player\t\taubridge,nowhere',
-      'audio_alert\t\taubridge,nowhere',
-      `audio_source\t\tausine,${o.sineHz ?? 1000}`,
-      'ausrc_srate\t\t48000',
-      'ausrc_channels\t\t2',
-      'module_path\t\t/usr/lib/baresip/modules',
-      'module\t\t\tg711.so',
-      ...(o.modules ?? []).map((m) => `module\t\t\t${m}`),
-      'module\t\t\tausine.so',
-      'module\t\t\taubridge.so',
-      'module\t\t\tsndfile.so',
-      'module_app\t\tmenu.so',
-      'module_app\t\taccount.so',
-      'module_app\t\tctrl_tcp.so',
-      `ctrl_tcp_listen\t\t127.0.0.1:${ctrlPort}`,
-      `snd_path\t\t${rec}`,
-    ];
-    fs.writeFileSync(path.join(dir, 'config'), config.join('\n') + '\n');
-    fs.writeFileSync(path.join(dir, 'accounts'), o.account + '\n');
-    const child = spawn('/usr/bin/baresip', ['-f', dir, ...(o.trace ? ['-s'] : [])], { stdio: ['pipe', 'pipe', 'pipe'] });
-    const b = new Baresip(dir, child);
-    child.stdout!.on('data', (d: Buffer) => (b.output += d.toString()));
-    child.stderr!.on('data', (d: Buffer) => (b.output += d.toString()));
-    await pollUntil(() => b.connect(ctrlPort), 10_000, `baresip control port (${b.output.slice(-300)})`);
-    return b;
+    // Up to three starts, each on fresh ports: under a loaded suite a port picked free can be taken
+    // by another test before baresip binds it (it then never opens its control port).
+    for (let attempt = 1; ; attempt++) {
+      const [sipPort, ctrlPort] = [await freePort(), await freePort()];
+      const config = [
+        'poll_method\t\tepoll',
+        // Its SDP names loopback, where it sends from (the bridge takes symmetric RTP only).
+        'net_interface\t\t127.0.0.1',
+        `sip_listen\t\t127.0.0.1:${sipPort}`,
+        ...(o.caFile ? [`sip_cafile\t\t${o.caFile}`] : []),
+        'audio_player\t\taubridge,nowhere',
+        'audio_alert\t\taubridge,nowhere',
+        `audio_source\t\tausine,${o.sineHz ?? 1000}`,
+        'ausrc_srate\t\t48000',
+        'ausrc_channels\t\t2',
+        'module_path\t\t/usr/lib/baresip/modules',
+        'module\t\t\tg711.so',
+        ...(o.modules ?? []).map((m) => `module\t\t\t${m}`),
+        'module\t\t\tausine.so',
+        'module\t\t\taubridge.so',
+        'module\t\t\tsndfile.so',
+        'module_app\t\tmenu.so',
+        'module_app\t\taccount.so',
+        'module_app\t\tctrl_tcp.so',
+        `ctrl_tcp_listen\t\t127.0.0.1:${ctrlPort}`,
+        `snd_path\t\t${rec}`,
+      ];
+      fs.writeFileSync(path.join(dir, 'config'), config.join('\n') + '\n');
+      fs.writeFileSync(path.join(dir, 'accounts'), o.account + '\n');
+      const child = spawn('/usr/bin/baresip', ['-f', dir, ...(o.trace ? ['-s'] : [])], { stdio: ['pipe', 'pipe', 'pipe'] });
+      const b = new Baresip(dir, child);
+      child.stdout!.on('data', (d: Buffer) => (b.output += d.toString()));
+      child.stderr!.on('data', (d: Buffer) => (b.output += d.toString()));
+      try {
+        await pollUntil(() => b.connect(ctrlPort), 10_000, `baresip control port on ${ctrlPort}`);
+        return b;
+      } catch (e) {
+        child.kill('SIGKILL');
+        if (attempt >= 3) throw new Error(`${(e as Error).message} (3 starts; exit ${String(child.exitCode)}; it said: ${b.output.slice(-300)})`, { cause: e });
+      }
+    }
   }
 
   private async connect(port: number): Promise<boolean> {
