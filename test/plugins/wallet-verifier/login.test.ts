@@ -145,7 +145,13 @@ describe('wallet sign-in on the login page', () => {
     const qr = page.getByAltText('QR code of the wallet request');
     await qr.waitFor({ state: 'visible' });
     // The image has loaded (it is an SVG of the deep link).
-    await page.waitForFunction("(() => { const i = document.getElementById('wallet-signin-qr'); return !!i && i.complete && i.naturalWidth > 0; })()");
+    // Polled with evaluate (the DevTools protocol's, which the page's CSP does not govern): a string
+    // given to waitForFunction is compiled in the page, which script-src 'self' refuses.
+    await expect
+      .poll(() =>
+        page.evaluate<boolean>("(() => { const i = document.getElementById('wallet-signin-qr'); return !!i && i.complete && i.naturalWidth > 0; })()"),
+      )
+      .toBe(true);
     const link = await page.getByRole('link', { name: 'Open the wallet on this device' }).getAttribute('href');
     expect(link).toMatch(/^openid4vp:\/\/\?client_id=x509_hash%3A.+&request_uri=/);
     const svg = await (await s.fetch(new URL((await qr.getAttribute('src'))!).pathname + new URL((await qr.getAttribute('src'))!).search, { host: A })).text();
