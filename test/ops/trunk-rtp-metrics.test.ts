@@ -4,7 +4,7 @@ import { ManualClock } from '../../server/clock.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { startSipp, type SippRun } from '../support/sipp.ts';
 import { GeminiLiveFake } from '../support/gemini-live-fake.ts';
-import { adm, call, j, until } from '../plugins/telephony/helpers.ts';
+import { adm, call, callEnded, j, until } from '../plugins/telephony/helpers.ts';
 
 /**
  * RTP jitter and loss per trunk in GET /metrics: an outbound AI call through the embedded real
@@ -102,14 +102,7 @@ describe('RTP jitter and loss per trunk in /metrics', () => {
 
     const id = (await j(s.fetch(`${V1}/calls`, { method: 'POST', key: s.adminKey, json: call({ apiKey: 'AIza-rtp-metrics-key', email: undefined }) }))).body
       .callId as string;
-    const done = await until(
-      async () => {
-        const c = (await j(s.fetch(`${V1}/calls/${id}`, { key: s.adminKey }))).body;
-        return c.status.startsWith('ended') ? c : null;
-      },
-      30_000,
-      'call ended',
-    );
+    const done = await callEnded(s, id, 30_000);
     expect(done.status).toBe('ended-success');
 
     const text = await until(

@@ -88,3 +88,15 @@ export function bridgeListening(s: TestServer, opts: { tls?: boolean; ms?: numbe
     opts.tls ? 'bridge listening for TLS' : 'bridge ready',
   );
 }
+
+/** Waits until a call (by id, through the v1 API) has ended, and returns its record. */
+export function callEnded(s: TestServer, id: string, ms = 40_000): Promise<Json> {
+  return until(
+    async () => {
+      const r = (await j(s.fetch(`/api.ashx/v1/calls/${id}`, { key: s.adminKey }))).body;
+      return r.status.startsWith('ended') ? r : null;
+    },
+    ms,
+    'call ended',
+  );
+}

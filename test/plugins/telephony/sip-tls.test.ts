@@ -12,7 +12,7 @@ import { Baresip } from '../../support/baresip.ts';
 import { SipTlsTrunk } from '../../support/sip-tls-trunk.ts';
 import { makeCa } from '../../support/test-ca.ts';
 import { concat, frameShare, rms, rtpParty, toneShare } from '../../support/tones.ts';
-import { adm, bridgeListening, call, j, until, type Json } from './helpers.ts';
+import { adm, bridgeListening, call, callEnded, j, until, type Json } from './helpers.ts';
 
 /**
  * SIP over TLS end to end (RFC 3261 §26): the appliance with its embedded real bridge.
@@ -215,14 +215,7 @@ describe('SIP over TLS (real bridge, baresip desk phone, a TLS trunk)', () => {
     await adm(s, '/signal.ashx?telephony=settings-save', 'telephony-settings-save', { defaultTrunkId: 'tls' });
     const id = (await j(s.fetch(`${V1}/calls`, { method: 'POST', key: s.adminKey, json: call({ apiKey: 'key-tls', email: undefined }) }))).body
       .callId as string;
-    const done = await until(
-      async () => {
-        const r = (await j(s.fetch(`${V1}/calls/${id}`, { key: s.adminKey }))).body;
-        return r.status.startsWith('ended') ? r : null;
-      },
-      40_000,
-      'call ended',
-    );
+    const done = await callEnded(s, id);
     expect(done).toMatchObject({ status: 'ended-success', endedReason: 'finished', trunkId: 'tls' });
     // One connection for REGISTER, INVITE, ACK and BYE, with SNI = the trunk's host.
     expect(trunk.connections).toHaveLength(1);
@@ -279,14 +272,7 @@ describe('SIP over TLS (real bridge, baresip desk phone, a TLS trunk)', () => {
       );
       const id = (await j(s.fetch(`${V1}/calls`, { method: 'POST', key: s.adminKey, json: call({ apiKey: 'key-srtp', email: undefined }) }))).body
         .callId as string;
-      const done = await until(
-        async () => {
-          const r = (await j(s.fetch(`${V1}/calls/${id}`, { key: s.adminKey }))).body;
-          return r.status.startsWith('ended') ? r : null;
-        },
-        40_000,
-        'call ended',
-      );
+      const done = await callEnded(s, id);
       expect(done).toMatchObject({ status: 'ended-success', endedReason: 'finished', trunkId: 'tlssrtp' });
       // RFC 4568: our offer is RTP/SAVP with a crypto line per suite; the answer took the first.
       expect(srtpTrunk.lastOffer).toMatch(/m=audio \d+ RTP\/SAVP /);
