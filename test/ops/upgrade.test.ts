@@ -64,7 +64,7 @@ const host = () => `127.0.0.1:${s.port}`;
 const get = async (p: string, key: string = m.adminKey, h?: string) => j(s.fetch(p, { key, host: h }));
 
 describe(`upgrade from release ${RELEASE}`, () => {
-  it('the fixture is the old release: its schema was behind today’s (core 0004, telephony 0006 to 0008 to apply)', () => {
+  it('the fixture is the old release: its schema was behind today’s (core 0004 and 0005, telephony 0006 to 0008 to apply)', () => {
     const release = JSON.parse(fs.readFileSync(path.join(dir, 'release.json'), 'utf8')) as { commit: string };
     expect(release.commit.startsWith(RELEASE)).toBe(true);
     expect(before).toMatchObject({
@@ -255,7 +255,7 @@ describe(`upgrade from release ${RELEASE}`, () => {
       execFileSync('tar', ['-xzf', FIXTURE, '-C', other]);
       const d = await runCli(['doctor'], { dataDir: path.join(other, 'data') });
       const out = d.stdout + d.stderr;
-      expect(out).toContain('warn  schema core was at version 3: 1 migration(s) were pending and were applied now (0004-backup); at version 4');
+      expect(out).toContain('warn  schema core was at version 3: 2 migration(s) were pending and were applied now (0004-backup, 0005-tenant-epoch); at version 5');
       expect(out).toMatch(
         /warn {2}schema telephony was at version 5: 3 migration\(s\) were pending and were applied now \(0006-trunk-tls, 0007-srtp-g722, 0008-prompts-voicemail\); at version 8/,
       );

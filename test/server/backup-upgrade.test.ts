@@ -6,7 +6,7 @@ import { readDataDirDb, ROOT, runCli } from '../support/cli.ts';
 import { scratchDirs } from '../support/cleanup.ts';
 import { openStore } from '../../server/store/db.ts';
 import { appliedVersion, migrate, type Migration } from '../../server/store/migrate.ts';
-import { TenantService } from '../../server/tenancy.ts';
+import type { Tenant } from '../../server/tenancy.ts';
 import { UserService } from '../../server/users.ts';
 import { KeyService } from '../../server/keys.ts';
 import { keyFromRecoveryKey, newRecoveryKey } from '../../server/backup/archive.ts';
@@ -44,7 +44,11 @@ describe("an archive of the previous release's schema", () => {
     const previous = migrationsAt(PREVIOUS_RELEASE);
     for (const [plugin, list] of previous) migrate(db, plugin, list);
     expect(appliedVersion(db, 'core')).toBe(3);
-    const tenant = new TenantService(db, old).add('old.example', 'Old office', { primary: true });
+    // The tenant as that release wrote it (its tables, not today's TenantService, which reads
+    // tables of later migrations).
+    const tenant: Tenant = { id: 'a1b2c3d4e5f6', name: 'Old office', host: 'old.example', hosts: ['old.example'], isPrimary: true, hmacV1: true };
+    db.prepare("INSERT INTO tenants (id, name, is_primary, created_at, hmac_v1) VALUES (?, ?, 1, '2026-10-01T00:00:00.000Z', 1)").run(tenant.id, tenant.name);
+    db.prepare('INSERT INTO tenant_hosts (host, tenant_id, position) VALUES (?, ?, 0)').run(tenant.host, tenant.id);
     await new UserService(db).add(tenant, { name: 'olduser', role: 'admin', password: 'an old long password 1' });
     fs.mkdirSync(path.join(old, 'tenants', tenant.id, 'transcripts'), { recursive: true });
     fs.writeFileSync(path.join(old, 'tenants', tenant.id, 'transcripts', 'call-1.json'), '{"lines":[]}');

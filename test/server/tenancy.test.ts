@@ -1,10 +1,14 @@
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { AUDIT_WRITER } from '../../server/core-services.ts';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { CORE_MIGRATIONS } from '../../server/app.ts';
+import { openStore } from '../../server/store/db.ts';
+import { migrate } from '../../server/store/migrate.ts';
 import { z } from 'zod';
 import { startTestServer, type TestServer } from '../support/server.ts';
-import { normalizeHost, validateHost, type Tenant } from '../../server/tenancy.ts';
+import { normalizeHost, TenantService, validateHost, type Tenant } from '../../server/tenancy.ts';
 import { withBuiltins } from './fixtures/test-plugins.ts';
 
 let s: TestServer;
@@ -147,5 +151,37 @@ describe('Host header parsing (RFC 3986 host and port only)', () => {
     });
     expect(r.status).toBe(400);
     expect(((await r.json()) as { error: string }).error).toBe('invalid_request');
+  });
+});
+
+describe('the tenant cache and another process', () => {
+  it('sees a change committed by another connection (the CLI) at the next lookup, and reloads for nothing else', () => {
+    const d = fs.mkdtempSync(path.join(os.tmpdir(), 'sovcomms-tenant-cache-'));
+    const server = openStore(d);
+    const cli = openStore(d);
+    try {
+      migrate(server, 'core', CORE_MIGRATIONS);
+      const served = new TenantService(server, d);
+      const other = new TenantService(cli, d);
+      const office = other.add('office.example', 'Office', { primary: true });
+      expect(served.resolve('office.example').publicOrigin).toBeUndefined();
+      const reloads = vi.spyOn(served, 'reload');
+      // Commits to other tables move data_version, but not the tenant epoch: no reload.
+      cli.prepare("INSERT INTO settings (key, value) VALUES ('x', '1')").run();
+      expect(served.resolve('office.example').id).toBe(office.id);
+      expect(reloads).not.toHaveBeenCalled();
+      // The CLI's write is there for the very next lookup (no time window).
+      other.setOrigin(office.id, 'https://wallet.office.example');
+      expect(served.resolve('office.example').publicOrigin).toBe('https://wallet.office.example');
+      other.add('branch.example', 'Branch');
+      expect(served.byHost('branch.example')?.name).toBe('Branch');
+      other.remove('branch.example');
+      expect(served.byHost('branch.example')).toBeUndefined();
+      expect(reloads).toHaveBeenCalledTimes(3);
+    } finally {
+      server.close();
+      cli.close();
+      fs.rmSync(d, { recursive: true, force: true });
+    }
   });
 });

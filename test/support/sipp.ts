@@ -5,7 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import dgram from 'node:dgram';
 import net from 'node:net';
-import { readFileSync, readdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, readdirSync, readlinkSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -13,35 +13,63 @@ import { fileURLToPath } from 'node:url';
 export const SCENARIOS = path.join(path.dirname(fileURLToPath(import.meta.url)), 'sipp');
 export const G711A_PCAP = '/usr/share/sip-tester/g711a.pcap';
 
-/** A port free for both UDP and TCP right now (SIPp needs it on the transport we use). */
+/**
+ * A port free for both UDP and TCP right now (SIPp needs it on the transport we use), even (SIPp
+ * media ports must be), and below the kernel's ephemeral range (32768-60999 on Linux) and the
+ * bridges' RTP ranges (30000-50200 in these tests): a port handed out by bind(0) elsewhere in the
+ * suite, or an RTP port a bridge in a parallel file opens, must not land on it between this check
+ * and SIPp's own bind.
+ */
 export async function freePort(): Promise<number> {
   for (;;) {
-    const u = dgram.createSocket('udp4');
-    await new Promise<void>((r) => u.bind(0, '127.0.0.1', r));
-    const port = u.address().port;
-    const ok = await new Promise<boolean>((r) => {
+    const port = 21000 + 2 * Math.floor(Math.random() * 4500);
+    const udp = await new Promise<boolean>((r) => {
+      const u = dgram.createSocket('udp4');
+      u.once('error', () => r(false));
+      u.bind(port, '127.0.0.1', () => u.close(() => r(true)));
+    });
+    if (!udp) continue;
+    const tcp = await new Promise<boolean>((r) => {
       const s = net.createServer();
       s.once('error', () => r(false));
       s.listen(port, '127.0.0.1', () => s.close(() => r(true)));
     });
-    u.close();
-    if (ok && port % 2 === 0 && port < 65000) return port; // even: SIPp media ports must be even
+    if (tcp) return port;
   }
 }
 
-function udpBound(port: number): boolean {
+/** The socket inodes bound to `port` (UDP) or listening on it (TCP), from /proc/net. */
+function socketInodes(port: number, transport: 'udp' | 'tcp'): Set<string> {
   const hex = port.toString(16).toUpperCase().padStart(4, '0');
-  for (const f of ['/proc/net/udp', '/proc/net/udp6']) {
+  const inodes = new Set<string>();
+  for (const f of transport === 'tcp' ? ['/proc/net/tcp', '/proc/net/tcp6'] : ['/proc/net/udp', '/proc/net/udp6']) {
     try {
-      if (
-        readFileSync(f, 'utf8')
-          .split('\n')
-          .some((l) => l.trim().split(/\s+/)[1]?.endsWith(`:${hex}`))
-      )
-        return true;
+      for (const l of readFileSync(f, 'utf8').split('\n')) {
+        // Columns: sl, local address, remote address, state (0A is LISTEN), ..., inode (10th).
+        const c = l.trim().split(/\s+/);
+        if (c[1]?.endsWith(`:${hex}`) && (transport === 'udp' || c[3] === '0A')) inodes.add(c[9]);
+      }
     } catch {
       // not Linux or no IPv6
     }
+  }
+  return inodes;
+}
+
+/**
+ * True once process `pid` itself holds the port: another process that took the port first (SIPp
+ * then fails to bind and exits) must not pass for a ready SIPp, or the calls go into its socket.
+ */
+function heldBy(pid: number, port: number, transport: 'udp' | 'tcp'): boolean {
+  const inodes = socketInodes(port, transport);
+  if (inodes.size === 0) return false;
+  try {
+    for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+      const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`, 'utf8'));
+      if (m && inodes.has(m[1])) return true;
+    }
+  } catch {
+    // the process is gone, or /proc is not there
   }
   return false;
 }
@@ -85,7 +113,22 @@ process.once('exit', () => {
 });
 
 export async function startSipp(o: SippOptions): Promise<SippRun> {
-  const port = o.port ?? (await freePort());
+  // A port picked free can still be taken before SIPp binds it: then SIPp exits, and a fresh
+  // pair of ports is tried (not when the caller named the port).
+  for (let attempt = 1; ; attempt++) {
+    const run = await startOnce(o, o.port ?? (await freePort()));
+    if (run.ready || o.port !== undefined || attempt === 3) {
+      if (!run.ready) {
+        await run.stop();
+        throw new Error(`SIPp did not take port ${run.port}: ${(await run.exited).output}`);
+      }
+      return run;
+    }
+    await run.stop();
+  }
+}
+
+async function startOnce(o: SippOptions, port: number): Promise<SippRun & { ready: boolean }> {
   const ip = o.ip ?? '127.0.0.1';
   let mediaPort = await freePort();
   while (mediaPort === port) mediaPort = await freePort();
@@ -141,15 +184,21 @@ export async function startSipp(o: SippOptions): Promise<SippRun> {
       resolve({ code, output: errors + output.slice(-2000) });
     }),
   );
-  // Ready when its SIP socket is bound (UDP) or listening (TCP).
-  const deadline = Date.now() + 5000;
-  for (;;) {
-    if (child.exitCode !== null) break;
-    const ready = o.transport === 'tcp' ? tcpListening(port) : udpBound(port);
-    if (ready || Date.now() > deadline) break;
+  // Ready when SIPp itself holds its SIP socket: bound (UDP) or listening (TCP).
+  const deadline = Date.now() + 10_000;
+  let ready = false;
+  while (child.exitCode === null && child.pid !== undefined && Date.now() < deadline) {
+    ready = heldBy(child.pid, port, o.transport ?? 'udp');
+    if (ready) break;
     await new Promise((r) => setTimeout(r, 25));
   }
+  if (!ready && child.exitCode !== null) {
+    // Gone before we looked: a short UAC scenario may already be done, which is its test's
+    // business; only a failed bind is a reason to start again.
+    ready = !/bind|already in use/i.test((await exited).output);
+  }
   return {
+    ready,
     port,
     mediaPort,
     exited,
@@ -160,25 +209,4 @@ export async function startSipp(o: SippOptions): Promise<SippRun> {
       }
     },
   };
-}
-
-function tcpListening(port: number): boolean {
-  const hex = port.toString(16).toUpperCase().padStart(4, '0');
-  for (const f of ['/proc/net/tcp', '/proc/net/tcp6']) {
-    try {
-      // Column 4 is the state; 0A is LISTEN.
-      if (
-        readFileSync(f, 'utf8')
-          .split('\n')
-          .some((l) => {
-            const c = l.trim().split(/\s+/);
-            return c[1]?.endsWith(`:${hex}`) && c[3] === '0A';
-          })
-      )
-        return true;
-    } catch {
-      // not Linux or no IPv6
-    }
-  }
-  return false;
 }
