@@ -149,6 +149,7 @@ export class TenantService {
   #epoch = -1;
   #dataVersionStmt: Statement | undefined;
   #epochStmt: Statement | undefined;
+  #checkedThisTurn = false;
 
   /** `dataDir` lets `remove` delete the tenant's files under `tenants/<id>/` too. */
   constructor(
@@ -158,10 +159,9 @@ export class TenantService {
   ) {}
 
   /**
-   * Every lookup checks whether another connection (the CLI, while the server runs) changed the
-   * tenant tables: PRAGMA data_version moves on any commit by another connection (under 1 µs as a
-   * prepared statement), and only then is tenant_epoch read (moved by triggers on the tenant
-   * tables, migration 0005); only a moved epoch reloads. A change is seen by the next request.
+   * Whether another connection (the CLI, while the server runs) changed the tenant tables:
+   * PRAGMA data_version moves on any commit by another connection, and only then is tenant_epoch
+   * read (moved by triggers on the tenant tables, migration 0005); only a moved epoch reloads.
    */
   private refreshIfStale(): void {
     this.#dataVersionStmt ??= this.db.prepare('PRAGMA data_version').pluck();
@@ -171,6 +171,24 @@ export class TenantService {
     if (this.readEpoch() === this.#epoch && this.#primary) return;
     this.reload();
   }
+
+  /**
+   * resolve() runs for every request, and the check above costs a few µs (a read transaction on
+   * the WAL): it is made once per turn of the event loop. resolve() is called from I/O callbacks
+   * only (requests, upgrades), which a turn's poll phase runs after epoll returned them, so after
+   * their client sent them: a change committed before a request was sent (the CLI returned, then
+   * the client asked) is seen by that request. The flag is cleared in the turn's check phase.
+   */
+  private refreshOncePerTurn(): void {
+    if (this.#checkedThisTurn) return;
+    this.#checkedThisTurn = true;
+    setImmediate(this.#newTurn).unref();
+    this.refreshIfStale();
+  }
+
+  readonly #newTurn = (): void => {
+    this.#checkedThisTurn = false;
+  };
 
   private readEpoch(): number {
     this.#epochStmt ??= this.db.prepare('SELECT v FROM tenant_epoch WHERE id = 1').pluck();
@@ -204,7 +222,7 @@ export class TenantService {
 
   /** The Host header picks the tenant; a missing or unknown Host falls back to the primary tenant. */
   resolve(hostHeader: string | undefined): Tenant {
-    this.refreshIfStale();
+    this.refreshOncePerTurn();
     const t = hostHeader ? this.#byHost.get(parseHostHeader(hostHeader).host) : undefined;
     if (t) return t;
     if (!this.#primary) throw new Error('no primary tenant: the appliance is not initialised');
