@@ -97,6 +97,27 @@ export function validateHost(host: string): string {
 // eslint-disable-next-line @typescript-eslint/no-redundant-type-constituents -- names the two values callers pass, for the reader
 export function publicOriginOf(tenant: Tenant, proto: 'http' | 'https' | string, hostHeader: string | undefined, listeningPort: number): string {
   if (tenant.publicOrigin) return tenant.publicOrigin;
+  // Answers per tenant object (a reload makes new ones), forgotten when the machine's addresses
+  // are read again; a client's Host values are many, so at most 64 are kept.
+  ownAddresses();
+  let cache = originCache.get(tenant);
+  if (!cache || cache.at !== own!.at) {
+    cache = { at: own!.at, answers: new Map() };
+    originCache.set(tenant, cache);
+  }
+  const key = `${proto}|${listeningPort}|${hostHeader ?? ''}`;
+  let origin = cache.answers.get(key);
+  if (origin === undefined) {
+    origin = defaultOrigin(tenant, proto, hostHeader, listeningPort);
+    if (cache.answers.size >= 64) cache.answers.clear();
+    cache.answers.set(key, origin);
+  }
+  return origin;
+}
+
+const originCache = new WeakMap<Tenant, { at: number; answers: Map<string, string> }>();
+
+function defaultOrigin(tenant: Tenant, proto: string, hostHeader: string | undefined, listeningPort: number): string {
   let host = tenant.host;
   if (hostHeader) {
     try {

@@ -31,27 +31,32 @@ export function readBounded(req: IncomingMessage, limit: number): Promise<Buffer
     drop: () => {
       chunks.length = 0;
     },
-  }).then(() => (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
+    result: () => (chunks.length === 1 ? chunks[0]! : chunks.length === 0 ? EMPTY : Buffer.concat(chunks)),
+  });
 }
 
+const EMPTY = Buffer.alloc(0);
+
 /** What `consume` does with the body's bytes as they arrive. */
-interface BodySink {
+interface BodySink<T> {
   /** One chunk within the limit; may return a promise to hold the reading until it is written. */
   chunk(c: Buffer): void | Promise<void>;
   /** The body went over the limit or the client left: forget what was kept. */
   drop(): void;
+  /** What the read resolves with, once the whole body was taken (also for no body at all). */
+  result(): T;
 }
 
 /** Reads a body into `sink` under `limit`, with readBounded's answers for too large and cut short. */
-function consume(req: IncomingMessage, limit: number, sink: BodySink): Promise<void> {
-  if (req.method === 'GET' || req.method === 'HEAD') return Promise.resolve();
+function consume<T>(req: IncomingMessage, limit: number, sink: BodySink<T>): Promise<T> {
+  if (req.method === 'GET' || req.method === 'HEAD') return Promise.resolve(sink.result());
   const declared = Number(req.headers['content-length'] ?? NaN);
   if (Number.isFinite(declared) && declared > limit) {
     req.resume();
     return Promise.reject(tooLarge(limit));
   }
-  if (!req.readable || declared === 0) return Promise.resolve();
-  return new Promise<void>((resolve, reject) => {
+  if (!req.readable || declared === 0) return Promise.resolve(sink.result());
+  return new Promise<T>((resolve, reject) => {
     let size = 0;
     let settled = false;
     let writing: Promise<void> | undefined;
@@ -93,13 +98,21 @@ function consume(req: IncomingMessage, limit: number, sink: BodySink): Promise<v
       reject(tooLarge(limit));
     };
     req.on('data', onData);
+    const finish = () => {
+      if (settled) return;
+      settled = true;
+      try {
+        resolve(sink.result());
+      } catch (e) {
+        // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- the sink's own error, as it came
+        reject(e);
+      }
+    };
     req.once('end', () => {
       if (settled) return;
-      void (writing ?? Promise.resolve()).then(() => {
-        if (settled) return;
-        settled = true;
-        resolve();
-      });
+      // In memory (the common case) the body is complete now; a slow sink first finishes its write.
+      if (writing) void writing.then(finish);
+      else finish();
     });
     req.once('error', (e: NodeJS.ErrnoException) => {
       // The client went away mid-body: its mistake, not a fault of ours (no error log, no stack).
@@ -168,6 +181,7 @@ export async function readSigned(req: IncomingMessage, limit: number, o: { spool
       chunks.length = 0;
       unlink();
     },
+    result: () => undefined,
   });
   const digest = hash.digest('hex');
   return {

@@ -77,6 +77,15 @@ describe('GET /metrics', () => {
     expect(types.get('sovcomms_http_request_duration_seconds')).toBe('histogram');
     expect(value(samples, 'sovcomms_http_request_duration_seconds_count', { route: '/api.ashx/v1/calls/:id', method: 'GET' })).toBe(2);
     expect(value(samples, 'sovcomms_http_request_duration_seconds_bucket', { route: '/api.ashx/v1/calls/:id', le: '+Inf' })).toBe(2);
+    // Cumulative buckets in le order (0.005 ... 10, +Inf), a sum of the two durations, one HELP/TYPE each.
+    const buckets = samples.filter((x) => x.name === 'sovcomms_http_request_duration_seconds_bucket' && x.labels.route === '/api.ashx/v1/calls/:id');
+    expect(buckets.map((b) => b.labels.le)).toEqual(['0.005', '0.01', '0.025', '0.05', '0.1', '0.25', '0.5', '1', '2.5', '5', '10', '+Inf']);
+    expect(buckets.every((b, i) => i === 0 || b.value >= buckets[i - 1]!.value)).toBe(true);
+    expect(buckets.at(-2)!.value).toBe(2);
+    const sum = value(samples, 'sovcomms_http_request_duration_seconds_sum', { route: '/api.ashx/v1/calls/:id', method: 'GET' })!;
+    expect(sum).toBeGreaterThan(0);
+    expect(sum).toBeLessThan(20);
+    expect(text.match(/^# TYPE sovcomms_http_requests_total counter$/gm)).toHaveLength(1);
     // Process: RSS and event loop lag.
     expect(value(samples, 'sovcomms_process_resident_memory_bytes')).toBeGreaterThan(10_000_000);
     expect(value(samples, 'sovcomms_nodejs_eventloop_lag_seconds')).toBeGreaterThanOrEqual(0);
