@@ -213,10 +213,10 @@ export class Appliance {
         if (this.host.isStarted(f.plugin) && f.handler(req, res)) {
           // Counted like Express requests, so shutdown drains the lean path too.
           this.#inflight++;
-          const started = process.hrtime.bigint();
+          const started = performance.now();
           res.once('close', () => {
             this.#inflight--;
-            this.metrics?.observe(`pre-router:${f.plugin}`, req.method ?? 'GET', res.statusCode, Number(process.hrtime.bigint() - started) / 1e9);
+            this.metrics?.observe(f.route, req.method ?? 'GET', res.statusCode, (performance.now() - started) / 1000);
           });
           return;
         }

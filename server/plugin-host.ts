@@ -104,7 +104,7 @@ export function makePaths(dataDir: string): Paths {
 export class PluginHost {
   readonly order: AnyPlugin[];
   /** Pre-router handlers (RouteRegistrar.preRouter), in registration order. */
-  readonly preRouters: { plugin: string; handler: PreRouterHandler }[] = [];
+  readonly preRouters: { plugin: string; handler: PreRouterHandler; route: string }[] = [];
   /** Upgrade handlers (RouteRegistrar.upgrade), in registration order. */
   readonly upgrades: { plugin: string; address: ParsedAddress; handler: UpgradeHandler }[] = [];
   readonly #status = new Map<string, PluginStatus>();
@@ -173,7 +173,7 @@ export class PluginHost {
           app.use(prefix, serveStatic(dir, { dotfiles: 'deny', index: false, redirect: false, fallthrough: true }));
         },
         preRouter: (handler) => {
-          this.preRouters.push({ plugin: p.name, handler });
+          this.preRouters.push({ plugin: p.name, handler, route: `pre-router:${p.name}` });
         },
         upgrade: (address, handler) => {
           this.upgrades.push({ plugin: p.name, address: parseAddress(address), handler });
