@@ -17,6 +17,12 @@ export interface OidcService {
   registerGrant<P extends string>(grant: GrantDefinition<P>): void;
   /** Adds a sign-in method to /login.html. */
   registerLoginOption(o: LoginOption): void;
+  /**
+   * The language of the provider's pages for a request (the console's language cookie, then
+   * Accept-Language; page-text.ts): the pages other plugins render around a sign-in (the wallet's
+   * QR and answer pages, a credential offer) speak the one the provider's own pages speak.
+   */
+  pageLang(req: { headers: { cookie?: string; 'accept-language'?: string } }): PageLang;
   /** Signs the browser in as `user` and returns where it goes next: the pending authorization `interactionId`, or a page. */
   signInBrowser: BrowserSignIn;
   issuer(origin: string): string;
@@ -68,12 +74,17 @@ export interface RequestInfo {
 /**
  * A sign-in method another plugin adds to /login.html (the wallet verifier's "Sign in with your
  * EU wallet"): a block of HTML for the page; its script must be same-origin (the page's CSP allows
- * no inline script). `i` is the pending authorization the page continues ('' for none).
+ * no inline script). `i` is the pending authorization the page continues ('' for none), `lang` the
+ * page's language.
  */
 export interface LoginOption {
   id: string;
-  html(v: { tenant: Tenant; i: string }): string;
+  /** The block in the page's language `lang`. */
+  html(v: { tenant: Tenant; i: string; lang: PageLang }): string;
 }
+
+/** The languages the provider's pages speak. */
+export type PageLang = 'en' | 'de';
 
 /** Signs the browser of a request in (the session cookie) and says where it goes next. */
 export type BrowserSignIn = (req: RouteRequest, res: Response, user: User, amr: string[], interactionId: string | null) => string;

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { checkPasswordPolicy, html, type PluginContext, policy, reply, type RouteRegistrar } from '../../server/sdk.ts';
 import { EMAIL_TOKEN_TTL } from './one-time-links.ts';
-import { pageLang, text } from './page-text.ts';
+import type { AuthzRequest } from './flow.ts';
+import { mailText, pageLang, text } from './page-text.ts';
 import { message, page } from './pages.ts';
 import type { OidcConfig } from './schemas.ts';
 import type { OidcServices } from './services.ts';
@@ -29,7 +30,9 @@ export function emailLinkRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig
     rateLimit: 'sensitive',
     responses: { 200: { description: 'HTML', contentType: 'text/html' } },
     handler: async (req) => {
-      const lang = pageLang(req);
+      // The interaction's ui_locales chose the sign-in page's language: the answer and the mail keep it.
+      const it = req.body.i ? signIn.sessions.interaction<AuthzRequest>(req.tenant, req.body.i, signIn.browser(req)) : undefined;
+      const lang = pageLang(req, it?.params.uiLocales);
       if (!signIn.csrfOk(req, `login|${req.body.i ?? ''}`, req.body.csrf)) return message(lang, 'msg_formExpired', 'msg_formExpiredReload', 403);
       const purpose = req.body.purpose;
       const email = req.body.email.trim();
@@ -48,15 +51,9 @@ export function emailLinkRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig
         extra: { known: !!user },
       });
       if (user && user.email && user.status === 'active') {
-        const it = req.body.i ? signIn.sessions.interaction(req.tenant, req.body.i, signIn.browser(req)) : undefined;
         const t = links.issue(req.tenant, user, purpose, it?.id ?? null, EMAIL_TOKEN_TTL);
         const link = `${req.publicOrigin}/oidc.ashx/${purpose === 'maglink' ? 'maglink-finish' : 'recover-finish'}?t=${t}`;
-        await links.send(
-          req.tenant,
-          user.email,
-          purpose === 'maglink' ? `Sign in to ${req.tenant.name}` : `Reset your password for ${req.tenant.name}`,
-          `${purpose === 'maglink' ? 'Sign in' : 'Choose a new password'} with this link (valid 15 minutes, once):\n\n${link}\n\nIf you did not ask for it, ignore this mail.`,
-        );
+        await links.send(req.tenant, user.email, lang, mailText(lang, purpose, { tenant: req.tenant.name, link }));
       }
       return message(lang, 'msg_checkMail', 'msg_checkMailText');
     },

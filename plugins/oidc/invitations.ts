@@ -13,7 +13,7 @@ import {
   type Tenant,
 } from '../../server/sdk.ts';
 import { CLAIM_TOKEN_TTL } from './one-time-links.ts';
-import { pageLang, text } from './page-text.ts';
+import { mailText, pageLang, text } from './page-text.ts';
 import { message, page } from './pages.ts';
 import type { OidcConfig } from './schemas.ts';
 import type { OidcServices } from './services.ts';
@@ -43,8 +43,11 @@ export function invitationRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfi
       if (user.status !== 'invited') throw new InputError(`user ${user.name} has already claimed the account`, 'already_claimed');
       const t = links.issue(req.tenant, user, 'claim', null, CLAIM_TOKEN_TTL);
       const url = `${req.publicOrigin}/claim.html?t=${t}`;
+      // In the language of the administrator's request (the console's language cookie, else
+      // Accept-Language): the invitee has no language of their own yet.
+      const lang = pageLang(req);
       const mailed = user.email
-        ? await links.send(req.tenant, user.email, `Your account on ${req.tenant.name}`, `Set your password with this link (valid 7 days, once):\n\n${url}\n`)
+        ? await links.send(req.tenant, user.email, lang, mailText(lang, 'invite', { tenant: req.tenant.name, link: url, user: user.name }))
         : false;
       return { claim_url: url, expires_in: CLAIM_TOKEN_TTL, mailed };
     },

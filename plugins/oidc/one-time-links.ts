@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import { z } from 'zod';
 import { sha256Hex, type PluginContext, type Tenant, type User } from '../../server/sdk.ts';
+import type { Lang } from './page-text.ts';
 import type { OidcProvider } from './provider.ts';
 import type { EmailTokenRow } from './repo.ts';
 import type { OidcConfig } from './schemas.ts';
@@ -25,16 +26,20 @@ export function defineMailJob(ctx: PluginContext<OidcConfig>): void {
   ctx.jobs.define({
     name: MAIL_QUEUE,
     maxAttempts: 5,
-    schema: z.object({ to: z.string(), subject: z.string(), sealed: z.string() }),
+    // lang is absent from jobs queued before mails had a language.
+    schema: z.object({ to: z.string(), subject: z.string(), sealed: z.string(), lang: z.string().optional() }),
     run: async (job) => {
       const tenant = job.tenantId ? ctx.tenants.byId(job.tenantId) : undefined;
       const cfg = tenant && relay(ctx.config, tenant);
       if (!cfg) return;
-      await (
-        await mailer()
-      )
-        .createTransport(cfg.url)
-        .sendMail({ from: cfg.from, to: job.data.to, subject: job.data.subject, text: ctx.keys.openString(job.data.sealed, 'oidc-mail') });
+      await (await mailer()).createTransport(cfg.url).sendMail({
+        from: cfg.from,
+        to: job.data.to,
+        subject: job.data.subject,
+        text: ctx.keys.openString(job.data.sealed, 'oidc-mail'),
+        // RFC 3282: the language of the body, for mail clients that read it aloud or offer to translate.
+        ...(job.data.lang ? { headers: { 'Content-Language': job.data.lang } } : {}),
+      });
     },
   });
 }
@@ -69,13 +74,13 @@ export class OneTimeLinks {
     return r && this.provider.repo.useEmailToken(r.token_hash, this.provider.now()) ? r : undefined;
   }
 
-  /** Queues a mail through the durable job queue; false when no relay is configured. */
-  async send(tenant: Tenant, to: string, subject: string, text: string): Promise<boolean> {
+  /** Queues a mail (`mail`: its subject and body, in `lang`) through the durable job queue; false when no relay is configured. */
+  async send(tenant: Tenant, to: string, lang: Lang, mail: { subject: string; body: string }): Promise<boolean> {
     if (!relay(this.ctx.config, tenant)) {
       this.ctx.log.warn({ tenant: tenant.host }, 'no SMTP relay configured: sign-in mail not sent');
       return false;
     }
-    this.ctx.jobs.enqueue(MAIL_QUEUE, { to, subject, sealed: this.ctx.keys.seal(text, 'oidc-mail') }, { tenantId: tenant.id });
+    this.ctx.jobs.enqueue(MAIL_QUEUE, { to, subject: mail.subject, sealed: this.ctx.keys.seal(mail.body, 'oidc-mail'), lang }, { tenantId: tenant.id });
     this.ctx.jobs.kick();
     return true;
   }

@@ -2,9 +2,11 @@ import { cookies } from '../../server/sdk.ts';
 
 /**
  * The words of the provider's own pages (sign-in, consent, account choice, sign-out, passkeys,
- * e-mail links) in the languages the console speaks. The language is, in this order: the
+ * e-mail links) and of the mails it sends (`mail_*`) in the languages the console speaks. The language is, in this order: the
  * authorization request's `ui_locales` (OIDC Core §3.1.2.1, the first one offered here), the
  * console's language cookie, then the browser's Accept-Language (RFC 9110 §12.5.4, by q-value).
+ * A mail is written in the language of the request that sends it (the sign-in page's form, the
+ * administrator's invitation): neither accounts nor tenants have a language setting of their own.
  */
 export const LANGS = ['en', 'de'] as const;
 export type Lang = (typeof LANGS)[number];
@@ -85,6 +87,12 @@ const EN = {
   welcome: 'Welcome, {user}',
   choosePasswordLabel: 'Choose a password (at least 10 characters)',
   setPasswordSignIn: 'Set password and sign in',
+  mail_maglinkSubject: 'Sign in to {tenant}',
+  mail_maglinkBody: 'Sign in to {tenant} with this link (valid 15 minutes, once):\n\n{link}\n\nIf you did not ask for it, ignore this mail.',
+  mail_recoverSubject: 'Reset your password for {tenant}',
+  mail_recoverBody: 'Choose a new password for {tenant} with this link (valid 15 minutes, once):\n\n{link}\n\nIf you did not ask for it, ignore this mail.',
+  mail_inviteSubject: 'Your account on {tenant}',
+  mail_inviteBody: 'Set your password for your account {user} on {tenant} with this link (valid 7 days, once):\n\n{link}\n',
 } as const;
 
 export type TextKey = keyof typeof EN;
@@ -164,6 +172,14 @@ const DE: Record<TextKey, string> = {
   welcome: 'Willkommen, {user}',
   choosePasswordLabel: 'Passwort wählen (mindestens 10 Zeichen)',
   setPasswordSignIn: 'Passwort setzen und anmelden',
+  mail_maglinkSubject: 'Bei {tenant} anmelden',
+  mail_maglinkBody:
+    'Mit diesem Link melden Sie sich bei {tenant} an (15 Minuten gültig, nur einmal):\n\n{link}\n\nWenn Sie ihn nicht angefordert haben, ignorieren Sie diese E-Mail.',
+  mail_recoverSubject: 'Passwort für {tenant} zurücksetzen',
+  mail_recoverBody:
+    'Mit diesem Link wählen Sie ein neues Passwort für {tenant} (15 Minuten gültig, nur einmal):\n\n{link}\n\nWenn Sie ihn nicht angefordert haben, ignorieren Sie diese E-Mail.',
+  mail_inviteSubject: 'Ihr Konto bei {tenant}',
+  mail_inviteBody: 'Mit diesem Link setzen Sie das Passwort Ihres Kontos {user} bei {tenant} (7 Tage gültig, nur einmal):\n\n{link}\n',
 };
 
 const TEXTS: Record<Lang, Record<TextKey, string>> = { en: EN, de: DE };
@@ -203,6 +219,16 @@ export function text(lang: Lang, key: TextKey, vars: Record<string, string> = {}
 /** Every text of a language as template variables `t_<key>` (escaped when the page fills them). */
 export function templateTexts(lang: Lang): Record<string, string> {
   return Object.fromEntries(Object.entries(TEXTS[lang]).map(([k, v]) => [`t_${k}`, v]));
+}
+
+/** A mail of the provider (sign-in link, recovery, invitation): subject and plain-text body in `lang`. */
+export function mailText(
+  lang: Lang,
+  kind: 'maglink' | 'recover' | 'invite',
+  vars: { tenant: string; link: string; user?: string },
+): { subject: string; body: string } {
+  const v = { user: '', ...vars };
+  return { subject: text(lang, `mail_${kind}Subject`, v), body: text(lang, `mail_${kind}Body`, v) };
 }
 
 /** The words of each language, for the test that keeps them complete. */

@@ -5,6 +5,7 @@ import { AuthorizeFlow } from './flow.ts';
 import { issuerOfOrigin as issuer } from './issuer.ts';
 import { SigningKeys } from './keys.ts';
 import { OneTimeLinks } from './one-time-links.ts';
+import { pageLang } from './page-text.ts';
 import { OidcProvider } from './provider.ts';
 import { relyingParty } from './relying-party.ts';
 import type { OidcConfig } from './schemas.ts';
@@ -32,6 +33,7 @@ export function oidcServices(ctx: PluginContext<OidcConfig>): OidcServices {
   const service: OidcService = {
     registerGrant: (g) => provider.registerGrant(g),
     registerLoginOption: (o) => signIn.registerLoginOption(o),
+    pageLang: (req) => pageLang(req),
     signInBrowser: (...a) => signIn.signIn(...a),
     issuer,
     activeUser: (tenant, id) => provider.activeUser(tenant, id),

@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import type { Response } from 'express';
 import { AppError, cookies, type KeyService, type RouteRequest, type Tenant, type User } from '../../server/sdk.ts';
 import type { LoginOption } from './api.ts';
+import type { Lang } from './page-text.ts';
 import type { OidcProvider } from './provider.ts';
 import { BROWSER_COOKIE, SID_COOKIE, type Session, type Sessions } from './sessions.ts';
 
@@ -135,7 +136,7 @@ export class SignIn {
   }
 
   /** The blocks other plugins add to /login.html. */
-  loginOptionsHtml(tenant: Tenant, i: string): string {
-    return this.#options.map((o) => o.html({ tenant, i })).join('\n');
+  loginOptionsHtml(tenant: Tenant, i: string, lang: Lang): string {
+    return this.#options.map((o) => o.html({ tenant, i, lang })).join('\n');
   }
 }

@@ -76,7 +76,7 @@ export default definePlugin({
     ];
   },
   routes(r, s, ctx) {
-    issuerRoutes(r, s.service, ctx.audit, ctx.config);
+    issuerRoutes(r, s.service, ctx.audit, ctx.config, ctx.use(OIDC));
   },
   start(s, ctx) {
     s.timer = setInterval(() => {

@@ -13,6 +13,7 @@ import {
   type RouteRegistrar,
   type RouteRequest,
 } from '../../server/sdk.ts';
+import type { OidcService, PageLang } from '../oidc/api.ts';
 import { CREDENTIAL_VERIFIER } from './api.ts';
 import { offerAuditExtra, SIGN_IN_COOKIE, SIGN_IN_PATH, type IssuerService } from './service.ts';
 import { createOfferBody, createOfferResponse, credentialBody, parForm, revokeBody, revokeResponse, tokenForm, type IssuerConfig } from './schemas.ts';
@@ -25,7 +26,7 @@ const oauthErrorSchema = z.object({ error: z.string(), error_description: z.stri
 const jwks = z.object({ keys: z.array(z.record(z.string(), z.unknown())) });
 const noStore = { 'Cache-Control': 'no-store', Pragma: 'no-cache' };
 
-export function issuerRoutes(r: RouteRegistrar, s: IssuerService, audit: AuditWriter, config: IssuerConfig): void {
+export function issuerRoutes(r: RouteRegistrar, s: IssuerService, audit: AuditWriter, config: IssuerConfig, oidc: Pick<OidcService, 'pageLang'>): void {
   // ---- metadata, keys, IACA ----------------------------------------------------------------------
   r.add({
     method: 'GET',
@@ -123,7 +124,12 @@ export function issuerRoutes(r: RouteRegistrar, s: IssuerService, audit: AuditWr
       if (!s.offerAlive(req.tenant, id)) throw new AppError(404, 'not_found', 'no such offer (unknown, expired or used)');
       const uri = s.offerUri(req.publicOrigin, id);
       const svg = await (await qrcode()).toString(uri, { type: 'svg', errorCorrectionLevel: 'M', margin: 2 });
-      return reply.text(200, offerPage(uri, svg, config.displayName), 'text/html; charset=utf-8', { ...noStore, 'Content-Security-Policy': OFFER_PAGE_CSP });
+      const lang = oidc.pageLang(req);
+      return reply.text(200, offerPage(uri, svg, config.displayName, lang), 'text/html; charset=utf-8', {
+        ...noStore,
+        'Content-Security-Policy': OFFER_PAGE_CSP,
+        'Content-Language': lang,
+      });
     },
   });
 
@@ -348,15 +354,33 @@ const OFFER_STYLE =
 /** The QR code is inline SVG; its one style block is allowed by its hash. */
 const OFFER_PAGE_CSP = html.csp({ styles: [OFFER_STYLE], img: ['data:'] });
 
-function offerPage(uri: string, svg: string, name: string): string {
+/** The offer page's words in the languages of the provider's pages (which one: `OidcService.pageLang`). */
+const OFFER_TEXT: Record<PageLang, { title: string; scan: string; qr: string; open: string }> = {
+  en: {
+    title: 'credential offer',
+    scan: 'Scan this code with your wallet to receive your credential.',
+    qr: 'QR code of the credential offer',
+    open: 'Open in a wallet on this device',
+  },
+  de: {
+    title: 'Nachweis-Angebot',
+    scan: 'Scannen Sie diesen Code mit Ihrer Wallet, um Ihren Nachweis zu erhalten.',
+    qr: 'QR-Code des Nachweis-Angebots',
+    open: 'In einer Wallet auf diesem Gerät öffnen',
+  },
+};
+
+function offerPage(uri: string, svg: string, name: string, lang: PageLang): string {
+  const t = OFFER_TEXT[lang];
   return html.page({
-    title: `${name}: credential offer`,
+    title: `${name}: ${t.title}`,
     style: OFFER_STYLE,
+    lang,
     body: [
       `<h1>${html.escape(name)}</h1>`,
-      '<p>Scan this code with your wallet to receive your credential.</p>',
-      `<div role="img" aria-label="QR code of the credential offer">${svg}</div>`,
-      `<p><a href="${html.escape(uri)}">Open in a wallet on this device</a></p>`,
+      `<p>${html.escape(t.scan)}</p>`,
+      `<div role="img" aria-label="${html.escape(t.qr)}">${svg}</div>`,
+      `<p><a href="${html.escape(uri)}">${html.escape(t.open)}</a></p>`,
     ].join('\n'),
   });
 }

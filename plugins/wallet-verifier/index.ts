@@ -45,7 +45,7 @@ export default definePlugin({
     const oidc = ctx.use(OIDC);
     oidc.registerGrant(sso.grant());
     // The login page's "Sign in with your EU wallet" block (the oidc plugin renders registered options).
-    oidc.registerLoginOption({ id: 'eu-wallet', html: ({ i }) => walletLoginBlock(i) });
+    oidc.registerLoginOption({ id: 'eu-wallet', html: ({ i, lang }) => walletLoginBlock(i, lang) });
     const service = new VerifierService({
       db: ctx.db,
       keys: ctx.keys,

@@ -19,7 +19,8 @@ import type { VerifierService } from './service.ts';
 import type { NetworkProfiles } from './network.ts';
 import { z } from 'zod';
 import fs from 'node:fs';
-import type { OidcService } from '../oidc/api.ts';
+import type { OidcService, PageLang } from '../oidc/api.ts';
+import { walletScriptTexts, walletText, type WalletTextKey } from './page-text.ts';
 
 /** qrcode (~25 ms of CPU and ~10 MB to load) on the first QR code asked for, not at every start. */
 const qrcode = async () => (await import('qrcode')).default;
@@ -117,7 +118,7 @@ export function verifierRoutes(
     handler: async (req) => {
       const url = svc.openid4vpUrl(req.tenant, req.publicOrigin, req.query.session_id);
       const svg = await (await qrcode()).toString(url, { type: 'svg', errorCorrectionLevel: 'M', margin: 2 });
-      return reply.text(200, qrPage(url, svg), 'text/html; charset=utf-8', QR_PAGE_HEADERS);
+      return reply.text(200, qrPage(url, svg, oidc.pageLang(req)), 'text/html; charset=utf-8', { ...QR_PAGE_HEADERS, 'Content-Language': oidc.pageLang(req) });
     },
   });
 
@@ -189,16 +190,18 @@ export function verifierRoutes(
       403: { description: 'HTML page: the response_code is not valid or already used, or no account for this PID', contentType: 'text/html' },
     },
     handler: (req, res) => {
+      const lang = oidc.pageLang(req);
+      const headers = { ...PAGE_HEADERS, 'Content-Language': lang };
       let out;
       try {
         out = svc.returnLogin(req.tenant, req.query.session_id, req.query.response_code, cookies.get(req.headers.cookie, BINDING_COOKIE), req);
       } catch (e) {
         if (!(e instanceof AppError)) throw e;
-        return reply.text(e.status, messagePage('Wallet sign-in', `This sign-in did not go through: ${e.message}.`), 'text/html; charset=utf-8', PAGE_HEADERS);
+        const why = walletText(lang, 'answerFailed', { reason: e.message, code: e.code });
+        return reply.text(e.status, messagePage(walletText(lang, 'answerTitle'), why, lang), 'text/html; charset=utf-8', headers);
       }
       if ('elsewhere' in out) {
-        const text = 'Your wallet has presented your PID. Go back to the page where you started signing in and confirm your name there.';
-        return reply.text(200, messagePage('Wallet sign-in', text), 'text/html; charset=utf-8', PAGE_HEADERS);
+        return reply.text(200, messagePage(walletText(lang, 'answerTitle'), walletText(lang, 'answerElsewhere'), lang), 'text/html; charset=utf-8', headers);
       }
       const user = ctx.users.get(req.tenant, out.signIn.userId);
       if (!user || user.status !== 'active') throw new NotFoundError('the account of this sign-in is no longer active');
@@ -404,9 +407,9 @@ function bindingCookie(value: string, origin: string, maxAge: number): string {
   return cookies.serialize(BINDING_COOKIE, value, { secure: origin.startsWith('https:'), maxAge, path: '/oidc.ashx/wallet-login', sameSite: 'Strict' });
 }
 
-function messagePage(title: string, text: string): string {
+function messagePage(title: string, text: string, lang: PageLang): string {
   return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<html lang="${lang}"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${html.escape(title)}</title><link rel="stylesheet" href="/login/style.css"></head>
 <body><main><h1>${html.escape(title)}</h1><p id="wallet-return-message">${html.escape(text)}</p></main></body></html>
 `;
@@ -416,19 +419,23 @@ let loginJs: string | undefined;
 const LOGIN_JS = () => (loginJs ??= fs.readFileSync(resourcePath('wallet-login', 'wallet-login.js'), 'utf8'));
 
 /** The block the login page shows (registered with the oidc plugin's login options). */
-export function walletLoginBlock(i: string): string {
-  return `<section id="wallet-signin" data-i="${html.escape(i)}" aria-labelledby="wallet-signin-title">
-  <h2 id="wallet-signin-title">Sign in with your EU wallet</h2>
-  <button type="button" id="wallet-signin-start">Sign in with your EU wallet</button>
+export function walletLoginBlock(i: string, lang: PageLang = 'en'): string {
+  const t = (k: WalletTextKey) => html.escape(walletText(lang, k));
+  const said = walletScriptTexts(lang)
+    .map(([a, v]) => ` ${a}="${html.escape(v)}"`)
+    .join('');
+  return `<section id="wallet-signin" data-i="${html.escape(i)}"${said} aria-labelledby="wallet-signin-title">
+  <h2 id="wallet-signin-title">${t('blockTitle')}</h2>
+  <button type="button" id="wallet-signin-start">${t('blockTitle')}</button>
   <div id="wallet-signin-box" hidden>
-    <p>Scan this code with your EU Digital Identity Wallet, or open the wallet on this device.</p>
-    <img id="wallet-signin-qr" alt="QR code of the wallet request" width="240" height="240">
-    <p><a id="wallet-signin-link" href="#">Open the wallet on this device</a></p>
+    <p>${t('scan')}</p>
+    <img id="wallet-signin-qr" alt="${t('qrAlt')}" width="240" height="240">
+    <p><a id="wallet-signin-link" href="#">${t('openHere')}</a></p>
   </div>
   <div id="wallet-signin-confirm" hidden>
-    <p>Your wallet presented the PID of <strong id="wallet-signin-name"></strong> (account <span id="wallet-signin-account"></span>). Sign in only if this is you.</p>
-    <button type="button" id="wallet-signin-continue">Continue</button>
-    <button type="button" id="wallet-signin-cancel">This is not me</button>
+    <p>${t('presentedBefore')} <strong id="wallet-signin-name"></strong> (${t('presentedAccount')} <span id="wallet-signin-account"></span>)${t('presentedAfter')}</p>
+    <button type="button" id="wallet-signin-continue">${t('continue')}</button>
+    <button type="button" id="wallet-signin-cancel">${t('notMe')}</button>
   </div>
   <p id="wallet-signin-status" role="status" aria-live="polite"></p>
 </section>
@@ -449,15 +456,17 @@ const QR_PAGE_HEADERS: Readonly<Record<string, string>> = Object.freeze({
   'X-Frame-Options': 'DENY',
 });
 
-function qrPage(url: string, svg: string): string {
+function qrPage(url: string, svg: string, lang: PageLang): string {
+  const t = (k: WalletTextKey) => html.escape(walletText(lang, k));
   return html.page({
-    title: 'Present your EU wallet',
+    title: walletText(lang, 'qrTitle'),
     style: QR_STYLE,
+    lang,
     body: [
-      '<h1>Present your EU wallet</h1>',
-      '<p>Scan this code with your EU Digital Identity Wallet.</p>',
-      `<div id="qr" role="img" aria-label="QR code of the wallet request">${svg}</div>`,
-      `<p><a id="same-device" href="${html.escape(url)}">Open the wallet on this device</a></p>`,
+      `<h1>${t('qrTitle')}</h1>`,
+      `<p>${t('qrScan')}</p>`,
+      `<div id="qr" role="img" aria-label="${t('qrAlt')}">${svg}</div>`,
+      `<p><a id="same-device" href="${html.escape(url)}">${t('openHere')}</a></p>`,
     ].join('\n'),
   });
 }

@@ -22,6 +22,8 @@ export class ApiError extends Error {
     message: string,
     readonly field?: string,
     readonly issue?: Issue,
+    /** The error body's other members (tenant_limit's `cap` and `limit`, 405's `allowed`). */
+    readonly extra: Readonly<Record<string, unknown>> = {},
   ) {
     super(message);
   }
@@ -83,5 +85,6 @@ export async function call<T>(p: Promise<{ data?: T; error?: unknown; response: 
     if (!fresh) await signIn();
   }
   const field = e.field ?? /^(?:invalid (?:field|query parameter) )?([A-Za-z0-9_.[\]]+):/.exec(e.error_description ?? '')?.[1];
-  throw new ApiError(response.status, e.error ?? 'error', e.error_description ?? e.error ?? `HTTP ${response.status}`, field, e.issue);
+  const { error: _code, error_description: _description, error_uri: _uri, field: _field, issue: _issue, ...extra } = e;
+  throw new ApiError(response.status, e.error ?? 'error', e.error_description ?? e.error ?? `HTTP ${response.status}`, field, e.issue, extra);
 }

@@ -13,10 +13,32 @@ export function errorText(error: unknown): string {
   }
   const issue = error.issue ? issueText(error.issue) : undefined;
   if (issue) return issue;
+  const precise = preciseText(error);
+  if (precise) return precise;
   const key = `errors.code.${error.code}`;
   if (i18n.exists(key)) return i18n.t(key);
   if (error.status === 0 || error.status >= 500) return i18n.t('errors.server', { status: error.status });
   return error.message;
+}
+
+/**
+ * The sentence for a code whose one generic text would hide what the API named: the field it
+ * refused (`errors.field.<code>.<field>`, a list index as `_n`: `jwks.keys[2]` is `jwks_keys_n`,
+ * said as "key 3") or the bounds in the error body (tenant_limit's `cap` and `limit`).
+ */
+function preciseText(error: ApiError): string | undefined {
+  if (error.field) {
+    const index = /\[(\d+)\]|\.(\d+)(?=\.|$)/.exec(error.field);
+    const name = error.field.replace(/\[\d+\]|\.\d+(?=\.|$)/g, '_n').replace(/\./g, '_');
+    const key = `errors.field.${error.code}.${name}`;
+    if (i18n.exists(key)) return i18n.t(key, { n: index ? Number(index[1] ?? index[2]) + 1 : 1 });
+  }
+  const { cap, limit } = error.extra;
+  if (error.code === 'tenant_limit' && typeof cap === 'string' && typeof limit === 'number') {
+    const key = `errors.limit.${cap}`;
+    if (i18n.exists(key, { count: limit })) return i18n.t(key, { count: limit });
+  }
+  return undefined;
 }
 
 /** A zod issue in words, or undefined for one the console has none for (a custom refinement's own message). */

@@ -5,7 +5,7 @@ import { useTranslation } from 'react-i18next';
 import { api, call, type Body } from '../api/client.ts';
 import { when } from '../i18n.ts';
 import { useConfirm } from '../components/dialogs.tsx';
-import { DataTable, ErrorNote, fieldError, Form, OnceSecret, Page, useLabel } from '../components/ui.tsx';
+import { atField, DataTable, ErrorNote, fieldError, Form, OnceSecret, Page, useLabel } from '../components/ui.tsx';
 
 const ROLES = ['user', 'admin'] as const;
 
@@ -309,7 +309,10 @@ function Clients() {
         </Form>
         {secret && <OnceSecret label={t('clients.secret')} value={secret} />}
       </Card>
-      <ErrorNote error={list.error ?? (save.error && !(save.error as { field?: string }).field ? save.error : undefined)} />
+      {/* A refused field the form has no input for (grant_types, jwks of a client saved elsewhere) is said here, not dropped. */}
+      <ErrorNote
+        error={list.error ?? (atField(save.error, ['client_id', 'redirect_uris[0]', 'redirect_uris'], ['invalid_redirect_uri']) ? undefined : save.error)}
+      />
       <DataTable
         caption={t('users.clients')}
         rows={list.data}

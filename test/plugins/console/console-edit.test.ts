@@ -272,7 +272,7 @@ describe('telephony', { timeout: 180_000 }, () => {
 });
 
 describe('users, webhooks and certificates', { timeout: 180_000 }, () => {
-  it('an OIDC client with a bad redirect URI shows it at that field and is edited in place; a key is minted for another user; a webhook URL is edited', async () => {
+  it('an OIDC client with a bad redirect URI shows it at that field (a missing one says what to do) and is edited in place; a key is minted for another user; a webhook URL is edited', async () => {
     const ctx = await browser.newContext();
     const { page } = await watched(ctx);
     await signIn(page);
@@ -296,6 +296,13 @@ describe('users, webhooks and certificates', { timeout: 180_000 }, () => {
       has_secret: boolean;
     }[];
     expect(clients.find((c) => c.client_id === 'crm-app')).toMatchObject({ redirect_uris: ['https://crm.example/callback'], has_secret: true });
+    // Without any redirect URI the API names redirect_uris (no index): the field says what to do, not "not an allowed URI".
+    await page.getByRole('button', { name: 'Edit crm-app' }).click();
+    await page.getByLabel('Redirect URI').fill('');
+    await page.getByRole('button', { name: 'Save changes' }).click();
+    await page.getByText('Add a redirect URI: sign-in with a code (or the implicit flow) needs at least one.').waitFor();
+    expect(await page.getByLabel('Redirect URI').getAttribute('aria-invalid')).toBe('true');
+    await page.getByRole('button', { name: 'Cancel editing' }).click();
 
     await page.getByRole('tab', { name: 'API keys' }).click();
     await page.getByLabel('Key name').fill('erins-connector');

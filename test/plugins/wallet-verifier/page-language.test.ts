@@ -1,0 +1,72 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestServer, type TestServer } from '../../support/server.ts';
+import { WALLET_TEXTS } from '../../../plugins/wallet-verifier/page-text.ts';
+import { CLAIMS, createOffer } from '../wallet-issuer/support.ts';
+
+/**
+ * The wallet's pages speak the provider's page language (the console's cookie, then
+ * Accept-Language, as /login.html): the login page's wallet block and its script's status lines,
+ * the QR page, the wallet sign-in's answer page and the issuer's credential offer page.
+ */
+let s: TestServer;
+let session: string;
+
+beforeAll(async () => {
+  s = await startTestServer();
+  const vp = await s.fetch('/oidc.ashx?action=vp-start&preset=pid');
+  expect(vp.status, await vp.clone().text()).toBe(200);
+  session = ((await vp.json()) as { session_id: string }).session_id;
+}, 60_000);
+afterAll(async () => {
+  await s?.stop();
+});
+
+const get = async (p: string, h: Record<string, string>) => {
+  const r = await s.fetch(p, { headers: h });
+  return { status: r.status, lang: r.headers.get('content-language'), html: await r.text() };
+};
+
+describe('wallet pages in the page language', () => {
+  it('German and English have the same words, none empty', () => {
+    expect(Object.keys(WALLET_TEXTS.de).sort()).toEqual(Object.keys(WALLET_TEXTS.en).sort());
+    for (const [k, v] of Object.entries(WALLET_TEXTS.de)) expect(v.trim(), k).not.toBe('');
+  });
+
+  it("the login page's wallet block follows the page, with its script's status lines", async () => {
+    const de = await get('/login.html', { 'Accept-Language': 'de-DE' });
+    expect(de.html).toContain('<html lang="de">');
+    expect(de.html).toContain('<h2 id="wallet-signin-title">Mit Ihrer EU-Wallet anmelden</h2>');
+    expect(de.html).toContain('data-t-waiting="Warte auf Ihre Wallet…"');
+    expect(de.html).not.toContain('Sign in with your EU wallet');
+    const en = await get('/login.html', { 'Accept-Language': 'en-US', cookie: 'sovcomms.lang=en' });
+    expect(en.html).toContain('Sign in with your EU wallet');
+    expect(en.html).toContain('data-t-continueAs="Continue as"');
+  });
+
+  it('the QR page and the answer page; the console cookie wins over Accept-Language', async () => {
+    const qr = await get(`/oidc.ashx/vp-qr?session_id=${session}`, { 'Accept-Language': 'en', cookie: 'sovcomms.lang=de' });
+    expect(qr.status).toBe(200);
+    expect(qr.lang).toBe('de');
+    expect(qr.html).toContain('<html lang="de">');
+    expect(qr.html).toContain('<h1>EU-Wallet vorlegen</h1>');
+    expect(qr.html).toContain('aria-label="QR-Code der Wallet-Anfrage"');
+    const answer = await get(`/oidc.ashx/wallet-login/return?session_id=${session}&response_code=nope`, { 'Accept-Language': 'de' });
+    expect(answer.status).toBeGreaterThanOrEqual(400);
+    expect(answer.html).toContain('<html lang="de">');
+    expect(answer.html).toMatch(/Diese Anmeldung ist nicht zustande gekommen \(Fehler \w+\)\./);
+    const en = await get(`/oidc.ashx/wallet-login/return?session_id=${session}&response_code=nope`, { 'Accept-Language': 'en' });
+    expect(en.html).toContain('<html lang="en">');
+    expect(en.html).toContain('This sign-in did not go through: ');
+  });
+
+  it("the issuer's credential offer page", async () => {
+    const offer = (await createOffer(s, { claims: CLAIMS, pre_authorized: true })).offer_id!;
+    const de = await get(`/vci.ashx?offer-page=${offer}`, { 'Accept-Language': 'de-AT' });
+    expect(de.status).toBe(200);
+    expect(de.lang).toBe('de');
+    expect(de.html).toContain('<html lang="de">');
+    expect(de.html).toContain('Scannen Sie diesen Code mit Ihrer Wallet, um Ihren Nachweis zu erhalten.');
+    const en = await get(`/vci.ashx?offer-page=${offer}`, { 'Accept-Language': 'fr, en;q=0.5' });
+    expect(en.html).toContain('Scan this code with your wallet to receive your credential.');
+  });
+});
