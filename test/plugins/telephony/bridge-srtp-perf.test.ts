@@ -129,7 +129,7 @@ describe('AES-CM keystream computed ahead (webrtc/srtp.ts)', () => {
     }
   });
 
-  it('receiving: in order, reordered, late, repeated and interleaved SSRCs all decrypt as the reference; a forged packet is refused and changes nothing', () => {
+  it('receiving, copied or in place: in order, reordered, late, repeated and interleaved SSRCs all decrypt as the reference; a forged packet is refused and changes nothing', () => {
     const k = keys();
     const rx = new SrtpUnprotector(k);
     const sent = [...stream()].map((s) => ({ ...s, pkt: reference(k, s.ssrc, s.roc, s.seq, 9, s.ts, s.payload, 10) }));
@@ -143,7 +143,10 @@ describe('AES-CM keystream computed ahead (webrtc/srtp.ts)', () => {
     let j = 0;
     for (const i of order) {
       const s = sent[i]!;
-      const out = rx.unprotect(Buffer.from(s.pkt));
+      // Every other packet decrypted in place (the SIP legs' way): the same result, in the datagram's memory.
+      const datagram = Buffer.from(s.pkt);
+      const out = rx.unprotect(datagram, j % 2 === 1);
+      if (j % 2 === 1) expect(out.buffer === datagram.buffer && out.byteOffset === datagram.byteOffset).toBe(true);
       expect(out.subarray(12).equals(s.payload)).toBe(true);
       expect(out.subarray(0, 12).equals(s.pkt.subarray(0, 12))).toBe(true);
       if (j++ % 9 === 0) {

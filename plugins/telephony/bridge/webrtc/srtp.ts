@@ -286,8 +286,11 @@ export class SrtpUnprotector {
   /**
    * The RTP packet (header and payload, the tag removed) of an SRTP packet; throws werift's
    * SrtpAuthenticationError for anything that does not authenticate (werift drops those).
+   * `inPlace`: decrypted into `srtp`'s own memory and returned as a view of it, for a caller that
+   * owns the datagram and does not read it again (the SIP legs' receiver); werift may, so the
+   * rooms get a copy.
    */
-  unprotect(srtp: Buffer): Buffer {
+  unprotect(srtp: Buffer, inPlace = false): Buffer {
     const len = srtp.length - this.tagLength;
     if (len < HEADER || srtp[0] >> 6 !== 2) throw new SrtpAuthenticationError('Failed to authenticate SRTP packet');
     let offset = HEADER + 4 * (srtp[0] & 0x0f);
@@ -301,11 +304,18 @@ export class SrtpUnprotector {
     const st = this.states.get(ssrc);
     const roc = st ? nextRoc(st, seq) : 0;
     this.cm.tag(srtp, len, roc, this.expected, 0, this.tagLength);
-    if (!crypto.timingSafeEqual(this.expected, srtp.subarray(len))) throw new SrtpAuthenticationError('Failed to authenticate SRTP packet');
+    // Constant time: every octet is compared whatever the first difference (no view allocated).
+    let diff = 0;
+    for (let i = 0; i < this.tagLength; i++) diff |= this.expected[i]! ^ srtp[len + i]!;
+    if (diff !== 0) throw new SrtpAuthenticationError('Failed to authenticate SRTP packet');
     if (st) {
       st.roc = roc;
       st.lastSeq = seq;
     } else this.states.set(ssrc, { roc: 0, lastSeq: seq, seen: true });
+    if (inPlace) {
+      this.cm.crypt(srtp, srtp, offset, len, ssrc, roc, seq);
+      return srtp.subarray(0, len);
+    }
     const out = Buffer.allocUnsafe(len);
     srtp.copy(out, 0, 0, offset);
     this.cm.crypt(srtp, out, offset, len, ssrc, roc, seq);
