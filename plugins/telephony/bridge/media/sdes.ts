@@ -67,10 +67,13 @@ export class SdesSrtp {
     return this.out.protect(payloadType, marker, seq, timestamp, ssrc, payload);
   }
 
-  /** The RTP packet of an SRTP packet, or null when it does not authenticate (dropped, RFC 3711 §3.3). */
+  /**
+   * The RTP packet of an SRTP packet, or null when it does not authenticate (dropped, RFC 3711
+   * §3.3). Decrypted in place: the receiver owns the datagram and keeps only views of the result.
+   */
   unprotect(pkt: Buffer): Buffer | null {
     try {
-      return this.in.unprotect(pkt);
+      return this.in.unprotect(pkt, true);
     } catch {
       return null;
     }
