@@ -348,7 +348,15 @@ export class WebRtcLeg implements Clocked, RoomLeg {
 
   tick(now: bigint): void {
     if (now - this.nextDue > FRAME_NS) this.lateFrames++;
-    const { payload, hasAudio, queued } = this.nextPayload();
+    let next: { payload: Buffer; hasAudio: boolean; queued: number };
+    try {
+      next = this.nextPayload();
+    } catch (err) {
+      // One room's codec failing ends that room, not the thread's pacer and every room on it.
+      this.leave(`${this.codec ?? 'audio'} encoding failed: ${(err as Error).message}`);
+      return;
+    }
+    const { payload, hasAudio, queued } = next;
     if (hasAudio && queued === 0) this.h.onDrained?.();
     const marker = hasAudio && !this.talking;
     this.talking = hasAudio;

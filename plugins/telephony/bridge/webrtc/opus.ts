@@ -177,7 +177,12 @@ export class OpusDecoder extends Codec {
     if (this.closed || payload.length === 0 || payload.length > MAX_PACKET) return 0;
     const m = this.m;
     m.HEAPU8.set(payload, this.in);
-    const len = this.h._decode(this.in, payload.length, this.pcm);
+    let len: number;
+    try {
+      len = this.h._decode(this.in, payload.length, this.pcm);
+    } catch {
+      return 0; // a WebAssembly trap: never thrown into werift's receive path
+    }
     if (len <= 0) return 0;
     const n = Math.min(len, out.length);
     const slots = m.HEAPU16;
