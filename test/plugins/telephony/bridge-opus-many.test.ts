@@ -96,6 +96,25 @@ describe('Opus with many rooms on one thread', () => {
     }
   });
 
+  it('digital silence becomes a 3-octet packet after two silent frames, the same octets for every further silent frame (the legs resend it instead of encoding)', () => {
+    const enc = new OpusEncoder();
+    const dec = new OpusDecoder();
+    const out = new Int16Array(OPUS_MAX_DEC_SAMPLES);
+    for (let f = 0; f < 20; f++) dec.decodeInto(enc.encode(tone(440, 24000, OPUS_ENC_FRAME, f * OPUS_ENC_FRAME)), out);
+    const sizes = [0, 1, 2, 3].map(() => enc.encode(new Int16Array(OPUS_ENC_FRAME)));
+    expect(sizes.map((p) => p.length > 3)).toEqual([true, true, false, false]);
+    const silent = sizes[3]!;
+    expect(silent.equals(sizes[2]!)).toBe(true);
+    // Sending it again is what encoding would have sent: the same octets frame after frame.
+    for (let f = 0; f < 20; f++) expect(enc.encode(new Int16Array(OPUS_ENC_FRAME)).equals(silent)).toBe(true);
+    for (const p of sizes) dec.decodeInto(p, out);
+    expect(dec.decodeInto(silent, out)).toBe(320);
+    expect(out.subarray(0, 320).every((x) => x === 0)).toBe(true);
+    // Audio after it is encoded as usual.
+    expect(enc.encode(tone(440, 24000, OPUS_ENC_FRAME)).length).toBeGreaterThan(20);
+    for (const c of [enc, dec]) c.close();
+  });
+
   it('refuses what libopus cannot take, as an error and not a crash', () => {
     expect(() => new OpusEncoder({ rate: 44100 })).toThrow(/44100 Hz/);
     const enc = new OpusEncoder();
