@@ -20,9 +20,9 @@ installNativeX25519();
 
 /**
  * More Opus rooms than the old wrapper carried on one thread (it failed at about 40). All join at
- * once: at a load average of 10-15 on the 2-core VM, werift's DTLS retransmissions (0.5 s, 1 s, …)
- * gave up on some of them before the loaded thread answered (seen at 30 and 45, not at 15); idle,
- * all 45 connect within 1.5 s.
+ * once: at a load average of 10-15 on the 2-core VM the DTLS handshakes of some did not finish in
+ * time and the bridge ended them "connection failed" (seen at 30 and 45 rooms, not at 15); on the
+ * idle machine all 45 connect within 1.5 s. Run it alone before concluding anything.
  */
 const ROOMS = 45;
 const TOKEN = randomBytes(24).toString('hex');
