@@ -5,8 +5,9 @@
  * receives: packets, sequence gaps, and the energy of the AI's 440 Hz tone. Tests use it where a
  * browser adds nothing; the bench uses it as its load client.
  */
-import OpusScript from 'opusscript';
 import { RTCPeerConnection, RTCRtpCodecParameters, RtpHeader, RtpPacket, type RTCRtpTransceiver } from 'werift';
+// The bridge's Opus (libopus as WebAssembly): opusscript's own wrapper fails past ~40 codecs in a process.
+import { OpusDecoder, OpusEncoder } from '../../plugins/telephony/bridge/webrtc/opus.ts';
 
 /** G.711 μ-law of one sample (ITU-T G.711). */
 function ulaw(sample: number): number {
@@ -67,14 +68,12 @@ export class WebRtcVisitor {
   readonly received: number[] = [];
   readonly receivedRate: number;
   connected: Promise<void>;
-  private readonly opus: { enc: OpusScript; dec: OpusScript } | null;
+  private readonly opus: { enc: OpusEncoder; dec: OpusDecoder; pcm: Int16Array } | null;
 
   constructor(private readonly o: VisitorOptions = {}) {
     const opus = o.codec === 'opus';
     this.receivedRate = opus ? OPUS_RATE : 8000;
-    this.opus = opus
-      ? { enc: new OpusScript(OPUS_RATE, 1, OpusScript.Application.VOIP), dec: new OpusScript(OPUS_RATE, 1, OpusScript.Application.VOIP) }
-      : null;
+    this.opus = opus ? { enc: new OpusEncoder({ rate: OPUS_RATE }), dec: new OpusDecoder(OPUS_RATE), pcm: new Int16Array((OPUS_RATE * 120) / 1000) } : null;
     const codec = opus
       ? new RTCRtpCodecParameters({ mimeType: 'audio/opus', clockRate: 48000, channels: 2, payloadType: 111, parameters: 'minptime=10;useinbandfec=1' })
       : new RTCRtpCodecParameters({ mimeType: 'audio/PCMU', clockRate: 8000, channels: 1, payloadType: 0 });
@@ -95,8 +94,8 @@ export class WebRtcVisitor {
         this.lastSeq = seq;
         if (this.received.length >= ((this.o.keepMs ?? 0) * this.receivedRate) / 1000) return;
         if (this.opus) {
-          const pcm = this.opus.dec.decode(rtp.payload);
-          for (let i = 0; i + 1 < pcm.length; i += 2) this.received.push(pcm.readInt16LE(i));
+          const n = this.opus.dec.decodeInto(rtp.payload, this.opus.pcm);
+          for (let i = 0; i < n; i++) this.received.push(this.opus.pcm[i]!);
         } else for (const b of rtp.payload) this.received.push(unulaw(b));
       });
     });
@@ -135,7 +134,7 @@ export class WebRtcVisitor {
           pcm[i] = hz ? Math.round(amp * Math.sin(this.phase)) : 0;
           this.phase += (2 * Math.PI * hz) / rate;
         }
-        const payload = this.opus ? this.opus.enc.encode(Buffer.from(pcm.buffer), n) : Buffer.from(Uint8Array.from(pcm, (x) => ulaw(x)));
+        const payload = this.opus ? this.opus.enc.encode(pcm) : Buffer.from(Uint8Array.from(pcm, (x) => ulaw(x)));
         const header = new RtpHeader({ payloadType: this.opus ? 111 : 0, sequenceNumber: this.seq, timestamp: this.ts >>> 0, ssrc: 4242, marker: sent === 0 });
         this.seq = (this.seq + 1) & 0xffff;
         this.ts += n;
@@ -157,8 +156,8 @@ export class WebRtcVisitor {
     this.timer = null;
     await this.pc.close().catch(() => undefined);
     if (this.opus) {
-      this.opus.enc.delete();
-      this.opus.dec.delete();
+      this.opus.enc.close();
+      this.opus.dec.close();
       // A packet still arriving after close decodes nothing.
       this.o.keepMs = 0;
     }
