@@ -38,7 +38,8 @@ class RequestLocals {
   tenant: Tenant | undefined;
   /** The matched route's address template (set by the dispatcher), for metrics. */
   route: string | undefined;
-  started = 0n;
+  /** performance.now() when the first middleware took the request. */
+  started = 0;
   #log: Logger | undefined;
 
   constructor(
@@ -167,6 +168,7 @@ export class Appliance {
     app.set('trust proxy', this.core.config.http.trustProxy);
     app.set('query parser', 'simple');
     // One 'close' listener for every request (`this` is the response): no closure per request.
+    const dispatch = this.dispatcher.middleware();
     const closed = (res: Response) => this.#requestClosed(res);
     const onClose = function (this: Response) {
       closed(this);
@@ -183,12 +185,12 @@ export class Appliance {
         renderError(res, e, locals.log, locals.requestId);
         return;
       }
-      locals.started = process.hrtime.bigint();
+      locals.started = performance.now();
       this.#inflight++;
       res.on('close', onClose);
-      next();
+      // The dispatcher straight on (one router layer for both): unmatched, it passes to the 404 handler.
+      dispatch(req, res, next);
     });
-    app.use(this.dispatcher.middleware());
     return app;
   }
 
@@ -198,7 +200,7 @@ export class Appliance {
     const locals = res.locals as RequestLocals;
     const req = res.req;
     // The route's template (set by the dispatcher), never the raw path: bounded label values.
-    this.metrics?.observe(locals.route ?? 'unmatched', req.method, res.statusCode, Number(process.hrtime.bigint() - locals.started) / 1e9);
+    this.metrics?.observe(locals.route ?? 'unmatched', req.method, res.statusCode, (performance.now() - locals.started) / 1000);
     if (!this.core.log.isLevelEnabled('info')) return;
     // Path only: query strings can carry codes and tokens.
     locals.log.info(
@@ -206,7 +208,7 @@ export class Appliance {
         method: req.method,
         path: req.path,
         status: res.statusCode,
-        ms: Number(process.hrtime.bigint() - locals.started) / 1e6,
+        ms: performance.now() - locals.started,
         tenant: locals.tenant!.host,
       },
       'request',
