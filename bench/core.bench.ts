@@ -12,7 +12,10 @@
  * goes to the TypeScript entry) idle RSS < 120 MB and ready < 0.7 s, each a row of its own.
  * Knobs (env): BENCH_ROWS (100000), BENCH_CONNECTIONS (10), BENCH_SECONDS (10 per server, split
  * over BENCH_ROUNDS = 4 rounds), BENCH_WARMUP_SECONDS (2), BENCH_STARTS (3), BENCH_PROFILE_DIR
- * (write V8 CPU profiles of the loaded appliance and bare server there; read it with bench/lib/profile-top.ts).
+ * (write V8 CPU profiles of the loaded appliance and bare server there; read it with bench/lib/profile-top.ts),
+ * BENCH_BASELINE_ROOT (a checkout of another commit, e.g. `git archive main | tar -x -C DIR` with
+ * node_modules linked: its TypeScript entry serves a copy of the seeded data dir and takes the same
+ * alternating rounds, so a change's before/after ratios come from one run on one machine load).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -29,6 +32,7 @@ const { CONNECTIONS, SECONDS, ROUNDS, WARMUP } = loadKnobs({ connections: 10, se
 const STARTS = envNumber('BENCH_STARTS', 3);
 const PROFILE_DIR = process.env.BENCH_PROFILE_DIR ? path.resolve(process.env.BENCH_PROFILE_DIR) : undefined;
 const PATH = '/api.ashx/v1/auditlog?limit=50';
+const BASELINE_ROOT = process.env.BENCH_BASELINE_ROOT ? path.resolve(process.env.BENCH_BASELINE_ROOT) : undefined;
 
 const EVENTS = [
   'login.success',
@@ -93,6 +97,7 @@ const r1 = (n: number) => Math.round(n * 10) / 10;
 export default async function run(): Promise<BenchResult[]> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sovcomms-bench-core-'));
   const running: Spawned[] = [];
+  const cleanups: (() => void)[] = [];
   try {
     const { key, seedMs } = await seed(dataDir);
     console.log(`seeded ${ROWS} audit rows in ${Math.round(seedMs)} ms`);
@@ -104,6 +109,13 @@ export default async function run(): Promise<BenchResult[]> {
         rateLimit: { publicPerMinute: 100_000_000, authenticatedPerMinute: 100_000_000, sensitivePerMinute: 100_000_000 },
       }),
     );
+
+    // The baseline's copy, made while no server has the store open.
+    const baseDir = `${dataDir}-baseline`;
+    if (BASELINE_ROOT) {
+      fs.cpSync(dataDir, baseDir, { recursive: true });
+      cleanups.push(() => fs.rmSync(baseDir, { recursive: true, force: true }));
+    }
 
     const barePort = await freePort();
     const bare = await spawnServer({
@@ -161,35 +173,55 @@ export default async function run(): Promise<BenchResult[]> {
     if (compiled)
       console.log(`compiled: ready in ${starts.compiled.readies.map(Math.round).join(', ')} ms; idle RSS ${starts.compiled.rsses.map(r1).join(', ')} MiB`);
 
+    // The baseline checkout (BENCH_BASELINE_ROOT) on a copy of the same data, started like the appliance.
+    let base: { url: string; pid: number } | undefined;
+    if (BASELINE_ROOT) {
+      const port = await freePort();
+      const s = await spawnServer({
+        modulePath: path.join(BASELINE_ROOT, 'bin', 'sovcomms.mjs'),
+        args: ['serve', '--data-dir', baseDir, '--host', '127.0.0.1', '--port', String(port)],
+        env: cleanEnv(),
+        readyUrl: `http://127.0.0.1:${port}/readyz`,
+      });
+      running.push(s);
+      base = { url: `http://127.0.0.1:${port}${PATH}`, pid: s.child.pid! };
+    }
+
     const headers = { authorization: `Bearer ${key}` };
     const appUrl = `http://127.0.0.1:${appPort}${PATH}`;
     const bareUrl = `http://127.0.0.1:${barePort}${PATH}`;
 
     // Fairness: both answer 200 with the same JSON for the same request.
-    const [ja, jb] = await Promise.all(
-      [appUrl, bareUrl].map(async (u) => {
+    const [ja, jb, jc] = await Promise.all(
+      [appUrl, bareUrl, ...(base ? [base.url] : [])].map(async (u) => {
         const r = await fetch(u, { headers });
         if (r.status !== 200) throw new Error(`${u} answered ${r.status}: ${await r.text()}`);
         return (await r.json()) as { data: unknown[]; total: number };
       }),
     );
     if (ja!.data.length !== 50 || ja!.total !== ROWS) throw new Error(`appliance returned ${ja!.data.length} rows of ${ja!.total}, expected 50 of ${ROWS}`);
-    const same = isDeepStrictEqual(ja, jb);
+    const same = isDeepStrictEqual(ja, jb) && (!base || isDeepStrictEqual(ja, jc));
 
     const warm = { connections: CONNECTIONS, seconds: WARMUP, headers };
     await loadRound(bareUrl, warm);
     await loadRound(appUrl, warm);
+    if (base) await loadRound(base.url, warm);
     const sa = new LoadStats();
     const sb = new LoadStats();
+    const sc = new LoadStats();
     const per = SECONDS / ROUNDS;
+    const loadRounds = os.loadavg()[0]!;
     for (let i = 0; i < ROUNDS; i++) {
       // Alternate who goes first so neither always follows the other's garbage collection.
       const A: [string, LoadStats, number] = [appUrl, sa, app!.child.pid!];
       const B: [string, LoadStats, number] = [bareUrl, sb, bare.child.pid!];
-      for (const [u, s, pid] of i % 2 ? [A, B] : [B, A]) await loadRound(u, { connections: CONNECTIONS, seconds: per, headers, into: s, serverPid: pid });
+      const order = i % 2 ? [A, B] : [B, A];
+      // The baseline goes between the two, so each of the three follows each other one alike.
+      if (base) order.splice(1, 0, [base.url, sc, base.pid]);
+      for (const [u, s, pid] of order) await loadRound(u, { connections: CONNECTIONS, seconds: per, headers, into: s, serverPid: pid });
     }
     const rssAfter = rssMiB(app!.child.pid!);
-    console.log(`appliance ${Math.round(sa.rps)} req/s, bare ${Math.round(sb.rps)} req/s`);
+    console.log(`appliance ${Math.round(sa.rps)} req/s, bare ${Math.round(sb.rps)} req/s${base ? `, baseline ${Math.round(sc.rps)} req/s` : ''}`);
     const failures = (s: LoadStats) => s.bad + s.errors;
     const loadNote =
       `${CONNECTIONS} connections, ${SECONDS} s per server in ${ROUNDS} alternating rounds after ${WARMUP} s warmup, ${ROWS} rows` +
@@ -216,6 +248,7 @@ export default async function run(): Promise<BenchResult[]> {
         ratio: sa.percentile(99) / sb.percentile(99),
         note: `p50 appliance ${sa.percentile(50).toFixed(2)} ms, bare ${sb.percentile(50).toFixed(2)} ms; ${sa.latencies.length} and ${sb.latencies.length} samples`,
       },
+      ...(base ? baselineRows(sa, sb, sc, loaded, loadRounds) : []),
       ...(Number.isFinite(sa.cpuUsPerRequest)
         ? [
             {
@@ -264,7 +297,46 @@ export default async function run(): Promise<BenchResult[]> {
   } finally {
     await Promise.all(running.map((s) => s.stop()));
     fs.rmSync(dataDir, { recursive: true, force: true });
+    for (const c of cleanups) c();
   }
+}
+
+/** BENCH_BASELINE_ROOT's rows: the other checkout beside the bare server, and this one against it, all from the same rounds. */
+function baselineRows(sa: LoadStats, sb: LoadStats, sc: LoadStats, loaded: 'ts' | 'compiled', load: number): BenchResult[] {
+  const note = `${BASELINE_ROOT} (its TypeScript entry; this checkout's ${loaded === 'compiled' ? 'compiled server' : 'TypeScript entry'}), same rounds, 1-min load average ${load.toFixed(1)} when they began`;
+  return [
+    {
+      name: 'auditlog limit=50 throughput, baseline checkout',
+      value: sc.rps,
+      unit: 'req/s',
+      peer: 'bare express+sqlite',
+      peerValue: sb.rps,
+      ratio: sc.rps / sb.rps,
+      note: `${note}; non-2xx/errors ${sc.bad + sc.errors}`,
+    },
+    {
+      name: 'auditlog limit=50 throughput, this checkout vs baseline',
+      value: sa.rps,
+      unit: 'req/s',
+      peer: 'baseline checkout',
+      peerValue: sc.rps,
+      ratio: sa.rps / sc.rps,
+      note,
+    },
+    ...(Number.isFinite(sc.cpuUsPerRequest)
+      ? [
+          {
+            name: 'auditlog limit=50 server CPU per request, baseline checkout',
+            value: sc.cpuUsPerRequest,
+            unit: 'µs',
+            peer: 'bare express+sqlite',
+            peerValue: sb.cpuUsPerRequest,
+            ratio: sb.cpuUsPerRequest / sc.cpuUsPerRequest,
+            note: `${note}; this checkout: ${Math.round(sa.cpuUsPerRequest)} µs`,
+          },
+        ]
+      : []),
+  ];
 }
 
 /** Issue 25's rows: the compiled server (`npm start`), core process only, beside the bare server. */

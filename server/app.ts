@@ -29,6 +29,36 @@ import { metricsRoute } from './metrics-route.ts';
 
 export { CORE_MIGRATIONS, DelegatingAudit, bootstrap, loadBuiltinPlugins, openCore, type ApplianceOptions, type CoreServices } from './core.ts';
 
+/**
+ * `res.locals` of a request routed through Express: what the first middleware resolves once
+ * (request id, tenant, start time) and the dispatcher adds (the route's template). A class, so a
+ * request allocates one object and no closures.
+ */
+class RequestLocals {
+  tenant: Tenant | undefined;
+  /** The matched route's address template (set by the dispatcher), for metrics. */
+  route: string | undefined;
+  /** performance.now() when the first middleware took the request. */
+  started = 0;
+  #log: Logger | undefined;
+
+  constructor(
+    private readonly root: Logger,
+    readonly requestId: string,
+  ) {}
+
+  // The request's child logger is made on first use: with redaction configured, pino's child()
+  // costs a few percent of a small request (bench/core.bench.ts), and at level warn most
+  // requests never log.
+  get log(): Logger {
+    return (this.#log ??= this.root.child({ reqId: this.requestId }));
+  }
+
+  set log(l: Logger) {
+    this.#log = l;
+  }
+}
+
 export class Appliance {
   readonly core: CoreServices;
   readonly host: PluginHost;
@@ -137,59 +167,52 @@ export class Appliance {
     app.disable('etag');
     app.set('trust proxy', this.core.config.http.trustProxy);
     app.set('query parser', 'simple');
+    // One 'close' listener for every request (`this` is the response): no closure per request.
+    const dispatch = this.dispatcher.middleware();
+    const closed = (res: Response) => this.#requestClosed(res);
+    const onClose = function (this: Response) {
+      closed(this);
+    };
     // First middleware: request id, tenant (resolved once, passed on as a value), access log.
     app.use((req: Request, res: Response, next: NextFunction) => {
-      const requestId = newRequestId(req.headers['x-request-id']);
-      res.locals.requestId = requestId;
-      res.setHeader('X-Request-Id', requestId);
+      const locals = new RequestLocals(this.core.log, newRequestId(req.headers['x-request-id']));
+      res.locals = locals;
+      res.setHeader('X-Request-Id', locals.requestId);
       for (const [k, v] of SECURITY_HEADERS) res.setHeader(k, v);
-      // The request's child logger is made on first use: with redaction configured, pino's
-      // child() costs a few percent of a small request (bench/core.bench.ts), and at level warn
-      // most requests never log.
-      let log: Logger | undefined;
-      const getLog = () => (log ??= this.core.log.child({ reqId: requestId }));
-      Object.defineProperty(res.locals, 'log', {
-        get: getLog,
-        set: (l: Logger) => {
-          log = l;
-        },
-        enumerable: true,
-        configurable: true,
-      });
       try {
-        res.locals.tenant = this.core.tenants.resolve(req.headers.host);
+        locals.tenant = this.core.tenants.resolve(req.headers.host);
       } catch (e) {
-        renderError(res, e, getLog(), requestId);
+        renderError(res, e, locals.log, locals.requestId);
         return;
       }
-      const started = process.hrtime.bigint();
+      locals.started = performance.now();
       this.#inflight++;
-      res.on('close', () => {
-        this.#inflight--;
-        // The route's template (set by the dispatcher), never the raw path: bounded label values.
-        this.metrics?.observe(
-          (res.locals.route as string | undefined) ?? 'unmatched',
-          req.method,
-          res.statusCode,
-          Number(process.hrtime.bigint() - started) / 1e9,
-        );
-        if (!this.core.log.isLevelEnabled('info')) return;
-        // Path only: query strings can carry codes and tokens.
-        getLog().info(
-          {
-            method: req.method,
-            path: req.path,
-            status: res.statusCode,
-            ms: Number(process.hrtime.bigint() - started) / 1e6,
-            tenant: (res.locals.tenant as Tenant).host,
-          },
-          'request',
-        );
-      });
-      next();
+      res.on('close', onClose);
+      // The dispatcher straight on (one router layer for both): unmatched, it passes to the 404 handler.
+      dispatch(req, res, next);
     });
-    app.use(this.dispatcher.middleware());
     return app;
+  }
+
+  /** A request routed through Express has closed: in-flight count, metrics, access log. */
+  #requestClosed(res: Response): void {
+    this.#inflight--;
+    const locals = res.locals as RequestLocals;
+    const req = res.req;
+    // The route's template (set by the dispatcher), never the raw path: bounded label values.
+    this.metrics?.observe(locals.route ?? 'unmatched', req.method, res.statusCode, (performance.now() - locals.started) / 1000);
+    if (!this.core.log.isLevelEnabled('info')) return;
+    // Path only: query strings can carry codes and tokens.
+    locals.log.info(
+      {
+        method: req.method,
+        path: req.path,
+        status: res.statusCode,
+        ms: performance.now() - locals.started,
+        tenant: locals.tenant!.host,
+      },
+      'request',
+    );
   }
 
   private finishExpress(): void {

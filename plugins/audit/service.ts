@@ -64,6 +64,17 @@ export class AuditService implements AuditWriter {
   }
 
   list(tenant: Tenant, f: AuditFilter) {
+    return this.repo.list(tenant, this.resolve(tenant, f));
+  }
+
+  /** A page as GET /auditlog answers it (AuditRepo.entries): each entry names the tenant's host. */
+  entries(tenant: Tenant, f: AuditFilter) {
+    return this.repo.entries(tenant, this.resolve(tenant, f));
+  }
+
+  /** The filter as the repository takes it: `since` read as UTC, `user` widened to the accounts it matches. */
+  private resolve(tenant: Tenant, f: AuditFilter): AuditFilter {
+    if (!f.since && !f.user) return f;
     let since: string | undefined;
     if (f.since) {
       // "ISO 8601, parsed as UTC": a value without an offset is read as UTC, not local time.
@@ -84,6 +95,6 @@ export class AuditService implements AuditWriter {
         .filter((u) => [u.name, u.id, u.email ?? ''].some((x) => x.toLowerCase().includes(q)))
         .flatMap((u) => [u.name, u.id, ...(u.email ? [u.email] : [])]);
     }
-    return this.repo.list(tenant, { ...f, since, subjects });
+    return { ...f, since, subjects };
   }
 }

@@ -125,7 +125,11 @@ export class Dispatcher {
   #seq = 0;
   #sealed = false;
 
+  /** `http.trustProxy` off: the client is the socket's peer, as Express's req.ip then says, without its header parsing. */
+  readonly #trustsNoProxy: boolean;
+
   constructor(private readonly deps: DispatchDeps) {
+    this.#trustsNoProxy = deps.config.http.trustProxy === false;
     // Spool files of a process that died mid-upload: nobody reads them again.
     fs.rmSync(this.spoolDir, { recursive: true, force: true });
   }
@@ -202,7 +206,7 @@ export class Dispatcher {
     // Until the body is read, an error answer closes the connection: the unread body is not drained.
     let bodyPending = req.headers['content-length'] !== undefined ? req.headers['content-length'] !== '0' : req.headers['transfer-encoding'] !== undefined;
     try {
-      const url = new URL(req.originalUrl, 'http://localhost');
+      const url = requestTarget(req.originalUrl);
       const m = this.match(req.method, url.pathname, url.searchParams);
       // eslint-disable-next-line @typescript-eslint/no-confusing-void-expression -- hands the request on to the next handler and ends this one
       if (!m) return next();
@@ -212,7 +216,7 @@ export class Dispatcher {
       if (!this.deps.pluginReady(route.plugin)) {
         throw new AppError(503, 'plugin_unavailable', `the ${route.plugin} plugin is not running`, { headers: { 'Retry-After': '5' } });
       }
-      const ip = clientIp(req);
+      const ip = this.#trustsNoProxy ? plainIp(req.socket.remoteAddress ?? '') : clientIp(req);
       // Credentialed routes of the default class are limited per credential once it is known, and
       // failed authentications per IP apart from them: a noisy client behind the office NAT
       // spends neither the budget of the valid keys behind the same address nor their access.
@@ -246,7 +250,10 @@ export class Dispatcher {
         rawBody = await this.readSignedBody(req, def, declared, async (digest) => {
           principal = await this.authenticate(def, ip, { ...authReq, bodyDigest: digest });
         });
-      } else rawBody = streamed ? Buffer.alloc(0) : await readBounded(req, def.bodyLimit ?? this.deps.config.http.bodyLimitBytes);
+      } else if (streamed || req.method === 'GET' || req.method === 'HEAD') {
+        // readBounded reads nothing for these either (body.ts): no promise and no sink per request.
+        rawBody = NO_BODY;
+      } else rawBody = await readBounded(req, def.bodyLimit ?? this.deps.config.http.bodyLimitBytes);
       if (perCredential && principal) {
         // The person (or client) and the client they came through: two people signed in to the same
         // console client are two budgets, not one (the client id alone keyed them together).
@@ -261,34 +268,11 @@ export class Dispatcher {
       const parsedParams = def.params ? validate(def.params, params, 'path parameter') : params;
       const parsedQuery = def.query ? validate(def.query, queryObject(url.searchParams), 'query parameter') : queryObject(url.searchParams);
       const body = parseBody(def, req, rawBody);
-      let publicOrigin: string | undefined;
-      const deps = this.deps;
-      const rr: RouteRequest = {
-        tenant: effective,
-        principal,
-        query: parsedQuery,
-        body,
-        params: parsedParams,
-        rawBody,
-        ip,
-        ua: (req.headers['user-agent'] ?? '').slice(0, 512),
-        requestId,
-        hostHeader,
-        origin: `${req.protocol}://${hostHeader || `${this.deps.config.http.host}:${this.deps.config.http.port}`}`,
-        // Made when a handler reads it (links, issuers): most requests (v1 listings) never do, and
-        // it parses the Host header against the tenant's names and the machine's own addresses.
-        get publicOrigin() {
-          return (publicOrigin ??= publicOriginOf(effective, req.protocol, hostHeader, deps.listeningPort()));
-        },
-        headers: req.headers,
-        raw: req,
-        // A getter: the request logger is made only when a handler logs (server/app.ts).
-        get log() {
-          return res.locals.log as Logger;
-        },
-      };
+      const rr = new DispatchedRequest(req, res, this.deps, effective, principal, parsedQuery, body, parsedParams, rawBody, ip, requestId, hostHeader);
       res.setHeader('Cache-Control', 'no-store');
-      const out = await def.handler(rr, res);
+      // Most handlers answer synchronously: awaiting only a promise spares a microtask turn.
+      const pending = def.handler(rr, res);
+      const out: unknown = isThenable(pending) ? await pending : pending;
       render(res, out);
       if (route.notice && res.statusCode < 400) this.deps.changed?.(effective.id, route.notice);
     } catch (e) {
@@ -381,6 +365,81 @@ export class Dispatcher {
     if (typeof cls === 'object') return this.deps.limiter.check(cls.name, ip, cls.perMinute);
     const perMinute = cls === 'public' ? rl.publicPerMinute : cls === 'sensitive' ? rl.sensitivePerMinute : rl.authenticatedPerMinute;
     this.deps.limiter.check(cls, ip, perMinute);
+  }
+}
+
+/** The body of a GET, HEAD or streamed request as the handler sees it (zero bytes: nothing to change in it). */
+const NO_BODY = Buffer.alloc(0);
+
+/** A request-target whose path and query WHATWG URL parsing leaves exactly as they are. */
+const PLAIN_TARGET = /^\/(?!\/)[A-Za-z0-9\-_~!$&'()*+,;=:@./]*(?:\?[\x21-\x22\x24-\x7e]*)?$/;
+
+/**
+ * The path and query of a request, as `new URL(target, 'http://localhost')` gives them. A plain
+ * target (printable ASCII, no `#`, no percent sign, backslash or dot segment in the path, not
+ * `//`) is split as it stands: URL would normalise nothing in it, and its query reads the same
+ * through URLSearchParams. Anything else goes through URL (dot segments, `\`, `//host`, encodings).
+ */
+export function requestTarget(target: string): { pathname: string; searchParams: URLSearchParams } {
+  if (PLAIN_TARGET.test(target) && !DOT_SEGMENT.test(target)) {
+    const q = target.indexOf('?');
+    return q < 0
+      ? { pathname: target, searchParams: new URLSearchParams() }
+      : // With its `?`: the constructor drops one leading `?`, so a query that itself starts with one keeps it.
+        { pathname: target.slice(0, q), searchParams: new URLSearchParams(target.slice(q)) };
+  }
+  const u = new URL(target, 'http://localhost');
+  return { pathname: u.pathname, searchParams: u.searchParams };
+}
+
+/** A `.` or `..` path segment (URL resolves them); only the path part before `?` counts. */
+const DOT_SEGMENT = /^[^?]*\/\.\.?(?:[/?]|$)/;
+
+function isThenable(v: unknown): v is PromiseLike<unknown> {
+  return (typeof v === 'object' || typeof v === 'function') && v !== null && typeof (v as { then?: unknown }).then === 'function';
+}
+
+/**
+ * What a handler gets (RouteRequest). A class, so a request allocates one object and no closures:
+ * `origin`, `publicOrigin` and `log` are worked out on first read (most v1 listings read none).
+ */
+class DispatchedRequest implements RouteRequest {
+  readonly ua: string;
+  readonly headers: Request['headers'];
+  #origin: string | undefined;
+  #publicOrigin: string | undefined;
+
+  constructor(
+    readonly raw: Request,
+    private readonly res: Response,
+    private readonly deps: DispatchDeps,
+    readonly tenant: Tenant,
+    readonly principal: Principal | null,
+    readonly query: unknown,
+    readonly body: unknown,
+    readonly params: unknown,
+    readonly rawBody: Buffer,
+    readonly ip: string,
+    readonly requestId: string,
+    readonly hostHeader: string,
+  ) {
+    this.ua = (raw.headers['user-agent'] ?? '').slice(0, 512);
+    this.headers = raw.headers;
+  }
+
+  get origin(): string {
+    return (this.#origin ??= `${this.raw.protocol}://${this.hostHeader || `${this.deps.config.http.host}:${this.deps.config.http.port}`}`);
+  }
+
+  // Made when a handler reads it (links, issuers): most requests (v1 listings) never do, and
+  // it parses the Host header against the tenant's names and the machine's own addresses.
+  get publicOrigin(): string {
+    return (this.#publicOrigin ??= publicOriginOf(this.tenant, this.raw.protocol, this.hostHeader, this.deps.listeningPort()));
+  }
+
+  /** The request logger, made only when a handler logs (server/app.ts). */
+  get log(): Logger {
+    return this.res.locals.log as Logger;
   }
 }
 

@@ -102,20 +102,29 @@ export class RandomPool {
   constructor(private readonly blockSize = 4096) {}
 
   take(bytes: number): Buffer {
+    const at = this.next(bytes);
+    return this.#pool.subarray(at, at + bytes);
+  }
+
+  // The text straight from the pool: no Buffer view made per identifier.
+  hex(bytes: number): string {
+    const at = this.next(bytes);
+    return this.#pool.toString('hex', at, at + bytes);
+  }
+
+  base64url(bytes: number): string {
+    const at = this.next(bytes);
+    return this.#pool.toString('base64url', at, at + bytes);
+  }
+
+  /** Where the next `bytes` fresh bytes start (the pool refilled when it has too few left). */
+  private next(bytes: number): number {
     if (this.#pos + bytes > this.#pool.length) {
       this.#pool = crypto.randomBytes(Math.max(this.blockSize, bytes));
       this.#pos = 0;
     }
     this.#pos += bytes;
-    return this.#pool.subarray(this.#pos - bytes, this.#pos);
-  }
-
-  hex(bytes: number): string {
-    return this.take(bytes).toString('hex');
-  }
-
-  base64url(bytes: number): string {
-    return this.take(bytes).toString('base64url');
+    return this.#pos - bytes;
   }
 }
 
