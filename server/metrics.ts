@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
 import type { DB } from './store/db.ts';
 import type { Logger } from './log.ts';
 import type { MetricFamily } from './plugin.ts';
@@ -18,8 +18,7 @@ const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIO
 
 export class Metrics {
   readonly registry = new Registry();
-  readonly #requests: Counter<'route' | 'method' | 'status'>;
-  readonly #latency: Histogram<'route' | 'method'>;
+  readonly #http = new HttpSeries();
   readonly #plugin = new Map<string, Gauge | Counter>();
   readonly #broken = new Set<string>();
 
@@ -30,19 +29,16 @@ export class Metrics {
   ) {
     const r = this.registry;
     collectDefaultMetrics({ register: r, prefix: METRICS_PREFIX, eventLoopMonitoringPrecision: 20 });
-    this.#requests = new Counter({
-      name: `${METRICS_PREFIX}http_requests_total`,
-      help: 'HTTP requests by route template, method and status',
-      labelNames: ['route', 'method', 'status'],
-      registers: [r],
-    });
-    this.#latency = new Histogram({
-      name: `${METRICS_PREFIX}http_request_duration_seconds`,
-      help: 'HTTP request latency by route template and method (until the response is closed)',
-      labelNames: ['route', 'method'],
-      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-      registers: [r],
-    });
+    // Requests and their latency are kept by HttpSeries (a Map lookup and an array increment per
+    // request) and handed to the registry as two families read at scrape time; prom-client's own
+    // Counter and Histogram hash their label objects on every observation.
+    r.registerMetric(this.#http.requestsFamily(`${METRICS_PREFIX}http_requests_total`, 'HTTP requests by route template, method and status'));
+    r.registerMetric(
+      this.#http.latencyFamily(
+        `${METRICS_PREFIX}http_request_duration_seconds`,
+        'HTTP request latency by route template and method (until the response is closed)',
+      ),
+    );
     const db2 = db;
     new Gauge({
       name: `${METRICS_PREFIX}jobs`,
@@ -67,9 +63,7 @@ export class Metrics {
 
   /** One finished request. `route` is the matched route's template, or a fixed word (`unmatched`). */
   observe(route: string, method: string, status: number, seconds: number): void {
-    const m = METHODS.has(method) ? method : 'OTHER';
-    this.#requests.inc({ route, method: m, status: String(status) });
-    this.#latency.observe({ route, method: m }, seconds);
+    this.#http.observe(route, METHODS.has(method) ? method : 'OTHER', status, seconds);
   }
 
   /** The text exposition, plugin families read now. */
@@ -160,4 +154,96 @@ export class ScrapeTokens {
   private stored(): string | undefined {
     return (this.db.prepare('SELECT value FROM settings WHERE key = ?').get(SCRAPE_TOKEN_SETTING) as { value: string } | undefined)?.value;
   }
+}
+
+const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10] as const;
+
+/** One (route, method) latency series: counts per bucket (not cumulative), sum and count. */
+interface LatencySeries {
+  readonly labels: { route: string; method: string };
+  readonly buckets: Float64Array;
+  sum: number;
+  count: number;
+}
+
+/** A value line of a family as prom-client's Registry formats it (its `getForPromString` shape). */
+interface FamilyValue {
+  labels: Record<string, string | number>;
+  value: number;
+  metricName?: string;
+  sharedLabels?: Record<string, string>;
+}
+
+/**
+ * The HTTP request counter and latency histogram, kept in plain Maps keyed by a joined string and
+ * exposed to prom-client's Registry as two families in its own format (name, help, type, values
+ * from getForPromString; get() for the JSON form), so the text is what Counter and Histogram wrote.
+ */
+class HttpSeries {
+  readonly #counts = new Map<string, { labels: { route: string; method: string; status: string }; n: number }>();
+  readonly #latency = new Map<string, LatencySeries>();
+
+  observe(route: string, method: string, status: number, seconds: number): void {
+    const key = `${route}\u0000${method}`;
+    const ck = `${key}\u0000${status}`;
+    const c = this.#counts.get(ck);
+    if (c) c.n++;
+    else this.#counts.set(ck, { labels: { route, method, status: String(status) }, n: 1 });
+    let l = this.#latency.get(key);
+    if (!l) {
+      l = { labels: { route, method }, buckets: new Float64Array(LATENCY_BUCKETS.length), sum: 0, count: 0 };
+      this.#latency.set(key, l);
+    }
+    l.sum += seconds;
+    l.count++;
+    for (let i = 0; i < LATENCY_BUCKETS.length; i++) {
+      if (seconds <= LATENCY_BUCKETS[i]!) {
+        l.buckets[i]!++;
+        break;
+      }
+    }
+  }
+
+  requestsFamily(name: string, help: string): Metric {
+    return family(name, help, 'counter', () => [...this.#counts.values()].map((c) => ({ labels: c.labels, value: c.n })));
+  }
+
+  latencyFamily(name: string, help: string): Metric {
+    return family(name, help, 'histogram', () => {
+      const out: FamilyValue[] = [];
+      for (const l of this.#latency.values()) {
+        let acc = 0;
+        LATENCY_BUCKETS.forEach((le, i) => {
+          acc += l.buckets[i]!;
+          out.push({ labels: { le }, value: acc, metricName: `${name}_bucket`, sharedLabels: l.labels });
+        });
+        out.push(
+          { labels: { le: '+Inf' }, value: l.count, metricName: `${name}_bucket`, sharedLabels: l.labels },
+          { labels: {}, value: l.sum, metricName: `${name}_sum`, sharedLabels: l.labels },
+          { labels: {}, value: l.count, metricName: `${name}_count`, sharedLabels: l.labels },
+        );
+      }
+      return out;
+    });
+  }
+}
+
+/** A family object the Registry formats like its own metrics (it reads name, type and values). */
+function family(name: string, help: string, type: 'counter' | 'histogram', values: () => FamilyValue[]): Metric {
+  const forText = () => ({ name, help, type, aggregator: 'sum' as const, values: values() });
+  const m = {
+    name,
+    help,
+    type,
+    aggregator: 'sum',
+    getForPromString: () => Promise.resolve(forText()),
+    // The JSON form (Registry.getMetricsAsJSON): shared labels folded into each value's labels.
+    get: () => {
+      const d = forText();
+      return Promise.resolve({ ...d, values: d.values.map((v) => ({ value: v.value, metricName: v.metricName, labels: { ...v.sharedLabels, ...v.labels } })) });
+    },
+    reset: () => undefined,
+  };
+  // The Registry takes any object of this shape; prom-client's Metric type names its own classes.
+  return m as unknown as Metric;
 }
