@@ -6,7 +6,10 @@
  *
  * Target (issue 13): compiled start at most 0.7x the time of the TypeScript entry.
  * The telephony bridge is off and trusted lists are not fetched: the server's own start is
- * measured, not a child process's or the network's.
+ * measured, not a child process's or the network's. So its idle RSS is not issue 25's row: with
+ * the default embedded bridge the core also holds the bridge link (its control calls and health
+ * polls: fetch, i.e. undici, ~12 MB), started after ready; bench/core.bench.ts measures that row,
+ * 1 s after the bridge is up.
  */
 import fs from 'node:fs';
 import os from 'node:os';

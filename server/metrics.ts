@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
-import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+import type * as PromClient from 'prom-client';
+import type { Counter, Gauge, Metric, Registry } from 'prom-client';
 import type { DB } from './store/db.ts';
 import type { Logger } from './log.ts';
 import type { MetricFamily } from './plugin.ts';
@@ -11,13 +12,26 @@ import { sha256Hex } from './keys.ts';
  * latency, the job queue and event backlog from the store, and each plugin's families
  * (PluginManifest.metrics) read at scrape time. Every label takes a bounded set of values: the
  * route template (never the raw path), a status class... never a tenant, user or call id.
+ *
+ * prom-client itself (~11 MB of resident memory) is loaded at the first scrape, not at start: an
+ * appliance nobody scrapes never carries it. HTTP requests are counted from the start (HttpSeries,
+ * below, needs no library), so the first scrape has every request made before it; the default
+ * collectors (GC, event loop lag) start with that first scrape, and process CPU, RSS and start
+ * time are read from the process whenever they start.
  */
 export const METRICS_PREFIX = 'sovcomms_';
 
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 
+/** prom-client's classes and functions, once loaded. */
+type Prom = typeof PromClient;
+
+/** What prom-client's Registry answers as its content type (text format 0.0.4), before it is loaded. */
+const PROM_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
+
 export class Metrics {
-  readonly registry = new Registry();
+  #prom: { lib: Prom; registry: Registry } | undefined;
+  #loading: Promise<{ lib: Prom; registry: Registry }> | undefined;
   readonly #http = new HttpSeries();
   readonly #plugin = new Map<string, Gauge | Counter>();
   readonly #broken = new Set<string>();
@@ -26,8 +40,32 @@ export class Metrics {
     private readonly db: DB,
     private readonly log: Logger,
     private readonly pluginFamilies: () => MetricFamily[],
-  ) {
-    const r = this.registry;
+  ) {}
+
+  /** The registry, or undefined until the first scrape loaded prom-client. */
+  get registry(): Registry | undefined {
+    return this.#prom?.registry;
+  }
+
+  /** prom-client and the registry: loaded by the first scrape (one load, however many scrape at once). */
+  #load(): Promise<{ lib: Prom; registry: Registry }> {
+    this.#loading ??= import('prom-client').then(
+      (lib) => {
+        this.#prom = { lib, registry: this.#build(lib) };
+        return this.#prom;
+      },
+      (e: unknown) => {
+        this.#loading = undefined; // the next scrape tries again
+        throw e;
+      },
+    );
+    return this.#loading;
+  }
+
+  #build(lib: Prom): Registry {
+    const { Gauge, Registry, collectDefaultMetrics } = lib;
+    const db = this.db;
+    const r = new Registry();
     collectDefaultMetrics({ register: r, prefix: METRICS_PREFIX, eventLoopMonitoringPrecision: 20 });
     // Requests and their latency are kept by HttpSeries (a Map lookup and an array increment per
     // request) and handed to the registry as two families read at scrape time; prom-client's own
@@ -59,6 +97,7 @@ export class Metrics {
         this.set((db2.prepare('SELECT COUNT(*) AS n FROM events').get() as { n: number }).n);
       },
     });
+    return r;
   }
 
   /** One finished request. `route` is the matched route's template, or a fixed word (`unmatched`). */
@@ -68,15 +107,17 @@ export class Metrics {
 
   /** The text exposition, plugin families read now. */
   async render(): Promise<string> {
-    this.refreshPlugins();
-    return this.registry.metrics();
+    const p = await this.#load();
+    this.refreshPlugins(p);
+    return p.registry.metrics();
   }
 
   get contentType(): string {
-    return this.registry.contentType;
+    return this.#prom?.registry.contentType ?? PROM_CONTENT_TYPE;
   }
 
-  private refreshPlugins(): void {
+  private refreshPlugins({ lib, registry }: { lib: Prom; registry: Registry }): void {
+    const { Counter, Gauge } = lib;
     let families: MetricFamily[];
     try {
       families = this.pluginFamilies();
@@ -90,7 +131,7 @@ export class Metrics {
       try {
         let m = this.#plugin.get(name);
         if (!m) {
-          const opts = { name, help: f.help, labelNames: [...(f.labelNames ?? [])], registers: [this.registry] };
+          const opts = { name, help: f.help, labelNames: [...(f.labelNames ?? [])], registers: [registry] };
           m = f.type === 'counter' ? new Counter(opts) : new Gauge(opts);
           this.#plugin.set(name, m);
         }
@@ -109,9 +150,9 @@ export class Metrics {
     }
   }
 
-  /** The registry's metric objects (tests). */
+  /** The registry's metric objects (tests); undefined before the first scrape. */
   get(name: string): Metric | undefined {
-    return this.registry.getSingleMetric(name);
+    return this.#prom?.registry.getSingleMetric(name);
   }
 }
 

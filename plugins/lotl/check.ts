@@ -170,20 +170,71 @@ export function runCheck(job: CheckJob): LotlCheck {
   return job.kind === 'lotl' ? checkLotl(job.bytes, job.signers, job.pivots) : checkNationalList(job.bytes, job.expectedTerritory, job.sets);
 }
 
+/**
+ * Heap limits for the list-check thread that checks `bytes` (V8 `resourceLimits`). Left alone, a
+ * thread's young generation grows to 48 MB and its old generation to several times what it
+ * holds (V8 scales the growth with the heap's maximum, gigabytes by default), so one 3 MB list
+ * left ~90 MB of committed heap behind. A cap near what the check needs makes V8 collect
+ * earlier and grow less; derived from the document, it never refuses a real list:
+ *
+ * - the text is held once as a string (up to 2 bytes a character) beside a copy of the bytes;
+ * - the tree costs ~400 bytes per markup `<` in the real lists (ES: 41,500 of them, 16 MB),
+ *   at most ~800 (an element per `<`, self-closed); 1,000 are allowed;
+ * - 32 MB for the thread's own code and the canonical form's garbage in flight.
+ *
+ * So a real 32 MB list (maxListBytes) gets ~600 MB, and a document so dense that the sum passes
+ * 2 GB gets no cap (V8's default, as before). 128 MB at least: every list of the 2026-08 snapshot
+ * (ES, 2.9 MB, is the largest) shares one thread. Exported for the test that checks a list near
+ * maxListBytes under its cap.
+ */
+export function heapLimitsFor(bytes: Uint8Array): { maxOldGenerationSizeMb: number | undefined; maxYoungGenerationSizeMb: number } {
+  let tags = 0;
+  const b = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  for (let i = b.indexOf(0x3c); i >= 0; i = b.indexOf(0x3c, i + 1)) tags++;
+  const need = Math.ceil((32 * MiB + 4 * b.length + 1000 * tags) / MiB);
+  return { maxOldGenerationSizeMb: need > MAX_CAP_MB ? undefined : Math.max(MIN_CAP_MB, need), maxYoungGenerationSizeMb: YOUNG_MB };
+}
+
+const MiB = 1024 * 1024;
+const MIN_CAP_MB = 128;
+const MAX_CAP_MB = 2048;
+/** Young generation of the thread: its semi-spaces are scavenged more often, and little is kept there. */
+const YOUNG_MB = 8;
+
 interface Pending {
+  job: CheckJob;
   resolve: (r: LotlCheck) => void;
   reject: (e: Error) => void;
+  /** Sent to a thread without an old-generation cap (after the capped one ran out of memory). */
+  uncapped: boolean;
+}
+
+/** One list-check thread, the old-generation cap it was started with, and what it has pending. */
+interface Slot {
+  worker: Worker;
+  /** undefined: no cap (V8's default). */
+  oldMb: number | undefined;
+  pending: Map<number, Pending>;
 }
 
 /**
  * One worker thread that checks LOTLs and national lists (runCheck), started on first use and
- * ended by close(). It keeps the process alive only while a check is pending, and a worker that dies fails what it
- * had pending and is started anew on the next check.
+ * ended by close(). It keeps the process alive only while a check is pending, and a worker that
+ * dies fails what it had pending and is started anew on the next check. The thread's heap is
+ * capped from the document it is given (heapLimitsFor): a document that needs a larger cap than
+ * the thread has, or a much smaller one (the next list after a big one), gets a new thread, and
+ * the old one ends once its checks are answered, taking its heap with it. A check whose thread
+ * runs out of memory under a cap is sent once more to a thread without one: a cap only ever
+ * makes the heap smaller, never a list refused.
  */
 export class ListChecker {
-  #worker: Worker | undefined;
+  /** `limitsFor`: heapLimitsFor, or another rule in a test (a cap too small, to see the retry). */
+  constructor(private readonly limitsFor: (bytes: Uint8Array) => ReturnType<typeof heapLimitsFor> = heapLimitsFor) {}
+
+  #slot: Slot | undefined;
+  /** Every thread still running: the current one and retired ones answering their last checks. */
+  readonly #slots = new Set<Slot>();
   #next = 0;
-  readonly #pending = new Map<number, Pending>();
 
   check(bytes: Uint8Array, expectedTerritory: string | undefined, sets: SignerSet[]): Promise<TlCheck> {
     return this.#ask({ kind: 'tl', bytes, expectedTerritory, sets });
@@ -194,38 +245,87 @@ export class ListChecker {
     return this.#ask({ kind: 'lotl', bytes, signers, pivots });
   }
 
-  #ask(job: CheckJob): Promise<LotlCheck> {
-    const w = this.#start();
-    const id = ++this.#next;
-    return new Promise<LotlCheck>((resolve, reject) => {
-      this.#pending.set(id, { resolve, reject });
-      w.ref();
-      w.postMessage({ id, ...job });
-    }).then((r) => (r.kind === 'checked' ? { ...r, tsl: reviveBuffers(r.tsl) } : r));
+  /** The old-generation cap of the current thread (undefined: none, or no thread): for tests. */
+  get threadCapMb(): number | undefined {
+    return this.#slot?.oldMb;
   }
 
-  #start(): Worker {
-    if (this.#worker) return this.#worker;
+  #ask(job: CheckJob, uncapped = false): Promise<LotlCheck> {
+    return new Promise<LotlCheck>((resolve, reject) => this.#send({ job, resolve, reject, uncapped })).then((r) =>
+      r.kind === 'checked' ? { ...r, tsl: reviveBuffers(r.tsl) } : r,
+    );
+  }
+
+  #send(p: Pending): void {
+    let bytes = p.job.bytes.byteLength;
+    let biggest = p.job.bytes;
+    for (const pv of p.job.kind === 'lotl' ? (p.job.pivots ?? []) : []) {
+      if (pv.bytes.byteLength > bytes) {
+        bytes = pv.bytes.byteLength;
+        biggest = pv.bytes;
+      }
+    }
+    const limits = this.limitsFor(biggest);
+    const oldMb = p.uncapped ? undefined : limits.maxOldGenerationSizeMb;
+    const slot = this.#slotFor(oldMb, limits.maxYoungGenerationSizeMb);
+    const id = ++this.#next;
+    slot.pending.set(id, p);
+    slot.worker.ref();
+    slot.worker.postMessage({ id, ...p.job });
+  }
+
+  /** The current thread if its cap suits `oldMb` (at least it, at most twice it), else a new one. */
+  #slotFor(oldMb: number | undefined, youngMb: number): Slot {
+    const cur = this.#slot;
+    const fits = (have: number | undefined) => (oldMb === undefined ? have === undefined : have !== undefined && have >= oldMb && have <= 2 * oldMb);
+    if (cur && fits(cur.oldMb)) return cur;
+    if (cur) this.#retire(cur);
+    const slot = this.#start(oldMb, youngMb);
+    this.#slot = slot;
+    return slot;
+  }
+
+  /** A thread that is no longer the current one: it ends as soon as it has answered everything. */
+  #retire(slot: Slot): void {
+    if (this.#slot === slot) this.#slot = undefined;
+    if (!slot.pending.size) void slot.worker.terminate();
+  }
+
+  #start(oldMb: number | undefined, youngMb: number): Slot {
     const boot = new URL('../../server/worker-boot.mjs', import.meta.url);
     const entry = new URL(`./check-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url).href;
-    const w = new Worker(boot, { workerData: { entry }, name: 'lotl-check' });
+    const w = new Worker(boot, {
+      workerData: { entry },
+      name: 'lotl-check',
+      resourceLimits: { maxYoungGenerationSizeMb: youngMb, ...(oldMb === undefined ? {} : { maxOldGenerationSizeMb: oldMb }) },
+    });
+    const slot: Slot = { worker: w, oldMb, pending: new Map() };
+    this.#slots.add(slot);
     w.on('message', (m: { id: number; result?: LotlCheck; error?: string }) => {
-      const p = this.#pending.get(m.id);
+      const p = slot.pending.get(m.id);
       if (!p) return;
-      this.#pending.delete(m.id);
-      this.#idle(w);
+      slot.pending.delete(m.id);
+      if (!slot.pending.size) {
+        if (this.#slot === slot) this.#idle(w);
+        else void w.terminate();
+      }
       if (m.result) p.resolve(m.result);
       else p.reject(new Error(m.error ?? 'list check failed'));
     });
-    const fail = (err: Error) => {
-      if (this.#worker === w) this.#worker = undefined;
-      for (const p of this.#pending.values()) p.reject(err);
-      this.#pending.clear();
+    const fail = (err: Error & { code?: string }) => {
+      if (this.#slot === slot) this.#slot = undefined;
+      this.#slots.delete(slot);
+      const pending = [...slot.pending.values()];
+      slot.pending.clear();
+      for (const p of pending) {
+        // Out of memory under a cap: the same check once more on a thread without one.
+        if (err.code === 'ERR_WORKER_OUT_OF_MEMORY' && slot.oldMb !== undefined && !p.uncapped) this.#send({ ...p, uncapped: true });
+        else p.reject(err);
+      }
     };
     w.on('error', fail);
     w.on('exit', (code) => fail(new Error(`the list-check thread exited (${code})`)));
-    this.#worker = w;
-    return w;
+    return slot;
   }
 
   /**
@@ -235,12 +335,11 @@ export class ListChecker {
    * import` did its work and then never exited.
    */
   #idle(w: Worker): void {
-    if (!this.#pending.size) w.unref();
+    w.unref();
   }
 
   async close(): Promise<void> {
-    const w = this.#worker;
-    this.#worker = undefined;
-    if (w) await w.terminate();
+    this.#slot = undefined;
+    await Promise.all([...this.#slots].map((s) => s.worker.terminate()));
   }
 }

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { type CliCommand, UsageError } from '../../server/sdk.ts';
 import type { LotlServices } from './schemas.ts';
-import type { Candidate } from './service.ts';
+import type { DiskCandidate } from './service.ts';
 
 /** Files named on the command line; a folder contributes its *.xml files (not recursive). */
 function collect(paths: string[]): string[] {
@@ -41,7 +41,8 @@ export const lotlCommand: CliCommand<LotlServices> = {
       if (!files.length) throw new UsageError('no .xml files found');
       const svc = s.service;
       ctx.out(`importing ${files.length} file(s)`);
-      const candidates: Candidate[] = files.map((f) => ({ name: path.basename(f), source: `import:${path.basename(f)}`, bytes: fs.readFileSync(f) }));
+      // Read one at a time by the service as each list's turn comes, not all up front.
+      const candidates: DiskCandidate[] = files.map((f) => ({ name: path.basename(f), source: `import:${path.basename(f)}`, path: f }));
       const report = await svc.import(candidates, (done, total, o) => {
         const what =
           o.outcome === 'accepted' || o.outcome === 'unchanged'

@@ -20,6 +20,16 @@ export interface Candidate {
   territory?: string;
 }
 
+/**
+ * A file to import from disk (`sovcomms lotl import`): read when its turn comes and let go after,
+ * so one list at a time is in memory rather than the whole snapshot (23 MB for 2026-08).
+ */
+export interface DiskCandidate {
+  name: string;
+  source: string;
+  path: string;
+}
+
 export type Progress = (done: number, total: number, o: ListOutcome) => void;
 
 export class LotlService {
@@ -60,11 +70,13 @@ export class LotlService {
    * pivots from the same batch), then every national list against the signers its LOTL pointer
    * names. Exactly the checks an online refresh makes.
    */
-  import(files: Candidate[], onProgress?: Progress): Promise<RunReport> {
+  import(files: (Candidate | DiskCandidate)[], onProgress?: Progress): Promise<RunReport> {
     return this.#serial(async () => {
       const started = this.clock.now();
       const outcomes: ListOutcome[] = [];
-      const lotls = files.filter((f) => sniffLotl(f.bytes)).sort((a, b) => sniffSequence(b.bytes) - sniffSequence(a.bytes));
+      const heads = new Map(files.map((f) => [f, headOf(f)]));
+      const lotls = files.filter((f) => sniffLotl(heads.get(f)!)).sort((a, b) => sniffSequence(heads.get(b)!) - sniffSequence(heads.get(a)!));
+      heads.clear();
       const others = files.filter((f) => !lotls.includes(f));
       const total = files.length;
       const report = (o: ListOutcome) => {
@@ -73,8 +85,13 @@ export class LotlService {
       };
       if (lotls.length) {
         // The newest LOTL is the one to accept; older ones in the batch serve as pivots only.
-        const byName = new Map(lotls.slice(1).map((f) => [path.basename(f.name), f.bytes]));
-        report(await this.#processLotl(lotls[0]!, async (url) => byName.get(basename(url))));
+        const byName = new Map(lotls.slice(1).map((f) => [path.basename(f.name), f]));
+        report(
+          await this.#processLotl(loaded(lotls[0]!), async (url) => {
+            const f = byName.get(basename(url));
+            return f && loaded(f).bytes;
+          }),
+        );
         for (const f of lotls.slice(1)) {
           report({
             name: f.name,
@@ -87,7 +104,7 @@ export class LotlService {
         }
       }
       for (const f of others) {
-        report(await this.#processTl(f));
+        report(await this.#processTl(loaded(f)));
         await new Promise((r) => setImmediate(r)); // let the HTTP server breathe between lists
       }
       return this.#finish('import', started, outcomes);
@@ -612,11 +629,30 @@ function territoryFromName(name: string): string | null {
   return m ? m[1]! : null;
 }
 
+/** A candidate with its bytes: a disk file is read now (and let go of by the caller after its check). */
+function loaded(f: Candidate | DiskCandidate): Candidate {
+  return 'bytes' in f ? f : { name: f.name, source: f.source, bytes: fs.readFileSync(f.path) };
+}
+
+const HEAD = 8192;
+
+/** The first 8 KB of a document, where the sniffers below look. */
+function headOf(f: Candidate | DiskCandidate): Buffer {
+  if ('bytes' in f) return f.bytes.subarray(0, HEAD);
+  const fd = fs.openSync(f.path, 'r');
+  try {
+    const b = Buffer.alloc(HEAD);
+    return b.subarray(0, fs.readSync(fd, b, 0, HEAD, 0));
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
 /** A cheap look at the head of a document: is it a LOTL? (The real decision is made after parsing.) */
 function sniffLotl(b: Buffer): boolean {
-  return /<(?:[A-Za-z0-9_-]+:)?TSLType>\s*[^<]*EUlistofthelists\s*</.test(b.subarray(0, 8192).toString('latin1'));
+  return /<(?:[A-Za-z0-9_-]+:)?TSLType>\s*[^<]*EUlistofthelists\s*</.test(b.subarray(0, HEAD).toString('latin1'));
 }
 
 function sniffSequence(b: Buffer): number {
-  return Number(/<(?:[A-Za-z0-9_-]+:)?TSLSequenceNumber>\s*(\d+)/.exec(b.subarray(0, 8192).toString('latin1'))?.[1] ?? 0);
+  return Number(/<(?:[A-Za-z0-9_-]+:)?TSLSequenceNumber>\s*(\d+)/.exec(b.subarray(0, HEAD).toString('latin1'))?.[1] ?? 0);
 }
