@@ -1,7 +1,6 @@
-import type { AddressInfo } from 'node:net';
-import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../../support/server.ts';
+import { startSmtp } from '../../support/smtp.ts';
 
 /**
  * The provider's mails (sign-in link, recovery, invitation) are written in the language of the
@@ -11,33 +10,17 @@ import { startTestServer, type TestServer } from '../../support/server.ts';
  */
 let s: TestServer;
 let A: string;
-let smtp: SMTPServer;
-const raw: { to: string; data: string }[] = [];
+let smtp: Awaited<ReturnType<typeof startSmtp>>;
 
 beforeAll(async () => {
-  smtp = new SMTPServer({
-    authOptional: true,
-    disabledCommands: ['STARTTLS', 'AUTH'],
-    logger: false,
-    onData(stream, session, cb) {
-      let data = '';
-      stream.on('data', (c: Buffer) => {
-        data += c.toString('utf8');
-      });
-      stream.on('end', () => {
-        raw.push({ to: session.envelope.rcptTo.map((r) => r.address).join(','), data });
-        cb();
-      });
-    },
-  });
-  await new Promise<void>((res) => smtp.listen(0, '127.0.0.1', () => res()));
-  const smtpPort = (smtp.server.address() as AddressInfo).port;
+  smtp = await startSmtp();
+  const smtpPort = smtp.port;
   s = await startTestServer({ overrides: { plugins: { oidc: { smtp: { url: `smtp://127.0.0.1:${smtpPort}?ignoreTLS=true`, from: 'login@office.test' } } } } });
   A = `localhost:${s.port}`;
 }, 60_000);
 afterAll(async () => {
   await s?.stop();
-  await new Promise<void>((res) => smtp.close(() => res()));
+  await smtp?.stop();
 });
 
 interface Mail {
@@ -78,8 +61,8 @@ function parse(data: string): Mail {
 }
 
 async function mailTo(to: string, before: number): Promise<Mail> {
-  await expect.poll(() => raw.slice(before).some((m) => m.to === to), { timeout: 15_000 }).toBe(true);
-  return parse(raw.slice(before).find((m) => m.to === to)!.data);
+  await expect.poll(() => smtp.mails.slice(before).some((m) => m.to.join(',') === to), { timeout: 15_000 }).toBe(true);
+  return parse(smtp.mails.slice(before).find((m) => m.to.join(',') === to)!.data);
 }
 
 /** Asks for a sign-in or recovery link on the login page, as a browser speaking `acceptLanguage` does. */
@@ -91,7 +74,7 @@ async function requestLink(email: string, purpose: 'maglink' | 'recover', accept
     .map((c) => c.split(';')[0]!.trim())
     .join('; ');
   const csrf = /name="csrf" value="([^"]+)"/.exec(await login.text())![1]!;
-  const before = raw.length;
+  const before = smtp.mails.length;
   const r = await s.fetch('/oidc.ashx/maglink', {
     method: 'POST',
     host: A,
@@ -144,7 +127,7 @@ describe('sign-in and recovery mails', () => {
 describe('invitation mail', () => {
   async function invite(user: string, headers: Record<string, string>): Promise<{ claimUrl: string; mail: Mail }> {
     const json = JSON.stringify({ user });
-    const before = raw.length;
+    const before = smtp.mails.length;
     const r = await s.fetch('/signal.ashx?oidc-invite=1', {
       method: 'POST',
       host: A,
