@@ -19,6 +19,7 @@ import { backTo8k, Decimator24to8, decodeG711Into, silenceFrame, upsample8to16In
 import { InputBatcher, type PlayRate } from '../media/leg.ts';
 import { UpsamplerTo24 } from '../media/resample.ts';
 import { OPUS_ENC_FRAME, OPUS_MAX_DEC_SAMPLES, OPUS_TICKS_PER_FRAME, OpusDecoder, OpusEncoder, PcmQueue } from './opus.ts';
+import { toleratingRepeatedHelloVerify } from './dtls-hvr.ts';
 import { dropSendHistory } from './send-history.ts';
 import { SrtpOut, offerAesCmOnly } from './srtp.ts';
 
@@ -204,6 +205,8 @@ export class WebRtcLeg implements Clocked, RoomLeg {
     dropSendHistory(tr.sender);
     // SRTP without an OpenSSL object per packet (srtp.ts): AES-CM, which every browser has.
     offerAesCmOnly(tr.sender);
+    // A second HelloVerifyRequest (its answer to our repeated ClientHello) must not end the room.
+    toleratingRepeatedHelloVerify((tr.sender as unknown as { dtlsTransport?: unknown }).dtlsTransport);
     tr.setDirection('sendrecv');
     await this.pc.setLocalDescription(await this.pc.createAnswer());
     const until = Date.now() + 5000;
