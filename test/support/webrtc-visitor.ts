@@ -70,10 +70,27 @@ export class WebRtcVisitor {
   connected: Promise<void>;
   private readonly opus: { enc: OpusEncoder; dec: OpusDecoder; pcm: Int16Array } | null;
 
+  /**
+   * An Opus visitor's tone, encoded once: one second (a whole number of cycles, so it repeats
+   * without a step) sent over and over. Encoding 50 frames a second for each of 45 visitors kept
+   * this process (it also runs the fake AI engine) busier than the bridge under test.
+   */
+  private readonly loop: Buffer[] | null = null;
+
   constructor(private readonly o: VisitorOptions = {}) {
     const opus = o.codec === 'opus';
     this.receivedRate = opus ? OPUS_RATE : 8000;
     this.opus = opus ? { enc: new OpusEncoder({ rate: OPUS_RATE }), dec: new OpusDecoder(OPUS_RATE), pcm: new Int16Array((OPUS_RATE * 120) / 1000) } : null;
+    const hz = o.toneHz ?? 0;
+    if (this.opus && Number.isInteger(hz)) {
+      const n = OPUS_RATE / 50;
+      const amp = o.amplitude ?? 8000;
+      this.loop = Array.from({ length: 50 }, (_f, f) => {
+        const pcm = new Int16Array(n);
+        for (let i = 0; i < n; i++) pcm[i] = hz ? Math.round(amp * Math.sin((2 * Math.PI * hz * (f * n + i)) / OPUS_RATE)) : 0;
+        return Buffer.from(this.opus!.enc.encode(pcm));
+      });
+    }
     const codec = opus
       ? new RTCRtpCodecParameters({ mimeType: 'audio/opus', clockRate: 48000, channels: 2, payloadType: 111, parameters: 'minptime=10;useinbandfec=1' })
       : new RTCRtpCodecParameters({ mimeType: 'audio/PCMU', clockRate: 8000, channels: 1, payloadType: 0 });
@@ -129,12 +146,19 @@ export class WebRtcVisitor {
       while (sent < due) {
         const rate = this.opus ? OPUS_RATE : 8000;
         const n = rate / 50;
-        const pcm = new Int16Array(n);
-        for (let i = 0; i < n; i++) {
-          pcm[i] = hz ? Math.round(amp * Math.sin(this.phase)) : 0;
-          this.phase += (2 * Math.PI * hz) / rate;
-        }
-        const payload = this.opus ? this.opus.enc.encode(pcm) : Buffer.from(Uint8Array.from(pcm, (x) => ulaw(x)));
+        const tone = () => {
+          const pcm = new Int16Array(n);
+          for (let i = 0; i < n; i++) {
+            pcm[i] = hz ? Math.round(amp * Math.sin(this.phase)) : 0;
+            this.phase += (2 * Math.PI * hz) / rate;
+          }
+          return pcm;
+        };
+        const payload = this.loop
+          ? this.loop[sent % this.loop.length]!
+          : this.opus
+            ? this.opus.enc.encode(tone())
+            : Buffer.from(Uint8Array.from(tone(), (x) => ulaw(x)));
         const header = new RtpHeader({ payloadType: this.opus ? 111 : 0, sequenceNumber: this.seq, timestamp: this.ts >>> 0, ssrc: 4242, marker: sent === 0 });
         this.seq = (this.seq + 1) & 0xffff;
         this.ts += n;

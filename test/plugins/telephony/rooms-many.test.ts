@@ -11,7 +11,7 @@ import http from 'node:http';
 import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { GeminiLiveFake } from '../../support/gemini-live-fake.ts';
-import { WebRtcVisitor } from '../../support/webrtc-visitor.ts';
+import { WebRtcVisitor, tonePower } from '../../support/webrtc-visitor.ts';
 import { bridgeCommand } from '../../../plugins/telephony/bridge-link/link.ts';
 import { installNativeX25519 } from '../../../plugins/telephony/bridge/webrtc/native-x25519.ts';
 
@@ -20,11 +20,16 @@ installNativeX25519();
 
 /**
  * More Opus rooms than the old wrapper carried on one thread (it failed at about 40). All join at
- * once: at a load average of 10-15 on the 2-core VM the DTLS handshakes of some did not finish in
- * time and the bridge ended them "connection failed" (seen at 30 and 45 rooms, not at 15); on the
- * idle machine all 45 connect within 1.5 s. Run it alone before concluding anything.
+ * once. Under load (a load average of 5-15 on the 2-core VM) this found two things besides the
+ * codec: werift's DTLS client failed a room when a late visitor answered its repeated ClientHello
+ * with a second HelloVerifyRequest ("connection failed" 1-3 s into the join; webrtc/dtls-hvr.ts,
+ * bridge-dtls-hvr.test.ts), and this process, which also runs the fake AI engine, fell seconds
+ * behind while it encoded 45 Opus streams (the visitors now send a tone encoded once, and a
+ * visitor's greeting is looked for wherever it falls in what it kept).
  */
 const ROOMS = 45;
+/** What each visitor keeps of the audio it receives (decoded), from its first packet. */
+const KEEP_MS = 8000;
 const TOKEN = randomBytes(24).toString('hex');
 let bridge: ChildProcess;
 let controlUrl = '';
@@ -45,7 +50,7 @@ async function api(method: string, path: string, body?: unknown): Promise<{ stat
 async function until(what: string, fn: () => boolean, ms: number, state: () => unknown = () => ''): Promise<void> {
   const end = Date.now() + ms;
   while (!fn()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what} ${JSON.stringify(state())}`);
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what} ${JSON.stringify(state())} (bridge output: ${bridgeOut.slice(-2000)})`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }
@@ -107,7 +112,7 @@ describe('many Opus rooms at once on one WebRTC thread', () => {
   it(`${ROOMS} visitors joining together all connect, are heard, hear their AI, and each room ends once`, async () => {
     const visitors = Array.from({ length: ROOMS }, (_v, i) => ({
       callId: `vnum${randomBytes(6).toString('hex')}`,
-      v: new WebRtcVisitor({ codec: 'opus', toneHz: 300 + 20 * i, keepMs: 2500 }),
+      v: new WebRtcVisitor({ codec: 'opus', toneHz: 300 + 20 * i, keepMs: KEEP_MS }),
     }));
     try {
       const answers = await Promise.all(
@@ -135,9 +140,32 @@ describe('many Opus rooms at once on one WebRTC thread', () => {
       };
       await until('every visitor connected', () => visitors.every(({ v }) => v.pc.connectionState === 'connected'), 60_000, states);
       const answered = () => new Set(events.filter((e) => e.type === 'answered').map((e) => e.callId));
-      await until('every room answered', () => visitors.every(({ callId }) => answered().has(callId)), 30_000);
-      // Each visitor keeps 2.5 s of what it received: the AI's greeting in it, decoded.
-      await until('2.5 s of audio at every visitor', () => visitors.every(({ v }) => v.received.length >= 48_000 * 2.5), 60_000);
+      await until(
+        'every room answered',
+        () => visitors.every(({ callId }) => answered().has(callId)),
+        30_000,
+        () => ({ answered: answered().size, types: events.map((e) => e.type).join(','), ...states() }),
+      );
+      // Each visitor keeps the first seconds of what it received, decoded: the AI's greeting in it.
+      // The AI starts when the visitor's media is up, and the fake engine shares this process with
+      // the 45 visitors: under load its greeting comes seconds after the bridge's first (silent)
+      // frames, so a visitor is done once it heard the greeting or kept all it keeps.
+      const heard = new Set<WebRtcVisitor>();
+      const checked = new Map<WebRtcVisitor, number>();
+      const CHUNK = 48_000 / 2;
+      await until(
+        'the AI greeting at every visitor',
+        () =>
+          visitors.every(({ v }) => {
+            // Half a second at a time: where in the kept audio the greeting falls does not matter.
+            for (let at = checked.get(v) ?? 0; !heard.has(v) && at + CHUNK <= v.received.length; at += CHUNK) {
+              if (tonePower(v.received.slice(at, at + CHUNK), 440, 48_000) > 1e5) heard.add(v);
+              checked.set(v, at + CHUNK);
+            }
+            return heard.has(v) || v.received.length >= (48_000 * KEEP_MS) / 1000;
+          }),
+        60_000,
+      );
       await until('every AI hearing its visitor', () => engine.sessions.length >= ROOMS && engine.sessions.every((s) => s.audioBytesIn >= 32_000), 30_000);
 
       expect(events.filter((e) => e.type === 'ended')).toEqual([]);
@@ -145,7 +173,7 @@ describe('many Opus rooms at once on one WebRTC thread', () => {
       const calls = (await api('GET', '/calls')).json.calls as { callId: string; state: string }[];
       expect(calls.filter((c) => visitors.some((x) => x.callId === c.callId) && c.state === 'answered')).toHaveLength(ROOMS);
       for (const { callId, v } of visitors) {
-        expect(v.receivedTone(440), callId).toBeGreaterThan(1e5);
+        expect(heard.has(v), `${callId} heard its AI`).toBe(true);
         expect(v.lost, callId).toBeLessThan(10);
       }
     } finally {
