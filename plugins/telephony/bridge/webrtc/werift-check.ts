@@ -1,10 +1,11 @@
 /**
  * The werift the bridge was built against, checked once at start.
  *
- * The rooms reach past werift's public API in two places: `srtp.ts` reads the session keys of
+ * The rooms reach past werift's public API in three places: `srtp.ts` reads the session keys of
  * its SRTP contexts, replaces its DTLS transport's `srtp.decrypt`, offers its own SRTP profile
  * list and keeps its RTCRtpSender's report counters; `native-x25519.ts` swaps two functions of
- * the tweetnacl instance its DTLS calls. Those are internals, free to change in any release, so
+ * the tweetnacl instance its DTLS calls; `dtls-hvr.ts` wraps its DTLS client's handshake handler.
+ * Those are internals, free to change in any release, so
  * package.json pins werift exactly, and the bridge refuses to start when the werift it loads is
  * another version or lacks one of the parts (a clear error at start, not a room that quietly
  * falls back to werift's slower paths, or breaks, under load).
@@ -105,6 +106,13 @@ export function weriftProblems(found: WeriftFound): string[] {
           problems.push(`SrtpSession.${side} has no profile and session key, salt and auth key`);
         }
       }
+    }
+    const Client = ctor(m, 'DtlsClient', problems);
+    if (Client) {
+      // dtls-hvr.ts wraps the client's handshake handler and reads its flight (made, never connected).
+      const c = new Client({ transport: { send: () => Promise.resolve(), close: () => undefined } });
+      if (typeof c.onHandleHandshakes !== 'function') problems.push('DtlsClient.onHandleHandshakes is not a function');
+      if (typeof (c.dtls as { flight?: unknown } | undefined)?.flight !== 'number') problems.push('DtlsClient.dtls.flight is not a number');
     }
     const Connection = ctor(m, 'Connection', problems);
     if (Connection && typeof (Connection.prototype as Record<string, unknown>).send !== 'function') {
