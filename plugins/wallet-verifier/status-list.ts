@@ -1,8 +1,11 @@
-import { getListFromStatusListJWT } from '@sd-jwt/jwt-status-list';
+import type * as StatusListModule from '@sd-jwt/jwt-status-list';
 import * as jose from 'jose';
 import type { Clock, DB, Tenant } from '../../server/sdk.ts';
 import type { OutboundHttp } from '../webhooks/api.ts';
 import { type Anchor, CheckFailed, validateChain } from './x509.ts';
+
+// @sd-jwt/jwt-status-list (with pako) is loaded with the first status checked, not at every start.
+let statusListModule: Promise<typeof StatusListModule> | undefined;
 
 /** The status of an entry when no usable list says it: no copy, or only one past its `exp`. */
 export const STATUS_UNKNOWN = -1;
@@ -41,6 +44,7 @@ export class StatusLists {
       if (this.unknownPolicy(tenant) === 'accept') return STATUS_UNKNOWN;
       throw new CheckFailed('status', `the credential status is unknown: ${jwt.why}`);
     }
+    const { getListFromStatusListJWT } = await (statusListModule ??= import('@sd-jwt/jwt-status-list'));
     const list = getListFromStatusListJWT(jwt);
     try {
       return list.getStatus(ref.idx);
