@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import * as jose from 'jose';
+import type * as jose from 'jose';
 import { AppError } from '../../server/sdk.ts';
 
 /** The holder key a proof binds the credential to, and the nonce it carried. */
@@ -14,6 +14,8 @@ export const PROOF_CWT_TYP = 'openid4vci-proof+cwt';
 /** How far a proof's iat may be from the server's clock (OpenID4VCI 1.0 Appendix F.4: the issuer decides). */
 export const PROOF_MAX_SKEW_SEC = 300;
 
+let joseModule: Promise<typeof jose> | undefined;
+
 export function invalidProof(description: string): AppError {
   return new AppError(400, 'invalid_proof', description);
 }
@@ -24,9 +26,11 @@ export function invalidProof(description: string): AppError {
  * the skew, nonce present; the signature by that key. The nonce is checked by the caller.
  */
 export async function verifyJwtProof(jwt: string, audience: string, nowSec: number): Promise<ProvenKey> {
+  // jose on first use (start-up time); after that the settled import costs a microtask.
+  const J = (joseModule ??= import('jose'));
   let header: jose.ProtectedHeaderParameters;
   try {
-    header = jose.decodeProtectedHeader(jwt);
+    header = (await J).decodeProtectedHeader(jwt);
   } catch {
     throw invalidProof('the jwt proof is not a JWS');
   }
