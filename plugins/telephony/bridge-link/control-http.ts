@@ -12,6 +12,8 @@ import https from 'node:https';
 
 /** Larger than any answer of the contract (the bridge's event callbacks are bounded the same). */
 export const MAX_ANSWER_BYTES = 8 * 1024 * 1024;
+/** How long a kept-alive connection may sit idle (the bridge's control server keeps one 5 s). */
+const IDLE_MS = 4000;
 
 /** No answer: `reason` is the socket error's code (ECONNREFUSED...) or `TimeoutError`, as fetch named them. */
 export class ControlUnreachable extends Error {
@@ -33,10 +35,18 @@ export interface ControlHttpAnswer {
 }
 
 export class ControlHttp {
-  // The bridge's control server keeps idle connections 5 s; the agents honour its Keep-Alive hint.
-  readonly #agents = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };
+  // An idle connection is dropped before the server drops it (the bridge keeps one 5 s), so a request
+  // never goes out on a socket the server is closing (ECONNRESET). Node applies the server's
+  // Keep-Alive hint (less a second) only to shorten a timeout that is set, hence this one.
+  // An active request is not cut by it: only idle sockets are closed (our own deadline is below).
+  readonly #agents;
 
-  constructor(private readonly maxBytes = MAX_ANSWER_BYTES) {}
+  constructor(
+    private readonly maxBytes = MAX_ANSWER_BYTES,
+    idleMs = IDLE_MS,
+  ) {
+    this.#agents = { http: new http.Agent({ keepAlive: true, timeout: idleMs }), https: new https.Agent({ keepAlive: true, timeout: idleMs }) };
+  }
 
   /** Rejects with ControlUnreachable (no complete answer in time) or ControlAnswerTooLarge. */
   request(method: string, url: string, headers: Record<string, string>, body: string | undefined, timeoutMs: number): Promise<ControlHttpAnswer> {

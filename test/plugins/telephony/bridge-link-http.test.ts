@@ -140,6 +140,20 @@ describe('bridge link: control requests over node:http', () => {
     expect(s.connections()).toBe(1);
   });
 
+  it('an idle kept-alive connection is closed by the client before the server would, and a slow answer is not cut by that', async () => {
+    const s = await server((req, res) => {
+      // The slow one answers after three idle periods of the client's agent.
+      setTimeout(() => res.end('{"status":"ok","trunks":[]}'), req.url === '/slow' ? 600 : 0);
+    });
+    const h = new ControlHttp(MAX_ANSWER_BYTES, 200);
+    closers.push(async () => h.close());
+    expect((await h.request('GET', `${s.url}/slow`, {}, undefined, 5000)).status).toBe(200);
+    expect(s.connections()).toBe(1);
+    await new Promise((r) => setTimeout(r, 1000));
+    expect((await h.request('GET', `${s.url}/health`, {}, undefined, 5000)).status).toBe(200);
+    expect(s.connections()).toBe(2);
+  });
+
   it('mode off is 503 bridge_not_configured without any request', async () => {
     const cfg = telephonyConfig.parse({ bridge: { mode: 'off' } }).bridge;
     const e = await failure(new BridgeLink(cfg, log, { onReady: async () => {}, onDied: () => {} }).health());
