@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { WebSocketServer, type WebSocket } from 'ws';
+import type { WebSocket, WebSocketServer } from 'ws';
 import { z } from 'zod';
 import {
   AppError,
@@ -67,7 +67,11 @@ const clientFrame = z.discriminatedUnion('type', [
  * published synchronously after their commit, so nothing can fall between the two.
  */
 export class ChatHub implements EventSink {
-  readonly wss = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024, perMessageDeflate: false, clientTracking: false });
+  /**
+   * The WebSocket server, made at the first socket: `ws` costs 35-45 ms of CPU to load, which
+   * every start paid (bench/core.bench.ts "time to ready") for a feature used once a user chats.
+   */
+  #wss: Promise<WebSocketServer> | undefined;
   /** tenant id → user id → sockets. */
   readonly #conns = new Map<string, Map<string, Set<Conn>>>();
   /** sha256(ticket) → who, until when. */
@@ -171,8 +175,11 @@ export class ChatHub implements EventSink {
       const token = bearerToken(req.headers.authorization)!;
       recheck = async () => this.stillUser(tenant, await this.d.auth.verifyBearer(token, tenant));
     }
+    const wss = await (this.#wss ??= import('ws').then(
+      (m) => new m.WebSocketServer({ noServer: true, maxPayload: 64 * 1024, perMessageDeflate: false, clientTracking: false }),
+    ));
     if (socket.destroyed) return;
-    this.wss.handleUpgrade(req, socket, head, (ws) => this.attach(ws, tenant, user, since, recheck));
+    wss.handleUpgrade(req, socket, head, (ws) => this.attach(ws, tenant, user, since, recheck));
   }
 
   private stillUser(tenant: Tenant, p: Principal | null): boolean {

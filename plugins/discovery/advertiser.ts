@@ -5,8 +5,18 @@
  * document are. Withdrawn (goodbye packets, TTL 0, RFC 6762 §10.1) on stop.
  */
 import os from 'node:os';
-import { Bonjour, type Service } from 'bonjour-service';
+import type * as BonjourModule from 'bonjour-service';
+import type { Bonjour, Service } from 'bonjour-service';
 import type { DiscoveryConfig } from './schemas.ts';
+
+// bonjour-service (7-12 ms of start CPU) is loaded when the appliance first advertises, after it
+// listens (or `sovcomms discover` browses): a server on loopback, where discovery is off by
+// default, never loads it.
+let bonjourModule: Promise<typeof BonjourModule> | undefined;
+
+export function loadBonjour(): Promise<typeof BonjourModule> {
+  return (bonjourModule ??= import('bonjour-service'));
+}
 
 export const SERVICE_TYPE = 'sovcomms';
 export const PRODUCT = 'Sovereign Communications Appliance';
@@ -40,6 +50,7 @@ export class Advertiser {
   private bonjour: Bonjour | null = null;
   private services: Service[] = [];
   lastError: string | null = null;
+  #withdrawn = false;
 
   constructor(private readonly cfg: DiscoveryConfig) {}
 
@@ -55,8 +66,11 @@ export class Advertiser {
     return { version: a.version, ...PATHS, proto: a.tls ? 'https' : 'http', tenants: tenantsTxt(a.tenantHosts) };
   }
 
-  publish(a: Advertisement): void {
-    if (this.bonjour) return;
+  /** Advertises on the LAN; nothing once withdrawn (a stop while the module was loading). */
+  async publish(a: Advertisement): Promise<void> {
+    if (this.bonjour || this.#withdrawn) return;
+    const { Bonjour } = await loadBonjour();
+    if (this.bonjour || this.#withdrawn) return;
     this.bonjour = new Bonjour(mdnsOptions(this.cfg), (err: Error) => {
       this.lastError = err.message;
     });
@@ -70,6 +84,7 @@ export class Advertiser {
 
   /** Sends the goodbyes and closes the socket. */
   async withdraw(): Promise<void> {
+    this.#withdrawn = true;
     const b = this.bonjour;
     if (!b) return;
     this.bonjour = null;

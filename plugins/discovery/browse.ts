@@ -1,6 +1,6 @@
 /** `sovcomms discover`: browses `_sovcomms._tcp` for a while and lists what answered. */
-import { Bonjour, type Service } from 'bonjour-service';
-import { mdnsOptions, SERVICE_TYPE } from './advertiser.ts';
+import type { Service } from 'bonjour-service';
+import { loadBonjour, mdnsOptions, SERVICE_TYPE } from './advertiser.ts';
 import type { DiscoveryConfig, FoundAppliance } from './schemas.ts';
 
 export function toFound(s: Service): FoundAppliance {
@@ -23,6 +23,7 @@ export function toFound(s: Service): FoundAppliance {
 
 export async function discover(cfg: DiscoveryConfig, timeoutMs: number): Promise<FoundAppliance[]> {
   const found = new Map<string, FoundAppliance>();
+  const { Bonjour } = await loadBonjour();
   const b = new Bonjour(mdnsOptions(cfg), () => undefined);
   try {
     const browser = b.find({ type: SERVICE_TYPE });

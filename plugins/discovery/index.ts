@@ -37,11 +37,11 @@ export default definePlugin({
   start(s, ctx) {
     if (!s.enabled || !ctx.listening) return;
     // Plugins start before the listener opens: advertise once it does (the port may be ephemeral).
-    void ctx.listening.then(({ url, port }) => {
+    void ctx.listening.then(async ({ url, port }) => {
       const hosts = ctx.tenants.list().flatMap((t) => t.hosts);
       try {
-        s.advertiser.publish({ port, tls: url.startsWith('https:'), version: BUILD, tenantHosts: hosts });
-        ctx.log.info({ name: s.advertiser.name, port }, 'advertising on the LAN (mDNS)');
+        await s.advertiser.publish({ port, tls: url.startsWith('https:'), version: BUILD, tenantHosts: hosts });
+        if (s.advertiser.advertising) ctx.log.info({ name: s.advertiser.name, port }, 'advertising on the LAN (mDNS)');
       } catch (e) {
         s.advertiser.lastError = (e as Error).message;
         ctx.log.warn({ err: (e as Error).message }, 'LAN advertisement failed');

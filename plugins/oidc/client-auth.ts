@@ -1,4 +1,5 @@
-import * as jose from 'jose';
+import type * as jose from 'jose';
+import { loadJose } from './jose.ts';
 import type { AppError, Clock, Tenant } from '../../server/sdk.ts';
 import type { AuthMethod, ClientRepo, OidcClient } from './clients.ts';
 import { CLIENT_ALGS, CLIENT_ASSERTION_TYPE, oauthError, type RequestInfo } from './oauth.ts';
@@ -93,9 +94,10 @@ export class ClientAuthenticator {
   async #assertion(tenant: Tenant, issuer: string, form: ClientAuthForm, assertion: string): Promise<AuthenticatedClient> {
     const fail = (why: string) => clientAuthFailed(why, false);
     if (form.client_assertion_type !== CLIENT_ASSERTION_TYPE) throw oauthError('invalid_request', `client_assertion_type must be ${CLIENT_ASSERTION_TYPE}`);
+    const J = await loadJose();
     let claims: jose.JWTPayload;
     try {
-      claims = jose.decodeJwt(assertion);
+      claims = J.decodeJwt(assertion);
     } catch {
       throw fail('client_assertion is not a JWT');
     }
@@ -113,8 +115,9 @@ export class ClientAuthenticator {
   /** Verifies a JWT signed with one of the client's registered keys (RFC 7523, RFC 9101). */
   async verifyClientJwt(tenant: Tenant, c: OidcClient, jwt: string, audience: string[], assertion: boolean): Promise<jose.JWTPayload> {
     if (!c.jwks?.keys.length) throw new Error('the client has no registered keys');
-    const set = jose.createLocalJWKSet(c.jwks as jose.JSONWebKeySet);
-    const { payload } = await jose.jwtVerify(jwt, set, {
+    const J = await loadJose();
+    const set = J.createLocalJWKSet(c.jwks as jose.JSONWebKeySet);
+    const { payload } = await J.jwtVerify(jwt, set, {
       algorithms: CLIENT_ALGS,
       issuer: c.clientId,
       audience,

@@ -1,5 +1,6 @@
 import type { Response } from 'express';
-import * as jose from 'jose';
+import type * as jose from 'jose';
+import { loadJose } from './jose.ts';
 import { AppError, html, reply, type Reply, type RouteRequest, type Tenant, type User } from '../../server/sdk.ts';
 import { redirectUriAllowed, type OidcClient } from './clients.ts';
 import { CLIENT_ALGS, SCOPES } from './oauth.ts';
@@ -100,7 +101,8 @@ export class AuthorizeFlow {
       // asks for the query to win on conflict (RFC 9101 §6.3 would ignore the query instead).
       try {
         if (!client.jwks?.keys.length) throw new Error('the client has no registered keys');
-        const { payload } = await jose.jwtVerify(raw.request, jose.createLocalJWKSet(client.jwks as jose.JSONWebKeySet), {
+        const J = await loadJose();
+        const { payload } = await J.jwtVerify(raw.request, J.createLocalJWKSet(client.jwks as jose.JSONWebKeySet), {
           algorithms: CLIENT_ALGS,
           issuer: client.clientId,
           clockTolerance: 30,

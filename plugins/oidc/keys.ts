@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
-import * as jose from 'jose';
+import type * as jose from 'jose';
+import { loadJose } from './jose.ts';
 import type { Clock, DB, KeyService, Tenant } from '../../server/sdk.ts';
 export type SigAlg = 'RS256' | 'ES256';
 export const SIG_ALGS: readonly SigAlg[] = ['RS256', 'ES256'];
@@ -232,11 +233,12 @@ export class SigningKeys {
     opts: { typ?: string; issuer?: string; audience?: string; allowExpired?: boolean } = {},
   ): Promise<jose.JWTPayload> {
     const tk = this.load(tenant);
-    const header = jose.decodeProtectedHeader(token);
+    const J = await loadJose();
+    const header = J.decodeProtectedHeader(token);
     const key = typeof header.kid === 'string' ? tk.byKid.get(header.kid) : undefined;
-    if (!key || header.alg !== key.alg) throw new jose.errors.JWSSignatureVerificationFailed('unknown key or algorithm');
-    key.verifyKey ??= jose.importJWK(key.publicJwk, key.alg) as Promise<jose.CryptoKey>;
-    const { payload } = await jose.jwtVerify(token, await key.verifyKey, {
+    if (!key || header.alg !== key.alg) throw new J.errors.JWSSignatureVerificationFailed('unknown key or algorithm');
+    key.verifyKey ??= J.importJWK(key.publicJwk, key.alg) as Promise<jose.CryptoKey>;
+    const { payload } = await J.jwtVerify(token, await key.verifyKey, {
       algorithms: [key.alg],
       typ: opts.typ,
       issuer: opts.issuer,

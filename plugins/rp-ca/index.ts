@@ -4,6 +4,7 @@ import { caCommand } from './cli.ts';
 import { rpCaRoutes } from './routes.ts';
 import { rpCaConfig } from './schemas.ts';
 import { lazyCaService, TlsAutoService } from './lazy.ts';
+import { CaRepo } from './repo.ts';
 import { RP_CA } from './api.ts';
 import { OIDC } from '../oidc/api.ts';
 
@@ -34,7 +35,7 @@ export default definePlugin({
     // Another listener (SIP over TLS) may want the certificate without HTTPS on "auto".
     tlsAuto.make = async () => {
       const { TlsAuto } = await import('./tls.ts');
-      return new TlsAuto(await ca.get(), ctx.tenants, ctx.keys, ctx.clock, ctx.log, ctx.config.tls);
+      return new TlsAuto(new CaRepo(ctx.db), ca.get, ctx.tenants, ctx.keys, ctx.clock, ctx.log, ctx.config.tls);
     };
     ctx.provide(RP_CA, {
       async issueFor(tenant, r) {

@@ -2,9 +2,9 @@ import crypto from 'node:crypto';
 import net from 'node:net';
 import os from 'node:os';
 import type { Clock, KeyService, Logger, Tenant, TenantService } from '../../server/sdk.ts';
+import type { CaRepo } from './repo.ts';
 import type { CaService } from './service.ts';
 import type { RpCaConfig } from './schemas.ts';
-import { pem, x509 } from './x509.ts';
 
 /** What server/app.ts takes from the 'tls-auto' service for `serve --tls auto`. */
 export interface TlsCredentials {
@@ -50,6 +50,10 @@ export function applianceNames(tenants: readonly Tenant[], extra: readonly strin
 /**
  * The appliance's own HTTPS certificate, issued by the primary tenant's CA, kept in `rp_tls`
  * (key sealed) and renewed by a job before expiry or when the set of names changes.
+ *
+ * Checking the stored certificate needs only node:crypto and two rows; the CA service (with
+ * @peculiar/x509 and PKCS#11, 10-20 MiB of the core's idle RSS once loaded) is loaded only to
+ * issue. SIP over TLS checks at every bridge start, so this keeps the steady state light.
  */
 export class TlsAuto {
   #creds: TlsCredentials | undefined;
@@ -60,7 +64,8 @@ export class TlsAuto {
   extraNames: readonly string[] = [];
 
   constructor(
-    private readonly ca: CaService,
+    private readonly repo: CaRepo,
+    private readonly caService: () => Promise<CaService>,
     private readonly tenants: TenantService,
     private readonly keys: KeyService,
     private readonly clock: Clock,
@@ -96,27 +101,33 @@ export class TlsAuto {
     if (!primary) throw new Error('no primary tenant');
     const names = applianceNames(this.tenants.list(), [...this.config.extraNames, ...this.extraNames]);
     const namesKey = JSON.stringify(names);
-    const stored = this.ca.repo.tls();
-    const ca = await this.ca.ca(primary);
+    const stored = this.repo.tls();
+    const caRow = this.repo.get(primary);
     const now = this.clock.now();
     let reason: string | undefined;
     if (!stored) reason = 'none yet';
     else if (stored.tenant_id !== primary.id) reason = 'the primary tenant changed';
     else if (stored.names !== namesKey) reason = 'host names or addresses changed';
+    else if (!caRow) reason = 'the CA changed';
     else {
-      const leaf = new x509.X509Certificate(stored.cert_pem.split(/(?<=-----END CERTIFICATE-----)/)[0]!);
+      const leaf = new crypto.X509Certificate(stored.cert_pem.split(/(?<=-----END CERTIFICATE-----)/)[0]!);
+      const caCert = new crypto.X509Certificate(caRow.cert_der);
       const life = Date.parse(stored.not_after) - Date.parse(stored.not_before);
       const left = Date.parse(stored.not_after) - now;
       if (left < Math.min(this.config.renewBeforeDays * DAY_MS, life / 3)) reason = 'close to expiry';
-      else if (leaf.issuer !== ca.cert.subject || !(await leaf.verify({ publicKey: ca.cert.publicKey, signatureOnly: true }))) reason = 'the CA changed';
+      // Issued by this CA (names and key identifiers: checkIssued) and signed by its key.
+      else if (!leaf.checkIssued(caCert) || !leaf.verify(caCert.publicKey)) reason = 'the CA changed';
     }
     if (!reason) {
       // Another process (or node) may have renewed: take what the table holds.
       return this.adopt(stored!.serial, stored!.cert_pem, stored!.sealed_key);
     }
+    const svc = await this.caService();
+    const ca = await svc.ca(primary);
+    const { pem } = await import('./x509.ts');
     const pair = crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
     const keyPem = pair.privateKey.export({ format: 'pem', type: 'pkcs8' }) as string;
-    const { der, row } = await this.ca.issueLeaf(primary, {
+    const { der, row } = await svc.issueLeaf(primary, {
       purpose: 'tls',
       clientId: `tls:${primary.host}`,
       subjectCn: primary.host,
@@ -130,7 +141,7 @@ export class TlsAuto {
     });
     const chain = pem(der) + ca.pem;
     const sealed = this.keys.seal(keyPem, TLS_KEY_AAD);
-    this.ca.repo.saveTls(primary, {
+    this.repo.saveTls(primary, {
       serial: row.serial,
       cert_pem: chain,
       sealed_key: sealed,

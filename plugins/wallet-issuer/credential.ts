@@ -4,7 +4,8 @@ import type * as SdJwtModule from './sdjwt.ts';
 import { endpoints } from './metadata.ts';
 import { FORMAT_OF } from './offers.ts';
 import { IssuerPart, type IssuerBase } from './part.ts';
-import { invalidProof, verifyCwtProof, verifyJwtProof, type ProvenKey } from './proof.ts';
+import type * as CwtModule from './proof-cwt.ts';
+import { invalidProof, verifyJwtProof, type ProvenKey } from './proof.ts';
 import { randomBase64url } from './random.ts';
 import type { OfferRow, TokenRow } from './repo.ts';
 import type { CredentialRowWriter } from './row-writer.ts';
@@ -26,6 +27,8 @@ import { freshNonce } from './token.ts';
 // dynamic import still walks the module loader on every call.
 let sdJwtModule: Promise<typeof SdJwtModule> | undefined;
 let mdocModule: Promise<typeof MdocModule> | undefined;
+/** The `cwt` proof type's module (cbor-x), on the first such proof. */
+let cwtModule: Promise<typeof CwtModule> | undefined;
 // Once loaded, used directly: an await of the settled import is still a promise turn per credential.
 let sdJwtLoaded: typeof SdJwtModule | undefined;
 let mdocLoaded: typeof MdocModule | undefined;
@@ -56,7 +59,10 @@ export class CredentialEndpoint extends IssuerPart {
     const now = this.nowSec();
     const aud = endpoints(origin).credentialIssuer;
     const keys: ProvenKey[] = [];
-    for (const p of proofs) keys.push(p.type === 'jwt' ? await verifyJwtProof(p.value, aud, now) : verifyCwtProof(p.value, aud, now));
+    for (const p of proofs)
+      keys.push(
+        p.type === 'jwt' ? await verifyJwtProof(p.value, aud, now) : (await (cwtModule ??= import('./proof-cwt.ts'))).verifyCwtProof(p.value, aud, now),
+      );
     const nonce = keys[0]!.nonce;
     if (keys.some((k) => k.nonce !== nonce)) throw invalidProof('all proofs of one request must carry the same nonce');
     let email: string | undefined;

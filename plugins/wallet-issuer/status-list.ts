@@ -1,5 +1,8 @@
-import { StatusList } from '@sd-jwt/jwt-status-list';
+import type * as StatusListModule from '@sd-jwt/jwt-status-list';
 import type { Signer } from './signer.ts';
+
+// @sd-jwt/jwt-status-list (with pako) is loaded with the first list signed, not at every start.
+let statusListModule: Promise<typeof StatusListModule> | undefined;
 
 /** A compact JWS (RFC 7515) signed ES256 by our Signer (software or HSM). */
 export async function signJws(signer: Signer, header: Record<string, unknown>, payload: Record<string, unknown>): Promise<string> {
@@ -24,6 +27,7 @@ export async function statusListToken(o: {
 }): Promise<string> {
   const bits = new Array<number>(o.size).fill(0);
   for (const i of o.revoked) if (i >= 0 && i < o.size) bits[i] = 1;
+  const { StatusList } = await (statusListModule ??= import('@sd-jwt/jwt-status-list'));
   const list = new StatusList(bits, 1);
   return signJws(
     o.signer,

@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import canonicalize from 'canonicalize';
-import * as jose from 'jose';
+import { loadJose } from './jose.ts';
 import { type Clock, ConflictError, type DB, InputError, type KeyService, NotFoundError, type Tenant } from '../../server/sdk.ts';
 import type { VerifierIdentity } from './identity.ts';
 import { pemOf } from './x509.ts';
@@ -110,7 +110,8 @@ export class NetworkProfiles {
       expires_at: new Date(this.clock.now() + p.ttl_minutes * 60_000).toISOString(),
     };
     const canonical = canonicalize(body)!;
-    const signature = await new jose.CompactSign(new TextEncoder().encode(canonical))
+    const J = await loadJose();
+    const signature = await new J.CompactSign(new TextEncoder().encode(canonical))
       .setProtectedHeader({ alg: 'ES256', typ: 'network-config+jws', x5c: id.x5c.map((d) => d.toString('base64')) })
       .sign(id.key);
     const out = { ...body, signature };

@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
-import * as jose from 'jose';
+import type * as jose from 'jose';
+import { loadJose } from './jose.ts';
 import {
   AppError,
   type AuditWriter,
@@ -248,7 +249,8 @@ export class VerifierService {
       clientMetadata.encrypted_response_enc_values_supported = ENC_VALUES;
     }
     const nowS = Math.floor(this.now() / 1000);
-    const jwt = await new jose.SignJWT({
+    const J = await loadJose();
+    const jwt = await new J.SignJWT({
       response_type: 'vp_token',
       client_id: s.client_id,
       response_uri: this.responseUri(origin, s.id),
@@ -274,7 +276,7 @@ export class VerifierService {
   private async encryptionKey(tenant: Tenant, s: SessionRow): Promise<jose.JWK> {
     if (!s.sealed_enc_key) {
       const { privateKey } = crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
-      const thumb = await jose.calculateJwkThumbprint(privateKey.export({ format: 'jwk' }) as jose.JWK, 'sha256');
+      const thumb = await (await loadJose()).calculateJwkThumbprint(privateKey.export({ format: 'jwk' }) as jose.JWK, 'sha256');
       this.deps.db
         .prepare('UPDATE vp_session SET sealed_enc_key = ?, enc_jwk_thumb = ? WHERE tenant_id = ? AND id = ? AND sealed_enc_key IS NULL')
         .run(this.deps.keys.seal(privateKey.export({ format: 'der', type: 'pkcs8' }), aadEnc(tenant, s.id)), thumb, tenant.id, s.id);
@@ -439,7 +441,9 @@ export class VerifierService {
     if (!s.sealed_enc_key) throw new InputError('this session has no encryption key (was the request object fetched?)', 'invalid_request');
     const key = crypto.createPrivateKey({ key: this.deps.keys.open(s.sealed_enc_key, aadEnc(tenant, s.id)), format: 'der', type: 'pkcs8' });
     try {
-      const { plaintext } = await jose.compactDecrypt(jwe, key, { keyManagementAlgorithms: ['ECDH-ES'], contentEncryptionAlgorithms: ENC_VALUES });
+      const { plaintext } = await (
+        await loadJose()
+      ).compactDecrypt(jwe, key, { keyManagementAlgorithms: ['ECDH-ES'], contentEncryptionAlgorithms: ENC_VALUES });
       const v: unknown = JSON.parse(Buffer.from(plaintext).toString('utf8'));
       if (v && typeof v === 'object' && !Array.isArray(v)) return v as Record<string, unknown>;
     } catch {

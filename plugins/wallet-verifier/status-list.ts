@@ -1,8 +1,12 @@
-import { getListFromStatusListJWT } from '@sd-jwt/jwt-status-list';
-import * as jose from 'jose';
+import type * as StatusListModule from '@sd-jwt/jwt-status-list';
+import type * as jose from 'jose';
+import { loadJose } from './jose.ts';
 import type { Clock, DB, Tenant } from '../../server/sdk.ts';
 import type { OutboundHttp } from '../webhooks/api.ts';
 import { type Anchor, CheckFailed, validateChain } from './x509.ts';
+
+// @sd-jwt/jwt-status-list (with pako) is loaded with the first status checked, not at every start.
+let statusListModule: Promise<typeof StatusListModule> | undefined;
 
 /** The status of an entry when no usable list says it: no copy, or only one past its `exp`. */
 export const STATUS_UNKNOWN = -1;
@@ -41,6 +45,7 @@ export class StatusLists {
       if (this.unknownPolicy(tenant) === 'accept') return STATUS_UNKNOWN;
       throw new CheckFailed('status', `the credential status is unknown: ${jwt.why}`);
     }
+    const { getListFromStatusListJWT } = await (statusListModule ??= import('@sd-jwt/jwt-status-list'));
     const list = getListFromStatusListJWT(jwt);
     try {
       return list.getStatus(ref.idx);
@@ -59,10 +64,11 @@ export class StatusLists {
 
   /** A verified list token that is not past its `exp`, fetched or cached; else why there is none. */
   private async usableList(tenant: Tenant, anchors: Anchor[], uri: string): Promise<string | { why: string }> {
+    const J = await loadJose();
     const row = this.db.prepare('SELECT jwt, fetched_at FROM vp_status_list WHERE tenant_id = ? AND uri = ?').get(tenant.id, uri) as
       { jwt: string; fetched_at: string } | undefined;
     let jwt = row?.jwt;
-    if (!row || this.clock.now() - Date.parse(row.fetched_at) > this.cfg.ttlSeconds * 1000 || this.expired(row.jwt)) {
+    if (!row || this.clock.now() - Date.parse(row.fetched_at) > this.cfg.ttlSeconds * 1000 || this.expired(J, row.jwt)) {
       const fresh = await this.download(tenant, uri);
       if (fresh) {
         await this.verify(fresh, uri, anchors);
@@ -75,15 +81,15 @@ export class StatusLists {
       }
     }
     if (!jwt) return { why: `the status list ${uri} cannot be fetched and no copy is cached` };
-    if (this.expired(jwt)) return { why: `the status list ${uri} cannot be fetched and the cached copy is past its exp` };
+    if (this.expired(J, jwt)) return { why: `the status list ${uri} cannot be fetched and the cached copy is past its exp` };
     return jwt;
   }
 
   /** §5.1: a list token past its `exp` must not be used (the clock is ours; no grace). */
-  private expired(jwt: string): boolean {
+  private expired(J: typeof jose, jwt: string): boolean {
     let exp: unknown;
     try {
-      exp = jose.decodeJwt(jwt).exp;
+      exp = J.decodeJwt(jwt).exp;
     } catch {
       return true;
     }
@@ -107,9 +113,10 @@ export class StatusLists {
 
   /** §5.1: typ statuslist+jwt, sub equal to the uri, signed by a key chained to an issuer anchor. */
   private async verify(jwt: string, uri: string, anchors: Anchor[]): Promise<void> {
+    const J = await loadJose();
     let header: jose.ProtectedHeaderParameters;
     try {
-      header = jose.decodeProtectedHeader(jwt);
+      header = J.decodeProtectedHeader(jwt);
     } catch {
       throw new CheckFailed('status', 'the status list is not a JWT');
     }
@@ -120,7 +127,7 @@ export class StatusLists {
       this.clock.now(),
     );
     try {
-      const { payload } = await jose.jwtVerify(jwt, leaf.publicKey, {
+      const { payload } = await J.jwtVerify(jwt, leaf.publicKey, {
         algorithms: ['ES256', 'ES384', 'ES512', 'EdDSA'],
         currentDate: new Date(this.clock.now()),
       });

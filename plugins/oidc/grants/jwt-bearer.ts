@@ -1,4 +1,5 @@
-import * as jose from 'jose';
+import type * as jose from 'jose';
+import { loadJose } from '../jose.ts';
 import { JWT_BEARER } from '../clients.ts';
 import { CLIENT_ALGS, oauthError, type Grant, type GrantContext } from '../oauth.ts';
 
@@ -8,9 +9,10 @@ export const jwtBearerGrant: Grant = { type: JWT_BEARER, parameters: ['assertion
 async function exchange(g: GrantContext): Promise<Record<string, unknown>> {
   const { tenant, form, provider: p } = g;
   if (!form.assertion) throw oauthError('invalid_request', 'assertion is required');
+  const J = await loadJose();
   let iss: unknown;
   try {
-    iss = jose.decodeJwt(form.assertion).iss;
+    iss = J.decodeJwt(form.assertion).iss;
   } catch {
     throw oauthError('invalid_grant', 'assertion is not a JWT');
   }
@@ -20,8 +22,8 @@ async function exchange(g: GrantContext): Promise<Record<string, unknown>> {
   if (g.client && iss !== g.client.clientId) throw oauthError('invalid_grant', 'assertion issuer differs from the authenticated client');
   let claims: jose.JWTPayload;
   try {
-    const set = jose.createLocalJWKSet(client.jwks as jose.JSONWebKeySet);
-    ({ payload: claims } = await jose.jwtVerify(form.assertion, set, {
+    const set = J.createLocalJWKSet(client.jwks as jose.JSONWebKeySet);
+    ({ payload: claims } = await J.jwtVerify(form.assertion, set, {
       algorithms: CLIENT_ALGS,
       issuer: client.clientId,
       audience: [g.issuer, `${g.issuer}/oauth2/v1/token`, `${g.issuer}/oidc.ashx/token`],

@@ -30,6 +30,7 @@ import {
 import type { TelephonyConfig } from '../schemas.ts';
 import { BRIDGE_NODE_FLAGS } from '../bridge/node-flags.ts';
 import { BridgeFailedSchema, describeFailure, type BridgeFailed } from '../bridge/start-failure.ts';
+import { ControlAnswerTooLarge, ControlHttp, type ControlHttpAnswer, ControlUnreachable } from './control-http.ts';
 import { PhonesAnswerSchema, PhonesStatusSchema, type PhoneAccount } from '../bridge/inbound/control.ts';
 import { OfficeTabAnswerAnswerSchema, OfficeTabOkSchema, OfficeTabsAnswerSchema, type OfficeTab } from '../bridge/inbound/officetab-control.ts';
 
@@ -78,6 +79,7 @@ export class BridgeLink {
   state: BridgeState;
   #url: string | undefined;
   #token: string;
+  readonly #http = new ControlHttp();
   #child: ChildProcess | undefined;
   #restarts = 0;
   #restartTimer: NodeJS.Timeout | undefined;
@@ -389,7 +391,8 @@ export class BridgeLink {
 
   /**
    * One raw request of the control API (the typed methods above are what callers use): any HTTP
-   * answer is returned as is; no answer is 502 bridge_unreachable.
+   * answer is returned as is; no answer is 502 bridge_unreachable, an answer past the transport's
+   * bound (control-http.ts) 502 bridge_protocol.
    */
   private async request(method: string, p: string, body?: unknown, timeoutMs = this.cfg.requestTimeoutMs): Promise<BridgeAnswer> {
     if (this.cfg.mode === 'off') {
@@ -399,31 +402,36 @@ export class BridgeLink {
     const url = this.#url;
     if (!url)
       throw new BadGatewayError('bridge_unreachable', `the telephony bridge is not running (${this.state}${this.lastExit ? `; last: ${this.lastExit}` : ''})`);
-    let res: Response;
+    let a: ControlHttpAnswer;
     try {
-      res = await fetch(url + p, {
+      a = await this.#http.request(
         method,
-        headers: { authorization: `Bearer ${this.#token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-        body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(timeoutMs),
-      });
+        url + p,
+        { authorization: `Bearer ${this.#token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        body === undefined ? undefined : JSON.stringify(body),
+        timeoutMs,
+      );
     } catch (e) {
-      const cause = (e as { cause?: { code?: string } }).cause?.code ?? (e as Error).name;
+      if (e instanceof ControlAnswerTooLarge) {
+        throw new BadGatewayError('bridge_protocol', `the telephony bridge at ${url} answered ${method} ${p} with ${e.message}`);
+      }
+      const cause = e instanceof ControlUnreachable ? e.reason : (e as Error).name;
       throw new BadGatewayError('bridge_unreachable', `the telephony bridge at ${url} did not answer (${cause})`);
     }
-    const text = await res.text();
+    const text = a.text;
     let parsed: Record<string, unknown> = {};
     try {
       parsed = text ? (JSON.parse(text) as Record<string, unknown>) : {};
     } catch {
       parsed = { raw: text.slice(0, 500) };
     }
-    return { status: res.status, body: parsed, text: text.slice(0, 2000) };
+    return { status: a.status, body: parsed, text: text.slice(0, 2000) };
   }
 
   async stop(): Promise<void> {
     this.#stopping = true;
     if (this.#restartTimer) clearTimeout(this.#restartTimer);
+    this.#http.close();
     const child = this.#child;
     if (!child) {
       this.state = this.cfg.mode === 'off' ? 'off' : 'stopped';

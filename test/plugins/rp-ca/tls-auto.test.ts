@@ -13,6 +13,7 @@ import { startTestServer, tempDir, type TestServer } from '../../support/server.
 import { openssl, REPO_ROOT, writeTemp } from './helpers.ts';
 import { main } from '../../../server/cli.ts';
 import type { TlsAutoService } from '../../../plugins/rp-ca/lazy.ts';
+import type { RpCaServices } from '../../../plugins/rp-ca/index.ts';
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterAll(async () => {
@@ -198,6 +199,43 @@ describe('serve --tls auto: the appliance serves HTTPS with a certificate from i
     expect(list.n).toBe(3);
     const keyRow = s.appliance.core.db.prepare('SELECT sealed_key FROM rp_tls').get() as { sealed_key: string };
     expect(keyRow.sealed_key).toMatch(/^v1\./);
+
+    // A new CA (`ca init --force`, same subject, another key): the stored certificate no longer
+    // chains to it, so the next check issues one from the new CA, which clients then accept.
+    offset = 0;
+    const quiet = { out: () => {}, err: () => {}, stdin: async () => '' };
+    expect(await main(['ca', 'init', '--force', '--data-dir', s.dataDir], quiet)).toBe(0);
+    const ca2 = s.appliance.core.db.prepare('SELECT cert_der FROM rp_ca WHERE tenant_id = ?').get(s.primary.id) as { cert_der: Buffer };
+    expect(ca2.cert_der.equals(ca.cert_der)).toBe(false);
+    expect(await auto.ensure()).toBe(true);
+    const ca2Pem = new crypto.X509Certificate(ca2.cert_der).toString();
+    const fourth = await get(`${s.url}/healthz`, { ca: ca2Pem });
+    expect(fourth.status).toBe(200);
+    expect(fourth.cert.serialNumber.toLowerCase()).toBe(auto.serial);
+    expect(await auto.ensure()).toBe(false);
+  });
+});
+
+describe('serve --tls auto on a restart', { timeout: 120_000 }, () => {
+  it('adopts the stored certificate with node:crypto alone: the CA code is not loaded while nothing needs issuing', async () => {
+    const dataDir = tempDir();
+    cleanups.push(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+    const overrides = { http: { port: 0, host: '127.0.0.1', drainMs: 500, tls: 'auto' } };
+    const first = await startTestServer({ dataDir, overrides });
+    const serial = (first.appliance.host.provided(TLS_AUTO) as TlsAutoService).serial;
+    expect((first.appliance.host.services('rp-ca') as RpCaServices).ca.loaded()).toBeDefined();
+    await first.stop();
+
+    const s = await startTestServer({ dataDir, overrides });
+    cleanups.push(() => s.stop());
+    const auto = s.appliance.host.provided(TLS_AUTO) as TlsAutoService;
+    expect(auto.serial).toBe(serial);
+    expect(await auto.ensure()).toBe(false);
+    expect((s.appliance.host.services('rp-ca') as RpCaServices).ca.loaded()).toBeUndefined();
+    const ca = s.appliance.core.db.prepare('SELECT cert_der FROM rp_ca WHERE tenant_id = ?').get(s.primary.id) as { cert_der: Buffer };
+    const served = await get(`${s.url}/healthz`, { ca: new crypto.X509Certificate(ca.cert_der).toString() });
+    expect(served.status).toBe(200);
+    expect(served.cert.serialNumber.toLowerCase()).toBe(serial);
   });
 });
 
