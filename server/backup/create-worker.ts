@@ -18,6 +18,8 @@ import { schemaVersions } from './create.ts';
 
 export interface CreateWorkerData {
   entry: string;
+  /** Loaded before the TypeScript loader (worker-boot.mjs). */
+  preload?: string[];
   /** The live store (the server keeps writing it: WAL). */
   dbFile: string;
   /**
@@ -27,6 +29,8 @@ export interface CreateWorkerData {
   dbFd: number;
   /** Where the fallback snapshot goes (made empty, 0600, by the caller). */
   snapshot: string;
+  /** 'vacuum': the fallback at once (tests, the bench). */
+  via?: SnapshotVia;
 }
 
 /** How the store's snapshot was taken: its pages read from the file under a held read transaction, or `VACUUM INTO` (the fallback). */
@@ -44,9 +48,7 @@ export type ToCreateWorker =
     };
 
 export type FromCreateWorker =
-  | { ok: 'snapshot'; schema: Record<string, number>; via: SnapshotVia }
-  | { ok: 'written'; bytes: number; files: number }
-  | { error: string; code?: string };
+  { ok: 'snapshot'; schema: Record<string, number>; via: SnapshotVia } | { ok: 'written'; bytes: number; files: number } | { error: string; code?: string };
 
 const data = workerData as CreateWorkerData;
 const buf = (u: Uint8Array) => Buffer.from(u.buffer, u.byteOffset, u.byteLength);
@@ -110,7 +112,7 @@ function snapshot(): { schema: Record<string, number>; via: SnapshotVia } {
   const src = new Database(data.dbFile, { fileMustExist: true });
   try {
     src.pragma('busy_timeout = 5000');
-    if (snapshotPages(src)) return { schema: schemaVersions(src), via: 'pages' };
+    if (data.via !== 'vacuum' && snapshotPages(src)) return { schema: schemaVersions(src), via: 'pages' };
     src.pragma('synchronous = OFF');
     src.prepare('VACUUM INTO ?').run(data.snapshot);
   } finally {

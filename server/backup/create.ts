@@ -16,6 +16,8 @@ export interface CreateInput {
   toDir: string;
   now: number;
   build: string;
+  /** Only 'vacuum' forces the fallback snapshot (tests and the backup bench compare the two); the default tries the pages first. */
+  snapshotVia?: SnapshotVia;
 }
 
 export interface CreatedArchive {
@@ -83,7 +85,7 @@ export async function createArchive(input: CreateInput): Promise<CreatedArchive>
   const part = `${final}.part`;
   // The copy holds every secret the store holds (sealed) and every hash: owner only, from birth.
   fs.closeSync(fs.openSync(snapshot, 'wx', 0o600));
-  const thread = new CreateThread({ dbFile: input.db.name, dbFd: storeFd(input.db.name), snapshot });
+  const thread = new CreateThread({ dbFile: input.db.name, dbFd: storeFd(input.db.name), snapshot, via: input.snapshotVia });
   try {
     const { schema, via } = await thread.ask({ op: 'snapshot' }, 'snapshot');
     const { head, body } = ArchiveWriter.head(input.key, { created: new Date(input.now).toISOString(), build: input.build, schema }, (k) =>
@@ -121,7 +123,7 @@ class CreateThread {
   constructor(job: Omit<CreateWorkerData, 'entry'>) {
     const boot = new URL('../worker-boot.mjs', import.meta.url);
     const entry = new URL(`./create-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url).href;
-    const data: CreateWorkerData = { entry, ...job };
+    const data: CreateWorkerData = { entry, preload: ['better-sqlite3', 'zod'], ...job };
     this.#w = new Worker(boot, { workerData: data, name: 'backup' });
     this.#w.on('message', (m: FromCreateWorker) => {
       const w = this.#waiting;
