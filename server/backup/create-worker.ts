@@ -12,7 +12,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { parentPort, workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
-import { ArchiveWriter, CHUNK_BYTES, writeAll, type ArchiveBodyKeys } from './archive.ts';
+import { ArchiveWriter, writeAll, type ArchiveBodyKeys } from './archive.ts';
 import { DB_ENTRY, entryHead, filesToArchive, KIND_END } from './contents.ts';
 import { schemaVersions } from './create.ts';
 
@@ -127,15 +127,15 @@ function snapshot(): { schema: Record<string, number>; via: SnapshotVia } {
 }
 
 /** The database entry from the held snapshot: the store's file, pages 1..page_count, read through the caller's descriptor. */
-function copyHeld(w: ArchiveWriter, chunk: Buffer, h: NonNullable<typeof held>): void {
+function copyHeld(w: ArchiveWriter, h: NonNullable<typeof held>): void {
   w.write(entryHead(DB_ENTRY, h.bytes));
-  let done = 0;
-  while (done < h.bytes) {
-    const n = fs.readSync(data.dbFd, chunk, 0, Math.min(chunk.length, h.bytes - done), done);
-    if (n === 0) throw new Error(`${DB_ENTRY} is shorter than its snapshot's page count`);
-    w.write(chunk.subarray(0, n));
-    done += n;
-  }
+  let at = 0;
+  const got = w.fill(h.bytes, (buf, off, max) => {
+    const n = fs.readSync(data.dbFd, buf, off, max, at);
+    at += n;
+    return n;
+  });
+  if (got < h.bytes) throw new Error(`${DB_ENTRY} is shorter than its snapshot's page count`);
 }
 
 function write(m: Extract<ToCreateWorker, { op: 'write' }>): { bytes: number; files: number } {
@@ -144,20 +144,19 @@ function write(m: Extract<ToCreateWorker, { op: 'write' }>): { bytes: number; fi
     writeAll(out, buf(m.head));
     const keys: ArchiveBodyKeys = { stream: buf(m.body.stream), prefix: buf(m.body.prefix), aad: buf(m.body.aad), headBytes: m.body.headBytes };
     const w = new ArchiveWriter(out, keys);
-    const chunk = Buffer.allocUnsafe(CHUNK_BYTES);
     const flusher = new EarlyWriteback(out);
     w.onWrite = (bytes) => flusher.wrote(bytes);
     if (held) {
-      copyHeld(w, chunk, held);
+      copyHeld(w, held);
       // The files come after the snapshot (create.ts); the store's writers never waited on it.
       held.db.exec('COMMIT');
       held.db.close();
       held = undefined;
     }
     // Unlinked once open: read through the descriptor, and gone with it even if this thread dies.
-    else copyFile(w, chunk, data.snapshot, DB_ENTRY, () => fs.rmSync(data.snapshot, { force: true }));
+    else copyFile(w, data.snapshot, DB_ENTRY, () => fs.rmSync(data.snapshot, { force: true }));
     let files = 1;
-    for (const rel of filesToArchive(m.dataDir, m.exclude)) if (copyFile(w, chunk, path.join(m.dataDir, ...rel.split('/')), rel)) files++;
+    for (const rel of filesToArchive(m.dataDir, m.exclude)) if (copyFile(w, path.join(m.dataDir, ...rel.split('/')), rel)) files++;
     w.write(Buffer.from([KIND_END]));
     w.finish();
     fs.fsyncSync(out);
@@ -172,7 +171,7 @@ function write(m: Extract<ToCreateWorker, { op: 'write' }>): { bytes: number; fi
  * (a file replaced meanwhile is read whole from the old inode), a chunk at a time. Gone since the
  * listing: skipped.
  */
-function copyFile(w: ArchiveWriter, chunk: Buffer, abs: string, rel: string, opened?: () => void): boolean {
+function copyFile(w: ArchiveWriter, abs: string, rel: string, opened?: () => void): boolean {
   let fd: number;
   try {
     fd = fs.openSync(abs, 'r');
@@ -184,13 +183,13 @@ function copyFile(w: ArchiveWriter, chunk: Buffer, abs: string, rel: string, ope
     opened?.();
     const size = fs.fstatSync(fd).size;
     w.write(entryHead(rel, size));
-    let done = 0;
-    while (done < size) {
-      const n = fs.readSync(fd, chunk, 0, Math.min(chunk.length, size - done), done);
-      if (n === 0) throw new Error(`${rel} shrank while it was archived`);
-      w.write(chunk.subarray(0, n));
-      done += n;
-    }
+    let at = 0;
+    const got = w.fill(size, (buf, off, max) => {
+      const n = fs.readSync(fd, buf, off, max, at);
+      at += n;
+      return n;
+    });
+    if (got < size) throw new Error(`${rel} shrank while it was archived`);
     return true;
   } finally {
     fs.closeSync(fd);

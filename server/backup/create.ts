@@ -28,6 +28,8 @@ export interface CreatedArchive {
   ms: number;
   /** How the store's snapshot was taken (create-worker.ts): 'pages' normally, 'vacuum' when the writers never left a window. */
   via: SnapshotVia;
+  /** Where the time went (ms): the thread's start and the snapshot, then the archive's body (copy, encryption, fsync). */
+  phases: { snapshot: number; body: number };
 }
 
 /** `sovcomms-20261128-064500Z-1a2b.sovbak`: sorts by time; the suffix keeps two in a second apart. */
@@ -88,18 +90,30 @@ export async function createArchive(input: CreateInput): Promise<CreatedArchive>
   const thread = new CreateThread({ dbFile: input.db.name, dbFd: storeFd(input.db.name), snapshot, via: input.snapshotVia });
   try {
     const { schema, via } = await thread.ask({ op: 'snapshot' }, 'snapshot');
+    const snapshotAt = performance.now();
     const { head, body } = ArchiveWriter.head(input.key, { created: new Date(input.now).toISOString(), build: input.build, schema }, (k) =>
       input.keys.wrapFor(k),
     );
     const made = await thread.ask({ op: 'write', part, head, body, dataDir: input.dataDir, exclude: [input.toDir] }, 'written');
     fs.renameSync(part, final);
     syncDir(input.toDir);
-    return { file: final, name, bytes: made.bytes, files: made.files, ms: performance.now() - started, via };
+    const end = performance.now();
+    return {
+      file: final,
+      name,
+      bytes: made.bytes,
+      files: made.files,
+      ms: end - started,
+      via,
+      phases: { snapshot: snapshotAt - started, body: end - snapshotAt },
+    };
   } catch (e) {
     fs.rmSync(part, { force: true });
     throw e;
   } finally {
-    await thread.close();
+    // Not awaited: the answer is in, and the thread's teardown (its loader too, under tsx) is no
+    // part of the backup's time. Its connection was closed once the store's pages were copied.
+    thread.close().catch(() => undefined);
     fs.rmSync(snapshot, { force: true });
   }
 }
