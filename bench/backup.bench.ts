@@ -1,8 +1,8 @@
 /**
  * Issue 25's benchmark: a backup of a large data dir while the appliance serves v1 reads, beside
  * `sqlite3 .backup` of the same database alone (the SQLite CLI, /usr/bin/sqlite3), in the same
- * run, under the same read load. Target: the appliance's whole backup (database through the
- * online backup API in the server, the files, encryption, fsync) <= 1.2x the peer's time, and the
+ * run, under the same read load. Target: the appliance's whole backup (the database's pages read
+ * under a held read transaction on the backup's thread, the files, encryption, fsync) <= 1.2x the peer's time, and the
  * p99 of `GET /api.ashx/v1/auditlog?limit=50` during it < 50 ms.
  *
  * The data dir: BENCH_BACKUP_MB (1024) in all, 90 % database (a table of random 8 KiB rows beside

@@ -276,6 +276,23 @@ export class ArchiveWriter {
     }
   }
 
+  /**
+   * Appends `length` bytes that `read` puts straight into the chunk buffer (a file's pread), with
+   * no copy between: `read(buf, offset, max)` returns how many it wrote there, 0 at the end of its
+   * source (then `fill` returns what it got so far).
+   */
+  fill(length: number, read: (buf: Buffer, offset: number, max: number) => number): number {
+    let done = 0;
+    while (done < length) {
+      if (this.#fill === CHUNK_BYTES) this.flush(false);
+      const n = read(this.#buf, this.#fill, Math.min(CHUNK_BYTES - this.#fill, length - done));
+      if (n === 0) break;
+      this.#fill += n;
+      done += n;
+    }
+    return done;
+  }
+
   private flush(final: boolean): void {
     const c = crypto.createCipheriv('aes-256-gcm', this.#key, nonce(this.#prefix, this.#counter, final));
     c.setAAD(this.#aad);
@@ -283,9 +300,7 @@ export class ArchiveWriter {
     c.final(); // GCM: no bytes held back
     const len = Buffer.alloc(4);
     len.writeUInt32BE((this.#fill | (final ? FINAL : 0)) >>> 0);
-    writeAll(this.#fd, len);
-    writeAll(this.#fd, ct);
-    writeAll(this.#fd, c.getAuthTag());
+    writeAllv(this.#fd, [len, ct, c.getAuthTag()]);
     this.bytes += 4 + ct.length + TAG_BYTES;
     this.onWrite?.(4 + ct.length + TAG_BYTES);
     this.#counter++;
@@ -309,6 +324,18 @@ export interface ArchiveBodyKeys {
 export function writeAll(fd: number, b: Buffer): void {
   let off = 0;
   while (off < b.length) off += fs.writeSync(fd, b, off, b.length - off);
+}
+
+/** One writev for a chunk's length, ciphertext and tag (then plain writes for whatever a short write left). */
+function writeAllv(fd: number, parts: Buffer[]): void {
+  let n = fs.writevSync(fd, parts);
+  for (const p of parts) {
+    if (n >= p.length) n -= p.length;
+    else {
+      writeAll(fd, p.subarray(n));
+      n = 0;
+    }
+  }
 }
 
 async function readExactly(fh: FileHandle, pos: number, n: number): Promise<Buffer | 'eof'> {

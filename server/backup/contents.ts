@@ -8,7 +8,11 @@ import { ArchiveError } from './archive.ts';
  *   entry := u8 kind (1 = file) | u16 BE path length | path (UTF-8, '/'-separated, relative) | u64 BE size | bytes
  *   end   := u8 0
  *
- * The first entry is the database (`appliance.db`, a consistent snapshot, create-worker.ts);
+ * The first entry is the database (`appliance.db`, a consistent snapshot, create-worker.ts: the
+ * store's pages 1..page_count as one read transaction sees them, free pages included, as
+ * `sqlite3 .backup` copies them; or, from archives made before 2026-12-05 and from the fallback,
+ * a `VACUUM INTO` copy without free pages. Both are the same entry kind, a whole SQLite database
+ * file, and restore alike: the archive format stayed at version 1);
  * the rest are the data dir's files (config.json, tenants/<id>/..., issued certificates) as
  * found. The master key is not an entry: the header carries it wrapped.
  */

@@ -5,7 +5,7 @@ import { Worker } from 'node:worker_threads';
 import type { DB } from '../store/db.ts';
 import type { KeyService } from '../keys.ts';
 import { ArchiveWriter, ARCHIVE_EXT, type BackupKey } from './archive.ts';
-import type { CreateWorkerData, FromCreateWorker, ToCreateWorker } from './create-worker.ts';
+import type { CreateWorkerData, FromCreateWorker, SnapshotVia, ToCreateWorker } from './create-worker.ts';
 
 export interface CreateInput {
   db: DB;
@@ -16,6 +16,8 @@ export interface CreateInput {
   toDir: string;
   now: number;
   build: string;
+  /** Only 'vacuum' forces the fallback snapshot (tests and the backup bench compare the two); the default tries the pages first. */
+  snapshotVia?: SnapshotVia;
 }
 
 export interface CreatedArchive {
@@ -24,6 +26,10 @@ export interface CreatedArchive {
   bytes: number;
   files: number;
   ms: number;
+  /** How the store's snapshot was taken (create-worker.ts): 'pages' normally, 'vacuum' when the writers never left a window. */
+  via: SnapshotVia;
+  /** Where the time went (ms): the thread's start and the snapshot, then the archive's body (copy, encryption, fsync). */
+  phases: { snapshot: number; body: number };
 }
 
 /** `sovcomms-20261128-064500Z-1a2b.sovbak`: sorts by time; the suffix keeps two in a second apart. */
@@ -39,8 +45,28 @@ export function schemaVersions(db: DB): Record<string, number> {
 }
 
 /**
+ * A read-only descriptor on a store's file, opened once per process and file and never closed.
+ * Closing any descriptor of a file drops every POSIX advisory lock this process holds on it
+ * (fcntl semantics), SQLite's locks of the server's own connections included; so the backup
+ * thread reads the store through this one, which stays open as long as the process does.
+ */
+const storeFds = new Map<string, { fd: number; ino: number; dev: number }>();
+function storeFd(file: string): number {
+  const abs = path.resolve(file);
+  const st = fs.statSync(abs);
+  const had = storeFds.get(abs);
+  if (had && had.ino === st.ino && had.dev === st.dev) return had.fd;
+  // A store replaced under the same name (a restore): the old descriptor is left open, never closed (see above).
+  const fd = fs.openSync(abs, 'r');
+  const now = fs.fstatSync(fd);
+  storeFds.set(abs, { fd, ino: now.ino, dev: now.dev });
+  return fd;
+}
+
+/**
  * One consistent archive of a running appliance: first a snapshot of the database in one read
- * transaction (`VACUUM INTO` the data dir's tmp/, 0600), then the data dir's files. Files
+ * transaction (its pages read from the store's file while that transaction holds them, or
+ * `VACUUM INTO` the data dir's tmp/ as a fallback: create-worker.ts), then the data dir's files. Files
  * after the snapshot: a chat upload is renamed into place after its row commits, so every row in
  * the snapshot finds its file. Written to `<name>.part` and renamed when complete and synced: an
  * archive under its final name is always whole.
@@ -61,21 +87,33 @@ export async function createArchive(input: CreateInput): Promise<CreatedArchive>
   const part = `${final}.part`;
   // The copy holds every secret the store holds (sealed) and every hash: owner only, from birth.
   fs.closeSync(fs.openSync(snapshot, 'wx', 0o600));
-  const thread = new CreateThread({ dbFile: input.db.name, snapshot });
+  const thread = new CreateThread({ dbFile: input.db.name, dbFd: storeFd(input.db.name), snapshot, via: input.snapshotVia });
   try {
-    const { schema } = await thread.ask({ op: 'snapshot' }, 'snapshot');
+    const { schema, via } = await thread.ask({ op: 'snapshot' }, 'snapshot');
+    const snapshotAt = performance.now();
     const { head, body } = ArchiveWriter.head(input.key, { created: new Date(input.now).toISOString(), build: input.build, schema }, (k) =>
       input.keys.wrapFor(k),
     );
     const made = await thread.ask({ op: 'write', part, head, body, dataDir: input.dataDir, exclude: [input.toDir] }, 'written');
     fs.renameSync(part, final);
     syncDir(input.toDir);
-    return { file: final, name, bytes: made.bytes, files: made.files, ms: performance.now() - started };
+    const end = performance.now();
+    return {
+      file: final,
+      name,
+      bytes: made.bytes,
+      files: made.files,
+      ms: end - started,
+      via,
+      phases: { snapshot: snapshotAt - started, body: end - snapshotAt },
+    };
   } catch (e) {
     fs.rmSync(part, { force: true });
     throw e;
   } finally {
-    await thread.close();
+    // Not awaited: the answer is in, and the thread's teardown (its loader too, under tsx) is no
+    // part of the backup's time. Its connection was closed once the store's pages were copied.
+    thread.close().catch(() => undefined);
     fs.rmSync(snapshot, { force: true });
   }
 }
@@ -99,7 +137,7 @@ class CreateThread {
   constructor(job: Omit<CreateWorkerData, 'entry'>) {
     const boot = new URL('../worker-boot.mjs', import.meta.url);
     const entry = new URL(`./create-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url).href;
-    const data: CreateWorkerData = { entry, ...job };
+    const data: CreateWorkerData = { entry, preload: ['better-sqlite3', 'zod'], ...job };
     this.#w = new Worker(boot, { workerData: data, name: 'backup' });
     this.#w.on('message', (m: FromCreateWorker) => {
       const w = this.#waiting;
