@@ -97,7 +97,6 @@ const DET_H = detTable(22528, 10);
  */
 class Band {
   s = 0;
-  sp = 0;
   sz = 0;
   nb = 0;
   det: number;
@@ -141,8 +140,8 @@ class Band {
 
   /** Block 4: reconstruction, pole and zero coefficient adaptation, and the next prediction. */
   block4(dx: number): void {
-    const r0 = sat(this.s + dx);
-    const sg0 = sat(this.sz + dx) >> 31;
+    const r0 = sat((this.s + dx) | 0);
+    const sg0 = sat((this.sz + dx) | 0) >> 31;
     const sg1 = this.sg1;
     const a1 = this.a1;
     // UPPOL2
@@ -151,13 +150,13 @@ class Band {
     const same1 = ~(sg0 ^ sg1);
     let w2 = (w1 ^ same1) - same1;
     if (w2 > 32767) w2 = 32767;
-    let ap2 = (w2 >> 7) + 128 - ((sg0 ^ this.sg2) & 256) + (Math.imul(this.a2, 32512) >> 15);
+    let ap2 = ((w2 >> 7) + 128 - ((sg0 ^ this.sg2) & 256) + (Math.imul(this.a2, 32512) >> 15)) | 0;
     if (ap2 > 12288) ap2 = 12288;
     else if (ap2 < -12288) ap2 = -12288;
     // UPPOL1
     // No saturation needed (the Recommendation's SAT cannot act): |a1| ≤ 27648 (the limit below)
     // keeps this within ±27733, and ap2 ∈ [-12288, 12288] keeps lim within [3072, 27648].
-    let ap1 = 192 - ((sg0 ^ sg1) & 384) + (Math.imul(a1, 32640) >> 15);
+    let ap1 = (192 - ((sg0 ^ sg1) & 384) + (Math.imul(a1, 32640) >> 15)) | 0;
     const lim = 15360 - ap2;
     if (ap1 > lim) ap1 = lim;
     else if (ap1 < -lim) ap1 = -lim;
@@ -165,7 +164,7 @@ class Band {
     // difference with dx (-128 when they differ; m is -1 then), by 0 when dx is 0. A 16-bit b
     // times 32640/32768 plus or minus 128 stays within 16 bits: the Recommendation's saturation
     // cannot act.
-    const ddx = sat(dx + dx);
+    const ddx = sat((dx + dx) | 0);
     const step = ((dx | -dx) >>> 31) << 7;
     const dd1 = this.dd1;
     const dd2 = this.dd2;
@@ -173,17 +172,17 @@ class Band {
     const dd4 = this.dd4;
     const dd5 = this.dd5;
     let m = (dd1 ^ dx) >> 31;
-    const b1 = (step ^ m) - m + (Math.imul(this.b1, 32640) >> 15);
+    const b1 = ((step ^ m) - m + (Math.imul(this.b1, 32640) >> 15)) | 0;
     m = (dd2 ^ dx) >> 31;
-    const b2 = (step ^ m) - m + (Math.imul(this.b2, 32640) >> 15);
+    const b2 = ((step ^ m) - m + (Math.imul(this.b2, 32640) >> 15)) | 0;
     m = (dd3 ^ dx) >> 31;
-    const b3 = (step ^ m) - m + (Math.imul(this.b3, 32640) >> 15);
+    const b3 = ((step ^ m) - m + (Math.imul(this.b3, 32640) >> 15)) | 0;
     m = (dd4 ^ dx) >> 31;
-    const b4 = (step ^ m) - m + (Math.imul(this.b4, 32640) >> 15);
+    const b4 = ((step ^ m) - m + (Math.imul(this.b4, 32640) >> 15)) | 0;
     m = (dd5 ^ dx) >> 31;
-    const b5 = (step ^ m) - m + (Math.imul(this.b5, 32640) >> 15);
+    const b5 = ((step ^ m) - m + (Math.imul(this.b5, 32640) >> 15)) | 0;
     m = (this.dd6 ^ dx) >> 31;
-    const b6 = (step ^ m) - m + (Math.imul(this.b6, 32640) >> 15);
+    const b6 = ((step ^ m) - m + (Math.imul(this.b6, 32640) >> 15)) | 0;
     this.b1 = b1;
     this.b2 = b2;
     this.b3 = b3;
@@ -196,7 +195,7 @@ class Band {
     this.dd4 = dd3;
     this.dd5 = dd4;
     this.dd6 = dd5;
-    const rr1 = sat(r0 + r0);
+    const rr1 = sat((r0 + r0) | 0);
     const rr2 = this.rr1;
     this.rr1 = rr1;
     this.rr2 = rr2;
@@ -215,9 +214,8 @@ class Band {
         (Math.imul(b6, dd5) >> 15)) |
         0,
     );
-    this.sp = sp;
     this.sz = sz;
-    this.s = sat(sp + sz);
+    this.s = sat((sp + sz) | 0);
   }
 }
 
