@@ -222,10 +222,13 @@ class Band {
 /**
  * The QMF delay line as a sliding window over a longer buffer: two samples go in per octet, the
  * newest 24 are the filter's taps, and the window is moved back to the start only when the buffer
- * is full (no shuffle of 22 samples per octet).
+ * is full (no shuffle of 22 samples per octet). Room for 40 octets, not more: a media thread runs
+ * a few hundred encoders and decoders in turn, and a window sliding through 4 KiB (512 octets)
+ * met cold cache lines at every frame; 416 bytes stay warm (23.2 -> 22.5 µs per call and frame,
+ * encode and decode, 200 of each in turn).
  */
 class QmfLine {
-  private readonly x = new Int32Array(24 + 2 * 512);
+  private readonly x = new Int32Array(24 + 2 * 40);
   /** Index of the oldest of the 24 current taps. */
   private at = 0;
   push(a: number, b: number): void {
