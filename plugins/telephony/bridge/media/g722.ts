@@ -97,7 +97,6 @@ const DET_H = detTable(22528, 10);
  */
 class Band {
   s = 0;
-  sp = 0;
   sz = 0;
   nb = 0;
   det: number;
@@ -132,7 +131,7 @@ class Band {
 
   /** Block 3: LOGSCL/LOGSCH and SCALEL/SCALEH (the next quantizer step from the code's multiplier). */
   scale(w: number): void {
-    let nb = ((this.nb * 127) >> 7) + w;
+    let nb = (Math.imul(this.nb, 127) >> 7) + w;
     nb &= ~(nb >> 31); // below 0: 0
     if (nb > this.max) nb = this.max;
     this.nb = nb;
@@ -141,8 +140,8 @@ class Band {
 
   /** Block 4: reconstruction, pole and zero coefficient adaptation, and the next prediction. */
   block4(dx: number): void {
-    const r0 = sat(this.s + dx);
-    const sg0 = sat(this.sz + dx) >> 31;
+    const r0 = sat((this.s + dx) | 0);
+    const sg0 = sat((this.sz + dx) | 0) >> 31;
     const sg1 = this.sg1;
     const a1 = this.a1;
     // UPPOL2
@@ -151,13 +150,13 @@ class Band {
     const same1 = ~(sg0 ^ sg1);
     let w2 = (w1 ^ same1) - same1;
     if (w2 > 32767) w2 = 32767;
-    let ap2 = (w2 >> 7) + 128 - ((sg0 ^ this.sg2) & 256) + ((this.a2 * 32512) >> 15);
+    let ap2 = ((w2 >> 7) + 128 - ((sg0 ^ this.sg2) & 256) + (Math.imul(this.a2, 32512) >> 15)) | 0;
     if (ap2 > 12288) ap2 = 12288;
     else if (ap2 < -12288) ap2 = -12288;
     // UPPOL1
     // No saturation needed (the Recommendation's SAT cannot act): |a1| ≤ 27648 (the limit below)
     // keeps this within ±27733, and ap2 ∈ [-12288, 12288] keeps lim within [3072, 27648].
-    let ap1 = 192 - ((sg0 ^ sg1) & 384) + ((a1 * 32640) >> 15);
+    let ap1 = (192 - ((sg0 ^ sg1) & 384) + (Math.imul(a1, 32640) >> 15)) | 0;
     const lim = 15360 - ap2;
     if (ap1 > lim) ap1 = lim;
     else if (ap1 < -lim) ap1 = -lim;
@@ -165,7 +164,7 @@ class Band {
     // difference with dx (-128 when they differ; m is -1 then), by 0 when dx is 0. A 16-bit b
     // times 32640/32768 plus or minus 128 stays within 16 bits: the Recommendation's saturation
     // cannot act.
-    const ddx = sat(dx + dx);
+    const ddx = sat((dx + dx) | 0);
     const step = ((dx | -dx) >>> 31) << 7;
     const dd1 = this.dd1;
     const dd2 = this.dd2;
@@ -173,17 +172,17 @@ class Band {
     const dd4 = this.dd4;
     const dd5 = this.dd5;
     let m = (dd1 ^ dx) >> 31;
-    const b1 = (step ^ m) - m + ((this.b1 * 32640) >> 15);
+    const b1 = ((step ^ m) - m + (Math.imul(this.b1, 32640) >> 15)) | 0;
     m = (dd2 ^ dx) >> 31;
-    const b2 = (step ^ m) - m + ((this.b2 * 32640) >> 15);
+    const b2 = ((step ^ m) - m + (Math.imul(this.b2, 32640) >> 15)) | 0;
     m = (dd3 ^ dx) >> 31;
-    const b3 = (step ^ m) - m + ((this.b3 * 32640) >> 15);
+    const b3 = ((step ^ m) - m + (Math.imul(this.b3, 32640) >> 15)) | 0;
     m = (dd4 ^ dx) >> 31;
-    const b4 = (step ^ m) - m + ((this.b4 * 32640) >> 15);
+    const b4 = ((step ^ m) - m + (Math.imul(this.b4, 32640) >> 15)) | 0;
     m = (dd5 ^ dx) >> 31;
-    const b5 = (step ^ m) - m + ((this.b5 * 32640) >> 15);
+    const b5 = ((step ^ m) - m + (Math.imul(this.b5, 32640) >> 15)) | 0;
     m = (this.dd6 ^ dx) >> 31;
-    const b6 = (step ^ m) - m + ((this.b6 * 32640) >> 15);
+    const b6 = ((step ^ m) - m + (Math.imul(this.b6, 32640) >> 15)) | 0;
     this.b1 = b1;
     this.b2 = b2;
     this.b3 = b3;
@@ -196,7 +195,7 @@ class Band {
     this.dd4 = dd3;
     this.dd5 = dd4;
     this.dd6 = dd5;
-    const rr1 = sat(r0 + r0);
+    const rr1 = sat((r0 + r0) | 0);
     const rr2 = this.rr1;
     this.rr1 = rr1;
     this.rr2 = rr2;
@@ -205,21 +204,31 @@ class Band {
     this.a2 = ap2;
     this.a1 = ap1;
     // FILTEP, FILTEZ (with the new dd1 = sat(2·dx) and the old dd1 to dd5), PREDIC.
-    const sp = sat(((ap1 * rr1) >> 15) + ((ap2 * rr2) >> 15));
-    const sz = sat(((b1 * ddx) >> 15) + ((b2 * dd1) >> 15) + ((b3 * dd2) >> 15) + ((b4 * dd3) >> 15) + ((b5 * dd4) >> 15) + ((b6 * dd5) >> 15));
-    this.sp = sp;
+    const sp = sat(((Math.imul(ap1, rr1) >> 15) + (Math.imul(ap2, rr2) >> 15)) | 0);
+    const sz = sat(
+      ((Math.imul(b1, ddx) >> 15) +
+        (Math.imul(b2, dd1) >> 15) +
+        (Math.imul(b3, dd2) >> 15) +
+        (Math.imul(b4, dd3) >> 15) +
+        (Math.imul(b5, dd4) >> 15) +
+        (Math.imul(b6, dd5) >> 15)) |
+        0,
+    );
     this.sz = sz;
-    this.s = sat(sp + sz);
+    this.s = sat((sp + sz) | 0);
   }
 }
 
 /**
  * The QMF delay line as a sliding window over a longer buffer: two samples go in per octet, the
  * newest 24 are the filter's taps, and the window is moved back to the start only when the buffer
- * is full (no shuffle of 22 samples per octet).
+ * is full (no shuffle of 22 samples per octet). Room for 40 octets, not more: a media thread runs
+ * a few hundred encoders and decoders in turn, and a window sliding through 4 KiB (512 octets)
+ * met cold cache lines at every frame; 416 bytes stay warm (23.2 -> 22.5 µs per call and frame,
+ * encode and decode, 200 of each in turn).
  */
 class QmfLine {
-  private readonly x = new Int32Array(24 + 2 * 512);
+  private readonly x = new Int32Array(24 + 2 * 40);
   /** Index of the oldest of the 24 current taps. */
   private at = 0;
   push(a: number, b: number): void {
@@ -240,31 +249,33 @@ class QmfLine {
     const x = this.x;
     const o = this.at;
     this.even =
-      x[o]! * 3 +
-      x[o + 2]! * -11 +
-      x[o + 4]! * 12 +
-      x[o + 6]! * 32 +
-      x[o + 8]! * -210 +
-      x[o + 10]! * 951 +
-      x[o + 12]! * 3876 +
-      x[o + 14]! * -805 +
-      x[o + 16]! * 362 +
-      x[o + 18]! * -156 +
-      x[o + 20]! * 53 +
-      x[o + 22]! * -11;
+      (Math.imul(x[o]!, 3) +
+        Math.imul(x[o + 2]!, -11) +
+        Math.imul(x[o + 4]!, 12) +
+        Math.imul(x[o + 6]!, 32) +
+        Math.imul(x[o + 8]!, -210) +
+        Math.imul(x[o + 10]!, 951) +
+        Math.imul(x[o + 12]!, 3876) +
+        Math.imul(x[o + 14]!, -805) +
+        Math.imul(x[o + 16]!, 362) +
+        Math.imul(x[o + 18]!, -156) +
+        Math.imul(x[o + 20]!, 53) +
+        Math.imul(x[o + 22]!, -11)) |
+      0;
     this.odd =
-      x[o + 1]! * -11 +
-      x[o + 3]! * 53 +
-      x[o + 5]! * -156 +
-      x[o + 7]! * 362 +
-      x[o + 9]! * -805 +
-      x[o + 11]! * 3876 +
-      x[o + 13]! * 951 +
-      x[o + 15]! * -210 +
-      x[o + 17]! * 32 +
-      x[o + 19]! * 12 +
-      x[o + 21]! * -11 +
-      x[o + 23]! * 3;
+      (Math.imul(x[o + 1]!, -11) +
+        Math.imul(x[o + 3]!, 53) +
+        Math.imul(x[o + 5]!, -156) +
+        Math.imul(x[o + 7]!, 362) +
+        Math.imul(x[o + 9]!, -805) +
+        Math.imul(x[o + 11]!, 3876) +
+        Math.imul(x[o + 13]!, 951) +
+        Math.imul(x[o + 15]!, -210) +
+        Math.imul(x[o + 17]!, 32) +
+        Math.imul(x[o + 19]!, 12) +
+        Math.imul(x[o + 21]!, -11) +
+        Math.imul(x[o + 23]!, 3)) |
+      0;
   }
 }
 
@@ -297,7 +308,7 @@ export class G722Encoder {
     const ilow = IL[i | ((el >> 31) & 32)]!;
     // 2L INVQAL (the 4-bit core), 3L, 4L
     const ril = ilow >> 2;
-    const dlow = (lo.det * QM4[ril]!) >> 15;
+    const dlow = Math.imul(lo.det, QM4[ril]!) >> 15;
     lo.scale(WL4[ril]!);
     lo.block4(dlow);
     // 1H SUBTRA, QUANTH
@@ -309,7 +320,7 @@ export class G722Encoder {
     const mih = 1 + ((((564 * hb.det) >> 12) - 1 - wdh) >>> 31);
     const ihigh = IH[mih | ((eh >> 31) & 4)]!;
     // 2H INVQAH, 3H, 4H
-    const dhigh = (hb.det * QM2[ihigh]!) >> 15;
+    const dhigh = Math.imul(hb.det, QM2[ihigh]!) >> 15;
     hb.scale(WH2[ihigh]!);
     hb.block4(dhigh);
     return ((ihigh << 6) | ilow) & 0xff;
@@ -356,16 +367,16 @@ export class G722Decoder {
       const ilow = code & 0x3f;
       const ihigh = (code >> 6) & 3;
       // 5L INVQBL, RECONS, 6L LIMIT
-      let rlow = lo.s + ((lo.det * QM6[ilow]!) >> 15);
+      let rlow = lo.s + (Math.imul(lo.det, QM6[ilow]!) >> 15);
       if (rlow > 16383) rlow = 16383;
       else if (rlow < -16384) rlow = -16384;
       // 2L INVQAL (4-bit core), 3L, 4L
       const ril = ilow >> 2;
-      const dlow = (lo.det * QM4[ril]!) >> 15;
+      const dlow = Math.imul(lo.det, QM4[ril]!) >> 15;
       lo.scale(WL4[ril]!);
       lo.block4(dlow);
       // 2H INVQAH, 5H RECONS, 6H LIMIT, 3H, 4H
-      const dhigh = (hb.det * QM2[ihigh]!) >> 15;
+      const dhigh = Math.imul(hb.det, QM2[ihigh]!) >> 15;
       let rhigh = dhigh + hb.s;
       if (rhigh > 16383) rhigh = 16383;
       else if (rhigh < -16384) rhigh = -16384;

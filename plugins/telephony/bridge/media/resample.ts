@@ -98,18 +98,33 @@ export class Decimator24to16 {
     const out = new Int16Array(Math.floor((2 * total - this.pos) / 3) + 1);
     let k = 0;
     let pos = this.pos;
+    const whole = Decimator24to16.WHOLE;
+    const mid = Decimator24to16.MID;
     // An output at sample c needs c + L; one between c and c + 1 needs c + L as well (24 taps from c - L + 1).
     for (; (pos >> 1) + L < total; pos += 3) {
       const c = pos >> 1;
-      let acc = 0;
+      // Both tap sets are symmetric (a linear-phase low-pass): the samples that share a tap are
+      // added first, which halves the multiplies (25 → 13 and 24 → 12 per output), and two
+      // accumulators halve the chain of dependent additions.
+      let acc0 = 0;
+      let acc1 = 0;
       if ((pos & 1) === 0) {
-        const taps = Decimator24to16.WHOLE;
-        for (let t = 0; t < 25; t++) acc += taps[t]! * b[c - L + t]!;
+        const taps = whole;
+        const lo = c - L;
+        for (let t = 0; t < L; t += 2) {
+          acc0 += taps[t]! * (b[lo + t]! + b[lo + 2 * L - t]!);
+          acc1 += taps[t + 1]! * (b[lo + t + 1]! + b[lo + 2 * L - t - 1]!);
+        }
+        acc0 += taps[L]! * b[c]!;
       } else {
-        const taps = Decimator24to16.MID;
-        for (let t = 0; t < 24; t++) acc += taps[t]! * b[c - L + 1 + t]!;
+        const taps = mid;
+        const lo = c - L + 1;
+        for (let t = 0; t < L; t += 2) {
+          acc0 += taps[t]! * (b[lo + t]! + b[lo + 2 * L - 1 - t]!);
+          acc1 += taps[t + 1]! * (b[lo + t + 1]! + b[lo + 2 * L - 2 - t]!);
+        }
       }
-      out[k++] = clamp16(acc);
+      out[k++] = clamp16(acc0 + acc1);
     }
     // Keep the last 2L samples as the next chunk's history; positions move back by what was dropped.
     const drop = total - 2 * L;
