@@ -182,6 +182,8 @@ describe('fault injection in a loop', () => {
         uploads: [] as string[],
       };
       let n = 0;
+      /** Trusted-list imports acknowledged (accepted or unchanged), counted across rounds. */
+      let listAcks = 0;
       for (let round = 0; round < KILLS; round++) {
         let stop = false;
         const worker = async (step: (i: number) => Promise<void>) => {
@@ -257,16 +259,24 @@ describe('fault injection in a loop', () => {
             const t = TERRITORIES[i % TERRITORIES.length]!;
             const r = await importList(`${t}_TSL_${t}.xml`, token);
             const got = r.lists.find((l) => l.territory === t);
-            if (r.status === 200 && (got?.outcome === 'accepted' || got?.outcome === 'unchanged')) acked.lists.add(t);
-            else if (process.env.FAULT_LOOP_DEBUG) console.log('lotl import', t, r.status, got);
+            if (r.status === 200 && (got?.outcome === 'accepted' || got?.outcome === 'unchanged')) {
+              acked.lists.add(t);
+              listAcks++;
+            } else if (process.env.FAULT_LOOP_DEBUG) console.log('lotl import', t, r.status, got);
           }),
         ];
         // A random moment once the round has made progress: 0 to 1.5 s after its first few acknowledgements.
         // (A user costs a password hash, hundreds of milliseconds: wait for one of those too.)
         const before = acked.users.length + acked.routes.length + acked.keys.length + acked.fired.length;
         const usersBefore = acked.users.length;
+        const listsBefore = listAcks;
+        // A list import (parse and XML signature check on the worker) takes seconds on a loaded
+        // machine: wait for one in every round too, or a busy CI run kills each round before any.
         await until(
-          () => acked.users.length > usersBefore && acked.users.length + acked.routes.length + acked.keys.length + acked.fired.length >= before + 4,
+          () =>
+            acked.users.length > usersBefore &&
+            listAcks > listsBefore &&
+            acked.users.length + acked.routes.length + acked.keys.length + acked.fired.length >= before + 4,
           60_000,
           'progress',
         );
