@@ -41,6 +41,7 @@ export {
   ServiceUnavailableError,
   zodMessage,
   type ErrorCode,
+  type ErrorReason,
 } from './errors.ts';
 
 // Routes: registration, auth policies, replies, list envelopes, key case.
