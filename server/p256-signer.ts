@@ -279,7 +279,8 @@ export function probeToken(cfg: Omit<HsmConfig, 'keyLabel'>): void {
       lib.C_Login(session, pkcs11().CKU_USER, cfg.pin);
     } catch (e) {
       if (isPkcs11(e, pkcs11().CKR_PIN_INCORRECT)) throw new HsmError('wrong_pin', `wrong PIN for token "${cfg.tokenLabel}"`);
-      if (!isPkcs11(e, pkcs11().CKR_USER_ALREADY_LOGGED_IN)) throw new HsmError('login_failed', `cannot log in to token "${cfg.tokenLabel}": ${(e as Error).message}`);
+      if (!isPkcs11(e, pkcs11().CKR_USER_ALREADY_LOGGED_IN))
+        throw new HsmError('login_failed', `cannot log in to token "${cfg.tokenLabel}": ${(e as Error).message}`);
     }
   } catch (e) {
     throw e instanceof HsmError ? e : new HsmError('token_error', `PKCS#11: ${(e as Error).message}`);

@@ -145,7 +145,8 @@ export function passkeyRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>,
       signIn.requireCsrf(req, 'passkey-register', req.body.csrf);
       const user = signIn.currentUser(req);
       const ch = signIn.takeChallenge(req, res, 'register');
-      if (!user || !ch || ch.u !== user.id) throw new AppError(400, 'passkey_rejected', 'no registration in progress for this user', { reason: 'no_registration' });
+      if (!user || !ch || ch.u !== user.id)
+        throw new AppError(400, 'passkey_rejected', 'no registration in progress for this user', { reason: 'no_registration' });
       let v;
       try {
         v = await (

@@ -593,9 +593,13 @@ function spkiFromPublicKey(v: string | Record<string, unknown>): Buffer {
   try {
     key = typeof v === 'string' ? crypto.createPublicKey({ key: v, format: 'pem' }) : crypto.createPublicKey({ key: v as crypto.JsonWebKey, format: 'jwk' });
   } catch {
-    throw new AppError(400, 'invalid_key', 'public_key: not a PEM SubjectPublicKeyInfo or a public JWK', { reason: 'not_a_key', params: { field: 'public_key' } });
+    throw new AppError(400, 'invalid_key', 'public_key: not a PEM SubjectPublicKeyInfo or a public JWK', {
+      reason: 'not_a_key',
+      params: { field: 'public_key' },
+    });
   }
-  if (key.type !== 'public') throw new AppError(400, 'invalid_key', 'public_key: a public key is expected', { reason: 'not_public', params: { field: 'public_key' } });
+  if (key.type !== 'public')
+    throw new AppError(400, 'invalid_key', 'public_key: a public key is expected', { reason: 'not_public', params: { field: 'public_key' } });
   return checkKey(key, 'public_key');
 }
 

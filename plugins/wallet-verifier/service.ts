@@ -574,7 +574,8 @@ export class VerifierService {
     const s = this.session(tenant, sessionId);
     if (!s || !s.login_secret_hash) throw new NotFoundError('unknown sign-in session');
     if (!safeEq(sha256(secret), s.login_secret_hash)) throw new AppError(403, 'access_denied', 'this sign-in session belongs to another page');
-    if (s.status !== 'verified') throw new AppError(409, 'conflict', 'the wallet has not presented a verified PID in this session', { reason: 'pid_not_verified' });
+    if (s.status !== 'verified')
+      throw new AppError(409, 'conflict', 'the wallet has not presented a verified PID in this session', { reason: 'pid_not_verified' });
     if (s.completed_at) throw new AppError(409, 'session_finished', 'this sign-in was already completed');
     if (!s.login_user_id) throw new AppError(403, 'access_denied', 'no account of this tenant may sign in with this PID (tenant policy)');
     return s;
@@ -602,7 +603,9 @@ export class VerifierService {
   completeLogin(tenant: Tenant, sessionId: string, secret: string, who: Caller): { userId: string; interaction: string | null } {
     const s = this.loginSession(tenant, sessionId, secret);
     if (!s.login_reviewed_at) {
-      throw new AppError(409, 'conflict', 'the page must show the presented name for confirmation first (wallet-login/review)', { reason: 'login_not_reviewed' });
+      throw new AppError(409, 'conflict', 'the page must show the presented name for confirmation first (wallet-login/review)', {
+        reason: 'login_not_reviewed',
+      });
     }
     if (!this.markCompleted(tenant, s.id, who, 'login-page')) throw new AppError(409, 'session_finished', 'this sign-in was already completed');
     return { userId: s.login_user_id!, interaction: s.login_interaction };
