@@ -163,7 +163,7 @@ export const ERROR_REASONS = {
     'profile_exists',
     'message_deleted',
   ],
-} as const satisfies { [C in ErrorCode]?: readonly string[] };
+} as const satisfies Partial<Record<ErrorCode, readonly string[]>>;
 export type ReasonedCode = keyof typeof ERROR_REASONS;
 /** The reasons a code may carry (`never` for a code without listed reasons). */
 export type ErrorReason<C extends ErrorCode> = C extends ReasonedCode ? (typeof ERROR_REASONS)[C][number] : never;
@@ -187,7 +187,8 @@ export const ERROR_REASON_PARAMS: Record<string, { type: 'string' | 'number'; de
  */
 export class AppError<C extends ErrorCode = ErrorCode> extends Error {
   readonly status: number;
-  readonly code: C;
+  /** ErrorCode, not C: an `instanceof` narrowing (AppError<any>) must not make the code `any`. */
+  readonly code: ErrorCode;
   readonly headers: Record<string, string>;
   /** Extra fields merged into the error body (e.g. `allowed` for 405, `reason`). Never secrets. */
   readonly extra: Record<string, unknown>;

@@ -26,7 +26,9 @@ afterAll(async () => {
 describe('backup errors carry their reason', () => {
   it('an uploaded file that is no archive: 400 invalid_archive, reason not_an_archive; a cut-off one: truncated', async () => {
     const restore = async (bytes: Buffer) => {
-      const up = await j(s.fetch(`${V1}/backups/upload`, { method: 'POST', host, key: token, headers: { 'content-type': 'application/octet-stream' }, body: bytes }));
+      const up = await j(
+        s.fetch(`${V1}/backups/upload`, { method: 'POST', host, key: token, headers: { 'content-type': 'application/octet-stream' }, body: bytes }),
+      );
       expect(up.status, JSON.stringify(up.body)).toBe(201);
       return j(s.fetch(`${V1}/backups/${up.body.name}/restore`, { method: 'POST', host, key: token, json: { passphrase: 'a long passphrase' } }));
     };

@@ -3990,6 +3990,10 @@ export interface webhooks {
 export interface components {
     schemas: {
         Error: {
+            /** @description reason parameter: bridge_error: the bridge's own error code, when it gave one */
+            bridge_code?: string;
+            /** @description reason parameter: bridge_error: the HTTP status the bridge answered */
+            bridge_status?: number;
             /**
              * @description stable error code (server/errors.ts ERROR_CODES)
              * @enum {string}
@@ -4015,7 +4019,18 @@ export interface components {
                 /** @description the allowed values */
                 values?: (string | number)[];
             };
-        };
+            /** @description reason parameter: the bound that was hit (too_many_tabs) */
+            limit?: number;
+            /** @description reason parameter: the conflicting name (a SIP user, a prompt slug, a network profile) */
+            name?: string;
+            /** @description reason parameter: bridge_error: the control request the bridge refused (`POST /calls`) */
+            operation?: string;
+            /**
+             * @description why a generic code was answered, stable and machine-readable (server/errors.ts ERROR_REASONS); the values each code may carry are listed in `x-reasons` and enforced below
+             * @enum {string}
+             */
+            reason?: "wrong_key" | "truncated" | "tampered" | "unsupported_version" | "not_an_archive" | "disk_full" | "not_writable" | "failed" | "not_pem" | "bad_signature" | "not_a_key" | "not_public" | "unsupported_key" | "module_unavailable" | "token_not_found" | "wrong_pin" | "login_failed" | "key_not_found" | "ambiguous_key" | "no_public_key" | "session_closed" | "sign_failed" | "token_error" | "key_unreachable" | "key_mismatch" | "cannot_sign" | "rejected" | "unreadable" | "challenge_expired" | "unknown_credential" | "account_inactive" | "verification_failed" | "no_registration" | "registration_invalid" | "registration_unverified" | "sip_user_taken" | "prompt_exists" | "too_many_tabs" | "call_already_accepted" | "call_answered_elsewhere" | "pid_not_verified" | "login_not_reviewed" | "profile_exists" | "message_deleted";
+        } & (unknown & unknown & unknown & unknown & unknown & unknown & unknown & unknown & unknown);
     };
     responses: never;
     parameters: {
