@@ -124,6 +124,9 @@ export type ErrorCode = (typeof ERROR_CODES)[number];
  * /openapi.json (components.schemas.Error).
  */
 export const ERROR_REASONS = {
+  /** The wallet sign-in's answer (plugins/wallet-verifier): the link, or the PID's account. */
+  access_denied: ['link_invalid', 'no_account'],
+  not_found: ['account_inactive'],
   invalid_archive: ['wrong_key', 'truncated', 'tampered', 'unsupported_version', 'not_an_archive'],
   backup_failed: ['disk_full', 'not_writable', 'failed'],
   invalid_csr: ['not_pem', 'bad_signature'],

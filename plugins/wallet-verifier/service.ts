@@ -577,7 +577,9 @@ export class VerifierService {
     if (s.status !== 'verified')
       throw new AppError(409, 'conflict', 'the wallet has not presented a verified PID in this session', { reason: 'pid_not_verified' });
     if (s.completed_at) throw new AppError(409, 'session_finished', 'this sign-in was already completed');
-    if (!s.login_user_id) throw new AppError(403, 'access_denied', 'no account of this tenant may sign in with this PID (tenant policy)');
+    if (!s.login_user_id) {
+      throw new AppError(403, 'access_denied', 'no account of this tenant may sign in with this PID (tenant policy)', { reason: 'no_account' });
+    }
     return s;
   }
 
@@ -624,9 +626,11 @@ export class VerifierService {
     const used = this.deps.db
       .prepare('UPDATE vp_session SET login_code_hash = NULL WHERE tenant_id = ? AND id = ? AND login_code_hash = ?')
       .run(tenant.id, s.id, sha256(code)).changes;
-    if (!used) throw new AppError(403, 'access_denied', 'this sign-in link is not valid (or was already used)');
+    if (!used) throw new AppError(403, 'access_denied', 'this sign-in link is not valid (or was already used)', { reason: 'link_invalid' });
     if (!browserSecret || !s.login_browser_hash || !safeEq(sha256(browserSecret), s.login_browser_hash)) return { elsewhere: true };
-    if (!s.login_user_id) throw new AppError(403, 'access_denied', 'no account of this tenant may sign in with this PID (tenant policy)');
+    if (!s.login_user_id) {
+      throw new AppError(403, 'access_denied', 'no account of this tenant may sign in with this PID (tenant policy)', { reason: 'no_account' });
+    }
     if (!this.markCompleted(tenant, s.id, who, 'login-redirect')) throw new AppError(409, 'session_finished', 'this sign-in was already completed');
     return { signIn: { userId: s.login_user_id, interaction: s.login_interaction } };
   }
