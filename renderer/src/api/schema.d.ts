@@ -8585,6 +8585,8 @@ export interface operations {
                             /** @description false for an invitation not claimed yet */
                             hasPassword: boolean;
                             id: string;
+                            /** @description the language of the user's mails; null follows the request's language */
+                            language: ("en" | "de") | null;
                             name: string;
                             /** @enum {string} */
                             role: "admin" | "user";
@@ -8664,6 +8666,8 @@ export interface operations {
                      * @default false
                      */
                     generatePassword?: boolean;
+                    /** @description the language of the user's mails (sign-in links, recovery, invitation); omit or null to follow the request's language */
+                    language?: ("en" | "de") | null;
                     /** @description login name: letters, digits and . _ @ + - */
                     name: string;
                     /** @description initial password (policy-checked); omit for an invitation */
@@ -8689,6 +8693,8 @@ export interface operations {
                         /** @description false for an invitation not claimed yet */
                         hasPassword: boolean;
                         id: string;
+                        /** @description the language of the user's mails; null follows the request's language */
+                        language: ("en" | "de") | null;
                         name: string;
                         /** @description the generated password, shown once (only when one was generated) */
                         password?: string;
@@ -8772,6 +8778,8 @@ export interface operations {
                         /** @description false for an invitation not claimed yet */
                         hasPassword: boolean;
                         id: string;
+                        /** @description the language of the user's mails; null follows the request's language */
+                        language: ("en" | "de") | null;
                         name: string;
                         /** @enum {string} */
                         role: "admin" | "user";
@@ -8844,8 +8852,10 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /** @description the language of the user's mails; null to follow the request's language */
+                    language?: ("en" | "de") | null;
                     /** @enum {string} */
-                    role: "admin" | "user";
+                    role?: "admin" | "user";
                 };
             };
         };
@@ -8862,6 +8872,8 @@ export interface operations {
                         /** @description false for an invitation not claimed yet */
                         hasPassword: boolean;
                         id: string;
+                        /** @description the language of the user's mails; null follows the request's language */
+                        language: ("en" | "de") | null;
                         name: string;
                         /** @enum {string} */
                         role: "admin" | "user";
@@ -8952,6 +8964,8 @@ export interface operations {
                         /** @description false for an invitation not claimed yet */
                         hasPassword: boolean;
                         id: string;
+                        /** @description the language of the user's mails; null follows the request's language */
+                        language: ("en" | "de") | null;
                         name: string;
                         /** @enum {string} */
                         role: "admin" | "user";
@@ -9042,6 +9056,8 @@ export interface operations {
                         /** @description false for an invitation not claimed yet */
                         hasPassword: boolean;
                         id: string;
+                        /** @description the language of the user's mails; null follows the request's language */
+                        language: ("en" | "de") | null;
                         name: string;
                         /** @enum {string} */
                         role: "admin" | "user";
@@ -9132,6 +9148,8 @@ export interface operations {
                         /** @description false for an invitation not claimed yet */
                         hasPassword: boolean;
                         id: string;
+                        /** @description the language of the user's mails; null follows the request's language */
+                        language: ("en" | "de") | null;
                         name: string;
                         /** @description the generated password, shown once (only when one was generated) */
                         password?: string;
