@@ -261,6 +261,23 @@ describe('console confirmations', { timeout: 120_000 }, () => {
     await ctx.close();
   });
 
+  it("a user's mail language is chosen in the users table (no question: nothing is lost), and back to the request's", async () => {
+    const ctx = await browser.newContext();
+    const { page } = await watched(ctx);
+    await signIn(page);
+    const erin = async () =>
+      ((await (await s.fetch('/api.ashx/v1/users', { key: bearer })).json()) as { data: { name: string; language: string | null }[] }).data.find(
+        (u) => u.name === 'erin',
+      )!;
+    await go(page, 'users');
+    expect(await page.getByLabel('Mail language of erin').inputValue()).toBe('');
+    await page.getByLabel('Mail language of erin').selectOption('de');
+    await until(async () => (await erin()).language === 'de', 5000, 'erin gets German mails');
+    await page.getByLabel('Mail language of erin').selectOption('');
+    await until(async () => (await erin()).language === null, 5000, "erin's mails follow the request again");
+    await ctx.close();
+  });
+
   it('"My passkeys" leads back to the console, and the header names the tenant, not the address typed', async () => {
     const ctx = await browser.newContext();
     const { page } = await watched(ctx);
