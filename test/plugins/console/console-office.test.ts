@@ -331,7 +331,7 @@ describe('console in German', { timeout: 120_000 }, () => {
 
     await go(page, 'users');
     const row = page.getByRole('row').filter({ hasText: 'admin' }).first();
-    expect(await row.getByRole('combobox').locator('option:checked').textContent()).toBe('Admin');
+    expect(await row.getByLabel('Rolle von admin').locator('option:checked').textContent()).toBe('Admin');
     expect(await row.textContent()).toContain('Aktiv');
     await go(page, 'audit');
     await expect.poll(() => page.getByRole('cell', { name: 'Angemeldet', exact: true }).count()).toBeGreaterThan(0);
