@@ -117,28 +117,109 @@ export const ERROR_CODES = [
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
 /**
+ * Why a generic code was answered: per code, the stable machine-readable `reason` values its error
+ * body may carry next to `error` (snake_case, never changed, only added to). A client says the
+ * cause in its own language from `error` + `reason` (and the safe parameters beside them, listed
+ * in `ERROR_REASON_PARAMS`); `error_description` stays the English fallback. Listed per code in
+ * /openapi.json (components.schemas.Error).
+ */
+export const ERROR_REASONS = {
+  /** The wallet sign-in's answer (plugins/wallet-verifier): the link, or the PID's account. */
+  access_denied: ['link_invalid', 'no_account'],
+  not_found: ['account_inactive'],
+  invalid_archive: ['wrong_key', 'truncated', 'tampered', 'unsupported_version', 'not_an_archive'],
+  backup_failed: ['disk_full', 'not_writable', 'failed'],
+  invalid_csr: ['not_pem', 'bad_signature'],
+  invalid_key: ['not_a_key', 'not_public', 'unsupported_key'],
+  hsm_error: [
+    'module_unavailable',
+    'token_not_found',
+    'wrong_pin',
+    'login_failed',
+    'key_not_found',
+    'ambiguous_key',
+    'no_public_key',
+    'unsupported_key',
+    'session_closed',
+    'sign_failed',
+    'token_error',
+  ],
+  ca_unavailable: ['key_unreachable', 'key_mismatch', 'cannot_sign'],
+  bridge_error: ['rejected', 'failed', 'unreadable'],
+  passkey_rejected: [
+    'challenge_expired',
+    'unknown_credential',
+    'account_inactive',
+    'verification_failed',
+    'no_registration',
+    'registration_invalid',
+    'registration_unverified',
+  ],
+  conflict: [
+    'sip_user_taken',
+    'prompt_exists',
+    'too_many_tabs',
+    'call_already_accepted',
+    'call_answered_elsewhere',
+    'pid_not_verified',
+    'login_not_reviewed',
+    'profile_exists',
+    'message_deleted',
+  ],
+} as const satisfies Partial<Record<ErrorCode, readonly string[]>>;
+export type ReasonedCode = keyof typeof ERROR_REASONS;
+/** The reasons a code may carry (`never` for a code without listed reasons). */
+export type ErrorReason<C extends ErrorCode> = C extends ReasonedCode ? (typeof ERROR_REASONS)[C][number] : never;
+
+/**
+ * The safe parameters a reason's body may carry beside it (all strings or numbers, never secrets,
+ * paths or stack text), for a client to put into its sentence.
+ */
+export const ERROR_REASON_PARAMS: Record<string, { type: 'string' | 'number'; description: string }> = {
+  field: { type: 'string', description: 'the refused request field (invalid_key, invalid_csr)' },
+  name: { type: 'string', description: 'the conflicting name (a SIP user, a prompt slug, a network profile)' },
+  limit: { type: 'number', description: 'the bound that was hit (too_many_tabs)' },
+  operation: { type: 'string', description: 'bridge_error: the control request the bridge refused (`POST /calls`)' },
+  bridge_status: { type: 'number', description: 'bridge_error: the HTTP status the bridge answered' },
+  bridge_code: { type: 'string', description: "bridge_error: the bridge's own error code, when it gave one" },
+};
+
+/**
  * Business errors with stable codes (the jose / Backstage idea): services throw these, one error
  * middleware renders `{error, error_description}` with the status. No handler builds an error body.
  */
-export class AppError extends Error {
+export class AppError<C extends ErrorCode = ErrorCode> extends Error {
   readonly status: number;
+  /** ErrorCode, not C: an `instanceof` narrowing (AppError<any>) must not make the code `any`. */
   readonly code: ErrorCode;
   readonly headers: Record<string, string>;
-  /** Extra fields merged into the error body (e.g. `allowed` for 405). Never secrets. */
+  /** Extra fields merged into the error body (e.g. `allowed` for 405, `reason`). Never secrets. */
   readonly extra: Record<string, unknown>;
 
   constructor(
     status: number,
-    code: ErrorCode,
+    code: C,
     description: string,
-    opts: { headers?: Record<string, string>; extra?: Record<string, unknown>; cause?: unknown } = {},
+    opts: {
+      headers?: Record<string, string>;
+      extra?: Record<string, unknown>;
+      cause?: unknown;
+      /** The stable cause (ERROR_REASONS of the code), with its safe parameters (ERROR_REASON_PARAMS). */
+      reason?: ErrorReason<C>;
+      params?: Record<string, string | number>;
+    } = {},
   ) {
     super(description, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.name = new.target.name;
     this.status = status;
     this.code = code;
     this.headers = opts.headers ?? {};
-    this.extra = opts.extra ?? {};
+    this.extra = { ...opts.extra, ...(opts.reason === undefined ? {} : { reason: opts.reason, ...opts.params }) };
+  }
+
+  /** The `reason` of the body, when the thrower named one. */
+  get reason(): string | undefined {
+    return typeof this.extra.reason === 'string' ? this.extra.reason : undefined;
   }
 }
 

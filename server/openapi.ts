@@ -1,4 +1,4 @@
-import { ERROR_CODES } from './errors.ts';
+import { ERROR_CODES, ERROR_REASON_PARAMS, ERROR_REASONS } from './errors.ts';
 import { z } from 'zod';
 import type { RegisteredRoute } from './http/dispatch.ts';
 import { parseAddress } from './http/dispatch.ts';
@@ -60,7 +60,23 @@ const errorSchema = {
         values: { type: 'array', items: { type: ['string', 'number'] }, description: 'the allowed values' },
       },
     },
+    reason: {
+      type: 'string',
+      enum: [...new Set(Object.values(ERROR_REASONS).flat())],
+      description:
+        'why a generic code was answered, stable and machine-readable (server/errors.ts ERROR_REASONS); the values each code may carry are listed in `x-reasons` and enforced below',
+    },
+    ...Object.fromEntries(
+      Object.entries(ERROR_REASON_PARAMS)
+        .filter(([k]) => k !== 'field')
+        .map(([k, v]) => [k, { type: v.type, description: `reason parameter: ${v.description}` }]),
+    ),
   },
+  'x-reasons': ERROR_REASONS,
+  allOf: Object.entries(ERROR_REASONS).map(([code, reasons]) => ({
+    if: { properties: { error: { const: code } }, required: ['error'] },
+    then: { properties: { reason: { enum: [...reasons] } } },
+  })),
 };
 
 /**

@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import { createRequire } from 'node:module';
 import type pkcs11js from 'pkcs11js';
+import type { ErrorReason } from './errors.ts';
 
 /**
  * pkcs11js, a native addon, is loaded on the first use of an HSM: the SDK re-exports this file, so
@@ -104,7 +105,7 @@ function openModule(path: string): pkcs11js.PKCS11 {
       owned = false;
     }
   } catch (e) {
-    throw new HsmError(`cannot load PKCS#11 module ${path}: ${(e as Error).message}`);
+    throw new HsmError('module_unavailable', `cannot load PKCS#11 module ${path}: ${(e as Error).message}`);
   }
   modules.set(path, { lib, refs: 1, owned });
   return lib;
@@ -123,7 +124,15 @@ function releaseModule(path: string): void {
   m.lib.close();
 }
 
-export class HsmError extends Error {}
+/** A key store failure; `reason` is the stable cause (ERROR_REASONS.hsm_error), the message has the details for the log. */
+export class HsmError extends Error {
+  constructor(
+    readonly reason: ErrorReason<'hsm_error'>,
+    message: string,
+  ) {
+    super(message);
+  }
+}
 
 function isPkcs11(e: unknown, code: number): boolean {
   return typeof e === 'object' && e !== null && (e as { code?: unknown }).code === code;
@@ -165,22 +174,22 @@ export class Pkcs11Signer implements Signer {
     let session: Buffer | undefined;
     try {
       const slot = lib.C_GetSlotList(true).find((s) => lib.C_GetTokenInfo(s).label.trim() === cfg.tokenLabel);
-      if (!slot) throw new HsmError(`no token labelled "${cfg.tokenLabel}" in ${cfg.module}`);
+      if (!slot) throw new HsmError('token_not_found', `no token labelled "${cfg.tokenLabel}" in ${cfg.module}`);
       session = lib.C_OpenSession(slot, pkcs11().CKF_SERIAL_SESSION | pkcs11().CKF_RW_SESSION);
       try {
         lib.C_Login(session, pkcs11().CKU_USER, cfg.pin);
       } catch (e) {
         // Another tenant (or an earlier open) of this process is logged in already: fine.
         if (!isPkcs11(e, pkcs11().CKR_USER_ALREADY_LOGGED_IN)) {
-          if (isPkcs11(e, pkcs11().CKR_PIN_INCORRECT)) throw new HsmError(`wrong PIN for token "${cfg.tokenLabel}"`);
-          throw new HsmError(`cannot log in to token "${cfg.tokenLabel}": ${(e as Error).message}`);
+          if (isPkcs11(e, pkcs11().CKR_PIN_INCORRECT)) throw new HsmError('wrong_pin', `wrong PIN for token "${cfg.tokenLabel}"`);
+          throw new HsmError('login_failed', `cannot log in to token "${cfg.tokenLabel}": ${(e as Error).message}`);
         }
       }
       let created = false;
       let priv = findOne(lib, session, pkcs11().CKO_PRIVATE_KEY, cfg.keyLabel);
       let pub = findOne(lib, session, pkcs11().CKO_PUBLIC_KEY, cfg.keyLabel);
       if (!priv) {
-        if (!opts.create) throw new HsmError(`no private key labelled "${cfg.keyLabel}" on token "${cfg.tokenLabel}"`);
+        if (!opts.create) throw new HsmError('key_not_found', `no private key labelled "${cfg.keyLabel}" on token "${cfg.tokenLabel}"`);
         const id = crypto.randomBytes(16);
         const pair = lib.C_GenerateKeyPair(
           session,
@@ -206,7 +215,7 @@ export class Pkcs11Signer implements Signer {
         pub = pair.publicKey;
         created = true;
       }
-      if (!pub) throw new HsmError(`key "${cfg.keyLabel}" has no public key object on the token (needed for its certificate)`);
+      if (!pub) throw new HsmError('no_public_key', `key "${cfg.keyLabel}" has no public key object on the token (needed for its certificate)`);
       const spki = spkiOf(lib, session, pub);
       const { pin: _pin, ...rest } = cfg;
       return { signer: new Pkcs11Signer(rest, lib, session, priv, spki), created };
@@ -218,12 +227,12 @@ export class Pkcs11Signer implements Signer {
           /* closing after a failure */
         }
       releaseModule(cfg.module);
-      throw e instanceof HsmError ? e : new HsmError(`PKCS#11: ${(e as Error).message}`);
+      throw e instanceof HsmError ? e : new HsmError('token_error', `PKCS#11: ${(e as Error).message}`);
     }
   }
 
   async sign(data: Buffer): Promise<Buffer> {
-    if (this.#closed) throw new HsmError('HSM session closed');
+    if (this.#closed) throw new HsmError('session_closed', 'HSM session closed');
     const digest = crypto.createHash('sha256').update(data).digest();
     try {
       // C_SignInit + C_Sign run synchronously, so no other signature can interleave on this session.
@@ -232,7 +241,7 @@ export class Pkcs11Signer implements Signer {
     } catch (e) {
       // The session or the token is gone: the owner opens a fresh signer next time.
       this.#failed = true;
-      throw new HsmError(`HSM signature failed: ${(e as Error).message}`);
+      throw new HsmError('sign_failed', `HSM signature failed: ${(e as Error).message}`);
     }
   }
 
@@ -264,16 +273,17 @@ export function probeToken(cfg: Omit<HsmConfig, 'keyLabel'>): void {
   let session: Buffer | undefined;
   try {
     const slot = lib.C_GetSlotList(true).find((s) => lib.C_GetTokenInfo(s).label.trim() === cfg.tokenLabel);
-    if (!slot) throw new HsmError(`no token labelled "${cfg.tokenLabel}" in ${cfg.module}`);
+    if (!slot) throw new HsmError('token_not_found', `no token labelled "${cfg.tokenLabel}" in ${cfg.module}`);
     session = lib.C_OpenSession(slot, pkcs11().CKF_SERIAL_SESSION);
     try {
       lib.C_Login(session, pkcs11().CKU_USER, cfg.pin);
     } catch (e) {
-      if (isPkcs11(e, pkcs11().CKR_PIN_INCORRECT)) throw new HsmError(`wrong PIN for token "${cfg.tokenLabel}"`);
-      if (!isPkcs11(e, pkcs11().CKR_USER_ALREADY_LOGGED_IN)) throw new HsmError(`cannot log in to token "${cfg.tokenLabel}": ${(e as Error).message}`);
+      if (isPkcs11(e, pkcs11().CKR_PIN_INCORRECT)) throw new HsmError('wrong_pin', `wrong PIN for token "${cfg.tokenLabel}"`);
+      if (!isPkcs11(e, pkcs11().CKR_USER_ALREADY_LOGGED_IN))
+        throw new HsmError('login_failed', `cannot log in to token "${cfg.tokenLabel}": ${(e as Error).message}`);
     }
   } catch (e) {
-    throw e instanceof HsmError ? e : new HsmError(`PKCS#11: ${(e as Error).message}`);
+    throw e instanceof HsmError ? e : new HsmError('token_error', `PKCS#11: ${(e as Error).message}`);
   } finally {
     if (session)
       try {
@@ -293,7 +303,7 @@ function findOne(lib: pkcs11js.PKCS11, session: Buffer, cls: number, label: stri
   ]);
   try {
     const found = lib.C_FindObjects(session, 2);
-    if (found.length > 1) throw new HsmError(`more than one key labelled "${label}" on the token`);
+    if (found.length > 1) throw new HsmError('ambiguous_key', `more than one key labelled "${label}" on the token`);
     return found[0];
   } finally {
     lib.C_FindObjectsFinal(session);
@@ -303,10 +313,10 @@ function findOne(lib: pkcs11js.PKCS11, session: Buffer, cls: number, label: stri
 /** CKA_EC_POINT is the DER OCTET STRING of the uncompressed point (PKCS#11 v2.40 §2.3.3). */
 function spkiOf(lib: pkcs11js.PKCS11, session: Buffer, pub: Buffer): Buffer {
   const [ecParams, ecPoint] = lib.C_GetAttributeValue(session, pub, [{ type: pkcs11().CKA_EC_PARAMS }, { type: pkcs11().CKA_EC_POINT }]);
-  if (!ecParams?.value || !Buffer.from(ecParams.value as Buffer).equals(P256_PARAMS)) throw new HsmError('the HSM key is not a P-256 key');
+  if (!ecParams?.value || !Buffer.from(ecParams.value as Buffer).equals(P256_PARAMS)) throw new HsmError('unsupported_key', 'the HSM key is not a P-256 key');
   let point = Buffer.from(ecPoint!.value as Buffer);
   // Some modules return the raw point, most the OCTET STRING (04 41 04 ...).
   if (point.length === 67 && point[0] === 0x04 && point[1] === 0x41) point = point.subarray(2);
-  if (point.length !== 65 || point[0] !== 0x04) throw new HsmError('unexpected CKA_EC_POINT encoding');
+  if (point.length !== 65 || point[0] !== 0x04) throw new HsmError('token_error', 'unexpected CKA_EC_POINT encoding');
   return Buffer.concat([P256_SPKI_PREFIX, point]);
 }

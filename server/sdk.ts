@@ -41,6 +41,7 @@ export {
   ServiceUnavailableError,
   zodMessage,
   type ErrorCode,
+  type ErrorReason,
 } from './errors.ts';
 
 // Routes: registration, auth policies, replies, list envelopes, key case.
@@ -70,7 +71,7 @@ export { describeEvents } from './events.ts';
 // Tenancy, users, keys, time, logs, build.
 export type { Tenant, TenantService } from './tenancy.ts';
 export { publicOriginOf } from './tenancy.ts';
-export { checkPasswordPolicy, generatePassword, verifyPassword, type Role, type User, type UserService, type UserStatus } from './users.ts';
+export { checkPasswordPolicy, generatePassword, verifyPassword, type Role, type User, type UserService, type UserLanguage, type UserStatus } from './users.ts';
 export { safeEqual, sha256Hex, type KeyService, type SecretSettings } from './keys.ts';
 export type { Clock } from './clock.ts';
 export type { Logger } from './log.ts';

@@ -9,12 +9,17 @@ const scrypt = promisify(crypto.scrypt) as (pw: crypto.BinaryLike, salt: crypto.
 
 export type Role = 'admin' | 'user';
 export type UserStatus = 'active' | 'invited' | 'disabled';
+/** The languages the appliance's mails and pages speak. */
+export const USER_LANGUAGES = ['en', 'de'] as const;
+export type UserLanguage = (typeof USER_LANGUAGES)[number];
 
 export interface User {
   id: string;
   tenantId: string;
   name: string;
   email: string | null;
+  /** The language of the mails sent to this account; null follows the request's language. */
+  language: UserLanguage | null;
   role: Role;
   status: UserStatus;
   hasPassword: boolean;
@@ -26,6 +31,7 @@ interface UserRow {
   tenant_id: string;
   name: string;
   email: string | null;
+  language: UserLanguage | null;
   role: Role;
   password_hash: string | null;
   status: UserStatus;
@@ -67,6 +73,7 @@ function toUser(r: UserRow): User {
     tenantId: r.tenant_id,
     name: r.name,
     email: r.email,
+    language: r.language ?? null,
     role: r.role,
     status: r.status,
     hasPassword: !!r.password_hash,
@@ -113,7 +120,10 @@ export class UserService {
     return (this.db.prepare('SELECT * FROM users WHERE tenant_id = ? ORDER BY name').all(tenant.id) as UserRow[]).map(toUser);
   }
 
-  async add(tenant: Tenant, input: { name: string; role?: Role; email?: string | null; password?: string | null }): Promise<User> {
+  async add(
+    tenant: Tenant,
+    input: { name: string; role?: Role; email?: string | null; password?: string | null; language?: UserLanguage | null },
+  ): Promise<User> {
     if (!NAME_RE.test(input.name)) throw new InputError(`invalid user name: ${JSON.stringify(input.name)} (letters, digits and . _ @ + -)`);
     const role = input.role ?? 'user';
     if (role !== 'admin' && role !== 'user') throw new InputError(`invalid role: ${String(role)} (admin or user)`);
@@ -124,8 +134,10 @@ export class UserService {
     const now = new Date(this.clock.now()).toISOString();
     try {
       this.db
-        .prepare('INSERT INTO users (id, tenant_id, name, email, role, password_hash, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)')
-        .run(id, tenant.id, input.name, input.email ?? null, role, hash, hash ? 'active' : 'invited', now, now);
+        .prepare(
+          'INSERT INTO users (id, tenant_id, name, email, language, role, password_hash, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+        )
+        .run(id, tenant.id, input.name, input.email ?? null, input.language ?? null, role, hash, hash ? 'active' : 'invited', now, now);
     } catch (e) {
       if ((e as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE') throw new ConflictError('duplicate_user', `user ${input.name} already exists`);
       throw e;
@@ -142,6 +154,17 @@ export class UserService {
         "UPDATE users SET password_hash = ?, status = CASE status WHEN 'invited' THEN 'active' ELSE status END, updated_at = ? WHERE tenant_id = ? AND id = ?",
       )
       .run(await hashPassword(password), new Date(this.clock.now()).toISOString(), tenant.id, u.id);
+    return this.get(tenant, u.id)!;
+  }
+
+  /** The language of the account's mails; null to follow the request's language again. */
+  setLanguage(tenant: Tenant, name: string, language: UserLanguage | null): User {
+    if (language !== null && !USER_LANGUAGES.includes(language)) throw new InputError(`invalid language: ${language} (en or de)`);
+    const u = this.byName(tenant, name);
+    if (!u) throw new NotFoundError(`no user ${name}`);
+    this.db
+      .prepare('UPDATE users SET language = ?, updated_at = ? WHERE tenant_id = ? AND id = ?')
+      .run(language, new Date(this.clock.now()).toISOString(), tenant.id, u.id);
     return this.get(tenant, u.id)!;
   }
 

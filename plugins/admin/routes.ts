@@ -84,7 +84,9 @@ export function adminRoutes(r: RouteRegistrar, svc: AdminService): void {
     responses: { 200: { description: 'the user', schema: S.userView }, 404: err('not_found'), 409: err('last_admin') },
     handler: (req) => {
       const t = svc.target(actor(req), req.query.tenant);
-      return userView(svc.setRole(t, actor(req), req.params.id, req.body.role), t);
+      if (req.body.language !== undefined) svc.setLanguage(t, actor(req), req.params.id, req.body.language);
+      if (req.body.role !== undefined) svc.setRole(t, actor(req), req.params.id, req.body.role);
+      return userView(svc.user(t, req.params.id), t);
     },
   });
   r.add({

@@ -34,6 +34,7 @@ export const userView = z.object({
   id: z.string(),
   name: z.string(),
   email: z.string().nullable(),
+  language: z.enum(['en', 'de']).nullable().describe("the language of the user's mails; null follows the request's language"),
   role: z.enum(ROLES),
   status: z.enum(STATUSES),
   hasPassword: z.boolean().describe('false for an invitation not claimed yet'),
@@ -52,6 +53,11 @@ export const userCreate = z
     name: z.string().min(1).max(128).describe('login name: letters, digits and . _ @ + -'),
     role: z.enum(ROLES).default('user'),
     email: z.email().max(320).nullable().optional(),
+    language: z
+      .enum(['en', 'de'])
+      .nullable()
+      .optional()
+      .describe("the language of the user's mails (sign-in links, recovery, invitation); omit or null to follow the request's language"),
     password: z.string().max(1024).optional().describe('initial password (policy-checked); omit for an invitation'),
     generatePassword: z.boolean().default(false).describe('generate a password and return it once'),
   })
@@ -61,7 +67,13 @@ export const userCreate = z
     path: ['generatePassword'],
   });
 
-export const userPatch = z.object({ role: z.enum(ROLES) }).strict();
+export const userPatch = z
+  .object({
+    role: z.enum(ROLES).optional(),
+    language: z.enum(['en', 'de']).nullable().optional().describe("the language of the user's mails; null to follow the request's language"),
+  })
+  .strict()
+  .refine((b) => b.role !== undefined || b.language !== undefined, { message: 'give role or language' });
 
 export const passwordReset = z
   .object({

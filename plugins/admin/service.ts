@@ -13,6 +13,7 @@ import {
   type Tenant,
   type TenantService,
   type User,
+  type UserLanguage,
   type UserService,
   type UserStatus,
 } from '../../server/sdk.ts';
@@ -28,7 +29,17 @@ export interface Actor {
 }
 
 export function userView(u: User, t: Tenant): UserView {
-  return { id: u.id, name: u.name, email: u.email, role: u.role, status: u.status, hasPassword: u.hasPassword, createdAtUtc: u.createdAt, tenant: t.host };
+  return {
+    id: u.id,
+    name: u.name,
+    email: u.email,
+    language: u.language,
+    role: u.role,
+    status: u.status,
+    hasPassword: u.hasPassword,
+    createdAtUtc: u.createdAt,
+    tenant: t.host,
+  };
 }
 
 function keyView(k: ApiKeyInfo, t: Tenant, userStatus: UserStatus): KeyView {
@@ -122,10 +133,16 @@ export class AdminService {
   async addUser(
     t: Tenant,
     actor: Actor,
-    input: { name: string; role: Role; email?: string | null; password?: string; generatePassword: boolean },
+    input: { name: string; role: Role; email?: string | null; password?: string; generatePassword: boolean; language?: UserLanguage | null },
   ): Promise<{ user: User; password?: string }> {
     const password = input.generatePassword ? generatePassword() : input.password;
-    const user = await this.users.add(t, { name: input.name, role: input.role, email: input.email ?? null, password: password ?? null });
+    const user = await this.users.add(t, {
+      name: input.name,
+      role: input.role,
+      email: input.email ?? null,
+      password: password ?? null,
+      language: input.language ?? null,
+    });
     this.write(t, actor, 'user-add', { target: user.name, role: user.role, status: user.status, generated: input.generatePassword });
     return input.generatePassword ? { user, password } : { user };
   }
@@ -147,6 +164,14 @@ export class AdminService {
         return this.user(t, id);
       })
       .immediate();
+  }
+
+  setLanguage(t: Tenant, actor: Actor, id: string, language: UserLanguage | null): User {
+    const before = this.user(t, id);
+    if (before.language === language) return before;
+    const after = this.users.setLanguage(t, before.name, language);
+    this.write(t, actor, 'user-language-change', { target: after.name, from: before.language ?? 'request', to: after.language ?? 'request' });
+    return after;
   }
 
   setRole(t: Tenant, actor: Actor, id: string, role: Role): User {

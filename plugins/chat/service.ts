@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import {
+  AppError,
   AuthenticationError,
-  ConflictError,
   InputError,
   NotAllowedError,
   NotFoundError,
@@ -251,7 +251,7 @@ export class ChatService {
   edit(tenant: Tenant, u: User, id: number, text: string): MessageItem {
     checkText(text, this.d.config.maxTextLength);
     const m = this.ownMessage(tenant, u, id);
-    if (m.deleted_at !== null) throw new ConflictError('conflict', `message ${id} was deleted`);
+    if (m.deleted_at !== null) throw new AppError(409, 'conflict', `message ${id} was deleted`, { reason: 'message_deleted' });
     if (m.file_sha) throw new InputError(`message ${id} is a file; delete it instead`);
     const now = this.d.clock.now();
     const seq = this.repo.tx(() => {

@@ -53,7 +53,9 @@ export function emailLinkRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig
       if (user && user.email && user.status === 'active') {
         const t = links.issue(req.tenant, user, purpose, it?.id ?? null, EMAIL_TOKEN_TTL);
         const link = `${req.publicOrigin}/oidc.ashx/${purpose === 'maglink' ? 'maglink-finish' : 'recover-finish'}?t=${t}`;
-        await links.send(req.tenant, user.email, lang, mailText(lang, purpose, { tenant: req.tenant.name, link }));
+        // The account's own language, when it has one; else the page's (the request's).
+        const mailLang = user.language ?? lang;
+        await links.send(req.tenant, user.email, mailLang, mailText(mailLang, purpose, { tenant: req.tenant.name, link }));
       }
       return message(lang, 'msg_checkMail', 'msg_checkMailText');
     },

@@ -43,9 +43,9 @@ export function invitationRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfi
       if (user.status !== 'invited') throw new InputError(`user ${user.name} has already claimed the account`, 'already_claimed');
       const t = links.issue(req.tenant, user, 'claim', null, CLAIM_TOKEN_TTL);
       const url = `${req.publicOrigin}/claim.html?t=${t}`;
-      // In the language of the administrator's request (the console's language cookie, else
-      // Accept-Language): the invitee has no language of their own yet.
-      const lang = pageLang(req);
+      // In the invitee's language when the administrator set one, else in the language of the
+      // administrator's request (the console's language cookie, else Accept-Language).
+      const lang = user.language ?? pageLang(req);
       const mailed = user.email
         ? await links.send(req.tenant, user.email, lang, mailText(lang, 'invite', { tenant: req.tenant.name, link: url, user: user.name }))
         : false;

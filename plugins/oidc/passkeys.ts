@@ -1,6 +1,6 @@
 import type { AuthenticationResponseJSON, RegistrationResponseJSON } from '@simplewebauthn/server';
 import { z } from 'zod';
-import { AppError, type PluginContext, policy, reply, type RouteRegistrar } from '../../server/sdk.ts';
+import { AppError, type ErrorReason, type PluginContext, policy, reply, type RouteRegistrar } from '../../server/sdk.ts';
 import { pageLang } from './page-text.ts';
 import { page } from './pages.ts';
 import type { OidcConfig } from './schemas.ts';
@@ -51,15 +51,15 @@ export function passkeyRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>,
     handler: async (req, res) => {
       signIn.requireCsrf(req, `login|${req.body.i ?? ''}`, req.body.csrf);
       const ch = signIn.takeChallenge(req, res, 'signin');
-      const fail = (why: string, user?: string) => {
+      const fail = (reason: ErrorReason<'passkey_rejected'>, why: string, user?: string) => {
         ctx.audit.write(req.tenant, { event: 'passkey-signin-fail', user, ip: req.ip, ua: req.ua, extra: { reason: why }, aggregate: true });
-        return new AppError(400, 'passkey_rejected', `passkey not accepted: ${why}`);
+        return new AppError(400, 'passkey_rejected', `passkey not accepted: ${why}`, { reason });
       };
-      if (!ch) throw fail('no or expired challenge');
+      if (!ch) throw fail('challenge_expired', 'no or expired challenge');
       const row = provider.repo.passkey(req.tenant, req.body.response.id);
-      if (!row) throw fail('unknown credential');
+      if (!row) throw fail('unknown_credential', 'unknown credential');
       const user = provider.activeUser(req.tenant, row.user_id);
-      if (!user) throw fail('account not active');
+      if (!user) throw fail('account_inactive', 'account not active');
       let v;
       try {
         v = await (
@@ -78,9 +78,9 @@ export function passkeyRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>,
           requireUserVerification: true,
         });
       } catch (e) {
-        throw fail((e as Error).message.slice(0, 200), user.name);
+        throw fail('verification_failed', (e as Error).message.slice(0, 200), user.name);
       }
-      if (!v.verified) throw fail('signature not verified', user.name);
+      if (!v.verified) throw fail('verification_failed', 'signature not verified', user.name);
       provider.repo.setPasskeyCounter(row.id, v.authenticationInfo.newCounter);
       ctx.audit.write(req.tenant, { event: 'passkey-signin-ok', user: user.name, ip: req.ip, ua: req.ua });
       return { redirect: signIn.signIn(req, res, user, ['hwk', 'user'], req.body.i) };
@@ -145,7 +145,8 @@ export function passkeyRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>,
       signIn.requireCsrf(req, 'passkey-register', req.body.csrf);
       const user = signIn.currentUser(req);
       const ch = signIn.takeChallenge(req, res, 'register');
-      if (!user || !ch || ch.u !== user.id) throw new AppError(400, 'passkey_rejected', 'no registration in progress for this user');
+      if (!user || !ch || ch.u !== user.id)
+        throw new AppError(400, 'passkey_rejected', 'no registration in progress for this user', { reason: 'no_registration' });
       let v;
       try {
         v = await (
@@ -158,9 +159,11 @@ export function passkeyRoutes(r: RouteRegistrar, ctx: PluginContext<OidcConfig>,
           requireUserVerification: true,
         });
       } catch (e) {
-        throw new AppError(400, 'passkey_rejected', `registration not accepted: ${(e as Error).message.slice(0, 200)}`);
+        throw new AppError(400, 'passkey_rejected', `registration not accepted: ${(e as Error).message.slice(0, 200)}`, {
+          reason: 'registration_invalid',
+        });
       }
-      if (!v.verified) throw new AppError(400, 'passkey_rejected', 'registration not verified');
+      if (!v.verified) throw new AppError(400, 'passkey_rejected', 'registration not verified', { reason: 'registration_unverified' });
       const c = v.registrationInfo.credential;
       provider.repo.insertPasskey(
         req.tenant,

@@ -187,12 +187,15 @@ export class CaService {
       throw new AppError(503, 'ca_unavailable', `the certificate authority key of ${tenant.host} is unavailable`, {
         headers: { 'Retry-After': '30' },
         cause: e,
+        reason: 'key_unreachable',
       });
     }
     const cert = new x509.X509Certificate(row.cert_der);
     if (!Buffer.from(cert.publicKey.rawData).equals(signer.spki)) {
       signer.close();
-      throw new AppError(503, 'ca_unavailable', `the CA key of ${tenant.host} does not match its certificate (was the HSM key replaced?)`);
+      throw new AppError(503, 'ca_unavailable', `the CA key of ${tenant.host} does not match its certificate (was the HSM key replaced?)`, {
+        reason: 'key_mismatch',
+      });
     }
     const prev = this.#loaded.get(tenant.id);
     const loaded: LoadedCa = {
@@ -234,7 +237,7 @@ export class CaService {
     try {
       opened = Pkcs11Signer.open(hsm, { create: true });
     } catch (e) {
-      if (e instanceof HsmError) throw new InputError(e.message, 'hsm_error');
+      if (e instanceof HsmError) throw new AppError(400, 'hsm_error', e.message, { reason: e.reason });
       throw e;
     }
     try {
@@ -536,6 +539,7 @@ async function signing<T>(tenant: Tenant, f: () => Promise<T>): Promise<T> {
       throw new AppError(503, 'ca_unavailable', `the certificate authority key of ${tenant.host} cannot sign now`, {
         headers: { 'Retry-After': '30' },
         cause: e,
+        reason: 'cannot_sign',
       });
     }
     throw e;
@@ -571,11 +575,16 @@ export function normalizeSerial(s: string): string {
   return hex.length % 2 ? `0${hex}` : hex;
 }
 
-function checkKey(key: crypto.KeyObject): Buffer {
+function checkKey(key: crypto.KeyObject, field: 'public_key' | 'csr'): Buffer {
   const t = key.asymmetricKeyType;
   const d = key.asymmetricKeyDetails;
   const ok = (t === 'ec' && (d?.namedCurve === 'prime256v1' || d?.namedCurve === 'secp384r1')) || (t === 'rsa' && (d?.modulusLength ?? 0) >= 2048);
-  if (!ok) throw new InputError('public key: only EC P-256, EC P-384 or RSA of at least 2048 bits is accepted', 'invalid_key');
+  if (!ok) {
+    throw new AppError(400, 'invalid_key', 'public key: only EC P-256, EC P-384 or RSA of at least 2048 bits is accepted', {
+      reason: 'unsupported_key',
+      params: { field },
+    });
+  }
   return key.export({ format: 'der', type: 'spki' });
 }
 
@@ -584,10 +593,14 @@ function spkiFromPublicKey(v: string | Record<string, unknown>): Buffer {
   try {
     key = typeof v === 'string' ? crypto.createPublicKey({ key: v, format: 'pem' }) : crypto.createPublicKey({ key: v as crypto.JsonWebKey, format: 'jwk' });
   } catch {
-    throw new InputError('public_key: not a PEM SubjectPublicKeyInfo or a public JWK', 'invalid_key');
+    throw new AppError(400, 'invalid_key', 'public_key: not a PEM SubjectPublicKeyInfo or a public JWK', {
+      reason: 'not_a_key',
+      params: { field: 'public_key' },
+    });
   }
-  if (key.type !== 'public') throw new InputError('public_key: a public key is expected', 'invalid_key');
-  return checkKey(key);
+  if (key.type !== 'public')
+    throw new AppError(400, 'invalid_key', 'public_key: a public key is expected', { reason: 'not_public', params: { field: 'public_key' } });
+  return checkKey(key, 'public_key');
 }
 
 /** PKCS#10 (RFC 2986): the signature proves possession of the key; only the key is taken. */
@@ -596,7 +609,7 @@ async function spkiFromCsr(csrPem: string): Promise<Buffer> {
   try {
     csr = new x509.Pkcs10CertificateRequest(csrPem);
   } catch {
-    throw new InputError('csr: not a PEM PKCS#10 certificate request', 'invalid_csr');
+    throw new AppError(400, 'invalid_csr', 'csr: not a PEM PKCS#10 certificate request', { reason: 'not_pem', params: { field: 'csr' } });
   }
   let valid = false;
   try {
@@ -604,6 +617,6 @@ async function spkiFromCsr(csrPem: string): Promise<Buffer> {
   } catch {
     valid = false;
   }
-  if (!valid) throw new InputError('csr: its signature does not verify', 'invalid_csr');
-  return checkKey(crypto.createPublicKey({ key: Buffer.from(csr.publicKey.rawData), format: 'der', type: 'spki' }));
+  if (!valid) throw new AppError(400, 'invalid_csr', 'csr: its signature does not verify', { reason: 'bad_signature', params: { field: 'csr' } });
+  return checkKey(crypto.createPublicKey({ key: Buffer.from(csr.publicKey.rawData), format: 'der', type: 'spki' }), 'csr');
 }

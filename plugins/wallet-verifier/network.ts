@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import canonicalize from 'canonicalize';
 import { loadJose } from './jose.ts';
-import { type Clock, ConflictError, type DB, InputError, type KeyService, NotFoundError, type Tenant } from '../../server/sdk.ts';
+import { AppError, type Clock, type DB, InputError, type KeyService, NotFoundError, type Tenant } from '../../server/sdk.ts';
 import type { VerifierIdentity } from './identity.ts';
 import { pemOf } from './x509.ts';
 
@@ -59,7 +59,7 @@ export class NetworkProfiles {
         'INSERT OR IGNORE INTO vp_network_profile (tenant_id, name, network_type, ssid, eap_method, identity_template, ttl_minutes, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
       )
       .run(tenant.id, row.name, row.network_type, row.ssid, row.eap_method, row.identity_template, row.ttl_minutes, row.created_at);
-    if (!r.changes) throw new ConflictError('conflict', `profile ${p.name} exists`);
+    if (!r.changes) throw new AppError(409, 'conflict', `profile ${p.name} exists`, { reason: 'profile_exists', params: { name: p.name } });
     return row;
   }
 

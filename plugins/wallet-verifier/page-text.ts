@@ -31,7 +31,14 @@ const EN = {
   qrTitle: 'Present your EU wallet',
   qrScan: 'Scan this code with your EU Digital Identity Wallet.',
   answerTitle: 'Wallet sign-in',
-  answerFailed: 'This sign-in did not go through: {reason}.',
+  answerFailed: 'This sign-in did not go through. Start signing in again.',
+  answerUnknown: 'This sign-in is not known here (or it ended long ago). Start signing in again.',
+  answerLinkInvalid: 'This sign-in link is not valid or was already used. Start signing in again.',
+  answerNoAccount: 'No account here may sign in with the PID your wallet presented. Ask your administrator.',
+  answerFinished: 'This sign-in was already completed.',
+  answerExpired: 'This sign-in took too long and has expired. Start signing in again.',
+  answerInactive: 'The account of this sign-in is no longer active. Ask your administrator.',
+  answerDetail: 'Technical detail: {code}',
   answerElsewhere: 'Your wallet has presented your PID. Go back to the page where you started signing in and confirm your name there.',
 } as const;
 
@@ -62,7 +69,14 @@ const DE: Record<WalletTextKey, string> = {
   qrTitle: 'EU-Wallet vorlegen',
   qrScan: 'Scannen Sie diesen Code mit Ihrer EU Digital Identity Wallet.',
   answerTitle: 'Anmeldung mit der Wallet',
-  answerFailed: 'Diese Anmeldung ist nicht zustande gekommen (Fehler {code}).',
+  answerFailed: 'Diese Anmeldung ist nicht zustande gekommen. Bitte starten Sie die Anmeldung erneut.',
+  answerUnknown: 'Diese Anmeldung ist hier nicht bekannt (oder schon lange beendet). Bitte starten Sie die Anmeldung erneut.',
+  answerLinkInvalid: 'Dieser Anmeldelink ist ungültig oder wurde schon verwendet. Bitte starten Sie die Anmeldung erneut.',
+  answerNoAccount: 'Mit der PID, die Ihre Wallet vorgelegt hat, darf sich hier kein Konto anmelden. Wenden Sie sich an Ihre Administration.',
+  answerFinished: 'Diese Anmeldung wurde bereits abgeschlossen.',
+  answerExpired: 'Diese Anmeldung hat zu lange gedauert und ist abgelaufen. Bitte starten Sie die Anmeldung erneut.',
+  answerInactive: 'Das Konto dieser Anmeldung ist nicht mehr aktiv. Wenden Sie sich an Ihre Administration.',
+  answerDetail: 'Technische Angabe: {code}',
   answerElsewhere:
     'Ihre Wallet hat Ihre PID vorgelegt. Kehren Sie zur Seite zurück, auf der Sie die Anmeldung begonnen haben, und bestätigen Sie dort Ihren Namen.',
 };
@@ -83,3 +97,15 @@ export function walletScriptTexts(lang: PageLang): [string, string][] {
 
 /** The words of each language, for the test that keeps them complete. */
 export const WALLET_TEXTS: Readonly<Record<PageLang, Readonly<Record<WalletTextKey, string>>>> = TEXTS;
+
+/**
+ * The answer page's sentence for a refused wallet sign-in: by the error's code and reason (the
+ * person reads what happened and what to do; the code is only the page's technical detail).
+ */
+export function answerTextKey(code: string, reason: string | undefined): WalletTextKey {
+  if (code === 'access_denied') return reason === 'no_account' ? 'answerNoAccount' : 'answerLinkInvalid';
+  if (code === 'not_found') return reason === 'account_inactive' ? 'answerInactive' : 'answerUnknown';
+  if (code === 'session_finished') return 'answerFinished';
+  if (code === 'session_expired') return 'answerExpired';
+  return 'answerFailed';
+}

@@ -20,7 +20,7 @@ import type { NetworkProfiles } from './network.ts';
 import { z } from 'zod';
 import fs from 'node:fs';
 import type { OidcService, PageLang } from '../oidc/api.ts';
-import { walletScriptTexts, walletText, type WalletTextKey } from './page-text.ts';
+import { answerTextKey, walletScriptTexts, walletText, type WalletTextKey } from './page-text.ts';
 
 /** qrcode (~25 ms of CPU and ~10 MB to load) on the first QR code asked for, not at every start. */
 const qrcode = async () => (await import('qrcode')).default;
@@ -192,19 +192,26 @@ export function verifierRoutes(
     handler: (req, res) => {
       const lang = oidc.pageLang(req);
       const headers = { ...PAGE_HEADERS, 'Content-Language': lang };
+      // Every refusal is a sentence in the page's language; the code is only a small technical detail.
+      const refused = (e: Pick<AppError, 'code' | 'reason' | 'status'>) => {
+        const why = walletText(lang, answerTextKey(e.code, e.reason));
+        const detail = walletText(lang, 'answerDetail', { code: e.reason ? `${e.code} (${e.reason})` : e.code });
+        return reply.text(e.status, messagePage(walletText(lang, 'answerTitle'), why, lang, detail), 'text/html; charset=utf-8', headers);
+      };
       let out;
       try {
         out = svc.returnLogin(req.tenant, req.query.session_id, req.query.response_code, cookies.get(req.headers.cookie, BINDING_COOKIE), req);
       } catch (e) {
         if (!(e instanceof AppError)) throw e;
-        const why = walletText(lang, 'answerFailed', { reason: e.message, code: e.code });
-        return reply.text(e.status, messagePage(walletText(lang, 'answerTitle'), why, lang), 'text/html; charset=utf-8', headers);
+        return refused(e);
       }
       if ('elsewhere' in out) {
         return reply.text(200, messagePage(walletText(lang, 'answerTitle'), walletText(lang, 'answerElsewhere'), lang), 'text/html; charset=utf-8', headers);
       }
       const user = ctx.users.get(req.tenant, out.signIn.userId);
-      if (!user || user.status !== 'active') throw new NotFoundError('the account of this sign-in is no longer active');
+      if (!user || user.status !== 'active') {
+        return refused(new AppError(404, 'not_found', 'the account of this sign-in is no longer active', { reason: 'account_inactive' }));
+      }
       const next = oidc.signInBrowser(req, res, user, ['pid'], out.signIn.interaction);
       res.append('Set-Cookie', bindingCookie('', req.origin, 0));
       return reply.redirect(next, 303, NO_STORE);
@@ -407,11 +414,12 @@ function bindingCookie(value: string, origin: string, maxAge: number): string {
   return cookies.serialize(BINDING_COOKIE, value, { secure: origin.startsWith('https:'), maxAge, path: '/oidc.ashx/wallet-login', sameSite: 'Strict' });
 }
 
-function messagePage(title: string, text: string, lang: PageLang): string {
+function messagePage(title: string, text: string, lang: PageLang, detail?: string): string {
+  const small = detail ? `<p id="wallet-return-detail"><small>${html.escape(detail)}</small></p>` : '';
   return `<!doctype html>
 <html lang="${lang}"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${html.escape(title)}</title><link rel="stylesheet" href="/login/style.css"></head>
-<body><main><h1>${html.escape(title)}</h1><p id="wallet-return-message">${html.escape(text)}</p></main></body></html>
+<body><main><h1>${html.escape(title)}</h1><p id="wallet-return-message">${html.escape(text)}</p>${small}</main></body></html>
 `;
 }
 

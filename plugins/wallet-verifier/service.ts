@@ -578,9 +578,12 @@ export class VerifierService {
     const s = this.session(tenant, sessionId);
     if (!s || !s.login_secret_hash) throw new NotFoundError('unknown sign-in session');
     if (!safeEq(sha256(secret), s.login_secret_hash)) throw new AppError(403, 'access_denied', 'this sign-in session belongs to another page');
-    if (s.status !== 'verified') throw new AppError(409, 'conflict', 'the wallet has not presented a verified PID in this session');
+    if (s.status !== 'verified')
+      throw new AppError(409, 'conflict', 'the wallet has not presented a verified PID in this session', { reason: 'pid_not_verified' });
     if (s.completed_at) throw new AppError(409, 'session_finished', 'this sign-in was already completed');
-    if (!s.login_user_id) throw new AppError(403, 'access_denied', 'no account of this tenant may sign in with this PID (tenant policy)');
+    if (!s.login_user_id) {
+      throw new AppError(403, 'access_denied', 'no account of this tenant may sign in with this PID (tenant policy)', { reason: 'no_account' });
+    }
     return s;
   }
 
@@ -605,7 +608,11 @@ export class VerifierService {
    */
   completeLogin(tenant: Tenant, sessionId: string, secret: string, who: Caller): { userId: string; interaction: string | null } {
     const s = this.loginSession(tenant, sessionId, secret);
-    if (!s.login_reviewed_at) throw new AppError(409, 'conflict', 'the page must show the presented name for confirmation first (wallet-login/review)');
+    if (!s.login_reviewed_at) {
+      throw new AppError(409, 'conflict', 'the page must show the presented name for confirmation first (wallet-login/review)', {
+        reason: 'login_not_reviewed',
+      });
+    }
     if (!this.markCompleted(tenant, s.id, who, 'login-page')) throw new AppError(409, 'session_finished', 'this sign-in was already completed');
     return { userId: s.login_user_id!, interaction: s.login_interaction };
   }
@@ -623,9 +630,11 @@ export class VerifierService {
     const used = this.deps.db
       .prepare('UPDATE vp_session SET login_code_hash = NULL WHERE tenant_id = ? AND id = ? AND login_code_hash = ?')
       .run(tenant.id, s.id, sha256(code)).changes;
-    if (!used) throw new AppError(403, 'access_denied', 'this sign-in link is not valid (or was already used)');
+    if (!used) throw new AppError(403, 'access_denied', 'this sign-in link is not valid (or was already used)', { reason: 'link_invalid' });
     if (!browserSecret || !s.login_browser_hash || !safeEq(sha256(browserSecret), s.login_browser_hash)) return { elsewhere: true };
-    if (!s.login_user_id) throw new AppError(403, 'access_denied', 'no account of this tenant may sign in with this PID (tenant policy)');
+    if (!s.login_user_id) {
+      throw new AppError(403, 'access_denied', 'no account of this tenant may sign in with this PID (tenant policy)', { reason: 'no_account' });
+    }
     if (!this.markCompleted(tenant, s.id, who, 'login-redirect')) throw new AppError(409, 'session_finished', 'this sign-in was already completed');
     return { signIn: { userId: s.login_user_id, interaction: s.login_interaction } };
   }

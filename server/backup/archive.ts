@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { z } from 'zod';
+import { AppError, type ErrorReason } from '../errors.ts';
 
 /**
  * The backup archive (`.sovbak`), version 1: authenticated, streaming, chunked encryption.
@@ -35,12 +36,26 @@ const FINAL = 0x8000_0000;
 const MAX_HEADER_BYTES = 64 * 1024;
 
 /** A clear, stable refusal of an archive (bad passphrase, damage, truncation): exit 1 or 400, never a stack. */
+/** Damaged and altered are one to the archive (its authentication failed): `tampered` to the API. */
+const ARCHIVE_REASON: Record<ArchiveError['code'], ErrorReason<'invalid_archive'>> = {
+  wrong_key: 'wrong_key',
+  damaged: 'tampered',
+  truncated: 'truncated',
+  not_an_archive: 'not_an_archive',
+  unsupported: 'unsupported_version',
+};
+
 export class ArchiveError extends Error {
   constructor(
     readonly code: 'wrong_key' | 'damaged' | 'truncated' | 'not_an_archive' | 'unsupported',
     message: string,
   ) {
     super(message);
+  }
+
+  /** 400 invalid_archive with the stable reason of the API (ERROR_REASONS.invalid_archive). */
+  toAppError(): AppError<'invalid_archive'> {
+    return new AppError(400, 'invalid_archive', this.message, { reason: ARCHIVE_REASON[this.code] });
   }
 }
 

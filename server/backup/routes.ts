@@ -5,7 +5,7 @@ import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { z } from 'zod';
 import { policy } from '../auth.ts';
-import { AppError, InputError, NotFoundError } from '../errors.ts';
+import { AppError, type ErrorReason, InputError, NotFoundError } from '../errors.ts';
 import { reply, type RouteDef } from '../http/route.ts';
 import type { AnyPlugin } from '../plugin.ts';
 import { ArchiveError, ARCHIVE_EXT, keyFromPassphrase, keyFromRecoveryKey, newRecoveryKey } from './archive.ts';
@@ -49,8 +49,16 @@ function route<Q extends z.ZodType = z.ZodType, B extends z.ZodType = z.ZodType,
   return def as unknown as RouteDef;
 }
 
+/** The stable cause of a failed backup from the file system's error code (ENOSPC: the disk is full). */
+function backupFailure(e: unknown): ErrorReason<'backup_failed'> {
+  const code = (e as NodeJS.ErrnoException).code;
+  if (code === 'ENOSPC' || code === 'EDQUOT') return 'disk_full';
+  if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS' || code === 'ENOTDIR' || code === 'EEXIST' || code === 'EISDIR') return 'not_writable';
+  return 'failed';
+}
+
 function toApi(e: unknown): never {
-  if (e instanceof ArchiveError) throw new AppError(400, 'invalid_archive', e.message);
+  if (e instanceof ArchiveError) throw e.toAppError();
   throw e;
 }
 
@@ -117,7 +125,7 @@ export function backupRoutes(backups: BackupService, dataDir: string, plugins: (
           return reply(201, { name: made.name, bytes: made.bytes, files: made.files, ...(recoveryKey ? { recoveryKey } : {}) });
         } catch (e) {
           if (e instanceof ArchiveError && e.code === 'unsupported') throw new AppError(409, 'backup_in_progress', e.message);
-          throw new AppError(503, 'backup_failed', `backup failed: ${(e as Error).message}`);
+          throw new AppError(503, 'backup_failed', `backup failed: ${(e as Error).message}`, { reason: backupFailure(e) });
         }
       },
     }),

@@ -7,7 +7,6 @@ import { applyStaged, holdsData, stageRestore, type ArchiveSecret } from '../bac
 import { defaultTarget, listArchives, parseEvery, readBackupState, type BackupService, type BackupState } from '../backup/service.ts';
 import type { DB } from '../store/db.ts';
 import { systemClock } from '../clock.ts';
-import { AppError } from '../errors.ts';
 import { loadBuiltinPlugins } from '../core.ts';
 import { auditCliChange } from './audit.ts';
 import type { CoreCommand } from './command.ts';
@@ -151,7 +150,7 @@ async function withStore(sub: 'create' | 'list' | 'schedule' | 'status', rest: s
     if (result === 0) auditCliChange(o, 'backup', backupCommand, [sub, ...rest], parses);
     return result;
   } catch (e) {
-    if (e instanceof ArchiveError) throw new AppError(400, 'invalid_archive', e.message);
+    if (e instanceof ArchiveError) throw e.toAppError();
     throw e;
   } finally {
     o.close();

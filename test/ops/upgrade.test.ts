@@ -256,7 +256,7 @@ describe(`upgrade from release ${RELEASE}`, () => {
       const d = await runCli(['doctor'], { dataDir: path.join(other, 'data') });
       const out = d.stdout + d.stderr;
       expect(out).toContain(
-        'warn  schema core was at version 3: 2 migration(s) were pending and were applied now (0004-backup, 0005-tenant-epoch); at version 5',
+        'warn  schema core was at version 3: 3 migration(s) were pending and were applied now (0004-backup, 0005-tenant-epoch, 0006-user-language); at version 6',
       );
       expect(out).toMatch(
         /warn {2}schema telephony was at version 5: 3 migration\(s\) were pending and were applied now \(0006-trunk-tls, 0007-srtp-g722, 0008-prompts-voicemail\); at version 8/,

@@ -85,6 +85,42 @@ describe('errorText', () => {
     expect(errorText(new ApiError(409, 'tenant_limit', 'x', undefined, undefined, { cap: 'rooms', limit: 3 }))).toBe('This tenant has reached its limit.');
   });
 
+  it("a generic code with the API's reason says the cause, in German too, with its parameters", async () => {
+    const key = new ApiError(400, 'invalid_archive', 'wrong passphrase or recovery key', undefined, undefined, { reason: 'wrong_key' });
+    expect(await inBoth(key)).toEqual({
+      en: 'The passphrase or recovery key does not open this archive.',
+      de: 'Passphrase oder Wiederherstellungsschlüssel öffnen dieses Archiv nicht.',
+    });
+    const sip = new ApiError(409, 'conflict', 'the SIP user name 201 is taken', undefined, undefined, { reason: 'sip_user_taken', name: '201' });
+    expect((await inBoth(sip)).de).toBe('Der SIP-Benutzername 201 ist schon vergeben.');
+    const csr = new ApiError(400, 'invalid_csr', 'csr: its signature does not verify', 'csr', undefined, { reason: 'bad_signature' });
+    expect((await inBoth(csr)).de).toMatch(/^Die Signatur der Zertifikatsanforderung stimmt nicht/);
+    const bridge = new ApiError(502, 'bridge_error', 'x', undefined, undefined, { reason: 'failed', operation: 'POST /rooms', bridge_status: 500 });
+    expect((await inBoth(bridge)).de).toBe('Die Telefonie-Bridge ist an der Anfrage gescheitert (POST /rooms: 500); Einzelheiten stehen in ihrem Protokoll.');
+    // A reason the console does not know yet (a newer server) keeps the code's text, not the English description.
+    expect(errorText(new ApiError(400, 'invalid_archive', 'x', undefined, undefined, { reason: 'from_the_future' }))).toBe(
+      'Not a backup archive of this appliance.',
+    );
+  });
+
+  it('every reason the API declares has words in English and German', async () => {
+    const { ERROR_REASONS } = (await import('../../server/errors.ts')) as { ERROR_REASONS: Record<string, readonly string[]> };
+    const missing: string[] = [];
+    for (const lng of ['en', 'de']) {
+      await i18n.changeLanguage(lng);
+      for (const [code, reasons] of Object.entries(ERROR_REASONS)) {
+        for (const reason of reasons) {
+          const text = errorText(
+            new ApiError(400, code, 'english', undefined, undefined, { reason, name: 'n', limit: 2, operation: 'op', bridge_status: 500 }),
+          );
+          if (text === 'english' || text === errorText(new ApiError(400, code, 'english'))) missing.push(`${lng} ${code}.${reason}`);
+        }
+      }
+    }
+    await i18n.changeLanguage('en');
+    expect(missing).toEqual([]);
+  });
+
   it('the zod issue still comes first, and a code without a precise text keeps its own', async () => {
     const e = new ApiError(400, 'invalid_request', 'invalid field name: too small', 'name', { code: 'too_small', origin: 'string', minimum: 1 });
     expect(await inBoth(e)).toEqual({ en: 'Required.', de: expect.any(String) as string });

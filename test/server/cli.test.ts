@@ -140,6 +140,22 @@ describe('tenants, users and keys while the server runs', { timeout: 240_000 }, 
     expect((await get('/api.ashx/v1/auditlog', withKey(keyB, 'office-b.example'))).status).toBe(200);
   });
 
+  it('user add --language / set-language: the language of the mails, shown by list; none follows the request', async () => {
+    const add = await cli(['user', 'add', 'carla', '--language', 'de', '--email', 'carla@a.example', '--password', 'carla password 1'], { dataDir });
+    expect(add.code, add.stderr).toBe(0);
+    const lang = async () =>
+      (JSON.parse((await cli(['user', 'list', '--json'], { dataDir })).stdout) as { name: string; language: string | null }[]).find((u) => u.name === 'carla')
+        ?.language;
+    expect(await lang()).toBe('de');
+    expect((await cli(['user', 'set-language', 'carla', 'none'], { dataDir })).code).toBe(0);
+    expect(await lang()).toBeNull();
+    expect((await cli(['user', 'set-language', 'carla', 'en'], { dataDir })).code).toBe(0);
+    expect(await lang()).toBe('en');
+    const bad = await cli(['user', 'set-language', 'carla', 'fr'], { dataDir });
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/LANGUAGE: must be en, de or none, got fr/);
+  });
+
   it('apikey list --json shows no key; revoke (child process) makes the server refuse it at once; admin-secret rotate (child process)', async () => {
     const list = await cli(['apikey', 'list', '--tenant', 'office-b.example', '--json'], { dataDir });
     expect(list.code).toBe(0);

@@ -57,6 +57,18 @@ describe('OpenAPI description', () => {
     expect(await wk.json()).toEqual(doc);
   });
 
+  it("the Error schema lists each generic code's reasons, and a reason of another code does not validate", async () => {
+    const { ERROR_REASONS } = await import('../../server/errors.ts');
+    const { Ajv2020 } = await import('ajv/dist/2020.js');
+    const schema = (doc as unknown as { components: { schemas: { Error: Record<string, unknown> } } }).components.schemas.Error;
+    expect(schema['x-reasons']).toEqual(ERROR_REASONS);
+    const validate = new Ajv2020({ strict: false, validateFormats: false }).compile(schema);
+    expect(validate({ error: 'invalid_archive', error_description: 'x', reason: 'truncated' })).toBe(true);
+    expect(validate({ error: 'invalid_csr', reason: 'bad_signature', field: 'csr' })).toBe(true);
+    expect(validate({ error: 'invalid_csr', reason: 'truncated' })).toBe(false);
+    expect(validate({ error: 'conflict', reason: 'prompt_exists', name: 'survey' })).toBe(true);
+  });
+
   it('has a YYYY-MM-DD.rN version', () => {
     expect(doc.info.version).toMatch(/^\d{4}-\d{2}-\d{2}\.r\d+$/);
     expect(Number.isNaN(Date.parse(doc.info.version.slice(0, 10)))).toBe(false);

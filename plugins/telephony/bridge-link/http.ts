@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { InputError, policy, type RouteRegistrar } from '../../../server/sdk.ts';
+import { AppError, InputError, policy, type RouteRegistrar } from '../../../server/sdk.ts';
 import { BridgeEventSchema, isBridgeEventType } from '../control.ts';
 import { okBody, SIG } from '../http-common.ts';
 import type { TelephonyServices } from '../services.ts';
@@ -20,7 +20,8 @@ export function bridgeHttp(r: RouteRegistrar, svc: TelephonyServices): void {
         try {
           health = await b.health();
         } catch (e) {
-          health = { error: (e as Error).message };
+          // An API error keeps its code and stable reason (bridge_error: rejected, failed, unreadable).
+          health = e instanceof AppError ? { error: e.message, code: e.code, ...e.extra } : { error: (e as Error).message };
         }
       }
       return {

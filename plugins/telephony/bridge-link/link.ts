@@ -4,7 +4,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { z } from 'zod';
-import { BadGatewayError, type Logger, ServiceUnavailableError, zodMessage } from '../../../server/sdk.ts';
+import { AppError, BadGatewayError, type Logger, ServiceUnavailableError, zodMessage } from '../../../server/sdk.ts';
 import {
   ControlErrorSchema,
   HangupAnswerSchema,
@@ -379,7 +379,7 @@ export class BridgeLink {
 
   private expectOk<T>(what: string, a: BridgeAnswer, schema: z.ZodType<T>): T {
     const r = this.answer(what, a, schema);
-    if (!r.ok) throw new BadGatewayError('bridge_error', `the telephony bridge answered ${what} with ${r.status} ${r.error.error}`);
+    if (!r.ok) throw bridgeError(what, r);
     return r.body;
   }
 
@@ -444,4 +444,19 @@ export class BridgeLink {
     clearTimeout(t);
     this.state = 'stopped';
   }
+}
+
+/**
+ * 502 bridge_error for a bridge answer that is not 2xx, with its stable reason: `rejected` (the
+ * bridge refused the request, 4xx), `failed` (it failed, 5xx) or `unreadable` (no control error
+ * body); the operation, the bridge's status and its own error code (when it is a code) as params.
+ */
+export function bridgeError(operation: string, a: { status: number; error: { error: string } }): AppError<'bridge_error'> {
+  const code = a.error.error;
+  // answer() fills in bridge_error when the body was no control error.
+  const readable = code !== 'bridge_error';
+  return new AppError(502, 'bridge_error', `the telephony bridge answered ${operation} with ${a.status} ${code}`, {
+    reason: !readable ? 'unreadable' : a.status >= 500 ? 'failed' : 'rejected',
+    params: { operation, bridge_status: a.status, ...(readable && /^[a-z][a-z0-9_]{0,63}$/.test(code) ? { bridge_code: code } : {}) },
+  });
 }

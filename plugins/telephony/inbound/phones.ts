@@ -5,7 +5,7 @@
  */
 import crypto from 'node:crypto';
 import { z } from 'zod';
-import { ConflictError, type KeyService, NotFoundError, type Tenant } from '../../../server/sdk.ts';
+import { AppError, type KeyService, NotFoundError, type Tenant } from '../../../server/sdk.ts';
 import type { PhoneAccount } from '../bridge/inbound/control.ts';
 import { SRTP_POLICIES, type SrtpPolicy } from '../control.ts';
 import { checkTenantLimit, DEFAULT_LIMITS } from '../schemas.ts';
@@ -61,7 +61,9 @@ export class PhoneAccounts {
   add(t: Tenant, user: string, password?: string, srtp: SrtpPolicy = 'off'): { user: string; username: string; generatedPassword?: string } {
     const other = this.repo.db.prepare('SELECT tenant_id, user FROM tel_phones WHERE username = ?').get(user) as PhoneRow | undefined;
     // One registrar serves every tenant: a SIP user name is taken appliance-wide (no hint whose).
-    if (other && (other.tenant_id !== t.id || other.user !== user)) throw new ConflictError('conflict', `the SIP user name ${user} is taken`);
+    if (other && (other.tenant_id !== t.id || other.user !== user)) {
+      throw new AppError(409, 'conflict', `the SIP user name ${user} is taken`, { reason: 'sip_user_taken', params: { name: user } });
+    }
     // 128 bits: the digest is offline-guessable by anyone who sees one REGISTER on the LAN.
     if (!other) {
       const n = (this.repo.db.prepare('SELECT COUNT(*) AS n FROM tel_phones WHERE tenant_id = ?').get(t.id) as { n: number }).n;

@@ -8,8 +8,8 @@
  */
 import crypto from 'node:crypto';
 import type { ServerResponse } from 'node:http';
-import { AppError, ConflictError, NotFoundError, type Logger, type Principal, type Tenant } from '../../../server/sdk.ts';
-import type { BridgeLink, ControlAnswer } from '../bridge-link/link.ts';
+import { AppError, NotFoundError, type Logger, type Principal, type Tenant } from '../../../server/sdk.ts';
+import { bridgeError, type BridgeLink, type ControlAnswer } from '../bridge-link/link.ts';
 import type { OfficeTab, OfficeTabNotice, OfficeTabNoticeAnswer } from '../bridge/inbound/officetab-control.ts';
 
 /** Tabs one user may have registered at once (each is rung on every call). */
@@ -61,7 +61,12 @@ export class OfficeTabService {
   async open(res: ServerResponse, tenant: Tenant, principal: Principal | null): Promise<void> {
     const { user, subject } = OfficeTabService.userOf(principal);
     const mine = [...this.tabs.values()].filter((t) => t.tenantId === tenant.id && t.subject === subject).length;
-    if (mine >= MAX_TABS_PER_USER) throw new ConflictError('conflict', `at most ${MAX_TABS_PER_USER} office tabs per user are registered at once`);
+    if (mine >= MAX_TABS_PER_USER) {
+      throw new AppError(409, 'conflict', `at most ${MAX_TABS_PER_USER} office tabs per user are registered at once`, {
+        reason: 'too_many_tabs',
+        params: { limit: MAX_TABS_PER_USER },
+      });
+    }
     if (!this.bridge.configured) throw new AppError(503, 'bridge_not_configured', 'no telephony bridge is configured: the office tab cannot ring');
     res.writeHead(200, { 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-store', 'X-Accel-Buffering': 'no' });
     res.socket?.setNoDelay(true);
@@ -159,8 +164,8 @@ export class OfficeTabService {
     sdp: string,
   ): Promise<{ ringId: string; callId: string; sdp: string; codec: string }> {
     const r = this.own(tenant, principal, ringId);
-    if (r.answered) throw new ConflictError('conflict', 'this call was already accepted');
-    const a = this.bridgeAnswer(await this.bridge.answerOfficeTab({ ringId, tabId: r.tabId, offerSdp: sdp }));
+    if (r.answered) throw new AppError(409, 'conflict', 'this call was already accepted', { reason: 'call_already_accepted' });
+    const a = this.bridgeAnswer('POST /officetabs/answer', await this.bridge.answerOfficeTab({ ringId, tabId: r.tabId, offerSdp: sdp }));
     r.answered = true;
     return { ringId, callId: r.callId, sdp: a.answerSdp, codec: a.codec };
   }
@@ -177,15 +182,17 @@ export class OfficeTabService {
     }
     const r = this.own(tenant, principal, ringId);
     this.rings.delete(ringId);
-    this.bridgeAnswer(await this.bridge.releaseOfficeTab(what, { ringId, tabId: r.tabId }));
+    this.bridgeAnswer(`POST /officetabs/${what}`, await this.bridge.releaseOfficeTab(what, { ringId, tabId: r.tabId }));
     return { ok: true, ringId };
   }
 
-  private bridgeAnswer<T>(a: ControlAnswer<T>): T {
+  private bridgeAnswer<T>(operation: string, a: ControlAnswer<T>): T {
     if (a.ok) return a.body;
-    if (a.status === 404 || a.status === 409) throw new ConflictError('conflict', a.error.error_description || 'the call was answered elsewhere or is over');
+    if (a.status === 404 || a.status === 409) {
+      throw new AppError(409, 'conflict', a.error.error_description || 'the call was answered elsewhere or is over', { reason: 'call_answered_elsewhere' });
+    }
     if (a.status === 400) throw new AppError(400, 'invalid_request', `sdp: ${a.error.error_description}`);
-    throw new AppError(502, 'bridge_error', `the telephony bridge answered ${a.status} ${a.error.error}`);
+    throw bridgeError(operation, a);
   }
 
   /** Ends every tab's stream (shutdown): the tabs register again with the next process. */

@@ -4,7 +4,7 @@
  * prompts and replaced by the prompt's text; an unknown one is refused naming it, never handed to
  * the AI as if it were the instruction.
  */
-import { ConflictError, type DB, InputError, NotFoundError, type Tenant } from '../../../server/sdk.ts';
+import { AppError, type DB, InputError, NotFoundError, type Tenant } from '../../../server/sdk.ts';
 import { checkTenantLimit } from '../schemas.ts';
 
 /**
@@ -71,7 +71,7 @@ export class Prompts {
         const old = this.row(t, slug);
         const now = this.now();
         if (old) {
-          if (!replace) throw new ConflictError('conflict', `a prompt ${slug} exists`);
+          if (!replace) throw new AppError(409, 'conflict', `a prompt ${slug} exists`, { reason: 'prompt_exists', params: { name: slug } });
           this.db.prepare('UPDATE tel_prompts SET text = ?, updated_at = ? WHERE tenant_id = ? AND slug = ?').run(text, now, t.id, slug);
         } else {
           const n = (this.db.prepare('SELECT COUNT(*) AS n FROM tel_prompts WHERE tenant_id = ?').get(t.id) as { n: number }).n;

@@ -12,7 +12,7 @@ import {
   type Tenant,
 } from '../../../server/sdk.ts';
 import type { TelephonyAdmin } from '../trunks/admin.ts';
-import type { BridgeLink } from '../bridge-link/link.ts';
+import { bridgeError, type BridgeLink } from '../bridge-link/link.ts';
 import type { BridgeEvent } from '../control.ts';
 import type { NumberRow, TelephonyRepo } from '../repo.ts';
 import type { TelephonyConfig } from '../schemas.ts';
@@ -140,7 +140,7 @@ export class RoomService implements CallKind<RoomCallRow> {
       fail('failed', `bridge ${a.status} ${a.error.error}`);
       if (a.status === 400) throw new InputError(`invalid field sdp: ${a.error.error_description ?? 'refused'}`, 'invalid_request', { field: 'sdp' });
       if (a.status === 503) throw new ServiceUnavailableError('no_capacity', 'the appliance carries its maximum number of calls; try again later');
-      throw new BadGatewayError('bridge_error', `the telephony bridge answered ${a.status} ${a.error.error}`);
+      throw bridgeError('POST /rooms', a);
     }
     return { callId, sdp: a.body.answerSdp, codec: a.body.codec ?? '', leaveToken, maxDurationSec: n.max_duration_sec };
   }
@@ -156,7 +156,7 @@ export class RoomService implements CallKind<RoomCallRow> {
     if (r.ended_at) return { ok: true, callId, ended: true };
     try {
       const a = await this.d.bridge.hangup(callId, 'left');
-      if (!a.ok && a.status !== 404) throw new BadGatewayError('bridge_error', `the telephony bridge answered ${a.status}`);
+      if (!a.ok && a.status !== 404) throw bridgeError('POST /calls/:id/hangup', a);
     } catch (err) {
       if (err instanceof AppError) throw err;
       throw new BadGatewayError('bridge_unreachable', (err as Error).message);

@@ -3990,6 +3990,10 @@ export interface webhooks {
 export interface components {
     schemas: {
         Error: {
+            /** @description reason parameter: bridge_error: the bridge's own error code, when it gave one */
+            bridge_code?: string;
+            /** @description reason parameter: bridge_error: the HTTP status the bridge answered */
+            bridge_status?: number;
             /**
              * @description stable error code (server/errors.ts ERROR_CODES)
              * @enum {string}
@@ -4015,7 +4019,18 @@ export interface components {
                 /** @description the allowed values */
                 values?: (string | number)[];
             };
-        };
+            /** @description reason parameter: the bound that was hit (too_many_tabs) */
+            limit?: number;
+            /** @description reason parameter: the conflicting name (a SIP user, a prompt slug, a network profile) */
+            name?: string;
+            /** @description reason parameter: bridge_error: the control request the bridge refused (`POST /calls`) */
+            operation?: string;
+            /**
+             * @description why a generic code was answered, stable and machine-readable (server/errors.ts ERROR_REASONS); the values each code may carry are listed in `x-reasons` and enforced below
+             * @enum {string}
+             */
+            reason?: "link_invalid" | "no_account" | "account_inactive" | "wrong_key" | "truncated" | "tampered" | "unsupported_version" | "not_an_archive" | "disk_full" | "not_writable" | "failed" | "not_pem" | "bad_signature" | "not_a_key" | "not_public" | "unsupported_key" | "module_unavailable" | "token_not_found" | "wrong_pin" | "login_failed" | "key_not_found" | "ambiguous_key" | "no_public_key" | "session_closed" | "sign_failed" | "token_error" | "key_unreachable" | "key_mismatch" | "cannot_sign" | "rejected" | "unreadable" | "challenge_expired" | "unknown_credential" | "verification_failed" | "no_registration" | "registration_invalid" | "registration_unverified" | "sip_user_taken" | "prompt_exists" | "too_many_tabs" | "call_already_accepted" | "call_answered_elsewhere" | "pid_not_verified" | "login_not_reviewed" | "profile_exists" | "message_deleted";
+        } & (unknown & unknown & unknown & unknown & unknown & unknown & unknown & unknown & unknown & unknown & unknown);
     };
     responses: never;
     parameters: {
@@ -8570,6 +8585,8 @@ export interface operations {
                             /** @description false for an invitation not claimed yet */
                             hasPassword: boolean;
                             id: string;
+                            /** @description the language of the user's mails; null follows the request's language */
+                            language: ("en" | "de") | null;
                             name: string;
                             /** @enum {string} */
                             role: "admin" | "user";
@@ -8649,6 +8666,8 @@ export interface operations {
                      * @default false
                      */
                     generatePassword?: boolean;
+                    /** @description the language of the user's mails (sign-in links, recovery, invitation); omit or null to follow the request's language */
+                    language?: ("en" | "de") | null;
                     /** @description login name: letters, digits and . _ @ + - */
                     name: string;
                     /** @description initial password (policy-checked); omit for an invitation */
@@ -8674,6 +8693,8 @@ export interface operations {
                         /** @description false for an invitation not claimed yet */
                         hasPassword: boolean;
                         id: string;
+                        /** @description the language of the user's mails; null follows the request's language */
+                        language: ("en" | "de") | null;
                         name: string;
                         /** @description the generated password, shown once (only when one was generated) */
                         password?: string;
@@ -8757,6 +8778,8 @@ export interface operations {
                         /** @description false for an invitation not claimed yet */
                         hasPassword: boolean;
                         id: string;
+                        /** @description the language of the user's mails; null follows the request's language */
+                        language: ("en" | "de") | null;
                         name: string;
                         /** @enum {string} */
                         role: "admin" | "user";
@@ -8829,8 +8852,10 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /** @description the language of the user's mails; null to follow the request's language */
+                    language?: ("en" | "de") | null;
                     /** @enum {string} */
-                    role: "admin" | "user";
+                    role?: "admin" | "user";
                 };
             };
         };
@@ -8847,6 +8872,8 @@ export interface operations {
                         /** @description false for an invitation not claimed yet */
                         hasPassword: boolean;
                         id: string;
+                        /** @description the language of the user's mails; null follows the request's language */
+                        language: ("en" | "de") | null;
                         name: string;
                         /** @enum {string} */
                         role: "admin" | "user";
@@ -8937,6 +8964,8 @@ export interface operations {
                         /** @description false for an invitation not claimed yet */
                         hasPassword: boolean;
                         id: string;
+                        /** @description the language of the user's mails; null follows the request's language */
+                        language: ("en" | "de") | null;
                         name: string;
                         /** @enum {string} */
                         role: "admin" | "user";
@@ -9027,6 +9056,8 @@ export interface operations {
                         /** @description false for an invitation not claimed yet */
                         hasPassword: boolean;
                         id: string;
+                        /** @description the language of the user's mails; null follows the request's language */
+                        language: ("en" | "de") | null;
                         name: string;
                         /** @enum {string} */
                         role: "admin" | "user";
@@ -9117,6 +9148,8 @@ export interface operations {
                         /** @description false for an invitation not claimed yet */
                         hasPassword: boolean;
                         id: string;
+                        /** @description the language of the user's mails; null follows the request's language */
+                        language: ("en" | "de") | null;
                         name: string;
                         /** @description the generated password, shown once (only when one was generated) */
                         password?: string;

@@ -27,6 +27,8 @@ export function errorText(error: unknown): string {
  * said as "key 3") or the bounds in the error body (tenant_limit's `cap` and `limit`).
  */
 function preciseText(error: ApiError): string | undefined {
+  const reason = reasonText(error);
+  if (reason) return reason;
   if (error.field) {
     const index = /\[(\d+)\]|\.(\d+)(?=\.|$)/.exec(error.field);
     const name = error.field.replace(/\[\d+\]|\.\d+(?=\.|$)/g, '_n').replace(/\./g, '_');
@@ -39,6 +41,26 @@ function preciseText(error: ApiError): string | undefined {
     if (i18n.exists(key, { count: limit })) return i18n.t(key, { count: limit });
   }
   return undefined;
+}
+
+/**
+ * The cause the API named beside a generic code (`reason`, ERROR_REASONS in server/errors.ts):
+ * `errors.reason.<code>.<reason>`, with the body's plain parameters (`name`, `limit`,
+ * `operation`...) put into the sentence.
+ */
+const I18N_OPTIONS = new Set(['lng', 'lngs', 'ns', 'count', 'context', 'defaultValue', 'replace', 'ordinal', 'returnObjects', 'keySeparator', 'nsSeparator']);
+
+function reasonText(error: ApiError): string | undefined {
+  const { reason } = error.extra;
+  if (typeof reason !== 'string' || !/^[a-z0-9_]+$/.test(reason)) return undefined;
+  const key = `errors.reason.${error.code}.${reason}`;
+  if (!i18n.exists(key)) return undefined;
+  const params: Record<string, string | number> = {};
+  // i18next reads some option names itself (lng, ns, count, context...): only plain parameters pass.
+  for (const [k, v] of Object.entries(error.extra)) {
+    if ((typeof v === 'string' || typeof v === 'number') && !I18N_OPTIONS.has(k)) params[k] = v;
+  }
+  return i18n.t(key, params);
 }
 
 /** A zod issue in words, or undefined for one the console has none for (a custom refinement's own message). */

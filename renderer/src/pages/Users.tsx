@@ -8,6 +8,9 @@ import { useConfirm } from '../components/dialogs.tsx';
 import { atField, DataTable, ErrorNote, fieldError, Form, OnceSecret, Page, useLabel } from '../components/ui.tsx';
 
 const ROLES = ['user', 'admin'] as const;
+/** The languages of the mails the appliance sends an account (none: the request's language). */
+const MAIL_LANGUAGES = ['en', 'de'] as const;
+type MailLanguage = (typeof MAIL_LANGUAGES)[number];
 
 function UserList() {
   const { t } = useTranslation();
@@ -15,11 +18,16 @@ function UserList() {
   const list = useQuery({ queryKey: ['users'], queryFn: () => call(api.GET('/api.ashx/v1/users', { params: { query: { limit: 200 } } })) });
   const label = useLabel();
   const [ask, confirmation] = useConfirm();
-  const [f, setF] = useState({ name: '', email: '', role: 'user' as 'user' | 'admin' });
+  const [f, setF] = useState({ name: '', email: '', role: 'user' as 'user' | 'admin', language: '' as MailLanguage | '' });
   const [password, setPassword] = useState<string>();
   const add = useMutation({
     mutationFn: () =>
-      call(api.POST('/api.ashx/v1/users', { params: { query: {} }, body: { name: f.name, role: f.role, email: f.email || null, generatePassword: true } })),
+      call(
+        api.POST('/api.ashx/v1/users', {
+          params: { query: {} },
+          body: { name: f.name, role: f.role, email: f.email || null, language: f.language || null, generatePassword: true },
+        }),
+      ),
     onSuccess: (r) => {
       setPassword(r.password);
       void qc.invalidateQueries({ queryKey: ['users'] });
@@ -37,6 +45,12 @@ function UserList() {
       call(api.PATCH('/api.ashx/v1/users/{id}', { params: { path: { id: u.id }, query: {} }, body: { role: u.role } })),
     onSuccess: () => qc.invalidateQueries({ queryKey: ['users'] }),
   });
+  const setLanguage = useMutation({
+    mutationFn: (u: { id: string; language: MailLanguage | null }) =>
+      call(api.PATCH('/api.ashx/v1/users/{id}', { params: { path: { id: u.id }, query: {} }, body: { language: u.language } })),
+    onSuccess: () => qc.invalidateQueries({ queryKey: ['users'] }),
+  });
+  const languages = [{ value: '', label: t('users.languages.auto') }, ...MAIL_LANGUAGES.map((l) => ({ value: l, label: t(`users.languages.${l}`) }))];
   const [reset, setReset] = useState<{ name: string; password: string }>();
   const resetPassword = useMutation({
     mutationFn: (u: { id: string; name: string }) =>
@@ -72,6 +86,13 @@ function UserList() {
               onChange={(v) => setF({ ...f, role: (v ?? 'user') as 'user' | 'admin' })}
               w={120}
             />
+            <NativeSelect
+              label={t('users.language')}
+              data={languages}
+              value={f.language}
+              onChange={(e) => setF({ ...f, language: e.currentTarget.value as MailLanguage | '' })}
+              error={fieldError(add.error, 'language', f.language)}
+            />
             <Button type="submit" loading={add.isPending}>
               {t('common.add')}
             </Button>
@@ -82,7 +103,12 @@ function UserList() {
       {reset && <OnceSecret label={t('users.newPasswordOf', { name: reset.name })} value={reset.password} />}
       <ErrorNote
         error={
-          list.error ?? toggle.error ?? setRole.error ?? resetPassword.error ?? (add.error && !(add.error as { field?: string }).field ? add.error : undefined)
+          list.error ??
+          toggle.error ??
+          setRole.error ??
+          setLanguage.error ??
+          resetPassword.error ??
+          (add.error && !(add.error as { field?: string }).field ? add.error : undefined)
         }
       />
       <DataTable
@@ -111,6 +137,19 @@ function UserList() {
                   });
                 }}
                 data={ROLES.map((r) => ({ value: r, label: label('users.roles', r) }))}
+              />
+            ),
+          },
+          {
+            key: 'language',
+            label: t('users.language'),
+            render: (u) => (
+              <NativeSelect
+                size="xs"
+                aria-label={t('users.languageOf', { name: u.name })}
+                value={u.language ?? ''}
+                onChange={(e) => setLanguage.mutate({ id: u.id, language: (e.currentTarget.value || null) as MailLanguage | null })}
+                data={languages}
               />
             ),
           },

@@ -75,7 +75,7 @@ describe('listing and adding users', () => {
     const r = await a(`${V1}/users`);
     expect(r.body).toMatchObject({ limit: 50, offset: 0, next: null });
     const admin = r.body.data.find((u: Json) => u.name === 'admin');
-    expect(Object.keys(admin).sort()).toEqual(['createdAtUtc', 'email', 'hasPassword', 'id', 'name', 'role', 'status', 'tenant']);
+    expect(Object.keys(admin).sort()).toEqual(['createdAtUtc', 'email', 'hasPassword', 'id', 'language', 'name', 'role', 'status', 'tenant']);
     expect(admin).toMatchObject({ role: 'admin', status: 'active', hasPassword: true, tenant: 'localhost' });
     expect(JSON.stringify(r.body)).not.toMatch(/scrypt|password_hash|passwordHash/);
     expect((await a(`${V1}/users/${admin.id}`)).body).toEqual(admin);

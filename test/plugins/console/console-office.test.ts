@@ -261,6 +261,23 @@ describe('console confirmations', { timeout: 120_000 }, () => {
     await ctx.close();
   });
 
+  it("a user's mail language is chosen in the users table (no question: nothing is lost), and back to the request's", async () => {
+    const ctx = await browser.newContext();
+    const { page } = await watched(ctx);
+    await signIn(page);
+    const erin = async () =>
+      ((await (await s.fetch('/api.ashx/v1/users', { key: bearer })).json()) as { data: { name: string; language: string | null }[] }).data.find(
+        (u) => u.name === 'erin',
+      )!;
+    await go(page, 'users');
+    expect(await page.getByLabel('Mail language of erin').inputValue()).toBe('');
+    await page.getByLabel('Mail language of erin').selectOption('de');
+    await until(async () => (await erin()).language === 'de', 5000, 'erin gets German mails');
+    await page.getByLabel('Mail language of erin').selectOption('');
+    await until(async () => (await erin()).language === null, 5000, "erin's mails follow the request again");
+    await ctx.close();
+  });
+
   it('"My passkeys" leads back to the console, and the header names the tenant, not the address typed', async () => {
     const ctx = await browser.newContext();
     const { page } = await watched(ctx);
@@ -314,7 +331,7 @@ describe('console in German', { timeout: 120_000 }, () => {
 
     await go(page, 'users');
     const row = page.getByRole('row').filter({ hasText: 'admin' }).first();
-    expect(await row.getByRole('combobox').locator('option:checked').textContent()).toBe('Admin');
+    expect(await row.getByLabel('Rolle von admin').locator('option:checked').textContent()).toBe('Admin');
     expect(await row.textContent()).toContain('Aktiv');
     await go(page, 'audit');
     await expect.poll(() => page.getByRole('cell', { name: 'Angemeldet', exact: true }).count()).toBeGreaterThan(0);

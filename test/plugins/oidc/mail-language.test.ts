@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../../support/server.ts';
 import { startSmtp } from '../../support/smtp.ts';
+import { adminToken } from '../admin/helpers.ts';
 
 /**
  * The provider's mails (sign-in link, recovery, invitation) are written in the language of the
@@ -156,5 +157,52 @@ describe('invitation mail', () => {
     // The console's language cookie (the operator's choice in the console) wins over the browser's header.
     const cookie = await invite('kai', { 'Accept-Language': 'en-US', cookie: 'sovcomms.lang=de' });
     expect(cookie.mail.subject).toBe('Ihr Konto bei Primary');
+  });
+});
+
+describe("the account's own mail language", () => {
+  const V1 = '/api.ashx/v1';
+  let token: string;
+  beforeAll(async () => {
+    token = await adminToken(s, A, 'admin', s.adminPassword);
+  });
+  const api = async (method: string, p: string, json: unknown) => {
+    const r = await s.fetch(`${V1}${p}`, { method, host: A, key: token, json });
+    return { status: r.status, body: (await r.json()) as Record<string, unknown> };
+  };
+
+  it('a German user gets German mails from an English browser; null follows the request again', async () => {
+    const made = await api('POST', '/users', { name: 'lena', role: 'user', password: 'lena password 12', email: 'lena@example.test', language: 'de' });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    expect(made.body.language).toBe('de');
+    const de = await requestLink('lena@example.test', 'recover', 'en-US,en;q=0.9');
+    expect(de.page).toContain('Check your mail');
+    expect(de.mail.subject).toBe('Passwort für Primary zurücksetzen');
+    expect(de.mail.contentLanguage).toBe('de');
+    const cleared = await api('PATCH', `/users/${made.body.id as string}`, { language: null });
+    expect(cleared.status, JSON.stringify(cleared.body)).toBe(200);
+    expect(cleared.body).toMatchObject({ language: null, role: 'user' });
+    expect((await requestLink('lena@example.test', 'maglink', 'en-US')).mail.subject).toBe('Sign in to Primary');
+  });
+
+  it("an invitation follows the invitee's language set by PATCH, not the administrator's", async () => {
+    const made = await api('POST', '/users', { name: 'mila', role: 'user', email: 'mila@example.test' });
+    expect(made.status).toBe(201);
+    expect(made.body.language).toBeNull();
+    const set = await api('PATCH', `/users/${made.body.id as string}`, { language: 'de' });
+    expect(set.body).toMatchObject({ language: 'de' });
+    expect((await api('PATCH', `/users/${made.body.id as string}`, { language: 'fr' })).status).toBe(400);
+    const json = JSON.stringify({ user: 'mila' });
+    const before = smtp.mails.length;
+    const r = await s.fetch('/signal.ashx?oidc-invite=1', {
+      method: 'POST',
+      host: A,
+      json: { user: 'mila' },
+      headers: { 'X-Service-Admin-Signature': s.hmac('oidc-invite', A, json.length), 'Accept-Language': 'en-US' },
+    });
+    expect(r.status).toBe(200);
+    const mail = await mailTo('mila@example.test', before);
+    expect(mail.subject).toBe('Ihr Konto bei Primary');
+    expect(mail.contentLanguage).toBe('de');
   });
 });

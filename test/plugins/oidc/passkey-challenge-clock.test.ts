@@ -47,7 +47,11 @@ describe('the WebAuthn challenge expires on the appliance clock', () => {
     clock.advance(299_000);
     const r = await verify('no-such-credential');
     expect(r.status).toBe(400);
-    expect(await r.text()).toContain('unknown credential');
+    expect(await r.json()).toMatchObject({
+      error: 'passkey_rejected',
+      reason: 'unknown_credential',
+      error_description: expect.stringContaining('unknown credential'),
+    });
   });
 
   it('after 5 minutes of the clock the challenge is expired, however little wall time passed', async () => {
@@ -55,6 +59,10 @@ describe('the WebAuthn challenge expires on the appliance clock', () => {
     clock.advance(301_000);
     const r = await verify('no-such-credential');
     expect(r.status).toBe(400);
-    expect(await r.text()).toContain('no or expired challenge');
+    expect(await r.json()).toMatchObject({
+      error: 'passkey_rejected',
+      reason: 'challenge_expired',
+      error_description: expect.stringContaining('no or expired challenge'),
+    });
   });
 });

@@ -210,7 +210,9 @@ describe('RP certificate authority with its key in SoftHSM2 (PKCS#11)', { timeou
     expect(r.status).toBe(503);
     const err = await body(r);
     expect(err.error).toBe('ca_unavailable');
+    expect(err.reason).toBe('key_unreachable');
     expect(err.error_description).not.toContain('unplugged-token');
+    expect(JSON.stringify(err)).not.toContain('unplugged-token');
     expect(r.headers.get('retry-after')).toBe('30');
     const st = await inProcess(['ca', 'status', '--data-dir', dataDir]);
     expect(st.code).toBe(1);

@@ -182,11 +182,12 @@ describe('RP certificate authority with a software key', { timeout: 120_000 }, (
     const { pub } = ecPublicPem();
     const rsa1024 = crypto.generateKeyPairSync('rsa', { modulusLength: 1024 }).publicKey.export({ format: 'pem', type: 'spki' });
     const csr = fs.readFileSync(path.join(dir, 'req.csr'), 'utf8');
-    // Flip one byte inside the signed part of the CSR: its signature must fail.
+    // Change one letter of the signed subject (CN=ignored.example): the CSR still parses, its signature must fail.
     const csrDer = Buffer.from(csr.replace(/-----[^-]+-----|\s/g, ''), 'base64');
-    csrDer[40] ^= 0x01;
+    csrDer[csrDer.indexOf('ignored.example')] ^= 0x01;
     const tampered = `-----BEGIN CERTIFICATE REQUEST-----\n${csrDer.toString('base64')}\n-----END CERTIFICATE REQUEST-----\n`;
-    const cases: [unknown, string][] = [
+    // The generic codes carry the stable cause (`reason`) and the refused field, for the console's words.
+    const cases: [unknown, string, Record<string, string>?][] = [
       [{ include_key: true }, 'invalid_request'],
       [{ client_id: 'a.example', include_key: true, days: 0 }, 'invalid_request'],
       [{ client_id: 'a.example', include_key: true, days: 826 }, 'invalid_request'],
@@ -197,16 +198,17 @@ describe('RP certificate authority with a software key', { timeout: 120_000 }, (
       [{ client_id: 'redirect_uri:https://a.example/cb', include_key: true }, 'invalid_client_id'],
       [{ client_id: '10.0.0.1', include_key: true }, 'invalid_client_id'],
       [{ client_id: 'bad_host!.example', include_key: true }, 'invalid_client_id'],
-      [{ client_id: 'a.example', public_key: 'not a key' }, 'invalid_key'],
-      [{ client_id: 'a.example', public_key: rsa1024 }, 'invalid_key'],
-      [{ client_id: 'a.example', csr: 'garbage' }, 'invalid_csr'],
-      [{ client_id: 'a.example', csr: tampered }, 'invalid_csr'],
+      [{ client_id: 'a.example', public_key: 'not a key' }, 'invalid_key', { reason: 'not_a_key', field: 'public_key' }],
+      [{ client_id: 'a.example', public_key: rsa1024 }, 'invalid_key', { reason: 'unsupported_key', field: 'public_key' }],
+      [{ client_id: 'a.example', csr: 'garbage' }, 'invalid_csr', { reason: 'not_pem', field: 'csr' }],
+      [{ client_id: 'a.example', csr: tampered }, 'invalid_csr', { reason: 'bad_signature', field: 'csr' }],
       [{ client_id: 'a.example', include_key: true, extra: 1 }, 'invalid_request'],
     ];
-    for (const [json, code] of cases) {
+    for (const [json, code, cause] of cases) {
       const r = await issue(json);
       const err = await body(r);
       expect({ json, status: r.status, error: err.error }).toEqual({ json, status: 400, error: code });
+      if (cause) expect({ json, reason: err.reason, field: err.field }).toEqual({ json, ...cause });
       expect(err.error_description).toBeTruthy();
     }
   });

@@ -57,6 +57,28 @@ describe('answers of the bridge outside the contract', () => {
     expect((await j(adm(s, '/signal.ashx?trunks=list', 'trunks-list'))).body.trunks[0]).toMatchObject({ registered: true });
   });
 
+  it("a bridge that refuses or fails: bridge_error with its stable reason, the operation and the bridge's own code", async () => {
+    const status = async () => (await j(adm(s, '/signal.ashx?bridge=status', 'bridge-status'))).body.health as Json;
+    try {
+      fake.answerOverride.health = { status: 500, body: { error: 'server_error', error_description: 'boom' } };
+      expect(await status()).toMatchObject({
+        code: 'bridge_error',
+        reason: 'failed',
+        operation: 'GET /health',
+        bridge_status: 500,
+        bridge_code: 'server_error',
+      });
+      fake.answerOverride.health = { status: 409, body: { error: 'busy' } };
+      expect(await status()).toMatchObject({ code: 'bridge_error', reason: 'rejected', bridge_status: 409, bridge_code: 'busy' });
+      fake.answerOverride.health = { status: 500, body: 'not json at all' };
+      const unreadable = await status();
+      expect(unreadable).toMatchObject({ code: 'bridge_error', reason: 'unreadable', bridge_status: 500 });
+      expect(unreadable.bridge_code).toBeUndefined();
+    } finally {
+      delete fake.answerOverride.health;
+    }
+  });
+
   it('POST /calls/:id/hangup: 502 bridge_protocol to the REST client, the call stays in flight and can be hung up again', async () => {
     const id = await inFlight();
     fake.answerOverride.hangup = { status: 200, body: { ok: 'sure' } };

@@ -75,7 +75,10 @@ describe('prompts kept per tenant, named by a call systemPrompt slug', () => {
       status: 201,
       body: { slug: 'survey_2026', text: 'Ask three questions about our service.' },
     });
-    expect(await api('POST', '/prompts', { slug: 'survey_2026', text: 'x' })).toMatchObject({ status: 409, body: { error: 'conflict' } });
+    expect(await api('POST', '/prompts', { slug: 'survey_2026', text: 'x' })).toMatchObject({
+      status: 409,
+      body: { error: 'conflict', reason: 'prompt_exists', name: 'survey_2026' },
+    });
     expect(await api('PUT', '/prompts/survey_2026', { text: 'Ask two questions.' })).toMatchObject({ status: 200, body: { text: 'Ask two questions.' } });
     for (const [body, field] of [
       [{ slug: '-bad', text: 'x' }, 'slug'],

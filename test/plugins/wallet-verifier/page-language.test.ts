@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../../support/server.ts';
-import { WALLET_TEXTS } from '../../../plugins/wallet-verifier/page-text.ts';
+import { answerTextKey, WALLET_TEXTS } from '../../../plugins/wallet-verifier/page-text.ts';
 import { CLAIMS, createOffer } from '../wallet-issuer/support.ts';
 
 /**
@@ -50,13 +50,45 @@ describe('wallet pages in the page language', () => {
     expect(qr.html).toContain('<html lang="de">');
     expect(qr.html).toContain('<h1>EU-Wallet vorlegen</h1>');
     expect(qr.html).toContain('aria-label="QR-Code der Wallet-Anfrage"');
-    const answer = await get(`/oidc.ashx/wallet-login/return?session_id=${session}&response_code=nope`, { 'Accept-Language': 'de' });
+    // A sign-in the login page started (its session has a login secret), answered with a wrong code.
+    const started = await s.fetch('/oidc.ashx/wallet-login/start', { method: 'POST', json: {} });
+    expect(started.status, await started.clone().text()).toBe(200);
+    const login = ((await started.json()) as { session_id: string }).session_id;
+    const answer = await get(`/oidc.ashx/wallet-login/return?session_id=${login}&response_code=nope`, { 'Accept-Language': 'de' });
     expect(answer.status).toBeGreaterThanOrEqual(400);
     expect(answer.html).toContain('<html lang="de">');
-    expect(answer.html).toMatch(/Diese Anmeldung ist nicht zustande gekommen \(Fehler \w+\)\./);
-    const en = await get(`/oidc.ashx/wallet-login/return?session_id=${session}&response_code=nope`, { 'Accept-Language': 'en' });
+    // A sentence of what happened and what to do; the code only as a small technical detail, never the English description.
+    expect(answer.html).toContain('<p id="wallet-return-message">Dieser Anmeldelink ist ungültig oder wurde schon verwendet.');
+    expect(answer.html).toContain('<p id="wallet-return-detail"><small>Technische Angabe: access_denied (link_invalid)</small></p>');
+    expect(answer.html).not.toContain('not valid');
+    const en = await get(`/oidc.ashx/wallet-login/return?session_id=${login}&response_code=nope`, { 'Accept-Language': 'en' });
     expect(en.html).toContain('<html lang="en">');
-    expect(en.html).toContain('This sign-in did not go through: ');
+    expect(en.html).toContain('This sign-in link is not valid or was already used. Start signing in again.');
+    expect(en.html).toContain('<small>Technical detail: access_denied (link_invalid)</small>');
+    // A presentation session that is no sign-in (vp-start) is as unknown to this page as a made-up one.
+    const unknown = await get(`/oidc.ashx/wallet-login/return?session_id=${session}&response_code=nope`, { 'Accept-Language': 'de' });
+    expect(unknown.status).toBe(404);
+    expect(unknown.html).toContain('Diese Anmeldung ist hier nicht bekannt (oder schon lange beendet).');
+    expect(unknown.html).toContain('Technische Angabe: not_found');
+  });
+
+  it('every refusal the answer page can show has its own sentence, in German and English', () => {
+    const cases: [string, string | undefined, string][] = [
+      ['access_denied', 'link_invalid', 'answerLinkInvalid'],
+      ['access_denied', 'no_account', 'answerNoAccount'],
+      ['not_found', undefined, 'answerUnknown'],
+      ['not_found', 'account_inactive', 'answerInactive'],
+      ['session_finished', undefined, 'answerFinished'],
+      ['session_expired', undefined, 'answerExpired'],
+      ['server_error', undefined, 'answerFailed'],
+    ];
+    for (const [code, reason, key] of cases) expect(answerTextKey(code, reason), `${code} ${reason}`).toBe(key);
+    const keys = new Set(cases.map((c) => c[2]));
+    for (const lang of ['de', 'en'] as const) {
+      const said = [...keys].map((k) => WALLET_TEXTS[lang][k as keyof (typeof WALLET_TEXTS)['en']]);
+      expect(new Set(said).size, lang).toBe(keys.size);
+    }
+    expect(WALLET_TEXTS.de.answerNoAccount).toMatch(/^Mit der PID, die Ihre Wallet vorgelegt hat/);
   });
 
   it("the issuer's credential offer page", async () => {
