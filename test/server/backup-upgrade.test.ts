@@ -7,7 +7,6 @@ import { scratchDirs } from '../support/cleanup.ts';
 import { openStore } from '../../server/store/db.ts';
 import { appliedVersion, migrate, type Migration } from '../../server/store/migrate.ts';
 import type { Tenant } from '../../server/tenancy.ts';
-import { UserService } from '../../server/users.ts';
 import { KeyService } from '../../server/keys.ts';
 import { keyFromRecoveryKey, newRecoveryKey } from '../../server/backup/archive.ts';
 import { createArchive } from '../../server/backup/create.ts';
@@ -49,7 +48,10 @@ describe("an archive of the previous release's schema", () => {
     const tenant: Tenant = { id: 'a1b2c3d4e5f6', name: 'Old office', host: 'old.example', hosts: ['old.example'], isPrimary: true, hmacV1: true };
     db.prepare("INSERT INTO tenants (id, name, is_primary, created_at, hmac_v1) VALUES (?, ?, 1, '2026-10-01T00:00:00.000Z', 1)").run(tenant.id, tenant.name);
     db.prepare('INSERT INTO tenant_hosts (host, tenant_id, position) VALUES (?, ?, 0)').run(tenant.host, tenant.id);
-    await new UserService(db).add(tenant, { name: 'olduser', role: 'admin', password: 'an old long password 1' });
+    // The user as that release wrote it too (today's UserService writes columns of later migrations, e.g. language).
+    db.prepare(
+      "INSERT INTO users (id, tenant_id, name, role, password_hash, status, created_at, updated_at) VALUES ('u-old-1', ?, 'olduser', 'admin', NULL, 'active', '2026-10-01T00:00:00.000Z', '2026-10-01T00:00:00.000Z')",
+    ).run(tenant.id);
     fs.mkdirSync(path.join(old, 'tenants', tenant.id, 'transcripts'), { recursive: true });
     fs.writeFileSync(path.join(old, 'tenants', tenant.id, 'transcripts', 'call-1.json'), '{"lines":[]}');
     const keys = KeyService.load(old);
