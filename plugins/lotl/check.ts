@@ -2,6 +2,7 @@ import { Worker } from 'node:worker_threads';
 import { readTsl, selfPointer, type Tsl, type TslError } from './tsl.ts';
 import { child, childElements, parseXml, XmlError, type XDocument } from './xml.ts';
 import { DSIG, pinned, SignatureError, verifyEnvelopedSignature } from './xades.ts';
+import type { ListReason } from './schemas.ts';
 
 /** The signers a verified LOTL names for one territory's XML list (DER, base64). */
 export interface SignerSet {
@@ -11,10 +12,10 @@ export interface SignerSet {
 
 export type TlVerdict =
   | { ok: true; sig: { algorithm: string; signerSha256: string; signingTime?: string } }
-  | { ok: false; reason: string; detail: string; signature: 'invalid' | 'untrusted_signer' | 'not_checked'; unexpected?: boolean };
+  | { ok: false; reason: ListReason; detail: string; signature: 'invalid' | 'untrusted_signer' | 'not_checked'; unexpected?: boolean };
 
 /** What checking one national list found, as plain data (it crosses a thread boundary). */
-export type TlCheck = { kind: 'unparsed'; reason: string; detail: string } | { kind: 'checked'; tsl: Tsl; verdict: TlVerdict };
+export type TlCheck = { kind: 'unparsed'; reason: ListReason; detail: string } | { kind: 'checked'; tsl: Tsl; verdict: TlVerdict };
 
 /**
  * Parses a national trusted list and verifies its signature against the signers the LOTL named
@@ -28,7 +29,7 @@ export function checkNationalList(bytes: Uint8Array, expectedTerritory: string |
   try {
     doc = parseXml(bytes);
   } catch (e) {
-    const reason = e instanceof XmlError ? (e.code === 'malformed' ? 'malformed_xml' : e.code) : 'malformed_xml';
+    const reason: ListReason = e instanceof XmlError ? (e.code === 'malformed' ? 'malformed_xml' : e.code) : 'malformed_xml';
     return { kind: 'unparsed', reason, detail: (e as Error).message };
   }
   let tsl: Tsl;
@@ -75,7 +76,7 @@ export function checkLotl(bytes: Uint8Array, signers: string[], pivots?: { url: 
   try {
     doc = parseXml(bytes);
   } catch (e) {
-    const reason = e instanceof XmlError ? (e.code === 'malformed' ? 'malformed_xml' : e.code) : 'malformed_xml';
+    const reason: ListReason = e instanceof XmlError ? (e.code === 'malformed' ? 'malformed_xml' : e.code) : 'malformed_xml';
     return { kind: 'unparsed', reason, detail: (e as Error).message };
   }
   let tsl: Tsl;

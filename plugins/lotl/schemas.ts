@@ -76,11 +76,45 @@ export const anchorQuery = z.object({
   anchor: z.string().regex(/^[0-9a-fA-F]{64}$/, 'a hex SHA-256 fingerprint of the certificate DER'),
 });
 
+/**
+ * Why a list was not accepted, as the import and refresh reports and the status's last attempt
+ * give it (`lists[].reason`): a stable code the console puts into words (en, de); `detail` is the
+ * English technical detail beside it. Adding a reason means adding its words to both locales
+ * (test/renderer/trust-reasons.test.ts checks).
+ */
+export const LIST_REASONS = [
+  'older_lotl',
+  'timeout',
+  'network_error',
+  'not_a_lotl',
+  'unexpected_lotl',
+  'territory_mismatch',
+  'not_pointed',
+  'older_sequence',
+  'not_checked',
+  'verification_error',
+  'malformed_xml',
+  'doctype_refused',
+  'encoding',
+  'bad_list',
+  'no_signature',
+  'multiple_signatures',
+  'signature_not_root_child',
+  'duplicate_ids',
+  'bad_structure',
+  'unsupported_algorithm',
+  'digest_mismatch',
+  'signer_not_pinned',
+  'signing_certificate_mismatch',
+  'signature_invalid',
+] as const;
+export type ListReason = (typeof LIST_REASONS)[number];
+
 export const listOutcome = z.object({
   name: z.string(),
   territory: z.string().nullable(),
   outcome: z.enum(['accepted', 'unchanged', 'rejected', 'failed', 'skipped']),
-  reason: z.string().optional(),
+  reason: z.enum(LIST_REASONS).optional(),
   detail: z.string().optional(),
   signature: z.enum(['valid', 'untrusted_signer', 'invalid', 'not_checked']),
   sequence: z.number().int().optional(),

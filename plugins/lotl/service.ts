@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { resourcePath, type Clock, type Logger } from '../../server/sdk.ts';
 import type { LotlRepo, ListRow, ResultRow } from './repo.ts';
-import type { LotlConfig, ListOutcome, Manifest, RunReport } from './schemas.ts';
+import type { LotlConfig, ListOutcome, ListReason, Manifest, RunReport } from './schemas.ts';
 import { dersOfPem, pemOf, TSL_XML_MIME, type Tsl } from './tsl.ts';
 import { ListChecker, type SignerSet } from './check.ts';
 import { pinned, type PinnedCert, type VerifiedSignature } from './xades.ts';
@@ -278,14 +278,14 @@ export class LotlService {
   }
 
   /** A document that is not XML or not a trusted list: rejected, and recorded when its territory is known. */
-  #unparsed(c: Candidate, reason: string, detail: string): ListOutcome {
+  #unparsed(c: Candidate, reason: ListReason, detail: string): ListOutcome {
     const territory = c.territory ?? territoryFromName(c.name);
     const o: ListOutcome = { name: c.name, territory, outcome: 'rejected', reason, detail, signature: 'not_checked' };
     if (territory) this.#record(o, c.source, null);
     return o;
   }
 
-  #reject(c: Candidate, tsl: Tsl, reason: string, detail: string, signature: ListOutcome['signature']): ListOutcome {
+  #reject(c: Candidate, tsl: Tsl, reason: ListReason, detail: string, signature: ListOutcome['signature']): ListOutcome {
     const o: ListOutcome = {
       name: c.name,
       territory: tsl.territory,

@@ -38,6 +38,8 @@ const EN = {
   answerFinished: 'This sign-in was already completed.',
   answerExpired: 'This sign-in took too long and has expired. Start signing in again.',
   answerInactive: 'The account of this sign-in is no longer active. Ask your administrator.',
+  answerLinkIncomplete: 'This sign-in link is incomplete or damaged. Start signing in again.',
+  answerTooMany: 'Too many sign-in attempts from this address. Wait a minute, then start signing in again.',
   answerDetail: 'Technical detail: {code}',
   answerElsewhere: 'Your wallet has presented your PID. Go back to the page where you started signing in and confirm your name there.',
 } as const;
@@ -76,6 +78,8 @@ const DE: Record<WalletTextKey, string> = {
   answerFinished: 'Diese Anmeldung wurde bereits abgeschlossen.',
   answerExpired: 'Diese Anmeldung hat zu lange gedauert und ist abgelaufen. Bitte starten Sie die Anmeldung erneut.',
   answerInactive: 'Das Konto dieser Anmeldung ist nicht mehr aktiv. Wenden Sie sich an Ihre Administration.',
+  answerLinkIncomplete: 'Dieser Anmeldelink ist unvollständig oder beschädigt. Bitte starten Sie die Anmeldung erneut.',
+  answerTooMany: 'Zu viele Anmeldeversuche von dieser Adresse. Bitte warten Sie eine Minute und starten Sie die Anmeldung dann erneut.',
   answerDetail: 'Technische Angabe: {code}',
   answerElsewhere:
     'Ihre Wallet hat Ihre PID vorgelegt. Kehren Sie zur Seite zurück, auf der Sie die Anmeldung begonnen haben, und bestätigen Sie dort Ihren Namen.',
@@ -107,5 +111,8 @@ export function answerTextKey(code: string, reason: string | undefined): WalletT
   if (code === 'not_found') return reason === 'account_inactive' ? 'answerInactive' : 'answerUnknown';
   if (code === 'session_finished') return 'answerFinished';
   if (code === 'session_expired') return 'answerExpired';
+  // The wallet's redirect came back without its session or code, or with them mangled.
+  if (code === 'invalid_request') return 'answerLinkIncomplete';
+  if (code === 'rate_limited') return 'answerTooMany';
   return 'answerFailed';
 }

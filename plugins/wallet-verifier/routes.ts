@@ -187,34 +187,38 @@ export function verifierRoutes(
     responses: {
       303: { description: 'signed in: onward to the pending authorization, or a page' },
       200: { description: 'HTML page: this browser did not start the sign-in; it is confirmed on the page that did', contentType: 'text/html' },
+      400: { description: 'HTML page: the link lacks its session_id or response_code, or they are malformed', contentType: 'text/html' },
       403: { description: 'HTML page: the response_code is not valid or already used, or no account for this PID', contentType: 'text/html' },
+      404: { description: 'HTML page: the sign-in is not known here, or its account is no longer active', contentType: 'text/html' },
+      429: { description: 'HTML page: too many requests from this address', contentType: 'text/html' },
     },
     handler: (req, res) => {
       const lang = oidc.pageLang(req);
       const headers = { ...PAGE_HEADERS, 'Content-Language': lang };
-      // Every refusal is a sentence in the page's language; the code is only a small technical detail.
-      const refused = (e: Pick<AppError, 'code' | 'reason' | 'status'>) => {
-        const why = walletText(lang, answerTextKey(e.code, e.reason));
-        const detail = walletText(lang, 'answerDetail', { code: e.reason ? `${e.code} (${e.reason})` : e.code });
-        return reply.text(e.status, messagePage(walletText(lang, 'answerTitle'), why, lang, detail), 'text/html; charset=utf-8', headers);
-      };
-      let out;
-      try {
-        out = svc.returnLogin(req.tenant, req.query.session_id, req.query.response_code, cookies.get(req.headers.cookie, BINDING_COOKIE), req);
-      } catch (e) {
-        if (!(e instanceof AppError)) throw e;
-        return refused(e);
-      }
+      // A refusal (thrown here or by the query check before) is the errorPage below.
+      const out = svc.returnLogin(req.tenant, req.query.session_id, req.query.response_code, cookies.get(req.headers.cookie, BINDING_COOKIE), req);
       if ('elsewhere' in out) {
         return reply.text(200, messagePage(walletText(lang, 'answerTitle'), walletText(lang, 'answerElsewhere'), lang), 'text/html; charset=utf-8', headers);
       }
       const user = ctx.users.get(req.tenant, out.signIn.userId);
       if (!user || user.status !== 'active') {
-        return refused(new AppError(404, 'not_found', 'the account of this sign-in is no longer active', { reason: 'account_inactive' }));
+        throw new AppError(404, 'not_found', 'the account of this sign-in is no longer active', { reason: 'account_inactive' });
       }
       const next = oidc.signInBrowser(req, res, user, ['pid'], out.signIn.interaction);
       res.append('Set-Cookie', bindingCookie('', req.origin, 0));
       return reply.redirect(next, 303, NO_STORE);
+    },
+    // A person's browser followed the wallet here: every refusal (a mangled link the query check
+    // refused, a rate limit, the handler's own) is a sentence in the page's language, the code only
+    // a small technical detail.
+    errorPage: (req, e) => {
+      const lang = oidc.pageLang(req);
+      const why = walletText(lang, answerTextKey(e.code, e.reason));
+      const detail = walletText(lang, 'answerDetail', { code: e.reason ? `${e.code} (${e.reason})` : e.code });
+      return reply.text(e.status, messagePage(walletText(lang, 'answerTitle'), why, lang, detail), 'text/html; charset=utf-8', {
+        ...PAGE_HEADERS,
+        'Content-Language': lang,
+      });
     },
   });
 

@@ -205,6 +205,7 @@ export class Dispatcher {
     const requestId = res.locals.requestId as string;
     // Until the body is read, an error answer closes the connection: the unread body is not drained.
     let bodyPending = req.headers['content-length'] !== undefined ? req.headers['content-length'] !== '0' : req.headers['transfer-encoding'] !== undefined;
+    let errorPage: RouteDef['errorPage'];
     try {
       const url = requestTarget(req.originalUrl);
       const m = this.match(req.method, url.pathname, url.searchParams);
@@ -213,6 +214,7 @@ export class Dispatcher {
       const { route, params } = m;
       const def = route.def;
       res.locals.route = def.path;
+      errorPage = def.errorPage?.bind(def);
       if (!this.deps.pluginReady(route.plugin)) {
         throw new AppError(503, 'plugin_unavailable', `the ${route.plugin} plugin is not running`, { headers: { 'Retry-After': '5' } });
       }
@@ -277,6 +279,19 @@ export class Dispatcher {
       if (route.notice && res.statusCode < 400) this.deps.changed?.(effective.id, route.notice);
     } catch (e) {
       if (bodyPending && !res.headersSent) res.setHeader('Connection', 'close');
+      if (errorPage && e instanceof AppError && !res.headersSent) {
+        let page: Reply | undefined;
+        try {
+          page = errorPage(req, e);
+        } catch {
+          // The page could not be made (its plugin's words unavailable): the plain answer below.
+        }
+        if (page) {
+          for (const [k, v] of Object.entries(e.headers)) res.setHeader(k, v);
+          render(res, page);
+          return;
+        }
+      }
       renderError(res, e, res.locals.log as Logger, requestId);
     }
   }

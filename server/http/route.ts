@@ -1,8 +1,9 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Request, Response } from 'express';
 import type { z } from 'zod';
 import type { AuthPolicy, Principal } from '../auth.ts';
+import type { AppError } from '../errors.ts';
 import type { Tenant } from '../tenancy.ts';
 import type { Logger } from '../log.ts';
 
@@ -85,6 +86,12 @@ export interface RouteDef<Q extends z.ZodType = z.ZodType, B extends z.ZodType =
   /** Leave out of the API description (never for a real endpoint: aliases are listed anyway). */
   hidden?: boolean;
   handler(req: RouteRequest<z.infer<Q>, z.infer<B>, z.infer<P>>, res: Response): unknown;
+  /**
+   * A page that a person's browser opens (a wallet's redirect, a link in a mail) answers its
+   * refusals as a page, not JSON: the dispatcher hands every AppError raised for the route (its
+   * query refused, a rate limit, or the handler's own) to this, and renders what it returns.
+   */
+  errorPage?(req: { headers: IncomingHttpHeaders }, e: AppError): Reply;
 }
 
 /** A handler's non-200 or non-JSON answer. */

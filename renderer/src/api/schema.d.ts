@@ -11714,7 +11714,8 @@ export interface operations {
                             name: string;
                             /** @enum {string} */
                             outcome: "accepted" | "unchanged" | "rejected" | "failed" | "skipped";
-                            reason?: string;
+                            /** @enum {string} */
+                            reason?: "older_lotl" | "timeout" | "network_error" | "not_a_lotl" | "unexpected_lotl" | "territory_mismatch" | "not_pointed" | "older_sequence" | "not_checked" | "verification_error" | "malformed_xml" | "doctype_refused" | "encoding" | "bad_list" | "no_signature" | "multiple_signatures" | "signature_not_root_child" | "duplicate_ids" | "bad_structure" | "unsupported_algorithm" | "digest_mismatch" | "signer_not_pinned" | "signing_certificate_mismatch" | "signature_invalid";
                             sequence?: number;
                             services?: number;
                             /** @enum {string} */
@@ -11799,7 +11800,8 @@ export interface operations {
                             name: string;
                             /** @enum {string} */
                             outcome: "accepted" | "unchanged" | "rejected" | "failed" | "skipped";
-                            reason?: string;
+                            /** @enum {string} */
+                            reason?: "older_lotl" | "timeout" | "network_error" | "not_a_lotl" | "unexpected_lotl" | "territory_mismatch" | "not_pointed" | "older_sequence" | "not_checked" | "verification_error" | "malformed_xml" | "doctype_refused" | "encoding" | "bad_list" | "no_signature" | "multiple_signatures" | "signature_not_root_child" | "duplicate_ids" | "bad_structure" | "unsupported_algorithm" | "digest_mismatch" | "signer_not_pinned" | "signing_certificate_mismatch" | "signature_invalid";
                             sequence?: number;
                             services?: number;
                             /** @enum {string} */
@@ -14447,13 +14449,13 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description bad input */
+            /** @description HTML page: the link lacks its session_id or response_code, or they are malformed */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "text/html": unknown;
                 };
             };
             /** @description HTML page: the response_code is not valid or already used, or no account for this PID */
@@ -14465,13 +14467,22 @@ export interface operations {
                     "text/html": unknown;
                 };
             };
-            /** @description rate limited (Retry-After) */
+            /** @description HTML page: the sign-in is not known here, or its account is no longer active */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": unknown;
+                };
+            };
+            /** @description HTML page: too many requests from this address */
             429: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "text/html": unknown;
                 };
             };
         };

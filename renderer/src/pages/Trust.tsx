@@ -8,7 +8,7 @@ import { when } from '../i18n.ts';
 import { DataTable, ErrorNote, Page, useLabel } from '../components/ui.tsx';
 
 interface RunResult {
-  lists?: { territory?: string; url?: string; outcome?: string; detail?: string }[];
+  lists?: { territory?: string; url?: string; outcome?: string; reason?: string; detail?: string }[];
   [k: string]: unknown;
 }
 
@@ -104,7 +104,9 @@ export default function Trust() {
                 <Table.Tr key={i}>
                   <Table.Td>{l.territory ?? l.url}</Table.Td>
                   <Table.Td>{label('trust.outcomes', l.outcome)}</Table.Td>
-                  <Table.Td>{l.detail ?? ''}</Table.Td>
+                  <Table.Td title={l.detail} data-testid="run-reason">
+                    {label('trust.reasons', l.reason)}
+                  </Table.Td>
                 </Table.Tr>
               ))}
             </Table.Tbody>
@@ -127,9 +129,15 @@ export default function Trust() {
               label: t('trust.state'),
               render: (l) =>
                 failedAttempt(l.last_attempt) ? (
-                  <Badge color="red" title={l.last_attempt?.detail ?? l.last_attempt?.reason ?? ''} data-testid="list-state">
-                    {t('trust.failed')}
-                  </Badge>
+                  <Stack gap={2} align="flex-start">
+                    <Badge color="red" data-testid="list-state">
+                      {t('trust.failed')}
+                    </Badge>
+                    {/* The reason in words; the English technical detail on hover. */}
+                    <Text size="xs" title={l.last_attempt?.detail ?? undefined} data-testid="list-reason">
+                      {label('trust.reasons', l.last_attempt?.reason)}
+                    </Text>
+                  </Stack>
                 ) : !l.stored ? (
                   <Badge color="gray" data-testid="list-state">
                     {t('trust.notStored')}

@@ -295,7 +295,7 @@ describe('console confirmations', { timeout: 120_000 }, () => {
 });
 
 describe('console trusted lists', { timeout: 120_000 }, () => {
-  it('a refresh that could not fetch the LOTL is shown as failed, not as current; with auto-refresh off no "Next refresh" is shown', async () => {
+  it('a refresh that could not fetch the LOTL is shown as failed with why in words, not as current; with auto-refresh off no "Next refresh" is shown', async () => {
     const ctx = await browser.newContext();
     const { page } = await watched(ctx);
     await signIn(page);
@@ -308,6 +308,10 @@ describe('console trusted lists', { timeout: 120_000 }, () => {
     expect(states.length).toBeGreaterThan(0);
     expect(states).not.toContain('Current');
     expect(states).toContain('Refresh failed');
+    // Why, in words (the LOTL could not be fetched), not a code or the English detail alone.
+    const reasons = await page.getByTestId('list-reason').allTextContents();
+    expect(reasons.length).toBeGreaterThan(0);
+    for (const r of reasons) expect(['The list could not be fetched', 'The list did not arrive in time']).toContain(r);
     expect(await axe(page)).toEqual([]);
     await ctx.close();
   });

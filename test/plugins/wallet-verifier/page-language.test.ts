@@ -70,6 +70,22 @@ describe('wallet pages in the page language', () => {
     expect(unknown.status).toBe(404);
     expect(unknown.html).toContain('Diese Anmeldung ist hier nicht bekannt (oder schon lange beendet).');
     expect(unknown.html).toContain('Technische Angabe: not_found');
+    // A link the wallet mangled or cut short: refused by the query check before the handler, and
+    // still a page in the person's language (it was JSON), with the page's headers.
+    for (const q of ['', `?session_id=${login}`, `?session_id=${'x'.repeat(65)}&response_code=a`, `?session_id=a&session_id=b&response_code=c`]) {
+      const r = await s.fetch(`/oidc.ashx/wallet-login/return${q}`, { headers: { 'Accept-Language': 'de' } });
+      const html = await r.text();
+      expect(r.status, q).toBe(400);
+      expect(r.headers.get('content-type'), q).toMatch(/^text\/html/);
+      expect(r.headers.get('content-language'), q).toBe('de');
+      expect(r.headers.get('content-security-policy'), q).toContain("default-src 'none'");
+      expect(r.headers.get('cache-control'), q).toContain('no-store');
+      expect(html, q).toContain('<p id="wallet-return-message">Dieser Anmeldelink ist unvollständig oder beschädigt.');
+      expect(html, q).toContain('Technische Angabe: invalid_request');
+      expect(html, q).not.toContain('invalid query parameter');
+    }
+    const cut = await get('/oidc.ashx/wallet-login/return?response_code=a', { 'Accept-Language': 'en' });
+    expect(cut.html).toContain('This sign-in link is incomplete or damaged. Start signing in again.');
   });
 
   it('every refusal the answer page can show has its own sentence, in German and English', () => {
@@ -80,6 +96,8 @@ describe('wallet pages in the page language', () => {
       ['not_found', 'account_inactive', 'answerInactive'],
       ['session_finished', undefined, 'answerFinished'],
       ['session_expired', undefined, 'answerExpired'],
+      ['invalid_request', undefined, 'answerLinkIncomplete'],
+      ['rate_limited', undefined, 'answerTooMany'],
       ['server_error', undefined, 'answerFailed'],
     ];
     for (const [code, reason, key] of cases) expect(answerTextKey(code, reason), `${code} ${reason}`).toBe(key);
