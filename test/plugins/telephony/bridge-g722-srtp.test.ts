@@ -164,6 +164,54 @@ describe('G.722 (ITU-T G.722, 64 kbit/s)', () => {
     expect(Buffer.from(out).equals(Buffer.from(whole))).toBe(true);
     expect(new G722Encoder().encodeWide(pcm, 0, 320, new Uint8Array(160), 0)).toBe(160);
   });
+
+  it('encodeZeros (the silence a sender encodes while the AI is quiet): the octets of the full encoder on zeros and of spandsp, across speech, long and short silences and odd splits', () => {
+    // Talk spurts and pauses as the sender meets them: silence after speech long enough for the
+    // shortcut to engage (the upper band settles within ~5 frames), pauses of a few octets, odd
+    // counts on both sides (a held sample pairs across the boundary).
+    const speech = speechLike(2);
+    const plan: [talk: number, quiet: number][] = [
+      [3200, 32000],
+      [321, 7],
+      [160, 48000],
+      [1, 3201],
+      [6400, 40],
+      [333, 16001],
+      [2, 2],
+      [3000, 64000],
+    ];
+    const total = plan.reduce((n, [t, q]) => n + t + q, 0);
+    const pcm = new Int16Array(total);
+    const shortcut = new G722Encoder();
+    const full = new G722Encoder();
+    const a = new Uint8Array(total / 2);
+    const b = new Uint8Array(total / 2);
+    let at = 0;
+    let na = 0;
+    let nb = 0;
+    let from = 0;
+    for (const [talk, quiet] of plan) {
+      pcm.set(speech.subarray(from, from + talk), at);
+      na += shortcut.encodeWide(pcm, at, talk, a, na);
+      nb += full.encodeWide(pcm, at, talk, b, nb);
+      from += talk;
+      at += talk;
+      // Silence in 20 ms frames and a ragged tail, as a sender asks for it.
+      for (let left = quiet; left > 0;) {
+        const n = Math.min(left, left > 640 ? 320 : 33);
+        na += shortcut.encodeZeros(n, a, na);
+        nb += full.encodeWide(pcm, at, n, b, nb); // pcm is zero there
+        at += n;
+        left -= n;
+      }
+    }
+    expect(na).toBe(total / 2);
+    expect(nb).toBe(total / 2);
+    let first = -1;
+    for (let i = 0; i < a.length && first < 0; i++) if (a[i] !== b[i]) first = i;
+    expect(first).toBe(-1);
+    expect(Buffer.from(a).equals(spandsp('enc', new Uint8Array(pcm.buffer)))).toBe(true);
+  });
 });
 
 describe('SDES SRTP for the SIP legs', () => {

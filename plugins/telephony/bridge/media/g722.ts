@@ -279,6 +279,49 @@ class QmfLine {
   }
 }
 
+/** Every field of a band's state, for the fixed-point check of encodeZeros. */
+function sameBand(b: Band, c: Band): boolean {
+  return (
+    b.s === c.s &&
+    b.sz === c.sz &&
+    b.nb === c.nb &&
+    b.det === c.det &&
+    b.rr1 === c.rr1 &&
+    b.rr2 === c.rr2 &&
+    b.sg1 === c.sg1 &&
+    b.sg2 === c.sg2 &&
+    b.a1 === c.a1 &&
+    b.a2 === c.a2 &&
+    b.dd1 === c.dd1 &&
+    b.dd2 === c.dd2 &&
+    b.dd3 === c.dd3 &&
+    b.dd4 === c.dd4 &&
+    b.dd5 === c.dd5 &&
+    b.dd6 === c.dd6 &&
+    b.b1 === c.b1 &&
+    b.b2 === c.b2 &&
+    b.b3 === c.b3 &&
+    b.b4 === c.b4 &&
+    b.b5 === c.b5 &&
+    b.b6 === c.b6
+  );
+}
+
+/**
+ * Silence (encodeZeros). The whole encoder has no fixed point on zero input: the lower band's
+ * quantizer has no zero level, so its codes keep toggling and its predictor wanders (checked:
+ * no repeated state at any 20 ms frame boundary within 200,000 frames of zeros after speech), so
+ * a silent frame's octets cannot be reused. Two parts of it do settle, though:
+ *  - the QMF: once its 24 taps are all zero, both sums are 0 (xlow = xhigh = 0) without computing
+ *    them, and pushing more zeros leaves the window as it is;
+ *  - the upper band: with xhigh = 0 its step falls to the minimum, where its quantized difference
+ *    is 0, and its predictor then reaches a state that an octet of zeros maps to itself (seen
+ *    here, not assumed: the state is compared before and after an octet). From then on it emits
+ *    the same 2-bit code with no work.
+ * So a silent octet costs the lower band alone: the octets are those of the full encoder, bit for
+ * bit (test/plugins/telephony/bridge-g722-srtp.test.ts compares them over speech, silence and
+ * every odd split).
+ */
 export class G722Encoder {
   private readonly low = new Band(32, 18432, DET_L);
   private readonly high = new Band(8, 22528, DET_H);
@@ -286,16 +329,15 @@ export class G722Encoder {
   /** A 16 kHz sample waiting for its partner (encodeWide of an odd count). */
   private held = 0;
   private holding = false;
+  /** Zero samples last pushed into the QMF line in a row, as counted by encodeZeros (up to 24). */
+  private zeros = 0;
+  /** The upper band's code while it sits at its fixed point on zero input, else -1. */
+  private idleHigh = -1;
+  /** A copy of the upper band's state, for the fixed-point check (made on first use). */
+  private probe: Band | null = null;
 
-  /** One octet from two 16 kHz samples. */
-  encodePair(s0: number, s1: number): number {
-    const q = this.qmf;
-    q.push(s0, s1);
-    q.sums();
-    // Both sums carry the QMF's ×4096 gain: >> 13 removes it and the two-filter sum, >> 1 more
-    // gives the 15-bit input of the sub-band coders.
-    const xlow = (q.even + q.odd) >> 14;
-    const xhigh = (q.odd - q.even) >> 14;
+  /** The lower band's 6-bit code for `xlow` (blocks 1L to 4L). */
+  private lowCode(xlow: number): number {
     const lo = this.low;
     // 1L SUBTRA, QUANTL
     const el = sat(xlow - lo.s);
@@ -311,6 +353,18 @@ export class G722Encoder {
     const dlow = Math.imul(lo.det, QM4[ril]!) >> 15;
     lo.scale(WL4[ril]!);
     lo.block4(dlow);
+    return ilow;
+  }
+
+  /** One octet from two 16 kHz samples. */
+  encodePair(s0: number, s1: number): number {
+    const q = this.qmf;
+    q.push(s0, s1);
+    q.sums();
+    // Both sums carry the QMF's ×4096 gain: >> 13 removes it and the two-filter sum, >> 1 more
+    // gives the 15-bit input of the sub-band coders.
+    const ilow = this.lowCode((q.even + q.odd) >> 14);
+    const xhigh = (q.odd - q.even) >> 14;
     // 1H SUBTRA, QUANTH
     const hb = this.high;
     const eh = sat(xhigh - hb.s);
@@ -328,6 +382,8 @@ export class G722Encoder {
 
   /** Encodes `n` 16 kHz samples (n even) of `pcm` from `from` into n/2 octets of `out` at `at`. */
   encode(pcm: Int16Array, from: number, n: number, out: Uint8Array, at: number): void {
+    this.zeros = 0;
+    this.idleHigh = -1;
     for (let k = 0; k < n; k += 2) out[at + (k >> 1)] = this.encodePair(pcm[from + k]!, pcm[from + k + 1]!);
   }
 
@@ -336,6 +392,10 @@ export class G722Encoder {
    * call's first) into `out` at `at`; returns the octets written.
    */
   encodeWide(pcm: Int16Array, from: number, n: number, out: Uint8Array, at: number): number {
+    if (n > 0) {
+      this.zeros = 0;
+      this.idleHigh = -1;
+    }
     let k = 0;
     let o = at;
     if (this.holding && n > 0) {
@@ -346,6 +406,44 @@ export class G722Encoder {
     for (; k + 1 < n; k += 2) out[o++] = this.encodePair(pcm[from + k]!, pcm[from + k + 1]!);
     if (k < n) {
       this.held = pcm[from + k]!;
+      this.holding = true;
+    }
+    return o - at;
+  }
+
+  /**
+   * encodeWide of `n` zero samples, the same octets and the same state for what follows, at the
+   * cost of the lower band alone once the QMF and the upper band have settled (see above).
+   */
+  encodeZeros(n: number, out: Uint8Array, at: number): number {
+    let k = 0;
+    let o = at;
+    if (this.holding && n > 0) {
+      out[o++] = this.encodePair(this.held, 0);
+      this.holding = false;
+      this.zeros = 1;
+      this.idleHigh = -1;
+      k = 1;
+    }
+    for (; k + 1 < n; k += 2) {
+      if (this.zeros >= 24) {
+        if (this.idleHigh >= 0) {
+          // The QMF's taps are all zero (xlow = 0) and the upper band is at its fixed point.
+          out[o++] = ((this.idleHigh << 6) | this.lowCode(0)) & 0xff;
+          continue;
+        }
+        const probe = (this.probe ??= new Band(8, 22528, DET_H));
+        Object.assign(probe, this.high);
+        const code = this.encodePair(0, 0);
+        out[o++] = code;
+        if (sameBand(probe, this.high)) this.idleHigh = code >> 6;
+        continue;
+      }
+      out[o++] = this.encodePair(0, 0);
+      this.zeros += 2;
+    }
+    if (k < n) {
+      this.held = 0;
       this.holding = true;
     }
     return o - at;

@@ -11,7 +11,7 @@ import { randomInt } from 'node:crypto';
 import { DtmfReceiver, JitterBuffer, parseRtp } from './rtp.ts';
 import { decodeG711Into, frameEncoder, isWideband, legRate, silenceFrame, type Codec, type FrameEncoder, type SipCodec } from './audio.ts';
 import { PcmQueue } from './pcm-queue.ts';
-import { G722Decoder } from './g722.ts';
+import { G722Decoder, G722Encoder } from './g722.ts';
 import { SdesSrtp, type SdesKeys } from './sdes.ts';
 import type { LegMetrics, LegTarget } from './leg.ts';
 import { ReceptionStats, RtcpSession, SenderInfo, type RtcpMetrics } from './rtcp.ts';
@@ -19,8 +19,6 @@ import { ReceptionStats, RtcpSession, SenderInfo, type RtcpMetrics } from './rtc
 const FRAME_NS = 20_000_000n;
 /** RTP clock ticks and payload octets per 20 ms, G.711 and G.722 alike (RFC 3551 §4.5.2). */
 const FRAME_SAMPLES = 160;
-/** 16 kHz silence a G.722 sender encodes when nothing is queued (never written). */
-const SILENT_16K = new Int16Array(2 * FRAME_SAMPLES);
 
 /** Histogram of send-interval deviation from 20 ms, 0.1 ms bins up to 200 ms. */
 export class IntervalStats {
@@ -173,6 +171,8 @@ export class RtpSender implements Clocked {
   private running = false;
   private readonly silence: Uint8Array | null;
   private readonly enc: FrameEncoder;
+  /** A G.722 leg's encoder (also behind `enc`), which encodes silence at a lower cost. */
+  private readonly g722: G722Encoder | null;
   private readonly srtp: SdesSrtp | null;
   /** The frame before SRTP protects it into a packet of its own. */
   private readonly payload = Buffer.alloc(FRAME_SAMPLES);
@@ -185,7 +185,14 @@ export class RtpSender implements Clocked {
   skippedSlots = 0;
 
   constructor(private readonly o: SenderOptions) {
-    this.enc = frameEncoder(o.codec);
+    if (o.codec === 'G722') {
+      const g722 = new G722Encoder();
+      this.g722 = g722;
+      this.enc = (pcm, from, n, out, at) => g722.encodeWide(pcm, from, n, out, at);
+    } else {
+      this.g722 = null;
+      this.enc = frameEncoder(o.codec);
+    }
     this.frameSamples = legRate(o.codec) / 50;
     // G.722 is adaptive: silence goes through the encoder, so the far end's decoder stays in step.
     this.silence = o.codec === 'G722' ? null : silenceFrame(o.codec);
@@ -253,7 +260,7 @@ export class RtpSender implements Clocked {
   /** `n` octets of silence (G.722: zeros through the encoder, two samples an octet). */
   private writeSilence(out: Uint8Array, at: number, n: number): void {
     if (this.silence) out.set(this.silence.subarray(0, n), at);
-    else this.enc(SILENT_16K, 0, 2 * n, out, at);
+    else this.g722!.encodeZeros(2 * n, out, at);
   }
 
   skip(n: number): void {
