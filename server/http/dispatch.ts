@@ -282,7 +282,7 @@ export class Dispatcher {
       if (errorPage && e instanceof AppError && !res.headersSent) {
         let page: Reply | undefined;
         try {
-          page = errorPage(req, e);
+          page = errorPage(req, e as AppError);
         } catch {
           // The page could not be made (its plugin's words unavailable): the plain answer below.
         }
