@@ -37,6 +37,8 @@ export type AuthPolicy =
   | { kind: 'credentials'; accept: Credential[]; role?: Role; superAdmin?: boolean; hmacBucket?: string; scope?: string }
   | { kind: 'custom'; verifier: string; description: string };
 
+type CredentialsPolicy = Extract<AuthPolicy, { kind: 'credentials' }>;
+
 export const policy = {
   public: { kind: 'public' } as AuthPolicy,
   /** v1 REST: OIDC bearer or ak_ key, role admin. */
@@ -342,19 +344,9 @@ export class AuthService {
    * Applies a policy to a request's credentials. Returns the principal, or null for public routes.
    * Throws 401 (no or bad credential) or 403 (valid but not privileged).
    */
-  async authenticate(
-    p: AuthPolicy,
-    req: {
-      headers: Record<string, string | string[] | undefined>;
-      tenant: Tenant;
-      rawHost: string;
-      bodyLen: number;
-      body?: Buffer;
-      /** The body's hex SHA-256 when it was hashed as it streamed in (the V2 signature covers it). */
-      bodyDigest?: string;
-    },
-  ): Promise<Principal | null> {
-    if (p.kind === 'public') return null;
+  async authenticate(p: AuthPolicy, req: AuthRequest): Promise<Principal | null> {
+    const now = this.authenticateNow(p, req);
+    if (now !== undefined) return now;
     if (p.kind === 'custom') {
       const v = this.#custom.get(p.verifier);
       if (!v) throw this.unauthorized(`no verifier for ${p.description}`);
@@ -362,7 +354,25 @@ export class AuthService {
       if (!principal) throw this.unauthorized(`a valid ${p.description} is required`);
       return principal;
     }
-    let principal: Principal | null = null;
+    // What authenticateNow leaves: an OIDC bearer token it has already checked the form and policy of.
+    const token = bearerToken(header(req.headers, 'authorization'))!;
+    const principal = await this.verifyBearer(token, req.tenant);
+    if (!principal) throw this.unauthorized('invalid, expired or revoked access token');
+    // authenticateNow answered public routes, so this is a credentials policy.
+    return this.admit(p as CredentialsPolicy, principal, req.tenant);
+  }
+
+  /**
+   * `authenticate` without a promise, for what needs no I/O but the store (synchronous): public
+   * routes, `ak_` keys, the admin signatures and every refusal of a malformed or missing
+   * credential. Returns undefined when only `authenticate` can decide (an OIDC bearer token, a
+   * custom verifier); otherwise the same principal, or throws the same error, as `authenticate`.
+   * The dispatcher calls it first, so a v1 request with an `ak_` key makes no promise.
+   */
+  authenticateNow(p: AuthPolicy, req: AuthRequest): Principal | null | undefined {
+    if (p.kind === 'public') return null;
+    if (p.kind === 'custom') return undefined;
+    let principal: Principal | null;
     const authz = header(req.headers, 'authorization');
     const sig = header(req.headers, HMAC_HEADER);
     const sigV2 = header(req.headers, HMAC_V2_HEADER);
@@ -374,19 +384,12 @@ export class AuthService {
         throw new NotAllowedError('an ak_ API key is not accepted here; use an OIDC bearer token', 'insufficient_scope');
       }
       if (!isKey && !p.accept.includes('bearer')) throw this.unauthorized('bearer tokens are not accepted here');
-      principal = await this.verifyBearer(token, req.tenant);
-      if (!principal) throw this.unauthorized(isKey ? 'invalid or revoked API key' : 'invalid, expired or revoked access token');
+      if (!isKey) return undefined;
+      principal = this.verifyApiKey(token, req.tenant);
+      if (!principal) throw this.unauthorized('invalid or revoked API key');
     } else if (sigV2 !== undefined && p.accept.includes('hmac') && p.hmacBucket) {
       this.verifyHmacV2(sigV2, p.hmacBucket, req.rawHost, req.bodyDigest !== undefined ? { digest: req.bodyDigest } : (req.body ?? Buffer.alloc(0)));
-      principal = {
-        kind: 'hmac',
-        tenantId: req.tenant.id,
-        subject: 'admin-hmac',
-        userName: 'admin-hmac',
-        role: 'admin',
-        scopes: [],
-        superAdmin: req.tenant.isPrimary,
-      };
+      principal = hmacPrincipal(req.tenant);
     } else if (sig !== undefined && p.accept.includes('hmac') && p.hmacBucket) {
       // The spec's form signs neither the body nor a time: a tenant may switch it off (new tenants have it off).
       if (!req.tenant.hmacV1) {
@@ -396,19 +399,16 @@ export class AuthService {
         );
       }
       if (!this.verifyHmac(sig, p.hmacBucket, req.rawHost, req.bodyLen)) throw this.unauthorized('bad admin signature', 'invalid_signature');
-      principal = {
-        kind: 'hmac',
-        tenantId: req.tenant.id,
-        subject: 'admin-hmac',
-        userName: 'admin-hmac',
-        role: 'admin',
-        scopes: [],
-        superAdmin: req.tenant.isPrimary,
-      };
+      principal = hmacPrincipal(req.tenant);
     } else {
       throw this.unauthorized(p.accept.includes('hmac') ? 'a bearer token or the admin signature header is required' : 'a bearer token is required');
     }
-    if (principal.tenantId !== req.tenant.id) throw this.unauthorized('the credential belongs to another tenant');
+    return this.admit(p, principal, req.tenant);
+  }
+
+  /** The policy's demands on a verified credential: its tenant, role, super-admin and scope. */
+  private admit(p: CredentialsPolicy, principal: Principal, tenant: Tenant): Principal {
+    if (principal.tenantId !== tenant.id) throw this.unauthorized('the credential belongs to another tenant');
     if (p.role === 'admin' && principal.role !== 'admin') throw new NotAllowedError('role admin required');
     if (p.superAdmin && !principal.superAdmin) throw new NotAllowedError('super-admin required (an admin of the primary tenant)');
     if (p.scope && principal.kind !== 'hmac' && principal.kind !== 'apiKey' && !principal.scopes.includes(p.scope)) {
@@ -416,6 +416,30 @@ export class AuthService {
     }
     return principal;
   }
+}
+
+/** What `authenticate` reads of a request. */
+export interface AuthRequest {
+  headers: Record<string, string | string[] | undefined>;
+  tenant: Tenant;
+  rawHost: string;
+  bodyLen: number;
+  body?: Buffer;
+  /** The body's hex SHA-256 when it was hashed as it streamed in (the V2 signature covers it). */
+  bodyDigest?: string;
+}
+
+/** Who the admin signature speaks for: the tenant's admin, a super-admin on the primary tenant. */
+function hmacPrincipal(tenant: Tenant): Principal {
+  return {
+    kind: 'hmac',
+    tenantId: tenant.id,
+    subject: 'admin-hmac',
+    userName: 'admin-hmac',
+    role: 'admin',
+    scopes: [],
+    superAdmin: tenant.isPrimary,
+  };
 }
 
 interface ApiKeyRow {
