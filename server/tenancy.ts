@@ -171,6 +171,13 @@ export class TenantService {
   #dataVersionStmt: Statement | undefined;
   #epochStmt: Statement | undefined;
   #checkedThisTurn = false;
+  /**
+   * The last Host header resolve() answered and its tenant: a client (and most offices) sends the
+   * same Host on every request, so its parse and lookup are made once per tenant set. reload()
+   * forgets it, as it forgets the maps it was read from.
+   */
+  #lastHost: string | undefined;
+  #lastTenant: Tenant | undefined;
 
   /** `dataDir` lets `remove` delete the tenant's files under `tenants/<id>/` too. */
   constructor(
@@ -219,6 +226,8 @@ export class TenantService {
   /** Drops the cache; called after this connection changes tenants. */
   reload(): void {
     this.#epoch = this.readEpoch();
+    this.#lastHost = undefined;
+    this.#lastTenant = undefined;
     this.#byHost.clear();
     this.#byId.clear();
     this.#primary = undefined;
@@ -244,10 +253,13 @@ export class TenantService {
   /** The Host header picks the tenant; a missing or unknown Host falls back to the primary tenant. */
   resolve(hostHeader: string | undefined): Tenant {
     this.refreshOncePerTurn();
-    const t = hostHeader ? this.#byHost.get(parseHostHeader(hostHeader).host) : undefined;
-    if (t) return t;
-    if (!this.#primary) throw new Error('no primary tenant: the appliance is not initialised');
-    return this.#primary;
+    if (hostHeader !== undefined && hostHeader === this.#lastHost) return this.#lastTenant!;
+    // A malformed Host throws here, every time: only answers are remembered.
+    const t = (hostHeader ? this.#byHost.get(parseHostHeader(hostHeader).host) : undefined) ?? this.#primary;
+    if (!t) throw new Error('no primary tenant: the appliance is not initialised');
+    this.#lastHost = hostHeader;
+    this.#lastTenant = t;
+    return t;
   }
 
   primary(): Tenant | undefined {
