@@ -4,12 +4,13 @@ import path from 'node:path';
 import type { NextFunction, Request, Response } from 'express';
 import type { z } from 'zod';
 import { AppError, InputError } from '../errors.ts';
-import { HMAC_HEADER, HMAC_V2_HEADER, type AuthService, type Principal } from '../auth.ts';
+import { HMAC_HEADER, HMAC_V2_HEADER, type AuthRequest, type AuthService, type Principal } from '../auth.ts';
 import type { Logger } from '../log.ts';
 import type { CoreConfig } from '../config.ts';
 import { publicOriginOf, type Tenant } from '../tenancy.ts';
 import { camelizeKeys, MAX_JSON_DEPTH, nestsDeeperThan } from './key-case.ts';
 import { readBounded, readSigned } from './body.ts';
+import { fastQuery, type FastQuery } from './fast-query.ts';
 import { errorAnswer, issueOf, newRequestId, plainIp } from './respond.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import { Reply, type Method, type RouteDef, type RouteRequest } from './route.ts';
@@ -21,6 +22,20 @@ export interface RegisteredRoute {
   addresses: string[];
   /** The live notice a success of this admin change sends (`changeNotice`), if it is one. */
   notice?: string;
+  /** The query schema's check without zod, when it is a simple one (http/fast-query.ts). */
+  fastQuery?: FastQuery;
+}
+
+/** A route found for a request, with its path parameters as decoded from the request's path. */
+export interface RouteMatch {
+  route: RegisteredRoute;
+  params: Record<string, string>;
+}
+
+/** A request's path and query as the router reads them (requestTarget). */
+export interface RequestTarget {
+  pathname: string;
+  searchParams: URLSearchParams;
 }
 
 /**
@@ -137,7 +152,7 @@ export class Dispatcher {
   add(plugin: string, def: RouteDef): void {
     if (this.#sealed) throw new Error(`route ${def.method} ${def.path} added after start`);
     const addresses = [def.path, ...(def.aliases ?? [])];
-    const route: RegisteredRoute = { plugin, def, addresses, notice: changeNotice(def) };
+    const route: RegisteredRoute = { plugin, def, addresses, notice: changeNotice(def), fastQuery: def.query && fastQuery(def.query) };
     for (const address of addresses) {
       const a = parseAddress(address);
       for (const other of this.#index.get(indexKey(a.segments)) ?? []) {
@@ -158,7 +173,7 @@ export class Dispatcher {
   }
 
   /** Finds the route for a request; throws 405 when the address exists with other methods. */
-  match(method: string, pathname: string, query: URLSearchParams): { route: RegisteredRoute; params: Record<string, string> } | null {
+  match(method: string, pathname: string, query: URLSearchParams): RouteMatch | null {
     const rawSegs = pathname.split('/').slice(1);
     // Addresses whose last segment is this literal, and those ending in a :param.
     const last = (rawSegs[rawSegs.length - 1] ?? '').toLowerCase();
@@ -193,28 +208,41 @@ export class Dispatcher {
     return { route: hit.a.route, params: hit.params };
   }
 
-  /** Express middleware: dispatches matched routes, passes unmatched requests on. */
+  /**
+   * Express middleware: matches the request, dispatches a matched route, passes an unmatched
+   * request on. (The appliance's front door matches ordinary requests before Express and calls
+   * dispatch() itself; this is the way in for what it hands to Express.)
+   */
   middleware() {
     return (req: Request, res: Response, next: NextFunction): void => {
-      void this.handle(req, res, next);
+      let url: RequestTarget;
+      let m: RouteMatch | null;
+      try {
+        url = requestTarget(req.originalUrl);
+        m = this.match(req.method, url.pathname, url.searchParams);
+      } catch (e) {
+        this.fail(req, res, e, undefined, bodyPendingOf(req));
+        return;
+      }
+      if (m) this.dispatch(req, res, m, url);
+      else next();
     };
   }
 
-  private async handle(req: Request, res: Response, next: NextFunction): Promise<void> {
-    const tenant = res.locals.tenant as Tenant;
-    const requestId = res.locals.requestId as string;
+  /**
+   * Serves a request the route `m` was matched for (its target read as `url`): plugin readiness,
+   * rate limit, auth, body, validation, handler, rendering, every error through fail(). `res.locals`
+   * holds the request's tenant and id (the first middleware's RequestLocals, server/app.ts). A GET
+   * or HEAD whose credential is checked without I/O (`ak_` keys, the admin signature) and whose
+   * handler answers synchronously is served here without a promise.
+   */
+  dispatch(req: Request, res: Response, m: RouteMatch, url: RequestTarget): void {
+    const { route } = m;
+    const def = route.def;
+    res.locals.route = def.path;
     // Until the body is read, an error answer closes the connection: the unread body is not drained.
-    let bodyPending = req.headers['content-length'] !== undefined ? req.headers['content-length'] !== '0' : req.headers['transfer-encoding'] !== undefined;
-    let errorPage: RouteDef['errorPage'];
+    let bodyPending = bodyPendingOf(req);
     try {
-      const url = requestTarget(req.originalUrl);
-      const m = this.match(req.method, url.pathname, url.searchParams);
-      // eslint-disable-next-line @typescript-eslint/no-confusing-void-expression -- hands the request on to the next handler and ends this one
-      if (!m) return next();
-      const { route, params } = m;
-      const def = route.def;
-      res.locals.route = def.path;
-      errorPage = def.errorPage?.bind(def);
       if (!this.deps.pluginReady(route.plugin)) {
         throw new AppError(503, 'plugin_unavailable', `the ${route.plugin} plugin is not running`, { headers: { 'Retry-After': '5' } });
       }
@@ -224,9 +252,7 @@ export class Dispatcher {
       // spends neither the budget of the valid keys behind the same address nor their access.
       // Sensitive credentialed routes too: 35 unauthenticated requests from one address once
       // blocked the super-admin's own POST /users from it; failures are charged per IP apart.
-      const perCredential = def.auth.kind !== 'public' && (def.rateLimit === undefined || def.rateLimit === 'authenticated' || def.rateLimit === 'sensitive');
-      if (!perCredential) this.rateLimit(def, ip);
-      const hostHeader = req.headers.host ?? '';
+      if (!limitedPerCredential(def)) this.rateLimit(def, ip);
       // Authenticate before reading the body: a request without a valid bearer, key or custom
       // credential is refused without its body ever being read (500 unauthenticated 8 MiB posts
       // once held 2.4 GB). Only the admin signatures cover the body, so only they read it first.
@@ -240,7 +266,31 @@ export class Dispatcher {
       const v2 = signed && req.headers[HMAC_V2_HEADER] !== undefined;
       if (signed) this.deps.limiter.check('signed', ip, this.deps.config.rateLimit.signedPerMinute);
       const declared = Number(req.headers['content-length'] ?? 0) || 0;
-      const authReq = { headers: req.headers, tenant, rawHost: hostHeader, bodyLen: declared };
+      const authReq: AuthRequest = { headers: req.headers, tenant: res.locals.tenant as Tenant, rawHost: req.headers.host ?? '', bodyLen: declared };
+      // No body to read (readBounded reads nothing for these either, body.ts): when the credential
+      // needs no I/O either, the whole request is served in this turn.
+      if (!v2 && (def.bodyType === 'stream' || req.method === 'GET' || req.method === 'HEAD')) {
+        const principal = this.authenticateNow(def, ip, authReq);
+        if (principal !== undefined) {
+          // A streamed body stays pending: the handler reads it, and an error before its end closes the connection.
+          if (def.bodyType === 'stream') checkStreamType(def, req);
+          else bodyPending = false;
+          void this.respond(req, res, m, url, authReq, principal, NO_BODY, ip);
+          return;
+        }
+      }
+      void this.dispatchAsync(req, res, m, url, authReq, ip, v2);
+    } catch (e) {
+      this.fail(req, res, e, def, bodyPending);
+    }
+  }
+
+  /** dispatch() for what needs a promise: a credential checked by I/O (an OIDC bearer, a custom verifier) or a body to read. */
+  private async dispatchAsync(req: Request, res: Response, m: RouteMatch, url: RequestTarget, authReq: AuthRequest, ip: string, v2: boolean): Promise<void> {
+    const def = m.route.def;
+    // Until the body is read, an error answer closes the connection: the unread body is not drained.
+    let bodyPending = bodyPendingOf(req);
+    try {
       let principal = v2 ? null : await this.authenticate(def, ip, authReq);
       if (v2) await this.authenticate(def, ip, authReq, () => this.deps.auth.precheckHmacV2(String(req.headers[HMAC_V2_HEADER])));
       // A streamed body stays pending: the handler reads it, and an error before its end closes the connection.
@@ -249,51 +299,109 @@ export class Dispatcher {
       else bodyPending = false;
       let rawBody: Buffer;
       if (v2) {
-        rawBody = await this.readSignedBody(req, def, declared, async (digest) => {
+        rawBody = await this.readSignedBody(req, def, authReq.bodyLen, async (digest) => {
           principal = await this.authenticate(def, ip, { ...authReq, bodyDigest: digest });
         });
       } else if (streamed || req.method === 'GET' || req.method === 'HEAD') {
         // readBounded reads nothing for these either (body.ts): no promise and no sink per request.
         rawBody = NO_BODY;
       } else rawBody = await readBounded(req, def.bodyLimit ?? this.deps.config.http.bodyLimitBytes);
-      if (perCredential && principal) {
-        // The person (or client) and the client they came through: two people signed in to the same
-        // console client are two budgets, not one (the client id alone keyed them together).
-        const who = principal.keyId ?? `${principal.kind}:${principal.subject}|${principal.clientId ?? ''}`;
-        const rl = this.deps.config.rateLimit;
-        if (def.rateLimit === 'sensitive') this.deps.limiter.check('sensitive', `${principal.tenantId}|${who}`, rl.sensitivePerMinute);
-        else this.deps.limiter.check('authenticated', `${principal.tenantId}|${who}`, rl.authenticatedPerMinute);
-      }
-      let effective = tenant;
-      const switchTo = req.headers[TENANT_SWITCH_HEADER];
-      if (switchTo !== undefined && principal) ({ tenant: effective, principal } = this.switchTenant(def, principal, tenant, switchTo));
-      const parsedParams = def.params ? validate(def.params, params, 'path parameter') : params;
-      const parsedQuery = def.query ? validate(def.query, queryObject(url.searchParams), 'query parameter') : queryObject(url.searchParams);
-      const body = parseBody(def, req, rawBody);
-      const rr = new DispatchedRequest(req, res, this.deps, effective, principal, parsedQuery, body, parsedParams, rawBody, ip, requestId, hostHeader);
-      res.setHeader('Cache-Control', 'no-store');
-      // Most handlers answer synchronously: awaiting only a promise spares a microtask turn.
-      const pending = def.handler(rr, res);
-      const out: unknown = isThenable(pending) ? await pending : pending;
-      render(res, out);
-      if (route.notice && res.statusCode < 400) this.deps.changed?.(effective.id, route.notice);
+      await this.respond(req, res, m, url, authReq, principal, rawBody, ip);
     } catch (e) {
-      if (bodyPending && !res.headersSent) res.setHeader('Connection', 'close');
-      if (errorPage && e instanceof AppError && !res.headersSent) {
-        let page: Reply | undefined;
-        try {
-          page = errorPage(req, e as AppError);
-        } catch {
-          // The page could not be made (its plugin's words unavailable): the plain answer below.
-        }
-        if (page) {
-          for (const [k, v] of Object.entries(e.headers)) res.setHeader(k, v);
-          render(res, page);
-          return;
-        }
-      }
-      renderError(res, e, res.locals.log as Logger, requestId);
+      this.fail(req, res, e, def, bodyPending);
     }
+  }
+
+  /**
+   * The request once authenticated and its body read: the per-credential limit, the tenant
+   * switch, validation, the handler and its answer. Throws what fails before the handler's
+   * answer; a promise of the handler is settled by settle(), which renders its errors itself.
+   */
+  private respond(
+    req: Request,
+    res: Response,
+    m: RouteMatch,
+    url: RequestTarget,
+    authReq: AuthRequest,
+    principal: Principal | null,
+    rawBody: Buffer,
+    ip: string,
+  ): Promise<void> | undefined {
+    const { route, params } = m;
+    const def = route.def;
+    const tenant = authReq.tenant;
+    if (principal && limitedPerCredential(def)) {
+      // The person (or client) and the client they came through: two people signed in to the same
+      // console client are two budgets, not one (the client id alone keyed them together).
+      const who = principal.keyId ?? `${principal.kind}:${principal.subject}|${principal.clientId ?? ''}`;
+      const rl = this.deps.config.rateLimit;
+      if (def.rateLimit === 'sensitive') this.deps.limiter.check('sensitive', `${principal.tenantId}|${who}`, rl.sensitivePerMinute);
+      else this.deps.limiter.check('authenticated', `${principal.tenantId}|${who}`, rl.authenticatedPerMinute);
+    }
+    let effective = tenant;
+    const switchTo = req.headers[TENANT_SWITCH_HEADER];
+    if (switchTo !== undefined && principal) ({ tenant: effective, principal } = this.switchTenant(def, principal, tenant, switchTo));
+    const parsedParams = def.params ? validate(def.params, params, 'path parameter') : params;
+    const query = queryObject(url.searchParams);
+    const parsedQuery = def.query ? (route.fastQuery?.(query) ?? validate(def.query, query, 'query parameter')) : query;
+    const body = parseBody(def, req, rawBody);
+    const rr = new DispatchedRequest(
+      req,
+      res,
+      this.deps,
+      effective,
+      principal,
+      parsedQuery,
+      body,
+      parsedParams,
+      rawBody,
+      ip,
+      res.locals.requestId as string,
+      authReq.rawHost,
+    );
+    res.setHeader('Cache-Control', 'no-store');
+    // Most handlers answer synchronously: awaiting only a promise spares a microtask turn.
+    const pending = def.handler(rr, res);
+    if (isThenable(pending)) return this.settle(req, res, route, pending, effective.id);
+    this.answer(res, route, pending, effective.id);
+    return undefined;
+  }
+
+  /** A handler's promise: its answer, or its error through fail() (the body has been read by then unless streamed). */
+  private async settle(req: Request, res: Response, route: RegisteredRoute, pending: PromiseLike<unknown>, tenantId: string): Promise<void> {
+    try {
+      this.answer(res, route, await pending, tenantId);
+    } catch (e) {
+      this.fail(req, res, e, route.def, route.def.bodyType === 'stream' && bodyPendingOf(req));
+    }
+  }
+
+  /** Renders a handler's answer; a successful admin change tells the tenant's consoles (`changeNotice`). */
+  private answer(res: Response, route: RegisteredRoute, out: unknown, tenantId: string): void {
+    render(res, out);
+    if (route.notice && res.statusCode < 400) this.deps.changed?.(tenantId, route.notice);
+  }
+
+  /**
+   * The one way an error of a request becomes its answer: the route's error page when it has one
+   * (an HTML flow), else renderError. `bodyPending`: the body is unread, so the connection closes.
+   */
+  private fail(req: Request, res: Response, e: unknown, def: RouteDef | undefined, bodyPending: boolean): void {
+    if (bodyPending && !res.headersSent) res.setHeader('Connection', 'close');
+    if (def?.errorPage && e instanceof AppError && !res.headersSent) {
+      let page: Reply | undefined;
+      try {
+        page = def.errorPage(req, e as AppError);
+      } catch {
+        // The page could not be made (its plugin's words unavailable): the plain answer below.
+      }
+      if (page) {
+        for (const [k, v] of Object.entries(e.headers)) res.setHeader(k, v);
+        render(res, page);
+        return;
+      }
+    }
+    renderError(res, e, res.locals.log as Logger, res.locals.requestId as string);
   }
 
   /**
@@ -321,7 +429,7 @@ export class Dispatcher {
   }
 
   /** Authenticates; a failure is counted for the IP, and past that budget answers 429 instead of 401. */
-  private async authenticate(def: RouteDef, ip: string, req: Parameters<AuthService['authenticate']>[1], check?: () => void): Promise<Principal | null> {
+  private async authenticate(def: RouteDef, ip: string, req: AuthRequest, check?: () => void): Promise<Principal | null> {
     try {
       if (check) {
         check();
@@ -329,9 +437,23 @@ export class Dispatcher {
       }
       return await this.deps.auth.authenticate(def.auth, req);
     } catch (e) {
-      if (e instanceof AppError && e.status === 401) this.deps.limiter.check('auth-failed', ip, this.deps.config.rateLimit.failedAuthPerMinute);
-      throw e;
+      throw this.authFailed(e, ip);
     }
+  }
+
+  /** authenticate() without a promise (AuthService.authenticateNow): undefined when only authenticate() can decide. */
+  private authenticateNow(def: RouteDef, ip: string, req: AuthRequest): Principal | null | undefined {
+    try {
+      return this.deps.auth.authenticateNow(def.auth, req);
+    } catch (e) {
+      throw this.authFailed(e, ip);
+    }
+  }
+
+  /** A failed authentication: counted for the IP (429 past its budget, thrown from here); returns the error to throw. */
+  private authFailed(e: unknown, ip: string): unknown {
+    if (e instanceof AppError && e.status === 401) this.deps.limiter.check('auth-failed', ip, this.deps.config.rateLimit.failedAuthPerMinute);
+    return e;
   }
 
   /** Signed bodies over the spool threshold being read now (bounded by http.maxLargeSignedBodies). */
@@ -383,6 +505,19 @@ export class Dispatcher {
   }
 }
 
+/** Whether the request declares a body (until it is read, an error answer closes the connection). */
+function bodyPendingOf(req: Request): boolean {
+  return req.headers['content-length'] !== undefined ? req.headers['content-length'] !== '0' : req.headers['transfer-encoding'] !== undefined;
+}
+
+/**
+ * Whether the route's rate limit is counted per credential (once it is known) rather than per IP:
+ * credentialed routes of the default and the sensitive class.
+ */
+function limitedPerCredential(def: RouteDef): boolean {
+  return def.auth.kind !== 'public' && (def.rateLimit === undefined || def.rateLimit === 'authenticated' || def.rateLimit === 'sensitive');
+}
+
 /** The body of a GET, HEAD or streamed request as the handler sees it (zero bytes: nothing to change in it). */
 const NO_BODY = Buffer.alloc(0);
 
@@ -395,7 +530,7 @@ const PLAIN_TARGET = /^\/(?!\/)[A-Za-z0-9\-_~!$&'()*+,;=:@./]*(?:\?[\x21-\x22\x2
  * `//`) is split as it stands: URL would normalise nothing in it, and its query reads the same
  * through URLSearchParams. Anything else goes through URL (dot segments, `\`, `//host`, encodings).
  */
-export function requestTarget(target: string): { pathname: string; searchParams: URLSearchParams } {
+export function requestTarget(target: string): RequestTarget {
   if (PLAIN_TARGET.test(target) && !DOT_SEGMENT.test(target)) {
     const q = target.indexOf('?');
     return q < 0
@@ -611,8 +746,15 @@ function sendJson(res: Response, body: unknown): void {
   const type = res.getHeader('Content-Type');
   if (type === undefined) res.setHeader('Content-Type', 'application/json; charset=utf-8');
   else if (!/;\s*charset=/i.test(String(type))) res.setHeader('Content-Type', `${String(type)}; charset=utf-8`);
-  res.setHeader('Content-Length', Buffer.byteLength(json));
-  res.end(res.req.method === 'HEAD' ? undefined : json);
+  // Encoded once: the length is the encoded bytes' (Buffer.byteLength and then end(json) encode twice).
+  if (res.req.method === 'HEAD') {
+    res.setHeader('Content-Length', Buffer.byteLength(json));
+    res.end();
+    return;
+  }
+  const bytes = Buffer.from(json);
+  res.setHeader('Content-Length', bytes.length);
+  res.end(bytes);
 }
 
 /** The one place an error becomes an Express response: `{error, error_description}`, never a stack. */
