@@ -5,7 +5,7 @@ import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { startCheckpoints } from './store/db.ts';
-import { Dispatcher, newRequestId, renderError } from './http/dispatch.ts';
+import { Dispatcher, newRequestId, renderError, requestTarget, type RequestTarget, type RouteMatch } from './http/dispatch.ts';
 import { plainIp, rejectUpgrade, SECURITY_HEADERS } from './http/respond.ts';
 import { hostServices, PluginHost, type PluginStatus } from './plugin-host.ts';
 import type { AnyPlugin } from './plugin.ts';
@@ -77,6 +77,8 @@ export class Appliance {
   /** Open WebSockets and event streams, capped per address and in all (server/http/streams.ts). */
   readonly streams: StreamSlots;
   #inflight = 0;
+  /** The one 'close' listener of every routed request (`this` is the response): no closure per request. */
+  readonly #onClose: (this: Response) => void;
   /** The console's live feed (server/live.ts). */
   live: LiveHub | undefined;
   #stopping: Promise<void> | undefined;
@@ -107,6 +109,10 @@ export class Appliance {
     this.metrics = core.config.metrics.enabled
       ? new Metrics(core.db, log, () => this.host.metricFamilies((plugin, e) => log.warn({ plugin, err: (e as Error).message }, 'plugin metrics failed')))
       : undefined;
+    const closed = (res: Response) => this.#requestClosed(res);
+    this.#onClose = function (this: Response) {
+      closed(this);
+    };
     this.app = this.buildExpress();
   }
 
@@ -167,31 +173,42 @@ export class Appliance {
     app.disable('etag');
     app.set('trust proxy', this.core.config.http.trustProxy);
     app.set('query parser', 'simple');
-    // One 'close' listener for every request (`this` is the response): no closure per request.
     const dispatch = this.dispatcher.middleware();
-    const closed = (res: Response) => this.#requestClosed(res);
-    const onClose = function (this: Response) {
-      closed(this);
-    };
-    // First middleware: request id, tenant (resolved once, passed on as a value), access log.
+    // First middleware: the per-request setup (#begin), then the dispatcher straight on (one router
+    // layer for both): unmatched, it passes to the 404 handler. The front door (frontDoor) hands
+    // Express only what the dispatcher has no route for, so this dispatches no route of its own.
     app.use((req: Request, res: Response, next: NextFunction) => {
-      const locals = new RequestLocals(this.core.log, newRequestId(req.headers['x-request-id']));
-      res.locals = locals;
-      res.setHeader('X-Request-Id', locals.requestId);
-      for (const [k, v] of SECURITY_HEADERS) res.setHeader(k, v);
-      try {
-        locals.tenant = this.core.tenants.resolve(req.headers.host);
-      } catch (e) {
-        renderError(res, e, locals.log, locals.requestId);
-        return;
-      }
-      locals.started = performance.now();
-      this.#inflight++;
-      res.on('close', onClose);
-      // The dispatcher straight on (one router layer for both): unmatched, it passes to the 404 handler.
-      dispatch(req, res, next);
+      res.locals = this.#locals(req);
+      if (this.#begin(req, res)) dispatch(req, res, next);
     });
     return app;
+  }
+
+  /** A request's RequestLocals: its id (the client's X-Request-Id when well-formed), nothing resolved yet. */
+  #locals(req: http.IncomingMessage): RequestLocals {
+    return new RequestLocals(this.core.log, newRequestId(req.headers['x-request-id']));
+  }
+
+  /**
+   * What every routed request gets first, through the front door or through Express; `res.locals`
+   * holds its RequestLocals (#locals). X-Request-Id and the security headers; the tenant, resolved
+   * once and passed on as a value (a Host that names none is answered here, and false returned);
+   * the start time, the in-flight count and the close listener (metrics, access log).
+   */
+  #begin(req: Request, res: Response): boolean {
+    const locals = res.locals as RequestLocals;
+    res.setHeader('X-Request-Id', locals.requestId);
+    for (const [k, v] of SECURITY_HEADERS) res.setHeader(k, v);
+    try {
+      locals.tenant = this.core.tenants.resolve(req.headers.host);
+    } catch (e) {
+      renderError(res, e, locals.log, locals.requestId);
+      return false;
+    }
+    locals.started = performance.now();
+    this.#inflight++;
+    res.on('close', this.#onClose);
+    return true;
   }
 
   /** A request routed through Express has closed: in-flight count, metrics, access log. */
@@ -216,36 +233,75 @@ export class Appliance {
   }
 
   private finishExpress(): void {
-    this.app.use((req: Request, res: Response) => {
-      renderError(res, new AppError(404, 'not_found', `no endpoint at ${req.method} ${req.path}`), res.locals.log as Logger, res.locals.requestId as string);
-    });
+    this.app.use((req: Request, res: Response) => this.#notFound(req, res));
     this.app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
       renderError(res, err, (res.locals.log as Logger) ?? this.core.log, (res.locals.requestId as string) ?? '-');
     });
   }
 
+  #notFound(req: Request, res: Response): void {
+    renderError(res, new AppError(404, 'not_found', `no endpoint at ${req.method} ${req.path}`), res.locals.log as Logger, res.locals.requestId as string);
+  }
+
   /**
-   * The request listener: plugins' pre-router handlers (RouteRegistrar.preRouter) first, for
-   * running plugins only, then Express. Without pre-router handlers it is Express itself.
+   * The request listener, the front door. Plugins' pre-router handlers (RouteRegistrar.preRouter)
+   * first, for running plugins only. Then a request the dispatcher has a route for is served
+   * without Express's router: the request and response get what Express's app.handle and its
+   * router give them (own properties first, then Express's prototypes: set in this order, every
+   * request's objects share one hidden class), the first middleware's setup (#begin), and the
+   * dispatcher with the route already matched. Everything else (no route, a 405, a target the
+   * router refuses) goes to Express as it comes, so those answers are Express's own as before.
    */
-  private listener(): http.RequestListener {
+  private frontDoor(): http.RequestListener {
     const pre = this.host.preRouters;
-    if (!pre.length) return this.app;
+    const { app, dispatcher } = this;
     return (req, res) => {
       for (const f of pre) {
         if (this.host.isStarted(f.plugin) && f.handler(req, res)) {
-          // Counted like Express requests, so shutdown drains the lean path too.
-          this.#inflight++;
-          const started = performance.now();
-          res.once('close', () => {
-            this.#inflight--;
-            this.metrics?.observe(f.route, req.method ?? 'GET', res.statusCode, (performance.now() - started) / 1000);
-          });
+          this.#preRouted(f, req, res);
           return;
         }
       }
-      this.app(req, res);
+      let url: RequestTarget | undefined;
+      let m: RouteMatch | null = null;
+      try {
+        url = requestTarget(req.url ?? '/');
+        m = dispatcher.match(req.method ?? 'GET', url.pathname, url.searchParams);
+      } catch {
+        // A 405 or a malformed parameter: Express's first middleware answers it, as before.
+      }
+      if (!m || !url) {
+        app(req, res);
+        return;
+      }
+      const rq = req as Request;
+      const rs = res as Response;
+      rq.res = rs;
+      rs.req = rq;
+      rq.originalUrl = req.url!;
+      rq.baseUrl = '';
+      rq.params = {};
+      // Express's router gives a handler its `next` (res.sendFile and res.format call it on failure);
+      // past a dispatched route there is only the error and the 404 handler.
+      rq.next = (err?: unknown) => {
+        if (err) renderError(rs, err, (rs.locals as RequestLocals).log, (rs.locals as RequestLocals).requestId);
+        else this.#notFound(rq, rs);
+      };
+      rs.locals = this.#locals(req);
+      Object.setPrototypeOf(req, app.request);
+      Object.setPrototypeOf(res, app.response);
+      if (this.#begin(rq, rs)) dispatcher.dispatch(rq, rs, m, url);
     };
+  }
+
+  /** A pre-router handler took the request: counted like routed ones, so shutdown drains the lean path too. */
+  #preRouted(f: { route: string }, req: http.IncomingMessage, res: http.ServerResponse): void {
+    this.#inflight++;
+    const started = performance.now();
+    res.once('close', () => {
+      this.#inflight--;
+      this.metrics?.observe(f.route, req.method ?? 'GET', res.statusCode, (performance.now() - started) / 1000);
+    });
   }
 
   /** The port the public listener is bound to, kept once it listens; undefined before. */
@@ -327,7 +383,7 @@ export class Appliance {
       // its renewals swap the secure context of the running listener.
       const auto = this.host.provided(TLS_AUTO);
       if (!auto) throw new ConfigError('http.tls', '"auto" needs a plugin that provides tls-auto (rp-ca); it is not loaded or did not start');
-      const s = https.createServer({ ...auto.getCredentials(), handshakeTimeout: c.config.http.firstByteTimeoutMs }, this.listener());
+      const s = https.createServer({ ...auto.getCredentials(), handshakeTimeout: c.config.http.firstByteTimeoutMs }, this.frontDoor());
       auto.onRenew?.(() => s.setSecureContext(auto.getCredentials()));
       server = s;
     } else if (tls) {
@@ -338,9 +394,9 @@ export class Appliance {
           // A client that never completes the handshake holds a descriptor: same bound as a silent plain socket.
           handshakeTimeout: c.config.http.firstByteTimeoutMs,
         },
-        this.listener(),
+        this.frontDoor(),
       );
-    } else server = http.createServer(this.listener());
+    } else server = http.createServer(this.frontDoor());
     server.headersTimeout = 20_000;
     server.requestTimeout = 120_000;
     server.keepAliveTimeout = 5_000;
