@@ -14,8 +14,10 @@
  * over BENCH_ROUNDS = 4 rounds), BENCH_WARMUP_SECONDS (2), BENCH_STARTS (3), BENCH_PROFILE_DIR
  * (write V8 CPU profiles of the loaded appliance and bare server there; read it with bench/lib/profile-top.ts),
  * BENCH_BASELINE_ROOT (a checkout of another commit, e.g. `git archive main | tar -x -C DIR` with
- * node_modules linked: its TypeScript entry serves a copy of the seeded data dir and takes the same
- * alternating rounds, so a change's before/after ratios come from one run on one machine load).
+ * node_modules linked: it serves a copy of the seeded data dir and takes the same alternating
+ * rounds, so a change's before/after ratios come from one run on one machine load; like with like:
+ * its compiled server when this checkout's load goes to the compiled one and the baseline has a
+ * fresh dist/ of its own (`node bin/run-ts.mjs scripts/build.ts` there), else its TypeScript entry).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -33,6 +35,8 @@ const STARTS = envNumber('BENCH_STARTS', 3);
 const PROFILE_DIR = process.env.BENCH_PROFILE_DIR ? path.resolve(process.env.BENCH_PROFILE_DIR) : undefined;
 const PATH = '/api.ashx/v1/auditlog?limit=50';
 const BASELINE_ROOT = process.env.BENCH_BASELINE_ROOT ? path.resolve(process.env.BENCH_BASELINE_ROOT) : undefined;
+/** Which entry of the baseline checkout served (set when it starts). */
+let baselineEntry: 'ts' | 'compiled' = 'ts';
 
 const EVENTS = [
   'login.success',
@@ -203,8 +207,13 @@ export default async function run(): Promise<BenchResult[]> {
     let base: { url: string; pid: number } | undefined;
     if (BASELINE_ROOT) {
       const port = await freePort();
+      // Like with like: a compiled server beside a compiled one (the TypeScript entry costs more per request too).
+      const baseCompiled = loaded === 'compiled' ? freshDistEntry(BASELINE_ROOT) : undefined;
+      baselineEntry = baseCompiled ? 'compiled' : 'ts';
+      if (loaded === 'compiled' && !baseCompiled)
+        console.log(`${BASELINE_ROOT} has no fresh dist/: its TypeScript entry is compared with this checkout's compiled server`);
       const s = await spawnServer({
-        modulePath: path.join(BASELINE_ROOT, 'bin', 'sovcomms.mjs'),
+        modulePath: baseCompiled ?? path.join(BASELINE_ROOT, 'bin', 'sovcomms.mjs'),
         args: ['serve', '--data-dir', baseDir, '--host', '127.0.0.1', '--port', String(port)],
         env: cleanEnv(),
         readyUrl: `http://127.0.0.1:${port}/readyz`,
@@ -329,7 +338,8 @@ export default async function run(): Promise<BenchResult[]> {
 
 /** BENCH_BASELINE_ROOT's rows: the other checkout beside the bare server, and this one against it, all from the same rounds. */
 function baselineRows(sa: LoadStats, sb: LoadStats, sc: LoadStats, loaded: 'ts' | 'compiled', load: number): BenchResult[] {
-  const note = `${BASELINE_ROOT} (its TypeScript entry; this checkout's ${loaded === 'compiled' ? 'compiled server' : 'TypeScript entry'}), same rounds, 1-min load average ${load.toFixed(1)} when they began`;
+  const which = (k: 'ts' | 'compiled') => (k === 'compiled' ? 'compiled server' : 'TypeScript entry');
+  const note = `${BASELINE_ROOT} (its ${which(baselineEntry)}; this checkout's ${which(loaded)}), same rounds, 1-min load average ${load.toFixed(1)} when they began`;
   return [
     {
       name: 'auditlog limit=50 throughput, baseline checkout',

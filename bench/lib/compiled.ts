@@ -9,9 +9,9 @@ import path from 'node:path';
 import { build } from '../../scripts/build.ts';
 import { ROOT } from './load.ts';
 
-/** The fresh `dist/bin/sovcomms.js`, or undefined when it is missing or older than a source. */
-export function freshDistEntry(): string | undefined {
-  const entry = path.join(ROOT, 'dist', 'bin', 'sovcomms.js');
+/** The fresh `dist/bin/sovcomms.js` of a checkout (this one by default), or undefined when it is missing or older than a source. */
+export function freshDistEntry(root = ROOT): string | undefined {
+  const entry = path.join(root, 'dist', 'bin', 'sovcomms.js');
   if (!fs.existsSync(entry)) return undefined;
   const built = fs.statSync(entry).mtimeMs;
   let newest = 0;
@@ -23,7 +23,7 @@ export function freshDistEntry(): string | undefined {
       else if (e.name.endsWith('.ts') || e.name.endsWith('.sql')) newest = Math.max(newest, fs.statSync(p).mtimeMs);
     }
   };
-  for (const d of ['server', 'plugins', 'bin']) walk(path.join(ROOT, d));
+  for (const d of ['server', 'plugins', 'bin']) walk(path.join(root, d));
   return newest <= built ? entry : undefined;
 }
 
