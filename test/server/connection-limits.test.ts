@@ -43,6 +43,13 @@ describe('connection limits', () => {
     expect((await httpFetch(`${s.url}/healthz`)).status).toBe(200);
   });
 
+  it('a connection that has sent a byte is not taken for silent: the header timeout bounds it, not firstByteTimeoutMs', async () => {
+    const c = await silent('127.0.0.4');
+    c.socket.write('G');
+    expect(await closedWithin(c, 2500)).toBe(false);
+    c.socket.destroy();
+  });
+
   it('one client address holds at most maxConnectionsPerIp; the next is closed at once, others still get in', async () => {
     const five = await Promise.all([1, 2, 3, 4, 5].map(() => silent('127.0.0.3')));
     const sixth = await silent('127.0.0.3');
