@@ -175,8 +175,9 @@ export class Appliance {
     app.set('query parser', 'simple');
     const dispatch = this.dispatcher.middleware();
     // First middleware: the per-request setup (#begin), then the dispatcher straight on (one router
-    // layer for both): unmatched, it passes to the 404 handler. The front door (frontDoor) hands
-    // Express only what the dispatcher has no route for, so this dispatches no route of its own.
+    // layer for both): unmatched, it passes to the 404 handler. Through the listener (frontDoor)
+    // Express gets only what the dispatcher found no route for or whose match failed (405, a
+    // malformed parameter); `app` called directly still dispatches every route this way.
     app.use((req: Request, res: Response, next: NextFunction) => {
       res.locals = this.#locals(req);
       if (this.#begin(req, res)) dispatch(req, res, next);
@@ -211,7 +212,7 @@ export class Appliance {
     return true;
   }
 
-  /** A request routed through Express has closed: in-flight count, metrics, access log. */
+  /** A routed request (front door or Express) has closed: in-flight count, metrics, access log. */
   #requestClosed(res: Response): void {
     this.#inflight--;
     const locals = res.locals as RequestLocals;
