@@ -6,6 +6,7 @@ import { systemClock, type Clock } from './clock.ts';
 import type { DB } from './store/db.ts';
 import type { Statement } from 'better-sqlite3';
 import { ConflictError, InputError, NotFoundError } from './errors.ts';
+import { dataVersionOf, type DataVersion } from './store/data-version.ts';
 
 /** A tenant as every handler sees it: resolved once per request from the Host header. */
 export interface Tenant {
@@ -168,9 +169,8 @@ export class TenantService {
   #primary: Tenant | undefined;
   #dataVersion = -1;
   #epoch = -1;
-  #dataVersionStmt: Statement | undefined;
+  #version: DataVersion | undefined;
   #epochStmt: Statement | undefined;
-  #checkedThisTurn = false;
 
   /** `dataDir` lets `remove` delete the tenant's files under `tenants/<id>/` too. */
   constructor(
@@ -185,31 +185,25 @@ export class TenantService {
    * read (moved by triggers on the tenant tables, migration 0005); only a moved epoch reloads.
    */
   private refreshIfStale(): void {
-    this.#dataVersionStmt ??= this.db.prepare('PRAGMA data_version').pluck();
-    const v = this.#dataVersionStmt.get() as number;
+    this.#refreshAt((this.#version ??= dataVersionOf(this.db)).fresh());
+  }
+
+  /**
+   * resolve() runs for every request, and the check above costs a few µs (a read transaction on
+   * the WAL): it takes the connection's data_version as read once per turn of the event loop,
+   * shared with the other caches of the connection (DataVersion, which says why that is exact
+   * for requests).
+   */
+  private refreshOncePerTurn(): void {
+    this.#refreshAt((this.#version ??= dataVersionOf(this.db)).current());
+  }
+
+  #refreshAt(v: number): void {
     if (v === this.#dataVersion && this.#primary) return;
     this.#dataVersion = v;
     if (this.readEpoch() === this.#epoch && this.#primary) return;
     this.reload();
   }
-
-  /**
-   * resolve() runs for every request, and the check above costs a few µs (a read transaction on
-   * the WAL): it is made once per turn of the event loop. resolve() is called from I/O callbacks
-   * only (requests, upgrades), which a turn's poll phase runs after epoll returned them, so after
-   * their client sent them: a change committed before a request was sent (the CLI returned, then
-   * the client asked) is seen by that request. The flag is cleared in the turn's check phase.
-   */
-  private refreshOncePerTurn(): void {
-    if (this.#checkedThisTurn) return;
-    this.#checkedThisTurn = true;
-    setImmediate(this.#newTurn).unref();
-    this.refreshIfStale();
-  }
-
-  readonly #newTurn = (): void => {
-    this.#checkedThisTurn = false;
-  };
 
   private readEpoch(): number {
     this.#epochStmt ??= this.db.prepare('SELECT v FROM tenant_epoch WHERE id = 1').pluck();
