@@ -101,6 +101,10 @@ export function publicOriginOf(tenant: Tenant, proto: 'http' | 'https' | string,
   // Answers per tenant object (a reload makes new ones), forgotten when the machine's addresses
   // are read again; a client's Host values are many, so at most 64 are kept.
   ownAddresses();
+  // The last answer first: a client's requests ask the same question over and over.
+  const l = lastOrigin;
+  if (l !== undefined && l.tenant === tenant && l.at === own!.at && l.port === listeningPort && l.hostHeader === hostHeader && l.proto === proto)
+    return l.origin;
   let cache = originCache.get(tenant);
   if (!cache || cache.at !== own!.at) {
     cache = { at: own!.at, answers: new Map() };
@@ -113,10 +117,12 @@ export function publicOriginOf(tenant: Tenant, proto: 'http' | 'https' | string,
     if (cache.answers.size >= 64) cache.answers.clear();
     cache.answers.set(key, origin);
   }
+  lastOrigin = { tenant, proto, hostHeader, port: listeningPort, at: own!.at, origin };
   return origin;
 }
 
 const originCache = new WeakMap<Tenant, { at: number; answers: Map<string, string> }>();
+let lastOrigin: { tenant: Tenant; proto: string; hostHeader: string | undefined; port: number; at: number; origin: string } | undefined;
 
 function defaultOrigin(tenant: Tenant, proto: string, hostHeader: string | undefined, listeningPort: number): string {
   let host = tenant.host;
