@@ -299,7 +299,8 @@ export class Appliance {
   #preRouted(f: { route: string }, req: http.IncomingMessage, res: http.ServerResponse): void {
     this.#inflight++;
     const started = performance.now();
-    res.once('close', () => {
+    // A response closes once: `on`, not `once` (no wrapper to bind and remove per request).
+    res.on('close', () => {
       this.#inflight--;
       this.metrics?.observe(f.route, req.method ?? 'GET', res.statusCode, (performance.now() - started) / 1000);
     });

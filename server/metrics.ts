@@ -207,6 +207,17 @@ interface LatencySeries {
   count: number;
 }
 
+/** One (route, method, status) request counter. */
+interface StatusCount {
+  readonly labels: { route: string; method: string; status: string };
+  n: number;
+}
+
+/** A (route, method) pair's latency and its counters by status. */
+interface RouteSeries extends LatencySeries {
+  readonly byStatus: Map<number, StatusCount>;
+}
+
 /** A value line of a family as prom-client's Registry formats it (its `getForPromString` shape). */
 interface FamilyValue {
   labels: Record<string, string | number>;
@@ -216,24 +227,39 @@ interface FamilyValue {
 }
 
 /**
- * The HTTP request counter and latency histogram, kept in plain Maps keyed by a joined string and
- * exposed to prom-client's Registry as two families in its own format (name, help, type, values
- * from getForPromString; get() for the JSON form), so the text is what Counter and Histogram wrote.
+ * The HTTP request counter and latency histogram, kept in plain Maps and exposed to prom-client's
+ * Registry as two families in its own format (name, help, type, values from getForPromString;
+ * get() for the JSON form), so the text is what Counter and Histogram wrote.
  */
 class HttpSeries {
-  readonly #counts = new Map<string, { labels: { route: string; method: string; status: string }; n: number }>();
-  readonly #latency = new Map<string, LatencySeries>();
+  /**
+   * route → method → series. The callers' route templates and methods are constant strings, whose
+   * hashes V8 keeps: a lookup per request builds no key string (a joined key was hashed anew for
+   * every request). The status is a number key.
+   */
+  readonly #byRoute = new Map<string, Map<string, RouteSeries>>();
+  /** The series in the order they first appeared, the order the text lists them. */
+  readonly #counts: StatusCount[] = [];
+  readonly #latency: RouteSeries[] = [];
 
   observe(route: string, method: string, status: number, seconds: number): void {
-    const key = `${route}\u0000${method}`;
-    const ck = `${key}\u0000${status}`;
-    const c = this.#counts.get(ck);
-    if (c) c.n++;
-    else this.#counts.set(ck, { labels: { route, method, status: String(status) }, n: 1 });
-    let l = this.#latency.get(key);
+    let byMethod = this.#byRoute.get(route);
+    if (!byMethod) {
+      byMethod = new Map();
+      this.#byRoute.set(route, byMethod);
+    }
+    let l = byMethod.get(method);
     if (!l) {
-      l = { labels: { route, method }, buckets: new Float64Array(LATENCY_BUCKETS.length), sum: 0, count: 0 };
-      this.#latency.set(key, l);
+      l = { labels: { route, method }, buckets: new Float64Array(LATENCY_BUCKETS.length), sum: 0, count: 0, byStatus: new Map() };
+      byMethod.set(method, l);
+      this.#latency.push(l);
+    }
+    const c = l.byStatus.get(status);
+    if (c) c.n++;
+    else {
+      const added = { labels: { route, method, status: String(status) }, n: 1 };
+      l.byStatus.set(status, added);
+      this.#counts.push(added);
     }
     l.sum += seconds;
     l.count++;
@@ -246,13 +272,13 @@ class HttpSeries {
   }
 
   requestsFamily(name: string, help: string): Metric {
-    return family(name, help, 'counter', () => [...this.#counts.values()].map((c) => ({ labels: c.labels, value: c.n })));
+    return family(name, help, 'counter', () => this.#counts.map((c) => ({ labels: c.labels, value: c.n })));
   }
 
   latencyFamily(name: string, help: string): Metric {
     return family(name, help, 'histogram', () => {
       const out: FamilyValue[] = [];
-      for (const l of this.#latency.values()) {
+      for (const l of this.#latency) {
         let acc = 0;
         LATENCY_BUCKETS.forEach((le, i) => {
           acc += l.buckets[i]!;

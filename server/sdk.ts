@@ -63,6 +63,7 @@ export * as html from './http/html.ts';
 // Storage, jobs and events.
 export { sqlMigrations, type Migration } from './store/migrate.ts';
 export type { DB } from './store/db.ts';
+export { dataVersionOf, type DataVersion } from './store/data-version.ts';
 export { PermanentFailure, RetryAt } from './jobs.ts';
 export type { JobDefinition, JobQueue, RunningJob } from './jobs.ts';
 export type { AppEvent, DeclaredEvent, EventBus } from './events.ts';

@@ -6,6 +6,7 @@ import { systemClock, type Clock } from './clock.ts';
 import type { DB } from './store/db.ts';
 import type { Statement } from 'better-sqlite3';
 import { ConflictError, InputError, NotFoundError } from './errors.ts';
+import { dataVersionOf, type DataVersion } from './store/data-version.ts';
 
 /** A tenant as every handler sees it: resolved once per request from the Host header. */
 export interface Tenant {
@@ -100,6 +101,10 @@ export function publicOriginOf(tenant: Tenant, proto: 'http' | 'https' | string,
   // Answers per tenant object (a reload makes new ones), forgotten when the machine's addresses
   // are read again; a client's Host values are many, so at most 64 are kept.
   ownAddresses();
+  // The last answer first: a client's requests ask the same question over and over.
+  const l = lastOrigin;
+  if (l !== undefined && l.tenant === tenant && l.at === own!.at && l.port === listeningPort && l.hostHeader === hostHeader && l.proto === proto)
+    return l.origin;
   let cache = originCache.get(tenant);
   if (!cache || cache.at !== own!.at) {
     cache = { at: own!.at, answers: new Map() };
@@ -112,10 +117,12 @@ export function publicOriginOf(tenant: Tenant, proto: 'http' | 'https' | string,
     if (cache.answers.size >= 64) cache.answers.clear();
     cache.answers.set(key, origin);
   }
+  lastOrigin = { tenant, proto, hostHeader, port: listeningPort, at: own!.at, origin };
   return origin;
 }
 
 const originCache = new WeakMap<Tenant, { at: number; answers: Map<string, string> }>();
+let lastOrigin: { tenant: Tenant; proto: string; hostHeader: string | undefined; port: number; at: number; origin: string } | undefined;
 
 function defaultOrigin(tenant: Tenant, proto: string, hostHeader: string | undefined, listeningPort: number): string {
   let host = tenant.host;
@@ -168,9 +175,8 @@ export class TenantService {
   #primary: Tenant | undefined;
   #dataVersion = -1;
   #epoch = -1;
-  #dataVersionStmt: Statement | undefined;
+  #version: DataVersion | undefined;
   #epochStmt: Statement | undefined;
-  #checkedThisTurn = false;
   /**
    * The last Host header resolve() answered and its tenant: a client (and most offices) sends the
    * same Host on every request, so its parse and lookup are made once per tenant set. reload()
@@ -192,31 +198,25 @@ export class TenantService {
    * read (moved by triggers on the tenant tables, migration 0005); only a moved epoch reloads.
    */
   private refreshIfStale(): void {
-    this.#dataVersionStmt ??= this.db.prepare('PRAGMA data_version').pluck();
-    const v = this.#dataVersionStmt.get() as number;
+    this.#refreshAt((this.#version ??= dataVersionOf(this.db)).fresh());
+  }
+
+  /**
+   * resolve() runs for every request, and the check above costs a few µs (a read transaction on
+   * the WAL): it takes the connection's data_version as read once per turn of the event loop,
+   * shared with the other caches of the connection (DataVersion, which says why that is exact
+   * for requests).
+   */
+  private refreshOncePerTurn(): void {
+    this.#refreshAt((this.#version ??= dataVersionOf(this.db)).current());
+  }
+
+  #refreshAt(v: number): void {
     if (v === this.#dataVersion && this.#primary) return;
     this.#dataVersion = v;
     if (this.readEpoch() === this.#epoch && this.#primary) return;
     this.reload();
   }
-
-  /**
-   * resolve() runs for every request, and the check above costs a few µs (a read transaction on
-   * the WAL): it is made once per turn of the event loop. resolve() is called from I/O callbacks
-   * only (requests, upgrades), which a turn's poll phase runs after epoll returned them, so after
-   * their client sent them: a change committed before a request was sent (the CLI returned, then
-   * the client asked) is seen by that request. The flag is cleared in the turn's check phase.
-   */
-  private refreshOncePerTurn(): void {
-    if (this.#checkedThisTurn) return;
-    this.#checkedThisTurn = true;
-    setImmediate(this.#newTurn).unref();
-    this.refreshIfStale();
-  }
-
-  readonly #newTurn = (): void => {
-    this.#checkedThisTurn = false;
-  };
 
   private readEpoch(): number {
     this.#epochStmt ??= this.db.prepare('SELECT v FROM tenant_epoch WHERE id = 1').pluck();

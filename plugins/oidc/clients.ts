@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import { z } from 'zod';
-import { AppError, type Clock, type DB, InputError, NotFoundError, sha256Hex, type Tenant } from '../../server/sdk.ts';
+import { AppError, type Clock, dataVersionOf, type DB, InputError, NotFoundError, sha256Hex, type Tenant } from '../../server/sdk.ts';
 export const AUTH_METHODS = ['none', 'client_secret_basic', 'client_secret_post', 'private_key_jwt'] as const;
 export type AuthMethod = (typeof AUTH_METHODS)[number];
 
@@ -178,14 +178,12 @@ export class ClientRepo {
    * connection (the `sovcomms client` CLI) drop the whole cache at the next lookup, because
    * SQLite's `data_version` (https://sqlite.org/pragma.html#pragma_data_version) moves whenever
    * another connection commits: a removed client or a replaced secret stops working for every
-   * request that starts after the commit. The pragma is read at most once per millisecond
-   * (a statement per token was ~3 % of a token's CPU); a request within that millisecond is one
-   * that could as well have come a moment before the commit. CACHE_MS bounds the life of an
-   * entry for anything else.
+   * request sent after the commit. The pragma is the connection's once-per-turn read, shared
+   * with the tenant cache (DataVersion: a statement per token was ~3 % of a token's CPU).
+   * CACHE_MS bounds the life of an entry for anything else.
    */
   readonly #cache = new Map<string, CacheEntry>();
   #version = -1;
-  #versionAt = -1;
   static readonly CACHE_MS = 2000;
 
   constructor(
@@ -193,20 +191,17 @@ export class ClientRepo {
     private readonly clock: Clock,
   ) {
     this.#get = db.prepare('SELECT * FROM oidc_clients WHERE tenant_id = ? AND client_id = ?');
-    this.#dataVersion = db.prepare('PRAGMA data_version').pluck();
+    this.#dataVersion = dataVersionOf(db);
   }
 
   #lookup(tenant: Tenant, clientId: string): CacheEntry {
+    const version = this.#dataVersion.current();
+    if (version !== this.#version) {
+      this.#cache.clear();
+      this.#version = version;
+    }
     // Elapsed time on the monotonic clock (a cache's age, not the appliance's time), in whole ms.
     const now = Math.floor(performance.now());
-    if (now !== this.#versionAt) {
-      this.#versionAt = now;
-      const version = this.#dataVersion.get() as number;
-      if (version !== this.#version) {
-        this.#cache.clear();
-        this.#version = version;
-      }
-    }
     const key = `${tenant.id}\u0000${clientId}`;
     const hit = this.#cache.get(key);
     if (hit && now - hit.at < ClientRepo.CACHE_MS) return hit;

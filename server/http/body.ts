@@ -108,19 +108,21 @@ function consume<T>(req: IncomingMessage, limit: number, sink: BodySink<T>): Pro
         reject(e);
       }
     };
-    req.once('end', () => {
+    // `on`, not `once`: each fires at most once for a request, or is a no-op once settled (no
+    // wrapper bound per listener and removed on emit, three per request).
+    req.on('end', () => {
       if (settled) return;
       // In memory (the common case) the body is complete now; a slow sink first finishes its write.
       if (writing) void writing.then(finish);
       else finish();
     });
-    req.once('error', (e: NodeJS.ErrnoException) => {
+    req.on('error', (e: NodeJS.ErrnoException) => {
       // The client went away mid-body: its mistake, not a fault of ours (no error log, no stack).
       if (e.code === 'ECONNRESET' || e.message === 'aborted') fail(new InputError('the client closed the connection before its body was complete'));
       else fail(e);
     });
     // A client that goes away mid-body: 'end' never comes; settle so the handler returns.
-    req.once('close', () => {
+    req.on('close', () => {
       if (!req.readableEnded) fail(new InputError('request body incomplete: the client closed the connection'));
     });
   });

@@ -5,7 +5,12 @@ import { RateLimitedError } from '../errors.ts';
  * refills continuously; an empty bucket answers 429 with Retry-After in whole seconds.
  */
 export class RateLimiter {
-  readonly #buckets = new Map<string, { tokens: number; at: number }>();
+  /**
+   * bucket → key → tokens. Two lookups with the callers' own strings (a bucket name is a constant;
+   * a client's address is the socket's one string) rather than a joined key: a joined key is a
+   * new string, hashed anew on every request.
+   */
+  readonly #buckets = new Map<string, Map<string, { tokens: number; at: number }>>();
   #sweepAt = 0;
 
   constructor(private readonly now: () => number = () => performance.now()) {}
@@ -14,12 +19,16 @@ export class RateLimiter {
   take(bucket: string, key: string, perMinute: number, cost = 1): number {
     const t = this.now();
     this.sweep(t);
-    const id = `${bucket}\u0000${key}`;
     const rate = perMinute / 60_000;
-    let b = this.#buckets.get(id);
+    let keys = this.#buckets.get(bucket);
+    if (!keys) {
+      keys = new Map();
+      this.#buckets.set(bucket, keys);
+    }
+    let b = keys.get(key);
     if (!b) {
       b = { tokens: perMinute, at: t };
-      this.#buckets.set(id, b);
+      keys.set(key, b);
     } else {
       b.tokens = Math.min(perMinute, b.tokens + (t - b.at) * rate);
       b.at = t;
@@ -39,19 +48,19 @@ export class RateLimiter {
 
   /** True when the next take would be refused (for "rate limited" audit events without spending). */
   isLimited(bucket: string, key: string, perMinute: number): boolean {
-    const b = this.#buckets.get(`${bucket}\u0000${key}`);
+    const b = this.#buckets.get(bucket)?.get(key);
     if (!b) return false;
     return Math.min(perMinute, b.tokens + (this.now() - b.at) * (perMinute / 60_000)) < 1;
   }
 
   reset(bucket: string, key: string): void {
-    this.#buckets.delete(`${bucket}\u0000${key}`);
+    this.#buckets.get(bucket)?.delete(key);
   }
 
   private sweep(t: number): void {
     if (t < this.#sweepAt) return;
     this.#sweepAt = t + 60_000;
     // Buckets untouched for 10 minutes are full again: forgetting them changes nothing.
-    for (const [k, b] of this.#buckets) if (t - b.at > 600_000) this.#buckets.delete(k);
+    for (const keys of this.#buckets.values()) for (const [k, b] of keys) if (t - b.at > 600_000) keys.delete(k);
   }
 }
