@@ -112,6 +112,9 @@ function plain(def: Def): boolean {
   return allowed !== undefined && Object.keys(def).every((k) => allowed.has(k));
 }
 
+/** A UTF-16 surrogate unit: half of a code point outside the Basic Multilingual Plane. */
+const SURROGATE = /[\uD800-\uDFFF]/;
+
 /** The check of one field's type, or undefined when it is not one of the simple kinds. */
 function leaf(def: Def): Check | undefined {
   if (!plain(def)) return undefined;
@@ -129,7 +132,10 @@ function leaf(def: Def): Check | undefined {
         } else return undefined;
       }
       // z.coerce.string() makes String(v) of anything; for a string that is the string itself.
-      return (v) => (typeof v === 'string' && v.length >= min && v.length <= max ? v : UNSURE);
+      // Zod measures length in code points: a string with a surrogate (a code point of two UTF-16
+      // units) is left to zod whenever a bound applies.
+      if (min === 0 && max === Infinity) return (v) => (typeof v === 'string' ? v : UNSURE);
+      return (v) => (typeof v === 'string' && v.length >= min && v.length <= max && !SURROGATE.test(v) ? v : UNSURE);
     }
     case 'number': {
       let int = false;
