@@ -11,7 +11,8 @@ import type { JobQueue } from '../jobs.ts';
 import type { TenantService } from '../tenancy.ts';
 import type { AuditWriter } from '../plugin.ts';
 import { BUILD } from '../build-info.ts';
-import { ARCHIVE_EXT, ArchiveError, readHeader, type BackupKey, type KdfParams } from './archive.ts';
+import type { BackupKey, KdfParams } from './archive.ts';
+import { ARCHIVE_EXT, ArchiveError } from './archive-error.ts';
 import type { CreatedArchive } from './create.ts';
 
 /** The job queue scheduled backups run on (the core's job runner). */
@@ -168,6 +169,8 @@ export async function listArchives(dir: string): Promise<ArchiveListing[]> {
     }
     const fh = await fsp.open(file, 'r');
     try {
+      // The archive reader is loaded by the first listing: few commands and starts read an archive.
+      const { readHeader } = await import('./archive.ts');
       const { header } = await readHeader(fh);
       out.push({
         ...base,
