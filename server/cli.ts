@@ -9,33 +9,27 @@ import type { CoreCommand } from './cli/command.ts';
 import { processIo, type CliIo } from './cli/io.ts';
 import { builtinPluginSource, givenPlugins, openForCli, withDependencies, type PluginSource } from './cli/open.ts';
 import { auditCliChange, subcommandIn } from './cli/audit.ts';
-import { serveCommand } from './cli/serve.ts';
-import { tenantCommand } from './cli/tenant.ts';
-import { userCommand } from './cli/user.ts';
-import { apikeyCommand } from './cli/apikey.ts';
-import { adminSecretCommand } from './cli/admin-secret.ts';
-import { migrateCommand } from './cli/migrate.ts';
-import { doctorCommand } from './cli/doctor.ts';
-import { setupCommand } from './cli/setup.ts';
-import { backupCommand } from './cli/backup.ts';
-import { metricsCommand } from './cli/metrics.ts';
-import { serviceCommand } from './cli/service.ts';
 
 export type { CliIo } from './cli/io.ts';
 
-/** The core's commands, in the order `sovcomms help` lists them (the plugins' follow). */
-const CORE_COMMANDS: Record<string, CoreCommand> = {
-  serve: serveCommand,
-  setup: setupCommand,
-  tenant: tenantCommand,
-  user: userCommand,
-  apikey: apikeyCommand,
-  'admin-secret': adminSecretCommand,
-  migrate: migrateCommand,
-  doctor: doctorCommand,
-  backup: backupCommand,
-  metrics: metricsCommand,
-  service: serviceCommand,
+/**
+ * The core's commands, in the order `sovcomms help` lists them (the plugins' follow). Each module
+ * is loaded when its command runs: `tenant list` compiles none of the others (`serve` alone pulls
+ * in HTTPS, `backup` the archive reader, `doctor` the network probes), about a tenth of a command's
+ * time on Node 20, which has no compile cache (bench/cli.bench.ts).
+ */
+const CORE_COMMANDS: Record<string, () => Promise<CoreCommand>> = {
+  serve: async () => (await import('./cli/serve.ts')).serveCommand,
+  setup: async () => (await import('./cli/setup.ts')).setupCommand,
+  tenant: async () => (await import('./cli/tenant.ts')).tenantCommand,
+  user: async () => (await import('./cli/user.ts')).userCommand,
+  apikey: async () => (await import('./cli/apikey.ts')).apikeyCommand,
+  'admin-secret': async () => (await import('./cli/admin-secret.ts')).adminSecretCommand,
+  migrate: async () => (await import('./cli/migrate.ts')).migrateCommand,
+  doctor: async () => (await import('./cli/doctor.ts')).doctorCommand,
+  backup: async () => (await import('./cli/backup.ts')).backupCommand,
+  metrics: async () => (await import('./cli/metrics.ts')).metricsCommand,
+  service: async () => (await import('./cli/service.ts')).serviceCommand,
 };
 
 /** The plugin that every command loads beside its own: it writes the audit rows of changes. */
@@ -44,7 +38,8 @@ const AUDIT_PLUGIN = 'audit';
 /** Every usage line, core commands first, then each plugin's: one table, from the declarations. */
 export async function cliUsage(plugins?: AnyPlugin[]): Promise<string[]> {
   const list = plugins ?? (await builtinPluginSource().all());
-  const commands: Pick<CliCommand, 'usage'>[] = [...Object.values(CORE_COMMANDS), ...list.flatMap((p) => Object.values(p.cli ?? {}))];
+  const core = await Promise.all(Object.values(CORE_COMMANDS).map((load) => load()));
+  const commands: Pick<CliCommand, 'usage'>[] = [...core, ...list.flatMap((p) => Object.values(p.cli ?? {}))];
   return commands.flatMap((c) => c.usage);
 }
 
@@ -70,7 +65,7 @@ export async function main(argv: string[], io: CliIo = processIo, opts: { plugin
       io.out(BUILD);
       return 0;
     }
-    const core = Object.hasOwn(CORE_COMMANDS, cmd) ? CORE_COMMANDS[cmd] : undefined;
+    const core = Object.hasOwn(CORE_COMMANDS, cmd) ? await CORE_COMMANDS[cmd]!() : undefined;
     if (core?.opens === 'nothing') return await core.run(rest, io);
     const dataDir = dataDirOf(rest);
     let plugins: AnyPlugin[];

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { DB } from './store/db.ts';
 import { ENV } from './config.ts';
-import { wrapWith, type WrappedKey } from './backup/archive.ts';
+import { wrapWith, type WrappedKey } from './backup/key-wrap.ts';
 
 /**
  * The appliance master key and secrets sealed with it. Secrets that must be used later (webhook

@@ -6,7 +6,8 @@ import { parseConfigSection } from './config.ts';
 import { migrate } from './store/migrate.ts';
 import type { AnyPlugin, PluginContext, PluginHealth, MetricFamily, Paths, ServiceRef } from './plugin.ts';
 import type { PreRouterHandler, RouteRegistrar, UpgradeHandler } from './http/route.ts';
-import { parseAddress, type Dispatcher, type ParsedAddress } from './http/dispatch.ts';
+import type { Dispatcher } from './http/dispatch.ts';
+import { parseAddress, type ParsedAddress } from './http/address.ts';
 import type { Tenant } from './tenancy.ts';
 
 export type PluginState = 'loaded' | 'starting' | 'started' | 'failed' | 'stopped' | 'skipped';

@@ -51,7 +51,7 @@ export { reply } from './http/route.ts';
 export type { PreRouterHandler, Reply, RouteDef, RouteRegistrar, RouteRequest, UpgradeContext, UpgradeHandler } from './http/route.ts';
 export { envelope, envelopeSchema, pageOf, pageQuery, type Envelope, type Page } from './http/envelope.ts';
 export { MAX_JSON_DEPTH, nestsDeeperThan, pascalizeKeys } from './http/key-case.ts';
-export { queryObject } from './http/dispatch.ts';
+export { queryObject } from './http/address.ts';
 export { readBounded } from './http/body.ts';
 export { csvHeaders, toCsv, CSV_MAX_ROWS, type CsvCell } from './http/csv.ts';
 export { errorAnswer, newRequestId, peerAddress, RandomPool, rejectUpgrade, SECURITY_HEADERS, type ErrorAnswer } from './http/respond.ts';

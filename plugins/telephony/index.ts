@@ -213,6 +213,10 @@ export default definePlugin({
         ctx.log.error('telephony: no callback URL for the bridge (set plugins.telephony.bridge.callbackUrl)');
         return;
       }
+      // One turn of the event loop after the listener opens: spawning the bridge (a fork of this
+      // process, tens of milliseconds on a loaded machine) must not hold up the first requests,
+      // and nothing a request may need waits on it (the bridge takes seconds to come up anyway).
+      await new Promise<void>((resolve) => setImmediate(resolve));
       if (s.supervisor.stopped) return;
       await s.bridge.start(cb);
     })().catch((e: unknown) => ctx.log.error({ err: (e as Error).message }, 'bridge start failed'));

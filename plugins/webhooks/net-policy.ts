@@ -49,43 +49,53 @@ export function isCidr(c: string): boolean {
   }
 }
 
-// Never a webhook target, whatever the policy: "this host" (RFC 1122 §3.2.1.3), multicast, broadcast, reserved.
-const ALWAYS_REFUSED = blockList(['0.0.0.0/8', '224.0.0.0/4', '240.0.0.0/4', '::/128', 'ff00::/8']);
 /**
- * Special-purpose ranges (RFC 6890 registries) no real receiver lives in: documentation (RFC 5737,
- * RFC 3849), benchmarking (RFC 2544), IETF protocol assignments, the deprecated 6to4 relay anycast,
- * IPv6 discard (RFC 6666); and the translation and tunnel prefixes that embed an IPv4 address
- * (NAT64 RFC 6052/8215, 6to4 RFC 3056, Teredo RFC 4380), which could carry a delivery to a
- * loopback or LAN address the checks above would refuse in its plain form.
+ * The fixed address lists, built at the first check rather than at import: building them (the
+ * block lists and Node's IP parsing behind them) took 15-40 ms of every start and of every
+ * `sovcomms webhook` command on the 2-core VM, which check no address.
  */
-const RESERVED = blockList([
-  '192.0.2.0/24',
-  '198.51.100.0/24',
-  '203.0.113.0/24',
-  '2001:db8::/32',
-  '198.18.0.0/15',
-  '192.0.0.0/24',
-  '192.88.99.0/24',
-  '100::/64',
-  '64:ff9b::/96',
-  '64:ff9b:1::/48',
-  '2002::/16',
-  '2001::/32',
-]);
-/**
- * IPv4-compatible (`::a.b.c.d`, ::/96, deprecated by RFC 4291 §2.5.5.1) and IPv4-translated
- * (`::ffff:0:a.b.c.d`, ::ffff:0:0/96, RFC 2765 §2.1) addresses. Linux treats neither as the IPv4
- * address inside (`[::127.0.0.1]` is not loopback): the packet goes to the default route, off
- * this machine. No receiver lives there, so they are refused whatever the policy says; `::` and
- * `::1`, which lie inside ::/96, keep their own rules.
- */
-const IPV4_EMBEDDED = blockList(['::/96', '::ffff:0:0:0/96']);
-// Cloud instance-metadata services (AWS/GCP/Azure/OpenStack, AWS IPv6, ECS task metadata, Alibaba).
-const METADATA = blockList(['169.254.169.254/32', 'fd00:ec2::254/128', '169.254.170.2/32', '100.100.100.200/32']);
-const LOOPBACK = blockList(['127.0.0.0/8', '::1/128']);
-const LINK_LOCAL = blockList(['169.254.0.0/16', 'fe80::/10']);
-// RFC 1918, RFC 6598 shared address space, RFC 4193 unique local.
-const PRIVATE = blockList(['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '100.64.0.0/10', 'fc00::/7']);
+function buildFixedLists() {
+  // Never a webhook target, whatever the policy: "this host" (RFC 1122 §3.2.1.3), multicast, broadcast, reserved.
+  const ALWAYS_REFUSED = blockList(['0.0.0.0/8', '224.0.0.0/4', '240.0.0.0/4', '::/128', 'ff00::/8']);
+  /**
+   * Special-purpose ranges (RFC 6890 registries) no real receiver lives in: documentation (RFC 5737,
+   * RFC 3849), benchmarking (RFC 2544), IETF protocol assignments, the deprecated 6to4 relay anycast,
+   * IPv6 discard (RFC 6666); and the translation and tunnel prefixes that embed an IPv4 address
+   * (NAT64 RFC 6052/8215, 6to4 RFC 3056, Teredo RFC 4380), which could carry a delivery to a
+   * loopback or LAN address the checks above would refuse in its plain form.
+   */
+  const RESERVED = blockList([
+    '192.0.2.0/24',
+    '198.51.100.0/24',
+    '203.0.113.0/24',
+    '2001:db8::/32',
+    '198.18.0.0/15',
+    '192.0.0.0/24',
+    '192.88.99.0/24',
+    '100::/64',
+    '64:ff9b::/96',
+    '64:ff9b:1::/48',
+    '2002::/16',
+    '2001::/32',
+  ]);
+  /**
+   * IPv4-compatible (`::a.b.c.d`, ::/96, deprecated by RFC 4291 §2.5.5.1) and IPv4-translated
+   * (`::ffff:0:a.b.c.d`, ::ffff:0:0/96, RFC 2765 §2.1) addresses. Linux treats neither as the IPv4
+   * address inside (`[::127.0.0.1]` is not loopback): the packet goes to the default route, off
+   * this machine. No receiver lives there, so they are refused whatever the policy says; `::` and
+   * `::1`, which lie inside ::/96, keep their own rules.
+   */
+  const IPV4_EMBEDDED = blockList(['::/96', '::ffff:0:0:0/96']);
+  // Cloud instance-metadata services (AWS/GCP/Azure/OpenStack, AWS IPv6, ECS task metadata, Alibaba).
+  const METADATA = blockList(['169.254.169.254/32', 'fd00:ec2::254/128', '169.254.170.2/32', '100.100.100.200/32']);
+  const LOOPBACK = blockList(['127.0.0.0/8', '::1/128']);
+  const LINK_LOCAL = blockList(['169.254.0.0/16', 'fe80::/10']);
+  // RFC 1918, RFC 6598 shared address space, RFC 4193 unique local.
+  const PRIVATE = blockList(['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '100.64.0.0/10', 'fc00::/7']);
+  return { ALWAYS_REFUSED, RESERVED, IPV4_EMBEDDED, METADATA, LOOPBACK, LINK_LOCAL, PRIVATE };
+}
+let fixed: ReturnType<typeof buildFixedLists> | undefined;
+const fixedLists = () => (fixed ??= buildFixedLists());
 
 /**
  * This machine's own interface addresses (re-read at most once a minute: DHCP, VPNs): a webhook
@@ -121,6 +131,7 @@ export function normalizeAddress(address: string): { address: string; family: 4 
 export function refusal(address: string, policy: NetworkPolicy): string | null {
   const { address: a, family } = normalizeAddress(address);
   const type = family === 4 ? 'ipv4' : 'ipv6';
+  const { ALWAYS_REFUSED, RESERVED, IPV4_EMBEDDED, METADATA, LOOPBACK, LINK_LOCAL, PRIVATE } = fixedLists();
   if (type === 'ipv6' && IPV4_EMBEDDED.check(a, type) && !ALWAYS_REFUSED.check(a, type) && !LOOPBACK.check(a, type))
     return `${a} is an IPv4-compatible or IPv4-translated address`;
   if (policy.denyCidrs.length && blockList(policy.denyCidrs).check(a, type)) return `${a} is in the tenant's deny list`;
@@ -146,6 +157,7 @@ export function isInternal(address: string, policy: NetworkPolicy): boolean {
   const { address: a, family } = normalizeAddress(address);
   const type = family === 4 ? 'ipv4' : 'ipv6';
   if (policy.allowCidrs.length && blockList(policy.allowCidrs).check(a, type)) return false;
+  const { ALWAYS_REFUSED, RESERVED, IPV4_EMBEDDED, METADATA, LOOPBACK, LINK_LOCAL, PRIVATE } = fixedLists();
   return [LOOPBACK, LINK_LOCAL, PRIVATE, RESERVED, METADATA, ALWAYS_REFUSED, IPV4_EMBEDDED].some((l) => l.check(a, type)) || ownAddresses().check(a, type);
 }
 

@@ -2,7 +2,11 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { z } from 'zod';
-import { AppError, type ErrorReason } from '../errors.ts';
+import { ArchiveError } from './archive-error.ts';
+import { WRAP_AAD, type WrappedKey } from './key-wrap.ts';
+
+export { ARCHIVE_EXT, ArchiveError } from './archive-error.ts';
+export { wrapWith, type WrappedKey } from './key-wrap.ts';
 
 /**
  * The backup archive (`.sovbak`), version 1: authenticated, streaming, chunked encryption.
@@ -28,36 +32,11 @@ import { AppError, type ErrorReason } from '../errors.ts';
 
 export const MAGIC = Buffer.from('SOVBAK\x00\x01', 'latin1');
 export const ARCHIVE_VERSION = 1;
-export const ARCHIVE_EXT = '.sovbak';
 /** Plaintext bytes per chunk: large enough that the per-chunk cost vanishes, small enough to hold one. */
 export const CHUNK_BYTES = 1024 * 1024;
 const TAG_BYTES = 16;
 const FINAL = 0x8000_0000;
 const MAX_HEADER_BYTES = 64 * 1024;
-
-/** A clear, stable refusal of an archive (bad passphrase, damage, truncation): exit 1 or 400, never a stack. */
-/** Damaged and altered are one to the archive (its authentication failed): `tampered` to the API. */
-const ARCHIVE_REASON: Record<ArchiveError['code'], ErrorReason<'invalid_archive'>> = {
-  wrong_key: 'wrong_key',
-  damaged: 'tampered',
-  truncated: 'truncated',
-  not_an_archive: 'not_an_archive',
-  unsupported: 'unsupported_version',
-};
-
-export class ArchiveError extends Error {
-  constructor(
-    readonly code: 'wrong_key' | 'damaged' | 'truncated' | 'not_an_archive' | 'unsupported',
-    message: string,
-  ) {
-    super(message);
-  }
-
-  /** 400 invalid_archive with the stable reason of the API (ERROR_REASONS.invalid_archive). */
-  toAppError(): AppError<'invalid_archive'> {
-    return new AppError(400, 'invalid_archive', this.message, { reason: ARCHIVE_REASON[this.code] });
-  }
-}
 
 /** scrypt for a passphrase (RFC 7914; OWASP's N=2^17, r=8, p=1), HKDF for a 256-bit recovery key. */
 const kdfSchema = z.discriminatedUnion('alg', [
@@ -173,19 +152,6 @@ export async function keyForHeader(h: ArchiveHeader, secret: { passphrase?: stri
 function subkeys(k: Buffer, salt: Buffer): { stream: Buffer; wrap: Buffer } {
   const derive = (info: string) => Buffer.from(crypto.hkdfSync('sha256', k, salt, info, 32));
   return { stream: derive('sovcomms-backup-v1-stream'), wrap: derive('sovcomms-backup-v1-wrap') };
-}
-
-const WRAP_AAD = Buffer.from('sovcomms-backup-v1-master-key');
-
-export type WrappedKey = ArchiveHeader['masterKey'];
-
-/** Seals `plain` (the master key) under the wrap key: the only way it enters an archive (KeyService.wrapFor). */
-export function wrapWith(wrapKey: Buffer, plain: Buffer): WrappedKey {
-  const iv = crypto.randomBytes(12);
-  const c = crypto.createCipheriv('aes-256-gcm', wrapKey, iv);
-  c.setAAD(WRAP_AAD);
-  const ct = Buffer.concat([c.update(plain), c.final()]);
-  return { iv: iv.toString('base64url'), tag: c.getAuthTag().toString('base64url'), ct: ct.toString('base64url') };
 }
 
 function unwrap(wrapKey: Buffer, w: ArchiveHeader['masterKey']): Buffer {

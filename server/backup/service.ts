@@ -11,8 +11,9 @@ import type { JobQueue } from '../jobs.ts';
 import type { TenantService } from '../tenancy.ts';
 import type { AuditWriter } from '../plugin.ts';
 import { BUILD } from '../build-info.ts';
-import { ARCHIVE_EXT, ArchiveError, readHeader, type BackupKey, type KdfParams } from './archive.ts';
-import { createArchive, type CreatedArchive } from './create.ts';
+import type { BackupKey, KdfParams } from './archive.ts';
+import { ARCHIVE_EXT, ArchiveError } from './archive-error.ts';
+import type { CreatedArchive } from './create.ts';
 
 /** The job queue scheduled backups run on (the core's job runner). */
 export const BACKUP_QUEUE = 'core.backup';
@@ -168,6 +169,8 @@ export async function listArchives(dir: string): Promise<ArchiveListing[]> {
     }
     const fh = await fsp.open(file, 'r');
     try {
+      // The archive reader is loaded by the first listing: few commands and starts read an archive.
+      const { readHeader } = await import('./archive.ts');
       const { header } = await readHeader(fh);
       out.push({
         ...base,
@@ -274,15 +277,19 @@ export class BackupService {
     if (this.#running) throw new ArchiveError('unsupported', 'a backup is already running in this process');
     const target = path.resolve(o.to ?? this.schedule()?.target ?? defaultTarget(this.d.dataDir));
     const started = this.d.clock.now();
-    const p = createArchive({
-      db: this.d.db,
-      dataDir: this.d.dataDir,
-      keys: this.d.keys,
-      key: o.key,
-      toDir: target,
-      now: started,
-      build: BUILD,
-    });
+    // The writer (and its worker thread) is loaded by the first backup: every CLI command and
+    // every start builds this service, few of them make an archive.
+    const p = import('./create.ts').then(({ createArchive }) =>
+      createArchive({
+        db: this.d.db,
+        dataDir: this.d.dataDir,
+        keys: this.d.keys,
+        key: o.key,
+        toDir: target,
+        now: started,
+        build: BUILD,
+      }),
+    );
     this.#running = p;
     try {
       const made = await p;

@@ -1,8 +1,9 @@
-import readline from 'node:readline/promises';
 import tty from 'node:tty';
 
 /** One question on the terminal, one answer line (the interface closes, so the process can end). */
 async function askOnTerminal(question: string): Promise<string> {
+  // Loaded by the few commands that ask (setup, restore onto a used data dir), not by every one.
+  const readline = await import('node:readline/promises');
   const rl = readline.createInterface({ input: process.stdin, output: process.stdout });
   try {
     return await rl.question(question);

@@ -14,6 +14,9 @@ import { fastQuery, type FastQuery } from './fast-query.ts';
 import { errorAnswer, issueOf, newRequestId, plainIp } from './respond.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import { Reply, type Method, type RouteDef, type RouteRequest } from './route.ts';
+import { parseAddress, queryObject } from './address.ts';
+
+export { parseAddress, queryObject, type ParsedAddress } from './address.ts';
 
 export interface RegisteredRoute {
   plugin: string;
@@ -68,27 +71,6 @@ interface Address {
   verbValue?: string;
   /** Registration order. */
   seq: number;
-}
-
-export interface ParsedAddress {
-  path: string;
-  segments: string[];
-  verbKey?: string;
-  verbValue?: string;
-}
-
-export function parseAddress(address: string): ParsedAddress {
-  const q = address.indexOf('?');
-  const path = q < 0 ? address : address.slice(0, q);
-  const verb = q < 0 ? '' : address.slice(q + 1);
-  if (!path.startsWith('/')) throw new Error(`route address must start with /: ${address}`);
-  const segments = path
-    .split('/')
-    .slice(1)
-    .map((s) => (s.startsWith(':') ? s : s.toLowerCase()));
-  if (!verb) return { path, segments };
-  const eq = verb.indexOf('=');
-  return eq < 0 ? { path, segments, verbKey: verb } : { path, segments, verbKey: verb.slice(0, eq), verbValue: verb.slice(eq + 1) };
 }
 
 /** The admin HMAC bucket a query-verb address implies (`whitelist=add` → `whitelist-add`). */
@@ -621,19 +603,6 @@ function matchSegments(pattern: string[], actual: string[]): Record<string, stri
     } else if (p !== a.toLowerCase()) return null;
   }
   return params;
-}
-
-/** First value of each query key; repeated keys become arrays so a schema can refuse them. */
-export function queryObject(sp: URLSearchParams): Record<string, string | string[]> {
-  const out: Record<string, string | string[]> = {};
-  for (const [k, v] of sp) {
-    // `?__proto__=` would set the object's prototype, and `constructor` read an inherited member.
-    if (k === '__proto__') continue;
-    const prev = Object.hasOwn(out, k) ? out[k] : undefined;
-    if (prev === undefined) out[k] = v;
-    else out[k] = Array.isArray(prev) ? [...prev, v] : [prev, v];
-  }
-  return out;
 }
 
 export function clientIp(req: Request): string {

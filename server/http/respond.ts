@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import http, { type IncomingMessage } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { z } from 'zod';
 import { AppError } from '../errors.ts';
@@ -165,7 +165,8 @@ export function rejectUpgrade(socket: Duplex, e: unknown, requestId: string): Er
       ...SECURITY_HEADERS,
       ...Object.entries(a.headers),
     ];
-    const reason = http.STATUS_CODES[a.status] ?? 'Error';
+    // node:http taken here, not imported: the SDK brings this module into every CLI command, which serves no HTTP.
+    const reason = process.getBuiltinModule('node:http').STATUS_CODES[a.status] ?? 'Error';
     // end() flushes the answer, then closes: the client reads it before the connection goes.
     socket.end(`HTTP/1.1 ${a.status} ${reason}\r\n${headers.map(([k, v]) => `${k}: ${v}`).join('\r\n')}\r\n\r\n${body}`);
     // The server's sockets allow half-open connections: a client that never closes its side
