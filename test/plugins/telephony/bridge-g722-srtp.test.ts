@@ -237,6 +237,50 @@ describe('G.722 (ITU-T G.722, 64 kbit/s)', () => {
     expect(first).toBe(-1);
     expect(Buffer.from(a).equals(spandsp('enc', new Uint8Array(pcm.buffer)))).toBe(true);
   });
+
+  it("the decoder's upper-band shortcut (its fixed point on a repeated code): the samples of spandsp across speech, our encoder's silence, random octets and ragged chunks", () => {
+    // What a G.722 leg receives when the far end sends digital silence: our own encoder's octets
+    // for talk spurts and pauses, with bursts of noise (every upper-band code) after some of them.
+    // (Not random octets: spandsp's decoder wraps on overflow where ours saturates.)
+    let seed = 5;
+    const rnd = () => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff;
+    const speech = speechLike(2);
+    const enc = new G722Encoder();
+    const parts: Uint8Array[] = [];
+    let from = 0;
+    for (const [talk, quiet, burst] of [
+      [3200, 32000, 0],
+      [321, 7, 800],
+      [160, 48000, 0],
+      [1, 3201, 5],
+      [6400, 640, 0],
+      [333, 16001, 1],
+      [3000, 64000, 0],
+    ] as const) {
+      const buf = new Uint8Array(((talk + quiet + burst) >> 1) + 2);
+      let n = enc.encodeWide(speech, from, talk, buf, 0);
+      from += talk;
+      n += enc.encodeZeros(quiet, buf, n);
+      const noise = Int16Array.from({ length: burst }, () => Math.round((rnd() * 2 - 1) * 16383));
+      n += enc.encodeWide(noise, 0, burst, buf, n);
+      parts.push(buf.subarray(0, n));
+    }
+    const octets = Buffer.concat(parts);
+    const ref = spandsp('dec', octets);
+    for (const sizes of [[160], [1], [7, 160, 33, 2, 41, 1, 159, 80]]) {
+      const dec = new G722Decoder();
+      const out = new Int16Array(2 * octets.length);
+      let idleOctets = 0;
+      for (let at = 0, k = 0; at < octets.length; k++) {
+        const n = Math.min(sizes[k % sizes.length]!, octets.length - at);
+        dec.decode(octets.subarray(at, at + n), out, 2 * at);
+        at += n;
+        if ((dec as unknown as { idleHigh: number }).idleHigh >= 0) idleOctets += n;
+      }
+      expect(idleOctets).toBeGreaterThan(octets.length / 2); // the shortcut did engage
+      expect(Buffer.from(out.buffer).equals(ref)).toBe(true);
+    }
+  });
 });
 
 describe('SDES SRTP for the SIP legs', () => {

@@ -586,9 +586,48 @@ export class G722Decoder {
   /** The receive QMF's window, as QmfLine's. */
   private readonly x = new Int32Array(24 + 2 * 40);
   private at = 0;
+  /**
+   * The upper band's 2-bit code while its state sits at a fixed point of that code (one octet of
+   * it leaves all 22 state fields as they were), else -1; `idleR` is its output rhigh there.
+   */
+  private idleHigh = -1;
+  private idleR = 0;
+  /** The upper band's state before the octet under the fixed-point check (made on first use). */
+  private probe: Band | null = null;
 
-  /** Decodes `data` into 2 × data.length 16 kHz samples of `out` from `at`. */
+  /**
+   * Decodes `data` into 2 × data.length 16 kHz samples of `out` from `at`.
+   *
+   * The upper band's shortcut, as the encoder's (encodeZeros): once an octet's 2-bit code leaves
+   * the band's state unchanged, every further octet with that code would compute the same state
+   * and the same rhigh again, so they take that rhigh and skip the band's steps until another
+   * code comes. This is checked, not assumed: while not at a fixed point, the first octet of
+   * every call (a 20 ms frame) is decoded alone and the band's 22 state fields compared before
+   * and after it. A far end sending digital silence (our own encoder's, another G.722 endpoint
+   * muted) gets there within a few frames; the lower band has no fixed point (its quantizer has
+   * no zero level) and always runs in full.
+   */
   decode(data: Uint8Array, out: Int16Array, at: number): void {
+    const n = data.length;
+    let from = 0;
+    if (this.idleHigh < 0 && n > 0) {
+      const H = this.high;
+      const probe = (this.probe ??= new Band(8, 22528, DET_H));
+      Object.assign(probe, H);
+      this.run(data, 0, 1, out, at);
+      if (sameBand(probe, H)) {
+        const c = (data[0]! >> 6) & 3;
+        const r = (Math.imul(H.det, QM2[c]!) >> 15) + H.s;
+        this.idleHigh = c;
+        this.idleR = r > 16383 ? 16383 : r < -16384 ? -16384 : r;
+      }
+      from = 1;
+    }
+    if (from < n) this.run(data, from, n, out, at);
+  }
+
+  /** Decodes data[from, to) into `out` from at + 2·from (the state in locals meanwhile, see above). */
+  private run(data: Uint8Array, from: number, to: number, out: Int16Array, at: number): void {
     const L = this.low;
     const H = this.high;
     let ls = L.s;
@@ -637,7 +676,9 @@ export class G722Decoder {
     let hb6 = H.b6;
     const x = this.x;
     let o = this.at;
-    for (let j = 0; j < data.length; j++) {
+    let idle = this.idleHigh;
+    const idleR = this.idleR;
+    for (let j = from; j < to; j++) {
       const code = data[j]!;
       const ilow = code & 0x3f;
       const ihigh = (code >> 6) & 3;
@@ -703,65 +744,70 @@ export class G722Decoder {
         );
         ls = sat(sp + lsz);
       }
-      // 2H INVQAH, 5H RECONS, 6H LIMIT
-      const dh = Math.imul(hdet, QM2[ihigh]!) >> 15;
-      let rhigh = dh + hs;
-      if (rhigh > 16383) rhigh = 16383;
-      else if (rhigh < -16384) rhigh = -16384;
-      // 3H, 4H
-      hnb = (Math.imul(hnb, 127) >> 7) + WH2[ihigh]!;
-      hnb &= ~(hnb >> 31);
-      if (hnb > 22528) hnb = 22528;
-      hdet = DET_H[hnb >> 6]!;
-      {
-        const r0 = sat(hs + dh);
-        const sg0 = (hsz + dh) >> 31;
-        const same1 = ~(sg0 ^ hsg1);
-        let w2 = (sat(ha1 << 2) ^ same1) - same1;
-        if (w2 > 32767) w2 = 32767;
-        let ap2 = ((w2 >> 7) + 128 - ((sg0 ^ hsg2) & 256) + (Math.imul(ha2, 32512) >> 15)) | 0;
-        if (ap2 > 12288) ap2 = 12288;
-        else if (ap2 < -12288) ap2 = -12288;
-        let ap1 = (192 - ((sg0 ^ hsg1) & 384) + (Math.imul(ha1, 32640) >> 15)) | 0;
-        const lim = 15360 - ap2;
-        if (ap1 > lim) ap1 = lim;
-        else if (ap1 < -lim) ap1 = -lim;
-        const step = ((dh | -dh) >>> 31) << 7;
-        let q = (hd1 ^ dh) >> 31;
-        hb1 = ((step ^ q) - q + (Math.imul(hb1, 32640) >> 15)) | 0;
-        q = (hd2 ^ dh) >> 31;
-        hb2 = ((step ^ q) - q + (Math.imul(hb2, 32640) >> 15)) | 0;
-        q = (hd3 ^ dh) >> 31;
-        hb3 = ((step ^ q) - q + (Math.imul(hb3, 32640) >> 15)) | 0;
-        q = (hd4 ^ dh) >> 31;
-        hb4 = ((step ^ q) - q + (Math.imul(hb4, 32640) >> 15)) | 0;
-        q = (hd5 ^ dh) >> 31;
-        hb5 = ((step ^ q) - q + (Math.imul(hb5, 32640) >> 15)) | 0;
-        q = (hd6 ^ dh) >> 31;
-        hb6 = ((step ^ q) - q + (Math.imul(hb6, 32640) >> 15)) | 0;
-        hd6 = hd5;
-        hd5 = hd4;
-        hd4 = hd3;
-        hd3 = hd2;
-        hd2 = hd1;
-        hd1 = sat(dh + dh);
-        hrr2 = hrr1;
-        hrr1 = sat(r0 + r0);
-        hsg2 = hsg1;
-        hsg1 = sg0;
-        ha2 = ap2;
-        ha1 = ap1;
-        const sp = sat(((Math.imul(ap1, hrr1) >> 15) + (Math.imul(ap2, hrr2) >> 15)) | 0);
-        hsz = sat(
-          ((Math.imul(hb1, hd1) >> 15) +
-            (Math.imul(hb2, hd2) >> 15) +
-            (Math.imul(hb3, hd3) >> 15) +
-            (Math.imul(hb4, hd4) >> 15) +
-            (Math.imul(hb5, hd5) >> 15) +
-            (Math.imul(hb6, hd6) >> 15)) |
-            0,
-        );
-        hs = sat(sp + hsz);
+      // At the upper band's fixed point: its rhigh, and its state stays.
+      let rhigh = idleR;
+      if (ihigh !== idle) {
+        idle = -1;
+        // 2H INVQAH, 5H RECONS, 6H LIMIT
+        const dh = Math.imul(hdet, QM2[ihigh]!) >> 15;
+        rhigh = dh + hs;
+        if (rhigh > 16383) rhigh = 16383;
+        else if (rhigh < -16384) rhigh = -16384;
+        // 3H, 4H
+        hnb = (Math.imul(hnb, 127) >> 7) + WH2[ihigh]!;
+        hnb &= ~(hnb >> 31);
+        if (hnb > 22528) hnb = 22528;
+        hdet = DET_H[hnb >> 6]!;
+        {
+          const r0 = sat(hs + dh);
+          const sg0 = (hsz + dh) >> 31;
+          const same1 = ~(sg0 ^ hsg1);
+          let w2 = (sat(ha1 << 2) ^ same1) - same1;
+          if (w2 > 32767) w2 = 32767;
+          let ap2 = ((w2 >> 7) + 128 - ((sg0 ^ hsg2) & 256) + (Math.imul(ha2, 32512) >> 15)) | 0;
+          if (ap2 > 12288) ap2 = 12288;
+          else if (ap2 < -12288) ap2 = -12288;
+          let ap1 = (192 - ((sg0 ^ hsg1) & 384) + (Math.imul(ha1, 32640) >> 15)) | 0;
+          const lim = 15360 - ap2;
+          if (ap1 > lim) ap1 = lim;
+          else if (ap1 < -lim) ap1 = -lim;
+          const step = ((dh | -dh) >>> 31) << 7;
+          let q = (hd1 ^ dh) >> 31;
+          hb1 = ((step ^ q) - q + (Math.imul(hb1, 32640) >> 15)) | 0;
+          q = (hd2 ^ dh) >> 31;
+          hb2 = ((step ^ q) - q + (Math.imul(hb2, 32640) >> 15)) | 0;
+          q = (hd3 ^ dh) >> 31;
+          hb3 = ((step ^ q) - q + (Math.imul(hb3, 32640) >> 15)) | 0;
+          q = (hd4 ^ dh) >> 31;
+          hb4 = ((step ^ q) - q + (Math.imul(hb4, 32640) >> 15)) | 0;
+          q = (hd5 ^ dh) >> 31;
+          hb5 = ((step ^ q) - q + (Math.imul(hb5, 32640) >> 15)) | 0;
+          q = (hd6 ^ dh) >> 31;
+          hb6 = ((step ^ q) - q + (Math.imul(hb6, 32640) >> 15)) | 0;
+          hd6 = hd5;
+          hd5 = hd4;
+          hd4 = hd3;
+          hd3 = hd2;
+          hd2 = hd1;
+          hd1 = sat(dh + dh);
+          hrr2 = hrr1;
+          hrr1 = sat(r0 + r0);
+          hsg2 = hsg1;
+          hsg1 = sg0;
+          ha2 = ap2;
+          ha1 = ap1;
+          const sp = sat(((Math.imul(ap1, hrr1) >> 15) + (Math.imul(ap2, hrr2) >> 15)) | 0);
+          hsz = sat(
+            ((Math.imul(hb1, hd1) >> 15) +
+              (Math.imul(hb2, hd2) >> 15) +
+              (Math.imul(hb3, hd3) >> 15) +
+              (Math.imul(hb4, hd4) >> 15) +
+              (Math.imul(hb5, hd5) >> 15) +
+              (Math.imul(hb6, hd6) >> 15)) |
+              0,
+          );
+          hs = sat(sp + hsz);
+        }
       }
       // Receive QMF (QmfLine.push and sums)
       if (o + 26 > x.length) {
@@ -803,6 +849,7 @@ export class G722Decoder {
       out[at + 2 * j + 1] = sat(even >> 11);
     }
     this.at = o;
+    this.idleHigh = idle;
     L.s = ls;
     L.sz = lsz;
     L.nb = lnb;
