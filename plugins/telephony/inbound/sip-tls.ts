@@ -63,7 +63,9 @@ export class SipTls {
       await p.require(this.names());
       if (!this.#listening) {
         this.#listening = true;
-        p.onRenew?.(() => void this.push());
+        // A renewal can land while the bridge restarts: a failed push is logged (the next bridge
+        // start pushes again), never left as an unhandled rejection, which would end the process.
+        p.onRenew?.(() => void this.push().catch((e: unknown) => this.log.warn({ err: (e as Error).message }, 'TLS certificate push to the bridge failed')));
       }
       return p.getCredentials();
     } catch (e) {
