@@ -34,7 +34,7 @@ function timed(cmd: string, args: string[], dataDir: string): number {
 }
 
 export default async function run(): Promise<BenchResult[]> {
-  const c = compiledEntry();
+  const c = await compiledEntry();
   try {
     return measure(c.entry, c.how);
   } finally {

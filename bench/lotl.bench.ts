@@ -169,7 +169,7 @@ export default async function run(): Promise<BenchResult[]> {
   const cli: { ms: number; peakMb: number; last: string }[] = [];
   // Imported here, not at the top: it loads the TypeScript compiler (~100 MB), which the
   // --child-import process, this same file, must not carry into its measurement.
-  const compiled = (await import('./lib/compiled.ts')).compiledEntry();
+  const compiled = await (await import('./lib/compiled.ts')).compiledEntry();
   const loadBefore = os.loadavg()[0]!;
   try {
     for (let k = 0; k < RUNS; k++) {

@@ -56,7 +56,7 @@ async function start(entry: string, dataDir: string): Promise<Sample> {
 }
 
 export default async function run(): Promise<BenchResult[]> {
-  const c = compiledEntry();
+  const c = await compiledEntry();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sovcomms-bench-startup-'));
   try {
     const entries = { dist: c.entry, ts: path.join(ROOT, 'bin', 'sovcomms.mjs') };

@@ -13,11 +13,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
+import { bundle, linkEntry } from './bundle.ts';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const DIST = path.join(ROOT, 'dist');
 /** What this build owns in dist/ (everything else, dist/console above all, is someone else's). */
-const OWNED = ['bin', 'server', 'plugins', 'resources', 'package.json'];
+export const OWNED = ['bin', 'bundle', 'server', 'plugins', 'resources', 'package.json'];
 /** Source trees whose non-TypeScript files the compiled code reads (SQL, the worker boot). */
 const TREES = ['server', 'plugins'];
 const SKIP = /\.(?:ts|md)$/;
@@ -134,7 +135,7 @@ export function clean(out = DIST): void {
   for (const name of OWNED) fs.rmSync(path.join(out, name), { recursive: true, force: true });
 }
 
-export function build(log: (l: string) => void = console.log, out = DIST): void {
+export async function build(log: (l: string) => void = console.log, out = DIST): Promise<void> {
   const started = Date.now();
   const DIST = out;
   clean(DIST);
@@ -149,10 +150,12 @@ export function build(log: (l: string) => void = console.log, out = DIST): void 
     path.join(DIST, 'package.json'),
     JSON.stringify({ name: pkg.name, version: pkg.version, private: true, type: 'module', build: stampFromGit() }, null, 2) + '\n',
   );
+  const chunks = await bundle(DIST);
+  linkEntry(DIST);
   fs.chmodSync(path.join(DIST, 'bin', 'sovcomms.js'), 0o755);
   log(
-    `${path.relative(ROOT, DIST)}/ built in ${((Date.now() - started) / 1000).toFixed(1)} s (${emitted} files compiled, ${copied} files copied beside the compiled JavaScript${fixed ? `, ${fixed} import specifiers rewritten` : ''})`,
+    `${path.relative(ROOT, DIST)}/ built in ${((Date.now() - started) / 1000).toFixed(1)} s (${emitted} files compiled, ${copied} files copied beside the compiled JavaScript${fixed ? `, ${fixed} import specifiers rewritten` : ''}; the CLI and server bundled into ${chunks} files)`,
   );
 }
 
-if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) build();
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) await build();

@@ -20,6 +20,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { systemdUnit } from '../server/cli/service.ts';
+import { OWNED } from './build.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const APP_DIR = '/usr/lib/sovcomms';
@@ -262,7 +263,7 @@ export function packageDeb(o: DebOptions = {}): string {
     const app = path.join(stage, APP_DIR);
     fs.mkdirSync(app, { recursive: true });
     // The compiled app: what build() owns in dist/, plus the console's static files if built.
-    for (const name of ['bin', 'server', 'plugins', 'resources', 'package.json', 'console']) {
+    for (const name of [...OWNED, 'console']) {
       const src = path.join(dist, name);
       if (fs.existsSync(src)) fs.cpSync(src, path.join(app, name), { recursive: true });
     }

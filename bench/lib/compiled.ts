@@ -28,12 +28,12 @@ export function freshDistEntry(root = ROOT): string | undefined {
 }
 
 /** A compiled entry to run: the fresh dist/, else one built now; `done()` removes what was built here. */
-export function compiledEntry(): { entry: string; how: string; done: () => void } {
+export async function compiledEntry(): Promise<{ entry: string; how: string; done: () => void }> {
   const fresh = freshDistEntry();
   if (fresh) return { entry: fresh, how: 'dist/ of npm run build', done: () => undefined };
   const out = path.join(ROOT, 'dist', `.bench-${process.pid}`);
   const t0 = performance.now();
-  build(() => undefined, out);
+  await build(() => undefined, out);
   const how = `built for this run in ${((performance.now() - t0) / 1000).toFixed(1)} s (dist/ missing or stale)`;
   return { entry: path.join(out, 'bin', 'sovcomms.js'), how, done: () => fs.rmSync(out, { recursive: true, force: true }) };
 }

@@ -50,7 +50,7 @@ export async function buildOnce(): Promise<string> {
     }
     try {
       if (!fresh(fp)) {
-        build(() => undefined, OUT);
+        await build(() => undefined, OUT);
         fs.writeFileSync(STAMP, fp);
       }
     } finally {

@@ -201,12 +201,32 @@ describe('compiled output (npm run build)', () => {
     expect(files.filter((f) => f.endsWith('.ts'))).toEqual([]);
     const js = files.filter((f) => /\.m?js$/.test(f) && !f.includes(`${path.sep}resources${path.sep}`));
     expect(js.length).toBeGreaterThan(50);
-    for (const f of js) expect(fs.readFileSync(f, 'utf8'), f).not.toMatch(/from ['"]tsx|import\(['"][^'"]+\.ts['"]\)|from ['"]\.{1,2}\/[^'"]+\.ts['"]/);
+    // (A type in a bundled package's JSDoc, `import('./list.d.ts')`, is not an import.)
+    for (const f of js) expect(fs.readFileSync(f, 'utf8'), f).not.toMatch(/from ['"]tsx|import\(['"][^'"]+(?<!\.d)\.ts['"]\)|from ['"]\.{1,2}\/[^'"]+\.ts['"]/);
     // Source maps beside the code, migrations and resources copied.
     expect(fs.existsSync(`${DIST_BIN}.map`)).toBe(true);
     expect(fs.existsSync(path.join(OUT, 'server/migrations/0001-core.sql'))).toBe(true);
     expect(fs.existsSync(path.join(OUT, 'resources/login/login.html'))).toBe(true);
     expect(fs.existsSync(path.join(OUT, 'plugins/telephony/bridge/media/worker-boot.mjs'))).toBe(true);
+  });
+
+  it('the compiled entry runs the bundle; the bundle finds the files beside the per-file compile', () => {
+    // bin/sovcomms.js imports the bundle (scripts/bundle.ts), not the per-file tree.
+    expect(fs.readFileSync(DIST_BIN, 'utf8')).toMatch(/import\(["']\.\.\/bundle\/cli\.js["']\)/);
+    const dir = path.join(OUT, 'bundle');
+    const chunks = fs.readdirSync(dir).filter((f) => f.endsWith('.js'));
+    expect(chunks).toContain('cli.js');
+    const text = chunks.map((f) => fs.readFileSync(path.join(dir, f), 'latin1')).join('\n');
+    // Every import.meta.url of our code became the URL of its per-file compile, which exists.
+    const selfUrls = [...text.matchAll(/new URL\("(\.\.\/[^"]+)", import\.meta\.url\)\.href/g)].map((m) => m[1]!);
+    expect(selfUrls.length).toBeGreaterThan(10);
+    for (const rel of selfUrls) expect(fs.existsSync(path.resolve(dir, rel)), rel).toBe(true);
+    expect(selfUrls).toContain('../server/core.js');
+    // Native addons and the bridge stay outside; of zod's locales only English is in.
+    expect(text).not.toMatch(/node_modules\/better-sqlite3\/lib/);
+    expect(text).toMatch(/node_modules\/zod\/v4\/locales\/en\.js/);
+    expect(text).not.toMatch(/node_modules\/zod\/v4\/locales\/de\.js/);
+    expect(text).not.toMatch(/telephony\/bridge\/main\.js/);
   });
 
   it('npm run build runs the console build after the server build, when the console has one', () => {
@@ -219,7 +239,7 @@ describe('compiled output (npm run build)', () => {
   it('a build cleans what an older build left, never dist/console (the console build writes it)', () => {
     const out = tempDir('sovcomms-clean-');
     dirs.push(out);
-    for (const f of ['console/index.html', 'server/stale.js', 'bin/sovcomms.js', 'resources/login/x.html', 'package.json']) {
+    for (const f of ['console/index.html', 'server/stale.js', 'bin/sovcomms.js', 'bundle/chunk-OLD.js', 'resources/login/x.html', 'package.json']) {
       fs.mkdirSync(path.dirname(path.join(out, f)), { recursive: true });
       fs.writeFileSync(path.join(out, f), 'old');
     }

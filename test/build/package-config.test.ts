@@ -88,6 +88,7 @@ describe('electron-builder configuration', () => {
       config.extraMetadata.main,
       'dist/main/preload.cjs',
       'dist/bin/sovcomms.js',
+      'dist/bundle/cli.js',
       'dist/package.json',
       'dist/plugins/telephony/bridge/main.js',
       'dist/plugins/telephony/bridge/media/thread.js',

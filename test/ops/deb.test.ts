@@ -72,6 +72,7 @@ describe.skipIf(!haveDpkg)(
         UNIT_PATH,
         ENV_FILE,
         `${APP_DIR}/bin/sovcomms.js`,
+        `${APP_DIR}/bundle/cli.js`,
         ...migrationFiles,
         `${APP_DIR}/node_modules/better-sqlite3/build/Release/better_sqlite3.node`,
         `${APP_DIR}/node_modules/pkcs11js/build/Release/pkcs11.node`,
