@@ -15,17 +15,29 @@ export interface Migration {
 }
 
 /**
- * Reads `NNNN-name.sql` files from a plugin's `migrations/` folder beside its index.ts.
- * Usage: `migrations: sqlMigrations(import.meta.url)`.
+ * Lists `NNNN-name.sql` files from a plugin's `migrations/` folder beside its index.ts; a file is
+ * read when its step runs (every plugin's module calls this as it loads, and on a store that is
+ * up to date no step runs). Usage: `migrations: sqlMigrations(import.meta.url)`.
  */
 export function sqlMigrations(moduleUrl: string, folder = 'migrations'): Migration[] {
   const dir = path.join(path.dirname(fileURLToPath(moduleUrl)), folder);
-  if (!fs.existsSync(dir)) return [];
-  return fs
-    .readdirSync(dir)
+  let files: string[];
+  try {
+    files = fs.readdirSync(dir);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw e;
+  }
+  return files
     .filter((f) => /^\d{4}-[a-z0-9-]+\.sql$/.test(f))
     .sort()
-    .map((f) => ({ version: Number(f.slice(0, 4)), name: f.replace(/\.sql$/, ''), sql: fs.readFileSync(path.join(dir, f), 'utf8') }));
+    .map((f) => ({
+      version: Number(f.slice(0, 4)),
+      name: f.replace(/\.sql$/, ''),
+      get sql() {
+        return fs.readFileSync(path.join(dir, f), 'utf8');
+      },
+    }));
 }
 
 function ensureTable(db: DB): void {
