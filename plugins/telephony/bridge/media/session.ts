@@ -102,6 +102,20 @@ export class Pacer {
     // setTimeout rounds up to whole ms; wake ~0.5 ms early and handle what is due by then.
     this.timer = setTimeout(() => this.run(), Math.max(0, Math.floor(delayMs - 0.5)));
   }
+  /**
+   * Sends what is due now (or within the run's 0.5 ms horizon) before the caller goes on, instead
+   * of at the timer. A media thread calls it before each control message: a worker's port hands
+   * over every queued message in one go, so a dialer's batch of answered calls (ten binds, starts
+   * and kicks; two hundred stops at the end of a campaign) would otherwise hold the timer, and
+   * every call's packet due meanwhile, for the sum of their handling; now for one message's.
+   * One clock read when nothing is due.
+   */
+  serveDue(): void {
+    if (this.timer && process.hrtime.bigint() + 500_000n >= this.wakeAt) {
+      clearTimeout(this.timer);
+      this.run();
+    }
+  }
   private run(): void {
     this.timer = null;
     const now = process.hrtime.bigint();
@@ -196,7 +210,10 @@ export class RtpSender implements Clocked {
     this.frameSamples = legRate(o.codec) / 50;
     // G.722 is adaptive: silence goes through the encoder, so the far end's decoder stays in step.
     this.silence = o.codec === 'G722' ? null : silenceFrame(o.codec);
+    // Only the sending direction's protector (SdesSrtp builds each direction on first use), now
+    // rather than at the first packet's deadline.
     this.srtp = o.srtp ? new SdesSrtp(o.srtp) : null;
+    this.srtp?.sender();
     this.own = o.source ? null : new PcmQueue();
     this.source = o.source ?? this.own!;
   }
