@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { RtpHeader, RtpPacket, SrtpSession } from 'werift';
 import { G722Decoder, G722Encoder } from '../../../plugins/telephony/bridge/media/g722.ts';
-import { SdesSrtp } from '../../../plugins/telephony/bridge/media/sdes.ts';
+import { SdesSrtp, deriveSdes } from '../../../plugins/telephony/bridge/media/sdes.ts';
 import { buildOffer, cryptoOffer, parseAnswer, parseOffer, SdpError, srtpOffer } from '../../../plugins/telephony/bridge/media/sdp.ts';
 
 /** spandsp's G.722 (libspandsp.so.2, installed with baresip's g722 module) through ctypes. */
@@ -315,6 +315,39 @@ describe('SDES SRTP for the SIP legs', () => {
       const rr = Buffer.from('81c90007000000010000000000000000000000000000000000000000', 'hex');
       rr.writeUInt16BE(rr.length / 4 - 1, 2);
       expect(b.unprotectRtcp(a.protectRtcp(rr))?.equals(rr)).toBe(true);
+    },
+  );
+
+  it.each(['AES_CM_128_HMAC_SHA1_80', 'AES_CM_128_HMAC_SHA1_32'] as const)(
+    '%s: session keys derived on another thread (deriveSdes, then a message) protect and open exactly as derived here',
+    (suite) => {
+      // What ThreadLeg.start posts to the media threads: a message turns the Buffers into Uint8Arrays.
+      const handed = structuredClone(deriveSdes({ suite, local: k1, remote: k2 }));
+      expect(Buffer.isBuffer(handed.local.key)).toBe(false);
+      const here = new SdesSrtp({ suite, local: k1, remote: k2 });
+      const there = new SdesSrtp({ suite, local: k1, remote: k2, session: handed });
+      const peer = new SdesSrtp({ suite, local: k2, remote: k1, session: structuredClone(deriveSdes({ suite, local: k2, remote: k1 })) });
+      const payload = Buffer.from(Array.from({ length: 160 }, (_v, i) => (i * 7) & 0xff));
+      // 40 packets across a sequence wrap: the same octets, and the far end opens them.
+      for (let i = 0; i < 40; i++) {
+        const seq = (65520 + i) & 0xffff;
+        const a = here.protect(9, i === 0, seq, 160 * i, 0x1234567, payload);
+        const b = there.protect(9, i === 0, seq, 160 * i, 0x1234567, payload);
+        expect(b.equals(a)).toBe(true);
+        expect(peer.unprotect(Buffer.from(b))?.subarray(12).equals(payload)).toBe(true);
+        expect(
+          there
+            .unprotect(Buffer.from(peer.protect(0, false, seq, 160 * i, 99, payload)))
+            ?.subarray(12)
+            .equals(payload),
+        ).toBe(true);
+      }
+      const rr = Buffer.from('81c90007000000010000000000000000000000000000000000000000', 'hex');
+      rr.writeUInt16BE(rr.length / 4 - 1, 2);
+      expect(peer.unprotectRtcp(there.protectRtcp(rr))?.equals(rr)).toBe(true);
+      expect(there.unprotectRtcp(peer.protectRtcp(rr))?.equals(rr)).toBe(true);
+      // A master key of the wrong length still fails the constructor, derived keys or not.
+      expect(() => new SdesSrtp({ suite, local: 'AAAA', remote: k2, session: handed })).toThrow(/30 octets/);
     },
   );
 

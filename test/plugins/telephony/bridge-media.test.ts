@@ -3,7 +3,7 @@ import sdpTransform from 'sdp-transform';
 import { buildRtp, parseRtp, JitterBuffer, DtmfReceiver, seqDiff } from '../../../plugins/telephony/bridge/media/rtp.ts';
 import { Decimator24to8, decodeG711, encodeG711, upsample8to16, pcmFromBytes, pcmToBytes } from '../../../plugins/telephony/bridge/media/audio.ts';
 import { buildOffer, parseAnswer, parseReoffer, SdpError } from '../../../plugins/telephony/bridge/media/sdp.ts';
-import { IntervalStats } from '../../../plugins/telephony/bridge/media/session.ts';
+import { IntervalStats, Pacer, type Clocked } from '../../../plugins/telephony/bridge/media/session.ts';
 
 describe('RTP (RFC 3550)', () => {
   it('builds and parses the fixed header, rejecting short or non-v2 packets', () => {
@@ -122,5 +122,65 @@ describe('SDP offer/answer (RFC 3264)', () => {
     expect(parseReoffer(base + 'a=inactive\r\n').sends).toBe(false);
     expect(parseReoffer(base.replace('c=IN IP4 10.0.0.9', 'c=IN IP4 0.0.0.0'))).toMatchObject({ host: null, sends: false });
     expect(() => parseReoffer(base.replace('m=audio 31000', 'm=audio 0'))).toThrow(SdpError);
+  });
+});
+
+describe('pacer', () => {
+  it('serveDue sends what is due within the 0.5 ms horizon at once, and leaves what is not to the timer', async () => {
+    const pacer = new Pacer();
+    const sent: string[] = [];
+    const clocked = (name: string, inMs: number): Clocked => {
+      const c: Clocked = {
+        nextDue: process.hrtime.bigint() + BigInt(Math.round(inMs * 1e6)),
+        tick: () => {
+          sent.push(name);
+          c.nextDue += 20_000_000n;
+        },
+        skip: () => undefined,
+      };
+      return c;
+    };
+    const soon = clocked('soon', 0.2);
+    const later = clocked('later', 15);
+    pacer.add(later, true);
+    pacer.add(soon, true);
+    pacer.serveDue();
+    expect(sent).toEqual(['soon']); // synchronously, not at the timer
+    pacer.serveDue();
+    expect(sent).toEqual(['soon']); // nothing else is due
+    await new Promise((r) => setTimeout(r, 30));
+    expect(sent.slice(0, 2)).toEqual(['soon', 'later']); // the timer still runs the rest
+    pacer.remove(soon);
+    pacer.remove(later);
+    pacer.serveDue(); // nothing driven: no timer, nothing to do
+  });
+
+  it('a run also sends the frames that came due while it ran, not at a timer 1 ms later', () => {
+    const pacer = new Pacer();
+    const sent: string[] = [];
+    const t0 = process.hrtime.bigint();
+    const busy: Clocked = {
+      nextDue: t0 + 200_000n,
+      tick: () => {
+        sent.push('busy');
+        busy.nextDue += 20_000_000n;
+        while (process.hrtime.bigint() - t0 < 1_200_000n); // a long pass: 1.2 ms of work
+      },
+      skip: () => undefined,
+    };
+    const next: Clocked = {
+      nextDue: t0 + 1_300_000n, // beyond the first pass's horizon (0.7 ms), due before the pass ends
+      tick: () => {
+        sent.push('next');
+        next.nextDue += 20_000_000n;
+      },
+      skip: () => undefined,
+    };
+    pacer.add(busy, true);
+    pacer.add(next, true);
+    pacer.serveDue();
+    expect(sent).toEqual(['busy', 'next']);
+    pacer.remove(busy);
+    pacer.remove(next);
   });
 });

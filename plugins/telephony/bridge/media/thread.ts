@@ -17,7 +17,7 @@ import { readlinkSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import os from 'node:os';
 import type dgram from 'node:dgram';
-import { PortPool, RtpReceiver, RtpSender, MediaSession, bindSocket } from './session.ts';
+import { PortPool, RtpReceiver, RtpSender, MediaSession, bindSocket, pacer } from './session.ts';
 import { RingReader, RingWriter } from './ring.ts';
 import { SenderInfo } from './rtcp.ts';
 import { legRate, upsample8to16Into } from './audio.ts';
@@ -116,6 +116,8 @@ function serve(port: MessagePort, d: ThreadData): void {
   const fail = (id: number, err: unknown) => port.postMessage({ op: 'error', id, message: err instanceof Error ? err.message : String(err) });
 
   port.on('message', (m: ToThread) => {
+    // Frames due now leave first: the port delivers a whole batch of messages back to back.
+    pacer.serveDue();
     const l = legs.get(m.id);
     switch (m.op) {
       case 'open':
