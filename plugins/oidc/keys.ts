@@ -98,8 +98,8 @@ export class SigningKeys {
   }
 
   /**
-   * Makes sure the tenant has an active key of each algorithm: `true` at once when it has (no
-   * promise to wait on), else a promise that settles once they are made.
+   * Makes sure the tenant has an active key of each algorithm: `true` at once when it has (the
+   * token endpoint's hot path takes no promise), else a promise that settles once they are made.
    * A tenant's first keys are made on first use, on the libuv thread pool like a rotation's
    * (RSA-2048 blocked the event loop for tens of milliseconds per new tenant), and concurrent
    * first requests for one tenant wait for the same pair, so a burst makes one key per algorithm.
@@ -202,17 +202,17 @@ export class SigningKeys {
    * Compact JWS (RFC 7515 §7.1) signed with node:crypto directly: jose 6 goes through WebCrypto
    * and converts a KeyObject on every call, which cost about a third of a token request.
    * ES256 signatures are r||s (RFC 7518 §3.4), hence ieee-p1363.
-   *
-   * The signature is computed on libuv's thread pool (node:crypto's callback form): the event
-   * loop builds the JWS input and joins the result, and the ECDSA work, about a quarter of a
-   * token request's CPU, runs beside it on another core. Signed on the event loop, the token
-   * endpoint was bound to one core (bench/results/2026-12-06-vm-tokens.md).
    */
-  async sign(tenant: Tenant, payload: object, opts: { alg: SigAlg; typ?: string }): Promise<string> {
+  async sign(tenant: Tenant, payload: jose.JWTPayload, opts: { alg: SigAlg; typ?: string }): Promise<string> {
     const r = this.ready(tenant);
     if (r !== true) await r;
+    return this.signSync(tenant, payload, opts);
+  }
+
+  /** sign() without the promise (the token endpoint's lean path): the caller has awaited ready(tenant). */
+  signSync(tenant: Tenant, payload: object, opts: { alg: SigAlg; typ?: string }): string {
     const k = this.load(tenant).active.get(opts.alg);
-    if (!k) throw new Error(`no active ${opts.alg} key for tenant ${tenant.id}`);
+    if (!k) throw new Error(`no active ${opts.alg} key for tenant ${tenant.id}: ready() was not awaited`);
     const typ = opts.typ ?? '';
     let head = k.headers!.get(typ);
     if (head === undefined) {
@@ -220,10 +220,7 @@ export class SigningKeys {
       k.headers!.set(typ, head);
     }
     const input = `${head}.${Buffer.from(JSON.stringify(payload)).toString('base64url')}`;
-    const key = k.signKey!;
-    return new Promise((resolve, reject) => {
-      crypto.sign('sha256', Buffer.from(input), key, (err, sig) => (err ? reject(err) : resolve(`${input}.${sig.toString('base64url')}`)));
-    });
+    return `${input}.${crypto.sign('sha256', Buffer.from(input), k.signKey!).toString('base64url')}`;
   }
 
   /**
