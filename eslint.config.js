@@ -24,6 +24,9 @@ export default tseslint.config(
       'renderer/src/api/schema.d.ts',
       'renderer/src/api/enums.ts',
       'release/',
+      // npm run test:node22 keeps a copy of the tree (and its node_modules) here.
+      '.cache/',
+      'test-artifacts/',
     ],
   },
   js.configs.recommended,
