@@ -33,10 +33,11 @@ export interface SignThreadOptions {
  * quarter of a token request's CPU, and the token endpoint was bound to one core. node:crypto's
  * callback form moves it to libuv's thread pool, but one job per signature wakes a pool thread and
  * the loop once each: about 20 µs more CPU per token, so the load generator and the pool fought
- * for the second core (bench/results/2026-12-06-vm-tokens.md). Here every signature asked for in
- * one turn of the event loop goes to one thread of ours as one message, sent at the turn's check
- * phase (setImmediate), and comes back as one: the loop's share of a token fell from about 110 to
- * 67 µs at the same total CPU (bench/results/2026-12-06-vm-tokens-2.md).
+ * for the second core (bench/results/2026-12-06-vm-tokens.md). Here signatures go to one thread
+ * of ours in batches, one message each way per batch, with one batch out at a time: the
+ * signatures asked for in a turn of the event loop go at its check phase (setImmediate), and
+ * those asked for while a batch is out go together when its answer comes. The busier the
+ * endpoint, the larger the batches (bench/results/2026-12-06-vm-tokens-2.md).
  *
  * A quiet appliance signs on the event loop: no thread hop for a lone token, and no thread at all
  * in a CLI command or a test. The thread starts once `startAfter` signatures come within a second,
@@ -78,7 +79,8 @@ export class SignThread {
     }
     return new Promise((resolve, reject) => {
       this.#queue.push({ key, input, resolve, reject });
-      if (!this.#scheduled) {
+      // While a batch is out, what comes meanwhile waits for its answer and goes as the next one.
+      if (!this.#scheduled && this.#inflight.size === 0) {
         this.#scheduled = true;
         setImmediate(this.#flush);
       }
@@ -126,6 +128,7 @@ export class SignThread {
 
   #send(): void {
     this.#scheduled = false;
+    if (this.#inflight.size > 0 || this.#queue.length === 0) return;
     const batch = this.#queue;
     this.#queue = [];
     const w = this.#w;
@@ -170,6 +173,7 @@ export class SignThread {
       if (sig) batch[i]!.resolve(`${batch[i]!.input}.${sig}`);
       else settleHere(batch[i]!);
     }
+    this.#send();
   }
 
   /** The thread is gone: what it owed is signed here, and so is everything after. */
