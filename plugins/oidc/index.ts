@@ -50,5 +50,7 @@ export default definePlugin({
   start(_s, ctx) {
     defineMailJob(ctx);
   },
+  // The signing thread, if load started one (keys.ts, sign-thread.ts).
+  stop: (s) => s.provider.keys.close(),
   health: (s) => ({ status: 'ok', detail: { grants: s.provider.grantTypes() } }),
 });

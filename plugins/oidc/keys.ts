@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import type * as jose from 'jose';
 import { loadJose } from './jose.ts';
+import { SignThread, type SignThreadOptions } from './sign-thread.ts';
 import type { Clock, DB, KeyService, Tenant } from '../../server/sdk.ts';
 export type SigAlg = 'RS256' | 'ES256';
 export const SIG_ALGS: readonly SigAlg[] = ['RS256', 'ES256'];
@@ -51,12 +52,16 @@ const CACHE_MS = 60_000;
  */
 export class SigningKeys {
   readonly #cache = new Map<string, TenantKeys>();
+  readonly #signer: SignThread;
 
   constructor(
     private readonly db: DB,
     private readonly keys: KeyService,
     private readonly clock: Clock,
-  ) {}
+    signThread: SignThreadOptions = {},
+  ) {
+    this.#signer = new SignThread(signThread);
+  }
 
   /**
    * The tenant's keys as stored. Never makes keys (that is ready(), off the event loop): a tenant
@@ -98,8 +103,8 @@ export class SigningKeys {
   }
 
   /**
-   * Makes sure the tenant has an active key of each algorithm: `true` at once when it has (the
-   * token endpoint's hot path takes no promise), else a promise that settles once they are made.
+   * Makes sure the tenant has an active key of each algorithm: `true` at once when it has (no
+   * promise to wait on), else a promise that settles once they are made.
    * A tenant's first keys are made on first use, on the libuv thread pool like a rotation's
    * (RSA-2048 blocked the event loop for tens of milliseconds per new tenant), and concurrent
    * first requests for one tenant wait for the same pair, so a burst makes one key per algorithm.
@@ -198,21 +203,27 @@ export class SigningKeys {
     return this.load(tenant).jwks;
   }
 
+  /** Whether signatures are being made on the signing thread (load started it; sign-thread.ts). */
+  get signingOnThread(): boolean {
+    return this.#signer.threaded;
+  }
+
+  /** Stops the signing thread if load started one; later signatures are made on the event loop. */
+  close(): Promise<void> {
+    return this.#signer.close();
+  }
+
   /**
    * Compact JWS (RFC 7515 §7.1) signed with node:crypto directly: jose 6 goes through WebCrypto
    * and converts a KeyObject on every call, which cost about a third of a token request.
-   * ES256 signatures are r||s (RFC 7518 §3.4), hence ieee-p1363.
+   * ES256 signatures are r||s (RFC 7518 §3.4), hence ieee-p1363. Under load the signature is
+   * computed on a thread beside the event loop (sign-thread.ts).
    */
-  async sign(tenant: Tenant, payload: jose.JWTPayload, opts: { alg: SigAlg; typ?: string }): Promise<string> {
+  async sign(tenant: Tenant, payload: object, opts: { alg: SigAlg; typ?: string }): Promise<string> {
     const r = this.ready(tenant);
     if (r !== true) await r;
-    return this.signSync(tenant, payload, opts);
-  }
-
-  /** sign() without the promise (the token endpoint's lean path): the caller has awaited ready(tenant). */
-  signSync(tenant: Tenant, payload: object, opts: { alg: SigAlg; typ?: string }): string {
     const k = this.load(tenant).active.get(opts.alg);
-    if (!k) throw new Error(`no active ${opts.alg} key for tenant ${tenant.id}: ready() was not awaited`);
+    if (!k) throw new Error(`no active ${opts.alg} key for tenant ${tenant.id}`);
     const typ = opts.typ ?? '';
     let head = k.headers!.get(typ);
     if (head === undefined) {
@@ -220,7 +231,7 @@ export class SigningKeys {
       k.headers!.set(typ, head);
     }
     const input = `${head}.${Buffer.from(JSON.stringify(payload)).toString('base64url')}`;
-    return `${input}.${crypto.sign('sha256', Buffer.from(input), k.signKey!).toString('base64url')}`;
+    return this.#signer.sign(k.signKey!, input);
   }
 
   /**

@@ -52,6 +52,4 @@ export interface Grant {
   parameters: readonly string[];
   clientAuth: 'required' | 'optional';
   handler(g: GrantContext): Promise<Record<string, unknown>>;
-  /** The same grant without a promise (client_credentials: nothing to wait for). */
-  sync?: (g: GrantContext) => Record<string, unknown>;
 }

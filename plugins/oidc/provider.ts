@@ -155,51 +155,30 @@ export class OidcProvider implements GrantServices {
 
   // ---- the token endpoint --------------------------------------------------------------------
 
-  async token(tenant: Tenant, issuer: string, form: TokenForm, req: RequestInfo): Promise<Record<string, unknown>> {
-    return this.tokenNow(tenant, issuer, form, req);
-  }
-
   /**
-   * token() without a promise where nothing has to be waited for (a synchronous grant, client
-   * authentication without an assertion, the tenant's keys made): the token pre-router's hot
-   * path. Errors are thrown, or reject the promise when there is one.
+   * The token endpoint's work (RFC 6749 §3.2): the grant by its type, the client authenticated
+   * (without a promise unless an assertion has to be verified), then the grant's handler once the
+   * tenant's signing keys exist (made off the event loop at first use: keys.ready).
    */
-  tokenNow(tenant: Tenant, issuer: string, form: TokenForm, req: RequestInfo): Record<string, unknown> | Promise<Record<string, unknown>> {
+  async token(tenant: Tenant, issuer: string, form: TokenForm, req: RequestInfo): Promise<Record<string, unknown>> {
     const g = this.#grants.get(form.grant_type);
     if (!g) throw oauthError('unsupported_grant_type', `grant_type ${form.grant_type} is not supported`);
     const pending = this.#clientAuth.authenticate(tenant, issuer, form, req);
-    if (pending instanceof Promise) return pending.then((auth) => this.#grant(g, tenant, issuer, form, req, auth));
-    return this.#grant(g, tenant, issuer, form, req, pending);
-  }
-
-  #grant(
-    g: Grant,
-    tenant: Tenant,
-    issuer: string,
-    form: TokenForm,
-    req: RequestInfo,
-    auth: AuthenticatedClient | undefined,
-  ): Record<string, unknown> | Promise<Record<string, unknown>> {
+    const auth = pending instanceof Promise ? await pending : pending;
     if (!auth && g.clientAuth === 'required') throw oauthError('invalid_client', 'client authentication or client_id is required', 401);
     if (auth && !auth.client.grantTypes.includes(form.grant_type)) {
       throw oauthError('unauthorized_client', `client ${auth.client.clientId} may not use grant_type ${form.grant_type}`);
     }
-    // The tenant's first signing keys are made off the event loop before any grant signs (keys.ready).
     const keys = this.keys.ready(tenant);
-    const ctx: GrantContext = { tenant, issuer, form, client: auth?.client, req, provider: this };
-    if (keys === true && g.sync) return this.#count(g, g.sync(ctx));
-    return this.#grantLater(g, ctx, keys);
-  }
-
-  async #grantLater(g: Grant, ctx: GrantContext, keys: true | Promise<void>): Promise<Record<string, unknown>> {
     if (keys !== true) await keys;
-    return this.#count(g, g.sync ? g.sync(ctx) : await g.handler(ctx));
+    const out = await g.handler({ tenant, issuer, form, client: auth?.client, req, provider: this });
+    this.#count(g);
+    return out;
   }
 
   /** Counted per grant type (a bounded set: the registered grants) for GET /metrics. */
-  #count<T>(g: Grant, out: T): T {
+  #count(g: Grant): void {
     this.issued.set(g.type, (this.issued.get(g.type) ?? 0) + 1);
-    return out;
   }
 
   /** Token responses issued since start, by grant type (GET /metrics). */

@@ -98,9 +98,12 @@ async function handle(
     const proto = (req.socket as TLSSocket).encrypted ? 'https' : 'http';
     // The same issuer as discovery's (the tenant's public origin): the connection's local port is the listener's.
     const issuer = publicOriginOf(tenant, proto, req.headers.host, req.socket.localPort ?? ctx.core.http.port);
-    const pending = provider.tokenNow(tenant, issuer, parsed.data, { ip, ua: (req.headers['user-agent'] ?? '').slice(0, 512), headers: req.headers });
-    // A client_credentials token has nothing to wait for: no promise, no extra turn of the microtask queue.
-    send(res, requestId, 200, pending instanceof Promise ? await pending : pending);
+    send(
+      res,
+      requestId,
+      200,
+      await provider.token(tenant, issuer, parsed.data, { ip, ua: (req.headers['user-agent'] ?? '').slice(0, 512), headers: req.headers }),
+    );
   } catch (e) {
     const a = errorAnswer(e, requestId);
     if (a.fault) ctx.log.error({ err: e, requestId }, 'token request failed');

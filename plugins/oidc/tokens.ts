@@ -44,8 +44,7 @@ export class TokenMinter {
     return Math.floor(this.clock.now() / 1000);
   }
 
-  /** Synchronous: the token endpoint's hot path signs without a promise (keys.signSync). */
-  accessToken(tenant: Tenant, issuer: string, o: AccessTokenInput): { token: string; exp: number; jti: string } {
+  async accessToken(tenant: Tenant, issuer: string, o: AccessTokenInput): Promise<{ token: string; exp: number; jti: string }> {
     const now = this.now();
     const exp = now + this.config.accessTokenTtl;
     const jti = jtiPool.base64url(16);
@@ -65,7 +64,7 @@ export class TokenMinter {
       ...(o.grantId ? { gid: o.grantId } : {}),
       ...o.extra,
     };
-    return { token: this.keys.signSync(tenant, payload, { alg: this.config.accessTokenAlg, typ: 'at+jwt' }), exp, jti };
+    return { token: await this.keys.sign(tenant, payload, { alg: this.config.accessTokenAlg, typ: 'at+jwt' }), exp, jti };
   }
 
   async idToken(
@@ -104,7 +103,7 @@ export class TokenMinter {
   async issue(tenant: Tenant, issuer: string, o: IssueInput): Promise<Record<string, unknown>> {
     const keys = this.keys.ready(tenant);
     if (keys !== true) await keys;
-    const at = this.accessToken(tenant, issuer, o);
+    const at = await this.accessToken(tenant, issuer, o);
     const out: Record<string, unknown> = { access_token: at.token, token_type: 'Bearer', expires_in: this.config.accessTokenTtl, scope: o.scope.join(' ') };
     if (o.withIdToken && o.user) {
       out.id_token = await this.idToken(tenant, issuer, {
