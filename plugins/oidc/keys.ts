@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import type * as jose from 'jose';
 import { loadJose } from './jose.ts';
-import { SignThread, type SignThreadOptions } from './sign-thread.ts';
+import { SignThread } from './sign-thread.ts';
 import type { Clock, DB, KeyService, Tenant } from '../../server/sdk.ts';
 export type SigAlg = 'RS256' | 'ES256';
 export const SIG_ALGS: readonly SigAlg[] = ['RS256', 'ES256'];
@@ -52,16 +52,13 @@ const CACHE_MS = 60_000;
  */
 export class SigningKeys {
   readonly #cache = new Map<string, TenantKeys>();
-  readonly #signer: SignThread;
+  readonly #signer = new SignThread();
 
   constructor(
     private readonly db: DB,
     private readonly keys: KeyService,
     private readonly clock: Clock,
-    signThread: SignThreadOptions = {},
-  ) {
-    this.#signer = new SignThread(signThread);
-  }
+  ) {}
 
   /**
    * The tenant's keys as stored. Never makes keys (that is ready(), off the event loop): a tenant
