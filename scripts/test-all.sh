@@ -28,18 +28,21 @@ fi
 
 [ -f dist/console/index.html ] || npm run build:console
 # The type check and the lint side by side (two cores; each is one single-threaded process), each
-# printed whole when done, the first failure failing the run.
+# printed whole when done, the first failure failing the run. `npm run lint` is ESLint then
+# Prettier; ESLint (type-aware, ~100 s here) is the long one, so Prettier runs after the type check
+# (~30 s) on the other core instead of after ESLint: the same checks, ~15 s sooner.
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 ( npx tsc --noEmit -p tsconfig.json && npx tsc --noEmit -p renderer/tsconfig.json ) >"$out/types" 2>&1 &
 types=$!
-npm run --silent lint >"$out/lint" 2>&1 &
-lint=$!
+npx eslint . >"$out/eslint" 2>&1 &
+eslint=$!
 status=0
 wait $types || status=1
 echo "== type check"; cat "$out/types"
-wait $lint || status=1
-echo "== lint (ESLint + Prettier)"; cat "$out/lint"
+npx prettier --check . >"$out/prettier" 2>&1 || status=1
+wait $eslint || status=1
+echo "== lint (ESLint + Prettier)"; cat "$out/eslint" "$out/prettier"
 [ $status -eq 0 ] || { echo "type check or lint failed"; exit 1; }
 echo "== tests"
 npx vitest run "$@"
