@@ -52,6 +52,24 @@ describe('HMAC-SHA1 with precomputed pads (media/hmac-sha1.ts)', () => {
       expect(mac(h, msg, roc, 10).equals(want.subarray(0, 10))).toBe(true);
     }
   });
+
+  it('keeps each key apart when several instances tag in turn (their working memory is shared by the thread)', () => {
+    const ks = [crypto.randomBytes(20), crypto.randomBytes(20), crypto.randomBytes(90)];
+    const hs = ks.map((k) => new HmacSha1(k));
+    for (let i = 0; i < 60; i++) {
+      const j = i % 3;
+      const msg = crypto.randomBytes((i * 37) % 200);
+      expect(
+        mac(hs[j]!, msg, i).equals(
+          crypto
+            .createHmac('sha1', ks[j]!)
+            .update(msg)
+            .update(Buffer.from([0, 0, 0, i]))
+            .digest(),
+        ),
+      ).toBe(true);
+    }
+  });
 });
 
 /** RFC 3711 §4.1.1 and §4.2 with one node:crypto object per packet: the reference. */
@@ -126,6 +144,21 @@ describe('AES-CM keystream computed ahead (webrtc/srtp.ts)', () => {
         const q = other.protect(0, false, n, n * 160, 0x55667788, s.payload);
         expect(q.equals(reference(k, 0x55667788, 0, n, 0, n * 160, s.payload, tagLen))).toBe(true);
       }
+    }
+  });
+
+  it('packet() + seal(): a frame written straight into the packet and protected in place equals protect() and the reference', () => {
+    const k = keys();
+    const p = new SrtpProtector(k);
+    const q = new SrtpProtector(k);
+    for (const s of stream()) {
+      const pkt = p.packet(s.payload.length);
+      s.payload.copy(pkt, 12);
+      expect(p.seal(pkt, s.payload.length, 9, true, s.seq, s.ts, s.ssrc)).toBe(pkt);
+      // The reference writes its second header octet as given: marker bit and payload type 9.
+      const want = reference(k, s.ssrc, s.roc, s.seq, 0x80 | 9, s.ts, s.payload, 10);
+      expect(pkt.equals(want)).toBe(true);
+      expect(q.protect(9, true, s.seq, s.ts, s.ssrc, s.payload).equals(want)).toBe(true);
     }
   });
 

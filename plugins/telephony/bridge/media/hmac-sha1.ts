@@ -348,33 +348,40 @@ function compress(h: Int32Array, m: Uint8Array, o: number): void {
 
 const IV = [0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476, 0xc3d2e1f0];
 
+/**
+ * The working memory of a tag: the chaining state, the last (padded) block or two of a message,
+ * and the outer hash's one block. None of it carries from one tag to the next, so one set serves
+ * every HmacSha1 of the thread (each worker has its own module instance; a tag is computed
+ * synchronously, start to end). A media thread tags packets of a few hundred sessions in turn:
+ * memory of the session's own would be cold for nearly every packet, this stays in the cache.
+ */
+const H = new Int32Array(5);
+const TAIL = new Uint8Array(2 * BLOCK);
+/** The outer message is always the 20-octet inner digest: its padding and length (84 octets after the pad block, in bits) are fixed. */
+const OB = new Uint8Array(BLOCK);
+OB[20] = 0x80;
+OB[62] = ((BLOCK + 20) * 8) >>> 8;
+OB[63] = ((BLOCK + 20) * 8) & 0xff;
+
 /** HMAC-SHA1 with one key, its pad blocks hashed once; no allocation per tag. */
 export class HmacSha1 {
-  /** The chaining state after the key XOR ipad block, and after the key XOR opad block. */
-  private readonly inner = new Int32Array(5);
-  private readonly outer = new Int32Array(5);
-  private readonly h = new Int32Array(5);
-  /** The last (padded) block or two of a message, and the outer hash's one block. */
-  private readonly tail = new Uint8Array(2 * BLOCK);
-  private readonly ob = new Uint8Array(BLOCK);
+  /** The chaining state after the key XOR ipad block (words 0-4) and after the key XOR opad block (5-9): all of the key a tag reads, in one place. */
+  private readonly pads = new Int32Array(10);
 
   constructor(key: Uint8Array) {
     // RFC 2104 §2: a key longer than the block is hashed first; a shorter one is zero-padded.
     const k = key.length > BLOCK ? crypto.createHash('sha1').update(key).digest() : key;
     const pad = new Uint8Array(BLOCK);
-    for (const [state, x] of [
-      [this.inner, 0x36],
-      [this.outer, 0x5c],
+    const state = new Int32Array(5);
+    for (const [at, x] of [
+      [0, 0x36],
+      [5, 0x5c],
     ] as const) {
       for (let i = 0; i < BLOCK; i++) pad[i] = (k[i] ?? 0) ^ x;
       state.set(IV);
       compress(state, pad, 0);
+      this.pads.set(state, at);
     }
-    // The outer message is always the 20-octet inner digest: its padding and length (84 octets
-    // after the pad block, in bits) are fixed.
-    this.ob[20] = 0x80;
-    this.ob[62] = ((BLOCK + 20) * 8) >>> 8;
-    this.ob[63] = ((BLOCK + 20) * 8) & 0xff;
   }
 
   /**
@@ -382,12 +389,17 @@ export class HmacSha1 {
    * octets (up to 20) written to `out` at `at`. SRTP passes the packet and the rollover counter.
    */
   macInto(msg: Uint8Array, len: number, suffix: number | null, out: Uint8Array, at: number, bytes = 20): void {
-    const h = this.h;
-    h.set(this.inner);
+    const h = H;
+    const pads = this.pads;
+    h[0] = pads[0]!;
+    h[1] = pads[1]!;
+    h[2] = pads[2]!;
+    h[3] = pads[3]!;
+    h[4] = pads[4]!;
     // Whole blocks straight from the message, the rest (with the suffix and padding) from `tail`.
     const whole = len - (len % BLOCK);
     for (let o = 0; o < whole; o += BLOCK) compress(h, msg, o);
-    const t = this.tail;
+    const t = TAIL;
     let n = len - whole;
     for (let i = 0; i < n; i++) t[i] = msg[whole + i]!;
     if (suffix !== null) {
@@ -400,7 +412,8 @@ export class HmacSha1 {
     t[n] = 0x80;
     // One padded block when the 0x80 and the 64-bit length fit after the rest, else two.
     const end = n + 9 <= BLOCK ? BLOCK : 2 * BLOCK;
-    t.fill(0, n + 1, end - 4);
+    // A loop, not fill(): a few octets, and fill() leaves compiled code for the runtime.
+    for (let i = n + 1; i < end - 4; i++) t[i] = 0;
     // Length in bits of ipad block ‖ message (below 2^32 for anything this takes).
     const bits = (BLOCK + len + (suffix !== null ? 4 : 0)) * 8;
     t[end - 4] = bits >>> 24;
@@ -409,7 +422,7 @@ export class HmacSha1 {
     t[end - 1] = bits & 0xff;
     compress(h, t, 0);
     if (end > BLOCK) compress(h, t, BLOCK);
-    const ob = this.ob;
+    const ob = OB;
     for (let i = 0; i < 5; i++) {
       const v = h[i]!;
       ob[4 * i] = v >>> 24;
@@ -417,7 +430,11 @@ export class HmacSha1 {
       ob[4 * i + 2] = (v >>> 8) & 0xff;
       ob[4 * i + 3] = v & 0xff;
     }
-    h.set(this.outer);
+    h[0] = pads[5]!;
+    h[1] = pads[6]!;
+    h[2] = pads[7]!;
+    h[3] = pads[8]!;
+    h[4] = pads[9]!;
     compress(h, ob, 0);
     for (let i = 0; i < bytes; i++) out[at + i] = (h[i >> 2]! >>> (24 - 8 * (i & 3))) & 0xff;
   }

@@ -13,6 +13,7 @@ import { decodeG711Into, frameEncoder, isWideband, legRate, silenceFrame, type C
 import { PcmQueue } from './pcm-queue.ts';
 import { G722Decoder, G722Encoder } from './g722.ts';
 import { SdesSrtp, type SdesKeys } from './sdes.ts';
+import type { SrtpProtector } from '../webrtc/srtp.ts';
 import type { LegMetrics, LegTarget } from './leg.ts';
 import { ReceptionStats, RtcpSession, SenderInfo, type RtcpMetrics } from './rtcp.ts';
 
@@ -194,9 +195,8 @@ export class RtpSender implements Clocked {
   private readonly enc: FrameEncoder;
   /** A G.722 leg's encoder (also behind `enc`), which encodes silence at a lower cost. */
   private readonly g722: G722Encoder | null;
-  private readonly srtp: SdesSrtp | null;
-  /** The frame before SRTP protects it into a packet of its own. */
-  private readonly payload = Buffer.alloc(FRAME_SAMPLES);
+  /** The sending direction's SRTP (SDES keys); plain RTP without it. */
+  private readonly srtp: SrtpProtector | null;
   packetsSent = 0;
   /** hrtime of the first packet that carried AI audio (not silence). */
   firstAudioSentAt: bigint | null = null;
@@ -219,8 +219,7 @@ export class RtpSender implements Clocked {
     this.silence = o.codec === 'G722' ? null : silenceFrame(o.codec);
     // Only the sending direction's protector (SdesSrtp builds each direction on first use), now
     // rather than at the first packet's deadline.
-    this.srtp = o.srtp ? new SdesSrtp(o.srtp) : null;
-    this.srtp?.sender();
+    this.srtp = o.srtp ? new SdesSrtp(o.srtp).sender() : null;
     this.own = o.source ? null : new PcmQueue();
     this.source = o.source ?? this.own!;
   }
@@ -299,15 +298,14 @@ export class RtpSender implements Clocked {
     if (now - this.nextDue > FRAME_NS) this.lateFrames++;
     // Header and payload written into one packet buffer (Buffer.allocUnsafe takes it from the
     // shared 8 KiB pool: no ArrayBuffer per packet). Not reused: an EAGAIN send may still hold it.
-    // With SRTP the frame is encoded into a scratch buffer and protected into a packet of its own.
-    const pkt = this.srtp ? this.payload : Buffer.allocUnsafe(12 + FRAME_SAMPLES);
-    const at = this.srtp ? 0 : 12;
-    const hasAudio = this.writeFrame(pkt, at);
-    if (!hasAudio) this.writeSilence(pkt, at, FRAME_SAMPLES);
+    // With SRTP the frame is encoded straight into the packet that leaves and protected in place.
+    const pkt = this.srtp ? this.srtp.packet(FRAME_SAMPLES) : Buffer.allocUnsafe(12 + FRAME_SAMPLES);
+    const hasAudio = this.writeFrame(pkt, 12);
+    if (!hasAudio) this.writeSilence(pkt, 12, FRAME_SAMPLES);
     const marker = hasAudio && !this.talking; // RFC 3551 §4.1: first packet of a talk spurt
     this.talking = hasAudio;
     const ts = this.ts >>> 0;
-    const sendAt = this.srtp ? this.sendSrtp(marker, ts) : this.sendRtp(pkt, marker, ts);
+    const sendAt = this.srtp ? this.sendSrtp(pkt, marker, ts) : this.sendRtp(pkt, marker, ts);
     this.packetsSent++;
     // Sender report figures (RFC 3550 §6.4.1: payload octets only). A few plain stores.
     this.o.info?.update(this.ssrc, this.packetsSent, this.packetsSent * FRAME_SAMPLES, ts, Number(sendAt) / 1e6);
@@ -315,9 +313,9 @@ export class RtpSender implements Clocked {
     this.nextDue += FRAME_NS;
   }
 
-  /** The frame in `this.payload` as SRTP; returns when it left. */
-  private sendSrtp(marker: boolean, ts: number): bigint {
-    const pkt = this.srtp!.protect(this.o.payloadType, marker, this.seq, ts, this.ssrc, this.payload);
+  /** The frame already in the srtp.packet() `pkt`, protected in place; returns when it left. */
+  private sendSrtp(pkt: Buffer, marker: boolean, ts: number): bigint {
+    this.srtp!.seal(pkt, FRAME_SAMPLES, this.o.payloadType, marker, this.seq, ts, this.ssrc);
     this.seq = (this.seq + 1) & 0xffff;
     this.ts = (this.ts + FRAME_SAMPLES) >>> 0;
     return this.sent(pkt);

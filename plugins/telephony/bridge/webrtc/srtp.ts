@@ -227,25 +227,45 @@ export class SrtpProtector {
   }
 
   /**
+   * A packet buffer of its own for `n` payload octets (AES-CM profiles): the caller writes the
+   * payload at offset 12 and passes it to seal(), so a frame is encoded straight into the packet
+   * that leaves (no scratch frame, no copy).
+   */
+  packet(n: number): Buffer {
+    if (!this.cm) throw new Error('packet() and seal() are for the AES-CM profiles');
+    if (HEADER + n + this.tagLength > MAX_PACKET) throw new Error('RTP packet larger than this protector takes');
+    return Buffer.allocUnsafe(HEADER + n + this.tagLength);
+  }
+
+  /**
+   * Protects in place a packet() whose `n` payload octets are written: the RTP header (V=2, no
+   * padding, extension or CSRC) in front, the payload encrypted, the tag after it. Returns `pkt`.
+   */
+  seal(pkt: Buffer, n: number, payloadType: number, marker: boolean, seq: number, timestamp: number, ssrc: number): Buffer {
+    const cm = this.cm;
+    if (!cm || pkt.length !== HEADER + n + this.tagLength) throw new Error('seal() takes a packet() of the AES-CM profiles');
+    writeHeader(pkt, payloadType, marker, seq, timestamp, ssrc);
+    const roc = this.rocFor(seq & 0xffff);
+    cm.crypt(pkt, pkt, HEADER, HEADER + n, ssrc >>> 0, roc, seq & 0xffff);
+    cm.tag(pkt, HEADER + n, roc, pkt, HEADER + n, this.tagLength);
+    return pkt;
+  }
+
+  /**
    * One SRTP packet: the RTP header (V=2, no padding, extension or CSRC) and `payload`, protected.
    * Returns a buffer of its own (a send may still hold it when the next packet is written).
    */
   protect(payloadType: number, marker: boolean, seq: number, timestamp: number, ssrc: number, payload: Uint8Array): Buffer {
     const n = payload.length;
+    if (this.cm) {
+      const pkt = this.packet(n);
+      pkt.set(payload, HEADER);
+      return this.seal(pkt, n, payloadType, marker, seq, timestamp, ssrc);
+    }
     if (HEADER + n + this.tagLength > MAX_PACKET) throw new Error('RTP packet larger than this protector takes');
     const pkt = Buffer.allocUnsafe(HEADER + n + this.tagLength);
-    pkt[0] = 0x80;
-    pkt[1] = (marker ? 0x80 : 0) | (payloadType & 0x7f);
-    pkt.writeUInt16BE(seq & 0xffff, 2);
-    pkt.writeUInt32BE(timestamp >>> 0, 4);
-    pkt.writeUInt32BE(ssrc >>> 0, 8);
+    writeHeader(pkt, payloadType, marker, seq, timestamp, ssrc);
     const roc = this.rocFor(seq & 0xffff);
-    if (this.cm) {
-      pkt.set(payload, HEADER);
-      this.cm.crypt(pkt, pkt, HEADER, HEADER + n, ssrc >>> 0, roc, seq & 0xffff);
-      this.cm.tag(pkt, HEADER + n, roc, pkt, HEADER + n, this.tagLength);
-      return pkt;
-    }
     // RFC 7714 §8.1: IV = (00 00 ‖ SSRC ‖ ROC ‖ SEQ) XOR salt; AAD = the header.
     const iv = this.iv;
     iv.writeUInt16BE(0, 0);
@@ -262,6 +282,18 @@ export class SrtpProtector {
   }
 }
 
+/** RFC 3550 §5.1 fixed header at the start of `pkt`: V=2, no padding, extension or CSRC. */
+function writeHeader(pkt: Buffer, payloadType: number, marker: boolean, seq: number, timestamp: number, ssrc: number): void {
+  pkt[0] = 0x80;
+  pkt[1] = (marker ? 0x80 : 0) | (payloadType & 0x7f);
+  pkt.writeUInt16BE(seq & 0xffff, 2);
+  pkt.writeUInt32BE(timestamp >>> 0, 4);
+  pkt.writeUInt32BE(ssrc >>> 0, 8);
+}
+
+/** The tag an incoming packet must carry, computed for the check: scratch shared by the thread's unprotectors (the check is synchronous). */
+const EXPECTED = new Uint8Array(CM_TAG);
+
 interface RocState {
   roc: number;
   lastSeq: number;
@@ -272,15 +304,16 @@ interface RocState {
 export class SrtpUnprotector {
   private readonly cm: AesCmSession;
   private readonly states = new Map<number, RocState>();
+  /** The SSRC of the last packet that authenticated (-1: none yet) and its entry of `states`. */
+  private lastSsrc = -1;
+  private last: RocState | undefined = undefined;
   private readonly tagLength: number;
-  private readonly expected: Buffer;
 
   constructor(keys: SrtpKeys) {
     if (keys.profile !== AES_CM_128_HMAC_SHA1_80 && keys.profile !== AES_CM_128_HMAC_SHA1_32)
       throw new Error(`SRTP profile ${keys.profile} is not supported here`);
     this.cm = new AesCmSession(keys);
     this.tagLength = keys.profile === AES_CM_128_HMAC_SHA1_32 ? CM32_TAG : CM_TAG;
-    this.expected = Buffer.alloc(this.tagLength);
   }
 
   /**
@@ -301,17 +334,24 @@ export class SrtpUnprotector {
     if (offset > len || len + 4 > MAX_PACKET) throw new SrtpAuthenticationError('Failed to authenticate SRTP packet');
     const seq = srtp.readUInt16BE(2);
     const ssrc = srtp.readUInt32BE(8);
-    const st = this.states.get(ssrc);
+    // A SIP leg's far end has one SSRC: its state without a Map lookup.
+    const st = ssrc === this.lastSsrc ? this.last : this.states.get(ssrc);
     const roc = st ? nextRoc(st, seq) : 0;
-    this.cm.tag(srtp, len, roc, this.expected, 0, this.tagLength);
+    const expected = EXPECTED;
+    this.cm.tag(srtp, len, roc, expected, 0, this.tagLength);
     // Constant time: every octet is compared whatever the first difference (no view allocated).
     let diff = 0;
-    for (let i = 0; i < this.tagLength; i++) diff |= this.expected[i]! ^ srtp[len + i]!;
+    for (let i = 0; i < this.tagLength; i++) diff |= expected[i]! ^ srtp[len + i]!;
     if (diff !== 0) throw new SrtpAuthenticationError('Failed to authenticate SRTP packet');
     if (st) {
       st.roc = roc;
       st.lastSeq = seq;
-    } else this.states.set(ssrc, { roc: 0, lastSeq: seq, seen: true });
+      this.last = st;
+    } else {
+      this.last = { roc: 0, lastSeq: seq, seen: true };
+      this.states.set(ssrc, this.last);
+    }
+    this.lastSsrc = ssrc;
     if (inPlace) {
       this.cm.crypt(srtp, srtp, offset, len, ssrc, roc, seq);
       return srtp.subarray(0, len);
