@@ -205,6 +205,11 @@ export class SigningKeys {
     return this.#signer.threaded;
   }
 
+  /** ES256 signatures finished from the signing thread's presignatures so far (es256-presign.ts). */
+  get presignedSignatures(): number {
+    return this.#signer.presigned;
+  }
+
   /** Stops the signing thread if load started one; later signatures are made on the event loop. */
   close(): Promise<void> {
     return this.#signer.close();

@@ -76,6 +76,37 @@ describe('SignThread', () => {
     await verifies(await t.sign(RS, inputFor('RS256', 7)), rs.publicKey, 'RS256', 7);
   });
 
+  it('under load finishes ES256 signatures from presignatures: each verifies, no nonce twice, RS256 never', async () => {
+    const t = new SignThread({ startAfter: 5 });
+    await warm(t);
+    const seenR = new Set<string>();
+    let es256 = 0;
+    const deadline = Date.now() + 20_000;
+    // Bursts until a good share came from presignatures (the pool fills after the first asks).
+    for (let round = 0; t.presigned < 1000 || round < 5; round++) {
+      if (Date.now() > deadline) throw new Error(`only ${t.presigned} presigned signatures`);
+      const jobs = Array.from({ length: 100 }, (_, j) => {
+        const i = round * 100 + j;
+        const [k, pub, alg] = j % 10 === 0 ? ([RS, rs.publicKey, 'RS256'] as const) : ([ES, es.publicKey, 'ES256'] as const);
+        if (alg === 'ES256') es256++;
+        return t.sign(k, inputFor(alg, i)).then(async (jws) => {
+          await verifies(jws, pub, alg, i);
+          if (alg === 'ES256') seenR.add(Buffer.from(jws.split('.')[2]!, 'base64url').subarray(0, 32).toString('hex'));
+        });
+      });
+      await Promise.all(jobs);
+      await new Promise((r) => setTimeout(r, 2));
+    }
+    // ECDSA's r is x(k·G): the same r twice would be the same nonce twice.
+    expect(seenR.size).toBe(es256);
+    expect(t.presigned).toBeLessThanOrEqual(es256);
+    await t.close();
+    // Closed: what was left in the pool is gone, signatures are made on the loop.
+    const before = t.presigned;
+    await verifies(await t.sign(ES, inputFor('ES256', 1)), es.publicKey, 'ES256', 1);
+    expect(t.presigned).toBe(before);
+  });
+
   it('a thread that dies while signatures are owed: each is signed on the loop instead, and so is everything after', async () => {
     const entry = path.join(tmp, 'dies.mjs');
     // Says it is ready, then exits at the first batch without answering.
@@ -135,6 +166,12 @@ describe('token endpoint under load', () => {
       }
     }
     expect(keys.signingOnThread).toBe(true);
+    // Then tokens are signed from presignatures.
+    while (keys.presignedSignatures === 0) {
+      if (Date.now() > deadline) throw new Error('no token was signed from a presignature');
+      const answers = await Promise.all(Array.from({ length: 40 }, () => tokenForm(s, host, { grant_type: 'client_credentials' }, auth)));
+      for (const a of answers) tokens.push((a.body as { access_token: string }).access_token);
+    }
     const jwks = jose.createLocalJWKSet((await (await s.fetch('/.well-known/jwks.json', { host })).json()) as jose.JSONWebKeySet);
     for (const t of tokens) {
       const { payload, protectedHeader } = await jose.jwtVerify(t, jwks, { typ: 'at+jwt', algorithms: ['ES256'] });
