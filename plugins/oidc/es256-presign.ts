@@ -8,7 +8,7 @@
  * ahead, in bulk, and sends them over a few hundred at a time: per presignature r, a = k⁻¹ and
  * b = k⁻¹·r·d mod n. The event loop then signs a token with one SHA-256 and s = a·z + b mod n,
  * about 3 µs, where a signature by node:crypto is about 30 µs and a hop to the thread per batch of
- * tokens costs the loop about as much again in wake-ups (bench/results/2026-12-07-vm-tokens-4.md).
+ * tokens costs the loop about as much again in wake-ups (bench/results/2026-12-06-vm-tokens-4.md).
  *
  * Why by hand: node:crypto (OpenSSL 3) signs in one call and has no presignature API. All elliptic
  * curve work stays in OpenSSL: `ECDH.generateKeys()` draws k uniformly from [1, n-1] with

@@ -60,7 +60,7 @@ function isFormType(ct: string | undefined): boolean {
  * with the other answers made in the same turn: a load of token requests then leaves in bursts
  * rather than one write per I/O callback, and the client's side wakes once per burst. On this
  * machine that took about 15 µs of event-loop time off each token at 10k tokens/s
- * (bench/results/2026-12-07-vm-tokens-4.md); the answer waits microseconds for it.
+ * (bench/results/2026-12-06-vm-tokens-4.md); the answer waits microseconds for it.
  */
 function send(res: ServerResponse, requestId: string, status: number, body: unknown, extra?: Record<string, string>): void {
   const json = JSON.stringify(body);
