@@ -126,8 +126,11 @@ describe('POST /lotl.ashx?import with a gzip bomb', () => {
     // kept files (at most the 128 MiB cap) and zlib's window are what the import holds.
     expect(peak - rss0).toBeLessThan(300 * MiB);
     expect(health.length).toBeGreaterThan(0);
-    // As the slow-client suites bound it: 10 times the slowest answer before, at least 500 ms.
-    expect(Math.max(...health)).toBeLessThan(Math.max(10 * Math.max(...baseline), 500));
+    // As the slow-client suites bound it: 10 times the slowest answer before, at least 500 ms;
+    // and on a machine so loaded that the whole import crawls, under half of it. An import that
+    // blocked the event loop (gunzipSync) held one probe for all of its inflation, about its
+    // whole time, so the bound still fails it there.
+    expect(Math.max(...health)).toBeLessThan(Math.max(10 * Math.max(...baseline), 500, took / 2));
     const body = (await r.json()) as { error: string; error_description: string };
     expect(body.error).toBe('invalid_request');
     expect(body.error_description).toMatch(/unpacks to more than 128 MiB/);
