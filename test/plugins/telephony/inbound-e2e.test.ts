@@ -409,8 +409,9 @@ describe('inbound SIP calls (real bridge, SIPp carrier and desk phones, Gemini L
   }, 60_000);
 
   it("no endpoint reachable: the route's fallback (the next matching row, here the reception AI) takes the call", async () => {
-    const { run } = await carrierCall(BOB_DID);
+    const { run, sink } = await carrierCall(BOB_DID);
     const exit = await run.exited;
+    sink.close();
     expect(exit.code, exit.output).toBe(0);
     const c = await ended(BOB_DID);
     expect(c).toMatchObject({ outcome: 'finished', target: 'bob' });
@@ -419,12 +420,13 @@ describe('inbound SIP calls (real bridge, SIPp carrier and desk phones, Gemini L
   }, 60_000);
 
   it("maxDurationSec: the AI's call ends with max-duration (BYE to the caller)", async () => {
-    const { run } = await carrierCall(LONG);
+    const { run, sink } = await carrierCall(LONG);
     // While it lasts the bridge lists it (GET /calls): a core reconciling after a restart keeps it.
     const live = await until(() => (lastCallTo(LONG)?.answered_at && !lastCallTo(LONG).ended_at ? lastCallTo(LONG) : null), 15_000, 'call answered');
     const tel = s.appliance.host.services('telephony') as TelephonyServices;
     expect((await tel.bridge.listCalls()).calls).toContainEqual(expect.objectContaining({ callId: live.call_id, state: 'answered' }));
     const exit = await run.exited;
+    sink.close();
     expect(exit.code, exit.output).toBe(0);
     const c = await ended(LONG);
     expect(c).toMatchObject({ outcome: 'max-duration', number: LONG });
@@ -433,8 +435,9 @@ describe('inbound SIP calls (real bridge, SIPp carrier and desk phones, Gemini L
   }, 60_000);
 
   it('vnum-to-vnum: the AI hands the caller to another number, whose AI ends the call', async () => {
-    const { run } = await carrierCall(TO_VNUM);
+    const { run, sink } = await carrierCall(TO_VNUM);
     const exit = await run.exited;
+    sink.close();
     expect(exit.code, exit.output).toBe(0);
     const c = await ended(TO_VNUM);
     expect(c.outcome).toBe('transferred-to-vnum');
@@ -481,8 +484,9 @@ describe('inbound SIP calls (real bridge, SIPp carrier and desk phones, Gemini L
       5000,
       'pstn trunk at the bridge',
     );
-    const { run } = await carrierCall(TO_PSTN);
+    const { run, sink } = await carrierCall(TO_PSTN);
     const [callerExit, pstnExit] = await Promise.all([run.exited, pstn.exited]);
+    sink.close();
     expect(pstnExit.code, pstnExit.output).toBe(0);
     expect(callerExit.code, callerExit.output).toBe(0);
     const c = await ended(TO_PSTN);
